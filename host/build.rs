@@ -1,0 +1,108 @@
+//! Builds the guest plugins in `plugins/` for `wasm32-wasip2` and puts the default ones
+//! where `src/plugin/embedded.rs` includes them. The test fixtures are built too; their
+//! directory is exported to the crate's tests as `MCPPROXY_PLUGIN_ARTIFACTS`.
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const TARGET: &str = "wasm32-wasip2";
+/// The plugins embedded in the binary (crate names, as cargo names their artifacts).
+const EMBEDDED: &[&str] = &["intent_matrix", "prefix_annotator"];
+
+fn main() {
+    let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    let root = manifest_dir
+        .parent()
+        .expect("host/ lives in the workspace root");
+    let plugins = root.join("plugins");
+    let out_dir = PathBuf::from(env::var("OUT_DIR").expect("set by cargo"));
+
+    for watched in [
+        "Cargo.toml",
+        "Cargo.lock",
+        "intent-matrix",
+        "prefix-annotator",
+        "fixtures",
+    ] {
+        println!(
+            "cargo::rerun-if-changed={}",
+            plugins.join(watched).display()
+        );
+    }
+    println!("cargo::rerun-if-changed={}", root.join("wit").display());
+
+    check_target_installed();
+
+    // A target dir of its own: the outer cargo holds the lock on the main one.
+    let target_dir = env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"))
+        .join("wasm-plugins");
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(&plugins)
+        .args(["build", "--release", "--workspace", "--target", TARGET])
+        .arg("--target-dir")
+        .arg(&target_dir);
+    // Flags meant for the host build must not leak into the guest build.
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_TARGET",
+        "CARGO_TARGET_DIR",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_BUILD_RUSTFLAGS",
+        "CARGO_LLVM_COV",
+        "LLVM_PROFILE_FILE",
+    ] {
+        cmd.env_remove(var);
+    }
+    let status = cmd
+        .status()
+        .unwrap_or_else(|e| fail(&format!("cannot run cargo to build plugins/: {e}")));
+    if !status.success() {
+        fail("building the plugins in plugins/ for wasm32-wasip2 failed (see the errors above)");
+    }
+
+    let artifacts = target_dir.join(TARGET).join("release");
+    for name in EMBEDDED {
+        let from = artifacts.join(format!("{name}.wasm"));
+        let to = out_dir.join(format!("{name}.wasm"));
+        std::fs::copy(&from, &to).unwrap_or_else(|e| {
+            fail(&format!(
+                "cannot copy {} to {}: {e}",
+                from.display(),
+                to.display()
+            ))
+        });
+    }
+    println!(
+        "cargo::rustc-env=MCPPROXY_PLUGIN_ARTIFACTS={}",
+        artifacts.display()
+    );
+}
+
+/// Stops the build with instructions when the wasm target is missing.
+fn check_target_installed() {
+    let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let libdir = Command::new(&rustc)
+        .args(["--print", "target-libdir", "--target", TARGET])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+    if !libdir.as_deref().is_some_and(Path::is_dir) {
+        fail(
+            "the wasm32-wasip2 target is not installed, and mcpproxy's default plugins are \
+             built for it. Run `rustup target add wasm32-wasip2` (with rustup, the \
+             rust-toolchain.toml in the repository root lists it, and `rustup toolchain install` \
+             fetches it), then build again.",
+        );
+    }
+}
+
+fn fail(message: &str) -> ! {
+    println!("cargo::error={message}");
+    std::process::exit(1);
+}

@@ -1,0 +1,90 @@
+//! The `mcpproxy` command line (clap): one module per command, each with `run(self)`.
+//! This is the binary's edge, so errors are `anyhow` here and nowhere below.
+
+mod output;
+mod plugins;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Exit status when a command ran and found a problem (a failed check).
+pub const EXIT_FAILURE: u8 = 1;
+/// Exit status for bad usage or an error that stopped the command.
+pub const EXIT_USAGE: u8 = 2;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "mcpproxy",
+    version,
+    about = "An MCP proxy whose security policy runs as sandboxed WebAssembly plugins",
+    propagate_version = true
+)]
+pub struct Cli {
+    /// Where mcpproxy keeps its state (compiled-plugin cache, journal, API key).
+    #[arg(long, global = true, env = "MCPPROXY_DATA_DIR", value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+
+    /// More log output (-v: debug, -vv: trace). RUST_LOG overrides it.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List, check and test policy plugins.
+    #[command(subcommand)]
+    Plugins(plugins::PluginsCommand),
+}
+
+/// Global options every command can read.
+#[derive(Debug, Clone)]
+pub struct Globals {
+    pub data_dir: PathBuf,
+}
+
+/// Parses the command line, runs the command, and maps the result to an exit status.
+pub fn run() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    let globals = Globals {
+        data_dir: cli.data_dir.unwrap_or_else(default_data_dir),
+    };
+    let result = match cli.command {
+        Command::Plugins(cmd) => cmd.run(&globals),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
+
+/// `~/.mcpproxy`, or `./.mcpproxy` when there is no home directory.
+pub fn default_data_dir() -> PathBuf {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."))
+        .join(".mcpproxy")
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

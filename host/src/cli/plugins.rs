@@ -1,0 +1,261 @@
+//! `mcpproxy plugins list` and `mcpproxy plugins check`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use crate::plugin::limits::{Bytes, Limits};
+use crate::plugin::suite::{self, Suite};
+use crate::plugin::{
+    EngineOptions, Plugin, PluginEngine, PluginKind, PluginSet, PluginSettings, PluginSource,
+};
+use crate::policy::{
+    AnnotationSource, Annotations, CallRequest, EffectiveAnnotations, OperationType, SafetyClass,
+    Tool, Verdict,
+};
+
+use super::output::{Format, print_table};
+use super::{EXIT_FAILURE, Globals};
+
+#[derive(Debug, Subcommand)]
+pub enum PluginsCommand {
+    /// Show the plugins that would load: the embedded defaults and those in --plugins DIR.
+    List(ListCommand),
+    /// Load a plugin file, say which world it implements, call it once under the limits,
+    /// and optionally run a conformance suite against it.
+    Check(CheckCommand),
+}
+
+impl PluginsCommand {
+    pub fn run(self, globals: &Globals) -> Result<ExitCode> {
+        match self {
+            Self::List(cmd) => cmd.run(globals),
+            Self::Check(cmd) => cmd.run(globals),
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ListCommand {
+    /// A directory of *.wasm plugins, loaded after (and replacing) the embedded ones.
+    #[arg(long, value_name = "DIR")]
+    plugins: Option<PathBuf>,
+
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t)]
+    output: Format,
+}
+
+impl ListCommand {
+    fn run(self, globals: &Globals) -> Result<ExitCode> {
+        let engine = engine(globals)?;
+        let set = PluginSet::load(&engine, self.plugins.as_deref(), &|_| {
+            PluginSettings::default()
+        })?;
+        let infos: Vec<_> = set.plugins().iter().map(|p| p.info().clone()).collect();
+        match self.output {
+            Format::Json => println!("{}", serde_json::to_string_pretty(&infos)?),
+            Format::Table => {
+                let rows: Vec<Vec<String>> = infos
+                    .iter()
+                    .map(|i| {
+                        vec![
+                            i.name.clone(),
+                            i.kind.to_string(),
+                            i.version.clone(),
+                            i.source.to_string(),
+                            Bytes(i.size_bytes).to_string(),
+                        ]
+                    })
+                    .collect();
+                print_table(&["NAME", "KIND", "VERSION", "SOURCE", "SIZE"], &rows);
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct CheckCommand {
+    /// The plugin component to check.
+    #[arg(value_name = "FILE.wasm")]
+    file: PathBuf,
+
+    /// Run a conformance suite: `matrix` for validators, `prefix` for annotators.
+    #[arg(long, value_enum)]
+    suite: Option<Suite>,
+
+    /// The CPU deadline per call, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 50)]
+    timeout_ms: u64,
+
+    /// The memory cap per instance, in MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 32)]
+    memory_mib: usize,
+
+    /// The plugin's settings (what its `config()` import returns), as a JSON object.
+    #[arg(long, value_name = "JSON", default_value = "{}")]
+    settings: String,
+
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t)]
+    output: Format,
+}
+
+impl CheckCommand {
+    fn run(self, globals: &Globals) -> Result<ExitCode> {
+        let settings: serde_json::Value = serde_json::from_str(&self.settings)
+            .with_context(|| format!("--settings is not valid JSON: {}", self.settings))?;
+        if !settings.is_object() {
+            bail!(
+                "--settings must be a JSON object, like '{{\"strict_server_validation\": false}}'"
+            );
+        }
+        let limits = Limits {
+            timeout: Duration::from_millis(self.timeout_ms),
+            memory_bytes: self.memory_mib.saturating_mul(1 << 20),
+        };
+        let engine = engine_with_memory(globals, limits.memory_bytes)?;
+        let bytes = std::fs::read(&self.file)
+            .with_context(|| format!("cannot read {}", self.file.display()))?;
+        let mut plugin = Plugin::load(
+            &engine,
+            &bytes,
+            PluginSource::File(self.file.clone()),
+            limits,
+        )?;
+        plugin.configure(&PluginSettings { limits, settings });
+        let info = plugin.info().clone();
+
+        let smoke = smoke_call(&plugin);
+        let suite_results = match self.suite {
+            Some(suite) if suite.kind() != info.kind => bail!(
+                "the {suite:?} suite is for {} plugins, and {} is {} plugin",
+                suite.kind(),
+                self.file.display(),
+                info.kind
+            ),
+            Some(suite) => Some(suite::run(suite, &plugin)),
+            None => None,
+        };
+        let failed = suite_results.iter().flatten().filter(|r| !r.passed).count();
+        let ok = smoke.is_ok() && failed == 0;
+
+        match self.output {
+            Format::Json => {
+                let report = json!({
+                    "plugin": info,
+                    "limits": limits,
+                    "call": match &smoke { Ok(s) => json!({"ok": true, "result": s}),
+                                            Err(e) => json!({"ok": false, "error": e}) },
+                    "suite": suite_results,
+                    "passed": ok,
+                });
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            }
+            Format::Table => {
+                println!(
+                    "{}: {} plugin '{}' {} — {}",
+                    self.file.display(),
+                    info.kind,
+                    info.name,
+                    info.version,
+                    info.description
+                );
+                println!(
+                    "limits: {} ms CPU deadline, {} memory",
+                    limits.timeout.as_millis(),
+                    Bytes(limits.memory_bytes)
+                );
+                match &smoke {
+                    Ok(result) => println!("call: ok ({result})"),
+                    Err(e) => println!("call: FAILED: {e}"),
+                }
+                if let Some(results) = &suite_results {
+                    for r in results {
+                        if r.passed {
+                            println!("PASS  {}", r.name);
+                        } else {
+                            println!(
+                                "FAIL  {}\n      expected {}\n      got      {}",
+                                r.name, r.expected, r.got
+                            );
+                        }
+                    }
+                    println!("{} passed, {} failed", results.len() - failed, failed);
+                }
+            }
+        }
+        Ok(if ok {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(EXIT_FAILURE)
+        })
+    }
+}
+
+/// One call with a simple input, to show the plugin runs under the limits.
+fn smoke_call(plugin: &Plugin) -> Result<String, String> {
+    let tool = Tool {
+        server: "example".into(),
+        name: "list_items".into(),
+        description: "List the items".into(),
+        input_schema: json!({"type": "object"}),
+        annotations: Some(Annotations {
+            read_only_hint: Some(true),
+            ..Default::default()
+        }),
+        meta: None,
+    };
+    match plugin.kind() {
+        PluginKind::Validator => {
+            let request = CallRequest {
+                variant: OperationType::Read,
+                effective: EffectiveAnnotations {
+                    annotations: tool.annotations,
+                    source: AnnotationSource::Server,
+                    reason: None,
+                    safety_class: SafetyClass::ReadOnly,
+                },
+                tool,
+                intent: None,
+                args: json!({}),
+            };
+            match plugin.validate(&request) {
+                Ok(Verdict::Allow) => Ok("call_tool_read of example:list_items: allow".into()),
+                Ok(Verdict::Warn(m)) => {
+                    Ok(format!("call_tool_read of example:list_items: warn: {m}"))
+                }
+                Ok(Verdict::Reject(m)) => {
+                    Ok(format!("call_tool_read of example:list_items: reject: {m}"))
+                }
+                Err(fault) => Err(fault.to_string()),
+            }
+        }
+        PluginKind::Annotator => match plugin.infer(&tool) {
+            Ok(Some(i)) => Ok(format!(
+                "example:list_items is {} ({})",
+                i.safety_class, i.why
+            )),
+            Ok(None) => Ok("example:list_items: no inference".into()),
+            Err(fault) => Err(fault.to_string()),
+        },
+        PluginKind::Sink => Ok("sink loaded; delivery is not exercised by this check".into()),
+    }
+}
+
+fn engine(globals: &Globals) -> Result<PluginEngine> {
+    engine_with_memory(globals, Limits::default().memory_bytes)
+}
+
+fn engine_with_memory(globals: &Globals, max_memory_bytes: usize) -> Result<PluginEngine> {
+    Ok(PluginEngine::new(EngineOptions {
+        cache_dir: Some(globals.data_dir.join("cache").join("plugins")),
+        max_memory_bytes,
+        ..Default::default()
+    })?)
+}

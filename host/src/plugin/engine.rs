@@ -1,0 +1,217 @@
+//! The wasmtime engine every plugin runs on: component model, pooling allocator, epoch
+//! interruption driven by a ticker thread, and an on-disk cache of compiled components.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
+
+use super::Error;
+use super::bindings::validator_world::ValidatorPlugin;
+use super::host::PluginCtx;
+use super::limits::{DEFAULT_MEMORY_BYTES, Limits};
+
+/// How often the epoch advances; deadlines are whole ticks, so this is their granularity.
+pub const EPOCH_TICK: Duration = Duration::from_millis(1);
+
+/// Instances that may be alive at once across all plugins (one per in-flight call).
+pub const DEFAULT_MAX_INSTANCES: u32 = 1000;
+
+/// What the engine is built with.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// Where compiled components are cached; `None` compiles on every start.
+    pub cache_dir: Option<PathBuf>,
+    /// The largest memory cap any plugin will get (sizes the pooling allocator's slots).
+    pub max_memory_bytes: usize,
+    /// Concurrent instances the pool holds.
+    pub max_instances: u32,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        Self {
+            cache_dir: None,
+            max_memory_bytes: DEFAULT_MEMORY_BYTES,
+            max_instances: DEFAULT_MAX_INSTANCES,
+        }
+    }
+}
+
+/// Whether a component came from the compile cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheOutcome {
+    /// Loaded precompiled from the cache: no compilation.
+    Hit,
+    /// Compiled now (and stored, if a cache directory is set).
+    Compiled,
+}
+
+/// The engine, the base linker, and the compile cache.
+#[derive(Clone)]
+pub struct PluginEngine {
+    engine: Engine,
+    linker: Linker<PluginCtx>,
+    cache_dir: Option<PathBuf>,
+    engine_hash: u64,
+}
+
+impl PluginEngine {
+    /// Builds the engine and starts its epoch ticker (which stops when the engine is dropped).
+    pub fn new(options: EngineOptions) -> Result<Self, Error> {
+        let mut pool = PoolingAllocationConfig::default();
+        let instances = options.max_instances.max(1);
+        pool.total_component_instances(instances)
+            .total_core_instances(instances.saturating_mul(8))
+            .total_memories(instances.saturating_mul(2))
+            .total_tables(instances.saturating_mul(8))
+            .max_core_instances_per_component(32)
+            .max_memories_per_component(4)
+            .max_tables_per_component(16)
+            .max_memory_size(options.max_memory_bytes.max(1 << 16));
+
+        let mut config = Config::new();
+        config
+            .wasm_component_model(true)
+            .epoch_interruption(true)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&config).map_err(|e| Error::Engine(format!("{e:#}")))?;
+
+        let mut linker = Linker::new(&engine);
+        ValidatorPlugin::add_to_linker::<PluginCtx, HasSelf<PluginCtx>>(&mut linker, |ctx| ctx)
+            .map_err(|e| Error::Engine(format!("{e:#}")))?;
+
+        let mut hasher = DefaultHasher::new();
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        let engine_hash = hasher.finish();
+
+        spawn_epoch_ticker(&engine);
+        Ok(Self {
+            engine,
+            linker,
+            cache_dir: options.cache_dir,
+            engine_hash,
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The linker for one component: the host interface, plus every other import the
+    /// component names (WASI included) defined as a trap. Plugins get no capabilities.
+    pub(crate) fn linker_for(&self, component: &Component) -> wasmtime::Result<Linker<PluginCtx>> {
+        let mut linker = self.linker.clone();
+        linker.define_unknown_imports_as_traps(component)?;
+        Ok(linker)
+    }
+
+    /// Compiles a component, or loads it precompiled from the cache.
+    pub fn compile(&self, bytes: &[u8]) -> wasmtime::Result<(Component, CacheOutcome)> {
+        let Some(path) = self.cache_path(bytes) else {
+            return Ok((Component::new(&self.engine, bytes)?, CacheOutcome::Compiled));
+        };
+        if path.is_file() {
+            // SAFETY: the file is in our own cache directory, named by the SHA-256 of the
+            // source component and the engine's compatibility hash, and was written by
+            // `Component::serialize` of this engine configuration; wasmtime checks its
+            // header and refuses an artifact built by an incompatible engine.
+            match unsafe { Component::deserialize_file(&self.engine, &path) } {
+                Ok(component) => return Ok((component, CacheOutcome::Hit)),
+                Err(e) => tracing::warn!(
+                    path = %path.display(),
+                    "ignoring unusable compiled-plugin cache entry: {e:#}"
+                ),
+            }
+        }
+        let component = Component::new(&self.engine, bytes)?;
+        if let Err(e) = write_cache_entry(&path, &component) {
+            tracing::warn!(path = %path.display(), "cannot cache compiled plugin: {e}");
+        }
+        Ok((component, CacheOutcome::Compiled))
+    }
+
+    fn cache_path(&self, bytes: &[u8]) -> Option<PathBuf> {
+        let dir = self.cache_dir.as_ref()?;
+        let digest = Sha256::digest(bytes);
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        Some(dir.join(format!("{hex}-{:016x}.cwasm", self.engine_hash)))
+    }
+
+    /// A store for one call: the plugin's context, its memory cap and its CPU deadline.
+    pub(crate) fn new_store(&self, ctx: PluginCtx, limits: &Limits) -> Store<PluginCtx> {
+        let mut store = Store::new(&self.engine, ctx);
+        store.limiter(|ctx| &mut ctx.limiter);
+        store.set_epoch_deadline(deadline_ticks(limits.timeout));
+        store.epoch_deadline_trap();
+        store
+    }
+}
+
+/// Ticks a deadline lasts: rounded up, plus one for the tick already under way.
+fn deadline_ticks(timeout: Duration) -> u64 {
+    let tick = EPOCH_TICK.as_nanos().max(1);
+    let ticks = timeout.as_nanos().div_ceil(tick);
+    u64::try_from(ticks)
+        .unwrap_or(u64::MAX - 1)
+        .saturating_add(1)
+}
+
+fn spawn_epoch_ticker(engine: &Engine) {
+    let weak = engine.weak();
+    let spawned = std::thread::Builder::new()
+        .name("mcpproxy-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(EPOCH_TICK);
+            }
+        });
+    if let Err(e) = spawned {
+        // Without the ticker no deadline fires; say so loudly rather than run unbounded.
+        tracing::error!(
+            "cannot start the plugin deadline thread: {e}; plugin CPU limits are not enforced"
+        );
+    }
+}
+
+fn write_cache_entry(path: &Path, component: &Component) -> std::io::Result<()> {
+    let bytes = component
+        .serialize()
+        .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
+    if let Some(dir) = path.parent() {
+        create_private_dir(dir)?;
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Creates a directory readable only by its owner (the cache holds native code).
+pub(crate) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadline_rounds_up_and_adds_the_current_tick() {
+        assert_eq!(deadline_ticks(Duration::from_millis(50)), 51);
+        assert_eq!(deadline_ticks(Duration::from_micros(1500)), 3);
+        assert_eq!(deadline_ticks(Duration::ZERO), 1);
+    }
+}

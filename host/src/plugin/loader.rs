@@ -1,0 +1,465 @@
+//! Loading plugins and calling them.
+//!
+//! `Plugin::load` turns component bytes into a ready template: compile (or hit the cache),
+//! tell the world from the exports, type-check it against that world, ask it who it is.
+//! Each call then instantiates the template in a fresh store under the plugin's limits,
+//! so calls never share state and a faulted instance is simply dropped.
+//! `PluginSet::load` gathers the embedded defaults and a `--plugins` directory.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use wasmtime::Trap;
+use wasmtime::component::{Component, InstancePre};
+
+use crate::policy::{CallRequest, Inference, Tool, Verdict};
+
+use super::bindings::{
+    ANNOTATOR_EXPORT, AnnotatorPluginPre, METADATA_EXPORT, SINK_EXPORT, VALIDATOR_EXPORT,
+    ValidatorPluginPre, wit_metadata, wit_types,
+};
+use super::embedded::EMBEDDED;
+use super::engine::PluginEngine;
+use super::host::PluginCtx;
+use super::limits::{Limits, MemoryCapExceeded};
+use super::{Error, Fault, PluginFault, PluginInfo, PluginKind, PluginSource};
+
+/// What the operator configured for one plugin.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PluginSettings {
+    pub limits: Limits,
+    /// The JSON object the plugin's `config()` import returns.
+    pub settings: serde_json::Value,
+}
+
+impl Default for PluginSettings {
+    fn default() -> Self {
+        Self {
+            limits: Limits::default(),
+            settings: serde_json::Value::Object(Default::default()),
+        }
+    }
+}
+
+enum Runner {
+    Validator(ValidatorPluginPre<PluginCtx>),
+    Annotator(AnnotatorPluginPre<PluginCtx>),
+    /// Sinks are run by the delivery machinery, which links `wasi:http` for them.
+    Sink(#[allow(dead_code)] Component),
+}
+
+/// A loaded plugin: a pre-instantiated template plus its limits and settings.
+pub struct Plugin {
+    info: PluginInfo,
+    name: Arc<str>,
+    engine: PluginEngine,
+    runner: Runner,
+    limits: Limits,
+    settings: Arc<str>,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin")
+            .field("info", &self.info)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Plugin {
+    /// Loads one component. `limits` bound the `metadata.info()` call made here.
+    pub fn load(
+        engine: &PluginEngine,
+        bytes: &[u8],
+        source: PluginSource,
+        limits: Limits,
+    ) -> Result<Self, Error> {
+        let origin = match &source {
+            PluginSource::Embedded => "the embedded plugin".to_owned(),
+            PluginSource::File(path) => path.display().to_string(),
+        };
+        check_header(bytes, &origin)?;
+        let (component, compile) = engine.compile(bytes).map_err(|e| Error::Compile {
+            origin: origin.clone(),
+            reason: format!("{e:#}"),
+        })?;
+        let kind = kind_from_exports(engine, &component, &origin)?;
+
+        let mismatch = |world: &'static str| {
+            let origin = origin.clone();
+            move |e: wasmtime::Error| Error::WorldMismatch {
+                origin,
+                world,
+                reason: format!("{e:#}"),
+            }
+        };
+        let world = world_name(kind);
+        let pre: InstancePre<PluginCtx> = engine
+            .linker_for(&component)
+            .and_then(|linker| linker.instantiate_pre(&component))
+            .map_err(mismatch(world))?;
+        let metadata = wit_metadata::GuestIndices::new(&pre).map_err(|e| Error::WorldMismatch {
+            origin: origin.clone(),
+            world,
+            reason: format!("it does not export {METADATA_EXPORT}: {e:#}"),
+        })?;
+        let runner = match kind {
+            PluginKind::Validator => {
+                Runner::Validator(ValidatorPluginPre::new(pre.clone()).map_err(mismatch(world))?)
+            }
+            PluginKind::Annotator => {
+                Runner::Annotator(AnnotatorPluginPre::new(pre.clone()).map_err(mismatch(world))?)
+            }
+            PluginKind::Sink => Runner::Sink(component),
+        };
+
+        // Ask the plugin who it is, under the same limits as any call.
+        let mut store = engine.new_store(
+            PluginCtx::new(
+                Arc::from(origin.as_str()),
+                Arc::from("{}"),
+                limits.memory_bytes,
+            ),
+            &limits,
+        );
+        let info = pre
+            .instantiate(&mut store)
+            .and_then(|instance| metadata.load(&mut store, &instance))
+            .and_then(|guest| guest.call_info(&mut store))
+            .map_err(|e| Error::Info {
+                origin: origin.clone(),
+                fault: classify(e, &limits),
+            })?;
+        if !is_valid_name(&info.name) {
+            return Err(Error::BadName {
+                origin,
+                name: info.name,
+            });
+        }
+
+        Ok(Self {
+            name: Arc::from(info.name.as_str()),
+            info: PluginInfo {
+                name: info.name,
+                kind,
+                version: info.version,
+                description: info.description,
+                source,
+                size_bytes: bytes.len(),
+                compile,
+            },
+            engine: engine.clone(),
+            runner,
+            limits,
+            settings: Arc::from("{}"),
+        })
+    }
+
+    pub fn info(&self) -> &PluginInfo {
+        &self.info
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn kind(&self) -> PluginKind {
+        self.info.kind
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Sets the limits and the settings (`config()`) used by every later call.
+    pub fn configure(&mut self, settings: &PluginSettings) {
+        self.limits = settings.limits;
+        self.settings = Arc::from(settings.settings.to_string());
+    }
+
+    /// Runs the validator on one call with its configured settings.
+    pub fn validate(&self, request: &CallRequest) -> Result<Verdict, PluginFault> {
+        self.validate_with_settings(request, &self.settings)
+    }
+
+    /// Runs the validator with settings given for this call only (used by check suites).
+    pub fn validate_with_settings(
+        &self,
+        request: &CallRequest,
+        settings: &str,
+    ) -> Result<Verdict, PluginFault> {
+        let Runner::Validator(pre) = &self.runner else {
+            return Err(self.fault(Fault::Instantiate(format!(
+                "it is {} plugin, not a validator",
+                article(self.kind())
+            ))));
+        };
+        let wit_request = wit_types::CallRequest::from(request);
+        let mut store = self.store(Arc::from(settings));
+        pre.instantiate(&mut store)
+            .and_then(|plugin| {
+                plugin
+                    .mcpproxy_plugin_validator()
+                    .call_validate(&mut store, &wit_request)
+            })
+            .map(Verdict::from)
+            .map_err(|e| self.fault(classify(e, &self.limits)))
+    }
+
+    /// Asks the annotator about one tool.
+    pub fn infer(&self, tool: &Tool) -> Result<Option<Inference>, PluginFault> {
+        let Runner::Annotator(pre) = &self.runner else {
+            return Err(self.fault(Fault::Instantiate(format!(
+                "it is {} plugin, not an annotator",
+                article(self.kind())
+            ))));
+        };
+        let wit_tool = wit_types::Tool::from(tool);
+        let mut store = self.store(self.settings.clone());
+        pre.instantiate(&mut store)
+            .and_then(|plugin| {
+                plugin
+                    .mcpproxy_plugin_annotator()
+                    .call_infer(&mut store, &wit_tool)
+            })
+            .map(|inference| inference.map(Inference::from))
+            .map_err(|e| self.fault(classify(e, &self.limits)))
+    }
+
+    fn store(&self, settings: Arc<str>) -> wasmtime::Store<PluginCtx> {
+        self.engine.new_store(
+            PluginCtx::new(self.name.clone(), settings, self.limits.memory_bytes),
+            &self.limits,
+        )
+    }
+
+    fn fault(&self, fault: Fault) -> PluginFault {
+        PluginFault {
+            plugin: self.info.name.clone(),
+            kind: self.info.kind,
+            fault,
+        }
+    }
+}
+
+/// Every loaded plugin: the embedded defaults, then `--plugins DIR`, where a plugin with an
+/// embedded plugin's name replaces it.
+#[derive(Debug, Default)]
+pub struct PluginSet {
+    plugins: Vec<Arc<Plugin>>,
+}
+
+impl PluginSet {
+    /// Loads the embedded plugins and every `*.wasm` in `dir` (in file-name order).
+    /// `settings_for` gives each plugin, by name, its limits and settings.
+    pub fn load(
+        engine: &PluginEngine,
+        dir: Option<&Path>,
+        settings_for: &dyn Fn(&str) -> PluginSettings,
+    ) -> Result<Self, Error> {
+        let mut loaded: Vec<Plugin> = Vec::new();
+        for (_, bytes) in EMBEDDED {
+            loaded.push(Plugin::load(
+                engine,
+                bytes,
+                PluginSource::Embedded,
+                Limits::default(),
+            )?);
+        }
+        if let Some(dir) = dir {
+            let embedded_count = loaded.len();
+            for path in wasm_files(dir)? {
+                let bytes = std::fs::read(&path).map_err(|source| Error::Read {
+                    path: path.clone(),
+                    source,
+                })?;
+                let plugin = Plugin::load(
+                    engine,
+                    &bytes,
+                    PluginSource::File(path.clone()),
+                    Limits::default(),
+                )?;
+                if let Some(pos) = loaded.iter().position(|p| p.name() == plugin.name()) {
+                    if pos >= embedded_count {
+                        return Err(Error::DuplicateName {
+                            name: plugin.info.name.clone(),
+                            first: loaded[pos].info.source.to_string(),
+                            second: path.display().to_string(),
+                        });
+                    }
+                    tracing::info!(
+                        plugin = plugin.name(),
+                        path = %path.display(),
+                        "replaces the embedded plugin of the same name"
+                    );
+                    loaded[pos] = plugin;
+                } else {
+                    loaded.push(plugin);
+                }
+            }
+        }
+        let plugins = loaded
+            .into_iter()
+            .map(|mut plugin| {
+                plugin.configure(&settings_for(plugin.name()));
+                Arc::new(plugin)
+            })
+            .collect();
+        Ok(Self { plugins })
+    }
+
+    pub fn plugins(&self) -> &[Arc<Plugin>] {
+        &self.plugins
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<Plugin>> {
+        self.plugins.iter().find(|p| p.name() == name)
+    }
+
+    pub fn of_kind(&self, kind: PluginKind) -> impl Iterator<Item = &Arc<Plugin>> {
+        self.plugins.iter().filter(move |p| p.kind() == kind)
+    }
+}
+
+fn wasm_files(dir: &Path) -> Result<Vec<std::path::PathBuf>, Error> {
+    let read_dir_err = |source| Error::ReadDir {
+        path: dir.to_owned(),
+        source,
+    };
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(read_dir_err)? {
+        let path = entry.map_err(read_dir_err)?.path();
+        if path.extension().is_some_and(|ext| ext == "wasm") && path.is_file() {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Refuses files that are not WebAssembly components before handing them to the compiler,
+/// so the message says what the file is.
+fn check_header(bytes: &[u8], origin: &str) -> Result<(), Error> {
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        return Err(Error::NotWasm {
+            origin: origin.to_owned(),
+        });
+    }
+    // Core modules have layer 0 (version 1); components have layer 1.
+    if bytes[6..8] == [0, 0] {
+        return Err(Error::CoreModule {
+            origin: origin.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+fn kind_from_exports(
+    engine: &PluginEngine,
+    component: &Component,
+    origin: &str,
+) -> Result<PluginKind, Error> {
+    let exports: Vec<String> = component
+        .component_type()
+        .exports(engine.engine())
+        .map(|(name, _)| name.to_owned())
+        .collect();
+    let kinds: Vec<PluginKind> = exports
+        .iter()
+        .filter_map(|name| match name.as_str() {
+            VALIDATOR_EXPORT => Some(PluginKind::Validator),
+            ANNOTATOR_EXPORT => Some(PluginKind::Annotator),
+            SINK_EXPORT => Some(PluginKind::Sink),
+            _ => None,
+        })
+        .collect();
+    match kinds.as_slice() {
+        [kind] => Ok(*kind),
+        [] => Err(Error::NoWorld {
+            origin: origin.to_owned(),
+            exports: if exports.is_empty() {
+                "nothing".to_owned()
+            } else {
+                exports.join(", ")
+            },
+        }),
+        several => Err(Error::SeveralWorlds {
+            origin: origin.to_owned(),
+            kinds: several
+                .iter()
+                .map(|k| k.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        }),
+    }
+}
+
+fn world_name(kind: PluginKind) -> &'static str {
+    match kind {
+        PluginKind::Validator => "validator-plugin",
+        PluginKind::Annotator => "annotator-plugin",
+        PluginKind::Sink => "sink-plugin",
+    }
+}
+
+fn article(kind: PluginKind) -> &'static str {
+    match kind {
+        PluginKind::Annotator => "an annotator",
+        PluginKind::Validator => "a validator",
+        PluginKind::Sink => "a sink",
+    }
+}
+
+/// Turns a wasmtime error from instantiation or a call into what a user needs to know.
+fn classify(err: wasmtime::Error, limits: &Limits) -> Fault {
+    for cause in err.chain() {
+        if let Some(cap) = cause.downcast_ref::<MemoryCapExceeded>() {
+            return Fault::Memory(cap.clone());
+        }
+    }
+    match err.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => Fault::Deadline(limits.timeout),
+        Some(trap) => {
+            let text = trap.to_string();
+            Fault::Trap(text.strip_prefix("wasm trap: ").unwrap_or(&text).to_owned())
+        }
+        None => Fault::Instantiate(format!("{err:#}")),
+    }
+}
+
+/// 1 to 64 of `[a-z0-9-]`, not starting or ending with `-`.
+fn is_valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked() {
+        assert!(is_valid_name("intent-matrix"));
+        assert!(is_valid_name("v2"));
+        assert!(!is_valid_name(""));
+        assert!(!is_valid_name("Intent"));
+        assert!(!is_valid_name("-x"));
+        assert!(!is_valid_name("a_b"));
+        assert!(!is_valid_name(&"a".repeat(65)));
+    }
+
+    #[test]
+    fn header_check_names_what_the_file_is() {
+        let err = check_header(b"hello world", "x.wasm").unwrap_err();
+        assert!(err.to_string().contains("not a WebAssembly file"), "{err}");
+        let core = b"\0asm\x01\0\0\0";
+        let err = check_header(core, "x.wasm").unwrap_err();
+        assert!(err.to_string().contains("core WebAssembly module"), "{err}");
+        assert!(check_header(b"\0asm\x0d\0\x01\0", "x.wasm").is_ok());
+    }
+}
