@@ -1,1 +1,36 @@
-fn main() {}
+//! One annotate + validate through the plugin host, a fresh instance per plugin call:
+//! the policy cost every proxied call pays.
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use mcpproxy::plugin::{EngineOptions, PluginEngine, PluginSet, PluginSettings};
+use mcpproxy::policy::{OperationType, Pipeline, Tool};
+use serde_json::json;
+
+fn annotate_and_validate(c: &mut Criterion) {
+    let engine = PluginEngine::new(EngineOptions::default()).expect("engine");
+    let set = PluginSet::load(&engine, None, &|_| PluginSettings::default()).expect("plugins");
+    let pipeline = Pipeline::from_set(&set);
+    let tool = Tool {
+        server: "github".into(),
+        name: "delete_repo".into(),
+        description: "Delete a repository".into(),
+        input_schema: json!({"type": "object", "properties": {"repo": {"type": "string"}}}),
+        annotations: None,
+        meta: None,
+    };
+    let args = json!({"repo": "test-repo"});
+
+    let mut group = c.benchmark_group("policy");
+    group.bench_function("annotate+validate (allow)", |b| {
+        b.iter(|| pipeline.evaluate(OperationType::Destructive, tool.clone(), None, args.clone()))
+    });
+    group.bench_function("annotate+validate (reject)", |b| {
+        b.iter(|| pipeline.evaluate(OperationType::Read, tool.clone(), None, args.clone()))
+    });
+    let annotator = &pipeline.annotators()[0];
+    group.bench_function("annotate only", |b| b.iter(|| annotator.infer(&tool)));
+    group.finish();
+}
+
+criterion_group!(benches, annotate_and_validate);
+criterion_main!(benches);

@@ -1,1 +1,10 @@
+//! mcpproxy's black-box and library-level integration tests: one test binary, one module per
+//! area. Plugins under test are the real components built from `plugins/` by host/build.rs.
 
+mod util;
+
+/// The plugin host through the library: every matrix and prefix row against the compiled
+/// components, faults failing closed, the compile cache.
+mod plugin_host;
+/// `mcpproxy plugins list` and `mcpproxy plugins check`, run as a user would.
+mod plugins_cli;

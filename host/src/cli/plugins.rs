@@ -134,10 +134,11 @@ impl CheckCommand {
         let smoke = smoke_call(&plugin);
         let suite_results = match self.suite {
             Some(suite) if suite.kind() != info.kind => bail!(
-                "the {suite:?} suite is for {} plugins, and {} is {} plugin",
+                "the {} suite is for {} plugins, and {} is {} plugin",
+                suite.name(),
                 suite.kind(),
                 self.file.display(),
-                info.kind
+                info.kind.with_article()
             ),
             Some(suite) => Some(suite::run(suite, &plugin)),
             None => None,

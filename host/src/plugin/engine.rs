@@ -17,8 +17,10 @@ use super::limits::{DEFAULT_MEMORY_BYTES, Limits};
 /// How often the epoch advances; deadlines are whole ticks, so this is their granularity.
 pub const EPOCH_TICK: Duration = Duration::from_millis(1);
 
-/// Instances that may be alive at once across all plugins (one per in-flight call).
-pub const DEFAULT_MAX_INSTANCES: u32 = 1000;
+/// Instances that may be alive at once across all plugins (one per in-flight plugin call).
+/// Each memory slot reserves 4 GiB of address space (no physical memory), so this bounds
+/// the engine's virtual footprint at about 2 TiB.
+pub const DEFAULT_MAX_INSTANCES: u32 = 256;
 
 /// What the engine is built with.
 #[derive(Debug, Clone)]
@@ -115,12 +117,14 @@ impl PluginEngine {
         let Some(path) = self.cache_path(bytes) else {
             return Ok((Component::new(&self.engine, bytes)?, CacheOutcome::Compiled));
         };
-        if path.is_file() {
-            // SAFETY: the file is in our own cache directory, named by the SHA-256 of the
-            // source component and the engine's compatibility hash, and was written by
-            // `Component::serialize` of this engine configuration; wasmtime checks its
-            // header and refuses an artifact built by an incompatible engine.
-            match unsafe { Component::deserialize_file(&self.engine, &path) } {
+        // Read into memory rather than mapping the file: a mapped file that someone truncates
+        // or rewrites in place would crash the process.
+        if let Ok(compiled) = std::fs::read(&path) {
+            // SAFETY: the bytes come from our own cache directory (created 0700), from a file
+            // named by the SHA-256 of the source component and this engine's compatibility
+            // hash, written by `Component::serialize` and renamed into place atomically.
+            // wasmtime checks the header and refuses an artifact of an incompatible engine.
+            match unsafe { Component::deserialize(&self.engine, &compiled) } {
                 Ok(component) => return Ok((component, CacheOutcome::Hit)),
                 Err(e) => tracing::warn!(
                     path = %path.display(),

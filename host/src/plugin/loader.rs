@@ -192,7 +192,7 @@ impl Plugin {
         let Runner::Validator(pre) = &self.runner else {
             return Err(self.fault(Fault::Instantiate(format!(
                 "it is {} plugin, not a validator",
-                article(self.kind())
+                self.kind().with_article()
             ))));
         };
         let wit_request = wit_types::CallRequest::from(request);
@@ -212,7 +212,7 @@ impl Plugin {
         let Runner::Annotator(pre) = &self.runner else {
             return Err(self.fault(Fault::Instantiate(format!(
                 "it is {} plugin, not an annotator",
-                article(self.kind())
+                self.kind().with_article()
             ))));
         };
         let wit_tool = wit_types::Tool::from(tool);
@@ -400,14 +400,6 @@ fn world_name(kind: PluginKind) -> &'static str {
         PluginKind::Validator => "validator-plugin",
         PluginKind::Annotator => "annotator-plugin",
         PluginKind::Sink => "sink-plugin",
-    }
-}
-
-fn article(kind: PluginKind) -> &'static str {
-    match kind {
-        PluginKind::Annotator => "an annotator",
-        PluginKind::Validator => "a validator",
-        PluginKind::Sink => "a sink",
     }
 }
 

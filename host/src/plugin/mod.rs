@@ -44,6 +44,15 @@ impl PluginKind {
             Self::Sink => "sink",
         }
     }
+
+    /// `a validator`, `an annotator`, `a sink`.
+    pub fn with_article(self) -> &'static str {
+        match self {
+            Self::Annotator => "an annotator",
+            Self::Validator => "a validator",
+            Self::Sink => "a sink",
+        }
+    }
 }
 
 impl fmt::Display for PluginKind {

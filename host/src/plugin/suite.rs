@@ -28,6 +28,14 @@ pub enum Suite {
 }
 
 impl Suite {
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Matrix => "matrix",
+            Self::Prefix => "prefix",
+        }
+    }
+
     /// The plugin kind the suite applies to.
     pub fn kind(self) -> PluginKind {
         match self {

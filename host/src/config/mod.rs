@@ -1,0 +1,415 @@
+//! `mcp_config.json`: where it lives, its defaults, and its validation.
+//!
+//! Parsing has two stages. [`raw`] reads the file as written (serde, `deny_unknown_fields`,
+//! every key optional); [`validate`] checks it and builds the [`Config`] the rest of the
+//! proxy uses, with defaults filled in, milliseconds turned into [`Duration`]s and paths
+//! resolved. Every [`Error`] names the file, the key path (`mcpServers[2].url`,
+//! `plugins.limits.timeout_ms`) and what was expected.
+//!
+//! This module reads configuration only; it does not start servers, load plugins or
+//! create the data directory.
+//!
+//! ```
+//! # use mcpproxy::config::Config;
+//! let config = Config::from_json(r#"{"mcpServers": [{"name": "git", "url": "http://127.0.0.1:9000/mcp"}]}"#, "inline").unwrap();
+//! assert_eq!(config.servers[0].name, "git");
+//! let err = Config::from_json(r#"{"mcpServers": [{"name": "git"}]}"#, "inline").unwrap_err();
+//! assert!(err.to_string().starts_with("inline: mcpServers[0]: "));
+//! ```
+
+mod raw;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The config file's name inside [`DEFAULT_DIR`].
+pub const FILE_NAME: &str = "mcp_config.json";
+/// The directory under the home directory that holds the default config file.
+pub const DEFAULT_DIR: &str = ".mcpproxy";
+/// Loopback only, so nothing off this machine can reach the proxy unless asked to.
+pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 8080));
+/// How long one upstream tool call may take unless its server says otherwise.
+pub const DEFAULT_TOOL_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// The longest `tool_call_timeout_ms` accepted: one hour.
+pub const MAX_TOOL_CALL_TIMEOUT_MS: u64 = 3_600_000;
+/// The default CPU deadline of one plugin call (DESIGN.md section 4).
+pub const DEFAULT_PLUGIN_TIMEOUT: Duration = Duration::from_millis(50);
+/// The default linear-memory cap of one plugin instance (DESIGN.md section 4).
+pub const DEFAULT_PLUGIN_MEMORY_MIB: u64 = 32;
+/// The longest plugin deadline accepted: a validator runs on every call, so a minute is
+/// already far more than any honest plugin needs.
+pub const MAX_PLUGIN_TIMEOUT_MS: u64 = 60_000;
+/// The largest plugin memory cap accepted: 4 GiB, the most a 32-bit wasm memory can hold.
+pub const MAX_PLUGIN_MEMORY_MIB: u64 = 4096;
+/// Argument keys whose values the activity journal replaces with a placeholder.
+pub const DEFAULT_REDACT_KEYS: [&str; 5] = ["password", "token", "secret", "api_key", "authorization"];
+
+/// A configuration problem. The message always starts with the file it came from.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The file named on the command line does not exist.
+    #[error(
+        "{}: no such config file: create it (`{{}}` is a valid config that keeps every default) or point --config at an existing file",
+        path.display()
+    )]
+    NotFound { path: PathBuf },
+    /// The file exists but could not be read.
+    #[error("{}: cannot read the config file: {io}", path.display())]
+    Read { path: PathBuf, io: io::Error },
+    /// The file is not valid JSON.
+    #[error("{origin}: line {line}, column {column}: invalid JSON: {message}")]
+    Syntax {
+        origin: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    /// The JSON is well formed but a key is unknown, has the wrong type or a bad value.
+    /// `key` is the key path (`mcpServers[2].url`), empty for the whole document.
+    #[error("{origin}: {}{message}", key_prefix(key))]
+    Invalid {
+        origin: String,
+        key: String,
+        message: String,
+    },
+}
+
+fn key_prefix(key: &str) -> String {
+    if key.is_empty() {
+        String::new()
+    } else {
+        format!("{key}: ")
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The validated configuration, with every default filled in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Where the MCP endpoint and the REST API listen (`listen`).
+    pub listen: SocketAddr,
+    /// `data_dir` with a leading `~` expanded; `None` means the CLI's default.
+    pub data_dir: Option<PathBuf>,
+    /// The REST API key; `None` means one is generated on first start.
+    pub api_key: Option<String>,
+    /// `Origin` values accepted besides loopback ones (DNS-rebinding protection).
+    pub allowed_origins: Vec<String>,
+    /// `Host` header values accepted besides loopback ones.
+    pub allowed_hosts: Vec<String>,
+    /// The default deadline of one upstream tool call.
+    pub tool_call_timeout: Duration,
+    /// The upstream servers, in the order the file lists them.
+    pub servers: Vec<ServerConfig>,
+    /// `intent_declaration`: settings of the default validator.
+    pub intent: IntentConfig,
+    pub plugins: PluginsConfig,
+    pub activity: ActivityConfig,
+    pub upstream: UpstreamConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: DEFAULT_LISTEN,
+            data_dir: None,
+            api_key: None,
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            tool_call_timeout: DEFAULT_TOOL_CALL_TIMEOUT,
+            servers: Vec::new(),
+            intent: IntentConfig::default(),
+            plugins: PluginsConfig::default(),
+            activity: ActivityConfig::default(),
+            upstream: UpstreamConfig::default(),
+        }
+    }
+}
+
+impl Config {
+    /// Parses and validates config text. `origin` names the text in errors (usually the
+    /// file's path). Paths are kept as written: a leading `~` is not expanded and relative
+    /// paths are not resolved; [`load`] does both.
+    pub fn from_json(text: &str, origin: &str) -> Result<Config> {
+        validate::validate(text, &validate::Context::new(origin))
+    }
+
+    /// Like [`Config::from_json`], but as if read from a file in `dir`: a leading `~` in
+    /// `data_dir`, `plugins.dir` and `working_dir` becomes `home`, and relative paths are
+    /// resolved against `dir`.
+    pub fn from_json_in(text: &str, origin: &str, dir: &Path, home: Option<&Path>) -> Result<Config> {
+        validate::validate(text, &validate::Context::new(origin).resolving(dir, home))
+    }
+
+    /// The server called `name`, if there is one.
+    pub fn server(&self, name: &str) -> Option<&ServerConfig> {
+        self.servers.iter().find(|s| s.name == name)
+    }
+}
+
+/// One upstream MCP server (an entry of `mcpServers`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// `[A-Za-z0-9_-]{1,64}`, unique; the `server` in `server:tool`.
+    pub name: String,
+    pub transport: Transport,
+    /// A disabled server is kept in the config but not connected.
+    pub enabled: bool,
+    /// A quarantined server is connected but its tools cannot be called.
+    pub quarantined: bool,
+    /// Overrides [`Config::tool_call_timeout`] for this server.
+    pub tool_call_timeout: Option<Duration>,
+}
+
+/// How to reach an upstream server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    /// A child process speaking MCP over stdin/stdout (`command`).
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        /// Resolved against the config file's directory when loaded from a file.
+        working_dir: Option<PathBuf>,
+    },
+    /// A streamable-HTTP endpoint (`url`).
+    Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+}
+
+/// `intent_declaration`: what the default validator (`intent-matrix`) is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IntentConfig {
+    /// Reject calls whose variant contradicts the server's annotations (else warn).
+    pub strict_server_validation: bool,
+    /// Reject calls that do not declare `intent.operation_type`.
+    pub require_operation_type: bool,
+}
+
+impl Default for IntentConfig {
+    fn default() -> Self {
+        Self {
+            strict_server_validation: true,
+            require_operation_type: false,
+        }
+    }
+}
+
+impl IntentConfig {
+    /// These settings as the JSON object a validator plugin reads from `config()`.
+    pub fn as_settings(&self) -> serde_json::Value {
+        serde_json::json!({
+            "strict_server_validation": self.strict_server_validation,
+            "require_operation_type": self.require_operation_type,
+        })
+    }
+}
+
+/// `plugins`: which policy plugins run, their limits and their settings.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PluginsConfig {
+    /// A directory of extra `*.wasm` plugins.
+    pub dir: Option<PathBuf>,
+    /// Annotators in the order they run; `None` means every loaded annotator, embedded first.
+    pub annotators: Option<Vec<String>>,
+    /// Validators in the order they run; `None` means every loaded validator, embedded first.
+    pub validators: Option<Vec<String>>,
+    /// Sink plugins that receive the activity journal.
+    pub sinks: Vec<String>,
+    /// Limits of every plugin without its own entry in `plugin_limits`.
+    pub limits: LimitsConfig,
+    /// Per-plugin limits; keys left out of an entry come from `limits`.
+    pub plugin_limits: BTreeMap<String, LimitsConfig>,
+    /// Per-plugin settings, each a JSON object.
+    pub settings: BTreeMap<String, serde_json::Value>,
+}
+
+impl PluginsConfig {
+    /// The limits that apply to the plugin called `name`.
+    pub fn limits_for(&self, name: &str) -> LimitsConfig {
+        self.plugin_limits.get(name).copied().unwrap_or(self.limits)
+    }
+
+    /// The settings object of the plugin called `name` (`{}` if none were given).
+    pub fn settings_for(&self, name: &str) -> serde_json::Value {
+        self.settings
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| serde_json::Value::Object(serde_json::Map::new()))
+    }
+}
+
+/// Resource limits of one plugin call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitsConfig {
+    /// `timeout_ms`: wall-clock budget of one call.
+    pub timeout: Duration,
+    /// `memory_mib`, in bytes: the most linear memory one instance may hold.
+    pub memory_bytes: usize,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            timeout: DEFAULT_PLUGIN_TIMEOUT,
+            memory_bytes: mib_to_bytes(DEFAULT_PLUGIN_MEMORY_MIB),
+        }
+    }
+}
+
+fn mib_to_bytes(mib: u64) -> usize {
+    usize::try_from(mib << 20).unwrap_or(usize::MAX)
+}
+
+/// `activity`: the local journal of every call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActivityConfig {
+    pub durability: Durability,
+    /// With [`Durability::Async`], the longest a record waits before it is written.
+    pub async_flush: Duration,
+    pub retention: RetentionConfig,
+    /// Arguments longer than this are cut when recorded; 0 records none.
+    pub max_argument_bytes: usize,
+    /// Argument keys whose values are redacted when recorded (replaces the default list).
+    pub redact_keys: Vec<String>,
+}
+
+impl Default for ActivityConfig {
+    fn default() -> Self {
+        Self {
+            durability: Durability::Sync,
+            async_flush: Duration::from_millis(100),
+            retention: RetentionConfig::default(),
+            max_argument_bytes: 4096,
+            redact_keys: DEFAULT_REDACT_KEYS.iter().map(|k| (*k).to_owned()).collect(),
+        }
+    }
+}
+
+/// When a call's activity record is on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Before the response returns (group commit).
+    #[default]
+    Sync,
+    /// Within `async_flush` after the response returns; a crash may lose the last records.
+    Async,
+}
+
+/// When old activity records are dropped: whichever limit is reached first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetentionConfig {
+    pub max_age: Duration,
+    pub max_records: u64,
+    pub max_bytes: u64,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        Self {
+            max_age: days(90),
+            max_records: 1_000_000,
+            max_bytes: 1 << 30,
+        }
+    }
+}
+
+fn days(n: u64) -> Duration {
+    Duration::from_secs(n.saturating_mul(24 * 60 * 60))
+}
+
+/// `upstream`: how the proxy treats its upstream servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UpstreamConfig {
+    /// The first delay before reconnecting to a server that went away; it doubles per try.
+    pub reconnect_initial: Duration,
+    /// The longest delay between reconnection attempts.
+    pub reconnect_max: Duration,
+    /// How often tool lists are re-read from servers that do not send `list_changed`.
+    pub tools_refresh: Duration,
+    /// Whether the proxy advertises the `roots` capability to upstream servers.
+    pub advertise_roots: bool,
+}
+
+impl Default for UpstreamConfig {
+    fn default() -> Self {
+        Self {
+            reconnect_initial: Duration::from_millis(500),
+            reconnect_max: Duration::from_secs(30),
+            tools_refresh: Duration::from_secs(300),
+            advertise_roots: false,
+        }
+    }
+}
+
+/// A configuration and the file it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Loaded {
+    pub config: Config,
+    /// `None` when no file was read and every default applies.
+    pub path: Option<PathBuf>,
+}
+
+/// `<home>/.mcpproxy/mcp_config.json`; without a home directory, that path relative to the
+/// current directory.
+pub fn default_path(home: Option<&Path>) -> PathBuf {
+    home.unwrap_or(Path::new("")).join(DEFAULT_DIR).join(FILE_NAME)
+}
+
+/// Reads the configuration.
+///
+/// With `path`, that file must exist. Without it, the default file under `home` is read if
+/// it exists, and otherwise every default applies (as it does when `home` is unknown).
+/// `home` also expands a leading `~` in paths; relative paths are resolved against the
+/// file's directory.
+pub fn load(path: Option<&Path>, home: Option<&Path>) -> Result<Loaded> {
+    let path = match path {
+        Some(path) => match std::fs::metadata(path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(Error::NotFound {
+                    path: path.to_owned(),
+                });
+            }
+            _ => path.to_owned(),
+        },
+        None => {
+            let Some(home) = home else {
+                return Ok(defaults());
+            };
+            let path = default_path(Some(home));
+            match std::fs::metadata(&path) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(defaults()),
+                _ => path,
+            }
+        }
+    };
+    let text = std::fs::read_to_string(&path).map_err(|io| Error::Read {
+        path: path.clone(),
+        io,
+    })?;
+    let dir = path.parent().unwrap_or(Path::new(""));
+    // An absolute base keeps resolved paths right if the process changes directory later.
+    let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());
+    let origin = path.display().to_string();
+    let config = Config::from_json_in(&text, &origin, &dir, home)?;
+    Ok(Loaded {
+        config,
+        path: Some(path),
+    })
+}
+
+fn defaults() -> Loaded {
+    Loaded {
+        config: Config::default(),
+        path: None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,468 @@
+//! Stage one: the file as written. Every key is optional and unknown keys are refused; the
+//! values keep the file's own units (milliseconds, MiB, strings for paths and enums), so
+//! [`super::validate`] can say exactly which value is wrong and why.
+//!
+//! Serde's messages are rewritten here into words for the person editing the file
+//! (`expected a whole number, found the string "5"`), and the key path comes from
+//! `serde_path_to_error`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_path_to_error::Segment;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConfig {
+    pub listen: Option<String>,
+    pub data_dir: Option<String>,
+    pub api_key: Option<String>,
+    pub allowed_origins: Option<Vec<String>>,
+    pub allowed_hosts: Option<Vec<String>>,
+    pub tool_call_timeout_ms: Option<u64>,
+    #[serde(rename = "mcpServers")]
+    pub mcp_servers: Option<RawServers>,
+    pub intent_declaration: Option<RawIntent>,
+    pub plugins: Option<RawPlugins>,
+    pub activity: Option<RawActivity>,
+    pub upstream: Option<RawUpstream>,
+}
+
+/// `mcpServers`: canonically a list; the Claude Desktop form maps names to servers.
+#[derive(Debug)]
+pub(super) enum RawServers {
+    List(Vec<RawServer>),
+    /// In document order; a name given twice appears twice.
+    Map(Vec<(String, RawServer)>),
+}
+
+impl<'de> Deserialize<'de> for RawServers {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ServersVisitor)
+    }
+}
+
+struct ServersVisitor;
+
+impl<'de> Visitor<'de> for ServersVisitor {
+    type Value = RawServers;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list of servers (or an object from server names to servers)")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<RawServers, A::Error> {
+        let mut servers = Vec::new();
+        while let Some(server) = seq.next_element()? {
+            servers.push(server);
+        }
+        Ok(RawServers::List(servers))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawServers, A::Error> {
+        let mut servers = Vec::new();
+        while let Some(name) = map.next_key::<String>()? {
+            let server = map.next_value()?;
+            servers.push((name, server));
+        }
+        Ok(RawServers::Map(servers))
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawServer {
+    pub name: Option<String>,
+    pub command: Option<String>,
+    pub args: Option<Vec<String>>,
+    pub env: Option<BTreeMap<String, String>>,
+    pub working_dir: Option<String>,
+    pub url: Option<String>,
+    pub headers: Option<BTreeMap<String, String>>,
+    pub protocol: Option<String>,
+    pub enabled: Option<bool>,
+    pub quarantined: Option<bool>,
+    pub tool_call_timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawIntent {
+    pub strict_server_validation: Option<bool>,
+    pub require_operation_type: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPlugins {
+    pub dir: Option<String>,
+    pub annotators: Option<Vec<String>>,
+    pub validators: Option<Vec<String>>,
+    pub sinks: Option<Vec<String>>,
+    pub limits: Option<RawLimits>,
+    pub plugin_limits: Option<BTreeMap<String, RawLimits>>,
+    pub settings: Option<BTreeMap<String, serde_json::Value>>,
+}
+
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLimits {
+    pub timeout_ms: Option<u64>,
+    pub memory_mib: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawActivity {
+    pub durability: Option<String>,
+    pub async_flush_ms: Option<u64>,
+    pub retention: Option<RawRetention>,
+    pub max_argument_bytes: Option<u64>,
+    pub redact_keys: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRetention {
+    pub max_age_days: Option<u64>,
+    pub max_records: Option<u64>,
+    pub max_bytes: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawUpstream {
+    pub reconnect_initial_ms: Option<u64>,
+    pub reconnect_max_ms: Option<u64>,
+    pub tools_refresh_secs: Option<u64>,
+    pub advertise_roots: Option<bool>,
+}
+
+/// Why the text could not be read as a [`RawConfig`].
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Failure {
+    /// Not JSON at all.
+    Syntax {
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    /// JSON, but not the shape of a config: `key` is the key path.
+    Shape { key: String, message: String },
+}
+
+/// Reads `text` as a [`RawConfig`].
+pub(super) fn parse(text: &str) -> Result<RawConfig, Failure> {
+    // Some editors on Windows start UTF-8 files with a byte-order mark; JSON does not.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if text.trim().is_empty() {
+        return Err(Failure::Shape {
+            key: String::new(),
+            message: "the file is empty: write `{}` for a config that keeps every default"
+                .to_owned(),
+        });
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let raw = match serde_path_to_error::deserialize::<_, RawConfig>(&mut de) {
+        Ok(raw) => raw,
+        Err(e) => {
+            let path = e.path().clone();
+            let inner = e.into_inner();
+            return Err(if inner.is_syntax() || inner.is_eof() || inner.is_io() {
+                syntax(text, &inner)
+            } else {
+                shape(&path, &inner)
+            });
+        }
+    };
+    de.end().map_err(|e| syntax(text, &e))?;
+    Ok(raw)
+}
+
+fn syntax(text: &str, e: &serde_json::Error) -> Failure {
+    let mut message = without_position(e);
+    let at = text
+        .lines()
+        .nth(e.line().saturating_sub(1))
+        .and_then(|line| line.get(e.column().saturating_sub(1)..));
+    if at.is_some_and(|rest| rest.starts_with("//") || rest.starts_with("/*")) {
+        message.push_str(" (JSON has no comments)");
+    }
+    Failure::Syntax {
+        line: e.line(),
+        column: e.column(),
+        message,
+    }
+}
+
+/// serde_json's message without its trailing " at line L column C".
+fn without_position(e: &serde_json::Error) -> String {
+    let message = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    match message.strip_suffix(&suffix) {
+        Some(m) => m.to_owned(),
+        None => message,
+    }
+}
+
+fn shape(path: &serde_path_to_error::Path, e: &serde_json::Error) -> Failure {
+    let mut key = String::new();
+    for segment in path.iter() {
+        match segment {
+            Segment::Seq { index } => push_index(&mut key, *index),
+            Segment::Map { key: k } | Segment::Enum { variant: k } => push_key(&mut key, k),
+            Segment::Unknown => {}
+        }
+    }
+    let message = humanize(&without_position(e), &key);
+    Failure::Shape { key, message }
+}
+
+/// Appends `.name` to a key path (just `name` at the top); names that are not plain words
+/// are quoted: `mcpServers["git hub"]`.
+pub(super) fn push_key(path: &mut String, name: &str) {
+    let plain = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !plain {
+        path.push('[');
+        path.push_str(&serde_json::Value::from(name).to_string());
+        path.push(']');
+    } else {
+        if !path.is_empty() {
+            path.push('.');
+        }
+        path.push_str(name);
+    }
+}
+
+/// Appends `[index]` to a key path.
+pub(super) fn push_index(path: &mut String, index: usize) {
+    path.push_str(&format!("[{index}]"));
+}
+
+/// Rewrites serde's message for the person editing the file. `key` is the path of the
+/// offending value.
+fn humanize(message: &str, key: &str) -> String {
+    if let Some(rest) = message.strip_prefix("unknown field `") {
+        return unknown_key(rest, key).unwrap_or_else(|| message.to_owned());
+    }
+    if let Some(name) = message
+        .strip_prefix("duplicate field `")
+        .and_then(|rest| rest.strip_suffix('`'))
+    {
+        return format!("the key '{name}' is given twice: keep one");
+    }
+    let found_expected = message
+        .strip_prefix("invalid type: ")
+        .or_else(|| message.strip_prefix("invalid value: "))
+        .and_then(|rest| rest.rsplit_once(", expected "));
+    if let Some((found, expected)) = found_expected {
+        return format!("expected {}, found {}", expected_words(expected), found_words(found));
+    }
+    message.to_owned()
+}
+
+/// `rest` follows "unknown field `": "foo`, expected one of `a`, `b`".
+fn unknown_key(rest: &str, key: &str) -> Option<String> {
+    let (name, valid) = match rest.rfind("`, expected ") {
+        Some(at) => (&rest[..at], &rest[at + "`, expected ".len()..]),
+        None => (rest.strip_suffix("`, there are no fields")?, ""),
+    };
+    let valid: Vec<&str> = valid.split('`').skip(1).step_by(2).collect();
+    let parent = match key.rfind(['.', '[']) {
+        Some(at) => &key[..at],
+        None => "",
+    };
+    let mut message = format!("unknown key '{name}'");
+    if let Some(close) = closest(name, &valid) {
+        message.push_str(&format!(" (did you mean '{close}'?)"));
+    }
+    let level = if parent.is_empty() {
+        "top-level keys".to_owned()
+    } else {
+        format!("keys in {parent}")
+    };
+    if valid.is_empty() {
+        message.push_str(&format!("; {parent} takes no keys"));
+    } else {
+        message.push_str(&format!("; valid {level}: {}", valid.join(", ")));
+    }
+    Some(message)
+}
+
+/// The valid key `name` was most likely meant to be: same letters ignoring case, `_` and
+/// `-` (`mcp_servers`), or at most two typing mistakes away.
+fn closest<'a>(name: &str, valid: &[&'a str]) -> Option<&'a str> {
+    let norm = |s: &str| -> Vec<char> {
+        s.chars()
+            .filter(|c| *c != '_' && *c != '-')
+            .map(|c| c.to_ascii_lowercase())
+            .collect()
+    };
+    let wanted = norm(name);
+    valid
+        .iter()
+        .map(|v| (edit_distance(&wanted, &norm(v)), *v))
+        .filter(|(d, _)| *d <= 2)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, v)| v)
+}
+
+fn edit_distance(a: &[char], b: &[char]) -> usize {
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitute = prev[j] + usize::from(ca != cb);
+            cur[j + 1] = substitute.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// serde's name for what it wanted, in words.
+fn expected_words(expected: &str) -> String {
+    match expected {
+        "u8" | "u16" | "u32" | "u64" | "usize" => "a whole number (0 or more)".to_owned(),
+        "a boolean" => "true or false".to_owned(),
+        "a sequence" => "a list".to_owned(),
+        "a map" => "an object".to_owned(),
+        e if e.starts_with("struct ") => "an object".to_owned(),
+        e => e.to_owned(),
+    }
+}
+
+/// serde_json's description of what it found, in words.
+fn found_words(found: &str) -> String {
+    let quoted = |prefix: &str| {
+        found
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.strip_prefix('`'))
+            .and_then(|rest| rest.strip_suffix('`'))
+            .map(str::to_owned)
+    };
+    if let Some(b) = quoted("boolean ") {
+        return b;
+    }
+    if let Some(n) = quoted("integer ").or_else(|| quoted("floating point ")) {
+        return format!("the number {n}");
+    }
+    if let Some(s) = found.strip_prefix("string ") {
+        return format!("the string {s}");
+    }
+    match found {
+        "sequence" => "a list".to_owned(),
+        "map" => "an object".to_owned(),
+        f => f.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape_of(text: &str) -> (String, String) {
+        match parse(text) {
+            Err(Failure::Shape { key, message }) => (key, message),
+            other => panic!("expected a shape failure, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn type_errors_are_in_words() {
+        let (key, message) = shape_of(r#"{"tool_call_timeout_ms": "5"}"#);
+        assert_eq!(key, "tool_call_timeout_ms");
+        assert_eq!(message, r#"expected a whole number (0 or more), found the string "5""#);
+        let (_, message) = shape_of(r#"{"tool_call_timeout_ms": -5}"#);
+        assert_eq!(message, "expected a whole number (0 or more), found the number -5");
+        let (_, message) = shape_of(r#"{"tool_call_timeout_ms": 1.5}"#);
+        assert_eq!(message, "expected a whole number (0 or more), found the number 1.5");
+        let (key, message) = shape_of(r#"{"upstream": {"advertise_roots": "yes"}}"#);
+        assert_eq!(key, "upstream.advertise_roots");
+        assert_eq!(message, r#"expected true or false, found the string "yes""#);
+        let (key, message) = shape_of(r#"{"allowed_hosts": "a"}"#);
+        assert_eq!(key, "allowed_hosts");
+        assert_eq!(message, r#"expected a list, found the string "a""#);
+        let (key, message) = shape_of(r#"{"allowed_hosts": [null]}"#);
+        assert_eq!(key, "allowed_hosts[0]");
+        assert_eq!(message, "expected a string, found null");
+        let (key, message) = shape_of(r#"{"plugins": []}"#);
+        assert_eq!(key, "plugins");
+        assert_eq!(message, "expected an object, found a list");
+        let (key, message) = shape_of(r#"[]"#);
+        assert_eq!(key, "");
+        assert_eq!(message, "expected an object, found a list");
+    }
+
+    #[test]
+    fn unknown_keys_list_the_valid_ones() {
+        let (key, message) = shape_of(r#"{"upstream": {"reconect_max_ms": 5}}"#);
+        assert_eq!(key, "upstream.reconect_max_ms");
+        assert_eq!(
+            message,
+            "unknown key 'reconect_max_ms' (did you mean 'reconnect_max_ms'?); valid keys in \
+             upstream: reconnect_initial_ms, reconnect_max_ms, tools_refresh_secs, advertise_roots"
+        );
+        let (key, message) = shape_of(r#"{"intent_declaration": {"x`, expected ": 1}}"#);
+        assert_eq!(key, "intent_declaration[\"x`, expected \"]");
+        assert!(message.starts_with("unknown key 'x`, expected '; valid keys in intent_declaration: strict_server_validation, require_operation_type"), "{message}");
+    }
+
+    #[test]
+    fn both_forms_of_mcp_servers_parse() {
+        let raw = parse(r#"{"mcpServers": [{"name": "a", "command": "x"}]}"#).unwrap();
+        assert!(matches!(raw.mcp_servers, Some(RawServers::List(ref l)) if l.len() == 1));
+        let raw = parse(r#"{"mcpServers": {"b": {"url": "http://h"}, "a": {}}}"#).unwrap();
+        let Some(RawServers::Map(map)) = raw.mcp_servers else {
+            panic!("map form")
+        };
+        let names: Vec<&str> = map.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["b", "a"], "document order is kept");
+        let (key, message) = shape_of(r#"{"mcpServers": {"git hub": {"cmd": "x"}}}"#);
+        assert_eq!(key, r#"mcpServers["git hub"].cmd"#);
+        assert!(message.starts_with("unknown key 'cmd' (did you mean 'command'?)"), "{message}");
+        let (key, message) = shape_of(r#"{"mcpServers": "x"}"#);
+        assert_eq!(key, "mcpServers");
+        assert_eq!(
+            message,
+            r#"expected a list of servers (or an object from server names to servers), found the string "x""#
+        );
+    }
+
+    #[test]
+    fn syntax_errors_have_a_position() {
+        let failure = parse("{\n  \"listen\": \"x\",\n}").unwrap_err();
+        assert_eq!(
+            failure,
+            Failure::Syntax {
+                line: 3,
+                column: 1,
+                message: "trailing comma".to_owned()
+            }
+        );
+        let failure = parse("{\n  // note\n}").unwrap_err();
+        let Failure::Syntax { message, .. } = failure else {
+            panic!("syntax")
+        };
+        assert!(message.ends_with("(JSON has no comments)"), "{message}");
+        assert!(matches!(parse("{} {}"), Err(Failure::Syntax { line: 1, column: 4, .. })));
+        assert!(parse("\u{feff}{}").is_ok());
+    }
+
+    #[test]
+    fn key_paths_quote_odd_names() {
+        let mut path = String::new();
+        push_key(&mut path, "mcpServers");
+        push_index(&mut path, 2);
+        push_key(&mut path, "url");
+        assert_eq!(path, "mcpServers[2].url");
+        let mut path = String::from("plugins.settings");
+        push_key(&mut path, "a.b");
+        assert_eq!(path, r#"plugins.settings["a.b"]"#);
+    }
+}

@@ -1,0 +1,356 @@
+//! The plugin host through the library API, against the compiled components.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcpproxy::plugin::suite::{self, Suite};
+use mcpproxy::plugin::{
+    CacheOutcome, EngineOptions, Limits, Plugin, PluginEngine, PluginSet, PluginSettings,
+    PluginSource,
+};
+use mcpproxy::policy::{
+    AnnotationSource, Annotations, Decision, Intent, OperationType, Pipeline, SafetyClass, Tool,
+};
+use serde_json::json;
+
+use crate::util::{artifact, artifact_bytes};
+
+fn engine() -> PluginEngine {
+    PluginEngine::new(EngineOptions::default()).expect("engine")
+}
+
+fn load(engine: &PluginEngine, crate_name: &str, limits: Limits) -> Arc<Plugin> {
+    let mut plugin = Plugin::load(
+        engine,
+        &artifact_bytes(crate_name),
+        PluginSource::File(artifact(crate_name)),
+        limits,
+    )
+    .unwrap_or_else(|e| panic!("load {crate_name}: {e}"));
+    plugin.configure(&PluginSettings {
+        limits,
+        ..Default::default()
+    });
+    Arc::new(plugin)
+}
+
+fn tool(name: &str, annotations: Option<Annotations>) -> Tool {
+    Tool {
+        server: "fixture".into(),
+        name: name.into(),
+        description: format!("the {name} tool"),
+        input_schema: json!({"type": "object"}),
+        annotations,
+        meta: None,
+    }
+}
+
+#[track_caller]
+fn assert_all_pass(results: &[suite::CaseResult]) {
+    let failures: Vec<String> = results
+        .iter()
+        .filter(|r| !r.passed)
+        .map(|r| format!("{}: expected {}, got {}", r.name, r.expected, r.got))
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "failing cases:\n{}",
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn every_matrix_row_passes_through_the_compiled_intent_matrix() {
+    let engine = engine();
+    let plugin = load(&engine, "intent_matrix", Limits::default());
+    let results = suite::run(Suite::Matrix, &plugin);
+    // 4 annotation kinds x 3 variants x 2 (declared/absent) + 12 mismatches + the rest.
+    assert!(results.len() >= 24 + 12 + 10, "{}", results.len());
+    assert_all_pass(&results);
+}
+
+#[test]
+fn every_prefix_row_passes_through_the_compiled_prefix_annotator() {
+    let engine = engine();
+    let plugin = load(&engine, "prefix_annotator", Limits::default());
+    let results = suite::run(Suite::Prefix, &plugin);
+    assert_eq!(
+        results.len(),
+        suite::PREFIXES.len() + 3 + SafetyClass::ALL.len() + 4
+    );
+    assert_all_pass(&results);
+}
+
+#[test]
+fn the_suite_is_not_a_rubber_stamp() {
+    // A validator that allows everything must fail every row that expects warn or reject.
+    let engine = engine();
+    let plugin = load(&engine, "allow_all", Limits::default());
+    let results = suite::run(Suite::Matrix, &plugin);
+    for (case, result) in suite::matrix_cases().iter().zip(&results) {
+        assert_eq!(
+            result.passed,
+            case.decision() == Decision::Allow,
+            "{}",
+            case.name
+        );
+    }
+}
+
+#[test]
+fn the_pipeline_infers_for_unannotated_tools_and_says_why_it_rejects() {
+    let engine = engine();
+    let set = PluginSet::load(&engine, None, &|_| PluginSettings::default()).unwrap();
+    let pipeline = Pipeline::from_set(&set);
+
+    let eval = pipeline.evaluate(
+        OperationType::Read,
+        tool("delete_item", None),
+        None,
+        json!({"id": "1"}),
+    );
+    assert_eq!(eval.outcome.decision, Decision::Reject);
+    assert_eq!(eval.outcome.plugin.as_deref(), Some("intent-matrix"));
+    assert_eq!(
+        eval.outcome.message.as_deref(),
+        Some(
+            "Tool 'fixture:delete_item' is inferred destructive by prefix-annotator \
+             (name prefix 'delete_'), use call_tool_destructive"
+        )
+    );
+    assert_eq!(
+        eval.request.effective.source,
+        AnnotationSource::Plugin("prefix-annotator".into())
+    );
+    assert_eq!(eval.request.effective.safety_class, SafetyClass::Dangerous);
+
+    let eval = pipeline.evaluate(
+        OperationType::Destructive,
+        tool("delete_item", None),
+        Some(Intent {
+            data_sensitivity: Some("private".into()),
+            reason: Some("cleanup".into()),
+            ..Default::default()
+        }),
+        json!({"id": "1"}),
+    );
+    assert_eq!(eval.outcome.decision, Decision::Allow);
+
+    // The server's own annotations win over the name.
+    let read_only = Annotations {
+        read_only_hint: Some(true),
+        ..Default::default()
+    };
+    let eval = pipeline.evaluate(
+        OperationType::Write,
+        tool("delete_item", Some(read_only)),
+        None,
+        json!({}),
+    );
+    assert_eq!(eval.request.effective.source, AnnotationSource::Server);
+    assert_eq!(eval.request.effective.safety_class, SafetyClass::ReadOnly);
+    assert_eq!(eval.outcome.decision, Decision::Warn);
+}
+
+#[test]
+fn faulty_plugins_fail_closed_and_the_host_keeps_working() {
+    let engine = engine();
+    let limits = Limits {
+        timeout: Duration::from_millis(30),
+        memory_bytes: 8 << 20,
+    };
+    let good = load(&engine, "intent_matrix", limits);
+    let cases = [
+        (
+            "spin_loop",
+            "test-spin-loop",
+            "ran past its CPU deadline of 30 ms and was stopped",
+        ),
+        ("memory_hog", "test-memory-hog", "over its cap of 8 MiB"),
+        (
+            "trap",
+            "test-trap",
+            "trapped: wasm `unreachable` instruction executed",
+        ),
+    ];
+    for (crate_name, plugin_name, what) in cases {
+        let bad = load(&engine, crate_name, limits);
+        let pipeline = Pipeline::new(Vec::new(), vec![bad.clone(), good.clone()]);
+        // Twice: a faulted instance is thrown away, so the plugin behaves the same again.
+        for _ in 0..2 {
+            let eval = pipeline.evaluate(
+                OperationType::Read,
+                tool("list_items", None),
+                None,
+                json!({}),
+            );
+            assert_eq!(eval.outcome.decision, Decision::Reject, "{crate_name}");
+            assert_eq!(eval.outcome.plugin.as_deref(), Some(plugin_name));
+            let message = eval.outcome.message.unwrap();
+            assert!(
+                message.contains(&format!("validator plugin '{plugin_name}'"))
+                    && message.contains(what),
+                "{message}"
+            );
+            assert!(message.contains("fails closed"), "{message}");
+        }
+        // The good plugin, alone, still answers.
+        let pipeline = Pipeline::new(Vec::new(), vec![good.clone()]);
+        let eval = pipeline.evaluate(
+            OperationType::Read,
+            tool("list_items", None),
+            None,
+            json!({}),
+        );
+        assert_eq!(eval.outcome.decision, Decision::Allow, "after {crate_name}");
+    }
+}
+
+#[test]
+fn a_faulting_annotator_rejects_the_call() {
+    // The trap fixture is a validator; an annotator fault is reported the same way, and a
+    // validator in the annotator slot is refused with a fault rather than run.
+    let engine = engine();
+    let not_an_annotator = load(&engine, "trap", Limits::default());
+    let good = load(&engine, "intent_matrix", Limits::default());
+    let pipeline = Pipeline::new(vec![not_an_annotator], vec![good]);
+    let eval = pipeline.evaluate(
+        OperationType::Read,
+        tool("list_items", None),
+        None,
+        json!({}),
+    );
+    assert_eq!(eval.outcome.decision, Decision::Reject);
+    let message = eval.outcome.message.unwrap();
+    assert!(
+        message.contains("'test-trap'") && message.contains("not an annotator"),
+        "{message}"
+    );
+}
+
+#[test]
+fn calls_never_share_state_and_run_concurrently() {
+    let engine = engine();
+    let set = PluginSet::load(&engine, None, &|_| PluginSettings::default()).unwrap();
+    let pipeline = Arc::new(Pipeline::from_set(&set));
+    let threads: Vec<_> = (0..8)
+        .map(|i| {
+            let pipeline = pipeline.clone();
+            std::thread::spawn(move || {
+                for j in 0..50 {
+                    let (name, variant, expect) = match (i + j) % 3 {
+                        0 => ("list_items", OperationType::Read, Decision::Allow),
+                        1 => ("delete_item", OperationType::Read, Decision::Reject),
+                        _ => ("update_item", OperationType::Write, Decision::Allow),
+                    };
+                    let eval = pipeline.evaluate(variant, tool(name, None), None, json!({}));
+                    assert_eq!(eval.outcome.decision, expect, "{name} {variant}");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+#[test]
+fn settings_reach_the_plugin_through_the_config_import() {
+    let engine = engine();
+    let set = PluginSet::load(&engine, None, &|name| PluginSettings {
+        settings: if name == "intent-matrix" {
+            json!({"strict_server_validation": false})
+        } else {
+            json!({})
+        },
+        ..Default::default()
+    })
+    .unwrap();
+    let pipeline = Pipeline::from_set(&set);
+    let destructive = Annotations {
+        destructive_hint: Some(true),
+        ..Default::default()
+    };
+    let eval = pipeline.evaluate(
+        OperationType::Read,
+        tool("purge", Some(destructive)),
+        None,
+        json!({}),
+    );
+    assert_eq!(eval.outcome.decision, Decision::Warn);
+    assert!(
+        eval.outcome
+            .message
+            .unwrap()
+            .ends_with("(allowed: strict_server_validation is off)")
+    );
+
+    // Bad settings fail closed with a message naming the problem.
+    let set = PluginSet::load(&engine, None, &|_| PluginSettings {
+        settings: json!({"strict_server_validation": "yes"}),
+        ..Default::default()
+    })
+    .unwrap();
+    let eval = Pipeline::from_set(&set).evaluate(
+        OperationType::Read,
+        tool("list_items", None),
+        None,
+        json!({}),
+    );
+    assert_eq!(eval.outcome.decision, Decision::Reject);
+    assert!(
+        eval.outcome
+            .message
+            .unwrap()
+            .starts_with("intent-matrix: invalid settings:"),
+    );
+}
+
+#[test]
+fn the_second_start_loads_compiled_plugins_from_the_cache() {
+    let data = tempfile::tempdir().unwrap();
+    let options = EngineOptions {
+        cache_dir: Some(data.path().join("cache")),
+        ..Default::default()
+    };
+    let first = PluginSet::load(&PluginEngine::new(options.clone()).unwrap(), None, &|_| {
+        PluginSettings::default()
+    })
+    .unwrap();
+    assert!(
+        first
+            .plugins()
+            .iter()
+            .all(|p| p.info().compile == CacheOutcome::Compiled)
+    );
+    let second = PluginSet::load(&PluginEngine::new(options).unwrap(), None, &|_| {
+        PluginSettings::default()
+    })
+    .unwrap();
+    assert!(
+        second
+            .plugins()
+            .iter()
+            .all(|p| p.info().compile == CacheOutcome::Hit)
+    );
+    // A corrupt cache entry is ignored and replaced, never trusted.
+    for entry in std::fs::read_dir(data.path().join("cache")).unwrap() {
+        std::fs::write(entry.unwrap().path(), b"garbage").unwrap();
+    }
+    let third = PluginSet::load(
+        &PluginEngine::new(EngineOptions {
+            cache_dir: Some(data.path().join("cache")),
+            ..Default::default()
+        })
+        .unwrap(),
+        None,
+        &|_| PluginSettings::default(),
+    )
+    .unwrap();
+    assert!(
+        third
+            .plugins()
+            .iter()
+            .all(|p| p.info().compile == CacheOutcome::Compiled)
+    );
+}

@@ -1,0 +1,239 @@
+//! `mcpproxy plugins list` / `plugins check` as a plugin author uses them.
+
+use crate::util::{TestCommand, artifact};
+
+#[test]
+fn list_shows_the_embedded_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = TestCommand::new(dir.path())
+        .args(["plugins", "list"])
+        .output();
+    out.assert_code(0);
+    let stdout = out.stdout();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines[0].starts_with("NAME"), "{stdout}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("intent-matrix")
+            && l.contains("validator")
+            && l.contains("embedded")),
+        "{stdout}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("prefix-annotator")
+            && l.contains("annotator")
+            && l.contains("embedded")),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn list_as_json_and_a_plugins_dir_that_replaces_an_embedded_plugin() {
+    let data = tempfile::tempdir().unwrap();
+    let plugins = tempfile::tempdir().unwrap();
+    // A file named differently but declaring the name intent-matrix replaces the embedded one.
+    std::fs::copy(
+        artifact("intent_matrix"),
+        plugins.path().join("custom-matrix.wasm"),
+    )
+    .unwrap();
+    std::fs::copy(artifact("allow_all"), plugins.path().join("allow_all.wasm")).unwrap();
+    std::fs::write(
+        plugins.path().join("README.txt"),
+        "not a plugin, and not *.wasm",
+    )
+    .unwrap();
+
+    let out = TestCommand::new(data.path())
+        .args(["plugins", "list", "-o", "json", "--plugins"])
+        .args([plugins.path()])
+        .output();
+    out.assert_code(0);
+    let list: serde_json::Value = serde_json::from_str(&out.stdout()).unwrap();
+    let list = list.as_array().unwrap();
+    let names: Vec<&str> = list.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["prefix-annotator", "intent-matrix", "test-allow-all"]
+    );
+    let matrix = &list[1];
+    assert_eq!(matrix["kind"], "validator");
+    assert!(
+        matrix["source"]
+            .as_str()
+            .unwrap()
+            .ends_with("custom-matrix.wasm"),
+        "{matrix}"
+    );
+    assert!(matrix["size_bytes"].as_u64().unwrap() > 1000);
+    assert!(!matrix["version"].as_str().unwrap().is_empty());
+}
+
+#[test]
+fn a_file_that_is_no_plugin_is_refused_with_its_name_and_the_reason() {
+    let data = tempfile::tempdir().unwrap();
+    let cases: [(&str, Vec<u8>, &str); 3] = [
+        (
+            "garbage.wasm",
+            b"hello, I am text".to_vec(),
+            "is not a WebAssembly file",
+        ),
+        (
+            "core.wasm",
+            b"\0asm\x01\0\0\0".to_vec(),
+            "is a core WebAssembly module, not a component",
+        ),
+        (
+            "other.wasm",
+            std::fs::read(artifact("not_a_plugin")).unwrap(),
+            "implements none of the mcpproxy plugin worlds: it exports run",
+        ),
+    ];
+    for (file, bytes, reason) in cases {
+        let plugins = tempfile::tempdir().unwrap();
+        let path = plugins.path().join(file);
+        std::fs::write(&path, bytes).unwrap();
+        let out = TestCommand::new(data.path())
+            .args(["plugins", "list", "--plugins"])
+            .args([plugins.path()])
+            .output();
+        out.assert_code(2);
+        let stderr = out.stderr();
+        assert!(stderr.contains(&path.display().to_string()), "{stderr}");
+        assert!(stderr.contains(reason), "{stderr}");
+    }
+}
+
+#[test]
+fn two_plugins_with_one_name_in_the_dir_are_refused() {
+    let data = tempfile::tempdir().unwrap();
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(artifact("allow_all"), plugins.path().join("a.wasm")).unwrap();
+    std::fs::copy(artifact("allow_all"), plugins.path().join("b.wasm")).unwrap();
+    let out = TestCommand::new(data.path())
+        .args(["plugins", "list", "--plugins"])
+        .args([plugins.path()])
+        .output();
+    out.assert_code(2);
+    let stderr = out.stderr();
+    assert!(
+        stderr.contains("two plugins are named 'test-allow-all'"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("a.wasm") && stderr.contains("b.wasm"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn check_passes_the_default_validator_on_the_matrix_suite() {
+    let data = tempfile::tempdir().unwrap();
+    let out = TestCommand::new(data.path())
+        .args(["plugins", "check", "--suite", "matrix"])
+        .args([artifact("intent_matrix")])
+        .output();
+    out.assert_code(0);
+    let stdout = out.stdout();
+    assert!(
+        stdout.contains("validator plugin 'intent-matrix'"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("call: ok"), "{stdout}");
+    assert!(!stdout.contains("FAIL"), "{stdout}");
+    assert!(
+        stdout.lines().any(|l| l.ends_with(" passed, 0 failed")),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn check_fails_an_allow_everything_validator_and_names_the_cases() {
+    let data = tempfile::tempdir().unwrap();
+    let out = TestCommand::new(data.path())
+        .args(["plugins", "check", "--suite", "matrix"])
+        .args([artifact("allow_all")])
+        .output();
+    out.assert_code(1);
+    let stdout = out.stdout();
+    assert!(
+        stdout.contains("FAIL  call_tool_read / operation_type absent / destructiveHint=true"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "Tool 'github:delete_repo' is marked destructive by server, use call_tool_destructive"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("FAIL  call_tool_read / intent declares write / strict"),
+        "{stdout}"
+    );
+    let summary = stdout.lines().last().unwrap();
+    assert!(
+        summary.ends_with("failed") && !summary.ends_with(" 0 failed"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn check_runs_the_prefix_suite_on_the_default_annotator() {
+    let data = tempfile::tempdir().unwrap();
+    let out = TestCommand::new(data.path())
+        .args(["plugins", "check", "--suite", "prefix", "-o", "json"])
+        .args([artifact("prefix_annotator")])
+        .output();
+    out.assert_code(0);
+    let report: serde_json::Value = serde_json::from_str(&out.stdout()).unwrap();
+    assert_eq!(report["passed"], true);
+    assert_eq!(report["plugin"]["kind"], "annotator");
+    assert!(report["suite"].as_array().unwrap().len() >= 21);
+}
+
+#[test]
+fn check_reports_a_plugin_that_runs_past_its_deadline() {
+    let data = tempfile::tempdir().unwrap();
+    let out = TestCommand::new(data.path())
+        .args(["plugins", "check", "--timeout-ms", "20"])
+        .args([artifact("spin_loop")])
+        .output();
+    out.assert_code(1);
+    let stdout = out.stdout();
+    assert!(
+        stdout.contains(
+            "call: FAILED: validator plugin 'test-spin-loop' ran past its CPU deadline of 20 ms"
+        ),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn check_refuses_a_suite_for_the_wrong_kind() {
+    let data = tempfile::tempdir().unwrap();
+    let out = TestCommand::new(data.path())
+        .args(["plugins", "check", "--suite", "prefix"])
+        .args([artifact("intent_matrix")])
+        .output();
+    out.assert_code(2);
+    assert!(
+        out.stderr()
+            .contains("the prefix suite is for annotator plugins, and"),
+        "{}",
+        out.stderr()
+    );
+}
+
+#[test]
+fn check_refuses_settings_that_are_not_a_json_object() {
+    let data = tempfile::tempdir().unwrap();
+    let out = TestCommand::new(data.path())
+        .args(["plugins", "check", "--settings", "[1]"])
+        .args([artifact("intent_matrix")])
+        .output();
+    out.assert_code(2);
+    assert!(
+        out.stderr().contains("--settings must be a JSON object"),
+        "{}",
+        out.stderr()
+    );
+}

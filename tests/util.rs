@@ -1,0 +1,76 @@
+//! Shared test helpers: paths of the compiled test plugins and a runner for the binary.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Where host/build.rs put the compiled plugins (defaults and test fixtures).
+pub fn artifact(crate_name: &str) -> PathBuf {
+    Path::new(env!("MCPPROXY_PLUGIN_ARTIFACTS")).join(format!("{crate_name}.wasm"))
+}
+
+/// The bytes of a compiled plugin.
+pub fn artifact_bytes(crate_name: &str) -> Vec<u8> {
+    let path = artifact(crate_name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+}
+
+/// The `mcpproxy` binary with a private data dir, so tests never touch ~/.mcpproxy.
+pub struct TestCommand {
+    cmd: Command,
+}
+
+impl TestCommand {
+    pub fn new(data_dir: &Path) -> Self {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpproxy"));
+        cmd.env("MCPPROXY_DATA_DIR", data_dir)
+            .env("HOME", data_dir)
+            .env_remove("RUST_LOG")
+            .env("NO_COLOR", "1");
+        Self { cmd }
+    }
+
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        self.cmd.args(args);
+        self
+    }
+
+    pub fn output(mut self) -> CmdOutput {
+        let output = self.cmd.output().expect("run mcpproxy");
+        CmdOutput(output)
+    }
+}
+
+/// The result of a run, with readable assertions.
+pub struct CmdOutput(pub Output);
+
+impl CmdOutput {
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.0.stdout).into_owned()
+    }
+
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.0.stderr).into_owned()
+    }
+
+    pub fn code(&self) -> Option<i32> {
+        self.0.status.code()
+    }
+
+    #[track_caller]
+    pub fn assert_code(&self, code: i32) -> &Self {
+        assert_eq!(
+            self.code(),
+            Some(code),
+            "expected exit {code}\n--- stdout\n{}\n--- stderr\n{}",
+            self.stdout(),
+            self.stderr()
+        );
+        self
+    }
+}
