@@ -2,8 +2,18 @@
 //!
 //! - [`plugin`] loads and runs the policy plugins (the `wit/` contract);
 //! - [`policy`] is the call pipeline built on them: annotate, validate, combine;
+//! - [`config`] reads and validates `mcp_config.json`;
+//! - [`upstream`] keeps one MCP client session per upstream server;
+//! - [`index`] is the BM25 search over every upstream tool;
+//! - [`proxy`] is the shared core: resolve, judge, call; search;
+//! - [`mcp`] is the MCP server clients talk to (HTTP and stdio);
 //! - [`cli`] is the `mcpproxy` command line.
 
 pub mod cli;
+pub mod config;
+pub mod index;
+pub mod mcp;
 pub mod plugin;
 pub mod policy;
+pub mod proxy;
+pub mod upstream;

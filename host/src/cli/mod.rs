@@ -3,6 +3,7 @@
 
 mod output;
 mod plugins;
+mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -36,6 +37,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the proxy: MCP on http://127.0.0.1:8080/mcp (or stdio), upstreams, plugins.
+    Serve(serve::ServeCommand),
     /// List, check and test policy plugins.
     #[command(subcommand)]
     Plugins(plugins::PluginsCommand),
@@ -44,17 +47,40 @@ enum Command {
 /// Global options every command can read.
 #[derive(Debug, Clone)]
 pub struct Globals {
-    pub data_dir: PathBuf,
+    /// `--data-dir`, if given.
+    pub data_dir_flag: Option<PathBuf>,
+    /// The user's home directory, for `~` and the default paths.
+    pub home: Option<PathBuf>,
+}
+
+impl Globals {
+    /// `--data-dir`, else the config's `data_dir`, else `~/.mcpproxy`.
+    pub fn data_dir(&self, from_config: Option<&std::path::Path>) -> PathBuf {
+        self.data_dir_flag
+            .clone()
+            .or_else(|| from_config.map(PathBuf::from))
+            .unwrap_or_else(|| {
+                self.home
+                    .clone()
+                    .unwrap_or_else(|| PathBuf::from("."))
+                    .join(".mcpproxy")
+            })
+    }
 }
 
 /// Parses the command line, runs the command, and maps the result to an exit status.
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.verbose);
+    let serving = matches!(cli.command, Command::Serve(_));
+    init_logging(cli.verbose, serving);
     let globals = Globals {
-        data_dir: cli.data_dir.unwrap_or_else(default_data_dir),
+        data_dir_flag: cli.data_dir,
+        home: std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from),
     };
     let result = match cli.command {
+        Command::Serve(cmd) => cmd.run(&globals),
         Command::Plugins(cmd) => cmd.run(&globals),
     };
     match result {
@@ -66,17 +92,9 @@ pub fn run() -> ExitCode {
     }
 }
 
-/// `~/.mcpproxy`, or `./.mcpproxy` when there is no home directory.
-pub fn default_data_dir() -> PathBuf {
-    std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("."))
-        .join(".mcpproxy")
-}
-
-fn init_logging(verbose: u8) {
+fn init_logging(verbose: u8, serving: bool) {
     let default = match verbose {
+        0 if serving => "info,rmcp=warn",
         0 => "warn",
         1 => "debug",
         _ => "trace",
@@ -86,5 +104,6 @@ fn init_logging(verbose: u8) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
 }

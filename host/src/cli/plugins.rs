@@ -255,7 +255,7 @@ fn engine(globals: &Globals) -> Result<PluginEngine> {
 
 fn engine_with_memory(globals: &Globals, max_memory_bytes: usize) -> Result<PluginEngine> {
     Ok(PluginEngine::new(EngineOptions {
-        cache_dir: Some(globals.data_dir.join("cache").join("plugins")),
+        cache_dir: Some(globals.data_dir(None).join("cache").join("plugins")),
         max_memory_bytes,
         ..Default::default()
     })?)

@@ -1,7 +1,7 @@
 //! `mcp_config.json`: where it lives, its defaults, and its validation.
 //!
-//! Parsing has two stages. [`raw`] reads the file as written (serde, `deny_unknown_fields`,
-//! every key optional); [`validate`] checks it and builds the [`Config`] the rest of the
+//! Parsing has two stages. `raw` reads the file as written (serde, `deny_unknown_fields`,
+//! every key optional); `validate` checks it and builds the [`Config`] the rest of the
 //! proxy uses, with defaults filled in, milliseconds turned into [`Duration`]s and paths
 //! resolved. Every [`Error`] names the file, the key path (`mcpServers[2].url`,
 //! `plugins.limits.timeout_ms`) and what was expected.
@@ -11,16 +11,23 @@
 //!
 //! ```
 //! # use mcpproxy::config::Config;
-//! let config = Config::from_json(r#"{"mcpServers": [{"name": "git", "url": "http://127.0.0.1:9000/mcp"}]}"#, "inline").unwrap();
-//! assert_eq!(config.servers[0].name, "git");
-//! let err = Config::from_json(r#"{"mcpServers": [{"name": "git"}]}"#, "inline").unwrap_err();
-//! assert!(err.to_string().starts_with("inline: mcpServers[0]: "));
+//! let text = r#"{"mcpServers": [{"name": "docs", "url": "http://127.0.0.1:9000/mcp"}]}"#;
+//! let config = Config::from_json(text, "inline.json").unwrap();
+//! assert_eq!(config.servers[0].name, "docs");
+//!
+//! let err = Config::from_json(r#"{"mcpServers": [{"name": "docs"}]}"#, "inline.json");
+//! assert_eq!(
+//!     err.unwrap_err().to_string(),
+//!     "inline.json: mcpServers[0]: missing key 'command' or 'url': give 'command' to start \
+//!      a local server (stdio) or 'url' to reach a remote one (HTTP)"
+//! );
 //! ```
 
 mod raw;
 mod validate;
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
@@ -46,7 +53,8 @@ pub const MAX_PLUGIN_TIMEOUT_MS: u64 = 60_000;
 /// The largest plugin memory cap accepted: 4 GiB, the most a 32-bit wasm memory can hold.
 pub const MAX_PLUGIN_MEMORY_MIB: u64 = 4096;
 /// Argument keys whose values the activity journal replaces with a placeholder.
-pub const DEFAULT_REDACT_KEYS: [&str; 5] = ["password", "token", "secret", "api_key", "authorization"];
+pub const DEFAULT_REDACT_KEYS: [&str; 5] =
+    ["password", "token", "secret", "api_key", "authorization"];
 
 /// A configuration problem. The message always starts with the file it came from.
 #[derive(Debug, thiserror::Error)]
@@ -88,8 +96,9 @@ fn key_prefix(key: &str) -> String {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// The validated configuration, with every default filled in.
-#[derive(Debug, Clone, PartialEq)]
+/// The validated configuration, with every default filled in. Its `Debug` output hides
+/// the API key, `env` values and header values.
+#[derive(Clone, PartialEq)]
 pub struct Config {
     /// Where the MCP endpoint and the REST API listen (`listen`).
     pub listen: SocketAddr,
@@ -130,6 +139,38 @@ impl Default for Config {
     }
 }
 
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("listen", &self.listen)
+            .field("data_dir", &self.data_dir)
+            .field("api_key", &self.api_key.as_ref().map(|_| Hidden))
+            .field("allowed_origins", &self.allowed_origins)
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("tool_call_timeout", &self.tool_call_timeout)
+            .field("servers", &self.servers)
+            .field("intent", &self.intent)
+            .field("plugins", &self.plugins)
+            .field("activity", &self.activity)
+            .field("upstream", &self.upstream)
+            .finish()
+    }
+}
+
+/// Stands for a secret in `Debug` output.
+struct Hidden;
+
+impl fmt::Debug for Hidden {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<hidden>")
+    }
+}
+
+/// A map's keys with every value shown as [`Hidden`].
+fn keys_only(map: &BTreeMap<String, String>) -> BTreeMap<&str, Hidden> {
+    map.keys().map(|k| (k.as_str(), Hidden)).collect()
+}
+
 impl Config {
     /// Parses and validates config text. `origin` names the text in errors (usually the
     /// file's path). Paths are kept as written: a leading `~` is not expanded and relative
@@ -141,7 +182,12 @@ impl Config {
     /// Like [`Config::from_json`], but as if read from a file in `dir`: a leading `~` in
     /// `data_dir`, `plugins.dir` and `working_dir` becomes `home`, and relative paths are
     /// resolved against `dir`.
-    pub fn from_json_in(text: &str, origin: &str, dir: &Path, home: Option<&Path>) -> Result<Config> {
+    pub fn from_json_in(
+        text: &str,
+        origin: &str,
+        dir: &Path,
+        home: Option<&Path>,
+    ) -> Result<Config> {
         validate::validate(text, &validate::Context::new(origin).resolving(dir, home))
     }
 
@@ -165,8 +211,9 @@ pub struct ServerConfig {
     pub tool_call_timeout: Option<Duration>,
 }
 
-/// How to reach an upstream server.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// How to reach an upstream server. `Debug` hides `env` and header values, which often
+/// hold tokens.
+#[derive(Clone, PartialEq, Eq)]
 pub enum Transport {
     /// A child process speaking MCP over stdin/stdout (`command`).
     Stdio {
@@ -181,6 +228,30 @@ pub enum Transport {
         url: String,
         headers: BTreeMap<String, String>,
     },
+}
+
+impl fmt::Debug for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                working_dir,
+            } => f
+                .debug_struct("Stdio")
+                .field("command", command)
+                .field("args", args)
+                .field("env", &keys_only(env))
+                .field("working_dir", working_dir)
+                .finish(),
+            Transport::Http { url, headers } => f
+                .debug_struct("Http")
+                .field("url", url)
+                .field("headers", &keys_only(headers))
+                .finish(),
+        }
+    }
 }
 
 /// `intent_declaration`: what the default validator (`intent-matrix`) is told.
@@ -287,7 +358,10 @@ impl Default for ActivityConfig {
             async_flush: Duration::from_millis(100),
             retention: RetentionConfig::default(),
             max_argument_bytes: 4096,
-            redact_keys: DEFAULT_REDACT_KEYS.iter().map(|k| (*k).to_owned()).collect(),
+            redact_keys: DEFAULT_REDACT_KEYS
+                .iter()
+                .map(|k| (*k).to_owned())
+                .collect(),
         }
     }
 }
@@ -359,7 +433,9 @@ pub struct Loaded {
 /// `<home>/.mcpproxy/mcp_config.json`; without a home directory, that path relative to the
 /// current directory.
 pub fn default_path(home: Option<&Path>) -> PathBuf {
-    home.unwrap_or(Path::new("")).join(DEFAULT_DIR).join(FILE_NAME)
+    home.unwrap_or(Path::new(""))
+        .join(DEFAULT_DIR)
+        .join(FILE_NAME)
 }
 
 /// Reads the configuration.

@@ -8,13 +8,15 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::marker::PhantomData;
 
 use serde::Deserialize;
+use serde::de::value::MapAccessDeserializer;
 use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_path_to_error::Segment;
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub(super) struct RawConfig {
     pub listen: Option<String>,
     pub data_dir: Option<String>,
@@ -72,7 +74,7 @@ impl<'de> Visitor<'de> for ServersVisitor {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub(super) struct RawServer {
     pub name: Option<String>,
     pub command: Option<String>,
@@ -88,14 +90,14 @@ pub(super) struct RawServer {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub(super) struct RawIntent {
     pub strict_server_validation: Option<bool>,
     pub require_operation_type: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub(super) struct RawPlugins {
     pub dir: Option<String>,
     pub annotators: Option<Vec<String>>,
@@ -107,14 +109,14 @@ pub(super) struct RawPlugins {
 }
 
 #[derive(Debug, Default, Clone, Copy, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub(super) struct RawLimits {
     pub timeout_ms: Option<u64>,
     pub memory_mib: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub(super) struct RawActivity {
     pub durability: Option<String>,
     pub async_flush_ms: Option<u64>,
@@ -124,7 +126,7 @@ pub(super) struct RawActivity {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub(super) struct RawRetention {
     pub max_age_days: Option<u64>,
     pub max_records: Option<u64>,
@@ -132,13 +134,61 @@ pub(super) struct RawRetention {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub(super) struct RawUpstream {
     pub reconnect_initial_ms: Option<u64>,
     pub reconnect_max_ms: Option<u64>,
     pub tools_refresh_secs: Option<u64>,
     pub advertise_roots: Option<bool>,
 }
+
+/// A struct derived with `remote = "Self"`: its derived deserializer is an inherent function.
+trait Derived<'de>: Sized {
+    fn derived<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error>;
+}
+
+/// Accepts only a JSON object. serde's derive would also take a list of the fields'
+/// values in declaration order, which no one writing a config means.
+struct ObjectOnly<T>(PhantomData<T>);
+
+impl<'de, T: Derived<'de>> Visitor<'de> for ObjectOnly<T> {
+    type Value = T;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+        T::derived(MapAccessDeserializer::new(map))
+    }
+}
+
+macro_rules! object_only {
+    ($($raw:ident),* $(,)?) => {$(
+        impl<'de> Derived<'de> for $raw {
+            fn derived<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                $raw::deserialize(deserializer)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $raw {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                deserializer.deserialize_map(ObjectOnly(PhantomData))
+            }
+        }
+    )*};
+}
+
+object_only!(
+    RawConfig,
+    RawServer,
+    RawIntent,
+    RawPlugins,
+    RawLimits,
+    RawActivity,
+    RawRetention,
+    RawUpstream,
+);
 
 /// Why the text could not be read as a [`RawConfig`].
 #[derive(Debug, PartialEq, Eq)]
@@ -208,16 +258,47 @@ fn without_position(e: &serde_json::Error) -> String {
 }
 
 fn shape(path: &serde_path_to_error::Path, e: &serde_json::Error) -> Failure {
+    let mut segments: Vec<&Segment> = path.iter().collect();
+    let message = without_position(e);
+    // Name the unknown or repeated key itself, and the object holding it: serde_path_to_error
+    // includes an unknown key in the path but not a repeated one.
+    let (name, valid) = match unknown_field(&message) {
+        Some((name, valid)) => (Some(name), Some(valid)),
+        None => (
+            message
+                .strip_prefix("duplicate field `")
+                .and_then(|rest| rest.strip_suffix('`')),
+            None,
+        ),
+    };
+    let Some(name) = name else {
+        let key = key_path(&segments);
+        let message = type_mismatch(&message, &key).unwrap_or(message);
+        return Failure::Shape { key, message };
+    };
+    if matches!(segments.last(), Some(Segment::Map { key }) if key == name) {
+        segments.pop();
+    }
+    let parent = key_path(&segments);
+    let mut key = parent.clone();
+    push_key(&mut key, name);
+    let message = match valid {
+        Some(valid) => unknown_key(name, &valid, &parent),
+        None => format!("the key '{name}' is given twice: keep one"),
+    };
+    Failure::Shape { key, message }
+}
+
+fn key_path(segments: &[&Segment]) -> String {
     let mut key = String::new();
-    for segment in path.iter() {
+    for segment in segments {
         match segment {
             Segment::Seq { index } => push_index(&mut key, *index),
             Segment::Map { key: k } | Segment::Enum { variant: k } => push_key(&mut key, k),
             Segment::Unknown => {}
         }
     }
-    let message = humanize(&without_position(e), &key);
-    Failure::Shape { key, message }
+    key
 }
 
 /// Appends `.name` to a key path (just `name` at the top); names that are not plain words
@@ -244,41 +325,21 @@ pub(super) fn push_index(path: &mut String, index: usize) {
     path.push_str(&format!("[{index}]"));
 }
 
-/// Rewrites serde's message for the person editing the file. `key` is the path of the
-/// offending value.
-fn humanize(message: &str, key: &str) -> String {
-    if let Some(rest) = message.strip_prefix("unknown field `") {
-        return unknown_key(rest, key).unwrap_or_else(|| message.to_owned());
-    }
-    if let Some(name) = message
-        .strip_prefix("duplicate field `")
-        .and_then(|rest| rest.strip_suffix('`'))
-    {
-        return format!("the key '{name}' is given twice: keep one");
-    }
-    let found_expected = message
-        .strip_prefix("invalid type: ")
-        .or_else(|| message.strip_prefix("invalid value: "))
-        .and_then(|rest| rest.rsplit_once(", expected "));
-    if let Some((found, expected)) = found_expected {
-        return format!("expected {}, found {}", expected_words(expected), found_words(found));
-    }
-    message.to_owned()
-}
-
-/// `rest` follows "unknown field `": "foo`, expected one of `a`, `b`".
-fn unknown_key(rest: &str, key: &str) -> Option<String> {
+/// Splits serde's "unknown field `foo`, expected one of `a`, `b`" into the key and the
+/// valid keys (whose names are ours and hold no backquote).
+fn unknown_field(message: &str) -> Option<(&str, Vec<&str>)> {
+    let rest = message.strip_prefix("unknown field `")?;
     let (name, valid) = match rest.rfind("`, expected ") {
         Some(at) => (&rest[..at], &rest[at + "`, expected ".len()..]),
         None => (rest.strip_suffix("`, there are no fields")?, ""),
     };
-    let valid: Vec<&str> = valid.split('`').skip(1).step_by(2).collect();
-    let parent = match key.rfind(['.', '[']) {
-        Some(at) => &key[..at],
-        None => "",
-    };
+    Some((name, valid.split('`').skip(1).step_by(2).collect()))
+}
+
+/// "unknown key 'x'; valid keys in PARENT: ..." with a guess at what was meant.
+fn unknown_key(name: &str, valid: &[&str], parent: &str) -> String {
     let mut message = format!("unknown key '{name}'");
-    if let Some(close) = closest(name, &valid) {
+    if let Some(close) = closest(name, valid) {
         message.push_str(&format!(" (did you mean '{close}'?)"));
     }
     let level = if parent.is_empty() {
@@ -286,17 +347,59 @@ fn unknown_key(rest: &str, key: &str) -> Option<String> {
     } else {
         format!("keys in {parent}")
     };
-    if valid.is_empty() {
-        message.push_str(&format!("; {parent} takes no keys"));
-    } else {
-        message.push_str(&format!("; valid {level}: {}", valid.join(", ")));
-    }
-    Some(message)
+    message.push_str(&format!("; valid {level}: {}", valid.join(", ")));
+    message
 }
 
-/// The valid key `name` was most likely meant to be: same letters ignoring case, `_` and
-/// `-` (`mcp_servers`), or at most two typing mistakes away.
+/// serde's "invalid type: X, expected Y" as "expected Y, found X", in words. `key` is the
+/// key path of the value; its suffix (`_ms`, `_mib`) names the unit of a number.
+fn type_mismatch(message: &str, key: &str) -> Option<String> {
+    let (found, expected) = message
+        .strip_prefix("invalid type: ")
+        .or_else(|| message.strip_prefix("invalid value: "))?
+        .rsplit_once(", expected ")?;
+    let mut expected = expected_words(expected);
+    if expected == WHOLE_NUMBER {
+        let unit = [
+            ("_ms", "milliseconds"),
+            ("_secs", "seconds"),
+            ("_days", "days"),
+            ("_mib", "MiB"),
+            ("_bytes", "bytes"),
+        ]
+        .into_iter()
+        .find(|(suffix, _)| key.ends_with(suffix));
+        if let Some((_, unit)) = unit {
+            expected = format!("a whole number of {unit}");
+        }
+    }
+    Some(format!("expected {expected}, found {}", found_words(found)))
+}
+
+const WHOLE_NUMBER: &str = "a whole number (0 or more)";
+
+/// Keys other MCP clients and proxies use for what is spelled differently here.
+const SYNONYMS: [(&str, &str); 8] = [
+    ("cmd", "command"),
+    ("cwd", "working_dir"),
+    ("workdir", "working_dir"),
+    ("type", "protocol"),
+    ("transport", "protocol"),
+    ("environment", "env"),
+    ("disabled", "enabled"),
+    ("timeout", "tool_call_timeout_ms"),
+];
+
+/// The valid key `name` was most likely meant to be: a known synonym, the same letters
+/// ignoring case, `_` and `-` (`mcp_servers`), or at most two typing mistakes away.
 fn closest<'a>(name: &str, valid: &[&'a str]) -> Option<&'a str> {
+    let synonym = SYNONYMS
+        .iter()
+        .find(|(other, _)| other.eq_ignore_ascii_case(name))
+        .and_then(|(_, ours)| valid.iter().find(|v| *v == ours));
+    if let Some(ours) = synonym {
+        return Some(ours);
+    }
     let norm = |s: &str| -> Vec<char> {
         s.chars()
             .filter(|c| *c != '_' && *c != '-')
@@ -328,7 +431,7 @@ fn edit_distance(a: &[char], b: &[char]) -> usize {
 /// serde's name for what it wanted, in words.
 fn expected_words(expected: &str) -> String {
     match expected {
-        "u8" | "u16" | "u32" | "u64" | "usize" => "a whole number (0 or more)".to_owned(),
+        "u8" | "u16" | "u32" | "u64" | "usize" => WHOLE_NUMBER.to_owned(),
         "a boolean" => "true or false".to_owned(),
         "a sequence" => "a list".to_owned(),
         "a map" => "an object".to_owned(),
@@ -377,11 +480,20 @@ mod tests {
     fn type_errors_are_in_words() {
         let (key, message) = shape_of(r#"{"tool_call_timeout_ms": "5"}"#);
         assert_eq!(key, "tool_call_timeout_ms");
-        assert_eq!(message, r#"expected a whole number (0 or more), found the string "5""#);
-        let (_, message) = shape_of(r#"{"tool_call_timeout_ms": -5}"#);
-        assert_eq!(message, "expected a whole number (0 or more), found the number -5");
-        let (_, message) = shape_of(r#"{"tool_call_timeout_ms": 1.5}"#);
-        assert_eq!(message, "expected a whole number (0 or more), found the number 1.5");
+        assert_eq!(
+            message,
+            r#"expected a whole number of milliseconds, found the string "5""#
+        );
+        let (_, message) = shape_of(r#"{"activity": {"retention": {"max_records": -5}}}"#);
+        assert_eq!(
+            message,
+            "expected a whole number (0 or more), found the number -5"
+        );
+        let (_, message) = shape_of(r#"{"plugins": {"limits": {"memory_mib": 1.5}}}"#);
+        assert_eq!(
+            message,
+            "expected a whole number of MiB, found the number 1.5"
+        );
         let (key, message) = shape_of(r#"{"upstream": {"advertise_roots": "yes"}}"#);
         assert_eq!(key, "upstream.advertise_roots");
         assert_eq!(message, r#"expected true or false, found the string "yes""#);
@@ -409,7 +521,7 @@ mod tests {
              upstream: reconnect_initial_ms, reconnect_max_ms, tools_refresh_secs, advertise_roots"
         );
         let (key, message) = shape_of(r#"{"intent_declaration": {"x`, expected ": 1}}"#);
-        assert_eq!(key, "intent_declaration[\"x`, expected \"]");
+        assert_eq!(key, r#"intent_declaration["x`, expected "]"#);
         assert!(message.starts_with("unknown key 'x`, expected '; valid keys in intent_declaration: strict_server_validation, require_operation_type"), "{message}");
     }
 
@@ -425,7 +537,7 @@ mod tests {
         assert_eq!(names, ["b", "a"], "document order is kept");
         let (key, message) = shape_of(r#"{"mcpServers": {"git hub": {"cmd": "x"}}}"#);
         assert_eq!(key, r#"mcpServers["git hub"].cmd"#);
-        assert!(message.starts_with("unknown key 'cmd' (did you mean 'command'?)"), "{message}");
+        assert!(message.starts_with("unknown key 'cmd' (did you mean 'command'?); valid keys in mcpServers[\"git hub\"]: name, command,"), "{message}");
         let (key, message) = shape_of(r#"{"mcpServers": "x"}"#);
         assert_eq!(key, "mcpServers");
         assert_eq!(
@@ -450,7 +562,14 @@ mod tests {
             panic!("syntax")
         };
         assert!(message.ends_with("(JSON has no comments)"), "{message}");
-        assert!(matches!(parse("{} {}"), Err(Failure::Syntax { line: 1, column: 4, .. })));
+        assert!(matches!(
+            parse("{} {}"),
+            Err(Failure::Syntax {
+                line: 1,
+                column: 4,
+                ..
+            })
+        ));
         assert!(parse("\u{feff}{}").is_ok());
     }
 

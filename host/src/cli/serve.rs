@@ -1,0 +1,268 @@
+//! `mcpproxy serve`: load the config and plugins, connect the upstreams, and serve MCP on
+//! `http://<listen>/mcp` (or on stdio with `--stdio`) until Ctrl-C or SIGTERM.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use rmcp::ServiceExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{self, Config};
+use crate::index::ToolIndex;
+use crate::mcp::{self, ProxyServer};
+use crate::plugin::limits::Limits;
+use crate::plugin::{EngineOptions, PluginEngine, PluginKind, PluginSet, PluginSettings};
+use crate::policy::Pipeline;
+use crate::proxy::Proxy;
+use crate::upstream::Upstreams;
+
+use super::Globals;
+
+#[derive(Debug, Args)]
+pub struct ServeCommand {
+    /// The config file [default: ~/.mcpproxy/mcp_config.json; none there means defaults].
+    #[arg(long, env = "MCPPROXY_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+
+    /// Where to listen for MCP over HTTP [default: the config's `listen`, 127.0.0.1:8080].
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+
+    /// A directory of *.wasm plugins, loaded after (and replacing) the embedded ones.
+    #[arg(long, value_name = "DIR")]
+    plugins: Option<PathBuf>,
+
+    /// Serve MCP on stdin/stdout instead of HTTP (for IDEs that spawn their servers).
+    #[arg(long)]
+    stdio: bool,
+}
+
+/// Everything `serve` builds before it starts listening; shared with other commands.
+pub struct Runtime {
+    pub config: Config,
+    pub proxy: Arc<Proxy>,
+}
+
+impl ServeCommand {
+    pub fn run(self, globals: &Globals) -> Result<ExitCode> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .thread_name("mcpproxy")
+            .build()
+            .context("cannot start the async runtime")?;
+        runtime.block_on(self.serve(globals))?;
+        Ok(ExitCode::SUCCESS)
+    }
+
+    async fn serve(self, globals: &Globals) -> Result<()> {
+        let loaded = config::load(self.config.as_deref(), globals.home.as_deref())?;
+        let config = loaded.config;
+        let data_dir = globals.data_dir(config.data_dir.as_deref());
+        let plugins_dir = self.plugins.clone().or_else(|| config.plugins.dir.clone());
+        let listen = self.listen.unwrap_or(config.listen);
+
+        let runtime = build(config, &data_dir, plugins_dir)?;
+        let shutdown = CancellationToken::new();
+        tokio::spawn(signal_shutdown(shutdown.clone()));
+
+        if self.stdio {
+            eprintln!(
+                "mcpproxy {} serving MCP on stdio",
+                env!("CARGO_PKG_VERSION")
+            );
+            summary(&runtime, loaded.path.as_deref()).await;
+            let service = ProxyServer::new(runtime.proxy.clone())
+                .serve(rmcp::transport::stdio())
+                .await
+                .context("cannot start MCP on stdio")?;
+            let token = service.cancellation_token();
+            tokio::select! {
+                _ = shutdown.cancelled() => token.cancel(),
+                _ = service.waiting() => {}
+            }
+        } else {
+            let access = mcp::http::Access {
+                allowed_hosts: runtime.config.allowed_hosts.clone(),
+                allowed_origins: runtime.config.allowed_origins.clone(),
+            };
+            let app = mcp::http::router(runtime.proxy.clone(), &access, shutdown.child_token());
+            let listener = tokio::net::TcpListener::bind(listen)
+                .await
+                .with_context(|| {
+                    format!(
+                        "cannot listen on {listen}: is another mcpproxy running? use --listen ADDR"
+                    )
+                })?;
+            let bound = listener
+                .local_addr()
+                .context("cannot read the bound address")?;
+            if !bound.ip().is_loopback() {
+                tracing::warn!(
+                    "listening on {bound}, which is not a loopback address: anyone who can reach it can use your tools"
+                );
+            }
+            eprintln!(
+                "mcpproxy {} listening on http://{bound}/mcp",
+                env!("CARGO_PKG_VERSION")
+            );
+            let server_shutdown = shutdown.clone();
+            let server = tokio::spawn(async move {
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(async move { server_shutdown.cancelled().await })
+                    .await
+            });
+            summary(&runtime, loaded.path.as_deref()).await;
+            match server.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => bail!("the HTTP server failed: {e}"),
+                Err(e) => bail!("the HTTP server task failed: {e}"),
+            }
+        }
+        eprintln!("shutting down: closing upstream sessions");
+        runtime.proxy.upstreams().shutdown().await;
+        Ok(())
+    }
+}
+
+/// Loads plugins, starts upstreams and builds the proxy. Must run inside a tokio runtime.
+pub fn build(
+    config: Config,
+    data_dir: &std::path::Path,
+    plugins_dir: Option<PathBuf>,
+) -> Result<Runtime> {
+    let max_memory = std::iter::once(&config.plugins.limits)
+        .chain(config.plugins.plugin_limits.values())
+        .map(|l| l.memory_bytes)
+        .max()
+        .unwrap_or(Limits::default().memory_bytes);
+    let engine = PluginEngine::new(EngineOptions {
+        cache_dir: Some(data_dir.join("cache").join("plugins")),
+        max_memory_bytes: max_memory,
+        ..Default::default()
+    })?;
+    let intent = config.intent.as_settings();
+    let settings_for = |name: &str| {
+        let limits = config.plugins.limits_for(name);
+        let mut settings = intent.clone();
+        if let (Some(merged), serde_json::Value::Object(own)) =
+            (settings.as_object_mut(), config.plugins.settings_for(name))
+        {
+            merged.extend(own);
+        }
+        PluginSettings {
+            limits: Limits {
+                timeout: limits.timeout,
+                memory_bytes: limits.memory_bytes,
+            },
+            settings,
+        }
+    };
+    let plugins = PluginSet::load(&engine, plugins_dir.as_deref(), &settings_for)?;
+    let pipeline = Pipeline::new(
+        select(
+            &plugins,
+            PluginKind::Annotator,
+            config.plugins.annotators.as_deref(),
+            "plugins.annotators",
+        )?,
+        select(
+            &plugins,
+            PluginKind::Validator,
+            config.plugins.validators.as_deref(),
+            "plugins.validators",
+        )?,
+    );
+    if pipeline.validators().is_empty() {
+        tracing::warn!("no validator is active: every call is allowed");
+    }
+    let index = Arc::new(ToolIndex::new().context("cannot create the tool index")?);
+    let upstreams = Upstreams::start(
+        &config.servers,
+        &config.upstream,
+        config.tool_call_timeout,
+        index.clone(),
+    );
+    let proxy = Arc::new(Proxy::new(Arc::new(pipeline), upstreams, index));
+    Ok(Runtime { config, proxy })
+}
+
+/// The active plugins of a kind: the configured list in its order, or all of them.
+fn select(
+    plugins: &PluginSet,
+    kind: PluginKind,
+    names: Option<&[String]>,
+    key: &str,
+) -> Result<Vec<Arc<crate::plugin::Plugin>>> {
+    let Some(names) = names else {
+        return Ok(plugins.of_kind(kind).cloned().collect());
+    };
+    names
+        .iter()
+        .map(|name| match plugins.get(name) {
+            Some(p) if p.kind() == kind => Ok(p.clone()),
+            Some(p) => bail!("{key} names '{name}', which is {} plugin, not {}", p.kind().with_article(), kind.with_article()),
+            None => {
+                let loaded: Vec<&str> = plugins.of_kind(kind).map(|p| p.name()).collect();
+                bail!("{key} names '{name}', but no {kind} plugin of that name is loaded (loaded: {}); add it with --plugins DIR", loaded.join(", "))
+            }
+        })
+        .collect()
+}
+
+async fn summary(runtime: &Runtime, config_path: Option<&std::path::Path>) {
+    match config_path {
+        Some(path) => eprintln!("config: {}", path.display()),
+        None => eprintln!(
+            "config: none (defaults; create ~/.mcpproxy/mcp_config.json to add upstream servers)"
+        ),
+    }
+    let pipeline = runtime.proxy.pipeline();
+    let names = |ps: &[Arc<crate::plugin::Plugin>]| {
+        ps.iter()
+            .map(|p| format!("{} {}", p.name(), p.info().version))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    eprintln!("annotators: {}", names(pipeline.annotators()));
+    eprintln!("validators: {}", names(pipeline.validators()));
+    let upstreams = runtime.proxy.upstreams();
+    upstreams.settle(Duration::from_secs(10)).await;
+    let statuses = upstreams.statuses();
+    if statuses.is_empty() {
+        eprintln!("upstreams: none configured");
+    }
+    for s in statuses {
+        eprintln!(
+            "upstream {} ({}): {} — {} tools",
+            s.name, s.transport, s.state, s.tools
+        );
+    }
+}
+
+async fn signal_shutdown(token: CancellationToken) {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    token.cancel();
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    token.cancel();
+}

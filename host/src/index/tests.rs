@@ -1,0 +1,564 @@
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::*;
+
+/// An owned tool, so tests can build `ToolDoc`s from literals.
+struct T {
+    name: String,
+    description: String,
+    params: Vec<String>,
+}
+
+fn t(name: &str, description: &str, params: &[&str]) -> T {
+    T {
+        name: name.to_owned(),
+        description: description.to_owned(),
+        params: params.iter().map(|p| (*p).to_owned()).collect(),
+    }
+}
+
+fn put(index: &ToolIndex, server: &str, tools: &[T]) {
+    let docs: Vec<ToolDoc<'_>> = tools
+        .iter()
+        .map(|tool| ToolDoc {
+            server,
+            name: &tool.name,
+            description: &tool.description,
+            params: &tool.params,
+        })
+        .collect();
+    index.replace_server(server, &docs).unwrap();
+}
+
+fn names(hits: &[Hit]) -> Vec<String> {
+    hits.iter()
+        .map(|h| format!("{}:{}", h.server, h.name))
+        .collect()
+}
+
+fn top(index: &ToolIndex, query: &str) -> String {
+    let hits = index.search(query, 10).unwrap();
+    assert!(!hits.is_empty(), "no hits for {query:?}");
+    format!("{}:{}", hits[0].server, hits[0].name)
+}
+
+fn fixture() -> ToolIndex {
+    let index = ToolIndex::new().unwrap();
+    put(
+        &index,
+        "github",
+        &[
+            t(
+                "delete_repo",
+                "Delete a GitHub repository.",
+                &["owner", "repo"],
+            ),
+            t(
+                "create_repo",
+                "Create a new GitHub repository.",
+                &["name", "private"],
+            ),
+            t(
+                "delete_branch",
+                "Delete a branch of a repository.",
+                &["owner", "repo", "branchName"],
+            ),
+            t(
+                "list_repos",
+                "List repositories of a user or organization.",
+                &["owner"],
+            ),
+            t(
+                "search_code",
+                "Search code across GitHub repositories.",
+                &["q"],
+            ),
+        ],
+    );
+    put(
+        &index,
+        "gitlab",
+        &[
+            t("delete_repo", "Delete a GitLab project.", &["project_id"]),
+            t(
+                "list_merge_requests",
+                "List merge requests of a project.",
+                &["project_id", "state"],
+            ),
+        ],
+    );
+    put(
+        &index,
+        "files",
+        &[
+            t(
+                "read_file",
+                "Read the contents of a file from disk.",
+                &["path"],
+            ),
+            t(
+                "write_file",
+                "Write text to a file, replacing it.",
+                &["path", "content"],
+            ),
+            t(
+                "cleanup",
+                "Delete repo delete repo: deletes repos, deleting a repo and another repo.",
+                &["target"],
+            ),
+        ],
+    );
+    put(
+        &index,
+        "k8s",
+        &[t(
+            "apply_manifest",
+            "Apply a manifest to a Kubernetes cluster.",
+            &["manifestYaml", "dryRun"],
+        )],
+    );
+    index
+}
+
+#[test]
+fn exact_name_query_ranks_that_tool_first() {
+    let index = fixture();
+    // `files:cleanup` repeats "delete repo" in its description; the exact
+    // name must still win.
+    let hits = index.search("delete_repo", 10).unwrap();
+    let first_two: Vec<_> = names(&hits).into_iter().take(2).collect();
+    assert_eq!(first_two, ["github:delete_repo", "gitlab:delete_repo"]);
+    assert_eq!(top(&index, "read_file"), "files:read_file");
+    assert_eq!(
+        top(&index, "LIST_MERGE_REQUESTS"),
+        "gitlab:list_merge_requests"
+    );
+    assert_eq!(top(&index, "\"apply_manifest\""), "k8s:apply_manifest");
+}
+
+#[test]
+fn server_qualified_query_favours_that_server() {
+    let index = fixture();
+    assert_eq!(top(&index, "gitlab:delete_repo"), "gitlab:delete_repo");
+    assert_eq!(top(&index, "github:delete_repo"), "github:delete_repo");
+    assert_eq!(
+        top(&index, "please call gitlab:delete_repo now"),
+        "gitlab:delete_repo"
+    );
+    // A server prefix alone still narrows towards that server.
+    assert_eq!(top(&index, "k8s: apply"), "k8s:apply_manifest");
+}
+
+#[test]
+fn description_words_find_tools() {
+    let index = fixture();
+    assert_eq!(top(&index, "kubernetes"), "k8s:apply_manifest");
+    assert_eq!(top(&index, "contents from disk"), "files:read_file");
+    // camel-case words in prose match both whole and split.
+    assert_eq!(top(&index, "gitlab project"), "gitlab:delete_repo");
+    let github = index.search("github", 10).unwrap();
+    assert!(names(&github).contains(&"github:search_code".to_owned()));
+}
+
+#[test]
+fn parameter_names_find_tools() {
+    let index = fixture();
+    assert_eq!(top(&index, "branchName"), "github:delete_branch");
+    assert_eq!(top(&index, "branch name"), "github:delete_branch");
+    assert_eq!(top(&index, "dry run yaml"), "k8s:apply_manifest");
+    assert_eq!(
+        top(&index, "project_id state"),
+        "gitlab:list_merge_requests"
+    );
+}
+
+#[test]
+fn snake_camel_and_kebab_names_split_alike() {
+    let index = ToolIndex::new().unwrap();
+    put(
+        &index,
+        "a",
+        &[t("delete_repo", "", &[]), t("other", "", &[])],
+    );
+    put(&index, "b", &[t("deleteRepo", "", &[])]);
+    put(&index, "c", &[t("delete-repo", "", &[])]);
+    put(&index, "d", &[t("HTTPDeleteRepo", "", &[])]);
+    for query in ["delete repo", "Delete Repo", "deleting repos"] {
+        let mut found = names(&index.search(query, 10).unwrap());
+        found.sort();
+        assert_eq!(
+            found,
+            [
+                "a:delete_repo",
+                "b:deleteRepo",
+                "c:delete-repo",
+                "d:HTTPDeleteRepo"
+            ],
+            "query {query:?}"
+        );
+    }
+    // Each exact spelling wins for itself.
+    assert_eq!(top(&index, "deleteRepo"), "b:deleteRepo");
+    assert_eq!(top(&index, "delete-repo"), "c:delete-repo");
+    assert_eq!(top(&index, "delete_repo"), "a:delete_repo");
+    assert_eq!(top(&index, "http"), "d:HTTPDeleteRepo");
+}
+
+#[test]
+fn replace_swaps_a_servers_tools() {
+    let index = fixture();
+    assert_eq!(index.len(), 11);
+    put(
+        &index,
+        "github",
+        &[t("get_issue", "Fetch one issue.", &["number"])],
+    );
+    assert_eq!(index.len(), 7);
+    let hits = index
+        .search("delete_repo create_repo list_repos", 20)
+        .unwrap();
+    assert!(hits.iter().all(|h| h.server != "github"), "{hits:?}");
+    assert_eq!(top(&index, "issue"), "github:get_issue");
+    // Other servers are untouched.
+    assert_eq!(top(&index, "gitlab:delete_repo"), "gitlab:delete_repo");
+
+    index.remove_server("github").unwrap();
+    assert_eq!(index.len(), 6);
+    assert!(index.search("issue", 10).unwrap().is_empty());
+    index.remove_server("no-such-server").unwrap();
+    assert_eq!(index.len(), 6);
+
+    // Replacing with nothing empties the server; duplicates keep the first.
+    put(&index, "files", &[]);
+    put(
+        &index,
+        "dup",
+        &[t("same", "first", &[]), t("same", "second", &[])],
+    );
+    assert_eq!(index.len(), 4);
+    assert!(index.search("second", 10).unwrap().is_empty());
+}
+
+#[test]
+fn server_names_are_exact_keys() {
+    let index = ToolIndex::new().unwrap();
+    put(&index, "git", &[t("a", "", &[])]);
+    put(&index, "github", &[t("b", "", &[])]);
+    put(&index, "Git", &[t("c", "", &[])]);
+    index.remove_server("git").unwrap();
+    assert_eq!(names(&index.search("", 10).unwrap()), ["Git:c", "github:b"]);
+}
+
+#[test]
+fn hostile_queries_never_fail() {
+    let index = fixture();
+    let empty = ToolIndex::new().unwrap();
+    let long_unique: String = (0..2_000).map(|i| format!("w{i} ")).collect();
+    let queries: Vec<String> = [
+        "\"",
+        "\"unbalanced quote",
+        "a AND b OR NOT c",
+        "*",
+        "?*",
+        "(((",
+        ")",
+        "title:foo",
+        ":",
+        "::",
+        "a:",
+        ":b",
+        "a:b:c",
+        "\\",
+        "[1 TO 2]",
+        "{}",
+        "+-!^~",
+        "-delete_repo",
+        "+delete_repo^10",
+        "delete_repo~2",
+        "ünïcödé ΣΊΣΥΦΟΣ",
+        "日本語 ツール",
+        "🦀🦀 🦀",
+        "\u{0}\u{1}\u{7f}",
+        "\u{202e}evil\u{200b}",
+        "\t\n\r",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .chain([
+        "x".repeat(10_000),
+        "delete ".repeat(1_500),
+        "a:".repeat(5_000),
+        "é".repeat(5_000),
+        long_unique,
+    ])
+    .collect();
+    for query in &queries {
+        for limit in [0, 1, 10, usize::MAX] {
+            let hits = index.search(query, limit);
+            assert!(
+                hits.is_ok(),
+                "query {:?}: {hits:?}",
+                &query[..query.len().min(40)]
+            );
+            assert!(hits.unwrap().len() <= limit);
+            assert!(empty.search(query, limit).unwrap().is_empty());
+        }
+    }
+}
+
+#[test]
+fn empty_query_lists_by_server_then_name() {
+    let index = fixture();
+    let expected = [
+        "files:cleanup",
+        "files:read_file",
+        "files:write_file",
+        "github:create_repo",
+        "github:delete_branch",
+        "github:delete_repo",
+        "github:list_repos",
+        "github:search_code",
+        "gitlab:delete_repo",
+        "gitlab:list_merge_requests",
+        "k8s:apply_manifest",
+    ];
+    for query in ["", "   ", "\t\n", "***", "::"] {
+        let hits = index.search(query, 100).unwrap();
+        assert_eq!(names(&hits), expected, "query {query:?}");
+        assert!(hits.iter().all(|h| h.score == 0.0));
+    }
+    assert_eq!(names(&index.search("", 3).unwrap()), expected[..3]);
+}
+
+#[test]
+fn limit_is_respected() {
+    let index = fixture();
+    assert!(index.search("", 0).unwrap().is_empty());
+    assert!(index.search("delete", 0).unwrap().is_empty());
+    assert_eq!(index.search("delete", 1).unwrap().len(), 1);
+    assert_eq!(index.search("", usize::MAX).unwrap().len(), 11);
+    let all = index.search("delete repo", usize::MAX).unwrap();
+    let two = index.search("delete repo", 2).unwrap();
+    assert_eq!(two, all[..2]);
+    assert!(all.windows(2).all(|w| w[0].score >= w[1].score));
+}
+
+#[test]
+fn equal_scores_tie_break_by_server_then_name() {
+    let index = ToolIndex::new().unwrap();
+    // Added in an order unlike the expected one, one segment per server.
+    for server in ["c", "a", "b"] {
+        put(
+            &index,
+            server,
+            &[t("zeta", "same words", &[]), t("alpha", "same words", &[])],
+        );
+    }
+    let hits = index.search("same words", 10).unwrap();
+    assert_eq!(
+        names(&hits),
+        [
+            "a:alpha", "a:zeta", "b:alpha", "b:zeta", "c:alpha", "c:zeta"
+        ]
+    );
+    assert!(
+        hits.iter()
+            .all(|h| h.score == hits[0].score && h.score > 0.0)
+    );
+    assert_eq!(
+        names(&index.search("same words", 3).unwrap()),
+        ["a:alpha", "a:zeta", "b:alpha"]
+    );
+}
+
+#[test]
+fn param_names_reads_schema_properties() {
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": { "zeta": {}, "alpha": {"type": "string"}, "mid": {} }
+    });
+    assert_eq!(param_names(&schema), ["alpha", "mid", "zeta"]);
+    assert!(param_names(&serde_json::json!({"type": "object"})).is_empty());
+    assert!(param_names(&serde_json::json!({"properties": []})).is_empty());
+    assert!(param_names(&serde_json::Value::Null).is_empty());
+}
+
+#[test]
+fn concurrent_searches_see_whole_replacements() {
+    const VERSIONS: usize = 60;
+    const TOOLS_PER_VERSION: usize = 5;
+    let index = Arc::new(fixture());
+    let churn = |v: usize| -> Vec<T> {
+        (0..TOOLS_PER_VERSION)
+            .map(|i| {
+                t(
+                    &format!("churn_v{v}_t{i}"),
+                    &format!("churning tool version{v}"),
+                    &[],
+                )
+            })
+            .collect()
+    };
+    put(&index, "churn", &churn(0));
+
+    let readers: Vec<_> = (0..4)
+        .map(|_| {
+            let index = Arc::clone(&index);
+            std::thread::spawn(move || {
+                for _ in 0..150 {
+                    let hits = index.search("churning", 100).unwrap();
+                    assert_eq!(hits.len(), TOOLS_PER_VERSION, "{hits:?}");
+                    let version = hits[0].name.split('_').nth(1).unwrap().to_owned();
+                    assert!(hits.iter().all(|h| h.server == "churn"
+                        && h.name.split('_').nth(1) == Some(version.as_str())));
+                    assert_eq!(top(&index, "kubernetes"), "k8s:apply_manifest");
+                    assert_eq!(index.len(), 11 + TOOLS_PER_VERSION);
+                }
+            })
+        })
+        .collect();
+    for v in 1..=VERSIONS {
+        put(&index, "churn", &churn(v));
+    }
+    for reader in readers {
+        reader.join().unwrap();
+    }
+    let hits = index.search("churning", 100).unwrap();
+    assert!(
+        hits.iter()
+            .all(|h| h.name.starts_with(&format!("churn_v{VERSIONS}_")))
+    );
+}
+
+/// Latency over ~2,000 tools. Run with
+/// `cargo test --release -- --ignored --nocapture bench_latency`.
+#[test]
+#[ignore = "measurement, prints numbers"]
+fn bench_latency() {
+    const WORDS: &[&str] = &[
+        "create",
+        "delete",
+        "list",
+        "get",
+        "update",
+        "search",
+        "repository",
+        "issue",
+        "branch",
+        "file",
+        "directory",
+        "user",
+        "project",
+        "cluster",
+        "pod",
+        "deployment",
+        "message",
+        "channel",
+        "email",
+        "calendar",
+        "event",
+        "database",
+        "table",
+        "query",
+        "row",
+        "bucket",
+        "object",
+        "image",
+        "document",
+        "page",
+        "comment",
+        "ticket",
+        "invoice",
+        "payment",
+        "customer",
+        "order",
+        "metric",
+        "alert",
+        "log",
+        "trace",
+        "secret",
+        "token",
+        "webhook",
+    ];
+    let word = |i: usize| WORDS[i % WORDS.len()];
+    let index = ToolIndex::new().unwrap();
+    let server_tools = |s: usize, salt: usize| -> Vec<T> {
+        (0..50)
+            .map(|i| {
+                let k = s * 50 + i + salt;
+                t(
+                    &format!("{}_{}_{}", word(k), word(k / 7 + 3), i),
+                    &format!(
+                        "{} the {} of a {} in the {}. Returns a {} with {} and {}.",
+                        word(k * 3),
+                        word(k * 5 + 1),
+                        word(k * 11 + 2),
+                        word(k + 9),
+                        word(k * 13),
+                        word(k * 17 + 4),
+                        word(k * 19 + 5)
+                    ),
+                    &[word(k * 23), word(k * 29 + 1), "limit"],
+                )
+            })
+            .collect()
+    };
+    let mut replace = Vec::new();
+    for s in 0..40 {
+        let tools = server_tools(s, 0);
+        let started = Instant::now();
+        put(&index, &format!("server{s}"), &tools);
+        replace.push(started.elapsed());
+        eprint!("{:?} ", started.elapsed());
+    }
+    assert_eq!(index.len(), 2_000);
+    // Re-replace existing servers (delete + add, the steady-state case).
+    for s in 0..40 {
+        let tools = server_tools(s, 1);
+        let started = Instant::now();
+        put(&index, &format!("server{s}"), &tools);
+        replace.push(started.elapsed());
+        eprint!("{:?} ", started.elapsed());
+    }
+
+    let queries = [
+        "delete repository",
+        "create_issue_3",
+        "server7:list_file_12",
+        "how do I send an email to a customer",
+        "kubernetes pod logs",
+        "payment invoice customer order",
+        "",
+        "query database table rows with a limit",
+    ];
+    let mut search = Vec::new();
+    for round in 0..250 {
+        for query in queries {
+            let started = Instant::now();
+            let hits = index.search(query, 10).unwrap();
+            search.push(started.elapsed());
+            assert!(round > 0 || !hits.is_empty() || query.contains("kubernetes"));
+        }
+    }
+    let pct = |v: &mut Vec<Duration>, p: f64| {
+        v.sort();
+        let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+        v[i]
+    };
+    println!(
+        "search over {} tools, {} queries: p50 {:?} p99 {:?} max {:?}",
+        index.len(),
+        search.len(),
+        pct(&mut search, 0.5),
+        pct(&mut search, 0.99),
+        pct(&mut search, 1.0)
+    );
+    println!(
+        "replace_server (50 tools), {} runs: p50 {:?} p99 {:?} max {:?}",
+        replace.len(),
+        pct(&mut replace, 0.5),
+        pct(&mut replace, 0.99),
+        pct(&mut replace, 1.0)
+    );
+}

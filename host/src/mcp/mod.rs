@@ -1,0 +1,166 @@
+//! The MCP server clients talk to: the built-in tools (`retrieve_tools` and the three call
+//! variants) over streamable HTTP at `/mcp` and over stdio.
+//!
+//! Tool-level failures (a policy rejection, an upstream error, bad arguments) come back as a
+//! `CallToolResult` with `isError: true` and a message an agent can act on; the upstream's
+//! own results pass through unchanged. Protocol misuse (an unknown tool) is a JSON-RPC error.
+
+pub mod http;
+mod tools;
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock as Content,
+    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData, ServerHandler};
+use serde_json::{Map, Value, json};
+
+use crate::policy::OperationType;
+use crate::proxy::{CallOutcome, Proxy, parse_call};
+
+pub use tools::{LEGACY_CALL_TOOL_MESSAGE, builtin_tools};
+
+/// One MCP session's handler; all sessions share the proxy.
+#[derive(Clone)]
+pub struct ProxyServer {
+    proxy: Arc<Proxy>,
+}
+
+impl ProxyServer {
+    pub fn new(proxy: Arc<Proxy>) -> Self {
+        Self { proxy }
+    }
+
+    async fn retrieve_tools(&self, arguments: &Map<String, Value>) -> CallToolResult {
+        let query = match arguments.get("query") {
+            Some(Value::String(q)) => q.clone(),
+            Some(_) => return tool_error("Parameter 'query' of retrieve_tools must be a string"),
+            None => {
+                return tool_error(
+                    "Parameter 'query' is required for retrieve_tools: describe what you want to do, e.g. \"list repositories\"",
+                );
+            }
+        };
+        let limit = match arguments.get("limit") {
+            None | Some(Value::Null) => tools::DEFAULT_LIMIT,
+            Some(v) => match v.as_u64() {
+                Some(n) if (1..=tools::MAX_LIMIT as u64).contains(&n) => n as usize,
+                _ => {
+                    return tool_error(&format!(
+                        "Parameter 'limit' of retrieve_tools must be a whole number from 1 to {}, got {v}",
+                        tools::MAX_LIMIT
+                    ));
+                }
+            },
+        };
+        match self.proxy.retrieve(query, limit).await {
+            Ok(hits) => {
+                let body = json!({
+                    "tools": hits,
+                    "total": hits.len(),
+                    "usage_instructions": tools::USAGE_INSTRUCTIONS,
+                });
+                let mut result = CallToolResult::success(vec![Content::text(body.to_string())]);
+                result.structured_content = Some(body);
+                result
+            }
+            Err(e) => tool_error(&e),
+        }
+    }
+
+    async fn call_variant(
+        &self,
+        variant: OperationType,
+        arguments: &Map<String, Value>,
+    ) -> CallToolResult {
+        let input = match parse_call(variant, arguments) {
+            Ok(input) => input,
+            Err(message) => return tool_error(&message),
+        };
+        match self.proxy.call(input).await {
+            CallOutcome::Refused(message) => tool_error(&message),
+            CallOutcome::Blocked(evaluation) => tool_error(
+                evaluation
+                    .outcome
+                    .message
+                    .as_deref()
+                    .unwrap_or("Call blocked by policy"),
+            ),
+            CallOutcome::Called { result, .. } => match result {
+                Ok(result) => result,
+                Err(e) => tool_error(&e.to_string()),
+            },
+        }
+    }
+}
+
+fn tool_error(message: &str) -> CallToolResult {
+    CallToolResult::error(vec![Content::text(message.to_owned())])
+}
+
+impl ServerHandler for ProxyServer {
+    fn get_info(&self) -> ServerConfig {
+        let mut capabilities = ServerCapabilities::default();
+        capabilities.tools = Some(Default::default());
+        capabilities.logging = Some(Default::default());
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("mcpproxy", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "mcpproxy aggregates many MCP servers. Find tools with retrieve_tools, then call them \
+                 with call_tool_read, call_tool_write or call_tool_destructive as each result's \
+                 call_with says.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(builtin_tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let arguments = request.arguments.unwrap_or_default();
+        let result = match request.name.as_ref() {
+            tools::RETRIEVE_TOOLS => self.retrieve_tools(&arguments).await,
+            "call_tool_read" => self.call_variant(OperationType::Read, &arguments).await,
+            "call_tool_write" => self.call_variant(OperationType::Write, &arguments).await,
+            "call_tool_destructive" => {
+                self.call_variant(OperationType::Destructive, &arguments)
+                    .await
+            }
+            tools::LEGACY_CALL_TOOL => {
+                return Err(ErrorData::invalid_params(LEGACY_CALL_TOOL_MESSAGE, None));
+            }
+            other => {
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "Tool '{other}' not found. mcpproxy's tools are retrieve_tools, call_tool_read, \
+                         call_tool_write and call_tool_destructive; upstream tools are called through them."
+                    ),
+                    None,
+                ));
+            }
+        };
+        Ok(result.into())
+    }
+
+    // `logging/setLevel` is deprecated by SEP-2577 but still sent by clients: answer it.
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        tracing::debug!(level = ?request.level, "client set the logging level");
+        Ok(())
+    }
+}

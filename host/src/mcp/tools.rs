@@ -1,0 +1,96 @@
+//! The built-in tools mcpproxy exposes to MCP clients, with the descriptions of seed 001's
+//! "Tool Description Updates" (adjusted to seed 000: `operation_type` is inferred from the
+//! variant and optional).
+
+use std::sync::Arc;
+
+use rmcp::model::{Tool, ToolAnnotations};
+use serde_json::{Map, Value, json};
+
+use crate::policy::OperationType;
+
+pub const RETRIEVE_TOOLS: &str = "retrieve_tools";
+/// The removed legacy tool; calling it gets a message naming the replacements.
+pub const LEGACY_CALL_TOOL: &str = "call_tool";
+
+pub const LEGACY_CALL_TOOL_MESSAGE: &str = "Tool 'call_tool' not found. Use call_tool_read, call_tool_write, or call_tool_destructive with matching intent.operation_type. See retrieve_tools for annotations and recommendations.";
+
+/// Usage advice returned with every search.
+pub const USAGE_INSTRUCTIONS: &str = "Use call_tool_read for read-only operations, call_tool_write for modifications, call_tool_destructive for deletions. Intent must match tool variant: pick the variant given in each tool's call_with. Pass the tool's name (server:tool) as 'name' and its arguments as 'args' (an object) or 'args_json' (a JSON string).";
+
+/// Default and maximum `limit` of retrieve_tools.
+pub const DEFAULT_LIMIT: usize = 15;
+pub const MAX_LIMIT: usize = 100;
+
+fn schema(value: Value) -> Arc<Map<String, Value>> {
+    match value {
+        Value::Object(map) => Arc::new(map),
+        _ => Arc::new(Map::new()),
+    }
+}
+
+/// Every built-in tool, in the order `tools/list` shows them.
+pub fn builtin_tools() -> Vec<Tool> {
+    let mut tools = vec![Tool::new(
+        RETRIEVE_TOOLS,
+        "Search for tools across all upstream servers. Results include annotations (readOnlyHint, destructiveHint) and recommended call_with variant. Use call_tool_read for read-only operations, call_tool_write for modifications, call_tool_destructive for deletions. Intent must match tool variant.",
+        schema(json!({
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "What you want to do, in words (e.g. 'list github repositories')"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT, "description": "How many tools to return"}
+            },
+            "required": ["query"]
+        })),
+    )
+    .annotate(ToolAnnotations::new().read_only(true).destructive(false).open_world(false))];
+    for variant in OperationType::ALL {
+        tools.push(call_variant_tool(variant));
+    }
+    tools
+}
+
+fn call_variant_tool(variant: OperationType) -> Tool {
+    let description = match variant {
+        OperationType::Read => {
+            "Execute a read-only tool discovered via retrieve_tools. Use for operations that query data without modifying state. intent.operation_type, if given, must be 'read'. Will be rejected if server marks tool as destructive."
+        }
+        OperationType::Write => {
+            "Execute a state-modifying tool discovered via retrieve_tools. Use for operations that create or update resources. intent.operation_type, if given, must be 'write'. Will be rejected if server marks tool as destructive."
+        }
+        OperationType::Destructive => {
+            "Execute a destructive tool discovered via retrieve_tools. Use for operations that delete or permanently modify resources. intent.operation_type, if given, must be 'destructive'. Most permissive - allowed regardless of server annotations."
+        }
+    };
+    let annotations = match variant {
+        OperationType::Read => ToolAnnotations::new().read_only(true).destructive(false),
+        OperationType::Write => ToolAnnotations::new().read_only(false).destructive(false),
+        OperationType::Destructive => ToolAnnotations::new().read_only(false).destructive(true),
+    }
+    .open_world(true);
+    Tool::new(
+        variant.tool_name(),
+        description,
+        schema(json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": "The tool to call, as server:tool (from retrieve_tools)"},
+                "args": {"type": "object", "description": "The tool's arguments as an object"},
+                "args_json": {"type": "string", "description": "The tool's arguments as a JSON string (alternative to args)"},
+                "intent": {
+                    "type": "object",
+                    "description": "Optional intent declaration",
+                    "properties": {
+                        "operation_type": {"type": "string", "enum": ["read", "write", "destructive"], "description": format!("Must be '{}' if given", variant.as_str())},
+                        "data_sensitivity": {"type": "string", "enum": ["public", "internal", "private", "unknown"]},
+                        "reason": {"type": "string", "maxLength": 1000}
+                    }
+                },
+                "intent_data_sensitivity": {"type": "string", "enum": ["public", "internal", "private", "unknown"], "description": "Data classification for the audit trail"},
+                "intent_reason": {"type": "string", "maxLength": 1000, "description": "Why this call is made, for the audit trail"}
+            },
+            "required": ["name"]
+        })),
+    )
+    .annotate(annotations)
+}

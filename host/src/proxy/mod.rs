@@ -1,0 +1,176 @@
+//! The proxy core that the MCP server, the REST API and the CLI share: resolve a
+//! `server:tool`, judge the call with the policy pipeline, send it upstream; and search the
+//! tool index with each hit's effective annotations and `call_with` advice.
+
+mod request;
+
+use std::sync::Arc;
+
+use rmcp::model::CallToolResult;
+use serde::Serialize;
+
+use crate::index::ToolIndex;
+use crate::policy::{
+    Annotations, EffectiveAnnotations, Evaluation, Pipeline, SafetyClass, call_with,
+};
+use crate::upstream::{self, State, Upstreams};
+
+pub use request::{CallInput, parse_call, split_name};
+
+/// What happened to a call.
+#[derive(Debug)]
+pub enum CallOutcome {
+    /// Refused before the policy ran: unknown server or tool, unusable server.
+    Refused(String),
+    /// The policy rejected it; the upstream was not contacted.
+    Blocked(Evaluation),
+    /// The policy let it through and the upstream was called.
+    Called {
+        evaluation: Evaluation,
+        result: Result<CallToolResult, upstream::Error>,
+    },
+}
+
+/// One `retrieve_tools` hit.
+#[derive(Debug, Clone, Serialize)]
+pub struct RetrievedTool {
+    /// `server:tool`, what the call variants take as `name`.
+    pub name: String,
+    pub server: String,
+    pub description: String,
+    #[serde(rename = "inputSchema")]
+    pub input_schema: serde_json::Value,
+    pub score: f32,
+    /// The effective annotations: the server's own, else the annotators'.
+    pub annotations: Option<Annotations>,
+    pub annotation_source: String,
+    pub safety_class: SafetyClass,
+    pub call_with: &'static str,
+}
+
+/// The shared proxy state.
+pub struct Proxy {
+    pipeline: Arc<Pipeline>,
+    upstreams: Arc<Upstreams>,
+    index: Arc<ToolIndex>,
+}
+
+impl Proxy {
+    pub fn new(pipeline: Arc<Pipeline>, upstreams: Arc<Upstreams>, index: Arc<ToolIndex>) -> Self {
+        Self {
+            pipeline,
+            upstreams,
+            index,
+        }
+    }
+
+    pub fn upstreams(&self) -> &Arc<Upstreams> {
+        &self.upstreams
+    }
+
+    pub fn pipeline(&self) -> &Arc<Pipeline> {
+        &self.pipeline
+    }
+
+    /// Resolves, judges and (if allowed) performs one call.
+    pub async fn call(&self, input: CallInput) -> CallOutcome {
+        let Some(upstream) = self.upstreams.get(&input.server) else {
+            let known: Vec<&str> = self.upstreams.names().collect();
+            return CallOutcome::Refused(format!(
+                "Unknown server '{}' in '{}:{}'. Known servers: {}. Use retrieve_tools to find tools.",
+                input.server,
+                input.server,
+                input.tool,
+                if known.is_empty() {
+                    "none configured".to_owned()
+                } else {
+                    known.join(", ")
+                }
+            ));
+        };
+        if let Err(e) = upstream.check_usable() {
+            return CallOutcome::Refused(e.to_string());
+        }
+        // The tool as the server describes it now: annotations are never a stale copy.
+        let Some(tool) = upstream.tool(&input.tool) else {
+            return CallOutcome::Refused(match upstream.state() {
+                State::Ready => format!(
+                    "Tool '{}:{}' not found: server '{}' has no tool named '{}'. Use retrieve_tools to find tools.",
+                    input.server, input.tool, input.server, input.tool
+                ),
+                state => format!(
+                    "Tool '{}:{}' is not available: upstream server '{}' is {state}. It reconnects by itself.",
+                    input.server, input.tool, input.server
+                ),
+            });
+        };
+        let pipeline = self.pipeline.clone();
+        let (variant, intent) = (input.variant, input.intent);
+        let args = serde_json::Value::Object(input.args);
+        let evaluation = match tokio::task::spawn_blocking(move || {
+            pipeline.evaluate(variant, tool, intent, args)
+        })
+        .await
+        {
+            Ok(evaluation) => evaluation,
+            Err(e) => {
+                return CallOutcome::Refused(format!(
+                    "the policy pipeline failed: {e}; the call was not sent"
+                ));
+            }
+        };
+        if !evaluation.outcome.is_allowed() {
+            return CallOutcome::Blocked(evaluation);
+        }
+        for warning in &evaluation.outcome.warnings {
+            tracing::warn!(plugin = %warning.plugin, tool = %evaluation.request.tool.qualified_name(), "policy warning: {}", warning.message);
+        }
+        let arguments = evaluation.request.args.as_object().cloned();
+        let result = upstream
+            .call(&evaluation.request.tool.name, arguments)
+            .await;
+        CallOutcome::Called { evaluation, result }
+    }
+
+    /// BM25 search over every upstream tool, each hit annotated.
+    pub async fn retrieve(
+        &self,
+        query: String,
+        limit: usize,
+    ) -> Result<Vec<RetrievedTool>, String> {
+        let index = self.index.clone();
+        let upstreams = self.upstreams.clone();
+        let pipeline = self.pipeline.clone();
+        tokio::task::spawn_blocking(move || {
+            let hits = index
+                .search(&query, limit)
+                .map_err(|e| format!("search failed: {e}"))?;
+            Ok(hits
+                .into_iter()
+                .filter_map(|hit| {
+                    let tool = upstreams.get(&hit.server)?.tool(&hit.name)?;
+                    let effective = pipeline.annotate(&tool).unwrap_or_else(|fault| {
+                        tracing::warn!(
+                            "annotator fault while listing {}: {fault}",
+                            tool.qualified_name()
+                        );
+                        EffectiveAnnotations::unknown()
+                    });
+                    Some(RetrievedTool {
+                        name: tool.qualified_name(),
+                        call_with: call_with(effective.annotations.as_ref()).tool_name(),
+                        server: tool.server,
+                        description: tool.description,
+                        input_schema: tool.input_schema,
+                        score: hit.score,
+                        annotations: effective.annotations,
+                        annotation_source: effective.source.label().to_owned(),
+                        safety_class: effective.safety_class,
+                    })
+                })
+                .collect())
+        })
+        .await
+        .map_err(|e| format!("search failed: {e}"))?
+    }
+}

@@ -1,0 +1,312 @@
+//! Upstream MCP servers: one long-lived rmcp client session per configured server (stdio
+//! child process or streamable HTTP), shared by every proxied call.
+//!
+//! Each upstream has a supervisor task that connects, lists tools, keeps the registry and
+//! the search index current (on `notifications/tools/list_changed` and on a periodic
+//! sweep), notices when the session dies, and reconnects with capped exponential backoff.
+//! Calls take the current session's peer, so many can be in flight at once.
+
+mod convert;
+mod supervisor;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use rmcp::model::{CallToolResponse, CallToolResult};
+use rmcp::service::{Peer, RoleClient};
+use serde::Serialize;
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{ServerConfig, Transport, UpstreamConfig};
+use crate::index::ToolIndex;
+use crate::policy::Tool;
+
+pub use convert::tool_from_mcp;
+
+/// Why an upstream call did not produce a result.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "upstream server '{server}' is not connected ({state}); the call was not sent. It reconnects by itself; check `mcpproxy serve` logs or the server's command/url"
+    )]
+    NotConnected { server: String, state: String },
+    #[error(
+        "upstream server '{server}' is quarantined: review it and set \"quarantined\": false in mcp_config.json to use its tools"
+    )]
+    Quarantined { server: String },
+    #[error("upstream server '{server}' is disabled in mcp_config.json (\"enabled\": false)")]
+    Disabled { server: String },
+    #[error("upstream server '{server}' did not answer the call to '{tool}' within {} ms; raise tool_call_timeout_ms if it is slow", timeout.as_millis())]
+    Timeout {
+        server: String,
+        tool: String,
+        timeout: Duration,
+    },
+    #[error("upstream server '{server}' returned an error for '{tool}': {message}")]
+    Call {
+        server: String,
+        tool: String,
+        message: String,
+    },
+    #[error(
+        "the connection to upstream server '{server}' failed during the call to '{tool}': {message}; it reconnects by itself"
+    )]
+    Connection {
+        server: String,
+        tool: String,
+        message: String,
+    },
+}
+
+/// Where an upstream is in its life.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", content = "detail", rename_all = "lowercase")]
+pub enum State {
+    Disconnected,
+    Connecting,
+    Ready,
+    /// The last attempt failed; a retry is scheduled.
+    Error(String),
+    Disabled,
+    Quarantined,
+}
+
+impl std::fmt::Display for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Disconnected => f.write_str("disconnected"),
+            Self::Connecting => f.write_str("connecting"),
+            Self::Ready => f.write_str("ready"),
+            Self::Error(e) => write!(f, "error: {e}"),
+            Self::Disabled => f.write_str("disabled"),
+            Self::Quarantined => f.write_str("quarantined"),
+        }
+    }
+}
+
+/// A snapshot of one upstream for status displays.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    pub name: String,
+    pub transport: &'static str,
+    #[serde(flatten)]
+    pub state: State,
+    pub tools: usize,
+}
+
+/// One upstream server.
+pub struct Upstream {
+    config: ServerConfig,
+    settings: UpstreamConfig,
+    default_timeout: Duration,
+    state: watch::Sender<State>,
+    peer: RwLock<Option<Peer<RoleClient>>>,
+    tools: RwLock<Arc<BTreeMap<String, Tool>>>,
+    refresh: Notify,
+}
+
+impl Upstream {
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    pub fn state(&self) -> State {
+        self.state.borrow().clone()
+    }
+
+    /// Waits for the state to change (for startup summaries and tests).
+    pub fn subscribe(&self) -> watch::Receiver<State> {
+        self.state.subscribe()
+    }
+
+    /// The tool as the server describes it now.
+    pub fn tool(&self, name: &str) -> Option<Tool> {
+        read(&self.tools).get(name).cloned()
+    }
+
+    /// Every tool the server has listed.
+    pub fn tools(&self) -> Arc<BTreeMap<String, Tool>> {
+        read(&self.tools).clone()
+    }
+
+    /// Whether the server is usable at all (not disabled or quarantined).
+    pub fn check_usable(&self) -> Result<(), Error> {
+        if !self.config.enabled {
+            return Err(Error::Disabled {
+                server: self.config.name.clone(),
+            });
+        }
+        if self.config.quarantined {
+            return Err(Error::Quarantined {
+                server: self.config.name.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Calls a tool on the server with the server's timeout.
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: Option<serde_json::Map<String, serde_json::Value>>,
+    ) -> Result<CallToolResult, Error> {
+        self.check_usable()?;
+        let peer = read(&self.peer)
+            .clone()
+            .ok_or_else(|| Error::NotConnected {
+                server: self.config.name.clone(),
+                state: self.state().to_string(),
+            })?;
+        let mut params = rmcp::model::CallToolRequestParams::new(tool.to_owned());
+        if let Some(arguments) = arguments {
+            params = params.with_arguments(arguments);
+        }
+        let timeout = self
+            .config
+            .tool_call_timeout
+            .unwrap_or(self.default_timeout);
+        match tokio::time::timeout(timeout, peer.call_tool_once(params)).await {
+            Err(_) => Err(Error::Timeout {
+                server: self.config.name.clone(),
+                tool: tool.to_owned(),
+                timeout,
+            }),
+            Ok(Ok(CallToolResponse::Complete(result))) => Ok(result),
+            Ok(Ok(_)) => Err(Error::Call {
+                server: self.config.name.clone(),
+                tool: tool.to_owned(),
+                message: "the server asked for client input or answered with a task, which mcpproxy does not forward yet".into(),
+            }),
+            Ok(Err(rmcp::ServiceError::McpError(e))) => Err(Error::Call {
+                server: self.config.name.clone(),
+                tool: tool.to_owned(),
+                message: e.message.to_string(),
+            }),
+            Ok(Err(e)) => {
+                // The session may be dead: let the supervisor look at it now.
+                self.refresh.notify_one();
+                Err(Error::Connection {
+                    server: self.config.name.clone(),
+                    tool: tool.to_owned(),
+                    message: e.to_string(),
+                })
+            }
+        }
+    }
+
+    fn transport_label(&self) -> &'static str {
+        match self.config.transport {
+            Transport::Stdio { .. } => "stdio",
+            Transport::Http { .. } => "http",
+        }
+    }
+}
+
+/// Every configured upstream, with their supervisors.
+pub struct Upstreams {
+    servers: BTreeMap<String, Arc<Upstream>>,
+    shutdown: CancellationToken,
+    tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Upstreams {
+    /// Starts a supervisor per enabled, non-quarantined server. Must run inside a tokio
+    /// runtime.
+    pub fn start(
+        servers: &[ServerConfig],
+        settings: &UpstreamConfig,
+        default_timeout: Duration,
+        index: Arc<ToolIndex>,
+    ) -> Arc<Self> {
+        let shutdown = CancellationToken::new();
+        let mut map = BTreeMap::new();
+        let mut tasks = Vec::new();
+        for config in servers {
+            let initial = if !config.enabled {
+                State::Disabled
+            } else if config.quarantined {
+                State::Quarantined
+            } else {
+                State::Disconnected
+            };
+            let upstream = Arc::new(Upstream {
+                config: config.clone(),
+                settings: settings.clone(),
+                default_timeout,
+                state: watch::Sender::new(initial.clone()),
+                peer: RwLock::new(None),
+                tools: RwLock::new(Arc::new(BTreeMap::new())),
+                refresh: Notify::new(),
+            });
+            if initial == State::Disconnected {
+                tasks.push(tokio::spawn(supervisor::run(
+                    upstream.clone(),
+                    index.clone(),
+                    shutdown.child_token(),
+                )));
+            }
+            map.insert(config.name.clone(), upstream);
+        }
+        Arc::new(Self {
+            servers: map,
+            shutdown,
+            tasks: std::sync::Mutex::new(tasks),
+        })
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<Upstream>> {
+        self.servers.get(name)
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.servers.keys().map(String::as_str)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Upstream>> {
+        self.servers.values()
+    }
+
+    pub fn statuses(&self) -> Vec<Status> {
+        self.servers
+            .values()
+            .map(|u| Status {
+                name: u.config.name.clone(),
+                transport: u.transport_label(),
+                state: u.state(),
+                tools: u.tools().len(),
+            })
+            .collect()
+    }
+
+    /// Waits until no upstream is still on its first connection attempt, or the timeout.
+    pub async fn settle(&self, timeout: Duration) {
+        let wait_all = async {
+            for upstream in self.servers.values() {
+                let mut rx = upstream.subscribe();
+                let _ = rx
+                    .wait_for(|s| !matches!(s, State::Disconnected | State::Connecting))
+                    .await;
+            }
+        };
+        let _ = tokio::time::timeout(timeout, wait_all).await;
+    }
+
+    /// Stops every supervisor, closes every session and ends child processes.
+    pub async fn shutdown(&self) {
+        self.shutdown.cancel();
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        for task in tasks {
+            let _ = task.await;
+        }
+    }
+}
+
+fn read<T: Clone>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(|e| e.into_inner())
+}

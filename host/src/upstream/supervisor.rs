@@ -1,0 +1,255 @@
+//! The task that owns one upstream's session: connect, list tools, watch, reconnect.
+
+use std::collections::{BTreeMap, HashMap};
+use std::process::Stdio;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+use rmcp::service::{NotificationContext, RoleClient, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, ServiceExt};
+use tokio::io::AsyncBufReadExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Transport;
+use crate::index::{ToolDoc, ToolIndex, param_names};
+
+use super::{State, Upstream, tool_from_mcp, write};
+
+/// How long one connection attempt (spawn + initialize + first tools/list) may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// rmcp's client-side handler: reacts to what the upstream tells us.
+struct UpstreamClient {
+    upstream: Weak<Upstream>,
+}
+
+impl ClientHandler for UpstreamClient {
+    fn get_info(&self) -> ClientConfig {
+        // No `roots`: server-filesystem would replace its allowed directories with ours.
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("mcpproxy", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        if let Some(upstream) = self.upstream.upgrade() {
+            tracing::info!(
+                server = upstream.name(),
+                "received tools/list_changed from upstream server"
+            );
+            upstream.refresh.notify_one();
+        }
+    }
+}
+
+type Session = RunningService<RoleClient, UpstreamClient>;
+
+/// Runs until `shutdown`: keeps one session alive, reconnecting with backoff.
+pub(super) async fn run(
+    upstream: Arc<Upstream>,
+    index: Arc<ToolIndex>,
+    shutdown: CancellationToken,
+) {
+    let name = upstream.name().to_owned();
+    let initial = upstream.settings.reconnect_initial;
+    let max = upstream.settings.reconnect_max.max(initial);
+    let mut backoff = initial;
+    loop {
+        upstream.state.send_replace(State::Connecting);
+        let connected = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            result = tokio::time::timeout(CONNECT_TIMEOUT, connect(&upstream)) => result
+                .unwrap_or_else(|_| Err(format!("no answer within {} s", CONNECT_TIMEOUT.as_secs()))),
+        };
+        match connected {
+            Ok(session) => {
+                backoff = initial;
+                let ended = serve_session(&upstream, &index, session, &shutdown).await;
+                *write(&upstream.peer) = None;
+                if let Err(e) = index.remove_server(&name) {
+                    tracing::warn!(server = %name, "cannot drop tools from the index: {e}");
+                }
+                match ended {
+                    SessionEnd::Shutdown => break,
+                    SessionEnd::Lost(reason) => {
+                        tracing::warn!(server = %name, "upstream connection lost: {reason}; reconnecting");
+                        upstream.state.send_replace(State::Error(reason));
+                        // A session that worked reconnects quickly once, then backs off.
+                        tokio::select! {
+                            _ = shutdown.cancelled() => break,
+                            _ = tokio::time::sleep(initial) => continue,
+                        }
+                    }
+                }
+            }
+            Err(reason) => {
+                tracing::warn!(
+                    server = %name,
+                    "cannot connect to upstream: {reason}; retrying in {} ms",
+                    backoff.as_millis()
+                );
+                upstream.state.send_replace(State::Error(reason));
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(max);
+    }
+    upstream.state.send_replace(State::Disconnected);
+}
+
+enum SessionEnd {
+    Shutdown,
+    Lost(String),
+}
+
+/// Lists tools, publishes them, and watches the session until it ends.
+async fn serve_session(
+    upstream: &Arc<Upstream>,
+    index: &ToolIndex,
+    session: Session,
+    shutdown: &CancellationToken,
+) -> SessionEnd {
+    let peer = session.peer().clone();
+    let session_token = session.cancellation_token();
+    let mut waiter = tokio::spawn(session.waiting());
+    *write(&upstream.peer) = Some(peer.clone());
+
+    if let Err(reason) = refresh_tools(upstream, index, &peer).await {
+        session_token.cancel();
+        let _ = waiter.await;
+        return SessionEnd::Lost(reason);
+    }
+    upstream.state.send_replace(State::Ready);
+    tracing::info!(
+        server = upstream.name(),
+        tools = upstream.tools().len(),
+        "upstream ready"
+    );
+
+    let mut sweep = tokio::time::interval(upstream.settings.tools_refresh);
+    sweep.tick().await;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => {
+                session_token.cancel();
+                let _ = (&mut waiter).await;
+                return SessionEnd::Shutdown;
+            }
+            quit = &mut waiter => {
+                let reason = match quit {
+                    Ok(reason) => format!("session ended ({reason:?})"),
+                    Err(e) => format!("session task failed: {e}"),
+                };
+                return SessionEnd::Lost(reason);
+            }
+            _ = upstream.refresh.notified() => {}
+            _ = sweep.tick() => {}
+        }
+        if let Err(reason) = refresh_tools(upstream, index, &peer).await {
+            session_token.cancel();
+            let _ = (&mut waiter).await;
+            return SessionEnd::Lost(reason);
+        }
+    }
+}
+
+/// Re-reads the tool list and swaps it into the registry and the index.
+async fn refresh_tools(
+    upstream: &Upstream,
+    index: &ToolIndex,
+    peer: &rmcp::service::Peer<RoleClient>,
+) -> Result<(), String> {
+    let listed = tokio::time::timeout(CONNECT_TIMEOUT, peer.list_all_tools())
+        .await
+        .map_err(|_| "tools/list did not answer".to_owned())?
+        .map_err(|e| format!("tools/list failed: {e}"))?;
+    let name = upstream.name();
+    let tools: BTreeMap<String, crate::policy::Tool> = listed
+        .iter()
+        .map(|t| (t.name.to_string(), tool_from_mcp(name, t)))
+        .collect();
+    let params: Vec<Vec<String>> = tools
+        .values()
+        .map(|t| param_names(&t.input_schema))
+        .collect();
+    let docs: Vec<ToolDoc<'_>> = tools
+        .values()
+        .zip(&params)
+        .map(|(t, params)| ToolDoc {
+            server: name,
+            name: &t.name,
+            description: &t.description,
+            params,
+        })
+        .collect();
+    if let Err(e) = index.replace_server(name, &docs) {
+        tracing::warn!(server = name, "cannot index tools: {e}");
+    }
+    *write(&upstream.tools) = Arc::new(tools);
+    Ok(())
+}
+
+async fn connect(upstream: &Arc<Upstream>) -> Result<Session, String> {
+    let handler = UpstreamClient {
+        upstream: Arc::downgrade(upstream),
+    };
+    match &upstream.config.transport {
+        Transport::Stdio {
+            command,
+            args,
+            env,
+            working_dir,
+        } => {
+            let mut cmd = tokio::process::Command::new(command);
+            cmd.args(args).envs(env);
+            if let Some(dir) = working_dir {
+                cmd.current_dir(dir);
+            }
+            let mut wrapped = CommandWrap::from(cmd);
+            // Its own process group, so children it spawns (npx → node) end with it.
+            wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
+            let (transport, stderr) = TokioChildProcess::builder(wrapped)
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+            if let Some(stderr) = stderr {
+                let server = upstream.name().to_owned();
+                tokio::spawn(async move {
+                    let mut lines = tokio::io::BufReader::new(stderr).lines();
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        tracing::debug!(server = %server, "stderr: {line}");
+                    }
+                });
+            }
+            handler
+                .serve(transport)
+                .await
+                .map_err(|e| format!("MCP initialize with `{command}` failed: {e}"))
+        }
+        Transport::Http { url, headers } => {
+            let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+            let mut custom = HashMap::new();
+            for (key, value) in headers {
+                let key = http::HeaderName::try_from(key.as_str())
+                    .map_err(|e| format!("header name '{key}' is not valid: {e}"))?;
+                let value = http::HeaderValue::try_from(value.as_str())
+                    .map_err(|e| format!("header '{key}' has a value that is not valid: {e}"))?;
+                custom.insert(key, value);
+            }
+            config.custom_headers = custom;
+            let transport = StreamableHttpClientTransport::from_config(config);
+            handler
+                .serve(transport)
+                .await
+                .map_err(|e| format!("MCP initialize with {url} failed: {e}"))
+        }
+    }
+}

@@ -1,0 +1,52 @@
+//! Append-only JSON-lines record of every `tools/call` the fixture receives.
+//!
+//! Each call opens the file in append mode, writes one complete line and
+//! flushes, so another process (the test) can read it immediately and can
+//! prove whether the upstream was reached at all.
+
+use std::{
+    fs::OpenOptions,
+    io::Write,
+    path::PathBuf,
+    sync::{Mutex, PoisonError},
+};
+
+use rmcp::model::JsonObject;
+use serde::Serialize;
+
+/// One log line; a struct so that `tool` is always written before `arguments`.
+#[derive(Serialize)]
+struct Entry<'a> {
+    tool: &'a str,
+    arguments: &'a JsonObject,
+}
+
+/// Where to record tool calls; writes are serialized so lines never interleave.
+#[derive(Debug)]
+pub struct CallLog {
+    path: PathBuf,
+    lock: Mutex<()>,
+}
+
+impl CallLog {
+    /// Record calls to `path`; the file is created on the first call.
+    pub fn new(path: PathBuf) -> Self {
+        Self {
+            path,
+            lock: Mutex::new(()),
+        }
+    }
+
+    /// Append `{"tool": tool, "arguments": {...}}` as one line and flush it.
+    pub fn record(&self, tool: &str, arguments: &JsonObject) -> std::io::Result<()> {
+        let mut line = serde_json::to_string(&Entry { tool, arguments })?;
+        line.push('\n');
+        let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)?;
+        file.write_all(line.as_bytes())?;
+        file.flush()
+    }
+}

@@ -1,0 +1,148 @@
+//! `mcp-fixture`: a real MCP server used as mcpproxy's upstream in end-to-end
+//! tests.
+//!
+//! ```text
+//! mcp-fixture [--http ADDR] [--name NAME] [--call-log FILE]
+//! ```
+//!
+//! Without `--http` it speaks MCP over stdio and exits when stdin closes.
+//! With `--http` it serves MCP streamable HTTP at `/mcp`, prints
+//! `MCP_FIXTURE_LISTENING http://<addr>/mcp` once listening, and exits on
+//! SIGTERM or Ctrl-C. Logs always go to stderr.
+
+mod call_log;
+mod server;
+mod tools;
+
+use std::{io::Write, path::PathBuf, sync::Arc};
+
+use anyhow::Context as _;
+use clap::Parser;
+use rmcp::{
+    ServiceExt,
+    service::ServerInitializeError,
+    transport::{
+        StreamableHttpServerConfig, StreamableHttpService, stdio,
+        streamable_http_server::session::local::LocalSessionManager,
+    },
+};
+use tokio_util::sync::CancellationToken;
+use tracing_subscriber::EnvFilter;
+
+use crate::{call_log::CallLog, server::Fixture};
+
+/// A real MCP server used as mcpproxy's test upstream.
+#[derive(Debug, Parser)]
+#[command(name = "mcp-fixture", version)]
+struct Cli {
+    /// Serve MCP streamable HTTP at `/mcp` on this address (e.g. 127.0.0.1:0)
+    /// instead of stdio.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<String>,
+    /// Implementation name reported in `initialize` and by `get_status`.
+    #[arg(long, value_name = "NAME", default_value = "mcp-fixture")]
+    name: String,
+    /// Append one JSON line `{"tool":..,"arguments":{..}}` per `tools/call`.
+    #[arg(long, value_name = "FILE")]
+    call_log: Option<PathBuf>,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(
+            EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| EnvFilter::new("mcp_fixture=info,rmcp=warn")),
+        )
+        .init();
+
+    let fixture = Fixture::new(cli.name, cli.call_log.map(CallLog::new));
+    match cli.http {
+        Some(addr) => serve_http(fixture, &addr).await,
+        None => serve_stdio(fixture).await,
+    }
+}
+
+/// Serve one session over stdin/stdout until stdin reaches EOF.
+async fn serve_stdio(fixture: Fixture) -> anyhow::Result<()> {
+    let running = match fixture.serve(stdio()).await {
+        Ok(running) => running,
+        Err(ServerInitializeError::ConnectionClosed(reason)) => {
+            tracing::info!(%reason, "stdin closed before initialize");
+            return Ok(());
+        }
+        Err(error) => return Err(error).context("MCP initialize over stdio failed"),
+    };
+    let reason = running
+        .waiting()
+        .await
+        .context("stdio session task failed")?;
+    tracing::info!(?reason, "stdio session ended");
+    Ok(())
+}
+
+/// Serve streamable HTTP at `/mcp` until SIGTERM or Ctrl-C.
+async fn serve_http(fixture: Fixture, addr: &str) -> anyhow::Result<()> {
+    let shutdown = CancellationToken::new();
+    // A test fixture: accept any Host header so tests may use any address.
+    let config = StreamableHttpServerConfig::default()
+        .disable_allowed_hosts()
+        .with_cancellation_token(shutdown.child_token());
+    let service = StreamableHttpService::new(
+        move || Ok(fixture.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let router = axum::Router::new().nest_service("/mcp", service);
+
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let local = listener.local_addr()?;
+    {
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "MCP_FIXTURE_LISTENING http://{local}/mcp")?;
+        stdout.flush()?;
+    }
+    tracing::info!(%local, "serving MCP streamable HTTP at /mcp");
+
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            tracing::info!("shutting down");
+            shutdown.cancel();
+        })
+        .await
+        .context("HTTP server failed")
+}
+
+/// Resolve on Ctrl-C, or on SIGTERM where there is one.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::warn!(%error, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}

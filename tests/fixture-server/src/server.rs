@@ -1,0 +1,77 @@
+//! The fixture's hand-written [`ServerHandler`]: advertises the tools
+//! capability (with `listChanged`), lists the current tool set, and routes
+//! `tools/call` to [`Tools`] after recording the call in the call log.
+
+use std::sync::Arc;
+
+use rmcp::{
+    ErrorData as McpError, RoleServer, ServerHandler,
+    model::{
+        CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+        PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    },
+    service::RequestContext,
+};
+
+use crate::{call_log::CallLog, tools::Tools};
+
+/// One handler per session; clones share the tool state and the call log.
+#[derive(Debug, Clone)]
+pub struct Fixture {
+    name: Arc<str>,
+    tools: Arc<Tools>,
+    call_log: Option<Arc<CallLog>>,
+}
+
+impl Fixture {
+    /// A fixture reporting `name` in `initialize`, optionally logging calls.
+    pub fn new(name: String, call_log: Option<CallLog>) -> Self {
+        Self {
+            name: Arc::from(name.as_str()),
+            tools: Tools::new(name),
+            call_log: call_log.map(Arc::new),
+        }
+    }
+}
+
+impl ServerHandler for Fixture {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        ServerConfig::new(capabilities).with_server_info(Implementation::new(
+            self.name.as_ref(),
+            env!("CARGO_PKG_VERSION"),
+        ))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.tools.list()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.get(name)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let arguments = request.arguments.unwrap_or_default();
+        if let Some(log) = &self.call_log {
+            log.record(&request.name, &arguments).map_err(|error| {
+                McpError::internal_error(format!("cannot write the call log: {error}"), None)
+            })?;
+        }
+        self.tools
+            .call(&request.name, &arguments, &context)
+            .await
+            .map(CallToolResponse::from)
+    }
+}
