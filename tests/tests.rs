@@ -8,3 +8,8 @@ mod util;
 mod plugin_host;
 /// `mcpproxy plugins list` and `mcpproxy plugins check`, run as a user would.
 mod plugins_cli;
+
+mod mcp_util;
+
+/// The proxy end to end: the binary, the fixture upstream, an MCP client.
+mod proxy_e2e;

@@ -29,7 +29,7 @@ use tantivy::schema::{
 use tantivy::tokenizer::TextAnalyzer;
 use tantivy::{
     Index, IndexReader, IndexWriter, Order, ReloadPolicy, TantivyDocument, Term,
-    indexer::IndexWriterOptions,
+    indexer::{IndexWriterOptions, NoMergePolicy},
 };
 
 /// What the index needs to know about one tool.
@@ -48,7 +48,9 @@ pub struct ToolDoc<'a> {
 /// One search result.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Hit {
+    /// Upstream server name.
     pub server: String,
+    /// Tool name as the upstream advertises it.
     pub name: String,
     /// BM25 score (0.0 when listing for an empty query).
     pub score: f32,
@@ -58,6 +60,7 @@ pub struct Hit {
 /// tantivy error, never because of the query text.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// tantivy failed while indexing, committing or searching.
     #[error("tool index: {0}")]
     Tantivy(#[from] tantivy::TantivyError),
 }
@@ -92,6 +95,10 @@ const MAX_QUERY_TERMS: usize = 64;
 
 /// Indexing arena for the single writer thread (tantivy's minimum is 15 MB).
 const WRITER_MEMORY_BYTES: usize = 20_000_000;
+
+/// Every `replace_server` adds a segment; past this many, all segments are
+/// merged into one, synchronously (see [`ToolIndex::update`]).
+const MAX_SEGMENTS: usize = 8;
 
 // Raw (untokenized, fast) field names, used for deletion and ordering.
 const F_SERVER: &str = "server";
@@ -174,6 +181,7 @@ impl ToolIndex {
                 .memory_budget_per_thread(WRITER_MEMORY_BYTES)
                 .build(),
         )?;
+        writer.set_merge_policy(Box::new(NoMergePolicy));
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
@@ -284,6 +292,11 @@ impl ToolIndex {
 
     /// Deletes `server`'s documents, adds `docs`, commits and reloads the
     /// reader, all under the writer lock. On failure nothing is committed.
+    ///
+    /// Merging is done here, synchronously, rather than by tantivy's
+    /// background merge policy: a background merge's file GC holds the
+    /// directory meta lock, and a `reload` that meets it sleeps 100 ms.
+    /// Merging everything also purges deleted tools from the BM25 stats.
     fn update(&self, server: &str, docs: Vec<TantivyDocument>) -> Result<()> {
         let mut writer = self.lock_writer()?;
         let staged = (|| {
@@ -298,6 +311,13 @@ impl ToolIndex {
                 tracing::error!(%rollback, "tool index: rollback failed");
             }
             return Err(err.into());
+        }
+        let segments = writer.index().searchable_segment_ids()?;
+        if segments.len() > MAX_SEGMENTS {
+            // Not fatal: the index stays correct, only less compact.
+            if let Err(err) = writer.merge(&segments).wait() {
+                tracing::warn!(%err, "tool index: segment merge failed");
+            }
         }
         self.reader.reload()?;
         Ok(())

@@ -510,7 +510,6 @@ fn bench_latency() {
         let started = Instant::now();
         put(&index, &format!("server{s}"), &tools);
         replace.push(started.elapsed());
-        eprint!("{:?} ", started.elapsed());
     }
     assert_eq!(index.len(), 2_000);
     // Re-replace existing servers (delete + add, the steady-state case).
@@ -519,7 +518,6 @@ fn bench_latency() {
         let started = Instant::now();
         put(&index, &format!("server{s}"), &tools);
         replace.push(started.elapsed());
-        eprint!("{:?} ", started.elapsed());
     }
 
     let queries = [
@@ -561,4 +559,11 @@ fn bench_latency() {
         pct(&mut replace, 0.99),
         pct(&mut replace, 1.0)
     );
+}
+
+#[test]
+fn tool_index_is_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<ToolIndex>();
+    assert_send_sync::<Arc<ToolIndex>>();
 }

@@ -1,0 +1,229 @@
+//! Helpers for end-to-end tests: the fixture upstream, a running `mcpproxy serve`, and an
+//! MCP client (rmcp over streamable HTTP) to talk to it.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{ServiceError, ServiceExt};
+use serde_json::Value;
+
+/// The `mcp-fixture` binary, built on first use if this test run did not build it.
+pub fn fixture_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_BIN_EXE_mcpproxy"))
+            .parent()
+            .expect("binary dir")
+            .to_path_buf();
+        let bin = dir.join("mcp-fixture");
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "-q", "-p", "mcp-fixture"])
+            .args(if dir.ends_with("release") {
+                vec!["--release"]
+            } else {
+                vec![]
+            })
+            .status()
+            .expect("run cargo build -p mcp-fixture");
+        assert!(status.success(), "cargo build -p mcp-fixture failed");
+        assert!(bin.is_file(), "{} missing after build", bin.display());
+        bin
+    })
+    .clone()
+}
+
+/// Kills the child when dropped, so a failing test leaves no process behind.
+pub struct Proc {
+    pub child: Child,
+    pub stderr_lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Proc {
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Reads stderr lines until one satisfies `pred`, or panics after `timeout`.
+    pub fn wait_for_line(&self, timeout: Duration, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + timeout;
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.stderr_lines.recv_timeout(left) {
+                Ok(line) if pred(&line) => return line,
+                Ok(line) => seen.push(line),
+                Err(_) => panic!(
+                    "no matching line within {timeout:?}; saw:\n{}",
+                    seen.join("\n")
+                ),
+            }
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn pipe_lines(reader: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(reader).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// The fixture serving streamable HTTP on `addr` (use port 0 for any).
+pub fn start_http_fixture(addr: &str, call_log: &Path) -> (Proc, String) {
+    let mut child = Command::new(fixture_bin())
+        .args(["--http", addr, "--call-log"])
+        .arg(call_log)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start mcp-fixture");
+    let stdout = child.stdout.take().expect("stdout");
+    let lines = pipe_lines(stdout);
+    let proc = Proc {
+        child,
+        stderr_lines: lines,
+    };
+    let line = proc.wait_for_line(Duration::from_secs(30), |l| {
+        l.starts_with("MCP_FIXTURE_LISTENING ")
+    });
+    let url = line.trim_start_matches("MCP_FIXTURE_LISTENING ").to_owned();
+    (proc, url)
+}
+
+/// A running `mcpproxy serve` on a free loopback port.
+pub struct Proxy {
+    pub proc: Proc,
+    pub url: String,
+    pub data_dir: tempfile::TempDir,
+}
+
+impl Proxy {
+    /// Starts `mcpproxy serve` with `config` (JSON) and waits until every upstream has
+    /// settled (the startup summary is printed).
+    pub fn start(config: &Value, extra_args: &[&str]) -> Self {
+        let data_dir = tempfile::tempdir().expect("tempdir");
+        let config_path = data_dir.path().join("mcp_config.json");
+        std::fs::write(&config_path, config.to_string()).expect("write config");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mcpproxy"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+            .arg(&config_path)
+            .arg("--data-dir")
+            .arg(data_dir.path())
+            .args(extra_args)
+            .env("HOME", data_dir.path())
+            .env("RUST_LOG", "info,rmcp=warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start mcpproxy");
+        let stderr = child.stderr.take().expect("stderr");
+        let proc = Proc {
+            child,
+            stderr_lines: pipe_lines(stderr),
+        };
+        let line = proc.wait_for_line(Duration::from_secs(60), |l| {
+            l.contains(" listening on http://")
+        });
+        let url = line
+            .split("listening on ")
+            .nth(1)
+            .expect("url")
+            .trim()
+            .to_owned();
+        let servers = config["mcpServers"].as_array().map_or(0, Vec::len);
+        if servers == 0 {
+            proc.wait_for_line(Duration::from_secs(30), |l| {
+                l.starts_with("upstreams: none")
+            });
+        }
+        for _ in 0..servers {
+            proc.wait_for_line(Duration::from_secs(60), |l| l.starts_with("upstream "));
+        }
+        Self {
+            proc,
+            url,
+            data_dir,
+        }
+    }
+}
+
+/// A config with the given upstream servers.
+pub fn config_with(servers: Vec<Value>) -> Value {
+    serde_json::json!({ "mcpServers": servers })
+}
+
+/// The fixture as a stdio upstream named `name`, logging calls to `call_log`.
+pub fn stdio_fixture(name: &str, call_log: &Path) -> Value {
+    serde_json::json!({
+        "name": name,
+        "command": fixture_bin(),
+        "args": ["--call-log", call_log, "--name", name],
+    })
+}
+
+pub type Client = RunningService<RoleClient, ()>;
+
+/// An MCP client session over streamable HTTP.
+pub async fn connect(url: &str) -> Client {
+    ().serve(StreamableHttpClientTransport::from_uri(url.to_owned()))
+        .await
+        .expect("connect to mcpproxy")
+}
+
+/// Calls a tool and returns its result (tool-level errors included), or the JSON-RPC error.
+pub async fn call(client: &Client, tool: &str, arguments: Value) -> Result<CallToolResult, String> {
+    let mut params = CallToolRequestParams::new(tool.to_owned());
+    if let Value::Object(map) = arguments {
+        params = params.with_arguments(map);
+    }
+    match client.peer().call_tool_once(params).await {
+        Ok(CallToolResponse::Complete(result)) => Ok(result),
+        Ok(other) => Err(format!("unexpected response {other:?}")),
+        Err(ServiceError::McpError(e)) => Err(e.message.to_string()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The text of a result's first text content.
+pub fn text(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .find_map(|c| c.as_text().map(|t| t.text.clone()))
+        .unwrap_or_default()
+}
+
+pub fn is_error(result: &CallToolResult) -> bool {
+    result.is_error == Some(true)
+}
+
+/// The lines of a fixture call log.
+pub fn call_log_lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}

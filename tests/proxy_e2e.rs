@@ -1,0 +1,547 @@
+//! End-to-end: the real `mcpproxy serve` in front of the real fixture upstream (stdio and
+//! streamable HTTP), driven by an MCP client over streamable HTTP.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::mcp_util::{
+    Proxy, call, call_log_lines, config_with, connect, is_error, start_http_fixture, stdio_fixture,
+    text,
+};
+
+const LEGACY: &str = "Tool 'call_tool' not found. Use call_tool_read, call_tool_write, or call_tool_destructive with matching intent.operation_type. See retrieve_tools for annotations and recommendations.";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tool_list_has_the_three_variants_and_no_call_tool() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    let client = connect(&proxy.url).await;
+    let tools = client.peer().list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(
+        names,
+        [
+            "retrieve_tools",
+            "call_tool_read",
+            "call_tool_write",
+            "call_tool_destructive"
+        ]
+    );
+    let read = &tools[1];
+    assert!(
+        read.description
+            .as_deref()
+            .unwrap()
+            .starts_with("Execute a read-only tool discovered via retrieve_tools.")
+    );
+    assert_eq!(
+        read.annotations.as_ref().unwrap().read_only_hint,
+        Some(true)
+    );
+    assert_eq!(
+        tools[3].annotations.as_ref().unwrap().destructive_hint,
+        Some(true)
+    );
+
+    let err = call(&client, "call_tool", json!({"name": "fx:echo"}))
+        .await
+        .unwrap_err();
+    assert_eq!(err, LEGACY);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn retrieve_tools_gives_annotations_sources_and_call_with() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    let client = connect(&proxy.url).await;
+
+    let find = |result: &Value, name: &str| -> Value {
+        result["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not in {result}"))
+            .clone()
+    };
+    let search = |query: &'static str, limit: u64| {
+        let client = &client;
+        async move {
+            let result = call(
+                client,
+                "retrieve_tools",
+                json!({"query": query, "limit": limit}),
+            )
+            .await
+            .unwrap();
+            assert!(!is_error(&result), "{}", text(&result));
+            let body: Value = serde_json::from_str(&text(&result)).unwrap();
+            assert_eq!(result.structured_content.as_ref(), Some(&body));
+            body
+        }
+    };
+
+    let notes = search("note", 5).await;
+    assert!(
+        notes["usage_instructions"]
+            .as_str()
+            .unwrap()
+            .contains("call_tool_read")
+    );
+    assert_eq!(notes["total"], notes["tools"].as_array().unwrap().len());
+    let delete_note = find(&notes, "fx:delete_note");
+    assert_eq!(delete_note["annotations"], json!({"destructiveHint": true}));
+    assert_eq!(delete_note["annotation_source"], "server");
+    assert_eq!(delete_note["call_with"], "call_tool_destructive");
+    assert_eq!(delete_note["server"], "fx");
+    assert!(delete_note["inputSchema"]["properties"]["id"].is_object());
+    assert!(delete_note["score"].as_f64().unwrap() > 0.0);
+    let update_note = find(&notes, "fx:update_note");
+    assert_eq!(update_note["call_with"], "call_tool_write");
+
+    // Unannotated tools get the prefix annotator's inference, _meta beats the name.
+    let items = search("delete item", 3).await;
+    let delete_item = find(&items, "fx:delete_item");
+    assert_eq!(delete_item["annotation_source"], "prefix-annotator");
+    assert_eq!(delete_item["safety_class"], "dangerous");
+    assert_eq!(delete_item["call_with"], "call_tool_destructive");
+    let frob = find(&search("frobnicate", 3).await, "fx:frobnicate");
+    assert_eq!(frob["annotation_source"], "meta");
+    assert_eq!(frob["call_with"], "call_tool_read");
+    let mystery = find(&search("mystery", 3).await, "fx:mystery_tool");
+    assert_eq!(mystery["safety_class"], "unknown");
+    assert_eq!(mystery["annotations"], Value::Null);
+    assert_eq!(mystery["call_with"], "call_tool_write");
+    let listed = find(&search("list items", 3).await, "fx:list_items");
+    assert_eq!(listed["call_with"], "call_tool_read");
+
+    // Limits are checked, and the exact name ranks first.
+    assert_eq!(search("fx:echo", 1).await["tools"][0]["name"], "fx:echo");
+    let bad = call(
+        &client,
+        "retrieve_tools",
+        json!({"query": "x", "limit": 1000}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        is_error(&bad) && text(&bad).contains("from 1 to 100"),
+        "{}",
+        text(&bad)
+    );
+    let bad = call(&client, "retrieve_tools", json!({})).await.unwrap();
+    assert!(is_error(&bad) && text(&bad).contains("'query' is required"));
+    client.cancel().await.unwrap();
+}
+
+/// One matrix row through real MCP: variant, tool, extra arguments, expected outcome.
+struct Row {
+    variant: &'static str,
+    tool: &'static str,
+    extra: Value,
+    /// `None`: allowed (the upstream is called). `Some(text)`: rejected with exactly this text.
+    rejected: Option<String>,
+}
+
+fn row(variant: &'static str, tool: &'static str, extra: Value, rejected: Option<&str>) -> Row {
+    Row {
+        variant,
+        tool,
+        extra,
+        rejected: rejected.map(str::to_owned),
+    }
+}
+
+fn matrix_rows() -> Vec<Row> {
+    let marked = |tool: &str| {
+        format!("Tool 'fx:{tool}' is marked destructive by server, use call_tool_destructive")
+    };
+    let long = "x".repeat(1001);
+    vec![
+        // read: readOnlyHint / destructiveHint / none, operation_type absent and declared.
+        row("call_tool_read", "get_status", json!({}), None),
+        row(
+            "call_tool_read",
+            "get_status",
+            json!({"intent": {"operation_type": "read"}}),
+            None,
+        ),
+        row(
+            "call_tool_read",
+            "delete_note",
+            json!({}),
+            Some(&marked("delete_note")),
+        ),
+        row(
+            "call_tool_read",
+            "delete_note",
+            json!({"intent": {"operation_type": "read"}}),
+            Some(&marked("delete_note")),
+        ),
+        row("call_tool_read", "mystery_tool", json!({}), None),
+        // write: readOnlyHint warns but allows; destructiveHint rejects; none allows.
+        row("call_tool_write", "get_status", json!({}), None),
+        row(
+            "call_tool_write",
+            "delete_note",
+            json!({"intent": {"operation_type": "write"}}),
+            Some(&marked("delete_note")),
+        ),
+        row(
+            "call_tool_write",
+            "update_note",
+            json!({"args": {"id": "n1", "text": "t"}}),
+            None,
+        ),
+        row("call_tool_write", "mystery_tool", json!({}), None),
+        // destructive: anything goes.
+        row(
+            "call_tool_destructive",
+            "delete_note",
+            json!({"args": {"id": "n1"}}),
+            None,
+        ),
+        row(
+            "call_tool_destructive",
+            "get_status",
+            json!({"intent": {"operation_type": "destructive"}}),
+            None,
+        ),
+        row("call_tool_destructive", "mystery_tool", json!({}), None),
+        // both hints true counts as destructive.
+        row(
+            "call_tool_write",
+            "both_hints",
+            json!({}),
+            Some(&marked("both_hints")),
+        ),
+        row("call_tool_destructive", "both_hints", json!({}), None),
+        // Another declared type is an intent mismatch.
+        row(
+            "call_tool_read",
+            "get_status",
+            json!({"intent": {"operation_type": "write"}}),
+            Some("Intent mismatch: tool is call_tool_read but intent declares write"),
+        ),
+        row(
+            "call_tool_destructive",
+            "delete_note",
+            json!({"intent": {"operation_type": "read"}}),
+            Some("Intent mismatch: tool is call_tool_destructive but intent declares read"),
+        ),
+        row(
+            "call_tool_read",
+            "get_status",
+            json!({"intent": {"operation_type": "x"}}),
+            Some("Invalid intent.operation_type 'x': must be read, write, or destructive"),
+        ),
+        // Inference for unannotated tools, and _meta.
+        row(
+            "call_tool_read",
+            "delete_item",
+            json!({"args": {"id": "1"}}),
+            Some(
+                "Tool 'fx:delete_item' is inferred destructive by prefix-annotator (name prefix 'delete_'), use call_tool_destructive",
+            ),
+        ),
+        row(
+            "call_tool_destructive",
+            "delete_item",
+            json!({"args": {"id": "1"}}),
+            None,
+        ),
+        row("call_tool_read", "list_items", json!({}), None),
+        row(
+            "call_tool_read",
+            "wipe_cache",
+            json!({}),
+            Some(
+                "Tool 'fx:wipe_cache' is marked destructive by its _meta.safety_class, use call_tool_destructive",
+            ),
+        ),
+        row("call_tool_read", "frobnicate", json!({}), None),
+        // Sensitivity and reason, flat (seed 000) and nested (seed 001).
+        row(
+            "call_tool_read",
+            "get_status",
+            json!({"intent_data_sensitivity": "private", "intent_reason": "audit"}),
+            None,
+        ),
+        row(
+            "call_tool_destructive",
+            "delete_note",
+            json!({"args": {"id": "n"}, "intent_data_sensitivity": "secret"}),
+            Some(
+                "Invalid intent.data_sensitivity 'secret': must be public, internal, private, or unknown",
+            ),
+        ),
+        row(
+            "call_tool_write",
+            "update_note",
+            json!({"args": {"id": "n", "text": "t"}, "intent": {"reason": long}}),
+            Some("intent.reason exceeds maximum length of 1000 characters"),
+        ),
+    ]
+}
+
+async fn run_matrix(url: &str, log: &std::path::Path) {
+    let client = connect(url).await;
+    for (i, row) in matrix_rows().into_iter().enumerate() {
+        let before = call_log_lines(log).len();
+        let mut arguments = json!({"name": format!("fx:{}", row.tool)});
+        for (k, v) in row.extra.as_object().unwrap() {
+            arguments[k] = v.clone();
+        }
+        let result = call(&client, row.variant, arguments.clone()).await.unwrap();
+        let after = call_log_lines(log);
+        let what = format!("row {i}: {} {}", row.variant, arguments);
+        match &row.rejected {
+            Some(expected) => {
+                assert!(
+                    is_error(&result),
+                    "{what}: expected a rejection, got {}",
+                    text(&result)
+                );
+                assert_eq!(&text(&result), expected, "{what}");
+                assert_eq!(after.len(), before, "{what}: the upstream was called");
+            }
+            None => {
+                assert!(!is_error(&result), "{what}: {}", text(&result));
+                assert_eq!(
+                    after.len(),
+                    before + 1,
+                    "{what}: the upstream was not called once"
+                );
+                assert_eq!(after[before]["tool"], row.tool, "{what}");
+            }
+        }
+    }
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_matrix_row_through_mcp_with_a_stdio_upstream() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    run_matrix(&proxy.url, log.path()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_matrix_row_through_mcp_with_a_streamable_http_upstream() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let (_fixture, fixture_url) = start_http_fixture("127.0.0.1:0", log.path());
+    let proxy = Proxy::start(
+        &config_with(vec![json!({"name": "fx", "url": fixture_url})]),
+        &[],
+    );
+    run_matrix(&proxy.url, log.path()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn upstream_results_pass_through_unchanged() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    let client = connect(&proxy.url).await;
+    let status = call(&client, "call_tool_read", json!({"name": "fx:get_status"}))
+        .await
+        .unwrap();
+    assert_eq!(text(&status), "ok");
+    assert_eq!(
+        status.structured_content,
+        Some(json!({"status": "ok", "server": "fx"}))
+    );
+    let failed = call(&client, "call_tool_read", json!({"name": "fx:fail"}))
+        .await
+        .unwrap();
+    assert!(is_error(&failed));
+    assert_eq!(text(&failed), "fixture failure");
+    let echoed = call(
+        &client,
+        "call_tool_read",
+        json!({"name": "fx:echo", "args_json": "{\"text\": \"héllo ✓\"}"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(text(&echoed), "héllo ✓");
+
+    // Bad requests are told what is wrong, and nothing reaches the upstream.
+    let before = call_log_lines(log.path()).len();
+    for (arguments, expected) in [
+        (json!({"name": "echo"}), "must be \"server:tool\""),
+        (json!({"name": "nope:echo"}), "Unknown server 'nope'"),
+        (json!({"name": "fx:nope"}), "Tool 'fx:nope' not found"),
+        (
+            json!({"name": "fx:echo", "args_json": "{bad"}),
+            "not valid JSON",
+        ),
+        (
+            json!({"name": "fx:echo", "args": {}, "args_json": "{}"}),
+            "not both",
+        ),
+        (
+            json!({"name": "fx:echo", "intent": {"reason": "a"}, "intent_reason": "b"}),
+            "given twice",
+        ),
+    ] {
+        let result = call(&client, "call_tool_read", arguments.clone())
+            .await
+            .unwrap();
+        assert!(is_error(&result), "{arguments}");
+        assert!(
+            text(&result).contains(expected),
+            "{arguments}: {}",
+            text(&result)
+        );
+    }
+    assert_eq!(call_log_lines(log.path()).len(), before);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_upstream_fails_clearly_others_keep_working_and_it_comes_back() {
+    let http_log = tempfile::NamedTempFile::new().unwrap();
+    let stdio_log = tempfile::NamedTempFile::new().unwrap();
+    // A fixed port, so the restarted upstream is at the same address.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let (mut fixture, fixture_url) = start_http_fixture(&addr, http_log.path());
+    let config = json!({
+        "mcpServers": [
+            {"name": "fh", "url": fixture_url},
+            stdio_fixture("fs", stdio_log.path()),
+        ],
+        "upstream": {"reconnect_initial_ms": 100, "reconnect_max_ms": 400},
+    });
+    let proxy = Proxy::start(&config, &[]);
+    let client = connect(&proxy.url).await;
+    let echo = |server: &str| json!({"name": format!("{server}:echo"), "args": {"text": "hi"}});
+    assert_eq!(
+        text(&call(&client, "call_tool_read", echo("fh")).await.unwrap()),
+        "hi"
+    );
+
+    fixture.kill();
+    // Until the proxy notices, a call may fail on the dead connection; after, it is refused.
+    let mut message = String::new();
+    for _ in 0..50 {
+        let result = call(&client, "call_tool_read", echo("fh")).await.unwrap();
+        assert!(
+            is_error(&result),
+            "a dead upstream answered: {}",
+            text(&result)
+        );
+        message = text(&result);
+        if message.contains("is not available") || message.contains("not connected") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(message.contains("upstream server 'fh'"), "{message}");
+    assert!(message.contains("reconnects by itself"), "{message}");
+    // The other upstream is unaffected.
+    assert_eq!(
+        text(&call(&client, "call_tool_read", echo("fs")).await.unwrap()),
+        "hi"
+    );
+
+    let (_fixture, _) = start_http_fixture(&addr, http_log.path());
+    let mut recovered = false;
+    for _ in 0..100 {
+        let result = call(&client, "call_tool_read", echo("fh")).await.unwrap();
+        if !is_error(&result) {
+            assert_eq!(text(&result), "hi");
+            recovered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(recovered, "the upstream did not come back");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tools_added_upstream_appear_after_list_changed() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    let client = connect(&proxy.url).await;
+    let added = call(
+        &client,
+        "call_tool_write",
+        json!({"name": "fx:add_tool", "args": {"name": "zebra_stripes"}}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&added), "{}", text(&added));
+    let mut found = false;
+    for _ in 0..50 {
+        let result = call(
+            &client,
+            "retrieve_tools",
+            json!({"query": "zebra_stripes", "limit": 1}),
+        )
+        .await
+        .unwrap();
+        if text(&result).contains("fx:zebra_stripes") {
+            found = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(found, "the new tool never showed up");
+    let called = call(
+        &client,
+        "call_tool_write",
+        json!({"name": "fx:zebra_stripes"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(text(&called), "dynamic zebra_stripes");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn requests_from_foreign_origins_and_hosts_are_refused() {
+    let proxy = Proxy::start(&config_with(vec![]), &[]);
+    let http = reqwest::Client::new();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let post = |origin: Option<&str>, host: Option<&str>| {
+        let mut req = http
+            .post(&proxy.url)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .body(init.to_string());
+        if let Some(origin) = origin {
+            req = req.header("Origin", origin);
+        }
+        if let Some(host) = host {
+            req = req.header("Host", host);
+        }
+        req.send()
+    };
+    assert_eq!(post(None, None).await.unwrap().status(), 200);
+    assert_eq!(
+        post(Some("http://localhost:3000"), None)
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(
+        post(Some("http://evil.example"), None)
+            .await
+            .unwrap()
+            .status(),
+        403
+    );
+    assert_eq!(
+        post(None, Some("evil.example")).await.unwrap().status(),
+        403
+    );
+}

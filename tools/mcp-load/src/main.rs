@@ -1,0 +1,239 @@
+//! `mcp-load`: a load generator for MCP servers over streamable HTTP.
+//!
+//! ```text
+//! mcp-load --url http://127.0.0.1:PORT/mcp --tool echo --args '{"text":"hi"}' \
+//!     [--requests 2000] [--concurrency 1] [--warmup 200] [--sessions 1] [-o text|json]
+//! mcp-load --scenario proxy-overhead --fixture target/release/mcp-fixture \
+//!     --mcpproxy target/release/mcpproxy [--requests 3000]
+//! ```
+//!
+//! The first form calls one tool N times with C calls in flight and reports
+//! throughput and latency percentiles. The second starts `mcp-fixture` and
+//! `mcpproxy` on loopback and compares a direct call with a proxied one
+//! (see `docs/benchmarks.md`). Exits 1 if any measured call failed, 2 if the
+//! run could not be made at all.
+
+mod run;
+mod scenario;
+mod stats;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, ValueEnum};
+use rmcp::model::JsonObject;
+
+use crate::run::{LoadSpec, Report};
+
+/// A load generator for MCP servers: calls one tool N times at a given
+/// concurrency and reports latency percentiles.
+#[derive(Debug, Parser)]
+#[command(name = "mcp-load", version)]
+struct Cli {
+    /// The server's MCP streamable-HTTP endpoint, e.g. http://127.0.0.1:8080/mcp.
+    #[arg(long, required_unless_present = "scenario")]
+    url: Option<String>,
+
+    /// The tool to call.
+    #[arg(long, required_unless_present = "scenario")]
+    tool: Option<String>,
+
+    /// The tool's arguments, as a JSON object.
+    #[arg(long, value_name = "JSON", default_value = "{}")]
+    args: String,
+
+    /// Measured calls (per case, with --scenario).
+    #[arg(long, short = 'n', value_name = "N", default_value_t = 2000)]
+    requests: usize,
+
+    /// Calls in flight at once (ignored by --scenario, which uses 1 and 16).
+    #[arg(long, short = 'c', value_name = "C", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    concurrency: u32,
+
+    /// Unmeasured calls made first; any failure among them stops the run.
+    #[arg(long, value_name = "W", default_value_t = 200)]
+    warmup: usize,
+
+    /// Client sessions to open; calls are spread over them round-robin.
+    #[arg(long, value_name = "S", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    sessions: u32,
+
+    /// Seconds one call may take before it counts as an error.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    timeout: u64,
+
+    /// Output format.
+    #[arg(long, short = 'o', value_enum, default_value_t = Format::Text)]
+    output: Format,
+
+    /// Run a built-in measurement instead of calling --url.
+    #[arg(long, value_enum, requires_all = ["fixture", "mcpproxy"], conflicts_with_all = ["url", "tool"])]
+    scenario: Option<Scenario>,
+
+    /// The `mcp-fixture` binary (for --scenario).
+    #[arg(long, value_name = "PATH")]
+    fixture: Option<PathBuf>,
+
+    /// The `mcpproxy` binary (for --scenario).
+    #[arg(long, value_name = "PATH")]
+    mcpproxy: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Scenario {
+    /// Direct to mcp-fixture vs through mcpproxy, at concurrency 1 and 16.
+    ProxyOverhead,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run_cli(cli).await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("mcp-load: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs what the command line asks for; `Ok(false)` when some call failed.
+async fn run_cli(cli: Cli) -> Result<bool> {
+    let call_timeout = Duration::from_secs(cli.timeout.max(1));
+    if let Some(Scenario::ProxyOverhead) = cli.scenario {
+        let (Some(fixture), Some(mcpproxy)) = (cli.fixture, cli.mcpproxy) else {
+            bail!("--scenario proxy-overhead needs --fixture PATH and --mcpproxy PATH");
+        };
+        let opts = scenario::Options {
+            fixture,
+            mcpproxy,
+            requests: cli.requests,
+            warmup: cli.warmup,
+            sessions: cli.sessions as usize,
+            call_timeout,
+        };
+        let summary = scenario::proxy_overhead(&opts).await?;
+        let json = serde_json::to_string_pretty(&summary).context("cannot encode the summary")?;
+        if cli.output == Format::Text {
+            print!("{}", scenario::table(&summary));
+            println!();
+        }
+        println!("{json}");
+        for case in summary.cases.iter().filter(|c| c.report.errors > 0) {
+            eprintln!(
+                "mcp-load: {} c={}: {} errors; first: {}",
+                case.path,
+                case.report.concurrency,
+                case.report.errors,
+                case.report.first_error.as_deref().unwrap_or("?")
+            );
+        }
+        return Ok(summary.errors() == 0);
+    }
+
+    let (Some(url), Some(tool)) = (cli.url, cli.tool) else {
+        bail!("--url and --tool are required");
+    };
+    let spec = LoadSpec {
+        url,
+        tool,
+        args: parse_args(&cli.args)?,
+        requests: cli.requests,
+        concurrency: cli.concurrency as usize,
+        warmup: cli.warmup,
+        sessions: cli.sessions as usize,
+        call_timeout,
+    };
+    let report = run::run(&spec).await?;
+    match cli.output {
+        Format::Text => print!("{}", text(&report)),
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string(&report).context("cannot encode the report")?
+        ),
+    }
+    if let Some(first) = &report.first_error {
+        eprintln!("mcp-load: {} errors; first: {first}", report.errors);
+    }
+    Ok(report.errors == 0)
+}
+
+/// `--args`: must be a JSON object.
+fn parse_args(raw: &str) -> Result<JsonObject> {
+    match serde_json::from_str(raw).context("--args is not valid JSON")? {
+        serde_json::Value::Object(map) => Ok(map),
+        other => bail!("--args must be a JSON object, not {other}"),
+    }
+}
+
+/// A human-readable report.
+fn text(r: &Report) -> String {
+    let mut out = format!(
+        "url          {}\ntool         {}\nrequests     {} ({} errors)\nconcurrency  {} over {} session(s)\nwall time    {:.3} s\nthroughput   {:.1} calls/s\n",
+        r.url,
+        r.tool,
+        r.requests,
+        r.errors,
+        r.concurrency,
+        r.sessions,
+        r.wall_ms / 1e3,
+        r.calls_per_sec,
+    );
+    match r.latency {
+        Some(l) => out.push_str(&format!(
+            "latency µs   min {}  p50 {}  p90 {}  p99 {}  max {}\n",
+            l.min_us, l.p50_us, l.p90_us, l.p99_us, l.max_us
+        )),
+        None => out.push_str("latency µs   - (no call succeeded)\n"),
+    }
+    if let Some(first) = &r.first_error {
+        out.push_str(&format!("first error  {first}\n"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn args_must_be_an_object() {
+        assert!(parse_args(r#"{"text":"hi"}"#).is_ok());
+        assert!(parse_args("{}").is_ok_and(|m| m.is_empty()));
+        assert!(parse_args("[1]").is_err());
+        assert!(parse_args("not json").is_err());
+    }
+
+    #[test]
+    fn cli_parses() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from(["mcp-load", "--url", "http://x/mcp", "--tool", "echo"]);
+        assert!(cli.is_ok());
+        // --scenario needs both binaries and conflicts with --url.
+        assert!(Cli::try_parse_from(["mcp-load", "--scenario", "proxy-overhead"]).is_err());
+        assert!(
+            Cli::try_parse_from([
+                "mcp-load",
+                "--scenario",
+                "proxy-overhead",
+                "--fixture",
+                "f",
+                "--mcpproxy",
+                "m",
+            ])
+            .is_ok()
+        );
+        assert!(Cli::try_parse_from(["mcp-load", "--tool", "echo"]).is_err());
+        assert!(Cli::try_parse_from(["mcp-load", "--url", "u", "--tool", "t", "-c", "0"]).is_err());
+    }
+}
