@@ -11,5 +11,9 @@ mod plugins_cli;
 
 mod mcp_util;
 
+/// The proxy in front of the official npm MCP servers.
+mod npm_e2e;
 /// The proxy end to end: the binary, the fixture upstream, an MCP client.
 mod proxy_e2e;
+/// `mcpproxy serve` itself: defaults, config errors, stdio mode, shutdown.
+mod serve_cli;

@@ -1,0 +1,116 @@
+//! End-to-end against the official `@modelcontextprotocol/server-filesystem`, started with
+//! npx from `tests/npm` (installed by `.ci/run` with `npm ci --prefix tests/npm`).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use crate::mcp_util::{Proxy, call, config_with, connect, is_error, text};
+
+fn npm_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/npm")
+}
+
+/// Whether the npm packages are installed; on CI their absence is a failure.
+fn npm_packages_installed() -> bool {
+    let bin = npm_dir().join("node_modules/.bin/mcp-server-filesystem");
+    if bin.exists() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{} is missing: CI must run `npm ci --prefix tests/npm`",
+        bin.display()
+    );
+    eprintln!(
+        "SKIPPED: server-filesystem is not installed; run `npm ci --prefix tests/npm` to run this test"
+    );
+    false
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn server_filesystem_reads_pass_and_destructive_writes_need_the_destructive_variant() {
+    if !npm_packages_installed() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let root_path = root.path().canonicalize().unwrap();
+    std::fs::write(root_path.join("hello.txt"), "hello from disk").unwrap();
+    let upstream = json!({
+        "name": "fs",
+        "command": "npx",
+        "args": ["--prefix", npm_dir(), "--no-install", "mcp-server-filesystem", root_path],
+    });
+    let proxy = Proxy::start(&config_with(vec![upstream]), &[]);
+    let client = connect(&proxy.url).await;
+
+    // Reads go through call_tool_read (server-filesystem marks them readOnlyHint).
+    let hello = root_path.join("hello.txt");
+    let read = call(
+        &client,
+        "call_tool_read",
+        json!({"name": "fs:read_text_file", "args": {"path": hello}}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&read), "{}", text(&read));
+    assert!(text(&read).contains("hello from disk"), "{}", text(&read));
+    let listed = call(
+        &client,
+        "call_tool_read",
+        json!({"name": "fs:list_directory", "args": {"path": root_path}}),
+    )
+    .await
+    .unwrap();
+    assert!(text(&listed).contains("hello.txt"), "{}", text(&listed));
+
+    // write_file carries destructiveHint: refused on read and write, the file untouched.
+    let target = root_path.join("written.txt");
+    let write_args = json!({"path": target, "content": "written through mcpproxy"});
+    for variant in ["call_tool_read", "call_tool_write"] {
+        let result = call(
+            &client,
+            variant,
+            json!({"name": "fs:write_file", "args": write_args}),
+        )
+        .await
+        .unwrap();
+        assert!(is_error(&result), "{variant}: {}", text(&result));
+        assert_eq!(
+            text(&result),
+            "Tool 'fs:write_file' is marked destructive by server, use call_tool_destructive"
+        );
+        assert!(!target.exists(), "{variant} wrote the file");
+    }
+
+    // retrieve_tools says so too.
+    let found = call(
+        &client,
+        "retrieve_tools",
+        json!({"query": "write file", "limit": 5}),
+    )
+    .await
+    .unwrap();
+    let body: serde_json::Value = serde_json::from_str(&text(&found)).unwrap();
+    let write_file = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "fs:write_file")
+        .expect("fs:write_file found");
+    assert_eq!(write_file["call_with"], "call_tool_destructive");
+
+    let written = call(
+        &client,
+        "call_tool_destructive",
+        json!({"name": "fs:write_file", "args": write_args, "intent_reason": "e2e test"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&written), "{}", text(&written));
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "written through mcpproxy"
+    );
+    client.cancel().await.unwrap();
+}

@@ -1,0 +1,167 @@
+//! `mcpproxy serve` as a user starts it: no config, a broken config, stdio mode, shutdown.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use rmcp::transport::TokioChildProcess;
+use serde_json::json;
+
+use crate::mcp_util::{call, config_with, is_error, stdio_fixture, text};
+use crate::util::TestCommand;
+
+#[test]
+fn serve_with_no_config_file_uses_defaults_and_stops_cleanly_on_sigterm() {
+    // HOME has no .mcpproxy: no config file at all.
+    let home = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcpproxy"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("HOME", home.path())
+        .env_remove("MCPPROXY_CONFIG")
+        .env_remove("MCPPROXY_DATA_DIR")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let sink = lines.clone();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            sink.lock().unwrap().push(line);
+        }
+    });
+    let mut ready = false;
+    for _ in 0..300 {
+        if lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.starts_with("upstreams: none configured"))
+        {
+            ready = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(ready, "{:?}", lines.lock().unwrap());
+    assert!(
+        lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.starts_with("config: none"))
+    );
+    assert!(
+        lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("validators: intent-matrix"))
+    );
+    // The compiled-plugin cache went to ~/.mcpproxy.
+    assert!(home.path().join(".mcpproxy/cache/plugins").is_dir());
+
+    let pid = child.id().to_string();
+    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    let status = child.wait().unwrap();
+    reader.join().unwrap();
+    assert!(status.success(), "{status:?}: {:?}", lines.lock().unwrap());
+}
+
+#[test]
+fn serve_refuses_a_broken_config_naming_the_file_and_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mcp_config.json");
+    std::fs::write(
+        &path,
+        r#"{"mcpServers": [{"name": "a", "command": "x", "url": "http://h/mcp"}]}"#,
+    )
+    .unwrap();
+    let out = TestCommand::new(dir.path())
+        .args(["serve", "--config"])
+        .args([&path])
+        .output();
+    out.assert_code(2);
+    let stderr = out.stderr();
+    assert!(stderr.contains(&path.display().to_string()), "{stderr}");
+    assert!(stderr.contains("mcpServers[0]"), "{stderr}");
+
+    let missing = dir.path().join("nope.json");
+    let out = TestCommand::new(dir.path())
+        .args(["serve", "--config"])
+        .args([&missing])
+        .output();
+    out.assert_code(2);
+    assert!(
+        out.stderr().contains(&missing.display().to_string()),
+        "{}",
+        out.stderr()
+    );
+}
+
+#[test]
+fn serve_refuses_a_plugin_list_naming_an_unknown_plugin() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mcp_config.json");
+    std::fs::write(
+        &path,
+        r#"{"plugins": {"validators": ["intent-matrix", "no-such-plugin"]}}"#,
+    )
+    .unwrap();
+    let out = TestCommand::new(dir.path())
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .args([&path])
+        .output();
+    out.assert_code(2);
+    assert!(
+        out.stderr().contains("plugins.validators names 'no-such-plugin', but no validator plugin of that name is loaded"),
+        "{}",
+        out.stderr()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_over_stdio_for_ides_that_spawn_their_servers() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("calls.log");
+    let config = dir.path().join("mcp_config.json");
+    std::fs::write(
+        &config,
+        config_with(vec![stdio_fixture("fx", &log)]).to_string(),
+    )
+    .unwrap();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcpproxy"));
+    cmd.arg("serve")
+        .arg("--stdio")
+        .arg("--config")
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(dir.path())
+        .env("RUST_LOG", "warn");
+    let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    let tools = client.peer().list_all_tools().await.unwrap();
+    assert_eq!(tools.len(), 4);
+    // The upstream connects in the background; wait for it.
+    let mut answer = String::new();
+    for _ in 0..100 {
+        let result = call(
+            &client,
+            "call_tool_read",
+            json!({"name": "fx:echo", "args": {"text": "over stdio"}}),
+        )
+        .await
+        .unwrap();
+        answer = text(&result);
+        if !is_error(&result) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(answer, "over stdio");
+    client.cancel().await.unwrap();
+}
