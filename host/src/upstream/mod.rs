@@ -233,7 +233,7 @@ impl Upstreams {
             };
             let upstream = Arc::new(Upstream {
                 config: config.clone(),
-                settings: settings.clone(),
+                settings: *settings,
                 default_timeout,
                 state: watch::Sender::new(initial.clone()),
                 peer: RwLock::new(None),
