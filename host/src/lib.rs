@@ -7,8 +7,12 @@
 //! - [`index`] is the BM25 search over every upstream tool;
 //! - [`proxy`] is the shared core: resolve, judge, call; search;
 //! - [`mcp`] is the MCP server clients talk to (HTTP and stdio);
+//! - [`activity`] is the audit trail: records, the redb journal, queries, retention;
+//! - [`api`] is the REST API under `/api/v1`;
 //! - [`cli`] is the `mcpproxy` command line.
 
+pub mod activity;
+pub mod api;
 pub mod cli;
 pub mod config;
 pub mod index;

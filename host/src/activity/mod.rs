@@ -1,1 +1,94 @@
-//! stub
+//! The activity journal: a durable, queryable audit log of every tool call through the proxy.
+//!
+//! - [`record`]: the [`ActivityRecord`] (its JSON is the REST API's), ids, timestamps and the
+//!   argument cap/redaction;
+//! - [`journal`]: the redb-backed [`Journal`] with one writer thread doing group commit;
+//! - [`query`]: indexed, newest-first, filtered paging ([`Filter`], [`Page`]);
+//! - [`retention`]: deletion by age / count / size, held back by sink floors.
+//!
+//! Storage layout (one redb file): `activity` maps the 16 ULID bytes (so key order is time
+//! order) to the record's JSON; five index tables map `(key, ulid)` to `()` for intent type,
+//! server, `server:tool`, status and record type; `activity_meta` holds the logical data size
+//! and `activity_floors` the retention floors.
+
+pub mod journal;
+pub mod query;
+pub mod record;
+pub mod retention;
+
+use std::path::PathBuf;
+
+pub use journal::{Durability, Journal, JournalOptions, JournalStats};
+pub use query::{Filter, Page};
+pub use record::{
+    ActivityRecord, ClientRecord, Decision, IntentRecord, RecordType, Source, Status,
+    VerdictRecord, WarningRecord, cap_arguments, format_timestamp, new_id, parse_timestamp,
+};
+pub use retention::Retention;
+
+/// Errors of the activity journal.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// redb failed (I/O, corruption, transaction errors).
+    #[error("activity journal storage error: {0}")]
+    Storage(#[from] redb::Error),
+    /// A file-system operation around the database failed.
+    #[error("activity journal {path}: {source}")]
+    Io {
+        /// The path involved.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// An id that is not a ULID.
+    #[error(
+        "invalid activity id {0:?}: expected a 26-character ULID such as 01KAMXH0VBSJ2QX6F6R4VZ7P3M"
+    )]
+    InvalidId(String),
+    /// The record could not be serialized.
+    #[error("activity record {id} could not be encoded: {source}")]
+    Encode {
+        /// The record's id.
+        id: String,
+        /// The error.
+        source: serde_json::Error,
+    },
+    /// A stored row is not a valid record.
+    #[error("activity record {id} is corrupt: {source}")]
+    Corrupt {
+        /// The row's id.
+        id: String,
+        /// The error.
+        source: serde_json::Error,
+    },
+    /// The writer thread reported a failed commit.
+    #[error("activity journal write failed: {0}")]
+    Write(String),
+    /// The writer thread is gone (journal dropped or the thread died).
+    #[error("activity journal writer has stopped")]
+    Closed,
+}
+
+/// Result with the journal's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+macro_rules! from_redb {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Error {
+            fn from(e: $t) -> Self {
+                Error::Storage(e.into())
+            }
+        }
+    )*};
+}
+from_redb!(
+    redb::DatabaseError,
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError,
+    redb::SetDurabilityError
+);
+
+#[cfg(test)]
+mod test_util;

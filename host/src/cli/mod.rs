@@ -1,8 +1,11 @@
 //! The `mcpproxy` command line (clap): one module per command, each with `run(self)`.
 //! This is the binary's edge, so errors are `anyhow` here and nowhere below.
 
+mod activity;
+mod api_key;
 mod output;
 mod plugins;
+mod remote;
 mod serve;
 
 use std::path::PathBuf;
@@ -42,6 +45,11 @@ enum Command {
     /// List, check and test policy plugins.
     #[command(subcommand)]
     Plugins(plugins::PluginsCommand),
+    /// The audit trail: every call, allowed or not.
+    #[command(subcommand)]
+    Activity(activity::ActivityCommand),
+    /// Print the REST API key (made on first start, kept in the data dir).
+    ApiKey(api_key::ApiKeyCommand),
 }
 
 /// Global options every command can read.
@@ -82,6 +90,8 @@ pub fn run() -> ExitCode {
     let result = match cli.command {
         Command::Serve(cmd) => cmd.run(&globals),
         Command::Plugins(cmd) => cmd.run(&globals),
+        Command::Activity(cmd) => cmd.run(&globals),
+        Command::ApiKey(cmd) => cmd.run(&globals),
     };
     match result {
         Ok(code) => code,

@@ -36,3 +36,83 @@ pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
         line(row.iter().map(String::as_str).collect());
     }
 }
+
+/// JSON as YAML: block mappings and sequences, scalars in JSON form (valid YAML).
+pub fn to_yaml(value: &serde_json::Value) -> String {
+    let mut out = String::new();
+    write_yaml(value, 0, &mut out);
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out
+}
+
+fn write_yaml(value: &serde_json::Value, indent: usize, out: &mut String) {
+    use serde_json::Value;
+    let pad = " ".repeat(indent);
+    match value {
+        Value::Object(map) if !map.is_empty() => {
+            for (key, v) in map {
+                out.push_str(&format!("{pad}{}:", yaml_key(key)));
+                match v {
+                    Value::Object(m) if !m.is_empty() => {
+                        out.push('\n');
+                        write_yaml(v, indent + 2, out);
+                    }
+                    Value::Array(a) if !a.is_empty() => {
+                        out.push('\n');
+                        write_yaml(v, indent, out);
+                    }
+                    _ => out.push_str(&format!(" {v}\n")),
+                }
+            }
+        }
+        Value::Array(items) if !items.is_empty() => {
+            for item in items {
+                match item {
+                    Value::Object(m) if !m.is_empty() => {
+                        let mut nested = String::new();
+                        write_yaml(item, indent + 2, &mut nested);
+                        let trimmed = nested.trim_start();
+                        out.push_str(&format!("{pad}- {trimmed}"));
+                    }
+                    Value::Array(a) if !a.is_empty() => {
+                        out.push_str(&format!("{pad}-\n"));
+                        write_yaml(item, indent + 2, out);
+                    }
+                    _ => out.push_str(&format!("{pad}- {item}\n")),
+                }
+            }
+        }
+        scalar => out.push_str(&format!("{pad}{scalar}\n")),
+    }
+}
+
+fn yaml_key(key: &str) -> String {
+    if !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        key.to_owned()
+    } else {
+        serde_json::Value::String(key.to_owned()).to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn yaml_of_nested_json() {
+        let yaml = to_yaml(
+            &json!([{"id": "a", "intent": {"reason": "x: y"}, "tags": [1, 2], "empty": {}}]),
+        );
+        assert_eq!(
+            yaml,
+            "- empty: {}\n  id: \"a\"\n  intent:\n    reason: \"x: y\"\n  tags:\n  - 1\n  - 2\n"
+        );
+    }
+}

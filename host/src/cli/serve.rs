@@ -12,13 +12,15 @@ use clap::Args;
 use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{self, Config};
+use crate::activity::{self, Journal, JournalOptions};
+use crate::api::{self, ApiState, key};
+use crate::config::{self, Config, Durability};
 use crate::index::ToolIndex;
 use crate::mcp::{self, ProxyServer};
 use crate::plugin::limits::Limits;
 use crate::plugin::{EngineOptions, PluginEngine, PluginKind, PluginSet, PluginSettings};
 use crate::policy::Pipeline;
-use crate::proxy::Proxy;
+use crate::proxy::{ActivitySettings, Proxy};
 use crate::upstream::Upstreams;
 
 use super::Globals;
@@ -46,6 +48,11 @@ pub struct ServeCommand {
 pub struct Runtime {
     pub config: Config,
     pub proxy: Arc<Proxy>,
+}
+
+/// The activity journal's file in the data dir.
+pub fn journal_path(data_dir: &std::path::Path) -> PathBuf {
+    data_dir.join("activity.redb")
 }
 
 impl ServeCommand {
@@ -90,7 +97,14 @@ impl ServeCommand {
                 allowed_hosts: runtime.config.allowed_hosts.clone(),
                 allowed_origins: runtime.config.allowed_origins.clone(),
             };
-            let app = mcp::http::router(runtime.proxy.clone(), &access, shutdown.child_token());
+            let api_key = key::load_or_create(&data_dir, runtime.config.api_key.as_deref())?;
+            let api_state = ApiState {
+                proxy: runtime.proxy.clone(),
+                journal: runtime.proxy.journal().clone(),
+                api_key: Arc::from(api_key),
+            };
+            let app = mcp::http::router(runtime.proxy.clone(), &access, shutdown.child_token())
+                .merge(api::router(api_state));
             let listener = tokio::net::TcpListener::bind(listen)
                 .await
                 .with_context(|| {
@@ -123,8 +137,11 @@ impl ServeCommand {
                 Err(e) => bail!("the HTTP server task failed: {e}"),
             }
         }
-        eprintln!("shutting down: closing upstream sessions");
+        eprintln!("shutting down: closing upstream sessions, flushing the activity journal");
         runtime.proxy.upstreams().shutdown().await;
+        if let Err(e) = runtime.proxy.journal().flush().await {
+            tracing::error!("cannot flush the activity journal: {e}");
+        }
         Ok(())
     }
 }
@@ -180,6 +197,8 @@ pub fn build(
     if pipeline.validators().is_empty() {
         tracing::warn!("no validator is active: every call is allowed");
     }
+    let journal = open_journal(&config, data_dir)?;
+    journal.spawn_retention();
     let index = Arc::new(ToolIndex::new().context("cannot create the tool index")?);
     let upstreams = Upstreams::start(
         &config.servers,
@@ -187,8 +206,44 @@ pub fn build(
         config.tool_call_timeout,
         index.clone(),
     );
-    let proxy = Arc::new(Proxy::new(Arc::new(pipeline), upstreams, index));
+    let activity = ActivitySettings {
+        max_argument_bytes: config.activity.max_argument_bytes,
+        redact_keys: config.activity.redact_keys.clone(),
+    };
+    let proxy = Arc::new(Proxy::new(
+        Arc::new(pipeline),
+        upstreams,
+        index,
+        journal,
+        activity,
+    ));
     Ok(Runtime { config, proxy })
+}
+
+/// Opens (or creates) the journal with the config's durability and retention.
+pub fn open_journal(config: &Config, data_dir: &std::path::Path) -> Result<Arc<Journal>> {
+    let settings = &config.activity;
+    let options = JournalOptions {
+        durability: match settings.durability {
+            Durability::Sync => activity::Durability::Sync,
+            Durability::Async => activity::Durability::Async {
+                flush: settings.async_flush,
+            },
+        },
+        retention: activity::Retention {
+            max_age: settings.retention.max_age,
+            max_records: settings.retention.max_records,
+            max_bytes: settings.retention.max_bytes,
+        },
+        ..Default::default()
+    };
+    let path = journal_path(data_dir);
+    Journal::open(&path, options).with_context(|| {
+        format!(
+            "cannot open the activity journal {} (is another mcpproxy using this data dir?)",
+            path.display()
+        )
+    })
 }
 
 /// The active plugins of a kind: the configured list in its order, or all of them.

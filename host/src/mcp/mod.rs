@@ -18,8 +18,9 @@ use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Map, Value, json};
 
+use crate::activity::{ClientRecord, Source};
 use crate::policy::OperationType;
-use crate::proxy::{CallOutcome, Proxy, parse_call};
+use crate::proxy::{CallContext, CallOutcome, Proxy, parse_call};
 
 pub use tools::{LEGACY_CALL_TOOL_MESSAGE, builtin_tools};
 
@@ -75,12 +76,13 @@ impl ProxyServer {
         &self,
         variant: OperationType,
         arguments: &Map<String, Value>,
+        context: CallContext,
     ) -> CallToolResult {
         let input = match parse_call(variant, arguments) {
             Ok(input) => input,
             Err(message) => return tool_error(&message),
         };
-        match self.proxy.call(input).await {
+        match self.proxy.call(input, context).await {
             CallOutcome::Refused(message) => tool_error(&message),
             CallOutcome::Blocked(evaluation) => tool_error(
                 evaluation
@@ -94,6 +96,26 @@ impl ProxyServer {
                 Err(e) => tool_error(&e.to_string()),
             },
         }
+    }
+}
+
+/// Who is calling, from the MCP request: session, request id, client name and version.
+fn call_context(context: &RequestContext<RoleServer>) -> CallContext {
+    let session_id = context
+        .extensions
+        .get::<::http::request::Parts>()
+        .and_then(|parts| parts.headers.get("mcp-session-id"))
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let client = context.peer.peer_info().map(|info| ClientRecord {
+        name: info.client_info.name.clone(),
+        version: info.client_info.version.clone(),
+    });
+    CallContext {
+        source: Source::Mcp,
+        session_id,
+        request_id: Some(context.id.to_string()),
+        client,
     }
 }
 
@@ -126,31 +148,34 @@ impl ServerHandler for ProxyServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let arguments = request.arguments.unwrap_or_default();
-        let result = match request.name.as_ref() {
-            tools::RETRIEVE_TOOLS => self.retrieve_tools(&arguments).await,
-            "call_tool_read" => self.call_variant(OperationType::Read, &arguments).await,
-            "call_tool_write" => self.call_variant(OperationType::Write, &arguments).await,
-            "call_tool_destructive" => {
-                self.call_variant(OperationType::Destructive, &arguments)
-                    .await
-            }
-            tools::LEGACY_CALL_TOOL => {
-                return Err(ErrorData::invalid_params(LEGACY_CALL_TOOL_MESSAGE, None));
-            }
-            other => {
-                return Err(ErrorData::invalid_params(
-                    format!(
-                        "Tool '{other}' not found. mcpproxy's tools are retrieve_tools, call_tool_read, \
-                         call_tool_write and call_tool_destructive; upstream tools are called through them."
-                    ),
-                    None,
-                ));
-            }
+        let variant = match request.name.as_ref() {
+            "call_tool_read" => Some(OperationType::Read),
+            "call_tool_write" => Some(OperationType::Write),
+            "call_tool_destructive" => Some(OperationType::Destructive),
+            _ => None,
         };
-        Ok(result.into())
+        if let Some(variant) = variant {
+            let result = self
+                .call_variant(variant, &arguments, call_context(&context))
+                .await;
+            return Ok(result.into());
+        }
+        match request.name.as_ref() {
+            tools::RETRIEVE_TOOLS => Ok(self.retrieve_tools(&arguments).await.into()),
+            tools::LEGACY_CALL_TOOL => {
+                Err(ErrorData::invalid_params(LEGACY_CALL_TOOL_MESSAGE, None))
+            }
+            other => Err(ErrorData::invalid_params(
+                format!(
+                    "Tool '{other}' not found. mcpproxy's tools are retrieve_tools, call_tool_read, \
+                     call_tool_write and call_tool_destructive; upstream tools are called through them."
+                ),
+                None,
+            )),
+        }
     }
 
     // `logging/setLevel` is deprecated by SEP-2577 but still sent by clients: answer it.

@@ -2,20 +2,44 @@
 //! `server:tool`, judge the call with the policy pipeline, send it upstream; and search the
 //! tool index with each hit's effective annotations and `call_with` advice.
 
+mod record;
 mod request;
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use rmcp::model::CallToolResult;
 use serde::Serialize;
 
+use crate::activity::{ClientRecord, Journal, Source, Status};
 use crate::index::ToolIndex;
 use crate::policy::{
     Annotations, EffectiveAnnotations, Evaluation, Pipeline, SafetyClass, call_with,
 };
 use crate::upstream::{self, State, Upstreams};
 
+pub use record::ActivitySettings;
 pub use request::{CallInput, parse_call, split_name};
+
+/// Who is calling, for the audit record.
+#[derive(Debug, Clone)]
+pub struct CallContext {
+    pub source: Source,
+    pub session_id: Option<String>,
+    pub request_id: Option<String>,
+    pub client: Option<ClientRecord>,
+}
+
+impl CallContext {
+    pub fn new(source: Source) -> Self {
+        Self {
+            source,
+            session_id: None,
+            request_id: None,
+            client: None,
+        }
+    }
+}
 
 /// What happened to a call.
 #[derive(Debug)]
@@ -29,6 +53,13 @@ pub enum CallOutcome {
         evaluation: Evaluation,
         result: Result<CallToolResult, upstream::Error>,
     },
+}
+
+/// The pipeline's answer, before any upstream is contacted.
+enum Judged {
+    Refused(String),
+    Blocked(Evaluation),
+    Allowed(Arc<upstream::Upstream>, Evaluation),
 }
 
 /// One `retrieve_tools` hit.
@@ -53,15 +84,29 @@ pub struct Proxy {
     pipeline: Arc<Pipeline>,
     upstreams: Arc<Upstreams>,
     index: Arc<ToolIndex>,
+    journal: Arc<Journal>,
+    activity: ActivitySettings,
 }
 
 impl Proxy {
-    pub fn new(pipeline: Arc<Pipeline>, upstreams: Arc<Upstreams>, index: Arc<ToolIndex>) -> Self {
+    pub fn new(
+        pipeline: Arc<Pipeline>,
+        upstreams: Arc<Upstreams>,
+        index: Arc<ToolIndex>,
+        journal: Arc<Journal>,
+        activity: ActivitySettings,
+    ) -> Self {
         Self {
             pipeline,
             upstreams,
             index,
+            journal,
+            activity,
         }
+    }
+
+    pub fn journal(&self) -> &Arc<Journal> {
+        &self.journal
     }
 
     pub fn upstreams(&self) -> &Arc<Upstreams> {
@@ -72,11 +117,52 @@ impl Proxy {
         &self.pipeline
     }
 
-    /// Resolves, judges and (if allowed) performs one call.
-    pub async fn call(&self, input: CallInput) -> CallOutcome {
+    /// Resolves, judges and (if allowed) performs one call, and records it. A refused or
+    /// blocked call's record is durable before this returns; an allowed call's record is
+    /// committed while the upstream works (so the fsync overlaps the call) and completed
+    /// with the outcome right after.
+    pub async fn call(&self, input: CallInput, context: CallContext) -> CallOutcome {
+        let started = Instant::now();
+        let draft = self.activity.draft(&input, &context);
+        match self.judge(input).await {
+            Judged::Refused(message) => {
+                let record = draft.refused(&message, started);
+                self.append(record).await;
+                CallOutcome::Refused(message)
+            }
+            Judged::Blocked(evaluation) => {
+                let record = draft.judged(&evaluation, Status::Blocked, started);
+                self.append(record).await;
+                CallOutcome::Blocked(evaluation)
+            }
+            Judged::Allowed(upstream, evaluation) => {
+                for warning in &evaluation.outcome.warnings {
+                    tracing::warn!(plugin = %warning.plugin, tool = %evaluation.request.tool.qualified_name(), "policy warning: {}", warning.message);
+                }
+                let pending = draft.judged(&evaluation, Status::Pending, started);
+                let arguments = evaluation.request.args.as_object().cloned();
+                let (_, result) = tokio::join!(
+                    self.append(pending.clone()),
+                    upstream.call(&evaluation.request.tool.name, arguments)
+                );
+                self.journal
+                    .submit(record::completed(pending, &result, started));
+                CallOutcome::Called { evaluation, result }
+            }
+        }
+    }
+
+    async fn append(&self, record: crate::activity::ActivityRecord) {
+        if let Err(e) = self.journal.append(record).await {
+            tracing::error!("cannot write the activity record: {e}");
+        }
+    }
+
+    /// Resolves the tool and runs the policy pipeline; contacts no upstream.
+    async fn judge(&self, input: CallInput) -> Judged {
         let Some(upstream) = self.upstreams.get(&input.server) else {
             let known: Vec<&str> = self.upstreams.names().collect();
-            return CallOutcome::Refused(format!(
+            return Judged::Refused(format!(
                 "Unknown server '{}' in '{}:{}'. Known servers: {}. Use retrieve_tools to find tools.",
                 input.server,
                 input.server,
@@ -89,11 +175,11 @@ impl Proxy {
             ));
         };
         if let Err(e) = upstream.check_usable() {
-            return CallOutcome::Refused(e.to_string());
+            return Judged::Refused(e.to_string());
         }
         // The tool as the server describes it now: annotations are never a stale copy.
         let Some(tool) = upstream.tool(&input.tool) else {
-            return CallOutcome::Refused(match upstream.state() {
+            return Judged::Refused(match upstream.state() {
                 State::Ready => format!(
                     "Tool '{}:{}' not found: server '{}' has no tool named '{}'. Use retrieve_tools to find tools.",
                     input.server, input.tool, input.server, input.tool
@@ -114,22 +200,16 @@ impl Proxy {
         {
             Ok(evaluation) => evaluation,
             Err(e) => {
-                return CallOutcome::Refused(format!(
+                return Judged::Refused(format!(
                     "the policy pipeline failed: {e}; the call was not sent"
                 ));
             }
         };
-        if !evaluation.outcome.is_allowed() {
-            return CallOutcome::Blocked(evaluation);
+        if evaluation.outcome.is_allowed() {
+            Judged::Allowed(upstream.clone(), evaluation)
+        } else {
+            Judged::Blocked(evaluation)
         }
-        for warning in &evaluation.outcome.warnings {
-            tracing::warn!(plugin = %warning.plugin, tool = %evaluation.request.tool.qualified_name(), "policy warning: {}", warning.message);
-        }
-        let arguments = evaluation.request.args.as_object().cloned();
-        let result = upstream
-            .call(&evaluation.request.tool.name, arguments)
-            .await;
-        CallOutcome::Called { evaluation, result }
     }
 
     /// BM25 search over every upstream tool, each hit annotated.

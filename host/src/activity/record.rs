@@ -1,0 +1,615 @@
+//! The activity record: one audit entry per tool call through the proxy.
+//!
+//! The serde JSON of [`ActivityRecord`] is the REST API's wire format, so field names are
+//! fixed. Top-level optional fields are always present (as `null` when unset); the optional
+//! fields of the nested `intent`, `verdict` and `client` objects are left out when unset.
+//! Every field deserializes with a default, so older or partial rows still read.
+//!
+//! Also here: monotonic ULID ids ([`new_id`]), RFC 3339 timestamps ([`format_timestamp`],
+//! [`parse_timestamp`]) and the argument cap/redaction applied before a record is stored
+//! ([`cap_arguments`]).
+
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+use time::macros::format_description;
+
+/// What a record describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordType {
+    /// A tool call that went (or was meant to go) upstream.
+    #[default]
+    ToolCall,
+    /// A policy decision recorded on its own (e.g. a dry run).
+    PolicyDecision,
+}
+
+impl RecordType {
+    /// The wire name (`"tool_call"`, `"policy_decision"`), also the index key.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ToolCall => "tool_call",
+            Self::PolicyDecision => "policy_decision",
+        }
+    }
+}
+
+/// Which front end the call came through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// An MCP client.
+    #[default]
+    Mcp,
+    /// The `mcpproxy` command line.
+    Cli,
+    /// The REST API.
+    Api,
+}
+
+impl Source {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Mcp => "mcp",
+            Self::Cli => "cli",
+            Self::Api => "api",
+        }
+    }
+}
+
+/// Outcome of the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Recorded before the upstream answered; replaced by an upsert later.
+    #[default]
+    Pending,
+    /// Upstream answered without error.
+    Success,
+    /// Upstream (or the transport) failed.
+    Error,
+    /// Policy rejected the call; it never went upstream.
+    Blocked,
+}
+
+impl Status {
+    /// The wire name, also the index key.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Success => "success",
+            Self::Error => "error",
+            Self::Blocked => "blocked",
+        }
+    }
+}
+
+/// The combined policy decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// Allowed without remarks.
+    #[default]
+    Allow,
+    /// Allowed with warnings.
+    Warn,
+    /// Rejected.
+    Reject,
+}
+
+impl Decision {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allow => "allow",
+            Self::Warn => "warn",
+            Self::Reject => "reject",
+        }
+    }
+}
+
+/// The intent the client declared for the call.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct IntentRecord {
+    /// `read`, `write`, `destructive`, ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation_type: Option<String>,
+    /// Declared sensitivity of the data touched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_sensitivity: Option<String>,
+    /// Free-text justification.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// One warning raised by a plugin.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct WarningRecord {
+    /// Plugin that raised it.
+    #[serde(default)]
+    pub plugin: String,
+    /// What it said.
+    #[serde(default)]
+    pub message: String,
+}
+
+/// The policy verdict for the call.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct VerdictRecord {
+    /// allow | warn | reject.
+    #[serde(default)]
+    pub decision: Decision,
+    /// The deciding plugin (for a reject).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<String>,
+    /// The deciding plugin's message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// All warnings, in plugin order.
+    #[serde(default)]
+    pub warnings: Vec<WarningRecord>,
+}
+
+/// The MCP client that made the call.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ClientRecord {
+    /// `clientInfo.name`.
+    #[serde(default)]
+    pub name: String,
+    /// `clientInfo.version`.
+    #[serde(default)]
+    pub version: String,
+}
+
+/// One audit record. See the module docs for the JSON shape.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ActivityRecord {
+    /// ULID (26 chars), monotonic per process; see [`new_id`]. Also the storage key.
+    #[serde(default)]
+    pub id: String,
+    /// tool_call | policy_decision.
+    #[serde(rename = "type", default)]
+    pub record_type: RecordType,
+    /// mcp | cli | api.
+    #[serde(default)]
+    pub source: Source,
+    /// Upstream server name.
+    #[serde(default)]
+    pub server_name: String,
+    /// Upstream tool name.
+    #[serde(default)]
+    pub tool_name: String,
+    /// `call_tool_read` | `call_tool_write` | `call_tool_destructive`.
+    #[serde(default)]
+    pub tool_variant: Option<String>,
+    /// Declared intent.
+    #[serde(default)]
+    pub intent: Option<IntentRecord>,
+    /// Effective annotations (MCP camelCase hints).
+    #[serde(default)]
+    pub annotations: Option<Value>,
+    /// server | meta | plugin name | none.
+    #[serde(default)]
+    pub annotation_source: String,
+    /// read-only | ... | unknown.
+    #[serde(default)]
+    pub safety_class: String,
+    /// Policy verdict.
+    #[serde(default)]
+    pub verdict: VerdictRecord,
+    /// Arguments, already passed through [`cap_arguments`].
+    #[serde(default)]
+    pub arguments: Option<Value>,
+    /// Whether [`cap_arguments`] cut the arguments.
+    #[serde(default)]
+    pub arguments_truncated: bool,
+    /// Size of the upstream response.
+    #[serde(default)]
+    pub response_bytes: u64,
+    /// pending | success | error | blocked.
+    #[serde(default)]
+    pub status: Status,
+    /// Upstream or transport error text.
+    #[serde(default)]
+    pub error_message: Option<String>,
+    /// Wall time of the call.
+    #[serde(default)]
+    pub duration_ms: u64,
+    /// RFC 3339 UTC with milliseconds, derived from the id's milliseconds.
+    #[serde(default)]
+    pub timestamp: String,
+    /// MCP session.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// JSON-RPC request id.
+    #[serde(default)]
+    pub request_id: Option<String>,
+    /// Client info.
+    #[serde(default)]
+    pub client: Option<ClientRecord>,
+    /// The call was judged but not executed.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+impl ActivityRecord {
+    /// A fresh record with a new id and its timestamp; everything else defaulted
+    /// (status `pending`, decision `allow`, `annotation_source` "none", `safety_class` "unknown").
+    pub fn new(
+        record_type: RecordType,
+        source: Source,
+        server_name: impl Into<String>,
+        tool_name: impl Into<String>,
+    ) -> Self {
+        let (id, ms) = new_id();
+        Self {
+            id,
+            record_type,
+            source,
+            server_name: server_name.into(),
+            tool_name: tool_name.into(),
+            annotation_source: "none".into(),
+            safety_class: "unknown".into(),
+            timestamp: format_timestamp(ms),
+            ..Self::default()
+        }
+    }
+
+    /// The intent type used by filters and the intent index: the declared
+    /// `intent.operation_type` if any, else `X` from a `call_tool_X` variant; lowercased.
+    pub fn intent_type(&self) -> Option<String> {
+        let declared = self
+            .intent
+            .as_ref()
+            .and_then(|i| i.operation_type.as_deref())
+            .filter(|s| !s.is_empty());
+        let derived = || {
+            self.tool_variant
+                .as_deref()
+                .and_then(|v| v.strip_prefix("call_tool_"))
+                .filter(|s| !s.is_empty())
+        };
+        declared.or_else(derived).map(str::to_ascii_lowercase)
+    }
+}
+
+static GENERATOR: Mutex<ulid::Generator> = Mutex::new(ulid::Generator::new());
+
+/// A new ULID (26 chars) and its unix milliseconds. Ids are strictly increasing within
+/// the process, even within one millisecond or if the clock steps back.
+pub fn new_id() -> (String, u64) {
+    // A poisoned lock only means another thread panicked while holding it; the generator
+    // state (the previous id) is still valid.
+    let mut generator = GENERATOR.lock().unwrap_or_else(|e| e.into_inner());
+    let id = match generator.generate() {
+        Ok(id) => id,
+        Err(overflow) => overflow.commit_overflow_random(),
+    };
+    (id.to_string(), id.timestamp_ms())
+}
+
+/// Milliseconds since the Unix epoch, now.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO)
+        .as_millis()
+        .try_into()
+        .unwrap_or(u64::MAX)
+}
+
+/// Unix milliseconds as RFC 3339 UTC with milliseconds, e.g. `2026-11-22T04:10:00.123Z`.
+/// Values past year 9999 are clamped to `9999-12-31T23:59:59.999Z`.
+pub fn format_timestamp(ms: u64) -> String {
+    const MAX: &str = "9999-12-31T23:59:59.999Z";
+    let fmt =
+        format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
+    i128::from(ms)
+        .checked_mul(1_000_000)
+        .and_then(|ns| OffsetDateTime::from_unix_timestamp_nanos(ns).ok())
+        .filter(|dt| dt.year() <= 9999)
+        .and_then(|dt| dt.format(&fmt).ok())
+        .unwrap_or_else(|| MAX.to_string())
+}
+
+/// Parses an RFC 3339 timestamp with any offset into Unix milliseconds (sub-millisecond
+/// digits are dropped). Times before 1970 are an error.
+pub fn parse_timestamp(s: &str) -> Result<u64, String> {
+    let expected = "expected RFC 3339, e.g. 2026-11-22T04:10:00Z, 2026-11-22T04:10:00.123Z \
+                    or 2026-11-22T06:10:00+02:00";
+    let dt = OffsetDateTime::parse(s.trim(), &Rfc3339)
+        .map_err(|e| format!("invalid timestamp {s:?}: {expected} ({e})"))?;
+    let ms = dt.unix_timestamp_nanos().div_euclid(1_000_000);
+    u64::try_from(ms).map_err(|_| format!("invalid timestamp {s:?}: before 1970-01-01T00:00:00Z"))
+}
+
+/// Redacts and size-caps tool-call arguments before they are stored.
+///
+/// 1. Every object value whose key matches one of `redact_keys` (case-insensitively, at any
+///    depth) becomes `"[REDACTED]"`.
+/// 2. If the JSON is longer than `max_bytes`, the result is
+///    `{"_truncated": true, "_preview": "<first max_bytes bytes of the JSON>"}` (cut at a char
+///    boundary) and the flag is `true`.
+///
+/// `max_bytes == 0` stores nothing: `(Value::Null, true)`.
+pub fn cap_arguments(args: &Value, max_bytes: usize, redact_keys: &[String]) -> (Value, bool) {
+    if max_bytes == 0 {
+        return (Value::Null, true);
+    }
+    let lowered: Vec<String> = redact_keys.iter().map(|k| k.to_lowercase()).collect();
+    let mut value = args.clone();
+    if !lowered.is_empty() {
+        redact(&mut value, &lowered);
+    }
+    let json = value.to_string();
+    if json.len() <= max_bytes {
+        return (value, false);
+    }
+    let cut = json.floor_char_boundary(max_bytes);
+    let preview = serde_json::json!({ "_truncated": true, "_preview": &json[..cut] });
+    (preview, true)
+}
+
+fn redact(value: &mut Value, keys: &[String]) {
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map.iter_mut() {
+                let k = k.to_lowercase();
+                if keys.iter().any(|r| *r == k) {
+                    *v = Value::String("[REDACTED]".into());
+                } else {
+                    redact(v, keys);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| redact(v, keys)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn full_record() -> ActivityRecord {
+        ActivityRecord {
+            id: "01KAMXH0VBSJ2QX6F6R4VZ7P3M".into(),
+            record_type: RecordType::ToolCall,
+            source: Source::Mcp,
+            server_name: "github".into(),
+            tool_name: "create_issue".into(),
+            tool_variant: Some("call_tool_write".into()),
+            intent: Some(IntentRecord {
+                operation_type: Some("write".into()),
+                data_sensitivity: None,
+                reason: Some("file a bug".into()),
+            }),
+            annotations: Some(json!({"readOnlyHint": false, "destructiveHint": false})),
+            annotation_source: "server".into(),
+            safety_class: "write".into(),
+            verdict: VerdictRecord {
+                decision: Decision::Warn,
+                plugin: None,
+                message: None,
+                warnings: vec![WarningRecord {
+                    plugin: "pii".into(),
+                    message: "email".into(),
+                }],
+            },
+            arguments: Some(json!({"title": "x"})),
+            arguments_truncated: false,
+            response_bytes: 1234,
+            status: Status::Success,
+            error_message: None,
+            duration_ms: 87,
+            timestamp: "2026-11-22T04:10:00.123Z".into(),
+            session_id: Some("s1".into()),
+            request_id: Some("7".into()),
+            client: Some(ClientRecord {
+                name: "claude".into(),
+                version: "1.0".into(),
+            }),
+            dry_run: false,
+        }
+    }
+
+    #[test]
+    fn full_record_round_trips_with_wire_names() {
+        let rec = full_record();
+        let v = serde_json::to_value(&rec).unwrap();
+        let obj = v.as_object().unwrap();
+        let mut keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        let mut want = vec![
+            "id",
+            "type",
+            "source",
+            "server_name",
+            "tool_name",
+            "tool_variant",
+            "intent",
+            "annotations",
+            "annotation_source",
+            "safety_class",
+            "verdict",
+            "arguments",
+            "arguments_truncated",
+            "response_bytes",
+            "status",
+            "error_message",
+            "duration_ms",
+            "timestamp",
+            "session_id",
+            "request_id",
+            "client",
+            "dry_run",
+        ];
+        want.sort_unstable();
+        assert_eq!(keys, want);
+        assert_eq!(v["type"], "tool_call");
+        assert_eq!(v["source"], "mcp");
+        assert_eq!(v["status"], "success");
+        assert_eq!(v["verdict"]["decision"], "warn");
+        assert_eq!(v["verdict"]["warnings"][0]["plugin"], "pii");
+        assert!(
+            v["verdict"].get("plugin").is_none(),
+            "None verdict fields are skipped"
+        );
+        assert_eq!(
+            v["intent"],
+            json!({"operation_type": "write", "reason": "file a bug"})
+        );
+        assert_eq!(v["client"], json!({"name": "claude", "version": "1.0"}));
+        assert_eq!(v["error_message"], Value::Null);
+        let back: ActivityRecord = serde_json::from_value(v).unwrap();
+        assert_eq!(back, rec);
+
+        let rec = ActivityRecord {
+            record_type: RecordType::PolicyDecision,
+            source: Source::Api,
+            status: Status::Blocked,
+            verdict: VerdictRecord {
+                decision: Decision::Reject,
+                ..Default::default()
+            },
+            ..full_record()
+        };
+        let v = serde_json::to_value(&rec).unwrap();
+        assert_eq!(
+            (
+                &v["type"],
+                &v["source"],
+                &v["status"],
+                &v["verdict"]["decision"]
+            ),
+            (
+                &json!("policy_decision"),
+                &json!("api"),
+                &json!("blocked"),
+                &json!("reject")
+            )
+        );
+        // A sparse row still reads.
+        let sparse: ActivityRecord =
+            serde_json::from_str(r#"{"id":"x","status":"error"}"#).unwrap();
+        assert_eq!(sparse.status, Status::Error);
+    }
+
+    #[test]
+    fn intent_type_prefers_declared_then_variant() {
+        let mut rec = full_record();
+        assert_eq!(rec.intent_type().as_deref(), Some("write"));
+        rec.intent = None;
+        rec.tool_variant = Some("call_tool_Destructive".into());
+        assert_eq!(rec.intent_type().as_deref(), Some("destructive"));
+        rec.tool_variant = Some("other".into());
+        assert_eq!(rec.intent_type(), None);
+    }
+
+    #[test]
+    fn ids_are_monotonic_and_timestamps_match() {
+        let mut prev = String::new();
+        for _ in 0..10_000 {
+            let (id, ms) = new_id();
+            assert_eq!(id.len(), 26);
+            assert!(id > prev, "{id} <= {prev}");
+            assert_eq!(ulid::Ulid::from_string(&id).unwrap().timestamp_ms(), ms);
+            prev = id;
+        }
+        let rec = ActivityRecord::new(RecordType::ToolCall, Source::Cli, "s", "t");
+        let ms = ulid::Ulid::from_string(&rec.id).unwrap().timestamp_ms();
+        assert_eq!(parse_timestamp(&rec.timestamp).unwrap(), ms);
+    }
+
+    #[test]
+    fn timestamps_format_and_parse() {
+        assert_eq!(format_timestamp(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            format_timestamp(1_795_320_600_123),
+            "2026-11-22T04:10:00.123Z"
+        );
+        assert_eq!(format_timestamp(u64::MAX), "9999-12-31T23:59:59.999Z");
+        assert_eq!(
+            parse_timestamp("2026-11-22T04:10:00.123Z").unwrap(),
+            1_795_320_600_123
+        );
+        assert_eq!(
+            parse_timestamp("2026-11-22T06:10:00.123+02:00").unwrap(),
+            1_795_320_600_123
+        );
+        assert_eq!(
+            parse_timestamp("2026-11-21T23:10:00-05:00").unwrap(),
+            1_795_320_600_000
+        );
+        assert_eq!(
+            parse_timestamp("2026-11-22T04:10:00.123999Z").unwrap(),
+            1_795_320_600_123
+        );
+        for bad in [
+            "",
+            "yesterday",
+            "2026-11-22",
+            "2026-11-22 04:10:00",
+            "1969-12-31T23:59:59Z",
+        ] {
+            let err = parse_timestamp(bad).unwrap_err();
+            assert!(err.contains(&format!("{bad:?}")), "{err}");
+            if bad.starts_with("1969") {
+                assert!(err.contains("before 1970"), "{err}");
+            } else {
+                assert!(err.contains("expected RFC 3339"), "{err}");
+            }
+        }
+    }
+
+    #[test]
+    fn cap_arguments_redacts_at_depth() {
+        let args = json!({
+            "Token": "abc",
+            "nested": {"list": [{"PASSWORD": "p", "keep": 1}], "api_key": {"deep": true}},
+            "keep": "yes"
+        });
+        let keys = vec![
+            "token".to_string(),
+            "Password".to_string(),
+            "API_KEY".to_string(),
+        ];
+        let (out, truncated) = cap_arguments(&args, 10_000, &keys);
+        assert!(!truncated);
+        assert_eq!(
+            out,
+            json!({
+                "Token": "[REDACTED]",
+                "nested": {"list": [{"PASSWORD": "[REDACTED]", "keep": 1}], "api_key": "[REDACTED]"},
+                "keep": "yes"
+            })
+        );
+        assert_eq!(cap_arguments(&args, 0, &keys), (Value::Null, true));
+    }
+
+    #[test]
+    fn cap_arguments_truncates_at_char_boundary() {
+        let args = json!({"text": "ééééé"}); // {"text":"ééééé"} = 9 ASCII + 10 bytes + 2
+        let json = args.to_string();
+        assert_eq!(json.len(), 21);
+        assert_eq!(cap_arguments(&args, 21, &[]), (args.clone(), false));
+        // 10 bytes ends inside the first 'é' (bytes 9..11): the cut moves back to 9.
+        let (out, truncated) = cap_arguments(&args, 10, &[]);
+        assert!(truncated);
+        assert_eq!(out, json!({"_truncated": true, "_preview": "{\"text\":\""}));
+        let (out, _) = cap_arguments(&args, 11, &[]);
+        assert_eq!(out["_preview"], "{\"text\":\"é");
+        // Redaction happens before measuring.
+        let big = json!({"secret": "x".repeat(1000)});
+        let (out, truncated) = cap_arguments(&big, 100, &["SECRET".into()]);
+        assert!(!truncated);
+        assert_eq!(out, json!({"secret": "[REDACTED]"}));
+    }
+}

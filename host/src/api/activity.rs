@@ -1,0 +1,133 @@
+//! `GET /api/v1/activity` (filtered, newest first) and `GET /api/v1/activity/{id}`.
+
+use std::collections::HashMap;
+
+use axum::extract::{Path, Query, State};
+use axum::response::Response;
+use serde_json::json;
+
+use crate::activity::{Filter, parse_timestamp};
+
+use super::{ApiError, ApiState, ok};
+
+/// The default and largest page.
+pub const DEFAULT_LIMIT: usize = 50;
+pub const MAX_LIMIT: usize = 1000;
+
+const PARAMS: &[&str] = &[
+    "intent_type",
+    "server",
+    "tool",
+    "status",
+    "type",
+    "start_time",
+    "end_time",
+    "limit",
+    "offset",
+    "apikey",
+];
+
+/// Parses the query of `GET /activity` into a filter and a page.
+pub fn parse_query(query: &HashMap<String, String>) -> Result<(Filter, usize, usize), ApiError> {
+    if let Some(unknown) = query.keys().find(|k| !PARAMS.contains(&k.as_str())) {
+        return Err(ApiError::bad_request(format!(
+            "unknown parameter '{unknown}'; use {}",
+            PARAMS[..9].join(", ")
+        )));
+    }
+    let one_of = |key: &str, allowed: &[&str]| -> Result<Option<String>, ApiError> {
+        match query.get(key) {
+            None => Ok(None),
+            Some(v) if allowed.contains(&v.as_str()) => Ok(Some(v.clone())),
+            Some(v) => Err(ApiError::bad_request(format!(
+                "{key} '{v}' is not valid: use one of {}",
+                allowed.join(", ")
+            ))),
+        }
+    };
+    let text = |key: &str| -> Result<Option<String>, ApiError> {
+        match query.get(key) {
+            Some(v) if v.trim().is_empty() => Err(ApiError::bad_request(format!(
+                "{key} is empty; leave it out to match all"
+            ))),
+            other => Ok(other.cloned()),
+        }
+    };
+    let time = |key: &str| -> Result<Option<u64>, ApiError> {
+        query
+            .get(key)
+            .map(|v| {
+                parse_timestamp(v).map_err(|e| ApiError::bad_request(format!("{key} '{v}': {e}")))
+            })
+            .transpose()
+    };
+    let number = |key: &str,
+                  default: usize,
+                  range: std::ops::RangeInclusive<usize>|
+     -> Result<usize, ApiError> {
+        match query.get(key) {
+            None => Ok(default),
+            Some(v) => match v.parse::<usize>() {
+                Ok(n) if range.contains(&n) => Ok(n),
+                _ => Err(ApiError::bad_request(format!(
+                    "{key} '{v}' is not valid: use a whole number from {} to {}",
+                    range.start(),
+                    range.end()
+                ))),
+            },
+        }
+    };
+    let filter = Filter {
+        intent_type: one_of("intent_type", &["read", "write", "destructive"])?,
+        server: text("server")?,
+        tool: text("tool")?,
+        status: one_of("status", &["pending", "success", "error", "blocked"])?,
+        record_type: one_of("type", &["tool_call", "policy_decision"])?,
+        start_ms: time("start_time")?,
+        end_ms: time("end_time")?,
+    };
+    if let (Some(start), Some(end)) = (filter.start_ms, filter.end_ms)
+        && start > end
+    {
+        return Err(ApiError::bad_request("start_time is after end_time"));
+    }
+    let limit = number("limit", DEFAULT_LIMIT, 1..=MAX_LIMIT)?;
+    let offset = number("offset", 0, 0..=usize::MAX)?;
+    Ok((filter, limit, offset))
+}
+
+pub async fn list(
+    State(state): State<ApiState>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    let (filter, limit, offset) = parse_query(&query)?;
+    let journal = state.journal.clone();
+    let page = tokio::task::spawn_blocking(move || journal.query(&filter, limit, offset))
+        .await
+        .map_err(|e| ApiError::internal("the activity query failed", e))?
+        .map_err(|e| ApiError::internal("the activity query failed", e))?;
+    Ok(ok(json!({
+        "records": page.records,
+        "limit": limit,
+        "offset": offset,
+        "has_more": page.has_more,
+    })))
+}
+
+pub async fn show(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let journal = state.journal.clone();
+    let lookup = id.clone();
+    let record = tokio::task::spawn_blocking(move || journal.get(&lookup))
+        .await
+        .map_err(|e| ApiError::internal("reading the activity record failed", e))?
+        .map_err(|e| ApiError::internal("reading the activity record failed", e))?;
+    match record {
+        Some(record) => Ok(ok(record)),
+        None => Err(ApiError::not_found(format!(
+            "no activity record with id '{id}'; `mcpproxy activity list` shows the ids"
+        ))),
+    }
+}

@@ -1,0 +1,129 @@
+//! The REST API under `/api/v1` (same listener as `/mcp`): the activity log, and the
+//! proxy's status. Every route needs the API key (`X-API-Key` header or `?apikey=`);
+//! responses use the envelope `{success, data, error}`. Errors say what was wrong and how
+//! to fix it; internal failures are logged and reported without their details.
+
+mod activity;
+pub mod key;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::{Query, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Serialize;
+use serde_json::json;
+
+use crate::activity::Journal;
+use crate::proxy::Proxy;
+
+/// What the handlers share.
+#[derive(Clone)]
+pub struct ApiState {
+    pub proxy: Arc<Proxy>,
+    pub journal: Arc<Journal>,
+    pub api_key: Arc<str>,
+}
+
+/// `/api/v1/...`, with the key check on every route.
+pub fn router(state: ApiState) -> Router {
+    let routes = Router::new()
+        .route("/status", get(status))
+        .route("/activity", get(activity::list))
+        .route("/activity/{id}", get(activity::show))
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            require_key,
+        ))
+        .with_state(state);
+    Router::new().nest("/api/v1", routes)
+}
+
+/// An API error: a status and a message for the caller.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    message: String,
+}
+
+impl ApiError {
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::BAD_REQUEST,
+            message: message.into(),
+        }
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::NOT_FOUND,
+            message: message.into(),
+        }
+    }
+
+    /// Logs the real error; the caller sees only that something failed.
+    pub fn internal(context: &str, error: impl std::fmt::Display) -> Self {
+        tracing::error!("{context}: {error}");
+        Self {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            message: format!("{context}; see the mcpproxy log for details"),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({"success": false, "data": null, "error": self.message});
+        (self.status, Json(body)).into_response()
+    }
+}
+
+/// The success envelope.
+pub fn ok<T: Serialize>(data: T) -> Response {
+    Json(json!({"success": true, "data": data, "error": null})).into_response()
+}
+
+async fn require_key(
+    State(state): State<ApiState>,
+    Query(query): Query<HashMap<String, String>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let given = request
+        .headers()
+        .get("x-api-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| query.get("apikey").cloned());
+    match given {
+        Some(key) if key::matches(&state.api_key, &key) => next.run(request).await,
+        Some(_) => unauthorized("the API key is wrong; `mcpproxy api-key` prints the right one"),
+        None => unauthorized(
+            "an API key is required: send it in the X-API-Key header (or ?apikey=); `mcpproxy api-key` prints it",
+        ),
+    }
+}
+
+fn unauthorized(message: &str) -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        Json(json!({"success": false, "data": null, "error": message})),
+    )
+        .into_response()
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("no such endpoint; see docs/rest-api.md for the API")
+}
+
+async fn status(State(state): State<ApiState>) -> Response {
+    ok(json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "upstreams": state.proxy.upstreams().statuses(),
+    }))
+}

@@ -1,0 +1,347 @@
+//! `mcpproxy activity list` and `mcpproxy activity show`: the audit trail, read from the
+//! running server's REST API when one is up, else from the journal file.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+use serde_json::Value;
+
+use crate::activity::{ActivityRecord, Filter, Journal, JournalOptions, parse_timestamp};
+use crate::config::{self, Config};
+
+use super::Globals;
+use super::output::{print_table, to_yaml};
+use super::remote::Remote;
+use super::serve::journal_path;
+
+#[derive(Debug, Subcommand)]
+pub enum ActivityCommand {
+    /// List activity records, newest first.
+    List(ListCommand),
+    /// Show every field of one record.
+    Show(ShowCommand),
+}
+
+/// Output formats of the activity commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Format {
+    #[default]
+    Table,
+    Json,
+    Yaml,
+}
+
+#[derive(Debug, Args)]
+pub struct Source {
+    /// The config file (to find the running server and the data dir).
+    #[arg(long, env = "MCPPROXY_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ListCommand {
+    #[command(flatten)]
+    source: Source,
+    /// Only calls with this operation type.
+    #[arg(long, value_parser = ["read", "write", "destructive"])]
+    intent_type: Option<String>,
+    /// Only calls to this upstream server.
+    #[arg(long)]
+    server: Option<String>,
+    /// Only calls of this tool (its name on the server).
+    #[arg(long)]
+    tool: Option<String>,
+    /// Only records with this status.
+    #[arg(long, value_parser = ["pending", "success", "error", "blocked"])]
+    status: Option<String>,
+    /// Only records at or after this time (RFC 3339).
+    #[arg(long, value_name = "TIME")]
+    since: Option<String>,
+    /// How many records.
+    #[arg(short = 'n', long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    limit: u64,
+    /// Skip this many matching records.
+    #[arg(long, default_value_t = 0)]
+    offset: u64,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t)]
+    output: Format,
+    /// Words instead of icons for the intent.
+    #[arg(long)]
+    no_icons: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowCommand {
+    #[command(flatten)]
+    source: Source,
+    /// The record's id (from `activity list`).
+    id: String,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t)]
+    output: Format,
+}
+
+impl ActivityCommand {
+    pub fn run(self, globals: &Globals) -> Result<ExitCode> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")?;
+        runtime.block_on(async {
+            match self {
+                Self::List(cmd) => cmd.run(globals).await,
+                Self::Show(cmd) => cmd.run(globals).await,
+            }
+        })
+    }
+}
+
+/// Where records come from: the server, or the journal file.
+enum Store {
+    Remote(Remote),
+    Local(std::sync::Arc<Journal>),
+}
+
+async fn open(source: &Source, globals: &Globals) -> Result<Store> {
+    let loaded = config::load(source.config.as_deref(), globals.home.as_deref())?;
+    let config: Config = loaded.config;
+    let data_dir = globals.data_dir(config.data_dir.as_deref());
+    if let Some(remote) = Remote::find(&config, &data_dir).await {
+        return Ok(Store::Remote(remote));
+    }
+    let path = journal_path(&data_dir);
+    if !path.exists() {
+        bail!(
+            "no activity yet: {} does not exist and no mcpproxy answers on {} (start one with `mcpproxy serve`)",
+            path.display(),
+            config.listen
+        );
+    }
+    let journal = Journal::open(&path, JournalOptions::default()).with_context(|| {
+        format!(
+            "cannot open {} (if a server is running with another config or data dir, pass the same --config/--data-dir)",
+            path.display()
+        )
+    })?;
+    Ok(Store::Local(journal))
+}
+
+impl ListCommand {
+    async fn run(self, globals: &Globals) -> Result<ExitCode> {
+        let store = open(&self.source, globals).await?;
+        let start_ms = self
+            .since
+            .as_deref()
+            .map(|s| parse_timestamp(s).map_err(|e| anyhow::anyhow!("--since '{s}': {e}")))
+            .transpose()?;
+        let records: Vec<Value> = match &store {
+            Store::Remote(remote) => {
+                let mut query = vec![
+                    ("limit", self.limit.to_string()),
+                    ("offset", self.offset.to_string()),
+                ];
+                for (key, value) in [
+                    ("intent_type", &self.intent_type),
+                    ("server", &self.server),
+                    ("tool", &self.tool),
+                    ("status", &self.status),
+                    ("start_time", &self.since),
+                ] {
+                    if let Some(v) = value {
+                        query.push((key, v.clone()));
+                    }
+                }
+                let data = remote.get("/activity", &query).await?;
+                data["records"].as_array().cloned().unwrap_or_default()
+            }
+            Store::Local(journal) => {
+                let filter = Filter {
+                    intent_type: self.intent_type.clone(),
+                    server: self.server.clone(),
+                    tool: self.tool.clone(),
+                    status: self.status.clone(),
+                    record_type: None,
+                    start_ms,
+                    end_ms: None,
+                };
+                let page = journal.query(&filter, self.limit as usize, self.offset as usize)?;
+                page.records
+                    .iter()
+                    .map(serde_json::to_value)
+                    .collect::<Result<_, _>>()?
+            }
+        };
+        match self.output {
+            Format::Json => println!("{}", serde_json::to_string_pretty(&records)?),
+            Format::Yaml => print!("{}", to_yaml(&Value::Array(records))),
+            Format::Table => {
+                let rows: Vec<Vec<String>> = records
+                    .iter()
+                    .map(|r| {
+                        vec![
+                            r["id"].as_str().unwrap_or("").to_owned(),
+                            r["timestamp"]
+                                .as_str()
+                                .unwrap_or("")
+                                .replace('T', " ")
+                                .chars()
+                                .take(19)
+                                .collect(),
+                            r["server_name"].as_str().unwrap_or("").to_owned(),
+                            r["tool_name"].as_str().unwrap_or("").to_owned(),
+                            intent_label(r, !self.no_icons),
+                            r["status"].as_str().unwrap_or("").to_owned(),
+                            format!("{}ms", r["duration_ms"].as_u64().unwrap_or(0)),
+                        ]
+                    })
+                    .collect();
+                if rows.is_empty() {
+                    eprintln!("no matching activity");
+                } else {
+                    print_table(
+                        &[
+                            "ID", "TIME", "SERVER", "TOOL", "INTENT", "STATUS", "DURATION",
+                        ],
+                        &rows,
+                    );
+                }
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// `📖 read`, `✏️ write`, `⚠️ destructive` (or the word alone).
+fn intent_label(record: &Value, icons: bool) -> String {
+    let op = record["intent"]["operation_type"].as_str().unwrap_or("-");
+    if !icons {
+        return op.to_owned();
+    }
+    let icon = match op {
+        "read" => "📖",
+        "write" => "✏️",
+        "destructive" => "⚠️",
+        _ => "•",
+    };
+    format!("{icon} {op}")
+}
+
+impl ShowCommand {
+    async fn run(self, globals: &Globals) -> Result<ExitCode> {
+        let store = open(&self.source, globals).await?;
+        let record: Value = match &store {
+            Store::Remote(remote) => remote.get(&format!("/activity/{}", self.id), &[]).await?,
+            Store::Local(journal) => match journal.get(&self.id)? {
+                Some(record) => serde_json::to_value(&record)?,
+                None => bail!(
+                    "no activity record with id '{}'; `mcpproxy activity list` shows the ids",
+                    self.id
+                ),
+            },
+        };
+        match self.output {
+            Format::Json => println!("{}", serde_json::to_string_pretty(&record)?),
+            Format::Yaml => print!("{}", to_yaml(&record)),
+            Format::Table => print_record(&record),
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+fn print_record(record: &Value) {
+    let parsed: Option<ActivityRecord> = serde_json::from_value(record.clone()).ok();
+    let field = |k: &str| match &record[k] {
+        Value::Null => "-".to_owned(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    println!("ID:          {}", field("id"));
+    println!("Time:        {}", field("timestamp"));
+    println!(
+        "Type:        {} (source: {})",
+        field("type"),
+        field("source")
+    );
+    println!(
+        "Tool:        {}:{} via {}",
+        field("server_name"),
+        field("tool_name"),
+        field("tool_variant")
+    );
+    println!(
+        "Status:      {}{}",
+        field("status"),
+        if record["dry_run"] == Value::Bool(true) {
+            " (dry run)"
+        } else {
+            ""
+        }
+    );
+    println!("Duration:    {} ms", field("duration_ms"));
+    let intent = &record["intent"];
+    println!("Intent:");
+    println!(
+        "  operation_type:   {}",
+        intent["operation_type"].as_str().unwrap_or("-")
+    );
+    println!(
+        "  data_sensitivity: {}",
+        intent["data_sensitivity"].as_str().unwrap_or("-")
+    );
+    println!(
+        "  reason:           {}",
+        intent["reason"].as_str().unwrap_or("-")
+    );
+    println!(
+        "Annotations: {} (from {}; safety class {})",
+        field("annotations"),
+        field("annotation_source"),
+        field("safety_class")
+    );
+    let verdict = &record["verdict"];
+    println!(
+        "Verdict:     {}{}{}",
+        verdict["decision"].as_str().unwrap_or("-"),
+        verdict["plugin"]
+            .as_str()
+            .map(|p| format!(" by {p}"))
+            .unwrap_or_default(),
+        verdict["message"]
+            .as_str()
+            .map(|m| format!(": {m}"))
+            .unwrap_or_default()
+    );
+    if let Some(warnings) = verdict["warnings"].as_array() {
+        for w in warnings {
+            println!(
+                "  warning from {}: {}",
+                w["plugin"].as_str().unwrap_or("?"),
+                w["message"].as_str().unwrap_or("")
+            );
+        }
+    }
+    println!(
+        "Arguments:   {}{}",
+        field("arguments"),
+        if record["arguments_truncated"] == Value::Bool(true) {
+            " (truncated)"
+        } else {
+            ""
+        }
+    );
+    println!("Response:    {} bytes", field("response_bytes"));
+    if record["error_message"] != Value::Null {
+        println!("Error:       {}", field("error_message"));
+    }
+    println!(
+        "Session:     {}  Request: {}",
+        field("session_id"),
+        field("request_id")
+    );
+    if let Some(client) = parsed.and_then(|r| r.client) {
+        println!("Client:      {} {}", client.name, client.version);
+    }
+}

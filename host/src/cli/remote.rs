@@ -1,0 +1,65 @@
+//! Talking to a running `mcpproxy serve` through its REST API, for commands that work both
+//! with and without a server (they read the journal file directly when none is up).
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow};
+use serde_json::Value;
+
+use crate::api::key;
+use crate::config::Config;
+
+/// A running server's REST API.
+pub struct Remote {
+    base: String,
+    key: String,
+    http: reqwest::Client,
+}
+
+impl Remote {
+    /// The server at the config's `listen` address, if one answers there with our key.
+    pub async fn find(config: &Config, data_dir: &Path) -> Option<Self> {
+        let key = key::load_existing(data_dir, config.api_key.as_deref())?;
+        let mut addr = config.listen;
+        if addr.ip().is_unspecified() {
+            addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .connect_timeout(Duration::from_millis(500))
+            .build()
+            .ok()?;
+        let remote = Self {
+            base: format!("http://{addr}/api/v1"),
+            key,
+            http,
+        };
+        remote.get("/status", &[]).await.ok().map(|_| remote)
+    }
+
+    /// GETs a path and returns the envelope's `data`, or the API's error message.
+    pub async fn get(&self, path: &str, query: &[(&str, String)]) -> Result<Value> {
+        let response = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .header("X-API-Key", &self.key)
+            .query(query)
+            .send()
+            .await
+            .with_context(|| format!("cannot reach mcpproxy at {}", self.base))?;
+        let status = response.status();
+        let body: Value = response
+            .json()
+            .await
+            .with_context(|| format!("mcpproxy answered {status} without a JSON body"))?;
+        if body["success"] == Value::Bool(true) {
+            Ok(body["data"].clone())
+        } else {
+            Err(anyhow!(
+                "{}",
+                body["error"].as_str().unwrap_or("the request failed")
+            ))
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! Building the activity record of a call: a draft when the call arrives, the judged record
+//! (blocked, or pending while the upstream works), and the completed one.
+
+use std::time::Instant;
+
+use rmcp::model::CallToolResult;
+
+use crate::activity::{
+    ActivityRecord, Decision, IntentRecord, RecordType, Status, VerdictRecord, WarningRecord,
+    cap_arguments, format_timestamp, new_id,
+};
+use crate::policy::{Decision as PolicyDecision, Evaluation};
+use crate::upstream;
+
+use super::{CallContext, CallInput};
+
+/// How arguments are kept in records.
+#[derive(Debug, Clone)]
+pub struct ActivitySettings {
+    pub max_argument_bytes: usize,
+    pub redact_keys: Vec<String>,
+}
+
+impl ActivitySettings {
+    /// The record of a call as it arrives: who, what, with which arguments and intent.
+    pub(super) fn draft(&self, input: &CallInput, context: &CallContext) -> ActivityRecord {
+        let (id, ms) = new_id();
+        let (arguments, arguments_truncated) = cap_arguments(
+            &serde_json::Value::Object(input.args.clone()),
+            self.max_argument_bytes,
+            &self.redact_keys,
+        );
+        let declared = input.intent.clone().unwrap_or_default();
+        ActivityRecord {
+            id,
+            record_type: RecordType::ToolCall,
+            source: context.source,
+            server_name: input.server.clone(),
+            tool_name: input.tool.clone(),
+            tool_variant: Some(input.variant.tool_name().to_owned()),
+            intent: Some(IntentRecord {
+                // The operation type is the declared one, else the variant's (seed 000).
+                operation_type: Some(
+                    declared
+                        .operation_type
+                        .unwrap_or(input.variant)
+                        .as_str()
+                        .to_owned(),
+                ),
+                data_sensitivity: declared.data_sensitivity,
+                reason: declared.reason,
+            }),
+            annotations: None,
+            annotation_source: "none".to_owned(),
+            safety_class: "unknown".to_owned(),
+            verdict: VerdictRecord {
+                decision: Decision::Allow,
+                plugin: None,
+                message: None,
+                warnings: Vec::new(),
+            },
+            arguments: (!arguments.is_null()).then_some(arguments),
+            arguments_truncated,
+            response_bytes: 0,
+            status: Status::Pending,
+            error_message: None,
+            duration_ms: 0,
+            timestamp: format_timestamp(ms),
+            session_id: context.session_id.clone(),
+            request_id: context.request_id.clone(),
+            client: context.client.clone(),
+            dry_run: false,
+        }
+    }
+}
+
+fn elapsed_ms(started: Instant) -> u64 {
+    u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+impl ActivityRecord {
+    /// A call refused before the policy ran (unknown server or tool, unusable server).
+    pub(super) fn refused(mut self, message: &str, started: Instant) -> Self {
+        self.status = Status::Error;
+        self.verdict.decision = Decision::Reject;
+        self.verdict.message = Some(message.to_owned());
+        self.error_message = Some(message.to_owned());
+        self.duration_ms = elapsed_ms(started);
+        self
+    }
+
+    /// The record once the pipeline has judged the call.
+    pub(super) fn judged(
+        mut self,
+        evaluation: &Evaluation,
+        status: Status,
+        started: Instant,
+    ) -> Self {
+        let effective = &evaluation.request.effective;
+        self.annotations = effective
+            .annotations
+            .as_ref()
+            .and_then(|a| serde_json::to_value(a).ok());
+        self.annotation_source = effective.source.label().to_owned();
+        self.safety_class = effective.safety_class.as_str().to_owned();
+        let outcome = &evaluation.outcome;
+        self.verdict = VerdictRecord {
+            decision: match outcome.decision {
+                PolicyDecision::Allow => Decision::Allow,
+                PolicyDecision::Warn => Decision::Warn,
+                PolicyDecision::Reject => Decision::Reject,
+            },
+            plugin: outcome.plugin.clone(),
+            message: outcome.message.clone(),
+            warnings: outcome
+                .warnings
+                .iter()
+                .map(|w| WarningRecord {
+                    plugin: w.plugin.clone(),
+                    message: w.message.clone(),
+                })
+                .collect(),
+        };
+        if status == Status::Blocked {
+            self.error_message = outcome.message.clone();
+        }
+        self.status = status;
+        self.duration_ms = elapsed_ms(started);
+        self
+    }
+}
+
+/// The pending record completed with the upstream's answer.
+pub(super) fn completed(
+    mut record: ActivityRecord,
+    result: &Result<CallToolResult, upstream::Error>,
+    started: Instant,
+) -> ActivityRecord {
+    record.duration_ms = elapsed_ms(started);
+    match result {
+        Ok(result) => {
+            record.response_bytes = serde_json::to_vec(result).map_or(0, |b| b.len() as u64);
+            if result.is_error == Some(true) {
+                record.status = Status::Error;
+                record.error_message = result
+                    .content
+                    .iter()
+                    .find_map(|c| c.as_text().map(|t| t.text.chars().take(1000).collect()));
+            } else {
+                record.status = Status::Success;
+            }
+        }
+        Err(e) => {
+            record.status = Status::Error;
+            record.error_message = Some(e.to_string());
+        }
+    }
+    record
+}
