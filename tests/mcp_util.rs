@@ -122,7 +122,11 @@ impl Proxy {
     /// Starts `mcpproxy serve` with `config` (JSON) and waits until every upstream has
     /// settled (the startup summary is printed).
     pub fn start(config: &Value, extra_args: &[&str]) -> Self {
-        let data_dir = tempfile::tempdir().expect("tempdir");
+        Self::start_in(config, extra_args, tempfile::tempdir().expect("tempdir"))
+    }
+
+    /// Like [`Proxy::start`], with a data dir that may hold an earlier run's state.
+    pub fn start_in(config: &Value, extra_args: &[&str], data_dir: tempfile::TempDir) -> Self {
         let config_path = data_dir.path().join("mcp_config.json");
         std::fs::write(&config_path, config.to_string()).expect("write config");
         let mut child = Command::new(env!("CARGO_BIN_EXE_mcpproxy"))

@@ -11,6 +11,8 @@ mod plugins_cli;
 
 mod mcp_util;
 
+/// The audit trail: REST API, `mcpproxy activity`, crash safety.
+mod activity_e2e;
 /// The proxy in front of the official npm MCP servers.
 mod npm_e2e;
 /// The proxy end to end: the binary, the fixture upstream, an MCP client.

@@ -5,7 +5,8 @@
 //!
 //! - [`Durability::Sync`]: every commit is `Immediate` (one fsync); `append` resolves after
 //!   the commit holding its record, so an acknowledged record survives `kill -9` and power loss.
-//! - [`Durability::Async`]: `append` resolves once queued; the writer commits with redb's
+//! - [`Durability::Async`]: `append` resolves once queued (at most [`MAX_QUEUED`] wait;
+//!   past that `append` waits for the writer); the writer commits with redb's
 //!   `Durability::None` and makes an `Immediate` commit at least every `flush` while anything
 //!   is unsynced (and on [`Journal::flush`] and drop). A crash loses at most the last `flush`
 //!   of records.
@@ -13,7 +14,7 @@
 //! A put replaces any row with the same id and moves its index entries (pending → success).
 //! If a batch fails, each record is retried in its own transaction so one bad record does not
 //! fail its neighbours. Reads (`get`, `query`, `stats`) run on the caller's thread in redb read
-//! transactions; they take ~0.1 ms, so calling them inline from async code is fine.
+//! transactions; a page of 50 takes ~0.2 ms, so calling them inline from async code is fine.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,7 +28,7 @@ use redb::{
     WriteTransaction,
 };
 use serde::Serialize;
-use tokio::sync::oneshot;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 use super::record::{ActivityRecord, format_timestamp};
 use super::retention::Retention;
@@ -60,6 +61,10 @@ pub(super) const DATA_BYTES: &str = "data_bytes";
 
 /// Most records committed in one transaction.
 pub const MAX_BATCH: usize = 10_000;
+
+/// Most records `append`/`upsert` let wait in the queue: past this they wait for the writer
+/// (without it, Async mode under a flood queues without bound: ~1 GB in the bench).
+pub const MAX_QUEUED: usize = 2 * MAX_BATCH;
 
 /// The index keys of one record, in `IDX_*` order (`None`: not indexed there).
 pub(super) type IndexKeys = [Option<String>; N_INDEXES];
@@ -161,6 +166,8 @@ pub(super) struct Put {
     pub(super) json: Vec<u8>,
     pub(super) keys: IndexKeys,
     ack: Option<Ack>,
+    /// A queue slot, released when the writer is done with the record.
+    slot: Option<OwnedSemaphorePermit>,
 }
 
 impl Put {
@@ -176,6 +183,7 @@ impl Put {
             json,
             keys: index_keys(record),
             ack: None,
+            slot: None,
         })
     }
 }
@@ -192,6 +200,8 @@ pub struct Journal {
     path: PathBuf,
     /// `Some` until drop; dropping it tells the writer to sync and stop.
     tx: Option<Sender<Command>>,
+    /// [`MAX_QUEUED`] slots bounding the queue.
+    slots: Arc<Semaphore>,
     writer: Option<JoinHandle<()>>,
 }
 
@@ -250,6 +260,7 @@ impl Journal {
             options,
             path: path.to_path_buf(),
             tx: Some(tx),
+            slots: Arc::new(Semaphore::new(MAX_QUEUED)),
             writer: Some(writer),
         }))
     }
@@ -271,6 +282,8 @@ impl Journal {
 
     async fn put(&self, record: &ActivityRecord) -> Result<()> {
         let mut put = Put::new(record)?;
+        let slot = self.slots.clone().acquire_owned().await;
+        put.slot = Some(slot.map_err(|_| Error::Closed)?);
         match self.options.durability {
             Durability::Async { .. } => self.send(Command::Put(put)),
             Durability::Sync => {
@@ -298,9 +311,15 @@ impl Journal {
         self.put(&record).await
     }
 
-    /// Fire-and-forget [`upsert`](Self::upsert): never blocks; errors are logged.
+    /// Fire-and-forget [`upsert`](Self::upsert): never blocks; errors are logged. It takes a
+    /// queue slot if one is free but never waits for one, so it is not held back by
+    /// [`MAX_QUEUED`].
     pub fn submit(&self, record: ActivityRecord) {
-        if let Err(e) = Put::new(&record).and_then(|put| self.send(Command::Put(put))) {
+        let queued = Put::new(&record).and_then(|mut put| {
+            put.slot = self.slots.clone().try_acquire_owned().ok();
+            self.send(Command::Put(put))
+        });
+        if let Err(e) = queued {
             tracing::error!(id = %record.id, "activity record dropped: {e}");
         }
     }
@@ -785,6 +804,46 @@ mod tests {
         drop(dir);
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn async_mode_bounds_the_queue_and_loses_nothing() {
+        let options = JournalOptions {
+            durability: Durability::Async {
+                flush: Duration::from_secs(3600),
+            },
+            ..JournalOptions::default()
+        };
+        let (_dir, j) = open_temp(options);
+        let mut tasks = Vec::new();
+        for t in 0..64 {
+            let j = j.clone();
+            tasks.push(tokio::spawn(async move {
+                for i in 0..400 {
+                    let tool = format!("t{i}");
+                    j.append(rec_at(
+                        now_ms(),
+                        &format!("s{t}"),
+                        &tool,
+                        "read",
+                        Status::Success,
+                    ))
+                    .await
+                    .unwrap();
+                    assert!(j.slots.available_permits() <= MAX_QUEUED);
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        j.flush().await.unwrap();
+        assert_eq!(j.len().unwrap(), 64 * 400);
+        assert_eq!(
+            j.slots.available_permits(),
+            MAX_QUEUED,
+            "every slot released"
+        );
+    }
+
     #[tokio::test]
     async fn reopen_after_drop_keeps_everything() {
         let (_dir, j) = open_temp(JournalOptions::default());
@@ -903,8 +962,9 @@ mod tests {
         let mut killed = false;
         for line in BufReader::new(stdout).lines() {
             let line = line.unwrap();
-            if let Some(id) = line.strip_prefix("ACK ") {
-                acked.push(id.to_string());
+            // libtest may print "test NAME ... " on the same line as the first output.
+            if let Some(at) = line.find("ACK ") {
+                acked.push(line[at + 4..].trim().to_string());
             }
             if !killed && acked.len() >= after {
                 child.kill().unwrap(); // SIGKILL; keep reading what it printed before dying

@@ -74,20 +74,6 @@ impl Filter {
             && intent_ok()
             && in_time()
     }
-
-    /// How many of the non-time filters are set.
-    fn predicates(&self) -> usize {
-        [
-            &self.intent_type,
-            &self.server,
-            &self.tool,
-            &self.status,
-            &self.record_type,
-        ]
-        .iter()
-        .filter(|f| f.is_some())
-        .count()
-    }
 }
 
 /// One page of results, newest first.
@@ -290,10 +276,31 @@ impl Journal {
             Plan::Index { idx, keys } => {
                 let index = txn.open_table(INDEXES[idx])?;
                 let mut walk = Merge::new(&index, &keys, lo, hi)?;
-                // A lone server / intent / status / type filter is answered by its index
-                // alone, so skipped rows need not be read.
-                let exact = idx != IDX_TOOL && filter.predicates() == 1;
-                while let Some(key) = walk.next()? {
+                // The other indexed filters are checked by point lookups in their indexes
+                // before the record is read: much cheaper than reading and parsing it.
+                let lower = |v: &Option<String>| v.as_ref().map(|s| s.to_ascii_lowercase());
+                let mut probes = Vec::new();
+                for (i, want) in [
+                    (IDX_SERVER, filter.server.clone()),
+                    (IDX_INTENT, lower(&filter.intent_type)),
+                    (IDX_STATUS, lower(&filter.status)),
+                    (IDX_TYPE, lower(&filter.record_type)),
+                ] {
+                    if let Some(want) = want
+                        && i != idx
+                    {
+                        probes.push((txn.open_table(INDEXES[i])?, want));
+                    }
+                }
+                // Without a tool filter the indexes answer every filter, so rows skipped by
+                // the offset need not be read either.
+                let exact = filter.tool.is_none();
+                'walk: while let Some(key) = walk.next()? {
+                    for (probe, want) in &probes {
+                        if probe.get((want.as_str(), key))?.is_none() {
+                            continue 'walk;
+                        }
+                    }
                     if exact && page.skipped < offset {
                         page.skipped += 1;
                         continue;
@@ -337,5 +344,222 @@ impl Journal {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::activity::record::{RecordType, Status};
+    use crate::activity::test_util::{open_temp, rec_at, with_intent};
+    use crate::activity::{JournalOptions, Retention};
+
+    const T0: u64 = 1_790_000_000_000;
+
+    /// 240 records, one a minute, over 3 servers x 4 tools, mixed variants/statuses/types.
+    fn dataset() -> Vec<ActivityRecord> {
+        let servers = ["alpha", "beta", "gamma"];
+        let tools = ["read_file", "write_file", "delete", "search"];
+        let variants = ["read", "write", "destructive"];
+        let statuses = [
+            Status::Success,
+            Status::Error,
+            Status::Blocked,
+            Status::Pending,
+        ];
+        (0..240u64)
+            .map(|i| {
+                let i_us = i as usize;
+                let mut rec = rec_at(
+                    T0 + i * 60_000,
+                    servers[i_us % 3],
+                    tools[(i_us / 3) % 4],
+                    variants[(i_us / 2) % 3],
+                    statuses[(i_us / 5) % 4],
+                );
+                if i % 11 == 0 {
+                    rec = with_intent(rec, "Destructive");
+                }
+                if i % 7 == 0 {
+                    rec.record_type = RecordType::PolicyDecision;
+                }
+                rec
+            })
+            .collect()
+    }
+
+    /// An independent statement of the filter semantics.
+    fn wanted(r: &ActivityRecord, f: &Filter) -> bool {
+        let ms = ulid::Ulid::from_string(&r.id).unwrap().timestamp_ms();
+        let intent = match &r.intent {
+            Some(i) => i.operation_type.clone().unwrap().to_lowercase(),
+            None => r.tool_variant.clone().unwrap().replace("call_tool_", ""),
+        };
+        let lower = |o: &Option<String>| o.as_ref().map(|v| v.to_lowercase());
+        let qualified = format!("{}:{}", r.server_name, r.tool_name);
+        lower(&f.intent_type).is_none_or(|v| v == intent)
+            && f.server.as_ref().is_none_or(|v| *v == r.server_name)
+            && f.tool
+                .as_ref()
+                .is_none_or(|v| *v == r.tool_name || *v == qualified)
+            && lower(&f.status).is_none_or(|v| v == r.status.as_str())
+            && lower(&f.record_type).is_none_or(|v| v == r.record_type.as_str())
+            && f.start_ms.is_none_or(|v| ms >= v)
+            && f.end_ms.is_none_or(|v| ms <= v)
+    }
+
+    fn brute(all: &[ActivityRecord], f: &Filter, limit: usize, offset: usize) -> Page {
+        let matching: Vec<_> = all.iter().rev().filter(|r| wanted(r, f)).cloned().collect();
+        let records: Vec<_> = matching.iter().skip(offset).take(limit).cloned().collect();
+        Page {
+            has_more: matching.len() > offset + records.len(),
+            records,
+        }
+    }
+
+    #[test]
+    fn every_filter_alone_and_combined_matches_brute_force() {
+        let options = JournalOptions {
+            retention: Retention {
+                max_age: std::time::Duration::ZERO,
+                max_records: 0,
+                max_bytes: 0,
+            },
+            ..JournalOptions::default()
+        };
+        let (_dir, j) = open_temp(options);
+        let all = dataset();
+        j.bulk_load(&all).unwrap();
+        let s = |v: &str| Some(v.to_string());
+        let mut filters = vec![Filter::default()];
+        let singles = [
+            Filter {
+                intent_type: s("destructive"),
+                ..Filter::default()
+            },
+            Filter {
+                intent_type: s("READ"),
+                ..Filter::default()
+            },
+            Filter {
+                server: s("beta"),
+                ..Filter::default()
+            },
+            Filter {
+                server: s("nope"),
+                ..Filter::default()
+            },
+            Filter {
+                tool: s("delete"),
+                ..Filter::default()
+            },
+            Filter {
+                tool: s("gamma:search"),
+                ..Filter::default()
+            },
+            Filter {
+                status: s("blocked"),
+                ..Filter::default()
+            },
+            Filter {
+                status: s("Pending"),
+                ..Filter::default()
+            },
+            Filter {
+                record_type: s("policy_decision"),
+                ..Filter::default()
+            },
+            Filter {
+                start_ms: Some(T0 + 100 * 60_000),
+                ..Filter::default()
+            },
+            Filter {
+                end_ms: Some(T0 + 30 * 60_000),
+                ..Filter::default()
+            },
+        ];
+        filters.extend(singles.iter().cloned());
+        for a in &singles {
+            for b in &singles {
+                filters.push(Filter {
+                    intent_type: a.intent_type.clone().or(b.intent_type.clone()),
+                    server: a.server.clone().or(b.server.clone()),
+                    tool: a.tool.clone().or(b.tool.clone()),
+                    status: a.status.clone().or(b.status.clone()),
+                    record_type: a.record_type.clone().or(b.record_type.clone()),
+                    start_ms: a.start_ms.or(b.start_ms),
+                    end_ms: a.end_ms.or(b.end_ms),
+                });
+            }
+        }
+        filters.push(Filter {
+            server: s("alpha"),
+            tool: s("read_file"),
+            status: s("success"),
+            start_ms: Some(T0 + 10 * 60_000),
+            end_ms: Some(T0 + 200 * 60_000),
+            ..Filter::default()
+        });
+        // Exact millisecond bounds are inclusive; an inverted range is empty.
+        filters.push(Filter {
+            start_ms: Some(T0 + 60_000),
+            end_ms: Some(T0 + 60_000),
+            ..Filter::default()
+        });
+        filters.push(Filter {
+            start_ms: Some(T0 + 2),
+            end_ms: Some(T0 + 1),
+            ..Filter::default()
+        });
+        for f in &filters {
+            for (limit, offset) in [(1000, 0), (7, 0), (7, 5), (5, 1000), (0, 0), (3, 20)] {
+                let got = j.query(f, limit, offset).unwrap();
+                let want = brute(&all, f, limit, offset);
+                let ids = |p: &Page| p.records.iter().map(|r| r.id.clone()).collect::<Vec<_>>();
+                assert_eq!(
+                    (ids(&got), got.has_more),
+                    (ids(&want), want.has_more),
+                    "filter {f:?} limit {limit} offset {offset}"
+                );
+            }
+        }
+        let blocked = all.iter().filter(|r| r.status == Status::Blocked).count();
+        assert_eq!(
+            j.query(&singles[6], 1000, 0).unwrap().records.len(),
+            blocked
+        );
+        assert_eq!(j.query(&singles[4], 1000, 0).unwrap().records.len(), 60);
+        let one = Filter {
+            start_ms: Some(T0 + 60_000),
+            end_ms: Some(T0 + 60_000),
+            ..Filter::default()
+        };
+        assert_eq!(j.query(&one, 10, 0).unwrap().records.len(), 1);
+        let destructive = Filter {
+            intent_type: s("destructive"),
+            ..Filter::default()
+        };
+        let page = j.query(&destructive, 1000, 0).unwrap();
+        assert!(
+            page.records
+                .iter()
+                .any(|r| r.tool_variant.as_deref() == Some("call_tool_read"))
+        );
+        assert!(
+            page.records.windows(2).all(|w| w[0].id > w[1].id),
+            "newest first"
+        );
+    }
+
+    #[test]
+    fn read_after_pages_oldest_first() {
+        let (_dir, j) = open_temp(JournalOptions::default());
+        let all = dataset();
+        j.bulk_load(&all).unwrap();
+        let first = j.read_after(None, 100).unwrap();
+        assert_eq!(first, all[..100].to_vec());
+        let rest = j.read_after(Some(&first[99].id), 1000).unwrap();
+        assert_eq!(rest, all[100..].to_vec());
+        assert!(j.read_after(Some("bad"), 1).is_err());
     }
 }

@@ -361,7 +361,7 @@ fn redact(value: &mut Value, keys: &[String]) {
         Value::Object(map) => {
             for (k, v) in map.iter_mut() {
                 let k = k.to_lowercase();
-                if keys.iter().any(|r| *r == k) {
+                if keys.contains(&k) {
                     *v = Value::String("[REDACTED]".into());
                 } else {
                     redact(v, keys);

@@ -246,3 +246,232 @@ impl Journal {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::activity::record::Status;
+    use crate::activity::test_util::{check_indexes, open_temp, rec_at};
+    use crate::activity::{Filter, JournalOptions};
+
+    const DAY: u64 = 24 * 3600 * 1000;
+
+    fn options(retention: Retention, batch: usize) -> JournalOptions {
+        JournalOptions {
+            retention,
+            retention_batch: batch,
+            ..JournalOptions::default()
+        }
+    }
+
+    fn none() -> Retention {
+        Retention {
+            max_age: Duration::ZERO,
+            max_records: 0,
+            max_bytes: 0,
+        }
+    }
+
+    /// 100 records, one a minute, ending now.
+    fn fill(j: &Journal) -> Vec<ActivityRecord> {
+        let now = now_ms();
+        let recs: Vec<_> = (0..100u64)
+            .map(|i| {
+                let server = if i % 2 == 0 { "even" } else { "odd" };
+                rec_at(
+                    now - (99 - i) * 60_000,
+                    server,
+                    "t",
+                    "write",
+                    Status::Success,
+                )
+            })
+            .collect();
+        j.bulk_load(&recs).unwrap();
+        recs
+    }
+
+    fn ids(j: &Journal) -> Vec<String> {
+        let mut ids: Vec<_> = j
+            .query(&Filter::default(), 1000, 0)
+            .unwrap()
+            .records
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        ids.reverse();
+        ids
+    }
+
+    #[test]
+    fn by_count_oldest_first_in_batches() {
+        let (_dir, j) = open_temp(options(
+            Retention {
+                max_records: 30,
+                ..none()
+            },
+            7,
+        ));
+        let recs = fill(&j);
+        assert_eq!(j.run_retention().unwrap(), 70);
+        let want: Vec<_> = recs[70..].iter().map(|r| r.id.clone()).collect();
+        assert_eq!(ids(&j), want);
+        assert_eq!(j.run_retention().unwrap(), 0);
+        let even = Filter {
+            server: Some("even".into()),
+            ..Filter::default()
+        };
+        assert_eq!(j.query(&even, 1000, 0).unwrap().records.len(), 15);
+        check_indexes(&j);
+    }
+
+    #[test]
+    fn by_age() {
+        let (_dir, j) = open_temp(options(
+            Retention {
+                max_age: Duration::from_secs(3600),
+                ..none()
+            },
+            10_000,
+        ));
+        let now = now_ms();
+        let old: Vec<_> = (0..50)
+            .map(|i| rec_at(now - 10 * DAY + i, "s", "t", "read", Status::Success))
+            .collect();
+        let new: Vec<_> = (0..20)
+            .map(|i| rec_at(now - 1000 + i, "s", "t", "read", Status::Success))
+            .collect();
+        j.bulk_load(&old).unwrap();
+        j.bulk_load(&new).unwrap();
+        assert_eq!(j.run_retention().unwrap(), 50);
+        assert_eq!(
+            ids(&j),
+            new.iter().map(|r| r.id.clone()).collect::<Vec<_>>()
+        );
+        check_indexes(&j);
+    }
+
+    #[test]
+    fn by_size() {
+        let (_dir, j) = open_temp(options(none(), 10_000));
+        fill(&j);
+        let full = j.stats().unwrap().data_bytes;
+        let per_record = full / 100;
+        drop(j);
+        let limit = full / 4;
+        let (_dir, j) = open_temp(options(
+            Retention {
+                max_bytes: limit,
+                ..none()
+            },
+            10_000,
+        ));
+        let recs = fill(&j);
+        let deleted = j.run_retention().unwrap();
+        let left = j.stats().unwrap().data_bytes;
+        assert!(
+            left <= limit && left + per_record * 2 > limit,
+            "{left} vs {limit}"
+        );
+        assert_eq!(
+            ids(&j),
+            recs[deleted..]
+                .iter()
+                .map(|r| r.id.clone())
+                .collect::<Vec<_>>()
+        );
+        check_indexes(&j);
+        // The size counter follows upserts and deletions down to zero.
+        let (_dir2, j2) = open_temp(options(
+            Retention {
+                max_records: 1,
+                ..none()
+            },
+            3,
+        ));
+        fill(&j2);
+        j2.run_retention().unwrap();
+        assert_eq!(j2.len().unwrap(), 1);
+        let last = ids(&j2).pop().unwrap();
+        let rec = j2.get(&last).unwrap().unwrap();
+        let cost = j2.stats().unwrap().data_bytes;
+        assert_eq!(
+            cost,
+            row_cost(serde_json::to_vec(&rec).unwrap().len(), &index_keys(&rec))
+        );
+    }
+
+    #[test]
+    fn floor_pins_records_and_persists() {
+        let (_dir, j) = open_temp(options(
+            Retention {
+                max_records: 10,
+                ..none()
+            },
+            7,
+        ));
+        let path = j.path().to_path_buf();
+        let recs = fill(&j);
+        j.set_retention_floor("clickhouse", Some(&recs[20].id))
+            .unwrap();
+        j.set_retention_floor("later", Some(&recs[60].id)).unwrap();
+        assert!(j.set_retention_floor("bad", Some("not-an-id")).is_err());
+        assert_eq!(j.run_retention().unwrap(), 20, "stops at the lowest floor");
+        assert_eq!(ids(&j).first(), Some(&recs[20].id));
+        drop(j);
+        let j = Journal::open(
+            &path,
+            options(
+                Retention {
+                    max_records: 10,
+                    ..none()
+                },
+                7,
+            ),
+        )
+        .unwrap();
+        assert_eq!(
+            j.retention_floors().unwrap(),
+            vec![
+                ("clickhouse".to_string(), recs[20].id.clone()),
+                ("later".into(), recs[60].id.clone())
+            ]
+        );
+        j.set_retention_floor("clickhouse", None).unwrap();
+        assert_eq!(j.run_retention().unwrap(), 40);
+        j.set_retention_floor("later", None).unwrap();
+        assert_eq!(j.run_retention().unwrap(), 30);
+        assert_eq!(
+            ids(&j),
+            recs[90..].iter().map(|r| r.id.clone()).collect::<Vec<_>>()
+        );
+        check_indexes(&j);
+    }
+
+    #[tokio::test]
+    async fn spawned_task_runs_and_stops_with_the_journal() {
+        let mut opts = options(
+            Retention {
+                max_records: 5,
+                ..none()
+            },
+            10_000,
+        );
+        opts.retention_interval = Duration::from_millis(20);
+        let (_dir, j) = open_temp(opts);
+        fill(&j);
+        let task = j.spawn_retention();
+        for _ in 0..200 {
+            if j.len().unwrap() == 5 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(j.len().unwrap(), 5);
+        drop(j);
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+}

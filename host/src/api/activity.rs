@@ -120,10 +120,15 @@ pub async fn show(
 ) -> Result<Response, ApiError> {
     let journal = state.journal.clone();
     let lookup = id.clone();
-    let record = tokio::task::spawn_blocking(move || journal.get(&lookup))
+    let record = match tokio::task::spawn_blocking(move || journal.get(&lookup))
         .await
         .map_err(|e| ApiError::internal("reading the activity record failed", e))?
-        .map_err(|e| ApiError::internal("reading the activity record failed", e))?;
+    {
+        Ok(record) => record,
+        // Not a ULID: no record can have it.
+        Err(crate::activity::Error::InvalidId(_)) => None,
+        Err(e) => return Err(ApiError::internal("reading the activity record failed", e)),
+    };
     match record {
         Some(record) => Ok(ok(record)),
         None => Err(ApiError::not_found(format!(

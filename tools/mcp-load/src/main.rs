@@ -4,7 +4,7 @@
 //! mcp-load --url http://127.0.0.1:PORT/mcp --tool echo --args '{"text":"hi"}' \
 //!     [--requests 2000] [--concurrency 1] [--warmup 200] [--sessions 1] [-o text|json]
 //! mcp-load --scenario proxy-overhead --fixture target/release/mcp-fixture \
-//!     --mcpproxy target/release/mcpproxy [--requests 3000]
+//!     --mcpproxy target/release/mcpproxy [--requests 3000] [--proxy-config JSON]
 //! ```
 //!
 //! The first form calls one tool N times with C calls in flight and reports
@@ -79,6 +79,11 @@ struct Cli {
     /// The `mcpproxy` binary (for --scenario).
     #[arg(long, value_name = "PATH")]
     mcpproxy: Option<PathBuf>,
+
+    /// Extra top-level keys for mcpproxy's config (for --scenario), as a JSON
+    /// object, e.g. '{"activity":{"durability":"async"}}'.
+    #[arg(long, value_name = "JSON", default_value = "{}", requires = "scenario")]
+    proxy_config: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -120,6 +125,7 @@ async fn run_cli(cli: Cli) -> Result<bool> {
             warmup: cli.warmup,
             sessions: cli.sessions as usize,
             call_timeout,
+            proxy_config: parse_object("--proxy-config", &cli.proxy_config)?,
         };
         let summary = scenario::proxy_overhead(&opts).await?;
         let json = serde_json::to_string_pretty(&summary).context("cannot encode the summary")?;
@@ -146,7 +152,7 @@ async fn run_cli(cli: Cli) -> Result<bool> {
     let spec = LoadSpec {
         url,
         tool,
-        args: parse_args(&cli.args)?,
+        args: parse_object("--args", &cli.args)?,
         requests: cli.requests,
         concurrency: cli.concurrency as usize,
         warmup: cli.warmup,
@@ -167,11 +173,11 @@ async fn run_cli(cli: Cli) -> Result<bool> {
     Ok(report.errors == 0)
 }
 
-/// `--args`: must be a JSON object.
-fn parse_args(raw: &str) -> Result<JsonObject> {
-    match serde_json::from_str(raw).context("--args is not valid JSON")? {
+/// A JSON-object option such as `--args`.
+fn parse_object(flag: &str, raw: &str) -> Result<JsonObject> {
+    match serde_json::from_str(raw).with_context(|| format!("{flag} is not valid JSON"))? {
         serde_json::Value::Object(map) => Ok(map),
-        other => bail!("--args must be a JSON object, not {other}"),
+        other => bail!("{flag} must be a JSON object, not {other}"),
     }
 }
 
@@ -207,10 +213,10 @@ mod tests {
 
     #[test]
     fn args_must_be_an_object() {
-        assert!(parse_args(r#"{"text":"hi"}"#).is_ok());
-        assert!(parse_args("{}").is_ok_and(|m| m.is_empty()));
-        assert!(parse_args("[1]").is_err());
-        assert!(parse_args("not json").is_err());
+        assert!(parse_object("--args", r#"{"text":"hi"}"#).is_ok());
+        assert!(parse_object("--args", "{}").is_ok_and(|m| m.is_empty()));
+        assert!(parse_object("--args", "[1]").is_err());
+        assert!(parse_object("--args", "not json").is_err());
     }
 
     #[test]

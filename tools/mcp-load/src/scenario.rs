@@ -35,6 +35,8 @@ pub struct Options {
     pub warmup: usize,
     pub sessions: usize,
     pub call_timeout: Duration,
+    /// Extra top-level keys for mcpproxy's generated config (e.g. `activity`).
+    pub proxy_config: JsonObject,
 }
 
 /// One measured case: which path and its report.
@@ -52,6 +54,8 @@ pub struct Summary {
     pub scenario: &'static str,
     pub fixture_url: String,
     pub proxy_url: String,
+    /// The extra config keys mcpproxy ran with (`--proxy-config`).
+    pub proxy_config: JsonObject,
     pub cases: Vec<Case>,
 }
 
@@ -70,7 +74,8 @@ pub async fn proxy_overhead(opts: &Options) -> Result<Summary> {
         .context("cannot create a temporary directory")?;
 
     let (mut fixture, fixture_url) = start_fixture(&opts.fixture).await?;
-    let (mut proxy, proxy_url) = start_proxy(&opts.mcpproxy, &fixture_url, dir.path()).await?;
+    let (mut proxy, proxy_url) =
+        start_proxy(&opts.mcpproxy, &fixture_url, &opts.proxy_config, dir.path()).await?;
 
     let result = measure(opts, &fixture_url, &proxy_url).await;
 
@@ -82,6 +87,7 @@ pub async fn proxy_overhead(opts: &Options) -> Result<Summary> {
         scenario: "proxy-overhead",
         fixture_url,
         proxy_url,
+        proxy_config: opts.proxy_config.clone(),
         cases,
     })
 }
@@ -150,10 +156,25 @@ async fn start_fixture(binary: &Path) -> Result<(Child, String)> {
 
 /// Starts `mcpproxy serve` in front of the fixture; returns once the upstream is
 /// ready, with the proxy's URL read from its stderr.
-async fn start_proxy(binary: &Path, fixture_url: &str, dir: &Path) -> Result<(Child, String)> {
+async fn start_proxy(
+    binary: &Path,
+    fixture_url: &str,
+    extra: &JsonObject,
+    dir: &Path,
+) -> Result<(Child, String)> {
     let config = dir.join("mcp_config.json");
     let data = dir.join("data");
-    let body = json!({"mcpServers": [{"name": SERVER, "url": fixture_url}]});
+    if extra.contains_key("mcpServers") {
+        bail!(
+            "--proxy-config must not set mcpServers: the scenario points mcpproxy at its fixture"
+        );
+    }
+    let mut body = extra.clone();
+    body.insert(
+        "mcpServers".into(),
+        json!([{"name": SERVER, "url": fixture_url}]),
+    );
+    let body = serde_json::Value::Object(body);
     std::fs::write(&config, body.to_string())
         .with_context(|| format!("cannot write {}", config.display()))?;
 
@@ -246,6 +267,10 @@ where
 /// The scenario as a table, one row per case, plus the proxy's added p50 latency.
 pub fn table(summary: &Summary) -> String {
     let mut out = String::new();
+    if !summary.proxy_config.is_empty() {
+        let extra = serde_json::Value::Object(summary.proxy_config.clone());
+        out.push_str(&format!("mcpproxy config extra: {extra}\n"));
+    }
     out.push_str(&format!(
         "{:<7} {:>4} {:>7} {:>7} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8}\n",
         "path", "c", "calls", "errors", "calls/s", "min µs", "p50 µs", "p90 µs", "p99 µs", "max µs"

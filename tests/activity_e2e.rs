@@ -1,0 +1,355 @@
+//! End-to-end: the audit trail of real calls, through the REST API and `mcpproxy activity`,
+//! with the server up and down, and after a crash.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::mcp_util::{Proxy, call, config_with, connect, is_error, stdio_fixture};
+use crate::util::TestCommand;
+
+fn api_key(proxy: &Proxy) -> String {
+    std::fs::read_to_string(proxy.data_dir.path().join("api_key"))
+        .expect("the API key file exists after start")
+        .trim()
+        .to_owned()
+}
+
+fn api_base(proxy: &Proxy) -> String {
+    proxy.url.trim_end_matches("/mcp").to_owned() + "/api/v1"
+}
+
+async fn get(url: &str, key: Option<&str>) -> (u16, Value) {
+    let mut req = reqwest::Client::new().get(url);
+    if let Some(key) = key {
+        req = req.header("X-API-Key", key);
+    }
+    let response = req.send().await.expect("GET");
+    let status = response.status().as_u16();
+    (status, response.json().await.expect("JSON body"))
+}
+
+/// A config whose `listen` is the proxy's own address, so the CLI finds the server.
+fn cli_config(proxy: &Proxy, log: &std::path::Path) -> std::path::PathBuf {
+    let addr = proxy
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp");
+    let mut config = config_with(vec![stdio_fixture("fx", log)]);
+    config["listen"] = json!(addr);
+    let path = proxy.data_dir.path().join("cli_config.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn calls_of_every_variant_land_in_the_api_and_the_cli() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    let client = connect(&proxy.url).await;
+    let reason = "user asked: \"clean up\" — ünïcode ✓";
+    let calls = [
+        ("call_tool_read", json!({"name": "fx:get_status"}), false),
+        (
+            "call_tool_read",
+            json!({"name": "fx:delete_note", "args": {"id": "a"}}),
+            true,
+        ),
+        (
+            "call_tool_write",
+            json!({"name": "fx:update_note", "args": {"id": "a", "text": "t"}}),
+            false,
+        ),
+        (
+            "call_tool_write",
+            json!({"name": "fx:delete_note", "args": {"id": "a"}}),
+            true,
+        ),
+        (
+            "call_tool_destructive",
+            json!({"name": "fx:delete_note", "args": {"id": "a", "token": "s3cret"},
+                   "intent_data_sensitivity": "private", "intent_reason": reason}),
+            false,
+        ),
+        (
+            "call_tool_destructive",
+            json!({"name": "fx:delete_note", "intent_data_sensitivity": "secret"}),
+            true,
+        ),
+    ];
+    for (variant, arguments, rejected) in &calls {
+        let result = call(&client, variant, arguments.clone()).await.unwrap();
+        assert_eq!(is_error(&result), *rejected, "{variant} {arguments}");
+    }
+    client.cancel().await.unwrap();
+
+    let key = api_key(&proxy);
+    let base = api_base(&proxy);
+    // Completion records are written right after the response; wait for them.
+    let mut records = Vec::new();
+    for _ in 0..50 {
+        let (status, body) = get(&format!("{base}/activity?limit=100"), Some(&key)).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["success"], true);
+        records = body["data"]["records"].as_array().unwrap().clone();
+        if records.len() == calls.len() && records.iter().all(|r| r["status"] != "pending") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(records.len(), calls.len(), "{records:#?}");
+    // Newest first.
+    let variants: Vec<&str> = records
+        .iter()
+        .rev()
+        .map(|r| r["tool_variant"].as_str().unwrap())
+        .collect();
+    assert_eq!(variants, calls.iter().map(|c| c.0).collect::<Vec<_>>());
+    let statuses: Vec<&str> = records
+        .iter()
+        .rev()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            "success", "blocked", "success", "blocked", "success", "blocked"
+        ]
+    );
+    let blocked = &records[records.len() - 2];
+    assert_eq!(blocked["verdict"]["decision"], "reject");
+    assert_eq!(blocked["verdict"]["plugin"], "intent-matrix");
+    assert_eq!(
+        blocked["error_message"],
+        "Tool 'fx:delete_note' is marked destructive by server, use call_tool_destructive"
+    );
+    assert_eq!(blocked["annotation_source"], "server");
+
+    let (status, body) = get(
+        &format!("{base}/activity?intent_type=destructive"),
+        Some(&key),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let destructive = body["data"]["records"].as_array().unwrap();
+    assert_eq!(destructive.len(), 2, "{body}");
+    assert!(
+        destructive
+            .iter()
+            .all(|r| r["intent"]["operation_type"] == "destructive")
+    );
+    let deleted = destructive
+        .iter()
+        .find(|r| r["status"] == "success")
+        .unwrap();
+    assert_eq!(deleted["intent"]["data_sensitivity"], "private");
+    assert_eq!(deleted["intent"]["reason"], reason);
+    assert_eq!(deleted["arguments"]["token"], "[REDACTED]");
+    assert_eq!(deleted["source"], "mcp");
+    assert!(deleted["session_id"].is_string());
+
+    let id = deleted["id"].as_str().unwrap();
+    let (status, one) = get(&format!("{base}/activity/{id}"), Some(&key)).await;
+    assert_eq!(status, 200);
+    assert_eq!(&one["data"], deleted);
+
+    // The CLI reads the running server through the API.
+    let config = cli_config(&proxy, log.path());
+    let out = TestCommand::new(proxy.data_dir.path())
+        .args([
+            "activity",
+            "list",
+            "--intent-type",
+            "destructive",
+            "--no-icons",
+            "--config",
+        ])
+        .args([&config])
+        .output();
+    out.assert_code(0);
+    let stdout = out.stdout();
+    assert!(stdout.starts_with("ID"), "{stdout}");
+    assert_eq!(stdout.lines().count(), 3, "{stdout}");
+    assert!(
+        stdout.lines().skip(1).all(|l| l.contains(" destructive ")),
+        "{stdout}"
+    );
+    let out = TestCommand::new(proxy.data_dir.path())
+        .args(["activity", "show", id, "--config"])
+        .args([&config])
+        .output();
+    out.assert_code(0);
+    let stdout = out.stdout();
+    assert!(stdout.contains("data_sensitivity: private"), "{stdout}");
+    assert!(
+        stdout.contains(&format!("reason:           {reason}")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("Verdict:     allow"), "{stdout}");
+    assert!(stdout.contains("from server"), "{stdout}");
+    let out = TestCommand::new(proxy.data_dir.path())
+        .args(["activity", "list", "-o", "yaml", "-n", "1", "--config"])
+        .args([&config])
+        .output();
+    out.assert_code(0);
+    assert!(
+        out.stdout().starts_with("- annotation_source: "),
+        "{}",
+        out.stdout()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_api_wants_its_key_and_says_what_is_wrong_with_a_filter() {
+    let proxy = Proxy::start(&config_with(vec![]), &[]);
+    let base = api_base(&proxy);
+    let key = api_key(&proxy);
+    let (status, body) = get(&format!("{base}/activity"), None).await;
+    assert_eq!(status, 401);
+    assert_eq!(body["success"], false);
+    assert!(body["error"].as_str().unwrap().contains("X-API-Key"));
+    let (status, _) = get(&format!("{base}/activity"), Some("wrong")).await;
+    assert_eq!(status, 401);
+    let (status, _) = get(&format!("{base}/activity?apikey={key}"), None).await;
+    assert_eq!(status, 200);
+    for (query, expected) in [
+        ("intent_type=delete", "intent_type 'delete' is not valid"),
+        ("status=ok", "status 'ok' is not valid"),
+        ("limit=0", "limit '0' is not valid"),
+        ("limit=5000", "limit '5000' is not valid"),
+        ("offset=-1", "offset '-1' is not valid"),
+        ("start_time=yesterday", "start_time 'yesterday'"),
+        (
+            "start_time=2026-01-02T00:00:00Z&end_time=2026-01-01T00:00:00Z",
+            "start_time is after end_time",
+        ),
+        ("colour=blue", "unknown parameter 'colour'"),
+        ("server=", "server is empty"),
+    ] {
+        let (status, body) = get(&format!("{base}/activity?{query}"), Some(&key)).await;
+        assert_eq!(status, 400, "{query}: {body}");
+        assert!(
+            body["error"].as_str().unwrap().contains(expected),
+            "{query}: {body}"
+        );
+    }
+    let (status, body) = get(
+        &format!("{base}/activity/01J00000000000000000000000"),
+        Some(&key),
+    )
+    .await;
+    assert_eq!(status, 404, "{body}");
+    let (status, _) = get(&format!("{base}/activity/not-an-id"), Some(&key)).await;
+    assert_eq!(status, 404);
+    let (status, body) = get(
+        &format!("{base}/activity?start_time=2026-01-01T00:00:00%2B02:00"),
+        Some(&key),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_answered_call_is_lost_when_the_server_is_killed() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let config = config_with(vec![stdio_fixture("fx", log.path())]);
+    let mut proxy = Proxy::start(&config, &[]);
+    let url = proxy.url.clone();
+
+    // 8 clients call as fast as they can; every answered call's reason is remembered.
+    let answered = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let mut tasks = Vec::new();
+    for worker in 0..8 {
+        let url = url.clone();
+        let answered = answered.clone();
+        tasks.push(tokio::spawn(async move {
+            let client = connect(&url).await;
+            for i in 0..400 {
+                let reason = format!("w{worker}-c{i}");
+                let variant = if i % 3 == 0 { "call_tool_read" } else { "call_tool_destructive" };
+                let tool = if i % 2 == 0 { "fx:echo" } else { "fx:delete_note" };
+                let arguments = json!({"name": tool, "args": {"text": "x", "id": "n"}, "intent_reason": reason});
+                // A call cut off by the kill may never be answered: give up on it.
+                match tokio::time::timeout(Duration::from_secs(5), call(&client, variant, arguments)).await {
+                    Ok(Ok(_)) => answered.lock().unwrap().push(reason),
+                    _ => break,
+                }
+            }
+        }));
+    }
+    // Let calls flow, then kill -9 in the middle of them.
+    while answered.lock().unwrap().len() < 300 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let pid = proxy.proc.child.id().to_string();
+    std::process::Command::new("kill")
+        .args(["-9", &pid])
+        .status()
+        .unwrap();
+    for task in tasks {
+        let _ = task.await;
+    }
+    let answered = answered.lock().unwrap().clone();
+    assert!(answered.len() >= 300);
+
+    // The journal opens cleanly; with no server up, the CLI reads the file directly.
+    let out = TestCommand::new(proxy.data_dir.path())
+        .args(["activity", "list", "-o", "json", "-n", "1000", "--data-dir"])
+        .args([proxy.data_dir.path()])
+        .args(["--config"])
+        .args([proxy.data_dir.path().join("mcp_config.json")])
+        .output();
+    out.assert_code(0);
+    let mut records: Vec<Value> = serde_json::from_str(&out.stdout()).unwrap();
+    let mut offset = records.len();
+    while offset % 1000 == 0 && offset > 0 {
+        let more = TestCommand::new(proxy.data_dir.path())
+            .args([
+                "activity",
+                "list",
+                "-o",
+                "json",
+                "-n",
+                "1000",
+                "--offset",
+                &offset.to_string(),
+                "--data-dir",
+            ])
+            .args([proxy.data_dir.path()])
+            .args(["--config"])
+            .args([proxy.data_dir.path().join("mcp_config.json")])
+            .output();
+        let more: Vec<Value> = serde_json::from_str(&more.stdout()).unwrap();
+        if more.is_empty() {
+            break;
+        }
+        offset += more.len();
+        records.extend(more);
+    }
+    let recorded: std::collections::HashSet<&str> = records
+        .iter()
+        .filter_map(|r| r["intent"]["reason"].as_str())
+        .collect();
+    let missing: Vec<&String> = answered
+        .iter()
+        .filter(|r| !recorded.contains(r.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} answered calls have no record, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
+    proxy.proc.kill();
+
+    // And a restarted server serves the same journal.
+    let restarted = Proxy::start_in(&config, &[], proxy.data_dir);
+    let key = api_key(&restarted);
+    let (status, body) = get(
+        &format!("{}/activity?limit=1", api_base(&restarted)),
+        Some(&key),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["records"].as_array().unwrap().len(), 1);
+}
