@@ -30,6 +30,30 @@ fn annotate_and_validate(c: &mut Criterion) {
     let annotator = &pipeline.annotators()[0];
     group.bench_function("annotate only", |b| b.iter(|| annotator.infer(&tool)));
     group.finish();
+
+    // Criterion reports means; the per-call distribution (median and p99) is printed here.
+    for (label, variant) in [
+        ("allow", OperationType::Destructive),
+        ("reject", OperationType::Read),
+    ] {
+        let mut samples: Vec<u128> = (0..20_000)
+            .map(|_| {
+                let start = std::time::Instant::now();
+                std::hint::black_box(pipeline.evaluate(variant, tool.clone(), None, args.clone()));
+                start.elapsed().as_nanos()
+            })
+            .collect();
+        samples.sort_unstable();
+        let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q) as usize] as f64 / 1000.0;
+        println!(
+            "policy/annotate+validate ({label}) per call over {} calls: p50 {:.1} µs, p90 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
+            samples.len(),
+            at(0.5),
+            at(0.9),
+            at(0.99),
+            at(1.0)
+        );
+    }
 }
 
 criterion_group!(benches, annotate_and_validate);

@@ -302,7 +302,7 @@ async fn no_answered_call_is_lost_when_the_server_is_killed() {
     out.assert_code(0);
     let mut records: Vec<Value> = serde_json::from_str(&out.stdout()).unwrap();
     let mut offset = records.len();
-    while offset % 1000 == 0 && offset > 0 {
+    while offset.is_multiple_of(1000) && offset > 0 {
         let more = TestCommand::new(proxy.data_dir.path())
             .args([
                 "activity",
