@@ -13,6 +13,8 @@ mod mcp_util;
 
 /// The audit trail: REST API, `mcpproxy activity`, crash safety.
 mod activity_e2e;
+/// `mcpproxy call` and `mcpproxy tools`, with and without a running server.
+mod call_cli;
 /// The proxy in front of the official npm MCP servers.
 mod npm_e2e;
 /// The proxy end to end: the binary, the fixture upstream, an MCP client.

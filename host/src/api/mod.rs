@@ -1,10 +1,11 @@
-//! The REST API under `/api/v1` (same listener as `/mcp`): the activity log, and the
-//! proxy's status. Every route needs the API key (`X-API-Key` header or `?apikey=`);
+//! The REST API under `/api/v1` (same listener as `/mcp`): the activity log, tool search
+//! and calls (for `mcpproxy call` and scripts), and the proxy's status. Every route needs the API key (`X-API-Key` header or `?apikey=`);
 //! responses use the envelope `{success, data, error}`. Errors say what was wrong and how
 //! to fix it; internal failures are logged and reported without their details.
 
 mod activity;
 pub mod key;
+mod tools;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use axum::extract::{Query, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Serialize;
 use serde_json::json;
@@ -35,6 +36,9 @@ pub fn router(state: ApiState) -> Router {
         .route("/status", get(status))
         .route("/activity", get(activity::list))
         .route("/activity/{id}", get(activity::show))
+        .route("/tools", get(tools::list))
+        .route("/tools/search", get(tools::search))
+        .route("/tools/call", post(tools::call))
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -3,10 +3,12 @@
 
 mod activity;
 mod api_key;
+mod call;
 mod output;
 mod plugins;
 mod remote;
 mod serve;
+mod tools;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -50,6 +52,12 @@ enum Command {
     Activity(activity::ActivityCommand),
     /// Print the REST API key (made on first start, kept in the data dir).
     ApiKey(api_key::ApiKeyCommand),
+    /// Call an upstream tool: tool-read, tool-write or tool-destructive SERVER:TOOL.
+    #[command(subcommand)]
+    Call(call::CallCommand),
+    /// Search and list upstream tools.
+    #[command(subcommand)]
+    Tools(tools::ToolsCommand),
 }
 
 /// Global options every command can read.
@@ -92,6 +100,8 @@ pub fn run() -> ExitCode {
         Command::Plugins(cmd) => cmd.run(&globals),
         Command::Activity(cmd) => cmd.run(&globals),
         Command::ApiKey(cmd) => cmd.run(&globals),
+        Command::Call(cmd) => cmd.run(&globals),
+        Command::Tools(cmd) => cmd.run(&globals),
     };
     match result {
         Ok(code) => code,

@@ -40,11 +40,23 @@ impl Remote {
 
     /// GETs a path and returns the envelope's `data`, or the API's error message.
     pub async fn get(&self, path: &str, query: &[(&str, String)]) -> Result<Value> {
-        let response = self
+        let request = self.http.get(format!("{}{path}", self.base)).query(query);
+        self.send(request).await
+    }
+
+    /// POSTs a JSON body; like [`Remote::get`].
+    pub async fn post(&self, path: &str, body: &Value, timeout: Duration) -> Result<Value> {
+        let request = self
             .http
-            .get(format!("{}{path}", self.base))
+            .post(format!("{}{path}", self.base))
+            .json(body)
+            .timeout(timeout);
+        self.send(request).await
+    }
+
+    async fn send(&self, request: reqwest::RequestBuilder) -> Result<Value> {
+        let response = request
             .header("X-API-Key", &self.key)
-            .query(query)
             .send()
             .await
             .with_context(|| format!("cannot reach mcpproxy at {}", self.base))?;

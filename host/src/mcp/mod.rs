@@ -91,6 +91,7 @@ impl ProxyServer {
                     .as_deref()
                     .unwrap_or("Call blocked by policy"),
             ),
+            CallOutcome::DryRun(_) => tool_error("dry runs are for the CLI; nothing was called"),
             CallOutcome::Called { result, .. } => match result {
                 Ok(result) => result,
                 Err(e) => tool_error(&e.to_string()),
@@ -113,6 +114,8 @@ fn call_context(context: &RequestContext<RoleServer>) -> CallContext {
     });
     CallContext {
         source: Source::Mcp,
+        dry_run: false,
+        timeout: None,
         session_id,
         request_id: Some(context.id.to_string()),
         client,

@@ -3,6 +3,7 @@
 //! tool index with each hit's effective annotations and `call_with` advice.
 
 mod record;
+mod report;
 mod request;
 
 use std::sync::Arc;
@@ -19,12 +20,17 @@ use crate::policy::{
 use crate::upstream::{self, State, Upstreams};
 
 pub use record::ActivitySettings;
+pub use report::{CallReport, Ending};
 pub use request::{CallInput, parse_call, split_name};
 
 /// Who is calling, for the audit record.
 #[derive(Debug, Clone)]
 pub struct CallContext {
     pub source: Source,
+    /// Judge and record the call, but do not send it (`mcpproxy call --dry-run`).
+    pub dry_run: bool,
+    /// Overrides the upstream's call timeout.
+    pub timeout: Option<std::time::Duration>,
     pub session_id: Option<String>,
     pub request_id: Option<String>,
     pub client: Option<ClientRecord>,
@@ -34,6 +40,8 @@ impl CallContext {
     pub fn new(source: Source) -> Self {
         Self {
             source,
+            dry_run: false,
+            timeout: None,
             session_id: None,
             request_id: None,
             client: None,
@@ -48,6 +56,8 @@ pub enum CallOutcome {
     Refused(String),
     /// The policy rejected it; the upstream was not contacted.
     Blocked(Evaluation),
+    /// A dry run: the verdict, with nothing sent upstream.
+    DryRun(Evaluation),
     /// The policy let it through and the upstream was called.
     Called {
         evaluation: Evaluation,
@@ -63,7 +73,7 @@ enum Judged {
 }
 
 /// One `retrieve_tools` hit.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct RetrievedTool {
     /// `server:tool`, what the call variants take as `name`.
     pub name: String,
@@ -76,7 +86,7 @@ pub struct RetrievedTool {
     pub annotations: Option<Annotations>,
     pub annotation_source: String,
     pub safety_class: SafetyClass,
-    pub call_with: &'static str,
+    pub call_with: String,
 }
 
 /// The shared proxy state.
@@ -133,7 +143,16 @@ impl Proxy {
             Judged::Blocked(evaluation) => {
                 let record = draft.judged(&evaluation, Status::Blocked, started);
                 self.append(record).await;
-                CallOutcome::Blocked(evaluation)
+                if context.dry_run {
+                    CallOutcome::DryRun(evaluation)
+                } else {
+                    CallOutcome::Blocked(evaluation)
+                }
+            }
+            Judged::Allowed(_, evaluation) if context.dry_run => {
+                let record = draft.judged(&evaluation, Status::Success, started);
+                self.append(record).await;
+                CallOutcome::DryRun(evaluation)
             }
             Judged::Allowed(upstream, evaluation) => {
                 for warning in &evaluation.outcome.warnings {
@@ -143,7 +162,7 @@ impl Proxy {
                 let arguments = evaluation.request.args.as_object().cloned();
                 let (_, result) = tokio::join!(
                     self.append(pending.clone()),
-                    upstream.call(&evaluation.request.tool.name, arguments)
+                    upstream.call(&evaluation.request.tool.name, arguments, context.timeout)
                 );
                 self.journal
                     .submit(record::completed(pending, &result, started));
@@ -229,28 +248,64 @@ impl Proxy {
                 .into_iter()
                 .filter_map(|hit| {
                     let tool = upstreams.get(&hit.server)?.tool(&hit.name)?;
-                    let effective = pipeline.annotate(&tool).unwrap_or_else(|fault| {
-                        tracing::warn!(
-                            "annotator fault while listing {}: {fault}",
-                            tool.qualified_name()
-                        );
-                        EffectiveAnnotations::unknown()
-                    });
-                    Some(RetrievedTool {
-                        name: tool.qualified_name(),
-                        call_with: call_with(effective.annotations.as_ref()).tool_name(),
-                        server: tool.server,
-                        description: tool.description,
-                        input_schema: tool.input_schema,
-                        score: hit.score,
-                        annotations: effective.annotations,
-                        annotation_source: effective.source.label().to_owned(),
-                        safety_class: effective.safety_class,
-                    })
+                    Some(describe(&pipeline, tool, hit.score))
                 })
                 .collect())
         })
         .await
         .map_err(|e| format!("search failed: {e}"))?
+    }
+
+    /// Every tool of every upstream (or of one), sorted by server and name.
+    pub async fn list_tools(&self, server: Option<String>) -> Result<Vec<RetrievedTool>, String> {
+        if let Some(name) = &server
+            && self.upstreams.get(name).is_none()
+        {
+            let known: Vec<&str> = self.upstreams.names().collect();
+            return Err(format!(
+                "unknown server '{name}'; configured servers: {}",
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
+            ));
+        }
+        let upstreams = self.upstreams.clone();
+        let pipeline = self.pipeline.clone();
+        tokio::task::spawn_blocking(move || {
+            upstreams
+                .iter()
+                .filter(|u| server.as_deref().is_none_or(|s| s == u.name()))
+                .flat_map(|u| u.tools().values().cloned().collect::<Vec<_>>())
+                .map(|tool| describe(&pipeline, tool, 0.0))
+                .collect()
+        })
+        .await
+        .map_err(|e| format!("listing tools failed: {e}"))
+    }
+}
+
+/// A tool with its effective annotations and `call_with` advice.
+fn describe(pipeline: &Pipeline, tool: crate::policy::Tool, score: f32) -> RetrievedTool {
+    let effective = pipeline.annotate(&tool).unwrap_or_else(|fault| {
+        tracing::warn!(
+            "annotator fault while listing {}: {fault}",
+            tool.qualified_name()
+        );
+        EffectiveAnnotations::unknown()
+    });
+    RetrievedTool {
+        name: tool.qualified_name(),
+        call_with: call_with(effective.annotations.as_ref())
+            .tool_name()
+            .to_owned(),
+        server: tool.server,
+        description: tool.description,
+        input_schema: tool.input_schema,
+        score,
+        annotations: effective.annotations,
+        annotation_source: effective.source.label().to_owned(),
+        safety_class: effective.safety_class,
     }
 }

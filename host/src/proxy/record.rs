@@ -69,7 +69,7 @@ impl ActivitySettings {
             session_id: context.session_id.clone(),
             request_id: context.request_id.clone(),
             client: context.client.clone(),
-            dry_run: false,
+            dry_run: context.dry_run,
         }
     }
 }

@@ -151,6 +151,7 @@ impl Upstream {
         &self,
         tool: &str,
         arguments: Option<serde_json::Map<String, serde_json::Value>>,
+        timeout: Option<Duration>,
     ) -> Result<CallToolResult, Error> {
         self.check_usable()?;
         let peer = read(&self.peer)
@@ -163,9 +164,8 @@ impl Upstream {
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
         }
-        let timeout = self
-            .config
-            .tool_call_timeout
+        let timeout = timeout
+            .or(self.config.tool_call_timeout)
             .unwrap_or(self.default_timeout);
         match tokio::time::timeout(timeout, peer.call_tool_once(params)).await {
             Err(_) => Err(Error::Timeout {

@@ -1,0 +1,358 @@
+//! `mcpproxy call tool-read | tool-write | tool-destructive`: call an upstream tool from the
+//! shell with the same intent model, pipeline and audit trail as agents. Through the running
+//! server's REST API when one is up, else in-process with the same config and plugins.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow};
+use clap::{Args, Subcommand};
+use serde_json::{Map, Value, json};
+
+use crate::activity::Source;
+use crate::config;
+use crate::mcp::LEGACY_CALL_TOOL_MESSAGE;
+use crate::policy::OperationType;
+use crate::proxy::{CallContext, CallReport, Ending, parse_call, split_name};
+
+use super::remote::Remote;
+use super::serve::build;
+use super::{EXIT_USAGE, Globals};
+
+/// The policy rejected the call.
+pub const EXIT_REJECTED: u8 = 3;
+/// The upstream could not be reached or failed.
+pub const EXIT_UPSTREAM: u8 = 4;
+/// The tool answered with `isError: true`.
+pub const EXIT_TOOL_ERROR: u8 = 5;
+
+const SENSITIVITIES: [&str; 4] = ["public", "internal", "private", "unknown"];
+
+#[derive(Debug, Subcommand)]
+pub enum CallCommand {
+    /// Call a read-only tool (operation type: read).
+    ToolRead(CallArgs),
+    /// Call a tool that creates or changes things (operation type: write).
+    ToolWrite(CallArgs),
+    /// Call a tool that deletes or overwrites (operation type: destructive).
+    ToolDestructive(CallArgs),
+    /// Removed: use tool-read, tool-write or tool-destructive.
+    #[command(hide = true)]
+    Tool {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        rest: Vec<String>,
+    },
+}
+
+/// Output of `mcpproxy call`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum CallFormat {
+    #[default]
+    Pretty,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct CallArgs {
+    /// The tool, as server:tool.
+    #[arg(value_name = "SERVER:TOOL", required_unless_present = "tool_name")]
+    tool: Option<String>,
+    /// The tool, as server:tool (instead of the positional argument).
+    #[arg(
+        short = 't',
+        long = "tool-name",
+        value_name = "SERVER:TOOL",
+        conflicts_with = "tool"
+    )]
+    tool_name: Option<String>,
+    /// The tool's arguments as a JSON object.
+    #[arg(
+        short = 'j',
+        long = "args",
+        visible_alias = "json_args",
+        value_name = "JSON"
+    )]
+    args: Option<String>,
+    /// Why you make this call (recorded in the audit trail, at most 1000 characters).
+    #[arg(long)]
+    reason: Option<String>,
+    /// The data's sensitivity: public, internal, private or unknown.
+    #[arg(long)]
+    sensitivity: Option<String>,
+    /// Seconds to wait for the upstream.
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<f64>,
+    /// Show the verdict without calling the upstream (nothing changes; it is recorded).
+    #[arg(long)]
+    dry_run: bool,
+    /// Output: readable, or the raw JSON result.
+    #[arg(short, long, value_enum, default_value_t)]
+    output: CallFormat,
+    /// The config file.
+    #[arg(long, env = "MCPPROXY_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+impl CallCommand {
+    pub fn run(self, globals: &Globals) -> Result<ExitCode> {
+        let (variant, args) = match self {
+            Self::ToolRead(args) => (OperationType::Read, args),
+            Self::ToolWrite(args) => (OperationType::Write, args),
+            Self::ToolDestructive(args) => (OperationType::Destructive, args),
+            Self::Tool { .. } => {
+                eprintln!(
+                    "error: `mcpproxy call tool` was removed. Use `mcpproxy call tool-read`, \
+                     `mcpproxy call tool-write` or `mcpproxy call tool-destructive` SERVER:TOOL. \
+                     ({LEGACY_CALL_TOOL_MESSAGE})"
+                );
+                return Ok(ExitCode::from(EXIT_USAGE));
+            }
+        };
+        match args.request(variant) {
+            Ok(request) => {
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .enable_all()
+                    .build()
+                    .context("cannot start the async runtime")?;
+                runtime.block_on(args.execute(globals, variant, request))
+            }
+            Err(message) => {
+                eprintln!("error: {message}");
+                Ok(ExitCode::from(EXIT_USAGE))
+            }
+        }
+    }
+}
+
+impl CallArgs {
+    /// The call as the MCP variants take it, checked for usage errors.
+    fn request(&self, variant: OperationType) -> Result<Map<String, Value>, String> {
+        let name = self
+            .tool
+            .clone()
+            .or_else(|| self.tool_name.clone())
+            .ok_or("give the tool as SERVER:TOOL")?;
+        split_name(&name)?;
+        let mut request = Map::new();
+        request.insert("name".into(), Value::String(name));
+        if let Some(text) = &self.args {
+            match serde_json::from_str::<Value>(text) {
+                Ok(Value::Object(args)) => {
+                    request.insert("args".into(), Value::Object(args));
+                }
+                Ok(_) => {
+                    return Err(format!(
+                        "--args must be a JSON object, like '{{\"id\": 7}}', not {text}"
+                    ));
+                }
+                Err(e) => return Err(format!("--args is not valid JSON ({e}): {text}")),
+            }
+        }
+        if let Some(sensitivity) = &self.sensitivity {
+            if !SENSITIVITIES.contains(&sensitivity.as_str()) {
+                return Err(format!(
+                    "invalid --sensitivity '{sensitivity}': must be public, internal, private, or unknown"
+                ));
+            }
+            request.insert(
+                "intent_data_sensitivity".into(),
+                Value::String(sensitivity.clone()),
+            );
+        }
+        if let Some(reason) = &self.reason {
+            request.insert("intent_reason".into(), Value::String(reason.clone()));
+        }
+        if let Some(t) = self.timeout
+            && !(t > 0.0 && t <= 3600.0)
+        {
+            return Err(format!(
+                "--timeout {t} is not valid: give seconds from 0.001 to 3600"
+            ));
+        }
+        // Same parser as the MCP tools, so the CLI accepts exactly what agents may send.
+        parse_call(variant, &request)?;
+        Ok(request)
+    }
+
+    async fn execute(
+        &self,
+        globals: &Globals,
+        variant: OperationType,
+        request: Map<String, Value>,
+    ) -> Result<ExitCode> {
+        let loaded = config::load(self.config.as_deref(), globals.home.as_deref())?;
+        let mut config = loaded.config;
+        let data_dir = globals.data_dir(config.data_dir.as_deref());
+        let timeout = self.timeout.map(Duration::from_secs_f64);
+        let report: CallReport = if let Some(remote) = Remote::find(&config, &data_dir).await {
+            let mut body = Value::Object(request);
+            body["variant"] = json!(variant.as_str());
+            body["dry_run"] = json!(self.dry_run);
+            body["source"] = json!("cli");
+            if let Some(t) = timeout {
+                body["timeout_ms"] = json!(t.as_millis().max(1) as u64);
+            }
+            let wait = timeout.unwrap_or(config.tool_call_timeout) + Duration::from_secs(30);
+            let data = remote.post("/tools/call", &body, wait).await?;
+            serde_json::from_value(data).context("the server's answer is not a call report")?
+        } else {
+            let input = parse_call(variant, &request).map_err(|e| anyhow!(e))?;
+            let server = input.server.clone();
+            if config.server(&server).is_none() {
+                let known: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
+                eprintln!(
+                    "error: unknown server '{server}'; configured servers: {}",
+                    if known.is_empty() {
+                        "none (add them to mcp_config.json)".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
+                );
+                return Ok(ExitCode::from(EXIT_USAGE));
+            }
+            // Only the server this call needs is started.
+            config.servers.retain(|s| s.name == server);
+            let plugins_dir = config.plugins.dir.clone();
+            let runtime = build(config, &data_dir, plugins_dir)?;
+            runtime
+                .proxy
+                .upstreams()
+                .settle(Duration::from_secs(30))
+                .await;
+            let tool = format!("{}:{}", input.server, input.tool);
+            let arguments = Value::Object(input.args.clone());
+            let mut context = CallContext::new(Source::Cli);
+            context.dry_run = self.dry_run;
+            context.timeout = timeout;
+            let outcome = runtime.proxy.call(input, context).await;
+            let report = CallReport::new(tool, variant.tool_name(), arguments, &outcome);
+            runtime.proxy.upstreams().shutdown().await;
+            runtime.proxy.journal().flush().await?;
+            report
+        };
+        Ok(print_report(&report, self.output))
+    }
+}
+
+/// Prints the outcome and maps it to the exit status.
+fn print_report(report: &CallReport, format: CallFormat) -> ExitCode {
+    if format == CallFormat::Json {
+        let shown = match (&report.outcome, &report.result) {
+            (Ending::Success | Ending::ToolError, Some(result)) => result.clone(),
+            _ => serde_json::to_value(report).unwrap_or(Value::Null),
+        };
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&shown).unwrap_or_default()
+        );
+    }
+    let message = report.message.as_deref().unwrap_or("");
+    match report.outcome {
+        Ending::Success | Ending::ToolError => {
+            if format == CallFormat::Pretty
+                && let Some(result) = &report.result
+            {
+                print_result(result);
+            }
+            if let Some(warnings) = report
+                .verdict
+                .as_ref()
+                .and_then(|v| v["warnings"].as_array())
+            {
+                for w in warnings {
+                    eprintln!(
+                        "warning ({}): {}",
+                        w["plugin"].as_str().unwrap_or("?"),
+                        w["message"].as_str().unwrap_or("")
+                    );
+                }
+            }
+            if report.outcome == Ending::ToolError {
+                eprintln!("error: {} answered with an error", report.tool);
+                ExitCode::from(EXIT_TOOL_ERROR)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Ending::Blocked => {
+            let plugin = report
+                .verdict
+                .as_ref()
+                .and_then(|v| v["plugin"].as_str())
+                .unwrap_or("policy");
+            eprintln!("rejected by {plugin}: {message}");
+            ExitCode::from(EXIT_REJECTED)
+        }
+        Ending::Refused => {
+            eprintln!("error: {message}");
+            ExitCode::from(EXIT_USAGE)
+        }
+        Ending::UpstreamError => {
+            eprintln!("error: {message}");
+            ExitCode::from(EXIT_UPSTREAM)
+        }
+        Ending::DryRun => {
+            if format == CallFormat::Pretty {
+                print_dry_run(report);
+            }
+            if report.allowed() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(EXIT_REJECTED)
+            }
+        }
+    }
+}
+
+fn print_result(result: &Value) {
+    if let Some(content) = result["content"].as_array() {
+        for block in content {
+            match block["type"].as_str() {
+                Some("text") => println!("{}", block["text"].as_str().unwrap_or("")),
+                Some(kind) => println!("[{kind} content: {} bytes]", block.to_string().len()),
+                None => println!("{block}"),
+            }
+        }
+    }
+    if let Some(structured) = result.get("structuredContent").filter(|v| !v.is_null()) {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(structured).unwrap_or_default()
+        );
+    }
+}
+
+fn print_dry_run(report: &CallReport) {
+    let verdict = report.verdict.clone().unwrap_or(Value::Null);
+    println!(
+        "Dry run: {} via {} (the upstream was not called)",
+        report.tool, report.variant
+    );
+    println!("Arguments:    {}", report.arguments);
+    let annotations = report
+        .annotations
+        .as_ref()
+        .map_or("none".to_owned(), Value::to_string);
+    let source = report.annotation_source.as_deref().unwrap_or("none");
+    match &report.annotation_reason {
+        Some(reason) => println!("Annotations:  {annotations} (from {source}: {reason})"),
+        None => println!("Annotations:  {annotations} (from {source})"),
+    }
+    println!(
+        "Safety class: {}",
+        report.safety_class.as_deref().unwrap_or("unknown")
+    );
+    println!(
+        "Verdict:      {}{}{}",
+        verdict["decision"].as_str().unwrap_or("-"),
+        verdict["plugin"]
+            .as_str()
+            .map(|p| format!(" by {p}"))
+            .unwrap_or_default(),
+        verdict["message"]
+            .as_str()
+            .map(|m| format!(": {m}"))
+            .unwrap_or_default()
+    );
+}

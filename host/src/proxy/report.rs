@@ -1,0 +1,122 @@
+//! A call's outcome as one JSON document: what `POST /api/v1/tools/call` answers and what
+//! `mcpproxy call` prints, whether the call ran in-process or through a server.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::policy::Evaluation;
+
+use super::CallOutcome;
+
+/// How a call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ending {
+    /// The upstream answered with a result.
+    Success,
+    /// The upstream answered with `isError: true`.
+    ToolError,
+    /// The policy rejected the call; nothing was sent.
+    Blocked,
+    /// Refused before the policy ran (unknown server or tool, unusable server).
+    Refused,
+    /// The upstream could not be reached or failed.
+    UpstreamError,
+    /// A dry run: judged, recorded, not sent.
+    DryRun,
+}
+
+/// Everything about one call.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CallReport {
+    pub outcome: Ending,
+    /// `server:tool`.
+    pub tool: String,
+    /// `call_tool_read`, ...
+    pub variant: String,
+    /// The rejection or error, when there is one.
+    pub message: Option<String>,
+    /// The upstream's result, unchanged.
+    pub result: Option<Value>,
+    /// The arguments as resolved.
+    pub arguments: Value,
+    /// The effective annotations, where they came from and why, and the safety class.
+    pub annotations: Option<Value>,
+    pub annotation_source: Option<String>,
+    pub annotation_reason: Option<String>,
+    pub safety_class: Option<String>,
+    /// The validator chain's verdict: decision, plugin, message, warnings.
+    pub verdict: Option<Value>,
+}
+
+impl CallReport {
+    pub fn new(tool: String, variant: &str, arguments: Value, outcome: &CallOutcome) -> Self {
+        let mut report = Self {
+            outcome: Ending::Refused,
+            tool,
+            variant: variant.to_owned(),
+            message: None,
+            result: None,
+            arguments,
+            annotations: None,
+            annotation_source: None,
+            annotation_reason: None,
+            safety_class: None,
+            verdict: None,
+        };
+        match outcome {
+            CallOutcome::Refused(message) => report.message = Some(message.clone()),
+            CallOutcome::Blocked(evaluation) => {
+                report.judged(evaluation);
+                report.outcome = Ending::Blocked;
+                report.message = evaluation.outcome.message.clone();
+            }
+            CallOutcome::DryRun(evaluation) => {
+                report.judged(evaluation);
+                report.outcome = Ending::DryRun;
+                if !evaluation.outcome.is_allowed() {
+                    report.message = evaluation.outcome.message.clone();
+                }
+            }
+            CallOutcome::Called { evaluation, result } => {
+                report.judged(evaluation);
+                match result {
+                    Ok(result) => {
+                        report.outcome = if result.is_error == Some(true) {
+                            Ending::ToolError
+                        } else {
+                            Ending::Success
+                        };
+                        report.result = serde_json::to_value(result).ok();
+                    }
+                    Err(e) => {
+                        report.outcome = Ending::UpstreamError;
+                        report.message = Some(e.to_string());
+                    }
+                }
+            }
+        }
+        report
+    }
+
+    fn judged(&mut self, evaluation: &Evaluation) {
+        let effective = &evaluation.request.effective;
+        self.arguments = evaluation.request.args.clone();
+        self.annotations = effective
+            .annotations
+            .as_ref()
+            .and_then(|a| serde_json::to_value(a).ok());
+        self.annotation_source = Some(effective.source.label().to_owned());
+        self.annotation_reason = effective.reason.clone();
+        self.safety_class = Some(effective.safety_class.as_str().to_owned());
+        self.verdict = serde_json::to_value(&evaluation.outcome).ok();
+    }
+
+    /// Whether the policy would let the call through (meaningful for dry runs).
+    pub fn allowed(&self) -> bool {
+        self.verdict
+            .as_ref()
+            .and_then(|v| v["decision"].as_str())
+            .is_some_and(|d| d != "reject")
+    }
+}

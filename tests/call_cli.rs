@@ -1,0 +1,255 @@
+//! `mcpproxy call` and `mcpproxy tools` from the shell, with a server running (through the
+//! REST API) and without (in-process).
+
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+use crate::mcp_util::{Proxy, call_log_lines, config_with, stdio_fixture};
+use crate::util::{CmdOutput, TestCommand};
+
+/// Where the CLI runs: a config file and a data dir, with or without a server on `listen`.
+struct Setup {
+    config: PathBuf,
+    data_dir: PathBuf,
+    log: PathBuf,
+    _proxy: Option<Proxy>,
+    _dir: tempfile::TempDir,
+}
+
+impl Setup {
+    fn without_server() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("calls.log");
+        let mut config = config_with(vec![stdio_fixture("fx", &log)]);
+        // A port nothing listens on, so the CLI works in-process.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        config["listen"] = json!(format!("127.0.0.1:{port}"));
+        let path = dir.path().join("mcp_config.json");
+        std::fs::write(&path, config.to_string()).unwrap();
+        Self {
+            config: path,
+            data_dir: dir.path().join("data"),
+            log,
+            _proxy: None,
+            _dir: dir,
+        }
+    }
+
+    fn with_server() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("calls.log");
+        let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", &log)]), &[]);
+        let addr = proxy
+            .url
+            .trim_start_matches("http://")
+            .trim_end_matches("/mcp");
+        let mut config = config_with(vec![stdio_fixture("fx", &log)]);
+        config["listen"] = json!(addr);
+        let path = dir.path().join("mcp_config.json");
+        std::fs::write(&path, config.to_string()).unwrap();
+        Self {
+            config: path,
+            data_dir: proxy.data_dir.path().to_owned(),
+            log,
+            _proxy: Some(proxy),
+            _dir: dir,
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> CmdOutput {
+        TestCommand::new(&self.data_dir)
+            .args(args)
+            .args(["--config"])
+            .args([&self.config])
+            .output()
+    }
+
+    fn calls(&self) -> usize {
+        call_log_lines(&self.log).len()
+    }
+
+    fn records(&self) -> Vec<Value> {
+        let out = self.run(&["activity", "list", "-o", "json", "-n", "100"]);
+        out.assert_code(0);
+        serde_json::from_str(&out.stdout()).unwrap()
+    }
+}
+
+fn one_line(out: &CmdOutput) -> String {
+    let stderr = out.stderr();
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected one line on stderr: {stderr}");
+    lines[0].to_owned()
+}
+
+fn exercise(setup: &Setup) {
+    // A read succeeds and prints the text, then the structured content.
+    let out = setup.run(&["call", "tool-read", "fx:get_status"]);
+    out.assert_code(0);
+    assert!(out.stdout().starts_with("ok\n"), "{}", out.stdout());
+    assert!(
+        out.stdout().contains("\"status\": \"ok\""),
+        "{}",
+        out.stdout()
+    );
+    let out = setup.run(&[
+        "call",
+        "tool-read",
+        "-t",
+        "fx:echo",
+        "-j",
+        r#"{"text": "raw"}"#,
+        "-o",
+        "json",
+    ]);
+    out.assert_code(0);
+    let raw: Value = serde_json::from_str(&out.stdout()).unwrap();
+    assert_eq!(raw["content"][0]["text"], "raw");
+
+    // tool-read on a destructive tool: the exact text, exit 3, the upstream not called.
+    let before = setup.calls();
+    let out = setup.run(&[
+        "call",
+        "tool-read",
+        "fx:delete_note",
+        "--args",
+        r#"{"id": "n1"}"#,
+    ]);
+    out.assert_code(3);
+    assert_eq!(
+        one_line(&out),
+        "rejected by intent-matrix: Tool 'fx:delete_note' is marked destructive by server, use call_tool_destructive"
+    );
+    assert_eq!(setup.calls(), before);
+
+    // --dry-run shows the verdict and calls nothing.
+    let out = setup.run(&[
+        "call",
+        "tool-destructive",
+        "fx:delete_item",
+        "--args",
+        r#"{"id": "9"}"#,
+        "--dry-run",
+    ]);
+    out.assert_code(0);
+    let stdout = out.stdout();
+    assert!(
+        stdout.contains("Dry run: fx:delete_item via call_tool_destructive"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("(from prefix-annotator: name prefix 'delete_')"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("Safety class: dangerous"), "{stdout}");
+    assert!(stdout.contains("Verdict:      allow"), "{stdout}");
+    let out = setup.run(&["call", "tool-read", "fx:delete_item", "--dry-run"]);
+    out.assert_code(3);
+    assert!(
+        out.stdout().contains(
+            "Verdict:      reject by intent-matrix: Tool 'fx:delete_item' is inferred destructive"
+        ),
+        "{}",
+        out.stdout()
+    );
+    assert_eq!(setup.calls(), before);
+
+    // --reason and --sensitivity land in the record; the source is the CLI.
+    let out = setup.run(&[
+        "call",
+        "tool-destructive",
+        "fx:delete_note",
+        "--args",
+        r#"{"id": "n1"}"#,
+        "--reason",
+        "cleanup requested by ops",
+        "--sensitivity",
+        "internal",
+    ]);
+    out.assert_code(0);
+    assert_eq!(setup.calls(), before + 1);
+    let records = setup.records();
+    let record = records
+        .iter()
+        .find(|r| r["intent"]["reason"] == "cleanup requested by ops")
+        .expect("the call's record");
+    assert_eq!(record["intent"]["data_sensitivity"], "internal");
+    assert_eq!(record["intent"]["operation_type"], "destructive");
+    assert_eq!(record["source"], "cli");
+    let dry = records
+        .iter()
+        .find(|r| r["dry_run"] == true && r["tool_name"] == "delete_item")
+        .expect("dry run recorded");
+    assert_eq!(dry["source"], "cli");
+
+    // isError from the tool: exit 5.
+    setup.run(&["call", "tool-read", "fx:fail"]).assert_code(5);
+
+    // Bad input: one line, usage exit code, nothing called.
+    let before = setup.calls();
+    for (args, expected) in [
+        (
+            vec!["call", "tool-read", "fx:echo", "--args", "{not json"],
+            "--args is not valid JSON",
+        ),
+        (
+            vec!["call", "tool-read", "fx:echo", "--args", "[1]"],
+            "--args must be a JSON object",
+        ),
+        (
+            vec!["call", "tool-read", "fx:echo", "--sensitivity", "secret"],
+            "invalid --sensitivity 'secret': must be public, internal, private, or unknown",
+        ),
+        (vec!["call", "tool-read", "echo"], "must be \"server:tool\""),
+        (vec!["call", "tool-read", "nope:echo"], "nope"),
+        (
+            vec!["call", "tool", "fx:echo"],
+            "`mcpproxy call tool` was removed",
+        ),
+    ] {
+        let out = setup.run(&args);
+        out.assert_code(2);
+        let line = one_line(&out);
+        assert!(line.contains(expected), "{args:?}: {line}");
+    }
+    assert_eq!(setup.calls(), before);
+
+    // Tool search and listing.
+    let out = setup.run(&["tools", "search", "delete note", "-n", "2"]);
+    out.assert_code(0);
+    let first = out.stdout().lines().nth(1).unwrap_or_default().to_owned();
+    assert!(
+        first.starts_with("fx:delete_note") && first.contains("call_tool_destructive"),
+        "{}",
+        out.stdout()
+    );
+    let out = setup.run(&["tools", "list", "--server", "fx", "-o", "json"]);
+    out.assert_code(0);
+    let tools: Vec<Value> = serde_json::from_str(&out.stdout()).unwrap();
+    assert_eq!(tools.len(), 14);
+    assert!(
+        tools
+            .iter()
+            .any(|t| t["name"] == "fx:frobnicate" && t["annotation_source"] == "meta")
+    );
+}
+
+#[test]
+fn call_and_tools_work_in_process_without_a_server() {
+    exercise(&Setup::without_server());
+}
+
+#[test]
+fn call_and_tools_go_through_a_running_server() {
+    let setup = Setup::with_server();
+    exercise(&setup);
+    // The in-process path would have opened the journal, which the server holds: the API
+    // was used. And the server's own audit trail has the CLI calls.
+    let records = setup.records();
+    assert!(records.iter().all(|r| r["source"] == "cli"));
+}
