@@ -90,29 +90,8 @@ impl Status {
     }
 }
 
-/// The combined policy decision.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Decision {
-    /// Allowed without remarks.
-    #[default]
-    Allow,
-    /// Allowed with warnings.
-    Warn,
-    /// Rejected.
-    Reject,
-}
-
-impl Decision {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Allow => "allow",
-            Self::Warn => "warn",
-            Self::Reject => "reject",
-        }
-    }
-}
+/// The validator chain's decision (the policy's own type).
+pub use crate::policy::Decision;
 
 /// The intent the client declared for the call.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

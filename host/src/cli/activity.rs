@@ -12,7 +12,7 @@ use crate::activity::{ActivityRecord, Filter, Journal, JournalOptions, parse_tim
 use crate::config::{self, Config};
 
 use super::Globals;
-use super::output::{print_table, to_yaml};
+use super::output::{print_table, to_yaml, verdict_line};
 use super::remote::Remote;
 use super::serve::journal_path;
 
@@ -302,18 +302,7 @@ fn print_record(record: &Value) {
         field("safety_class")
     );
     let verdict = &record["verdict"];
-    println!(
-        "Verdict:     {}{}{}",
-        verdict["decision"].as_str().unwrap_or("-"),
-        verdict["plugin"]
-            .as_str()
-            .map(|p| format!(" by {p}"))
-            .unwrap_or_default(),
-        verdict["message"]
-            .as_str()
-            .map(|m| format!(": {m}"))
-            .unwrap_or_default()
-    );
+    println!("Verdict:     {}", verdict_line(verdict));
     if let Some(warnings) = verdict["warnings"].as_array() {
         for w in warnings {
             println!(

@@ -16,8 +16,9 @@ use crate::mcp::LEGACY_CALL_TOOL_MESSAGE;
 use crate::policy::OperationType;
 use crate::proxy::{CallContext, CallReport, Ending, parse_call, split_name};
 
+use super::output::verdict_line;
 use super::remote::Remote;
-use super::serve::build;
+use super::serve::build_for_one;
 use super::{EXIT_USAGE, Globals};
 
 /// The policy rejected the call.
@@ -182,7 +183,7 @@ impl CallArgs {
         request: Map<String, Value>,
     ) -> Result<ExitCode> {
         let loaded = config::load(self.config.as_deref(), globals.home.as_deref())?;
-        let mut config = loaded.config;
+        let config = loaded.config;
         let data_dir = globals.data_dir(config.data_dir.as_deref());
         let timeout = self.timeout.map(Duration::from_secs_f64);
         let report: CallReport = if let Some(remote) = Remote::find(&config, &data_dir).await {
@@ -211,15 +212,7 @@ impl CallArgs {
                 );
                 return Ok(ExitCode::from(EXIT_USAGE));
             }
-            // Only the server this call needs is started.
-            config.servers.retain(|s| s.name == server);
-            let plugins_dir = config.plugins.dir.clone();
-            let runtime = build(config, &data_dir, plugins_dir)?;
-            runtime
-                .proxy
-                .upstreams()
-                .settle(Duration::from_secs(30))
-                .await;
+            let runtime = build_for_one(config, &data_dir, Some(&server)).await?;
             let tool = format!("{}:{}", input.server, input.tool);
             let arguments = Value::Object(input.args.clone());
             let mut context = CallContext::new(Source::Cli);
@@ -343,16 +336,5 @@ fn print_dry_run(report: &CallReport) {
         "Safety class: {}",
         report.safety_class.as_deref().unwrap_or("unknown")
     );
-    println!(
-        "Verdict:      {}{}{}",
-        verdict["decision"].as_str().unwrap_or("-"),
-        verdict["plugin"]
-            .as_str()
-            .map(|p| format!(" by {p}"))
-            .unwrap_or_default(),
-        verdict["message"]
-            .as_str()
-            .map(|m| format!(": {m}"))
-            .unwrap_or_default()
-    );
+    println!("Verdict:      {}", verdict_line(&verdict));
 }

@@ -37,6 +37,18 @@ pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
     }
 }
 
+/// `reject by intent-matrix: <message>` from a verdict's JSON (`decision`, `plugin`, `message`).
+pub fn verdict_line(verdict: &serde_json::Value) -> String {
+    let mut line = verdict["decision"].as_str().unwrap_or("-").to_owned();
+    if let Some(plugin) = verdict["plugin"].as_str() {
+        line.push_str(&format!(" by {plugin}"));
+    }
+    if let Some(message) = verdict["message"].as_str() {
+        line.push_str(&format!(": {message}"));
+    }
+    line
+}
+
 /// JSON as YAML: block mappings and sequences, scalars in JSON form (valid YAML).
 pub fn to_yaml(value: &serde_json::Value) -> String {
     let mut out = String::new();

@@ -220,6 +220,26 @@ pub fn build(
     Ok(Runtime { config, proxy })
 }
 
+/// The proxy for a one-shot command: only `server`'s upstream (or all, if `None`) is
+/// started, and the call waits until it has connected or failed once.
+pub async fn build_for_one(
+    mut config: Config,
+    data_dir: &std::path::Path,
+    server: Option<&str>,
+) -> Result<Runtime> {
+    if let Some(server) = server {
+        config.servers.retain(|s| s.name == server);
+    }
+    let plugins_dir = config.plugins.dir.clone();
+    let runtime = build(config, data_dir, plugins_dir)?;
+    runtime
+        .proxy
+        .upstreams()
+        .settle(Duration::from_secs(30))
+        .await;
+    Ok(runtime)
+}
+
 /// Opens (or creates) the journal with the config's durability and retention.
 pub fn open_journal(config: &Config, data_dir: &std::path::Path) -> Result<Arc<Journal>> {
     let settings = &config.activity;

@@ -3,7 +3,6 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
@@ -14,7 +13,7 @@ use crate::proxy::RetrievedTool;
 use super::Globals;
 use super::output::{Format, print_table};
 use super::remote::Remote;
-use super::serve::build;
+use super::serve::build_for_one;
 
 #[derive(Debug, Subcommand)]
 pub enum ToolsCommand {
@@ -84,7 +83,7 @@ async fn fetch(
     server: Option<String>,
 ) -> Result<Vec<RetrievedTool>> {
     let loaded = config::load(common.config.as_deref(), globals.home.as_deref())?;
-    let mut config = loaded.config;
+    let config = loaded.config;
     let data_dir = globals.data_dir(config.data_dir.as_deref());
     if let Some(remote) = Remote::find(&config, &data_dir).await {
         let data = match (search, &server) {
@@ -102,19 +101,12 @@ async fn fetch(
         return serde_json::from_value(data["tools"].clone())
             .context("the server's answer is not a tool list");
     }
-    if let Some(name) = &server {
-        if config.server(name).is_none() {
-            bail!("unknown server '{name}'");
-        }
-        config.servers.retain(|s| &s.name == name);
+    if let Some(name) = &server
+        && config.server(name).is_none()
+    {
+        bail!("unknown server '{name}'");
     }
-    let plugins_dir = config.plugins.dir.clone();
-    let runtime = build(config, &data_dir, plugins_dir)?;
-    runtime
-        .proxy
-        .upstreams()
-        .settle(Duration::from_secs(30))
-        .await;
+    let runtime = build_for_one(config, &data_dir, server.as_deref()).await?;
     let tools = match search {
         Some((q, n)) => runtime.proxy.retrieve(q.to_owned(), n as usize).await,
         None => runtime.proxy.list_tools(server).await,

@@ -283,9 +283,10 @@ impl Verdict {
 }
 
 /// The kind of answer, without its message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Decision {
+    #[default]
     Allow,
     Warn,
     Reject,

@@ -9,7 +9,7 @@ use crate::activity::{
     ActivityRecord, Decision, IntentRecord, RecordType, Status, VerdictRecord, WarningRecord,
     cap_arguments, format_timestamp, new_id,
 };
-use crate::policy::{Decision as PolicyDecision, Evaluation};
+use crate::policy::Evaluation;
 use crate::upstream;
 
 use super::{CallContext, CallInput};
@@ -105,11 +105,7 @@ impl ActivityRecord {
         self.safety_class = effective.safety_class.as_str().to_owned();
         let outcome = &evaluation.outcome;
         self.verdict = VerdictRecord {
-            decision: match outcome.decision {
-                PolicyDecision::Allow => Decision::Allow,
-                PolicyDecision::Warn => Decision::Warn,
-                PolicyDecision::Reject => Decision::Reject,
-            },
+            decision: outcome.decision,
             plugin: outcome.plugin.clone(),
             message: outcome.message.clone(),
             warnings: outcome
