@@ -212,6 +212,26 @@ async fn the_api_wants_its_key_and_says_what_is_wrong_with_a_filter() {
     assert_eq!(status, 401);
     let (status, _) = get(&format!("{base}/activity?apikey={key}"), None).await;
     assert_eq!(status, 200);
+    // DNS-rebinding protection covers the API too, before the key is even looked at.
+    for (header, value) in [("Host", "evil.example"), ("Origin", "http://evil.example")] {
+        let response = reqwest::Client::new()
+            .get(format!("{base}/status"))
+            .header("X-API-Key", &key)
+            .header(header, value)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 403, "{header}: {value}");
+    }
+    let response = reqwest::Client::new()
+        .delete(format!("{base}/activity"))
+        .header("X-API-Key", &key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 405);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["success"], false);
     for (query, expected) in [
         ("intent_type=delete", "intent_type 'delete' is not valid"),
         ("status=ok", "status 'ok' is not valid"),

@@ -28,6 +28,10 @@ pub struct ApiState {
     pub proxy: Arc<Proxy>,
     pub journal: Arc<Journal>,
     pub api_key: Arc<str>,
+    /// `Host` values accepted besides loopback names (DNS-rebinding protection).
+    pub allowed_hosts: Arc<[String]>,
+    /// `Origin` values accepted besides loopback origins.
+    pub allowed_origins: Arc<[String]>,
 }
 
 /// `/api/v1/...`, with the key check on every route.
@@ -40,9 +44,15 @@ pub fn router(state: ApiState) -> Router {
         .route("/tools/search", get(tools::search))
         .route("/tools/call", post(tools::call))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             require_key,
+        ))
+        // Outermost: a foreign Host or Origin is refused before anything else.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            check_host_and_origin,
         ))
         .with_state(state);
     Router::new().nest("/api/v1", routes)
@@ -121,6 +131,79 @@ fn unauthorized(message: &str) -> Response {
         .into_response()
 }
 
+/// Refuses requests whose `Host` or `Origin` is not a loopback name or configured, so a
+/// web page cannot reach the API through DNS rebinding.
+async fn check_host_and_origin(
+    State(state): State<ApiState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match foreign_host_or_origin(&state, request.headers()) {
+        Some(message) => forbidden(&message),
+        None => next.run(request).await,
+    }
+}
+
+fn foreign_host_or_origin(state: &ApiState, headers: &axum::http::HeaderMap) -> Option<String> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(host) = header("host")
+        && !host_allowed(host, &state.allowed_hosts)
+    {
+        return Some(format!(
+            "Host '{host}' is not allowed; add it to allowed_hosts in mcp_config.json"
+        ));
+    }
+    if let Some(origin) = header("origin")
+        && !origin_allowed(origin, &state.allowed_origins)
+    {
+        return Some(format!(
+            "Origin '{origin}' is not allowed; add it to allowed_origins in mcp_config.json"
+        ));
+    }
+    None
+}
+
+fn host_allowed(host: &str, extra: &[String]) -> bool {
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) && !name.ends_with(':') => {
+            name
+        }
+        _ => host,
+    };
+    matches!(name, "localhost" | "127.0.0.1" | "[::1]")
+        || extra
+            .iter()
+            .any(|allowed| allowed == host || allowed == name)
+}
+
+fn origin_allowed(origin: &str, extra: &[String]) -> bool {
+    let rest = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"));
+    rest.is_some_and(|authority| host_allowed(authority, &[]))
+        || extra.iter().any(|allowed| {
+            allowed == origin
+                || allowed.strip_suffix(":*").is_some_and(|prefix| {
+                    origin == prefix || origin.starts_with(&format!("{prefix}:"))
+                })
+        })
+}
+
+fn forbidden(message: &str) -> Response {
+    (
+        StatusCode::FORBIDDEN,
+        Json(json!({"success": false, "data": null, "error": message})),
+    )
+        .into_response()
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError {
+        status: StatusCode::METHOD_NOT_ALLOWED,
+        message: "this endpoint does not take that method; see docs/rest-api.md".into(),
+    }
+}
+
 async fn not_found() -> ApiError {
     ApiError::not_found("no such endpoint; see docs/rest-api.md for the API")
 }
@@ -130,4 +213,30 @@ async fn status(State(state): State<ApiState>) -> Response {
         "version": env!("CARGO_PKG_VERSION"),
         "upstreams": state.proxy.upstreams().statuses(),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts_and_origins_pass_others_need_configuring() {
+        assert!(host_allowed("127.0.0.1:8080", &[]));
+        assert!(host_allowed("localhost", &[]));
+        assert!(host_allowed("[::1]:8080", &[]));
+        assert!(!host_allowed("evil.example", &[]));
+        assert!(!host_allowed("evil.example:8080", &[]));
+        assert!(host_allowed("proxy.lan:8080", &["proxy.lan:8080".into()]));
+        assert!(origin_allowed("http://localhost:3000", &[]));
+        assert!(!origin_allowed("http://evil.example", &[]));
+        assert!(!origin_allowed("null", &[]));
+        assert!(origin_allowed(
+            "https://app.example.com",
+            &["https://app.example.com".into()]
+        ));
+        assert!(origin_allowed(
+            "https://app.example.com:444",
+            &["https://app.example.com:*".into()]
+        ));
+    }
 }

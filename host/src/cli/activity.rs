@@ -109,7 +109,7 @@ async fn open(source: &Source, globals: &Globals) -> Result<Store> {
     let loaded = config::load(source.config.as_deref(), globals.home.as_deref())?;
     let config: Config = loaded.config;
     let data_dir = globals.data_dir(config.data_dir.as_deref());
-    if let Some(remote) = Remote::find(&config, &data_dir).await {
+    if let Some(remote) = Remote::find(&config, &data_dir).await? {
         return Ok(Store::Remote(remote));
     }
     let path = journal_path(&data_dir);
@@ -234,7 +234,10 @@ impl ShowCommand {
         let store = open(&self.source, globals).await?;
         let record: Value = match &store {
             Store::Remote(remote) => remote.get(&format!("/activity/{}", self.id), &[]).await?,
-            Store::Local(journal) => match journal.get(&self.id)? {
+            Store::Local(journal) => match journal.get(&self.id).or_else(|e| match e {
+                crate::activity::Error::InvalidId(_) => Ok(None),
+                e => Err(e),
+            })? {
                 Some(record) => serde_json::to_value(&record)?,
                 None => bail!(
                     "no activity record with id '{}'; `mcpproxy activity list` shows the ids",

@@ -186,7 +186,7 @@ impl CallArgs {
         let config = loaded.config;
         let data_dir = globals.data_dir(config.data_dir.as_deref());
         let timeout = self.timeout.map(Duration::from_secs_f64);
-        let report: CallReport = if let Some(remote) = Remote::find(&config, &data_dir).await {
+        let report: CallReport = if let Some(remote) = Remote::find(&config, &data_dir).await? {
             let mut body = Value::Object(request);
             body["variant"] = json!(variant.as_str());
             body["dry_run"] = json!(self.dry_run);

@@ -89,6 +89,9 @@ pub fn run() -> ExitCode {
     let cli = Cli::parse();
     let serving = matches!(cli.command, Command::Serve(_));
     init_logging(cli.verbose, serving);
+    if !serving {
+        restore_sigpipe();
+    }
     let globals = Globals {
         data_dir_flag: cli.data_dir,
         home: std::env::var_os("HOME")
@@ -109,6 +112,17 @@ pub fn run() -> ExitCode {
             eprintln!("error: {err:#}");
             ExitCode::from(EXIT_USAGE)
         }
+    }
+}
+
+/// `mcpproxy activity list | head` should end quietly, as other Unix tools do, rather than
+/// panic on a write to a closed pipe (Rust ignores SIGPIPE by default).
+fn restore_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called once at start-up, before any thread is spawned; SIG_DFL is a valid
+    // disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 

@@ -10,11 +10,11 @@ pub enum Format {
 
 /// Prints rows as left-aligned columns under a header.
 pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    let mut widths: Vec<usize> = header.iter().map(|h| display_width(h)).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
             if let Some(w) = widths.get_mut(i) {
-                *w = (*w).max(cell.chars().count());
+                *w = (*w).max(display_width(cell));
             }
         }
     }
@@ -24,7 +24,7 @@ pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
             if i + 1 == cells.len() {
                 out.push_str(cell);
             } else {
-                let pad = widths[i] - cell.chars().count();
+                let pad = widths[i].saturating_sub(display_width(cell));
                 out.push_str(cell);
                 out.push_str(&" ".repeat(pad + 2));
             }
@@ -35,6 +35,18 @@ pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
     for row in rows {
         line(row.iter().map(String::as_str).collect());
     }
+}
+
+/// Terminal columns a cell takes: emoji are two wide, variation selectors none. Enough
+/// for what mcpproxy prints (the intent icons); not a full Unicode width table.
+fn display_width(s: &str) -> usize {
+    s.chars()
+        .map(|c| match c as u32 {
+            0xFE00..=0xFE0F | 0x200D => 0,
+            0x2600..=0x27BF | 0x1F000..=0x1FAFF => 2,
+            _ => 1,
+        })
+        .sum()
 }
 
 /// `reject by intent-matrix: <message>` from a verdict's JSON (`decision`, `plugin`, `message`).
@@ -116,6 +128,13 @@ fn yaml_key(key: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn icons_count_as_two_columns() {
+        assert_eq!(display_width("📖 read"), 7);
+        assert_eq!(display_width("✏️ write"), 8);
+        assert_eq!(display_width("⚠️ destructive"), 14);
+    }
 
     #[test]
     fn yaml_of_nested_json() {

@@ -18,9 +18,12 @@ pub struct Remote {
 }
 
 impl Remote {
-    /// The server at the config's `listen` address, if one answers there with our key.
-    pub async fn find(config: &Config, data_dir: &Path) -> Option<Self> {
-        let key = key::load_existing(data_dir, config.api_key.as_deref())?;
+    /// The server at the config's `listen` address, if one answers there. A server that
+    /// answers but refuses our key is an error, not "no server".
+    pub async fn find(config: &Config, data_dir: &Path) -> Result<Option<Self>> {
+        let Some(key) = key::load_existing(data_dir, config.api_key.as_deref()) else {
+            return Ok(None);
+        };
         let mut addr = config.listen;
         if addr.ip().is_unspecified() {
             addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
@@ -29,13 +32,33 @@ impl Remote {
             .timeout(Duration::from_secs(30))
             .connect_timeout(Duration::from_millis(500))
             .build()
-            .ok()?;
+            .context("cannot make an HTTP client")?;
         let remote = Self {
             base: format!("http://{addr}/api/v1"),
             key,
             http,
         };
-        remote.get("/status", &[]).await.ok().map(|_| remote)
+        let response = match remote
+            .http
+            .get(format!("{}/status", remote.base))
+            .header("X-API-Key", &remote.key)
+            .send()
+            .await
+        {
+            Ok(response) => response,
+            // Nothing listens there: work without a server.
+            Err(_) => return Ok(None),
+        };
+        match response.status().as_u16() {
+            200 => Ok(Some(remote)),
+            401 => Err(anyhow!(
+                "a server answers on {addr} but refuses the API key from {}; pass the same --data-dir (or --config with api_key) the server uses",
+                data_dir.display()
+            )),
+            other => Err(anyhow!(
+                "the server on {addr} answered {other} to /api/v1/status; is it an mcpproxy?"
+            )),
+        }
     }
 
     /// GETs a path and returns the envelope's `data`, or the API's error message.

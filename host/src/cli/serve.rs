@@ -102,6 +102,8 @@ impl ServeCommand {
                 proxy: runtime.proxy.clone(),
                 journal: runtime.proxy.journal().clone(),
                 api_key: Arc::from(api_key),
+                allowed_hosts: runtime.config.allowed_hosts.clone().into(),
+                allowed_origins: runtime.config.allowed_origins.clone().into(),
             };
             let app = mcp::http::router(runtime.proxy.clone(), &access, shutdown.child_token())
                 .merge(api::router(api_state));

@@ -85,7 +85,7 @@ async fn fetch(
     let loaded = config::load(common.config.as_deref(), globals.home.as_deref())?;
     let config = loaded.config;
     let data_dir = globals.data_dir(config.data_dir.as_deref());
-    if let Some(remote) = Remote::find(&config, &data_dir).await {
+    if let Some(remote) = Remote::find(&config, &data_dir).await? {
         let data = match (search, &server) {
             (Some((q, n)), _) => {
                 remote
