@@ -1,6 +1,7 @@
 //! Builds the guest plugins in `plugins/` for `wasm32-wasip2` and puts the default ones
-//! where `src/plugin/embedded.rs` includes them. The test fixtures are built too; their
-//! directory is exported to the crate's tests as `MCPPROXY_PLUGIN_ARTIFACTS`.
+//! where `src/plugin/embedded.rs` includes them. The opt-in plugins (`safety-routing`) and the
+//! test fixtures are built too; their directory is exported to the crate's tests as
+//! `MCPPROXY_PLUGIN_ARTIFACTS`.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -23,6 +24,7 @@ fn main() {
         "Cargo.lock",
         "intent-matrix",
         "prefix-annotator",
+        "safety-routing",
         "fixtures",
     ] {
         println!(

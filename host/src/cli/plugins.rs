@@ -128,7 +128,11 @@ impl CheckCommand {
             PluginSource::File(self.file.clone()),
             limits,
         )?;
-        plugin.configure(&PluginSettings { limits, settings });
+        plugin.configure(&PluginSettings {
+            limits,
+            settings,
+            ..Default::default()
+        });
         let info = plugin.info().clone();
 
         let smoke = smoke_call(&plugin);

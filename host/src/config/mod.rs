@@ -205,7 +205,7 @@ pub struct ServerConfig {
     pub transport: Transport,
     /// A disabled server is kept in the config but not connected.
     pub enabled: bool,
-    /// A quarantined server is connected but its tools cannot be called.
+    /// A quarantined server is not started: its tools are not listed and calls to it are refused.
     pub quarantined: bool,
     /// Overrides [`Config::tool_call_timeout`] for this server.
     pub tool_call_timeout: Option<Duration>,
@@ -405,7 +405,7 @@ pub struct UpstreamConfig {
     pub reconnect_initial: Duration,
     /// The longest delay between reconnection attempts.
     pub reconnect_max: Duration,
-    /// How often tool lists are re-read from servers that do not send `list_changed`.
+    /// How often every server's tool list is re-read, besides on `list_changed`.
     pub tools_refresh: Duration,
     /// Whether the proxy advertises the `roots` capability to upstream servers.
     pub advertise_roots: bool,

@@ -226,11 +226,13 @@ fn tool_call_timeout(ctx: &Context<'_>, key: &str, ms: u64) -> Result<Duration> 
     Ok(Duration::from_millis(ms))
 }
 
-/// `scheme://host[:port]`, as browsers send it: no path, not even `/`.
+/// `scheme://host[:port]`, as browsers send it: no path, not even `/`. The port may be
+/// `*` (any port), as the MCP endpoint's Origin check understands it.
 fn is_origin(text: &str) -> bool {
     let Some((scheme, authority)) = text.split_once("://") else {
         return false;
     };
+    let authority = authority.strip_suffix(":*").unwrap_or(authority);
     let scheme_ok = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
         && scheme
             .chars()
@@ -801,6 +803,8 @@ mod tests {
         assert!(!is_origin("https://app.example.com/"));
         assert!(!is_origin("app.example.com"));
         assert!(!is_origin("*"));
+        assert!(is_origin("https://app.example.com:*"));
+        assert!(!is_origin("https://*.example.com"));
         assert!(is_host("proxy.lan:8080"));
         assert!(is_host("[::1]:8080"));
         assert!(!is_host("http://proxy.lan"));

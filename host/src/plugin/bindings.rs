@@ -23,12 +23,12 @@ pub(crate) mod annotator_world {
     });
 }
 
-pub(crate) use annotator_world::AnnotatorPluginPre;
 pub(crate) use annotator_world::exports::mcpproxy::plugin::annotator as wit_annotator;
-pub(crate) use validator_world::ValidatorPluginPre;
+pub(crate) use annotator_world::{AnnotatorPlugin, AnnotatorPluginPre};
 pub(crate) use validator_world::exports::mcpproxy::plugin::metadata as wit_metadata;
 pub(crate) use validator_world::mcpproxy::plugin::host as wit_host;
 pub(crate) use validator_world::mcpproxy::plugin::types as wit_types;
+pub(crate) use validator_world::{ValidatorPlugin, ValidatorPluginPre};
 
 /// The exported interface names that identify each world (see `wit/worlds.wit`).
 pub(crate) const VALIDATOR_EXPORT: &str = "mcpproxy:plugin/validator@0.1.0";

@@ -150,9 +150,14 @@ impl PluginEngine {
     pub(crate) fn new_store(&self, ctx: PluginCtx, limits: &Limits) -> Store<PluginCtx> {
         let mut store = Store::new(&self.engine, ctx);
         store.limiter(|ctx| &mut ctx.limiter);
-        store.set_epoch_deadline(deadline_ticks(limits.timeout));
+        self.arm_deadline(&mut store, limits);
         store.epoch_deadline_trap();
         store
+    }
+
+    /// Starts a new CPU deadline, counted from now: once per call, also on a reused store.
+    pub(crate) fn arm_deadline(&self, store: &mut Store<PluginCtx>, limits: &Limits) {
+        store.set_epoch_deadline(deadline_ticks(limits.timeout));
     }
 }
 

@@ -11,7 +11,7 @@ pub const MAX_LOG_LINES_PER_CALL: u32 = 32;
 /// Longest log line kept, in bytes; the rest is cut.
 pub const MAX_LOG_LINE_BYTES: usize = 4096;
 
-/// The state of one plugin instance (one call).
+/// The state of one plugin instance (one call, or a series of calls when it is reused).
 pub struct PluginCtx {
     plugin: Arc<str>,
     settings: Arc<str>,
@@ -27,6 +27,13 @@ impl PluginCtx {
             limiter: MemoryLimiter::new(memory_cap),
             log_lines: 0,
         }
+    }
+
+    /// Prepares a reused instance for its next call: that call's settings and a fresh log
+    /// budget.
+    pub(crate) fn begin_call(&mut self, settings: Arc<str>) {
+        self.settings = settings;
+        self.log_lines = 0;
     }
 }
 

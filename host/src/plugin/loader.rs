@@ -3,20 +3,21 @@
 //! `Plugin::load` turns component bytes into a ready template: compile (or hit the cache),
 //! tell the world from the exports, type-check it against that world, ask it who it is.
 //! Each call then instantiates the template in a fresh store under the plugin's limits,
-//! so calls never share state and a faulted instance is simply dropped.
-//! `PluginSet::load` gathers the embedded defaults and a `--plugins` directory.
+//! so calls never share state and a faulted instance is simply dropped. A plugin whose
+//! settings ask for [`PluginSettings::reuse_instance`] keeps warm instances instead (see
+//! [`WarmPool`]). `PluginSet::load` gathers the embedded defaults and a `--plugins` directory.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use wasmtime::Trap;
 use wasmtime::component::{Component, InstancePre};
+use wasmtime::{Store, Trap};
 
 use crate::policy::{CallRequest, Inference, Tool, Verdict};
 
 use super::bindings::{
-    ANNOTATOR_EXPORT, AnnotatorPluginPre, METADATA_EXPORT, SINK_EXPORT, VALIDATOR_EXPORT,
-    ValidatorPluginPre, wit_metadata, wit_types,
+    ANNOTATOR_EXPORT, AnnotatorPlugin, AnnotatorPluginPre, METADATA_EXPORT, SINK_EXPORT,
+    VALIDATOR_EXPORT, ValidatorPlugin, ValidatorPluginPre, wit_metadata, wit_types,
 };
 use super::embedded::EMBEDDED;
 use super::engine::PluginEngine;
@@ -30,6 +31,13 @@ pub struct PluginSettings {
     pub limits: Limits,
     /// The JSON object the plugin's `config()` import returns.
     pub settings: serde_json::Value,
+    /// Reuse instances across calls instead of instantiating a fresh one per call (default
+    /// false). Worth it for heavy guests (JavaScript, Python), whose instantiation costs
+    /// about a millisecond. The trade-off: the plugin's memory, globals included, persists
+    /// from one call to a later one, so a plugin can carry state (or a bug's effects) across
+    /// calls, and idle instances keep their memory. An instance that faults is thrown away
+    /// and the next call gets a fresh one; the CPU deadline is re-armed for every call.
+    pub reuse_instance: bool,
 }
 
 impl Default for PluginSettings {
@@ -37,15 +45,67 @@ impl Default for PluginSettings {
         Self {
             limits: Limits::default(),
             settings: serde_json::Value::Object(Default::default()),
+            reuse_instance: false,
         }
     }
 }
 
 enum Runner {
-    Validator(ValidatorPluginPre<PluginCtx>),
-    Annotator(AnnotatorPluginPre<PluginCtx>),
+    Validator(ValidatorPluginPre<PluginCtx>, WarmPool<ValidatorPlugin>),
+    Annotator(AnnotatorPluginPre<PluginCtx>, WarmPool<AnnotatorPlugin>),
     /// Sinks are run by the delivery machinery, which links `wasi:http` for them.
     Sink(#[allow(dead_code)] Component),
+}
+
+/// Idle warm instances kept per plugin when it reuses instances.
+pub const MAX_WARM_INSTANCES: usize = 4;
+
+/// The warm instances of a plugin that reuses them: each call takes one (or instantiates a
+/// new one when none is idle, so concurrent calls never wait for each other), and puts it
+/// back after a call that returned normally, up to [`MAX_WARM_INSTANCES`]. An instance
+/// whose call faulted is dropped: after a trap an instance refuses further calls, and its
+/// state is suspect anyway.
+struct WarmPool<B> {
+    idle: Mutex<Vec<Warm<B>>>,
+}
+
+/// One live instance: its store (memory, limiter, context) and its export bindings.
+struct Warm<B> {
+    store: Store<PluginCtx>,
+    bindings: B,
+}
+
+impl<B> WarmPool<B> {
+    fn new() -> Self {
+        Self {
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Warm<B>>> {
+        // A panic while holding the lock cannot leave the list inconsistent.
+        self.idle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn take(&self) -> Option<Warm<B>> {
+        self.idle().pop()
+    }
+
+    fn put(&self, warm: Warm<B>) {
+        let mut idle = self.idle();
+        if idle.len() < MAX_WARM_INSTANCES {
+            idle.push(warm);
+        }
+    }
+
+    fn clear(&mut self) {
+        self.idle
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
+    }
 }
 
 /// A loaded plugin: a pre-instantiated template plus its limits and settings.
@@ -56,6 +116,7 @@ pub struct Plugin {
     runner: Runner,
     limits: Limits,
     settings: Arc<str>,
+    reuse_instance: bool,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -105,12 +166,14 @@ impl Plugin {
             reason: format!("it does not export {METADATA_EXPORT}: {e:#}"),
         })?;
         let runner = match kind {
-            PluginKind::Validator => {
-                Runner::Validator(ValidatorPluginPre::new(pre.clone()).map_err(mismatch(world))?)
-            }
-            PluginKind::Annotator => {
-                Runner::Annotator(AnnotatorPluginPre::new(pre.clone()).map_err(mismatch(world))?)
-            }
+            PluginKind::Validator => Runner::Validator(
+                ValidatorPluginPre::new(pre.clone()).map_err(mismatch(world))?,
+                WarmPool::new(),
+            ),
+            PluginKind::Annotator => Runner::Annotator(
+                AnnotatorPluginPre::new(pre.clone()).map_err(mismatch(world))?,
+                WarmPool::new(),
+            ),
             PluginKind::Sink => Runner::Sink(component),
         };
 
@@ -153,6 +216,7 @@ impl Plugin {
             runner,
             limits,
             settings: Arc::from("{}"),
+            reuse_instance: false,
         })
     }
 
@@ -172,10 +236,22 @@ impl Plugin {
         &self.limits
     }
 
-    /// Sets the limits and the settings (`config()`) used by every later call.
+    /// Whether calls reuse warm instances ([`PluginSettings::reuse_instance`]).
+    pub fn reuses_instances(&self) -> bool {
+        self.reuse_instance
+    }
+
+    /// Sets the limits, the settings (`config()`) and instance reuse for every later call.
+    /// Warm instances made under the old limits are dropped.
     pub fn configure(&mut self, settings: &PluginSettings) {
         self.limits = settings.limits;
         self.settings = Arc::from(settings.settings.to_string());
+        self.reuse_instance = settings.reuse_instance;
+        match &mut self.runner {
+            Runner::Validator(_, warm) => warm.clear(),
+            Runner::Annotator(_, warm) => warm.clear(),
+            Runner::Sink(_) => {}
+        }
     }
 
     /// Runs the validator on one call with its configured settings.
@@ -189,42 +265,79 @@ impl Plugin {
         request: &CallRequest,
         settings: &str,
     ) -> Result<Verdict, PluginFault> {
-        let Runner::Validator(pre) = &self.runner else {
+        let Runner::Validator(pre, warm) = &self.runner else {
             return Err(self.fault(Fault::Instantiate(format!(
                 "it is {} plugin, not a validator",
                 self.kind().with_article()
             ))));
         };
         let wit_request = wit_types::CallRequest::from(request);
-        let mut store = self.store(Arc::from(settings));
-        pre.instantiate(&mut store)
-            .and_then(|plugin| {
+        self.run(
+            Arc::from(settings),
+            |store| pre.instantiate(store),
+            warm,
+            |plugin, store| {
                 plugin
                     .mcpproxy_plugin_validator()
-                    .call_validate(&mut store, &wit_request)
-            })
-            .map(Verdict::from)
-            .map_err(|e| self.fault(classify(e, &self.limits)))
+                    .call_validate(store, &wit_request)
+            },
+        )
+        .map(Verdict::from)
     }
 
     /// Asks the annotator about one tool.
     pub fn infer(&self, tool: &Tool) -> Result<Option<Inference>, PluginFault> {
-        let Runner::Annotator(pre) = &self.runner else {
+        let Runner::Annotator(pre, warm) = &self.runner else {
             return Err(self.fault(Fault::Instantiate(format!(
                 "it is {} plugin, not an annotator",
                 self.kind().with_article()
             ))));
         };
         let wit_tool = wit_types::Tool::from(tool);
-        let mut store = self.store(self.settings.clone());
-        pre.instantiate(&mut store)
-            .and_then(|plugin| {
+        self.run(
+            self.settings.clone(),
+            |store| pre.instantiate(store),
+            warm,
+            |plugin, store| {
                 plugin
                     .mcpproxy_plugin_annotator()
-                    .call_infer(&mut store, &wit_tool)
-            })
-            .map(|inference| inference.map(Inference::from))
-            .map_err(|e| self.fault(classify(e, &self.limits)))
+                    .call_infer(store, &wit_tool)
+            },
+        )
+        .map(|inference| inference.map(Inference::from))
+    }
+
+    /// Runs one call: in a fresh instance, or, when the plugin reuses instances, in a warm
+    /// one (made fresh if none is idle) that goes back to the pool unless the call faulted.
+    fn run<B, R>(
+        &self,
+        settings: Arc<str>,
+        instantiate: impl FnOnce(&mut Store<PluginCtx>) -> wasmtime::Result<B>,
+        warm: &WarmPool<B>,
+        call: impl FnOnce(&B, &mut Store<PluginCtx>) -> wasmtime::Result<R>,
+    ) -> Result<R, PluginFault> {
+        let classify = |e| self.fault(classify(e, &self.limits));
+        if !self.reuse_instance {
+            let mut store = self.store(settings);
+            let bindings = instantiate(&mut store).map_err(classify)?;
+            return call(&bindings, &mut store).map_err(classify);
+        }
+        let mut instance = match warm.take() {
+            Some(mut instance) => {
+                instance.store.data_mut().begin_call(settings);
+                self.engine.arm_deadline(&mut instance.store, &self.limits);
+                instance
+            }
+            None => {
+                let mut store = self.store(settings);
+                let bindings = instantiate(&mut store).map_err(classify)?;
+                Warm { store, bindings }
+            }
+        };
+        // On a fault `instance` is dropped here, never returned to the pool.
+        let result = call(&instance.bindings, &mut instance.store).map_err(classify)?;
+        warm.put(instance);
+        Ok(result)
     }
 
     fn store(&self, settings: Arc<str>) -> wasmtime::Store<PluginCtx> {

@@ -19,7 +19,8 @@ use crate::index::{ToolDoc, ToolIndex, param_names};
 
 use super::{State, Upstream, tool_from_mcp, write};
 
-/// How long one connection attempt (spawn + initialize + first tools/list) may take.
+/// How long one connection attempt (spawn + initialize) may take; each tools/list has the
+/// same bound of its own.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// rmcp's client-side handler: reacts to what the upstream tells us.
