@@ -15,9 +15,13 @@ mod mcp_util;
 mod activity_e2e;
 /// `mcpproxy call` and `mcpproxy tools`, with and without a running server.
 mod call_cli;
+/// Validators in other languages (JavaScript via componentize-js) and instance reuse.
+mod languages;
 /// The proxy in front of the official npm MCP servers.
 mod npm_e2e;
 /// The proxy end to end: the binary, the fixture upstream, an MCP client.
 mod proxy_e2e;
+/// The opt-in safety-routing validator: every class x variant, and through real MCP.
+mod safety_routing;
 /// `mcpproxy serve` itself: defaults, config errors, stdio mode, shutdown.
 mod serve_cli;

@@ -179,7 +179,7 @@ pub fn build(
                 memory_bytes: limits.memory_bytes,
             },
             settings,
-            ..Default::default()
+            reuse_instance: limits.reuse_instance,
         }
     };
     let plugins = PluginSet::load(&engine, plugins_dir.as_deref(), &settings_for)?;

@@ -323,6 +323,9 @@ pub struct LimitsConfig {
     pub timeout: Duration,
     /// `memory_mib`, in bytes: the most linear memory one instance may hold.
     pub memory_bytes: usize,
+    /// `reuse_instance`: keep instances between calls (faster for heavy JS/Python guests;
+    /// state can persist from one call to the next).
+    pub reuse_instance: bool,
 }
 
 impl Default for LimitsConfig {
@@ -330,6 +333,7 @@ impl Default for LimitsConfig {
         Self {
             timeout: DEFAULT_PLUGIN_TIMEOUT,
             memory_bytes: mib_to_bytes(DEFAULT_PLUGIN_MEMORY_MIB),
+            reuse_instance: false,
         }
     }
 }

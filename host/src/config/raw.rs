@@ -113,6 +113,7 @@ pub(super) struct RawPlugins {
 pub(super) struct RawLimits {
     pub timeout_ms: Option<u64>,
     pub memory_mib: Option<u64>,
+    pub reuse_instance: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -123,6 +123,7 @@ fn full_example_reads_every_key() {
     let global = LimitsConfig {
         timeout: Duration::from_millis(100),
         memory_bytes: 64 << 20,
+        reuse_instance: false,
     };
     assert_eq!(plugins.limits, global);
     assert_eq!(plugins.limits_for("intent-matrix"), global);
@@ -131,6 +132,7 @@ fn full_example_reads_every_key() {
         LimitsConfig {
             timeout: Duration::from_millis(2000),
             memory_bytes: 64 << 20,
+            reuse_instance: true,
         },
         "a key left out of plugin_limits comes from plugins.limits"
     );

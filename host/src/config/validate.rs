@@ -634,6 +634,9 @@ fn limits_from(
         )?;
         limits.memory_bytes = mib_to_bytes(mib);
     }
+    if let Some(reuse) = raw.reuse_instance {
+        limits.reuse_instance = reuse;
+    }
     Ok(limits)
 }
 

@@ -1,0 +1,415 @@
+//! Validators in other languages: the JavaScript example `plugins/examples/js-data-guard`,
+//! built from source with componentize-js, loaded with `--plugins` into a real
+//! `mcpproxy serve` and driven through real MCP. Also instance reuse
+//! (`PluginSettings::reuse_instance`), which heavy guests want, and a per-call cost
+//! measurement (`measure_per_call_cost`, ignored by default).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use mcpproxy::plugin::{EngineOptions, Limits, Plugin, PluginEngine, PluginSettings, PluginSource};
+use mcpproxy::policy::{
+    AnnotationSource, Annotations, CallRequest, Decision, EffectiveAnnotations, Intent,
+    OperationType, SafetyClass, Tool, Verdict,
+};
+use serde_json::{Value, json};
+
+use crate::mcp_util::{Proxy, call, config_with, connect, is_error, stdio_fixture, text};
+use crate::util::{TestCommand, artifact, artifact_bytes};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("host/ lives in the repository root")
+        .to_path_buf()
+}
+
+fn js_example() -> PathBuf {
+    repo().join("plugins/examples/js-data-guard")
+}
+
+/// Where `build.sh` puts the component by default (`.ci/run` builds it there).
+fn js_component_path() -> PathBuf {
+    repo().join("target/js-example/data_guard.wasm")
+}
+
+/// The JS example's component, built from source when it is missing or older than its
+/// sources. `None` (the test is skipped) when the JS toolchain is not installed here; on CI
+/// (`CI` set) the build always runs, and a failure fails the test.
+fn js_component() -> Option<PathBuf> {
+    static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let out = js_component_path();
+            let installed = js_example()
+                .join("node_modules/.bin/componentize-js")
+                .exists();
+            if !installed && std::env::var_os("CI").is_none() {
+                eprintln!(
+                    "SKIPPED: the JavaScript toolchain is not installed; run \
+                     `bash plugins/examples/js-data-guard/build.sh` to run this test"
+                );
+                return None;
+            }
+            if !is_up_to_date(&out) {
+                let status = Command::new("bash")
+                    .arg(js_example().join("build.sh"))
+                    .arg(&out)
+                    .status()
+                    .expect("run plugins/examples/js-data-guard/build.sh");
+                assert!(status.success(), "build.sh failed: {status}");
+            }
+            assert!(out.is_file(), "{} missing after build.sh", out.display());
+            Some(out)
+        })
+        .clone()
+}
+
+/// Whether `out` is newer than every source it is built from.
+fn is_up_to_date(out: &Path) -> bool {
+    let Ok(built) = out.metadata().and_then(|m| m.modified()) else {
+        return false;
+    };
+    let example = js_example();
+    let sources = [
+        example.join("src"),
+        example.join("package.json"),
+        example.join("package-lock.json"),
+        example.join("build.sh"),
+        repo().join("wit"),
+    ];
+    sources
+        .iter()
+        .all(|s| newest(s).is_some_and(|t| t <= built))
+}
+
+fn newest(path: &Path) -> Option<SystemTime> {
+    let meta = path.metadata().ok()?;
+    if !meta.is_dir() {
+        return meta.modified().ok();
+    }
+    std::fs::read_dir(path)
+        .ok()?
+        .map(|entry| entry.ok().and_then(|e| newest(&e.path())))
+        .try_fold(meta.modified().ok()?, |acc, t| Some(acc.max(t?)))
+}
+
+/// Compiled components kept across test runs: a debug build of the engine needs minutes to
+/// compile the 12 MB JavaScript component, a cache hit milliseconds.
+fn persistent_cache() -> PathBuf {
+    repo().join("target/js-example/compile-cache")
+}
+
+fn copy_cwasm(from: &Path, to: &Path) {
+    let Ok(entries) = std::fs::read_dir(from) else {
+        return;
+    };
+    std::fs::create_dir_all(to).expect("create cache dir");
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let target = to.join(entry.file_name());
+        if path.extension().is_some_and(|e| e == "cwasm") && !target.exists() {
+            std::fs::copy(&path, &target).expect("copy compiled plugin");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_javascript_validator_rejects_and_allows_through_mcp() {
+    let Some(component) = js_component() else {
+        return;
+    };
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(&component, plugins.path().join("data_guard.wasm")).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let cache = data.path().join("cache/plugins");
+    copy_cwasm(&persistent_cache(), &cache);
+
+    // `plugins check` loads it as the proxy would (and fills the compile cache for serve).
+    let check = TestCommand::new(data.path())
+        .args([
+            "plugins",
+            "check",
+            "--settings",
+            r#"{"allowed_root":"/tmp"}"#,
+        ])
+        .args([plugins.path().join("data_guard.wasm")])
+        .output();
+    check.assert_code(0);
+    assert!(
+        check
+            .stdout()
+            .contains("validator plugin 'data-guard' 0.1.0")
+            && check.stdout().contains("call: ok"),
+        "{}",
+        check.stdout()
+    );
+    copy_cwasm(&cache, &persistent_cache());
+
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut config = config_with(vec![stdio_fixture("fx", log.path())]);
+    config["plugins"] = json!({
+        "validators": ["intent-matrix", "data-guard"],
+        "settings": {"data-guard": {"allowed_root": "/tmp"}},
+    });
+    let plugins_dir = plugins.path().to_str().unwrap();
+    let proxy = Proxy::start_in(&config, &["--plugins", plugins_dir], data);
+    let client = connect(&proxy.url).await;
+
+    // run_job is open-world (prefix-annotator: subprocess); intent-matrix allows the write,
+    // data-guard refuses private data on it.
+    let private = call(
+        &client,
+        "call_tool_write",
+        json!({"name": "fx:run_job", "args": {"job": "nightly"}, "intent_data_sensitivity": "private"}),
+    )
+    .await
+    .unwrap();
+    assert!(is_error(&private), "{}", text(&private));
+    assert_eq!(
+        text(&private),
+        "Tool 'fx:run_job' reaches outside systems (openWorldHint); private data may not be \
+         sent to it. Remove the private data, or use a tool that stays inside your systems"
+    );
+    let internal = call(
+        &client,
+        "call_tool_write",
+        json!({"name": "fx:run_job", "args": {"job": "nightly"}, "intent_data_sensitivity": "internal"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&internal), "{}", text(&internal));
+    assert_eq!(text(&internal), "ran nightly");
+
+    // Paths outside allowed_root are refused, including a climb out with `..`.
+    for path in ["/etc/passwd", "/tmp/../etc/passwd"] {
+        let outside = call(
+            &client,
+            "call_tool_read",
+            json!({"name": "fx:echo", "args": {"text": "hi", "path": path}}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            text(&outside),
+            format!(
+                "Argument 'path' of tool 'fx:echo' names '{path}', outside the allowed root \
+                 /tmp; use an absolute path under /tmp"
+            )
+        );
+    }
+    let inside = call(
+        &client,
+        "call_tool_read",
+        json!({"name": "fx:echo", "args": {"text": "hi", "path": "/tmp/notes.txt"}}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&inside), "{}", text(&inside));
+    assert_eq!(text(&inside), "hi");
+
+    let called: Vec<Value> = crate::mcp_util::call_log_lines(log.path())
+        .into_iter()
+        .map(|l| l["tool"].clone())
+        .collect();
+    assert_eq!(called, [json!("run_job"), json!("echo")]);
+    client.cancel().await.unwrap();
+}
+
+fn engine() -> PluginEngine {
+    PluginEngine::new(EngineOptions::default()).expect("engine")
+}
+
+fn load_bytes(
+    engine: &PluginEngine,
+    bytes: &[u8],
+    path: PathBuf,
+    settings: PluginSettings,
+) -> Plugin {
+    let mut plugin = Plugin::load(engine, bytes, PluginSource::File(path), settings.limits)
+        .expect("load plugin");
+    plugin.configure(&settings);
+    plugin
+}
+
+fn load(engine: &PluginEngine, crate_name: &str, settings: PluginSettings) -> Plugin {
+    load_bytes(
+        engine,
+        &artifact_bytes(crate_name),
+        artifact(crate_name),
+        settings,
+    )
+}
+
+fn reuse(limits: Limits) -> PluginSettings {
+    PluginSettings {
+        limits,
+        reuse_instance: true,
+        ..Default::default()
+    }
+}
+
+/// A write of an open-world tool with a path under /tmp: the JS example rejects it when the
+/// intent says `private` data and allows it otherwise; both Rust validators allow it.
+fn request(private: bool) -> CallRequest {
+    CallRequest {
+        variant: OperationType::Write,
+        tool: Tool {
+            server: "fx".into(),
+            name: "run_job".into(),
+            description: "Run a named job".into(),
+            input_schema: json!({"type": "object"}),
+            annotations: None,
+            meta: None,
+        },
+        intent: Some(Intent {
+            operation_type: None,
+            data_sensitivity: Some(if private { "private" } else { "internal" }.into()),
+            reason: Some("nightly run".into()),
+        }),
+        effective: EffectiveAnnotations {
+            annotations: Some(Annotations {
+                read_only_hint: Some(false),
+                open_world_hint: Some(true),
+                ..Default::default()
+            }),
+            source: AnnotationSource::Plugin("prefix-annotator".into()),
+            reason: Some("name prefix 'run_'".into()),
+            safety_class: SafetyClass::Subprocess,
+        },
+        args: json!({"job": "nightly", "path": "/tmp/jobs/nightly.toml"}),
+    }
+}
+
+#[test]
+fn a_reused_instance_is_dropped_after_a_fault_and_its_deadline_is_rearmed() {
+    let engine = engine();
+    let limits = Limits {
+        timeout: Duration::from_millis(30),
+        memory_bytes: 8 << 20,
+    };
+    for (crate_name, what) in [
+        ("spin_loop", "ran past its CPU deadline of 30 ms"),
+        ("trap", "trapped: wasm `unreachable` instruction executed"),
+        ("memory_hog", "over its cap of 8 MiB"),
+    ] {
+        let bad = load(&engine, crate_name, reuse(limits));
+        assert!(bad.reuses_instances());
+        // The faulted instance is thrown away: the next call faults the same way, in a new
+        // instance, rather than "cannot enter component instance".
+        for _ in 0..3 {
+            let fault = bad.validate(&request(false)).unwrap_err();
+            assert!(fault.to_string().contains(what), "{crate_name}: {fault}");
+        }
+    }
+
+    // The deadline counts from each call, not from the instance's birth: a warm instance
+    // idle for longer than its deadline still answers.
+    let good = load(&engine, "safety_routing", reuse(limits));
+    for _ in 0..3 {
+        assert_eq!(good.validate(&request(false)).unwrap(), Verdict::Allow);
+        std::thread::sleep(Duration::from_millis(80));
+    }
+}
+
+#[test]
+fn reused_instances_answer_concurrent_calls_correctly() {
+    let engine = engine();
+    let plugin = Arc::new(load(&engine, "intent_matrix", reuse(Limits::default())));
+    let threads: Vec<_> = (0..8)
+        .map(|i| {
+            let plugin = plugin.clone();
+            std::thread::spawn(move || {
+                for j in 0..50 {
+                    let mut req = request(false);
+                    let expect = if (i + j) % 2 == 0 {
+                        Decision::Allow
+                    } else {
+                        // A read of a tool the server marks destructive.
+                        req.variant = OperationType::Read;
+                        req.effective.annotations = Some(Annotations {
+                            destructive_hint: Some(true),
+                            ..Default::default()
+                        });
+                        req.effective.source = AnnotationSource::Server;
+                        Decision::Reject
+                    };
+                    let verdict = plugin.validate(&req).expect("no fault");
+                    assert_eq!(verdict.decision(), expect, "{i}/{j}: {verdict:?}");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+/// Mean and median cost of one `validate` call, after a warm-up.
+fn per_call(plugin: &Plugin, req: &CallRequest, calls: usize) -> (f64, f64) {
+    for _ in 0..calls.min(50) {
+        let _ = plugin.validate(req);
+    }
+    let mut samples: Vec<f64> = (0..calls)
+        .map(|_| {
+            let start = Instant::now();
+            let verdict = plugin.validate(req);
+            let elapsed = start.elapsed().as_secs_f64() * 1e6;
+            std::hint::black_box(verdict).expect("no fault");
+            elapsed
+        })
+        .collect();
+    samples.sort_by(f64::total_cmp);
+    let mean = samples.iter().sum::<f64>() / samples.len() as f64;
+    (mean, samples[samples.len() / 2])
+}
+
+/// Per-call cost of a Rust validator and the JavaScript one, fresh instance and reused.
+/// Run it optimised: `cargo test --release -p mcpproxy --test integration
+/// languages::measure_per_call_cost -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement, not a check: run with --ignored --nocapture (in --release)"]
+fn measure_per_call_cost() {
+    let engine = engine();
+    let mut plugins = vec![
+        (
+            "rust safety-routing",
+            artifact_bytes("safety_routing"),
+            artifact("safety_routing"),
+        ),
+        (
+            "rust intent-matrix",
+            artifact_bytes("intent_matrix"),
+            artifact("intent_matrix"),
+        ),
+    ];
+    if let Some(js) = js_component() {
+        plugins.push(("js data-guard", std::fs::read(&js).unwrap(), js));
+    }
+    let settings = json!({"allowed_root": "/tmp"});
+    for (label, bytes, path) in plugins {
+        for reuse_instance in [false, true] {
+            let plugin = load_bytes(
+                &engine,
+                &bytes,
+                path.clone(),
+                PluginSettings {
+                    settings: settings.clone(),
+                    reuse_instance,
+                    ..Default::default()
+                },
+            );
+            for private in [false, true] {
+                let calls = if reuse_instance { 20_000 } else { 2_000 };
+                let (mean, p50) = per_call(&plugin, &request(private), calls);
+                println!(
+                    "{label:<22} {:<6} {:<6} mean {mean:>8.1} µs  p50 {p50:>8.1} µs  ({calls} calls)",
+                    if reuse_instance { "reused" } else { "fresh" },
+                    if private { "private" } else { "internal" },
+                );
+            }
+        }
+    }
+}
