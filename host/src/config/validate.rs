@@ -531,12 +531,7 @@ fn is_header_name(name: &str) -> bool {
 
 /// 1 to 64 of `[a-z0-9-]`, not starting or ending with `-` (as the plugin loader checks).
 fn is_plugin_name(name: &str) -> bool {
-    (1..=MAX_NAME_LEN).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-')
+    crate::plugin::is_valid_name(name)
 }
 
 fn plugin_name_error(name: &str) -> String {

@@ -533,8 +533,9 @@ fn classify(err: wasmtime::Error, limits: &Limits) -> Fault {
     }
 }
 
-/// 1 to 64 of `[a-z0-9-]`, not starting or ending with `-`.
-fn is_valid_name(name: &str) -> bool {
+/// A plugin name: 1 to 64 of `[a-z0-9-]`, not starting or ending with `-`. The config
+/// checks the names it lists with the same rule.
+pub fn is_valid_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
         && name
             .bytes()

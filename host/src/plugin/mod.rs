@@ -25,7 +25,7 @@ use serde::Serialize;
 
 pub use engine::{CacheOutcome, EngineOptions, PluginEngine};
 pub use limits::Limits;
-pub use loader::{Plugin, PluginSet, PluginSettings};
+pub use loader::{Plugin, PluginSet, PluginSettings, is_valid_name};
 
 /// The three plugin worlds of `wit/worlds.wit`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
