@@ -237,3 +237,22 @@ fn check_refuses_settings_that_are_not_a_json_object() {
         out.stderr()
     );
 }
+
+#[test]
+fn list_uses_the_configs_plugin_dir_like_serve_does() {
+    let data = tempfile::tempdir().unwrap();
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(artifact("allow_all"), plugins.path().join("allow_all.wasm")).unwrap();
+    let config = data.path().join("mcp_config.json");
+    std::fs::write(
+        &config,
+        serde_json::json!({"plugins": {"dir": plugins.path()}}).to_string(),
+    )
+    .unwrap();
+    let out = TestCommand::new(data.path())
+        .args(["plugins", "list", "--config"])
+        .args([&config])
+        .output();
+    out.assert_code(0);
+    assert!(out.stdout().contains("test-allow-all"), "{}", out.stdout());
+}

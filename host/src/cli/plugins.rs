@@ -41,9 +41,14 @@ impl PluginsCommand {
 
 #[derive(Debug, Args)]
 pub struct ListCommand {
-    /// A directory of *.wasm plugins, loaded after (and replacing) the embedded ones.
+    /// A directory of *.wasm plugins, loaded after (and replacing) the embedded ones
+    /// [default: the config's `plugins.dir`].
     #[arg(long, value_name = "DIR")]
     plugins: Option<PathBuf>,
+
+    /// The config file (its `plugins.dir` and `data_dir` are used, as `serve` would).
+    #[arg(long, env = "MCPPROXY_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
 
     /// Output format.
     #[arg(short, long, value_enum, default_value_t)]
@@ -52,10 +57,11 @@ pub struct ListCommand {
 
 impl ListCommand {
     fn run(self, globals: &Globals) -> Result<ExitCode> {
-        let engine = engine(globals)?;
-        let set = PluginSet::load(&engine, self.plugins.as_deref(), &|_| {
-            PluginSettings::default()
-        })?;
+        let config = crate::config::load(self.config.as_deref(), globals.home.as_deref())?.config;
+        let data_dir = globals.data_dir(config.data_dir.as_deref());
+        let dir = self.plugins.or(config.plugins.dir);
+        let engine = engine_with_memory(&data_dir, Limits::default().memory_bytes)?;
+        let set = PluginSet::load(&engine, dir.as_deref(), &|_| PluginSettings::default())?;
         let infos: Vec<_> = set.plugins().iter().map(|p| p.info().clone()).collect();
         match self.output {
             Format::Json => println!("{}", serde_json::to_string_pretty(&infos)?),
@@ -119,7 +125,7 @@ impl CheckCommand {
             timeout: Duration::from_millis(self.timeout_ms),
             memory_bytes: self.memory_mib.saturating_mul(1 << 20),
         };
-        let engine = engine_with_memory(globals, limits.memory_bytes)?;
+        let engine = engine_with_memory(&globals.data_dir(None), limits.memory_bytes)?;
         let bytes = std::fs::read(&self.file)
             .with_context(|| format!("cannot read {}", self.file.display()))?;
         let mut plugin = Plugin::load(
@@ -253,13 +259,9 @@ fn smoke_call(plugin: &Plugin) -> Result<String, String> {
     }
 }
 
-fn engine(globals: &Globals) -> Result<PluginEngine> {
-    engine_with_memory(globals, Limits::default().memory_bytes)
-}
-
-fn engine_with_memory(globals: &Globals, max_memory_bytes: usize) -> Result<PluginEngine> {
+fn engine_with_memory(data_dir: &std::path::Path, max_memory_bytes: usize) -> Result<PluginEngine> {
     Ok(PluginEngine::new(EngineOptions {
-        cache_dir: Some(globals.data_dir(None).join("cache").join("plugins")),
+        cache_dir: Some(data_dir.join("cache").join("plugins")),
         max_memory_bytes,
         ..Default::default()
     })?)
