@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 
 use crate::activity::Source;
 use crate::policy::OperationType;
-use crate::proxy::{CallContext, CallReport, parse_call};
+use crate::proxy::{CallContext, parse_call};
 
 use super::{ApiError, ApiState, ok};
 
@@ -72,18 +72,10 @@ pub async fn call(
         }
     };
     let input = parse_call(variant, &body).map_err(ApiError::bad_request)?;
-    let tool = format!("{}:{}", input.server, input.tool);
-    let arguments = Value::Object(input.args.clone());
     let mut context = CallContext::new(source);
     context.dry_run = dry_run;
     context.timeout = timeout;
-    let outcome = state.proxy.call(input, context).await;
-    Ok(ok(CallReport::new(
-        tool,
-        variant.tool_name(),
-        arguments,
-        &outcome,
-    )))
+    Ok(ok(state.proxy.call_reported(input, context).await))
 }
 
 pub async fn search(

@@ -213,13 +213,10 @@ impl CallArgs {
                 return Ok(ExitCode::from(EXIT_USAGE));
             }
             let runtime = build_for_one(config, &data_dir, Some(&server)).await?;
-            let tool = format!("{}:{}", input.server, input.tool);
-            let arguments = Value::Object(input.args.clone());
             let mut context = CallContext::new(Source::Cli);
             context.dry_run = self.dry_run;
             context.timeout = timeout;
-            let outcome = runtime.proxy.call(input, context).await;
-            let report = CallReport::new(tool, variant.tool_name(), arguments, &outcome);
+            let report = runtime.proxy.call_reported(input, context).await;
             runtime.proxy.upstreams().shutdown().await;
             runtime.proxy.journal().flush().await?;
             report

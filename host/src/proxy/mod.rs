@@ -171,6 +171,15 @@ impl Proxy {
         }
     }
 
+    /// [`Proxy::call`], summed up as the report the REST API and the CLI print.
+    pub async fn call_reported(&self, input: CallInput, context: CallContext) -> CallReport {
+        let tool = format!("{}:{}", input.server, input.tool);
+        let variant = input.variant.tool_name();
+        let arguments = serde_json::Value::Object(input.args.clone());
+        let outcome = self.call(input, context).await;
+        CallReport::new(tool, variant, arguments, &outcome)
+    }
+
     async fn append(&self, record: crate::activity::ActivityRecord) {
         if let Err(e) = self.journal.append(record).await {
             tracing::error!("cannot write the activity record: {e}");
