@@ -100,7 +100,7 @@ fn the_suite_is_not_a_rubber_stamp() {
 #[test]
 fn the_pipeline_infers_for_unannotated_tools_and_says_why_it_rejects() {
     let engine = engine();
-    let set = PluginSet::load(&engine, None, &|_| PluginSettings::default()).unwrap();
+    let set = PluginSet::load(&engine, None, &|_, _| PluginSettings::default()).unwrap();
     let pipeline = Pipeline::from_set(&set);
 
     let eval = pipeline.evaluate(
@@ -231,7 +231,7 @@ fn a_faulting_annotator_rejects_the_call() {
 #[test]
 fn calls_never_share_state_and_run_concurrently() {
     let engine = engine();
-    let set = PluginSet::load(&engine, None, &|_| PluginSettings::default()).unwrap();
+    let set = PluginSet::load(&engine, None, &|_, _| PluginSettings::default()).unwrap();
     let pipeline = Arc::new(Pipeline::from_set(&set));
     let threads: Vec<_> = (0..8)
         .map(|i| {
@@ -257,7 +257,7 @@ fn calls_never_share_state_and_run_concurrently() {
 #[test]
 fn settings_reach_the_plugin_through_the_config_import() {
     let engine = engine();
-    let set = PluginSet::load(&engine, None, &|name| PluginSettings {
+    let set = PluginSet::load(&engine, None, &|name, _| PluginSettings {
         settings: if name == "intent-matrix" {
             json!({"strict_server_validation": false})
         } else {
@@ -286,7 +286,7 @@ fn settings_reach_the_plugin_through_the_config_import() {
     );
 
     // Bad settings fail closed with a message naming the problem.
-    let set = PluginSet::load(&engine, None, &|_| PluginSettings {
+    let set = PluginSet::load(&engine, None, &|_, _| PluginSettings {
         settings: json!({"strict_server_validation": "yes"}),
         ..Default::default()
     })
@@ -313,7 +313,7 @@ fn the_second_start_loads_compiled_plugins_from_the_cache() {
         cache_dir: Some(data.path().join("cache")),
         ..Default::default()
     };
-    let first = PluginSet::load(&PluginEngine::new(options.clone()).unwrap(), None, &|_| {
+    let first = PluginSet::load(&PluginEngine::new(options.clone()).unwrap(), None, &|_, _| {
         PluginSettings::default()
     })
     .unwrap();
@@ -323,7 +323,7 @@ fn the_second_start_loads_compiled_plugins_from_the_cache() {
             .iter()
             .all(|p| p.info().compile == CacheOutcome::Compiled)
     );
-    let second = PluginSet::load(&PluginEngine::new(options).unwrap(), None, &|_| {
+    let second = PluginSet::load(&PluginEngine::new(options).unwrap(), None, &|_, _| {
         PluginSettings::default()
     })
     .unwrap();
@@ -344,7 +344,7 @@ fn the_second_start_loads_compiled_plugins_from_the_cache() {
         })
         .unwrap(),
         None,
-        &|_| PluginSettings::default(),
+        &|_, _| PluginSettings::default(),
     )
     .unwrap();
     assert!(

@@ -30,7 +30,8 @@ use redb::{
 use serde::Serialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
-use super::record::{ActivityRecord, format_timestamp};
+use super::outbox;
+use super::record::{ActivityRecord, Status, format_timestamp};
 use super::retention::Retention;
 use super::{Error, Result};
 
@@ -202,6 +203,8 @@ pub struct Journal {
     tx: Option<Sender<Command>>,
     /// [`MAX_QUEUED`] slots bounding the queue.
     slots: Arc<Semaphore>,
+    /// Whether the writer queues finished records for sinks (see `outbox`).
+    pub(super) outbox_on: Arc<AtomicBool>,
     writer: Option<JoinHandle<()>>,
 }
 
@@ -245,15 +248,19 @@ impl Journal {
                 txn.open_table(def)?;
             }
             txn.open_table(META)?;
-            txn.open_table(super::retention::FLOORS)?;
+            txn.open_table(outbox::OUTBOX)?;
+            txn.open_table(outbox::OUTBOX_KEYS)?;
+            txn.open_table(outbox::SINKS)?;
             txn.commit()?;
         }
+        let outbox_on = Arc::new(AtomicBool::new(outbox::any_sink(&db)?));
         let (tx, rx) = mpsc::channel();
         let writer_db = db.clone();
         let durability = options.durability;
+        let writer_outbox = outbox_on.clone();
         let writer = std::thread::Builder::new()
             .name("activity-writer".into())
-            .spawn(move || writer_loop(&writer_db, &rx, durability))
+            .spawn(move || writer_loop(&writer_db, &rx, durability, &writer_outbox))
             .map_err(io)?;
         Ok(Arc::new(Self {
             db,
@@ -261,6 +268,7 @@ impl Journal {
             path: path.to_path_buf(),
             tx: Some(tx),
             slots: Arc::new(Semaphore::new(MAX_QUEUED)),
+            outbox_on,
             writer: Some(writer),
         }))
     }
@@ -396,7 +404,8 @@ impl Journal {
         for chunk in records.chunks(MAX_BATCH) {
             let puts = chunk.iter().map(Put::new).collect::<Result<Vec<_>>>()?;
             let refs: Vec<&Put> = puts.iter().collect();
-            commit_puts(&self.db, &refs, redb::Durability::Immediate)?;
+            let outbox = self.outbox_on.load(Ordering::SeqCst);
+            commit_puts(&self.db, &refs, redb::Durability::Immediate, outbox)?;
         }
         Ok(())
     }
@@ -414,8 +423,9 @@ impl Drop for Journal {
     }
 }
 
-/// Writes `puts` into `txn`: replaces rows, moves index entries, keeps the size counter.
-pub(super) fn apply_puts(txn: &WriteTransaction, puts: &[&Put]) -> Result<()> {
+/// Writes `puts` into `txn`: replaces rows, moves index entries, keeps the size counter,
+/// and (with `outbox`) queues each finished record for the sinks.
+pub(super) fn apply_puts(txn: &WriteTransaction, puts: &[&Put], outbox: bool) -> Result<()> {
     let mut records = txn.open_table(RECORDS)?;
     let mut indexes = Vec::with_capacity(N_INDEXES);
     for def in INDEXES {
@@ -457,14 +467,28 @@ pub(super) fn apply_puts(txn: &WriteTransaction, puts: &[&Put]) -> Result<()> {
         bytes = bytes.saturating_add(row_cost(put.json.len(), &put.keys));
     }
     meta.insert(DATA_BYTES, bytes)?;
+    drop((records, indexes, meta));
+    if outbox {
+        let finished: Vec<[u8; 16]> = puts
+            .iter()
+            .filter(|put| put.keys[IDX_STATUS].as_deref() != Some(Status::Pending.as_str()))
+            .map(|put| put.key)
+            .collect();
+        outbox::enqueue(txn, &finished)?;
+    }
     Ok(())
 }
 
 /// One write transaction with `puts`, committed with `durability`.
-fn commit_puts(db: &Database, puts: &[&Put], durability: redb::Durability) -> Result<()> {
+fn commit_puts(
+    db: &Database,
+    puts: &[&Put],
+    durability: redb::Durability,
+    outbox: bool,
+) -> Result<()> {
     let mut txn = db.begin_write()?;
     txn.set_durability(durability)?;
-    apply_puts(&txn, puts)?;
+    apply_puts(&txn, puts, outbox)?;
     txn.commit()?;
     Ok(())
 }
@@ -489,7 +513,12 @@ fn ack(put: Put, result: &Result<()>) {
     }
 }
 
-fn writer_loop(db: &Database, rx: &Receiver<Command>, durability: Durability) {
+fn writer_loop(
+    db: &Database,
+    rx: &Receiver<Command>,
+    durability: Durability,
+    outbox_on: &AtomicBool,
+) {
     let flush_every = match durability {
         Durability::Sync => None,
         Durability::Async { flush } => Some(flush),
@@ -558,7 +587,8 @@ fn writer_loop(db: &Database, rx: &Receiver<Command>, durability: Durability) {
                 redb::Durability::None
             };
             let refs: Vec<&Put> = puts.iter().collect();
-            let result = commit_puts(db, &refs, durability);
+            let outbox = outbox_on.load(Ordering::SeqCst);
+            let result = commit_puts(db, &refs, durability, outbox);
             match result {
                 Ok(()) => {
                     if immediate {
@@ -574,7 +604,7 @@ fn writer_loop(db: &Database, rx: &Receiver<Command>, durability: Durability) {
                         puts.len()
                     );
                     for put in puts {
-                        let result = commit_puts(db, &[&put], durability);
+                        let result = commit_puts(db, &[&put], durability, outbox);
                         if result.is_ok() && !immediate {
                             unsynced_since.get_or_insert_with(Instant::now);
                         }

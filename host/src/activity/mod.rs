@@ -4,14 +4,17 @@
 //!   argument cap/redaction;
 //! - [`journal`]: the redb-backed [`Journal`] with one writer thread doing group commit;
 //! - [`query`]: indexed, newest-first, filtered paging ([`Filter`], [`Page`]);
-//! - [`retention`]: deletion by age / count / size, held back by sink floors.
+//! - [`outbox`]: per-sink cursors over finished records, in commit order, for delivery;
+//! - [`retention`]: deletion by age / count / size, held back by undelivered records.
 //!
 //! Storage layout (one redb file): `activity` maps the 16 ULID bytes (so key order is time
 //! order) to the record's JSON; five index tables map `(key, ulid)` to `()` for intent type,
 //! server, `server:tool`, status and record type; `activity_meta` holds the logical data size
-//! and `activity_floors` the retention floors.
+//! and the last outbox number; `activity_outbox`, `activity_outbox_keys` and `activity_sinks`
+//! are the sinks' outbox and cursors.
 
 pub mod journal;
+pub mod outbox;
 pub mod query;
 pub mod record;
 pub mod retention;
@@ -19,6 +22,7 @@ pub mod retention;
 use std::path::PathBuf;
 
 pub use journal::{Durability, Journal, JournalOptions, JournalStats};
+pub use outbox::{SinkBatch, SinkState, SinkStatus};
 pub use query::{Filter, Page};
 pub use record::{
     ActivityRecord, ClientRecord, Decision, IntentRecord, RecordType, Source, Status,
@@ -64,6 +68,9 @@ pub enum Error {
     /// The writer thread reported a failed commit.
     #[error("activity journal write failed: {0}")]
     Write(String),
+    /// A sink name the journal has no cursor for.
+    #[error("no activity sink named '{0}' is registered in the journal")]
+    UnknownSink(String),
     /// The writer thread is gone (journal dropped or the thread died).
     #[error("activity journal writer has stopped")]
     Closed,

@@ -196,7 +196,7 @@ impl Collector {
 }
 
 /// Parses a stored row, logging and skipping a corrupt one.
-fn parse_row(key: &[u8; 16], json: &[u8]) -> Option<ActivityRecord> {
+pub(super) fn parse_row(key: &[u8; 16], json: &[u8]) -> Option<ActivityRecord> {
     match serde_json::from_slice(json) {
         Ok(rec) => Some(rec),
         Err(e) => {
@@ -319,32 +319,6 @@ impl Journal {
         }
         Ok(page.page)
     }
-
-    /// Up to `limit` records strictly after `after` (from the start if `None`), oldest first:
-    /// for sinks delivering in id order. Corrupt rows are skipped with a warning.
-    ///
-    /// Ids are assigned before commit, so with concurrent writers a record can commit after
-    /// a later id was already read; sinks should only read up to a few seconds ago, and an
-    /// upsert after delivery is not seen again.
-    pub fn read_after(&self, after: Option<&str>, limit: usize) -> Result<Vec<ActivityRecord>> {
-        let lower = match after {
-            Some(id) => Bound::Excluded(parse_key(id)?),
-            None => Bound::Unbounded,
-        };
-        let txn = self.db.begin_read()?;
-        let records = txn.open_table(RECORDS)?;
-        let mut out = Vec::new();
-        for row in records.range::<[u8; 16]>((lower, Bound::Unbounded))? {
-            if out.len() >= limit {
-                break;
-            }
-            let (key, value) = row?;
-            if let Some(rec) = parse_row(&key.value(), value.value()) {
-                out.push(rec);
-            }
-        }
-        Ok(out)
-    }
 }
 
 #[cfg(test)]
@@ -421,6 +395,7 @@ mod tests {
     fn every_filter_alone_and_combined_matches_brute_force() {
         let options = JournalOptions {
             retention: Retention {
+                max_undelivered_bytes: 0,
                 max_age: std::time::Duration::ZERO,
                 max_records: 0,
                 max_bytes: 0,
@@ -551,15 +526,4 @@ mod tests {
         );
     }
 
-    #[test]
-    fn read_after_pages_oldest_first() {
-        let (_dir, j) = open_temp(JournalOptions::default());
-        let all = dataset();
-        j.bulk_load(&all).unwrap();
-        let first = j.read_after(None, 100).unwrap();
-        assert_eq!(first, all[..100].to_vec());
-        let rest = j.read_after(Some(&first[99].id), 1000).unwrap();
-        assert_eq!(rest, all[100..].to_vec());
-        assert!(j.read_after(Some("bad"), 1).is_err());
-    }
 }

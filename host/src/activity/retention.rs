@@ -1,25 +1,22 @@
 //! Retention: deleting the oldest records until the age, count and size limits hold.
 //!
 //! Deletion runs oldest first in transactions of `retention_batch` records, removing each
-//! record's index entries with it. Sinks pin what they have not delivered yet with a named
-//! floor ([`Journal::set_retention_floor`], stored in the `activity_floors` table so it
-//! survives restarts): a record whose id is at or after the lowest floor is never deleted,
-//! even past the limits, and a warning says how many were kept and for which floor.
+//! record's index entries with it. A record some sink has not delivered yet (it still has an
+//! outbox entry, see `outbox`) is kept past the limits: retention stops at it and warns how
+//! much it kept. That has a bound, `max_undelivered_bytes`: once the journal's data outgrows
+//! it, the oldest records go even if undelivered, each counted as dropped for the sinks that
+//! had not delivered it, with an error in the log.
 
-use std::ops::Bound;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
 use super::Result;
-use super::journal::{
-    DATA_BYTES, INDEXES, Journal, META, RECORDS, index_keys, key_id, key_ms, parse_key, row_cost,
-};
-use super::record::{ActivityRecord, format_timestamp, now_ms};
-
-/// Retention floors: name → ULID bytes of the oldest record that must be kept.
-pub(super) const FLOORS: TableDefinition<&str, [u8; 16]> = TableDefinition::new("activity_floors");
+use super::journal::{DATA_BYTES, INDEXES, Journal, META, RECORDS, index_keys, key_id, key_ms, row_cost};
+use super::outbox::{OUTBOX_KEYS, drop_undelivered};
+use super::record::{ActivityRecord, now_ms};
 
 /// Retention limits; a zero value disables that limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +28,9 @@ pub struct Retention {
     /// Keep the logical data size (record JSON + keys + index entries) under this; default
     /// 1 GiB. The file itself is larger (B-tree pages) and never shrinks, but stops growing.
     pub max_bytes: u64,
+    /// How large the logical data may grow while it holds records a sink has not delivered;
+    /// past it, undelivered records are deleted too (and counted as dropped). Default 4 GiB.
+    pub max_undelivered_bytes: u64,
 }
 
 impl Default for Retention {
@@ -39,70 +39,27 @@ impl Default for Retention {
             max_age: Duration::from_secs(30 * 24 * 3600),
             max_records: 1_000_000,
             max_bytes: 1 << 30,
+            max_undelivered_bytes: 4 << 30,
         }
     }
 }
 
-/// Most records counted for the "kept past retention" warning.
-const KEPT_COUNT_CAP: u64 = 1_000_000;
-
 impl Journal {
-    /// Pins records at or after `id` against retention under `name` (one floor per sink);
-    /// `None` removes the floor. Durable when it returns.
-    pub fn set_retention_floor(&self, name: &str, id: Option<&str>) -> Result<()> {
-        let key = id.map(parse_key).transpose()?;
-        let txn = self.db.begin_write()?;
-        {
-            let mut floors = txn.open_table(FLOORS)?;
-            match key {
-                Some(key) => floors.insert(name, key)?,
-                None => floors.remove(name)?,
-            };
-        }
-        txn.commit()?;
-        Ok(())
-    }
-
-    /// The retention floors as `(name, id)`, by name.
-    pub fn retention_floors(&self) -> Result<Vec<(String, String)>> {
-        let txn = self.db.begin_read()?;
-        let floors = txn.open_table(FLOORS)?;
-        let mut out = Vec::new();
-        for row in floors.iter()? {
-            let (name, key) = row?;
-            out.push((name.value().to_string(), key_id(&key.value())));
-        }
-        Ok(out)
-    }
-
-    /// The lowest floor as `(key, name)`.
-    fn lowest_floor(&self) -> Result<Option<([u8; 16], String)>> {
-        let txn = self.db.begin_read()?;
-        let floors = txn.open_table(FLOORS)?;
-        let mut lowest: Option<([u8; 16], String)> = None;
-        for row in floors.iter()? {
-            let (name, key) = row?;
-            let key = key.value();
-            if lowest.as_ref().is_none_or(|(k, _)| key < *k) {
-                lowest = Some((key, name.value().to_string()));
-            }
-        }
-        Ok(lowest)
-    }
-
-    /// Deletes the oldest records until the age, count and size limits hold or the lowest
-    /// floor is reached; returns how many were deleted. Blocking: from async code use
-    /// `spawn_blocking` (as [`spawn_retention`](Self::spawn_retention) does).
+    /// Deletes the oldest records until the age, count and size limits hold, stopping at the
+    /// oldest undelivered record unless the data is over `max_undelivered_bytes`; returns how
+    /// many were deleted. Blocking: from async code use `spawn_blocking` (as
+    /// [`spawn_retention`](Self::spawn_retention) does).
     pub fn run_retention(&self) -> Result<usize> {
         let limits = &self.options.retention;
         let batch = self.options.retention_batch.max(1);
-        let floor = self.lowest_floor()?;
         let cutoff_ms = (!limits.max_age.is_zero()).then(|| {
             let age = u64::try_from(limits.max_age.as_millis()).unwrap_or(u64::MAX);
             now_ms().saturating_sub(age)
         });
         let mut deleted = 0;
-        let mut pinned = false;
+        let mut kept: Option<[u8; 16]> = None;
+        let mut dropped = 0u64;
+        let mut dropped_for = BTreeSet::new();
         loop {
             let txn = self.db.begin_write()?;
             let mut n = 0;
@@ -131,10 +88,17 @@ impl Journal {
                         done = true;
                         break;
                     }
-                    if floor.as_ref().is_some_and(|(f, _)| key >= *f) {
-                        pinned = true;
-                        done = true;
-                        break;
+                    let undelivered = txn.open_table(OUTBOX_KEYS)?.get(key)?.is_some();
+                    if undelivered {
+                        let over_bound = limits.max_undelivered_bytes > 0
+                            && bytes > limits.max_undelivered_bytes;
+                        if !over_bound {
+                            kept = Some(key);
+                            done = true;
+                            break;
+                        }
+                        dropped += 1;
+                        dropped_for.extend(drop_undelivered(&txn, &key)?);
                     }
                     records.remove(key)?;
                     match serde_json::from_slice::<ActivityRecord>(&json) {
@@ -166,55 +130,56 @@ impl Journal {
                 break;
             }
         }
-        if pinned && let Some((floor_key, name)) = floor {
-            self.warn_pinned(&floor_key, &name, cutoff_ms)?;
+        if dropped > 0 {
+            tracing::error!(
+                dropped,
+                sinks = %dropped_for.iter().cloned().collect::<Vec<_>>().join(", "),
+                "the activity journal outgrew activity.retention.max_undelivered_bytes ({} bytes) \
+                 while sinks were behind: deleted {dropped} records they had not delivered; \
+                 they will never reach those sinks (see `mcpproxy activity sinks`)",
+                limits.max_undelivered_bytes
+            );
+        }
+        if let Some(key) = kept {
+            self.warn_kept(&key)?;
         }
         Ok(deleted)
     }
 
-    /// Logs how many records the floor keeps past the limits.
-    fn warn_pinned(&self, floor: &[u8; 16], name: &str, cutoff_ms: Option<u64>) -> Result<()> {
-        let limits = &self.options.retention;
+    /// Logs that retention kept records past its limits for sinks that are behind.
+    fn warn_kept(&self, oldest: &[u8; 16]) -> Result<()> {
+        let behind: Vec<String> = self
+            .sink_status()?
+            .into_iter()
+            .filter(|s| s.backlog > 0)
+            .map(|s| {
+                format!(
+                    "{} ({} undelivered{})",
+                    s.name,
+                    s.backlog,
+                    s.state
+                        .last_error
+                        .as_ref()
+                        .map(|e| format!(", last error: {e}"))
+                        .unwrap_or_default()
+                )
+            })
+            .collect();
         let txn = self.db.begin_read()?;
-        let records = txn.open_table(RECORDS)?;
-        let len = records.len()?;
+        let len = txn.open_table(RECORDS)?.len()?;
         let data_bytes = txn
             .open_table(META)?
             .get(DATA_BYTES)?
             .map_or(0, |g| g.value());
-        let over_count = if limits.max_records > 0 {
-            len.saturating_sub(limits.max_records)
-        } else {
-            0
-        };
-        let mut over_age = 0;
-        if let Some(cutoff) = cutoff_ms {
-            let upper = ulid::Ulid::from_parts(cutoff, 0).to_bytes();
-            let range =
-                records.range::<[u8; 16]>((Bound::Included(*floor), Bound::Excluded(upper)))?;
-            for row in range {
-                row?;
-                over_age += 1;
-                if over_age >= KEPT_COUNT_CAP {
-                    break;
-                }
-            }
-        }
-        let over_bytes = if limits.max_bytes > 0 {
-            data_bytes.saturating_sub(limits.max_bytes)
-        } else {
-            0
-        };
-        let kept = over_count.max(over_age);
         tracing::warn!(
-            floor = name,
-            floor_id = %key_id(floor),
-            over_count,
-            over_age,
-            over_bytes,
-            "activity retention kept {kept} records past retention: sink {name:?} has not yet \
-             delivered the records from {} on",
-            format_timestamp(key_ms(floor)),
+            records = len,
+            data_bytes,
+            oldest_kept = %key_id(oldest),
+            "activity retention is keeping records past its limits because sinks have not \
+             delivered them: {}; they are deleted anyway once the data exceeds {} bytes \
+             (activity.retention.max_undelivered_bytes)",
+            behind.join("; "),
+            self.options.retention.max_undelivered_bytes
         );
         Ok(())
     }
@@ -269,6 +234,7 @@ mod tests {
             max_age: Duration::ZERO,
             max_records: 0,
             max_bytes: 0,
+            max_undelivered_bytes: 0,
         }
     }
 
@@ -401,8 +367,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn floor_pins_records_and_persists() {
+    #[tokio::test]
+    async fn undelivered_records_are_kept_until_the_bound() {
         let (_dir, j) = open_temp(options(
             Retention {
                 max_records: 10,
@@ -410,41 +376,46 @@ mod tests {
             },
             7,
         ));
-        let path = j.path().to_path_buf();
-        let recs = fill(&j);
-        j.set_retention_floor("clickhouse", Some(&recs[20].id))
-            .unwrap();
-        j.set_retention_floor("later", Some(&recs[60].id)).unwrap();
-        assert!(j.set_retention_floor("bad", Some("not-an-id")).is_err());
-        assert_eq!(j.run_retention().unwrap(), 20, "stops at the lowest floor");
-        assert_eq!(ids(&j).first(), Some(&recs[20].id));
+        let old = fill(&j); // before any sink: never queued
+        j.register_sinks(&["ch".to_string()]).unwrap();
+        let mut recs = Vec::new();
+        for i in 0..30 {
+            let rec = rec_at(now_ms() + i, "s", "t", "read", Status::Success);
+            j.append(rec.clone()).await.unwrap();
+            recs.push(rec);
+        }
+        assert_eq!(j.run_retention().unwrap(), 100, "stops at the oldest undelivered");
+        assert_eq!(ids(&j).first(), Some(&recs[0].id));
+        assert!(j.get(&old[99].id).unwrap().is_none());
+
+        // Deliver 25: retention may now delete those, down to the limit of 10.
+        let batch = j.sink_batch("ch", 25, usize::MAX).unwrap().unwrap();
+        j.sink_delivered("ch", batch.last_seq, 25).unwrap();
+        assert_eq!(j.run_retention().unwrap(), 20);
+        assert_eq!(j.len().unwrap(), 10);
+        check_indexes(&j);
+
+        // Past max_undelivered_bytes, undelivered records go too, counted as dropped.
         drop(j);
-        let j = Journal::open(
-            &path,
-            options(
-                Retention {
-                    max_records: 10,
-                    ..none()
-                },
-                7,
-            ),
-        )
-        .unwrap();
-        assert_eq!(
-            j.retention_floors().unwrap(),
-            vec![
-                ("clickhouse".to_string(), recs[20].id.clone()),
-                ("later".into(), recs[60].id.clone())
-            ]
-        );
-        j.set_retention_floor("clickhouse", None).unwrap();
-        assert_eq!(j.run_retention().unwrap(), 40);
-        j.set_retention_floor("later", None).unwrap();
-        assert_eq!(j.run_retention().unwrap(), 30);
-        assert_eq!(
-            ids(&j),
-            recs[90..].iter().map(|r| r.id.clone()).collect::<Vec<_>>()
-        );
+        let (_dir, j) = open_temp(options(
+            Retention {
+                max_records: 2,
+                max_undelivered_bytes: 1,
+                ..none()
+            },
+            7,
+        ));
+        j.register_sinks(&["ch".to_string()]).unwrap();
+        for i in 0..5 {
+            j.append(rec_at(now_ms() + i, "s", "t", "read", Status::Success))
+                .await
+                .unwrap();
+        }
+        assert_eq!(j.run_retention().unwrap(), 3);
+        let status = &j.sink_status().unwrap()[0];
+        assert_eq!(status.state.dropped, 3);
+        assert_eq!(status.backlog, 5, "the cursor did not move");
+        assert_eq!(j.sink_batch("ch", 100, usize::MAX).unwrap().unwrap().records.len(), 2);
         check_indexes(&j);
     }
 

@@ -61,7 +61,7 @@ impl ListCommand {
         let data_dir = globals.data_dir(config.data_dir.as_deref());
         let dir = self.plugins.or(config.plugins.dir);
         let engine = engine_with_memory(&data_dir, Limits::default().memory_bytes)?;
-        let set = PluginSet::load(&engine, dir.as_deref(), &|_| PluginSettings::default())?;
+        let set = PluginSet::load(&engine, dir.as_deref(), &|_, _| PluginSettings::default())?;
         let infos: Vec<_> = set.plugins().iter().map(|p| p.info().clone()).collect();
         match self.output {
             Format::Json => println!("{}", serde_json::to_string_pretty(&infos)?),

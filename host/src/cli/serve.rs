@@ -165,8 +165,14 @@ pub fn build(
         ..Default::default()
     })?;
     let intent = config.intent.as_settings();
-    let settings_for = |name: &str| {
-        let limits = config.plugins.limits_for(name);
+    let settings_for = |name: &str, kind: PluginKind| {
+        let limits = match kind {
+            // A delivery waits on a remote store: the validators' 50 ms would never do.
+            PluginKind::Sink => config
+                .plugins
+                .sink_limits_for(name, crate::plugin::limits::DEFAULT_SINK_TIMEOUT),
+            _ => config.plugins.limits_for(name),
+        };
         let mut settings = intent.clone();
         if let (Some(merged), serde_json::Value::Object(own)) =
             (settings.as_object_mut(), config.plugins.settings_for(name))
@@ -257,6 +263,7 @@ pub fn open_journal(config: &Config, data_dir: &std::path::Path) -> Result<Arc<J
             max_age: settings.retention.max_age,
             max_records: settings.retention.max_records,
             max_bytes: settings.retention.max_bytes,
+            max_undelivered_bytes: settings.retention.max_undelivered_bytes,
         },
         ..Default::default()
     };

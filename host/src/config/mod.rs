@@ -297,6 +297,9 @@ pub struct PluginsConfig {
     pub limits: LimitsConfig,
     /// Per-plugin limits; keys left out of an entry come from `limits`.
     pub plugin_limits: BTreeMap<String, LimitsConfig>,
+    /// Plugins whose `plugin_limits` entry sets `timeout_ms` (sinks default to 30 s, not to
+    /// `limits.timeout_ms`, unless their own entry says otherwise).
+    pub explicit_timeouts: std::collections::BTreeSet<String>,
     /// Per-plugin settings, each a JSON object.
     pub settings: BTreeMap<String, serde_json::Value>,
 }
@@ -305,6 +308,16 @@ impl PluginsConfig {
     /// The limits that apply to the plugin called `name`.
     pub fn limits_for(&self, name: &str) -> LimitsConfig {
         self.plugin_limits.get(name).copied().unwrap_or(self.limits)
+    }
+
+    /// The limits of the sink called `name`: as [`limits_for`](Self::limits_for), but the
+    /// deadline is `sink_timeout` unless its own `plugin_limits` entry sets `timeout_ms`.
+    pub fn sink_limits_for(&self, name: &str, sink_timeout: Duration) -> LimitsConfig {
+        let mut limits = self.limits_for(name);
+        if !self.explicit_timeouts.contains(name) {
+            limits.timeout = sink_timeout;
+        }
+        limits
     }
 
     /// The settings object of the plugin called `name` (`{}` if none were given).
@@ -349,6 +362,8 @@ pub struct ActivityConfig {
     /// With [`Durability::Async`], the longest a record waits before it is written.
     pub async_flush: Duration,
     pub retention: RetentionConfig,
+    /// How sinks are fed.
+    pub delivery: DeliveryConfig,
     /// Arguments longer than this are cut when recorded; 0 records none.
     pub max_argument_bytes: usize,
     /// Argument keys whose values are redacted when recorded (replaces the default list).
@@ -361,6 +376,7 @@ impl Default for ActivityConfig {
             durability: Durability::Sync,
             async_flush: Duration::from_millis(100),
             retention: RetentionConfig::default(),
+            delivery: DeliveryConfig::default(),
             max_argument_bytes: 4096,
             redact_keys: DEFAULT_REDACT_KEYS
                 .iter()
@@ -386,6 +402,9 @@ pub struct RetentionConfig {
     pub max_age: Duration,
     pub max_records: u64,
     pub max_bytes: u64,
+    /// How large the data may grow while sinks have not delivered it (then undelivered
+    /// records are deleted too, and counted as dropped).
+    pub max_undelivered_bytes: u64,
 }
 
 impl Default for RetentionConfig {
@@ -394,6 +413,31 @@ impl Default for RetentionConfig {
             max_age: days(90),
             max_records: 1_000_000,
             max_bytes: 1 << 30,
+            max_undelivered_bytes: 4 << 30,
+        }
+    }
+}
+
+/// `activity.delivery`: how records are batched to sinks and retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeliveryConfig {
+    /// Most records per batch.
+    pub batch_records: usize,
+    /// About the most record JSON per batch (a batch holds at least one record).
+    pub batch_bytes: usize,
+    /// How often a caught-up sink looks for new records.
+    pub interval: Duration,
+    /// The longest wait between retries of a failing sink (the wait doubles from 1 s).
+    pub max_backoff: Duration,
+}
+
+impl Default for DeliveryConfig {
+    fn default() -> Self {
+        Self {
+            batch_records: 1000,
+            batch_bytes: 4 << 20,
+            interval: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(60),
         }
     }
 }

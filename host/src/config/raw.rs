@@ -122,6 +122,7 @@ pub(super) struct RawActivity {
     pub durability: Option<String>,
     pub async_flush_ms: Option<u64>,
     pub retention: Option<RawRetention>,
+    pub delivery: Option<RawDelivery>,
     pub max_argument_bytes: Option<u64>,
     pub redact_keys: Option<Vec<String>>,
 }
@@ -132,6 +133,16 @@ pub(super) struct RawRetention {
     pub max_age_days: Option<u64>,
     pub max_records: Option<u64>,
     pub max_bytes: Option<u64>,
+    pub max_undelivered_bytes: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+pub(super) struct RawDelivery {
+    pub batch_records: Option<u64>,
+    pub batch_bytes: Option<u64>,
+    pub interval_ms: Option<u64>,
+    pub max_backoff_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -188,6 +199,7 @@ object_only!(
     RawLimits,
     RawActivity,
     RawRetention,
+    RawDelivery,
     RawUpstream,
 );
 

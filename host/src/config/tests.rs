@@ -151,6 +151,7 @@ fn full_example_reads_every_key() {
             max_age: Duration::from_secs(30 * 86_400),
             max_records: 5000,
             max_bytes: 10_485_760,
+            max_undelivered_bytes: 4 << 30,
         }
     );
     assert_eq!(activity.max_argument_bytes, 1024);

@@ -565,6 +565,9 @@ fn plugins_from(raw: raw::RawPlugins, ctx: &Context<'_>) -> Result<PluginsConfig
         if !is_plugin_name(&name) {
             return Err(ctx.err(&key, plugin_name_error(&name)));
         }
+        if limits.timeout_ms.is_some() {
+            plugins.explicit_timeouts.insert(name.clone());
+        }
         let limits = limits_from(limits, plugins.limits, &key, ctx)?;
         plugins.plugin_limits.insert(name, limits);
     }
@@ -584,6 +587,18 @@ fn plugins_from(raw: raw::RawPlugins, ctx: &Context<'_>) -> Result<PluginsConfig
             ));
         }
         plugins.settings.insert(name, settings);
+    }
+    // A sink reaches only the hosts its settings grant: say now if they cannot be read.
+    for name in &plugins.sinks {
+        let (_, problems) = crate::plugin::Grant::from_settings(&plugins.settings_for(name));
+        if let Some(problem) = problems.first() {
+            let mut key = String::from("plugins.settings");
+            raw::push_key(&mut key, name);
+            return Err(ctx.err(
+                &key,
+                format!("{problem} (a sink may reach only the host of its `url` and its `allowed_hosts`)"),
+            ));
+        }
     }
     Ok(plugins)
 }
@@ -689,7 +704,30 @@ fn activity_from(raw: raw::RawActivity, ctx: &Context<'_>) -> Result<ActivityCon
         if let Some(n) = retention.max_bytes {
             r.max_bytes = ctx.at_least_one("activity.retention.max_bytes", n)?;
         }
+        if let Some(n) = retention.max_undelivered_bytes {
+            r.max_undelivered_bytes =
+                ctx.at_least_one("activity.retention.max_undelivered_bytes", n)?;
+        }
         activity.retention = r;
+    }
+    if let Some(delivery) = raw.delivery {
+        let d = &mut activity.delivery;
+        if let Some(n) = delivery.batch_records {
+            let n = ctx.range("activity.delivery.batch_records", n, 1, 10_000, " records")?;
+            d.batch_records = usize::try_from(n).unwrap_or(10_000);
+        }
+        if let Some(n) = delivery.batch_bytes {
+            let n = ctx.range("activity.delivery.batch_bytes", n, 1024, 64 << 20, " bytes")?;
+            d.batch_bytes = usize::try_from(n).unwrap_or(64 << 20);
+        }
+        if let Some(ms) = delivery.interval_ms {
+            let ms = ctx.range("activity.delivery.interval_ms", ms, 10, 3_600_000, " milliseconds")?;
+            d.interval = Duration::from_millis(ms);
+        }
+        if let Some(ms) = delivery.max_backoff_ms {
+            let ms = ctx.range("activity.delivery.max_backoff_ms", ms, 100, 3_600_000, " milliseconds")?;
+            d.max_backoff = Duration::from_millis(ms);
+        }
     }
     if let Some(n) = raw.max_argument_bytes {
         let n = ctx.range(

@@ -13,6 +13,7 @@ use super::Error;
 use super::bindings::validator_world::ValidatorPlugin;
 use super::host::PluginCtx;
 use super::limits::{DEFAULT_MEMORY_BYTES, Limits};
+use super::sink::{SinkCtx, sink_linker};
 
 /// How often the epoch advances; deadlines are whole ticks, so this is their granularity.
 pub const EPOCH_TICK: Duration = Duration::from_millis(1);
@@ -58,6 +59,8 @@ pub enum CacheOutcome {
 pub struct PluginEngine {
     engine: Engine,
     linker: Linker<PluginCtx>,
+    /// Sinks' linker: the host interfaces plus WASI (empty) and `wasi:http`.
+    sink_linker: Linker<SinkCtx>,
     cache_dir: Option<PathBuf>,
     engine_hash: u64,
 }
@@ -87,6 +90,8 @@ impl PluginEngine {
         ValidatorPlugin::add_to_linker::<PluginCtx, HasSelf<PluginCtx>>(&mut linker, |ctx| ctx)
             .map_err(|e| Error::Engine(format!("{e:#}")))?;
 
+        let sink_linker = sink_linker(&engine).map_err(|e| Error::Engine(format!("{e:#}")))?;
+
         let mut hasher = DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
         let engine_hash = hasher.finish();
@@ -95,6 +100,7 @@ impl PluginEngine {
         Ok(Self {
             engine,
             linker,
+            sink_linker,
             cache_dir: options.cache_dir,
             engine_hash,
         })
@@ -110,6 +116,10 @@ impl PluginEngine {
         let mut linker = self.linker.clone();
         linker.define_unknown_imports_as_traps(component)?;
         Ok(linker)
+    }
+
+    pub(crate) fn sink_linker(&self) -> &Linker<SinkCtx> {
+        &self.sink_linker
     }
 
     /// Compiles a component, or loads it precompiled from the cache.
@@ -151,6 +161,16 @@ impl PluginEngine {
         let mut store = Store::new(&self.engine, ctx);
         store.limiter(|ctx| &mut ctx.limiter);
         self.arm_deadline(&mut store, limits);
+        store.epoch_deadline_trap();
+        store
+    }
+
+    /// A store for one sink call: its memory cap and its deadline (which, for a sink, also
+    /// bounds the time spent waiting on HTTP).
+    pub(crate) fn new_sink_store(&self, ctx: SinkCtx, limits: &Limits) -> Store<SinkCtx> {
+        let mut store = Store::new(&self.engine, ctx);
+        store.limiter(|ctx| &mut ctx.plugin.limiter);
+        store.set_epoch_deadline(deadline_ticks(limits.timeout));
         store.epoch_deadline_trap();
         store
     }

@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 
 /// The default CPU deadline per call (DESIGN.md section 4).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
+/// The default deadline of one sink delivery, HTTP waits included: a remote store may be
+/// slow, and a sink is not on any call's path.
+pub const DEFAULT_SINK_TIMEOUT: Duration = Duration::from_secs(30);
 /// The default linear-memory cap per instance (DESIGN.md section 4).
 pub const DEFAULT_MEMORY_BYTES: usize = 32 << 20;
 /// Tables hold function references; no honest plugin needs more entries than this.

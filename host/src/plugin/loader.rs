@@ -11,6 +11,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use wasmtime::component::{Component, InstancePre};
+
+use crate::activity::ActivityRecord;
 use wasmtime::{Store, Trap};
 
 use crate::policy::{CallRequest, Inference, Tool, Verdict};
@@ -23,6 +25,7 @@ use super::embedded::EMBEDDED;
 use super::engine::PluginEngine;
 use super::host::PluginCtx;
 use super::limits::{Limits, MemoryCapExceeded};
+use super::sink::{Grant, SinkRunner, wit_record};
 use super::{Error, Fault, PluginFault, PluginInfo, PluginKind, PluginSource};
 
 /// What the operator configured for one plugin.
@@ -53,8 +56,8 @@ impl Default for PluginSettings {
 enum Runner {
     Validator(ValidatorPluginPre<PluginCtx>, WarmPool<ValidatorPlugin>),
     Annotator(AnnotatorPluginPre<PluginCtx>, WarmPool<AnnotatorPlugin>),
-    /// Sinks are run by the delivery machinery, which links `wasi:http` for them.
-    Sink(#[allow(dead_code)] Component),
+    /// Sinks run with their own linker (WASI and `wasi:http`), see `sink`.
+    Sink(SinkRunner),
 }
 
 /// Idle warm instances kept per plugin when it reuses instances.
@@ -146,6 +149,9 @@ impl Plugin {
             reason: format!("{e:#}"),
         })?;
         let kind = kind_from_exports(engine, &component, &origin)?;
+        if kind == PluginKind::Sink {
+            return Self::load_sink(engine, component, compile, bytes.len(), source, origin, limits);
+        }
 
         let mismatch = |world: &'static str| {
             let origin = origin.clone();
@@ -174,7 +180,7 @@ impl Plugin {
                 AnnotatorPluginPre::new(pre.clone()).map_err(mismatch(world))?,
                 WarmPool::new(),
             ),
-            PluginKind::Sink => Runner::Sink(component),
+            PluginKind::Sink => unreachable!("sinks are loaded by load_sink"),
         };
 
         // Ask the plugin who it is, under the same limits as any call.
@@ -194,13 +200,61 @@ impl Plugin {
                 origin: origin.clone(),
                 fault: classify(e, &limits),
             })?;
+        Self::assemble(engine, runner, kind, info, source, bytes.len(), compile, origin, limits)
+    }
+
+    /// Loads a sink: type-checked against the sink world with the sink linker (WASI and
+    /// `wasi:http`), asked who it is with no host granted.
+    fn load_sink(
+        engine: &PluginEngine,
+        component: Component,
+        compile: super::CacheOutcome,
+        size_bytes: usize,
+        source: PluginSource,
+        origin: String,
+        limits: Limits,
+    ) -> Result<Self, Error> {
+        let runner = SinkRunner::new(engine.sink_linker(), &component).map_err(|e| {
+            Error::WorldMismatch {
+                origin: origin.clone(),
+                world: "sink-plugin",
+                reason: format!("{e:#}"),
+            }
+        })?;
+        let name: Arc<str> = Arc::from(origin.as_str());
+        let ctx = runner.store_data(
+            PluginCtx::new(name.clone(), Arc::from("{}"), limits.memory_bytes),
+            name,
+            &limits,
+        );
+        let mut store = engine.new_sink_store(ctx, &limits);
+        let info = runner.info(&mut store).map_err(|e| Error::Info {
+            origin: origin.clone(),
+            fault: classify(e, &limits),
+        })?;
+        let kind = PluginKind::Sink;
+        let runner = Runner::Sink(runner);
+        Self::assemble(engine, runner, kind, info, source, size_bytes, compile, origin, limits)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn assemble(
+        engine: &PluginEngine,
+        runner: Runner,
+        kind: PluginKind,
+        info: wit_metadata::PluginInfo,
+        source: PluginSource,
+        size_bytes: usize,
+        compile: super::CacheOutcome,
+        origin: String,
+        limits: Limits,
+    ) -> Result<Self, Error> {
         if !is_valid_name(&info.name) {
             return Err(Error::BadName {
                 origin,
                 name: info.name,
             });
         }
-
         Ok(Self {
             name: Arc::from(info.name.as_str()),
             info: PluginInfo {
@@ -209,7 +263,7 @@ impl Plugin {
                 version: info.version,
                 description: info.description,
                 source,
-                size_bytes: bytes.len(),
+                size_bytes,
                 compile,
             },
             engine: engine.clone(),
@@ -250,8 +304,45 @@ impl Plugin {
         match &mut self.runner {
             Runner::Validator(_, warm) => warm.clear(),
             Runner::Annotator(_, warm) => warm.clear(),
-            Runner::Sink(_) => {}
+            Runner::Sink(sink) => {
+                let (grant, problems) = Grant::from_settings(&settings.settings);
+                for problem in problems {
+                    tracing::warn!(plugin = %self.name, "sink settings: {problem}");
+                }
+                sink.set_grant(grant);
+            }
         }
+    }
+
+    /// The hosts a sink may reach (`None` for other kinds).
+    pub fn granted_hosts(&self) -> Option<Vec<String>> {
+        match &self.runner {
+            Runner::Sink(sink) => Some(sink.grant().authorities().map(str::to_owned).collect()),
+            _ => None,
+        }
+    }
+
+    /// Delivers a batch through a sink plugin, in a fresh instance, under its limits (the
+    /// deadline bounds the whole call, HTTP waits included). `Ok(Err(reason))` is the sink
+    /// saying the batch is not stored; `Err` is a fault (trap, deadline, memory).
+    /// Blocking: call it from a blocking thread inside a tokio runtime (wasi-http's I/O
+    /// runs on that runtime).
+    pub fn deliver(&self, batch: &[ActivityRecord]) -> Result<Result<(), String>, PluginFault> {
+        let Runner::Sink(sink) = &self.runner else {
+            return Err(self.fault(Fault::Instantiate(format!(
+                "it is {} plugin, not a sink",
+                self.kind().with_article()
+            ))));
+        };
+        let records: Vec<_> = batch.iter().map(wit_record).collect();
+        let ctx = sink.store_data(
+            PluginCtx::new(self.name.clone(), self.settings.clone(), self.limits.memory_bytes),
+            self.name.clone(),
+            &self.limits,
+        );
+        let mut store = self.engine.new_sink_store(ctx, &self.limits);
+        sink.deliver(&mut store, &records)
+            .map_err(|e| self.fault(classify(e, &self.limits)))
     }
 
     /// Runs the validator on one call with its configured settings.
@@ -365,11 +456,11 @@ pub struct PluginSet {
 
 impl PluginSet {
     /// Loads the embedded plugins and every `*.wasm` in `dir` (in file-name order).
-    /// `settings_for` gives each plugin, by name, its limits and settings.
+    /// `settings_for` gives each plugin, by name and kind, its limits and settings.
     pub fn load(
         engine: &PluginEngine,
         dir: Option<&Path>,
-        settings_for: &dyn Fn(&str) -> PluginSettings,
+        settings_for: &dyn Fn(&str, PluginKind) -> PluginSettings,
     ) -> Result<Self, Error> {
         let mut loaded: Vec<Plugin> = Vec::new();
         for (_, bytes) in EMBEDDED {
@@ -415,7 +506,7 @@ impl PluginSet {
         let plugins = loaded
             .into_iter()
             .map(|mut plugin| {
-                plugin.configure(&settings_for(plugin.name()));
+                plugin.configure(&settings_for(plugin.name(), plugin.kind()));
                 Arc::new(plugin)
             })
             .collect();

@@ -16,6 +16,7 @@ mod engine;
 mod host;
 pub mod limits;
 mod loader;
+mod sink;
 pub mod suite;
 
 use std::fmt;
@@ -26,6 +27,7 @@ use serde::Serialize;
 pub use engine::{CacheOutcome, EngineOptions, PluginEngine};
 pub use limits::Limits;
 pub use loader::{Plugin, PluginSet, PluginSettings, is_valid_name};
+pub use sink::{Grant, authority_of};
 
 /// The three plugin worlds of `wit/worlds.wit`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
