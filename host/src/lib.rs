@@ -8,6 +8,7 @@
 //! - [`proxy`] is the shared core: resolve, judge, call; search;
 //! - [`mcp`] is the MCP server clients talk to (HTTP and stdio);
 //! - [`activity`] is the audit trail: records, the redb journal, queries, retention;
+//! - [`delivery`] feeds the audit trail to sink plugins in the background;
 //! - [`api`] is the REST API under `/api/v1`;
 //! - [`cli`] is the `mcpproxy` command line.
 
@@ -15,6 +16,7 @@ pub mod activity;
 pub mod api;
 pub mod cli;
 pub mod config;
+pub mod delivery;
 pub mod index;
 pub mod mcp;
 pub mod plugin;

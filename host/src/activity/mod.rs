@@ -98,4 +98,4 @@ from_redb!(
 );
 
 #[cfg(test)]
-mod test_util;
+pub(crate) mod test_util;

@@ -1,4 +1,5 @@
-//! `GET /api/v1/activity` (filtered, newest first) and `GET /api/v1/activity/{id}`.
+//! `GET /api/v1/activity` (filtered, newest first), `GET /api/v1/activity/{id}` and
+//! `GET /api/v1/activity/sinks` (each sink's cursor, backlog, lag and errors).
 
 use std::collections::HashMap;
 
@@ -138,4 +139,14 @@ pub async fn show(
             "no activity record with id '{id}'; `mcpproxy activity list` shows the ids"
         ))),
     }
+}
+
+/// `GET /activity/sinks`: every registered sink's delivery status.
+pub async fn sinks(State(state): State<ApiState>) -> Result<Response, ApiError> {
+    let report = match &state.delivery {
+        Some(delivery) => delivery.report(),
+        None => crate::delivery::offline_report(&state.journal),
+    }
+    .map_err(|e| ApiError::internal("cannot read the sinks' status", e))?;
+    Ok(ok(report))
 }

@@ -27,6 +27,8 @@ use crate::proxy::Proxy;
 pub struct ApiState {
     pub proxy: Arc<Proxy>,
     pub journal: Arc<Journal>,
+    /// The sink delivery tasks, when this process runs them.
+    pub delivery: Option<Arc<crate::delivery::Delivery>>,
     pub api_key: Arc<str>,
     /// `Host` values accepted besides loopback names (DNS-rebinding protection).
     pub allowed_hosts: Arc<[String]>,
@@ -39,6 +41,7 @@ pub fn router(state: ApiState) -> Router {
     let routes = Router::new()
         .route("/status", get(status))
         .route("/activity", get(activity::list))
+        .route("/activity/sinks", get(activity::sinks))
         .route("/activity/{id}", get(activity::show))
         .route("/tools", get(tools::list))
         .route("/tools/search", get(tools::search))

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::activity::{self, Journal, JournalOptions};
 use crate::api::{self, ApiState, key};
 use crate::config::{self, Config, Durability};
+use crate::delivery::{Delivery, DeliveryOptions, Sink};
 use crate::index::ToolIndex;
 use crate::mcp::{self, ProxyServer};
 use crate::plugin::limits::Limits;
@@ -24,6 +25,9 @@ use crate::proxy::{ActivitySettings, Proxy};
 use crate::upstream::Upstreams;
 
 use super::Globals;
+
+/// How long a sink's in-flight batch may finish at shutdown.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Args)]
 pub struct ServeCommand {
@@ -42,12 +46,19 @@ pub struct ServeCommand {
     /// Serve MCP on stdin/stdout instead of HTTP (for IDEs that spawn their servers).
     #[arg(long)]
     stdio: bool,
+
+    /// Feed the activity journal to this sink plugin too (repeatable; adds to the config's
+    /// `plugins.sinks`; its settings come from `plugins.settings.NAME`).
+    #[arg(long = "sink", value_name = "NAME")]
+    sinks: Vec<String>,
 }
 
 /// Everything `serve` builds before it starts listening; shared with other commands.
 pub struct Runtime {
     pub config: Config,
     pub proxy: Arc<Proxy>,
+    /// The sink plugins named by `plugins.sinks`, in order.
+    pub sinks: Vec<Arc<crate::plugin::Plugin>>,
 }
 
 /// The activity journal's file in the data dir.
@@ -68,12 +79,34 @@ impl ServeCommand {
 
     async fn serve(self, globals: &Globals) -> Result<()> {
         let loaded = config::load(self.config.as_deref(), globals.home.as_deref())?;
-        let config = loaded.config;
+        let mut config = loaded.config;
+        for name in &self.sinks {
+            if !crate::plugin::is_valid_name(name) {
+                bail!("--sink '{name}' is not a plugin name: use lowercase letters, digits and '-'");
+            }
+            if !config.plugins.sinks.contains(name) {
+                config.plugins.sinks.push(name.clone());
+            }
+        }
         let data_dir = globals.data_dir(config.data_dir.as_deref());
         let plugins_dir = self.plugins.clone().or_else(|| config.plugins.dir.clone());
         let listen = self.listen.unwrap_or(config.listen);
 
         let runtime = build(config, &data_dir, plugins_dir)?;
+        let d = &runtime.config.activity.delivery;
+        let delivery = Arc::new(
+            Delivery::start(
+                runtime.proxy.journal().clone(),
+                runtime.sinks.iter().map(|p| p.clone() as Arc<dyn Sink>).collect(),
+                DeliveryOptions {
+                    batch_records: d.batch_records,
+                    batch_bytes: d.batch_bytes,
+                    interval: d.interval,
+                    max_backoff: d.max_backoff,
+                },
+            )
+            .context("cannot start delivering activity to the sinks")?,
+        );
         let shutdown = CancellationToken::new();
         tokio::spawn(signal_shutdown(shutdown.clone()));
 
@@ -101,6 +134,7 @@ impl ServeCommand {
             let api_state = ApiState {
                 proxy: runtime.proxy.clone(),
                 journal: runtime.proxy.journal().clone(),
+                delivery: Some(delivery.clone()),
                 api_key: Arc::from(api_key),
                 allowed_hosts: runtime.config.allowed_hosts.clone().into(),
                 allowed_origins: runtime.config.allowed_origins.clone().into(),
@@ -140,6 +174,7 @@ impl ServeCommand {
             }
         }
         eprintln!("shutting down: closing upstream sessions, flushing the activity journal");
+        delivery.shutdown(SHUTDOWN_GRACE).await;
         runtime.proxy.upstreams().shutdown().await;
         if let Err(e) = runtime.proxy.journal().flush().await {
             tracing::error!("cannot flush the activity journal: {e}");
@@ -203,6 +238,16 @@ pub fn build(
             "plugins.validators",
         )?,
     );
+    let sinks = if config.plugins.sinks.is_empty() {
+        Vec::new()
+    } else {
+        select(
+            &plugins,
+            PluginKind::Sink,
+            Some(&config.plugins.sinks),
+            "plugins.sinks",
+        )?
+    };
     if pipeline.validators().is_empty() {
         tracing::warn!("no validator is active: every call is allowed");
     }
@@ -226,7 +271,11 @@ pub fn build(
         journal,
         activity,
     ));
-    Ok(Runtime { config, proxy })
+    Ok(Runtime {
+        config,
+        proxy,
+        sinks,
+    })
 }
 
 /// The proxy for a one-shot command: only `server`'s upstream (or all, if `None`) is
@@ -315,6 +364,17 @@ async fn summary(runtime: &Runtime, config_path: Option<&std::path::Path>) {
     };
     eprintln!("annotators: {}", names(pipeline.annotators()));
     eprintln!("validators: {}", names(pipeline.validators()));
+    for sink in &runtime.sinks {
+        eprintln!(
+            "sink: {} {} -> {}",
+            sink.name(),
+            sink.info().version,
+            sink.granted_hosts()
+                .filter(|h| !h.is_empty())
+                .map(|h| h.join(", "))
+                .unwrap_or_else(|| "no host granted (set its url setting)".into())
+        );
+    }
     let upstreams = runtime.proxy.upstreams();
     upstreams.settle(Duration::from_secs(10)).await;
     let statuses = upstreams.statuses();

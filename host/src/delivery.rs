@@ -1,0 +1,477 @@
+//! Delivery: feeding the activity journal to sinks, one background task per sink.
+//!
+//! Each task reads a batch after its sink's cursor (see [`crate::activity::outbox`]), hands
+//! it to the sink on a blocking thread, and moves the cursor only after the sink said the
+//! batch is stored. A failure (the sink's own error, a trap, a timeout) is recorded in the
+//! journal and the same batch is retried after a wait that doubles from 1 s up to
+//! `max_backoff`. Tool calls never wait for any of this: they only append to the journal.
+//! A caught-up sink looks for new records every `interval`.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::activity::{ActivityRecord, Journal, SinkStatus};
+use crate::plugin::Plugin;
+
+/// The first wait after a failed delivery; it doubles per failure up to `max_backoff`.
+pub const INITIAL_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Something that stores batches of records: a sink plugin, or a native one in tests.
+pub trait Sink: Send + Sync + 'static {
+    fn name(&self) -> &str;
+    /// Stores `batch`, whole; `Err` says why not, in words for the operator. Blocking.
+    fn deliver(&self, batch: &[ActivityRecord]) -> Result<(), String>;
+    /// The hosts it may reach, for the status report.
+    fn granted_hosts(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+impl Sink for Plugin {
+    fn name(&self) -> &str {
+        Plugin::name(self)
+    }
+
+    fn deliver(&self, batch: &[ActivityRecord]) -> Result<(), String> {
+        match Plugin::deliver(self, batch) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(reason)) => Err(reason),
+            Err(fault) => Err(fault.to_string()),
+        }
+    }
+
+    fn granted_hosts(&self) -> Vec<String> {
+        Plugin::granted_hosts(self).unwrap_or_default()
+    }
+}
+
+/// Batching and retry settings.
+#[derive(Debug, Clone, Copy)]
+pub struct DeliveryOptions {
+    pub batch_records: usize,
+    pub batch_bytes: usize,
+    pub interval: Duration,
+    pub max_backoff: Duration,
+}
+
+impl Default for DeliveryOptions {
+    fn default() -> Self {
+        Self {
+            batch_records: 1000,
+            batch_bytes: 4 << 20,
+            interval: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(60),
+        }
+    }
+}
+
+/// What a sink's task is doing now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Activity {
+    /// Caught up, waiting for new records.
+    #[default]
+    Idle,
+    /// A batch is with the sink.
+    Delivering,
+    /// The last attempt failed; waiting to retry.
+    BackingOff,
+    /// Stopped (the proxy is shutting down).
+    Stopped,
+}
+
+/// The live part of a sink's status (the rest is in the journal).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Live {
+    pub activity: Activity,
+    /// In `backing_off`: milliseconds until the next attempt.
+    pub retry_in_ms: Option<u64>,
+    /// How long the last successful batch took, in milliseconds, and its size.
+    pub last_batch_ms: Option<u64>,
+    pub last_batch_records: Option<usize>,
+    pub granted_hosts: Vec<String>,
+    #[serde(skip)]
+    retry_at: Option<Instant>,
+}
+
+/// One sink's full status: the journal's view (cursor, backlog, lag, errors) and the task's.
+#[derive(Debug, Clone, Serialize)]
+pub struct SinkReport {
+    #[serde(flatten)]
+    pub status: SinkStatus,
+    #[serde(flatten)]
+    pub live: Live,
+}
+
+struct Running {
+    name: String,
+    live: Arc<Mutex<Live>>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// The delivery tasks of every configured sink.
+pub struct Delivery {
+    journal: Arc<Journal>,
+    running: Vec<Running>,
+    stop: CancellationToken,
+}
+
+impl Delivery {
+    /// Registers `sinks` in the journal (dropping the cursors of sinks no longer configured,
+    /// with a warning) and starts a task for each. Must be called inside a tokio runtime.
+    pub fn start(
+        journal: Arc<Journal>,
+        sinks: Vec<Arc<dyn Sink>>,
+        options: DeliveryOptions,
+    ) -> Result<Self, crate::activity::Error> {
+        let names: Vec<String> = sinks.iter().map(|s| s.name().to_owned()).collect();
+        for (name, backlog) in journal.register_sinks(&names)? {
+            tracing::warn!(
+                sink = %name,
+                "sink '{name}' is no longer configured: its cursor is dropped{}",
+                if backlog > 0 {
+                    format!(" and {backlog} records it had not delivered will not reach it")
+                } else {
+                    String::new()
+                }
+            );
+        }
+        let stop = CancellationToken::new();
+        let running = sinks
+            .into_iter()
+            .map(|sink| {
+                let live = Arc::new(Mutex::new(Live {
+                    granted_hosts: sink.granted_hosts(),
+                    ..Live::default()
+                }));
+                let worker = Worker {
+                    journal: journal.clone(),
+                    sink: sink.clone(),
+                    options,
+                    live: live.clone(),
+                    stop: stop.clone(),
+                };
+                Running {
+                    name: sink.name().to_owned(),
+                    live,
+                    task: Mutex::new(Some(tokio::spawn(worker.run()))),
+                }
+            })
+            .collect();
+        Ok(Self {
+            journal,
+            running,
+            stop,
+        })
+    }
+
+    /// The names of the sinks being fed.
+    pub fn sinks(&self) -> impl Iterator<Item = &str> {
+        self.running.iter().map(|r| r.name.as_str())
+    }
+
+    /// Every registered sink's status.
+    pub fn report(&self) -> Result<Vec<SinkReport>, crate::activity::Error> {
+        let statuses = self.journal.sink_status()?;
+        Ok(statuses
+            .into_iter()
+            .map(|status| {
+                let live = self
+                    .running
+                    .iter()
+                    .find(|r| r.name == status.name)
+                    .map(|r| {
+                        let mut live = lock(&r.live).clone();
+                        live.retry_in_ms = live
+                            .retry_at
+                            .map(|at| at.saturating_duration_since(Instant::now()).as_millis() as u64);
+                        live
+                    })
+                    .unwrap_or(Live {
+                        activity: Activity::Stopped,
+                        ..Live::default()
+                    });
+                SinkReport { status, live }
+            })
+            .collect())
+    }
+
+    /// Stops every task; a batch already with a sink gets up to `grace` to finish (so its
+    /// cursor moves and it is not sent again on the next start).
+    pub async fn shutdown(&self, grace: Duration) {
+        self.stop.cancel();
+        let deadline = tokio::time::Instant::now() + grace;
+        for running in &self.running {
+            let task = running
+                .task
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take();
+            let Some(task) = task else { continue };
+            if tokio::time::timeout_at(deadline, task).await.is_err() {
+                tracing::warn!(
+                    sink = %running.name,
+                    "sink '{}' was still delivering at shutdown; that batch is sent again on the next start",
+                    running.name
+                );
+            }
+        }
+    }
+}
+
+/// The sinks' status from the journal alone (no delivery running in this process).
+pub fn offline_report(journal: &Journal) -> Result<Vec<SinkReport>, crate::activity::Error> {
+    Ok(journal
+        .sink_status()?
+        .into_iter()
+        .map(|status| SinkReport {
+            status,
+            live: Live {
+                activity: Activity::Stopped,
+                ..Live::default()
+            },
+        })
+        .collect())
+}
+
+fn lock(live: &Mutex<Live>) -> std::sync::MutexGuard<'_, Live> {
+    live.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// One sink's loop.
+struct Worker {
+    journal: Arc<Journal>,
+    sink: Arc<dyn Sink>,
+    options: DeliveryOptions,
+    live: Arc<Mutex<Live>>,
+    stop: CancellationToken,
+}
+
+enum Step {
+    /// Delivered a batch (or skipped gone records): look again at once.
+    Progress,
+    /// Nothing to deliver.
+    CaughtUp,
+    /// The sink failed; wait before retrying.
+    Failed,
+}
+
+impl Worker {
+    async fn run(self) {
+        let name = self.sink.name().to_owned();
+        let mut backoff = INITIAL_BACKOFF.min(self.options.max_backoff);
+        loop {
+            if self.stop.is_cancelled() {
+                break;
+            }
+            let wait = match self.step().await {
+                Step::Progress => {
+                    backoff = INITIAL_BACKOFF.min(self.options.max_backoff);
+                    continue;
+                }
+                Step::CaughtUp => {
+                    backoff = INITIAL_BACKOFF.min(self.options.max_backoff);
+                    self.set(|live| live.activity = Activity::Idle);
+                    self.options.interval
+                }
+                Step::Failed => {
+                    let wait = backoff;
+                    backoff = (backoff * 2).min(self.options.max_backoff);
+                    self.set(|live| {
+                        live.activity = Activity::BackingOff;
+                        live.retry_at = Some(Instant::now() + wait);
+                    });
+                    wait
+                }
+            };
+            tokio::select! {
+                _ = self.stop.cancelled() => break,
+                _ = tokio::time::sleep(wait) => {}
+            }
+            self.set(|live| live.retry_at = None);
+        }
+        self.set(|live| live.activity = Activity::Stopped);
+        tracing::debug!(sink = %name, "delivery stopped");
+    }
+
+    fn set(&self, change: impl FnOnce(&mut Live)) {
+        change(&mut lock(&self.live));
+    }
+
+    async fn step(&self) -> Step {
+        let name = self.sink.name().to_owned();
+        let journal = self.journal.clone();
+        let (records, bytes) = (self.options.batch_records, self.options.batch_bytes);
+        let batch = {
+            let name = name.clone();
+            tokio::task::spawn_blocking(move || journal.sink_batch(&name, records, bytes)).await
+        };
+        let batch = match batch {
+            Ok(Ok(Some(batch))) => batch,
+            Ok(Ok(None)) => return Step::CaughtUp,
+            Ok(Err(e)) => {
+                tracing::error!(sink = %name, "cannot read the next batch from the journal: {e}");
+                return Step::Failed;
+            }
+            Err(e) => {
+                tracing::error!(sink = %name, "the batch reader failed: {e}");
+                return Step::Failed;
+            }
+        };
+        let count = batch.records.len();
+        let last_seq = batch.last_seq;
+        let result = if batch.records.is_empty() {
+            Ok(())
+        } else {
+            self.set(|live| live.activity = Activity::Delivering);
+            let sink = self.sink.clone();
+            let started = Instant::now();
+            let records = batch.records;
+            let result = tokio::task::spawn_blocking(move || sink.deliver(&records))
+                .await
+                .unwrap_or_else(|e| Err(format!("the sink's delivery thread failed: {e}")));
+            if result.is_ok() {
+                let took = started.elapsed().as_millis() as u64;
+                self.set(|live| {
+                    live.last_batch_ms = Some(took);
+                    live.last_batch_records = Some(count);
+                });
+            }
+            result
+        };
+        let journal = self.journal.clone();
+        match result {
+            Ok(()) => {
+                let sink_name = name.clone();
+                tokio::task::spawn_blocking(move || {
+                    journal.sink_delivered(&sink_name, last_seq, count as u64)
+                })
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|r| r.map_err(|e| e.to_string()))
+                .map(|()| Step::Progress)
+                .unwrap_or_else(|e| {
+                    // Delivered but not recorded: the batch goes again; ids let the remote
+                    // drop the duplicates.
+                    tracing::error!(sink = %name, "delivered {count} records but cannot move the cursor: {e}");
+                    Step::Failed
+                })
+            }
+            Err(reason) => {
+                tracing::warn!(
+                    sink = %name,
+                    records = count,
+                    "sink '{name}' could not deliver {count} records; retrying with backoff: {reason}"
+                );
+                let name = name.clone();
+                let recorded =
+                    tokio::task::spawn_blocking(move || journal.sink_failed(&name, &reason)).await;
+                if let Ok(Err(e)) = recorded {
+                    tracing::error!("cannot record the sink failure: {e}");
+                }
+                Step::Failed
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::activity::record::{Status, now_ms};
+    use crate::activity::test_util::{open_temp, rec_at};
+    use crate::activity::JournalOptions;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A sink that stores ids in memory and fails while `failing` is above zero.
+    #[derive(Default)]
+    struct Memory {
+        stored: Mutex<Vec<String>>,
+        failing: AtomicUsize,
+        attempts: AtomicUsize,
+    }
+
+    impl Sink for Memory {
+        fn name(&self) -> &str {
+            "memory"
+        }
+
+        fn deliver(&self, batch: &[ActivityRecord]) -> Result<(), String> {
+            self.attempts.fetch_add(1, Ordering::SeqCst);
+            if self.failing.load(Ordering::SeqCst) > 0 {
+                self.failing.fetch_sub(1, Ordering::SeqCst);
+                return Err("remote down".into());
+            }
+            let mut stored = self.stored.lock().unwrap();
+            stored.extend(batch.iter().map(|r| r.id.clone()));
+            Ok(())
+        }
+    }
+
+    fn fast() -> DeliveryOptions {
+        DeliveryOptions {
+            batch_records: 7,
+            batch_bytes: 1 << 20,
+            interval: Duration::from_millis(10),
+            max_backoff: Duration::from_millis(40),
+        }
+    }
+
+    async fn wait_for(mut done: impl FnMut() -> bool) {
+        for _ in 0..1000 {
+            if done() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("timed out waiting");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn delivers_in_order_exactly_once_through_failures() {
+        let (_dir, j) = open_temp(JournalOptions::default());
+        let sink = Arc::new(Memory::default());
+        sink.failing.store(3, Ordering::SeqCst);
+        let delivery = Delivery::start(j.clone(), vec![sink.clone() as Arc<dyn Sink>], fast()).unwrap();
+        let mut ids = Vec::new();
+        for i in 0..50 {
+            let rec = rec_at(now_ms() + i, "s", "t", "read", Status::Success);
+            ids.push(rec.id.clone());
+            j.append(rec).await.unwrap();
+        }
+        wait_for(|| sink.stored.lock().unwrap().len() >= 50).await;
+        assert_eq!(*sink.stored.lock().unwrap(), ids, "in order, each once");
+        assert!(sink.attempts.load(Ordering::SeqCst) >= 3 + 50 / 7);
+        wait_for(|| delivery.report().unwrap()[0].status.backlog == 0).await;
+        let report = &delivery.report().unwrap()[0];
+        assert_eq!(report.status.state.delivered, 50);
+        assert_eq!(report.status.state.failures, 0);
+        assert_eq!(report.status.state.last_error, None);
+        delivery.shutdown(Duration::from_secs(5)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failing_sink_is_reported_and_keeps_its_backlog() {
+        let (_dir, j) = open_temp(JournalOptions::default());
+        let sink = Arc::new(Memory::default());
+        sink.failing.store(usize::MAX, Ordering::SeqCst);
+        let delivery = Delivery::start(j.clone(), vec![sink.clone() as Arc<dyn Sink>], fast()).unwrap();
+        for i in 0..5 {
+            j.append(rec_at(now_ms() + i, "s", "t", "read", Status::Success))
+                .await
+                .unwrap();
+        }
+        wait_for(|| sink.attempts.load(Ordering::SeqCst) >= 4).await;
+        let report = &delivery.report().unwrap()[0];
+        assert_eq!(report.status.backlog, 5);
+        assert_eq!(report.status.state.last_error.as_deref(), Some("remote down"));
+        assert!(report.status.state.failures >= 3);
+        assert!(report.status.lag_ms.is_some());
+        assert!(sink.stored.lock().unwrap().is_empty());
+        delivery.shutdown(Duration::from_secs(5)).await;
+    }
+}
