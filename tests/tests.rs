@@ -11,6 +11,10 @@ mod plugins_cli;
 
 mod mcp_util;
 
+/// A real ClickHouse on loopback for the sink tests (started by the test; skipped with a
+/// note when it is not installed, unless `MCPPROXY_REQUIRE_CLICKHOUSE` is set, as in CI).
+mod clickhouse_util;
+
 /// The audit trail: REST API, `mcpproxy activity`, crash safety.
 mod activity_e2e;
 /// `mcpproxy call` and `mcpproxy tools`, with and without a running server.
@@ -23,5 +27,8 @@ mod npm_e2e;
 mod proxy_e2e;
 /// The opt-in safety-routing validator: every class x variant, and through real MCP.
 mod safety_routing;
+/// Sinks: the audit trail into an HTTP receiver and a real ClickHouse, through outages,
+/// restarts, an ungranted host, and sinks that trap or hang.
+mod sinks_e2e;
 /// `mcpproxy serve` itself: defaults, config errors, stdio mode, shutdown.
 mod serve_cli;

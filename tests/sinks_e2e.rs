@@ -1,0 +1,443 @@
+//! End-to-end: the audit trail delivered to sinks by a running `mcpproxy serve` — the HTTP
+//! sink into a real NDJSON receiver, the ClickHouse sink into a real ClickHouse, through
+//! outages, restarts, a sink that reaches for a host it was not granted, and sinks that
+//! trap or hang.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::post;
+use serde_json::{Value, json};
+
+use crate::clickhouse_util::ClickHouse;
+use crate::mcp_util::{Proxy, call, config_with, connect, is_error, stdio_fixture};
+use crate::util::{TestCommand, artifact};
+
+/// A real NDJSON endpoint: stores every line it is sent; answers 503 while `down`.
+#[derive(Clone, Default)]
+struct Receiver {
+    lines: Arc<Mutex<Vec<Value>>>,
+    requests: Arc<AtomicUsize>,
+    down: Arc<AtomicBool>,
+    headers: Arc<Mutex<Vec<HeaderMap>>>,
+}
+
+impl Receiver {
+    /// Serves on a free loopback port; returns the URL to post to.
+    async fn start(&self) -> String {
+        async fn ingest(
+            State(r): State<Receiver>,
+            headers: HeaderMap,
+            body: Bytes,
+        ) -> (StatusCode, &'static str) {
+            r.requests.fetch_add(1, Ordering::SeqCst);
+            if r.down.load(Ordering::SeqCst) {
+                return (StatusCode::SERVICE_UNAVAILABLE, "receiver is down for the test");
+            }
+            let text = String::from_utf8_lossy(&body);
+            let mut lines = r.lines.lock().unwrap();
+            for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                match serde_json::from_str(line) {
+                    Ok(v) => lines.push(v),
+                    Err(_) => return (StatusCode::BAD_REQUEST, "not NDJSON"),
+                }
+            }
+            r.headers.lock().unwrap().push(headers);
+            (StatusCode::OK, "ok")
+        }
+        let app = Router::new()
+            .route("/ingest", post(ingest))
+            .with_state(self.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr: SocketAddr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        format!("http://{addr}/ingest")
+    }
+
+    fn ids(&self) -> Vec<String> {
+        self.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|l| l["id"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+}
+
+fn api_base(proxy: &Proxy) -> String {
+    proxy.url.trim_end_matches("/mcp").to_owned() + "/api/v1"
+}
+
+async fn sinks_status(proxy: &Proxy) -> Vec<Value> {
+    let key = std::fs::read_to_string(proxy.data_dir.path().join("api_key")).unwrap();
+    let body: Value = reqwest::Client::new()
+        .get(format!("{}/activity/sinks", api_base(proxy)))
+        .header("X-API-Key", key.trim())
+        .send()
+        .await
+        .expect("GET /activity/sinks")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(body["success"], true, "{body}");
+    body["data"].as_array().cloned().unwrap_or_default()
+}
+
+/// Polls `check` every 50 ms until it holds; panics with `what` after `limit`.
+async fn eventually<F, Fut>(limit: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < deadline {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out after {limit:?} waiting for: {what}");
+}
+
+/// Makes `n` calls through the proxy (reads that succeed, and every fourth a write that
+/// the matrix rejects: blocked calls are audited too); returns how many.
+async fn make_calls(proxy: &Proxy, n: usize) -> usize {
+    let client = connect(&proxy.url).await;
+    for i in 0..n {
+        if i % 4 == 3 {
+            let r = call(&client, "call_tool_read", json!({"name": "fx:delete_note", "args": {"id": "x"}}))
+                .await
+                .expect("a rejection is a tool result");
+            assert!(is_error(&r), "delete through call_tool_read must be rejected: {r:?}");
+        } else {
+            let r = call(&client, "call_tool_read", json!({"name": "fx:get_status"}))
+                .await
+                .expect("call");
+            assert!(!is_error(&r), "read {i} failed: {r:?}");
+        }
+    }
+    client.cancel().await.ok();
+    n
+}
+
+/// The ids the journal holds, via the REST API.
+async fn journal_ids(proxy: &Proxy) -> Vec<String> {
+    let key = std::fs::read_to_string(proxy.data_dir.path().join("api_key")).unwrap();
+    let body: Value = reqwest::Client::new()
+        .get(format!("{}/activity?limit=1000", api_base(proxy)))
+        .header("X-API-Key", key.trim())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut ids: Vec<String> = body["data"]["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    ids
+}
+
+fn base_config(log: &std::path::Path, sink: &str, settings: Value) -> Value {
+    let mut config = config_with(vec![stdio_fixture("fx", log)]);
+    config["plugins"] = json!({
+        "sinks": [sink],
+        "settings": { sink: settings },
+    });
+    config["activity"] = json!({"delivery": {"interval_ms": 50, "max_backoff_ms": 300}});
+    config
+}
+
+/// A data dir with the test sink fixture in its `plugins/`.
+fn data_dir_with_fixture() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    std::fs::copy(artifact("sink_misbehave"), plugins.join("sink_misbehave.wasm")).unwrap();
+    let plugins = plugins.display().to_string();
+    (dir, plugins)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn http_sink_delivers_every_call_once_in_order_through_an_outage() {
+    let receiver = Receiver::default();
+    let url = receiver.start().await;
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let config = base_config(
+        log.path(),
+        "http-sink",
+        json!({"url": url, "headers": {"Authorization": "Splunk test-token"}}),
+    );
+    let proxy = Proxy::start(&config, &[]);
+    proxy.proc.wait_for_line(Duration::from_secs(30), |l| l.starts_with("sink: http-sink"));
+
+    let first = make_calls(&proxy, 12).await;
+    eventually(Duration::from_secs(60), "12 records at the receiver", || async {
+        receiver.ids().len() >= first
+    })
+    .await;
+    let lines = receiver.lines.lock().unwrap().clone();
+    assert_eq!(lines.len(), first);
+    // In journal order (ids are time-ordered; calls were sequential), each with every field.
+    let ids = receiver.ids();
+    let mut sorted = ids.clone();
+    sorted.sort();
+    assert_eq!(ids, sorted);
+    let blocked = lines.iter().filter(|l| l["status"] == "blocked").count();
+    assert_eq!(blocked, 3);
+    for line in &lines {
+        for key in ["id", "timestamp", "server_name", "tool_name", "tool_variant", "verdict", "status", "safety_class", "duration_ms"] {
+            assert!(line.get(key).is_some(), "{key} missing in {line}");
+        }
+        assert_eq!(line["server_name"], "fx");
+    }
+    let headers = receiver.headers.lock().unwrap()[0].clone();
+    assert_eq!(headers["authorization"], "Splunk test-token");
+    assert!(headers["content-type"].to_str().unwrap().contains("ndjson"));
+
+    // The receiver goes down: calls go on, the sink reports the failure and keeps a backlog.
+    receiver.down.store(true, Ordering::SeqCst);
+    let during = make_calls(&proxy, 8).await;
+    eventually(Duration::from_secs(30), "the sink reports the outage", || async {
+        let s = sinks_status(&proxy).await;
+        s[0]["failures"].as_u64().unwrap_or(0) >= 2 && s[0]["backlog"].as_u64() == Some(during as u64)
+    })
+    .await;
+    let s = &sinks_status(&proxy).await[0];
+    assert!(s["last_error"].as_str().unwrap().contains("503"), "{s}");
+    assert!(s["lag_ms"].as_u64().is_some(), "{s}");
+
+    // Back up: everything arrives, exactly once.
+    receiver.down.store(false, Ordering::SeqCst);
+    eventually(Duration::from_secs(60), "the backlog drains", || async {
+        receiver.ids().len() >= first + during
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut got = receiver.ids();
+    got.sort();
+    let mut unique = got.clone();
+    unique.dedup();
+    assert_eq!(got.len(), first + during, "no duplicates");
+    assert_eq!(unique, journal_ids(&proxy).await, "every journal record, once");
+    let s = &sinks_status(&proxy).await[0];
+    assert_eq!(s["backlog"], 0);
+    assert_eq!(s["delivered"], (first + during) as u64);
+    assert_eq!(s["last_error"], Value::Null);
+
+    // The CLI shows the same, from the server.
+    let addr = proxy.url.trim_start_matches("http://").trim_end_matches("/mcp");
+    let mut cli = config.clone();
+    cli["listen"] = json!(addr);
+    let cli_path = proxy.data_dir.path().join("cli.json");
+    std::fs::write(&cli_path, cli.to_string()).unwrap();
+    let out = TestCommand::new(proxy.data_dir.path())
+        .args(["activity", "sinks", "--config"])
+        .args([&cli_path])
+        .output();
+    out.assert_code(0);
+    let stdout = out.stdout();
+    assert!(stdout.contains("SINK") && stdout.contains("http-sink"), "{stdout}");
+    assert!(stdout.contains(&(first + during).to_string()), "{stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sink_reaching_for_an_ungranted_host_is_refused_and_loses_nothing() {
+    let granted = Receiver::default();
+    let granted_url = granted.start().await;
+    let stray = Receiver::default();
+    let stray_url = stray.start().await;
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let (dir, plugins) = data_dir_with_fixture();
+    let config = base_config(
+        log.path(),
+        "test-sink-misbehave",
+        json!({"mode": "stray", "url": granted_url, "stray_url": stray_url}),
+    );
+    let proxy = Proxy::start_in(&config, &["--plugins", &plugins], dir);
+    let n = make_calls(&proxy, 5).await;
+    proxy.proc.wait_for_line(Duration::from_secs(30), |l| {
+        l.contains("refused an outbound request") && l.contains("test-sink-misbehave")
+    });
+    eventually(Duration::from_secs(30), "the refusal is reported", || async {
+        sinks_status(&proxy).await[0]["failures"].as_u64().unwrap_or(0) >= 1
+    })
+    .await;
+    let s = &sinks_status(&proxy).await[0];
+    let error = s["last_error"].as_str().unwrap().to_lowercase();
+    assert!(error.contains("refused") || error.contains("denied"), "{s}");
+    assert_eq!(s["backlog"], n as u64, "nothing delivered, nothing lost: {s}");
+    assert_eq!(stray.requests.load(Ordering::SeqCst), 0, "no connection reached the stray host");
+
+    // Fixed (the sink now posts where it may): the same records arrive, once each.
+    let Proxy { mut proc, data_dir, .. } = proxy;
+    proc.kill();
+    let mut fixed = config.clone();
+    fixed["plugins"]["settings"]["test-sink-misbehave"]["mode"] = json!("ok");
+    let proxy = Proxy::start_in(&fixed, &["--plugins", &plugins], data_dir);
+    eventually(Duration::from_secs(60), "the kept records arrive", || async {
+        granted.ids().len() >= n
+    })
+    .await;
+    let mut got = granted.ids();
+    got.sort();
+    assert_eq!(got, journal_ids(&proxy).await);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn trapping_and_hanging_sinks_are_retried_and_reported_while_calls_go_on() {
+    let receiver = Receiver::default();
+    let url = receiver.start().await;
+    for (mode, expect) in [("trap", "trapped"), ("spin", "deadline")] {
+        let log = tempfile::NamedTempFile::new().unwrap();
+        let (dir, plugins) = data_dir_with_fixture();
+        let mut config = base_config(
+            log.path(),
+            "test-sink-misbehave",
+            json!({"mode": mode, "url": url}),
+        );
+        config["plugins"]["plugin_limits"] = json!({"test-sink-misbehave": {"timeout_ms": 300}});
+        let proxy = Proxy::start_in(&config, &["--plugins", &plugins], dir);
+        let n = make_calls(&proxy, 4).await;
+        eventually(Duration::from_secs(60), "two failed attempts", || async {
+            sinks_status(&proxy).await[0]["failures"].as_u64().unwrap_or(0) >= 2
+        })
+        .await;
+        // Calls still go through while the sink keeps failing.
+        let more = make_calls(&proxy, 4).await;
+        let s = &sinks_status(&proxy).await[0];
+        assert!(s["last_error"].as_str().unwrap().contains(expect), "{mode}: {s}");
+        eventually(Duration::from_secs(10), "the backlog holds every call", || async {
+            sinks_status(&proxy).await[0]["backlog"].as_u64() == Some((n + more) as u64)
+        })
+        .await;
+    }
+    assert!(receiver.ids().is_empty());
+}
+
+/// The ClickHouse columns checked against the journal, per record.
+const CH_COLUMNS: &str = "id, timestamp_ms, toString(timestamp) AS ts, type, source, server_name, \
+    tool_name, tool_variant, annotation_source, safety_class, decision, status, duration_ms, record";
+
+async fn ch_rows(ch: &ClickHouse, table: &str) -> Vec<Value> {
+    ch.query(&format!(
+        "SELECT {CH_COLUMNS} FROM default.{table} ORDER BY id FORMAT JSONEachRow"
+    ))
+    .await
+    .lines()
+    .map(|l| serde_json::from_str(l).expect("JSONEachRow"))
+    .collect()
+}
+
+async fn ch_counts(ch: &ClickHouse, table: &str) -> (u64, u64) {
+    let text = ch
+        .query(&format!(
+            "SELECT count(), uniqExact(id) FROM default.{table} FORMAT TabSeparated"
+        ))
+        .await;
+    let mut parts = text.split_whitespace().map(|p| p.parse::<u64>().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn clickhouse_gets_every_record_exactly_once_through_outages_and_restarts() {
+    let Some(mut ch) = ClickHouse::start().await else {
+        return;
+    };
+    let table = "mcpproxy_activity";
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let config = base_config(log.path(), "clickhouse-sink", json!({"url": ch.url(), "table": table}));
+    let proxy = Proxy::start(&config, &["--sink", "clickhouse-sink"]);
+
+    // N calls arrive with every field.
+    let n = make_calls(&proxy, 10).await;
+    eventually(Duration::from_secs(60), "N rows in ClickHouse", || async {
+        ch_counts(&ch, table).await.0 >= n as u64
+    })
+    .await;
+    let rows = ch_rows(&ch, table).await;
+    assert_eq!(rows.len(), n);
+    let key = std::fs::read_to_string(proxy.data_dir.path().join("api_key")).unwrap();
+    for row in &rows {
+        let id = row["id"].as_str().unwrap();
+        let rec: Value = reqwest::Client::new()
+            .get(format!("{}/activity/{id}", api_base(&proxy)))
+            .header("X-API-Key", key.trim())
+            .send()
+            .await
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap()["data"]
+            .clone();
+        for (column, field) in [
+            ("type", "type"),
+            ("source", "source"),
+            ("server_name", "server_name"),
+            ("tool_name", "tool_name"),
+            ("tool_variant", "tool_variant"),
+            ("annotation_source", "annotation_source"),
+            ("safety_class", "safety_class"),
+            ("status", "status"),
+        ] {
+            assert_eq!(row[column], rec[field], "{column} of {id}");
+        }
+        assert_eq!(row["decision"], rec["verdict"]["decision"]);
+        assert_eq!(row["duration_ms"].to_string().trim_matches('"'), rec["duration_ms"].to_string());
+        let stored: Value = serde_json::from_str(row["record"].as_str().unwrap()).unwrap();
+        assert_eq!(stored, rec, "the full record is kept");
+        // Second precision in `timestamp`, milliseconds in `timestamp_ms`.
+        let ts = rec["timestamp"].as_str().unwrap();
+        assert_eq!(row["ts"].as_str().unwrap(), &ts[..19].replace('T', " "));
+    }
+
+    // ClickHouse goes away: calls do not wait for it.
+    ch.stop();
+    let m = make_calls(&proxy, 8).await;
+    eventually(Duration::from_secs(30), "the sink reports ClickHouse down", || async {
+        let s = sinks_status(&proxy).await;
+        s[0]["failures"].as_u64().unwrap_or(0) >= 1 && s[0]["backlog"].as_u64() == Some(m as u64)
+    })
+    .await;
+    ch.start_again().await;
+    eventually(Duration::from_secs(90), "N+M rows", || async {
+        ch_counts(&ch, table).await.0 >= (n + m) as u64
+    })
+    .await;
+
+    // Down again, and the proxy restarts while it is down: nothing is lost.
+    ch.stop();
+    let k = make_calls(&proxy, 6).await;
+    let Proxy { mut proc, data_dir, .. } = proxy;
+    // A graceful stop (SIGTERM), as an operator would.
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(proc.child.id() as i32, libc::SIGTERM) };
+    let _ = proc.child.wait();
+    let proxy = Proxy::start_in(&config, &["--sink", "clickhouse-sink"], data_dir);
+    let s = &sinks_status(&proxy).await[0];
+    assert_eq!(s["backlog"], k as u64, "the backlog survived the restart: {s}");
+    ch.start_again().await;
+    let total = (n + m + k) as u64;
+    eventually(Duration::from_secs(90), "every record", || async {
+        ch_counts(&ch, table).await.0 >= total
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(ch_counts(&ch, table).await, (total, total), "rows = distinct ids = calls");
+    let ids: Vec<String> = ch_rows(&ch, table)
+        .await
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids, journal_ids(&proxy).await);
+}
