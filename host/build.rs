@@ -9,7 +9,12 @@ use std::process::Command;
 
 const TARGET: &str = "wasm32-wasip2";
 /// The plugins embedded in the binary (crate names, as cargo names their artifacts).
-const EMBEDDED: &[&str] = &["intent_matrix", "prefix_annotator"];
+const EMBEDDED: &[&str] = &[
+    "intent_matrix",
+    "prefix_annotator",
+    "clickhouse_sink",
+    "http_sink",
+];
 
 fn main() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
@@ -25,6 +30,8 @@ fn main() {
         "intent-matrix",
         "prefix-annotator",
         "safety-routing",
+        "clickhouse-sink",
+        "http-sink",
         "fixtures",
     ] {
         println!(

@@ -313,9 +313,11 @@ fn the_second_start_loads_compiled_plugins_from_the_cache() {
         cache_dir: Some(data.path().join("cache")),
         ..Default::default()
     };
-    let first = PluginSet::load(&PluginEngine::new(options.clone()).unwrap(), None, &|_, _| {
-        PluginSettings::default()
-    })
+    let first = PluginSet::load(
+        &PluginEngine::new(options.clone()).unwrap(),
+        None,
+        &|_, _| PluginSettings::default(),
+    )
     .unwrap();
     assert!(
         first

@@ -38,7 +38,10 @@ impl Receiver {
         ) -> (StatusCode, &'static str) {
             r.requests.fetch_add(1, Ordering::SeqCst);
             if r.down.load(Ordering::SeqCst) {
-                return (StatusCode::SERVICE_UNAVAILABLE, "receiver is down for the test");
+                return (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "receiver is down for the test",
+                );
             }
             let text = String::from_utf8_lossy(&body);
             let mut lines = r.lines.lock().unwrap();
@@ -111,10 +114,17 @@ async fn make_calls(proxy: &Proxy, n: usize) -> usize {
     let client = connect(&proxy.url).await;
     for i in 0..n {
         if i % 4 == 3 {
-            let r = call(&client, "call_tool_read", json!({"name": "fx:delete_note", "args": {"id": "x"}}))
-                .await
-                .expect("a rejection is a tool result");
-            assert!(is_error(&r), "delete through call_tool_read must be rejected: {r:?}");
+            let r = call(
+                &client,
+                "call_tool_read",
+                json!({"name": "fx:delete_note", "args": {"id": "x"}}),
+            )
+            .await
+            .expect("a rejection is a tool result");
+            assert!(
+                is_error(&r),
+                "delete through call_tool_read must be rejected: {r:?}"
+            );
         } else {
             let r = call(&client, "call_tool_read", json!({"name": "fx:get_status"}))
                 .await
@@ -163,7 +173,11 @@ fn data_dir_with_fixture() -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
     let plugins = dir.path().join("plugins");
     std::fs::create_dir_all(&plugins).unwrap();
-    std::fs::copy(artifact("sink_misbehave"), plugins.join("sink_misbehave.wasm")).unwrap();
+    std::fs::copy(
+        artifact("sink_misbehave"),
+        plugins.join("sink_misbehave.wasm"),
+    )
+    .unwrap();
     let plugins = plugins.display().to_string();
     (dir, plugins)
 }
@@ -179,12 +193,23 @@ async fn http_sink_delivers_every_call_once_in_order_through_an_outage() {
         json!({"url": url, "headers": {"Authorization": "Splunk test-token"}}),
     );
     let proxy = Proxy::start(&config, &[]);
-    proxy.proc.wait_for_line(Duration::from_secs(30), |l| l.starts_with("sink: http-sink"));
+    let granted = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        sinks_status(&proxy).await[0]["granted_hosts"],
+        json!([granted])
+    );
 
     let first = make_calls(&proxy, 12).await;
-    eventually(Duration::from_secs(60), "12 records at the receiver", || async {
-        receiver.ids().len() >= first
-    })
+    eventually(
+        Duration::from_secs(60),
+        "12 records at the receiver",
+        || async { receiver.ids().len() >= first },
+    )
     .await;
     let lines = receiver.lines.lock().unwrap().clone();
     assert_eq!(lines.len(), first);
@@ -196,7 +221,17 @@ async fn http_sink_delivers_every_call_once_in_order_through_an_outage() {
     let blocked = lines.iter().filter(|l| l["status"] == "blocked").count();
     assert_eq!(blocked, 3);
     for line in &lines {
-        for key in ["id", "timestamp", "server_name", "tool_name", "tool_variant", "verdict", "status", "safety_class", "duration_ms"] {
+        for key in [
+            "id",
+            "timestamp",
+            "server_name",
+            "tool_name",
+            "tool_variant",
+            "verdict",
+            "status",
+            "safety_class",
+            "duration_ms",
+        ] {
             assert!(line.get(key).is_some(), "{key} missing in {line}");
         }
         assert_eq!(line["server_name"], "fx");
@@ -208,10 +243,15 @@ async fn http_sink_delivers_every_call_once_in_order_through_an_outage() {
     // The receiver goes down: calls go on, the sink reports the failure and keeps a backlog.
     receiver.down.store(true, Ordering::SeqCst);
     let during = make_calls(&proxy, 8).await;
-    eventually(Duration::from_secs(30), "the sink reports the outage", || async {
-        let s = sinks_status(&proxy).await;
-        s[0]["failures"].as_u64().unwrap_or(0) >= 2 && s[0]["backlog"].as_u64() == Some(during as u64)
-    })
+    eventually(
+        Duration::from_secs(30),
+        "the sink reports the outage",
+        || async {
+            let s = sinks_status(&proxy).await;
+            s[0]["failures"].as_u64().unwrap_or(0) >= 2
+                && s[0]["backlog"].as_u64() == Some(during as u64)
+        },
+    )
     .await;
     let s = &sinks_status(&proxy).await[0];
     assert!(s["last_error"].as_str().unwrap().contains("503"), "{s}");
@@ -229,14 +269,21 @@ async fn http_sink_delivers_every_call_once_in_order_through_an_outage() {
     let mut unique = got.clone();
     unique.dedup();
     assert_eq!(got.len(), first + during, "no duplicates");
-    assert_eq!(unique, journal_ids(&proxy).await, "every journal record, once");
+    assert_eq!(
+        unique,
+        journal_ids(&proxy).await,
+        "every journal record, once"
+    );
     let s = &sinks_status(&proxy).await[0];
     assert_eq!(s["backlog"], 0);
     assert_eq!(s["delivered"], (first + during) as u64);
     assert_eq!(s["last_error"], Value::Null);
 
     // The CLI shows the same, from the server.
-    let addr = proxy.url.trim_start_matches("http://").trim_end_matches("/mcp");
+    let addr = proxy
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp");
     let mut cli = config.clone();
     cli["listen"] = json!(addr);
     let cli_path = proxy.data_dir.path().join("cli.json");
@@ -247,7 +294,10 @@ async fn http_sink_delivers_every_call_once_in_order_through_an_outage() {
         .output();
     out.assert_code(0);
     let stdout = out.stdout();
-    assert!(stdout.contains("SINK") && stdout.contains("http-sink"), "{stdout}");
+    assert!(
+        stdout.contains("SINK") && stdout.contains("http-sink"),
+        "{stdout}"
+    );
     assert!(stdout.contains(&(first + during).to_string()), "{stdout}");
 }
 
@@ -269,25 +319,43 @@ async fn a_sink_reaching_for_an_ungranted_host_is_refused_and_loses_nothing() {
     proxy.proc.wait_for_line(Duration::from_secs(30), |l| {
         l.contains("refused an outbound request") && l.contains("test-sink-misbehave")
     });
-    eventually(Duration::from_secs(30), "the refusal is reported", || async {
-        sinks_status(&proxy).await[0]["failures"].as_u64().unwrap_or(0) >= 1
-    })
+    eventually(
+        Duration::from_secs(30),
+        "the refusal is reported",
+        || async {
+            sinks_status(&proxy).await[0]["failures"]
+                .as_u64()
+                .unwrap_or(0)
+                >= 1
+        },
+    )
     .await;
     let s = &sinks_status(&proxy).await[0];
     let error = s["last_error"].as_str().unwrap().to_lowercase();
     assert!(error.contains("refused") || error.contains("denied"), "{s}");
-    assert_eq!(s["backlog"], n as u64, "nothing delivered, nothing lost: {s}");
-    assert_eq!(stray.requests.load(Ordering::SeqCst), 0, "no connection reached the stray host");
+    assert_eq!(
+        s["backlog"], n as u64,
+        "nothing delivered, nothing lost: {s}"
+    );
+    assert_eq!(
+        stray.requests.load(Ordering::SeqCst),
+        0,
+        "no connection reached the stray host"
+    );
 
     // Fixed (the sink now posts where it may): the same records arrive, once each.
-    let Proxy { mut proc, data_dir, .. } = proxy;
+    let Proxy {
+        mut proc, data_dir, ..
+    } = proxy;
     proc.kill();
     let mut fixed = config.clone();
     fixed["plugins"]["settings"]["test-sink-misbehave"]["mode"] = json!("ok");
     let proxy = Proxy::start_in(&fixed, &["--plugins", &plugins], data_dir);
-    eventually(Duration::from_secs(60), "the kept records arrive", || async {
-        granted.ids().len() >= n
-    })
+    eventually(
+        Duration::from_secs(60),
+        "the kept records arrive",
+        || async { granted.ids().len() >= n },
+    )
     .await;
     let mut got = granted.ids();
     got.sort();
@@ -310,16 +378,26 @@ async fn trapping_and_hanging_sinks_are_retried_and_reported_while_calls_go_on()
         let proxy = Proxy::start_in(&config, &["--plugins", &plugins], dir);
         let n = make_calls(&proxy, 4).await;
         eventually(Duration::from_secs(60), "two failed attempts", || async {
-            sinks_status(&proxy).await[0]["failures"].as_u64().unwrap_or(0) >= 2
+            sinks_status(&proxy).await[0]["failures"]
+                .as_u64()
+                .unwrap_or(0)
+                >= 2
         })
         .await;
         // Calls still go through while the sink keeps failing.
         let more = make_calls(&proxy, 4).await;
         let s = &sinks_status(&proxy).await[0];
-        assert!(s["last_error"].as_str().unwrap().contains(expect), "{mode}: {s}");
-        eventually(Duration::from_secs(10), "the backlog holds every call", || async {
-            sinks_status(&proxy).await[0]["backlog"].as_u64() == Some((n + more) as u64)
-        })
+        assert!(
+            s["last_error"].as_str().unwrap().contains(expect),
+            "{mode}: {s}"
+        );
+        eventually(
+            Duration::from_secs(10),
+            "the backlog holds every call",
+            || async {
+                sinks_status(&proxy).await[0]["backlog"].as_u64() == Some((n + more) as u64)
+            },
+        )
         .await;
     }
     assert!(receiver.ids().is_empty());
@@ -345,7 +423,9 @@ async fn ch_counts(ch: &ClickHouse, table: &str) -> (u64, u64) {
             "SELECT count(), uniqExact(id) FROM default.{table} FORMAT TabSeparated"
         ))
         .await;
-    let mut parts = text.split_whitespace().map(|p| p.parse::<u64>().unwrap_or(0));
+    let mut parts = text
+        .split_whitespace()
+        .map(|p| p.parse::<u64>().unwrap_or(0));
     (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
 }
 
@@ -356,7 +436,11 @@ async fn clickhouse_gets_every_record_exactly_once_through_outages_and_restarts(
     };
     let table = "mcpproxy_activity";
     let log = tempfile::NamedTempFile::new().unwrap();
-    let config = base_config(log.path(), "clickhouse-sink", json!({"url": ch.url(), "table": table}));
+    let config = base_config(
+        log.path(),
+        "clickhouse-sink",
+        json!({"url": ch.url(), "table": table}),
+    );
     let proxy = Proxy::start(&config, &["--sink", "clickhouse-sink"]);
 
     // N calls arrive with every field.
@@ -393,7 +477,10 @@ async fn clickhouse_gets_every_record_exactly_once_through_outages_and_restarts(
             assert_eq!(row[column], rec[field], "{column} of {id}");
         }
         assert_eq!(row["decision"], rec["verdict"]["decision"]);
-        assert_eq!(row["duration_ms"].to_string().trim_matches('"'), rec["duration_ms"].to_string());
+        assert_eq!(
+            row["duration_ms"].to_string().trim_matches('"'),
+            rec["duration_ms"].to_string()
+        );
         let stored: Value = serde_json::from_str(row["record"].as_str().unwrap()).unwrap();
         assert_eq!(stored, rec, "the full record is kept");
         // Second precision in `timestamp`, milliseconds in `timestamp_ms`.
@@ -404,10 +491,15 @@ async fn clickhouse_gets_every_record_exactly_once_through_outages_and_restarts(
     // ClickHouse goes away: calls do not wait for it.
     ch.stop();
     let m = make_calls(&proxy, 8).await;
-    eventually(Duration::from_secs(30), "the sink reports ClickHouse down", || async {
-        let s = sinks_status(&proxy).await;
-        s[0]["failures"].as_u64().unwrap_or(0) >= 1 && s[0]["backlog"].as_u64() == Some(m as u64)
-    })
+    eventually(
+        Duration::from_secs(30),
+        "the sink reports ClickHouse down",
+        || async {
+            let s = sinks_status(&proxy).await;
+            s[0]["failures"].as_u64().unwrap_or(0) >= 1
+                && s[0]["backlog"].as_u64() == Some(m as u64)
+        },
+    )
     .await;
     ch.start_again().await;
     eventually(Duration::from_secs(90), "N+M rows", || async {
@@ -418,14 +510,19 @@ async fn clickhouse_gets_every_record_exactly_once_through_outages_and_restarts(
     // Down again, and the proxy restarts while it is down: nothing is lost.
     ch.stop();
     let k = make_calls(&proxy, 6).await;
-    let Proxy { mut proc, data_dir, .. } = proxy;
+    let Proxy {
+        mut proc, data_dir, ..
+    } = proxy;
     // A graceful stop (SIGTERM), as an operator would.
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(proc.child.id() as i32, libc::SIGTERM) };
     let _ = proc.child.wait();
     let proxy = Proxy::start_in(&config, &["--sink", "clickhouse-sink"], data_dir);
     let s = &sinks_status(&proxy).await[0];
-    assert_eq!(s["backlog"], k as u64, "the backlog survived the restart: {s}");
+    assert_eq!(
+        s["backlog"], k as u64,
+        "the backlog survived the restart: {s}"
+    );
     ch.start_again().await;
     let total = (n + m + k) as u64;
     eventually(Duration::from_secs(90), "every record", || async {
@@ -433,7 +530,11 @@ async fn clickhouse_gets_every_record_exactly_once_through_outages_and_restarts(
     })
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(ch_counts(&ch, table).await, (total, total), "rows = distinct ids = calls");
+    assert_eq!(
+        ch_counts(&ch, table).await,
+        (total, total),
+        "rows = distinct ids = calls"
+    );
     let ids: Vec<String> = ch_rows(&ch, table)
         .await
         .iter()

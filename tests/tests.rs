@@ -27,8 +27,8 @@ mod npm_e2e;
 mod proxy_e2e;
 /// The opt-in safety-routing validator: every class x variant, and through real MCP.
 mod safety_routing;
+/// `mcpproxy serve` itself: defaults, config errors, stdio mode, shutdown.
+mod serve_cli;
 /// Sinks: the audit trail into an HTTP receiver and a real ClickHouse, through outages,
 /// restarts, an ungranted host, and sinks that trap or hang.
 mod sinks_e2e;
-/// `mcpproxy serve` itself: defaults, config errors, stdio mode, shutdown.
-mod serve_cli;

@@ -186,9 +186,9 @@ impl Delivery {
                     .find(|r| r.name == status.name)
                     .map(|r| {
                         let mut live = lock(&r.live).clone();
-                        live.retry_in_ms = live
-                            .retry_at
-                            .map(|at| at.saturating_duration_since(Instant::now()).as_millis() as u64);
+                        live.retry_in_ms = live.retry_at.map(|at| {
+                            at.saturating_duration_since(Instant::now()).as_millis() as u64
+                        });
                         live
                     })
                     .unwrap_or(Live {
@@ -239,7 +239,8 @@ pub fn offline_report(journal: &Journal) -> Result<Vec<SinkReport>, crate::activ
 }
 
 fn lock(live: &Mutex<Live>) -> std::sync::MutexGuard<'_, Live> {
-    live.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    live.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// One sink's loop.
@@ -382,9 +383,9 @@ impl Worker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::activity::JournalOptions;
     use crate::activity::record::{Status, now_ms};
     use crate::activity::test_util::{open_temp, rec_at};
-    use crate::activity::JournalOptions;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// A sink that stores ids in memory and fails while `failing` is above zero.
@@ -436,7 +437,8 @@ mod tests {
         let (_dir, j) = open_temp(JournalOptions::default());
         let sink = Arc::new(Memory::default());
         sink.failing.store(3, Ordering::SeqCst);
-        let delivery = Delivery::start(j.clone(), vec![sink.clone() as Arc<dyn Sink>], fast()).unwrap();
+        let delivery =
+            Delivery::start(j.clone(), vec![sink.clone() as Arc<dyn Sink>], fast()).unwrap();
         let mut ids = Vec::new();
         for i in 0..50 {
             let rec = rec_at(now_ms() + i, "s", "t", "read", Status::Success);
@@ -459,7 +461,8 @@ mod tests {
         let (_dir, j) = open_temp(JournalOptions::default());
         let sink = Arc::new(Memory::default());
         sink.failing.store(usize::MAX, Ordering::SeqCst);
-        let delivery = Delivery::start(j.clone(), vec![sink.clone() as Arc<dyn Sink>], fast()).unwrap();
+        let delivery =
+            Delivery::start(j.clone(), vec![sink.clone() as Arc<dyn Sink>], fast()).unwrap();
         for i in 0..5 {
             j.append(rec_at(now_ms() + i, "s", "t", "read", Status::Success))
                 .await
@@ -468,7 +471,10 @@ mod tests {
         wait_for(|| sink.attempts.load(Ordering::SeqCst) >= 4).await;
         let report = &delivery.report().unwrap()[0];
         assert_eq!(report.status.backlog, 5);
-        assert_eq!(report.status.state.last_error.as_deref(), Some("remote down"));
+        assert_eq!(
+            report.status.state.last_error.as_deref(),
+            Some("remote down")
+        );
         assert!(report.status.state.failures >= 3);
         assert!(report.status.lag_ms.is_some());
         assert!(sink.stored.lock().unwrap().is_empty());

@@ -87,13 +87,17 @@ impl Journal {
         // Turn the outbox on first: a commit racing this registration then gets a number,
         // at worst one at or below the new cursor, which is fine (the sink starts after it).
         if !names.is_empty() {
-            self.outbox_on.store(true, std::sync::atomic::Ordering::SeqCst);
+            self.outbox_on
+                .store(true, std::sync::atomic::Ordering::SeqCst);
         }
         let mut txn = self.db.begin_write()?;
         txn.set_durability(redb::Durability::Immediate)?;
         let mut removed = Vec::new();
         {
-            let last = txn.open_table(META)?.get(LAST_SEQ)?.map_or(0, |g| g.value());
+            let last = txn
+                .open_table(META)?
+                .get(LAST_SEQ)?
+                .map_or(0, |g| g.value());
             let mut sinks = txn.open_table(SINKS)?;
             let existing = read_states(&sinks)?;
             for (name, state) in &existing {
@@ -116,7 +120,8 @@ impl Journal {
         trim(&txn)?;
         txn.commit()?;
         if names.is_empty() {
-            self.outbox_on.store(false, std::sync::atomic::Ordering::SeqCst);
+            self.outbox_on
+                .store(false, std::sync::atomic::Ordering::SeqCst);
         }
         Ok(removed)
     }
@@ -201,7 +206,10 @@ impl Journal {
         let txn = self.db.begin_read()?;
         let sinks = txn.open_table(SINKS)?;
         let outbox = txn.open_table(OUTBOX)?;
-        let last = txn.open_table(META)?.get(LAST_SEQ)?.map_or(0, |g| g.value());
+        let last = txn
+            .open_table(META)?
+            .get(LAST_SEQ)?
+            .map_or(0, |g| g.value());
         let now = now_ms();
         let mut out = Vec::new();
         for (name, state) in read_states(&sinks)? {
@@ -259,7 +267,11 @@ pub(super) fn enqueue(txn: &WriteTransaction, keys: &[[u8; 16]]) -> Result<()> {
 /// sink is registered).
 fn trim(txn: &WriteTransaction) -> Result<()> {
     let states = read_states(&txn.open_table(SINKS)?)?;
-    let upto = states.iter().map(|(_, s)| s.cursor).min().unwrap_or(u64::MAX);
+    let upto = states
+        .iter()
+        .map(|(_, s)| s.cursor)
+        .min()
+        .unwrap_or(u64::MAX);
     let mut outbox = txn.open_table(OUTBOX)?;
     let mut by_key = txn.open_table(OUTBOX_KEYS)?;
     let done: Vec<(u64, [u8; 16])> = outbox
@@ -340,14 +352,21 @@ mod tests {
         assert!(!j.has_sinks());
         assert!(j.register_sinks(&names(&["ch"])).unwrap().is_empty());
         assert!(j.has_sinks());
-        assert!(j.sink_batch("ch", 10, 1 << 20).unwrap().is_none(), "starts at the end");
+        assert!(
+            j.sink_batch("ch", 10, 1 << 20).unwrap().is_none(),
+            "starts at the end"
+        );
 
         // Started first, finished last: delivered after the one that finished first.
         let mut slow = rec_at(now_ms(), "s", "slow", "read", Status::Pending);
         j.append(slow.clone()).await.unwrap();
         let fast = rec_at(now_ms() + 1, "s", "fast", "read", Status::Success);
         j.append(fast.clone()).await.unwrap();
-        assert_eq!(j.sink_status().unwrap()[0].backlog, 1, "pending is not queued");
+        assert_eq!(
+            j.sink_status().unwrap()[0].backlog,
+            1,
+            "pending is not queued"
+        );
         slow.status = Status::Success;
         j.upsert(slow.clone()).await.unwrap();
 
@@ -356,7 +375,10 @@ mod tests {
         assert_eq!(ids, vec![fast.id.clone(), slow.id.clone()]);
         let status = &j.sink_status().unwrap()[0];
         assert_eq!(status.backlog, 2);
-        assert_eq!(status.oldest_undelivered.as_deref(), Some(fast.timestamp.as_str()));
+        assert_eq!(
+            status.oldest_undelivered.as_deref(),
+            Some(fast.timestamp.as_str())
+        );
 
         // Partial delivery, then the rest.
         let one = j.sink_batch("ch", 1, 1 << 20).unwrap().unwrap();
@@ -371,7 +393,14 @@ mod tests {
         j.sink_delivered("ch", rest.last_seq, 1).unwrap();
         assert!(j.sink_batch("ch", 10, 1 << 20).unwrap().is_none());
         let status = &j.sink_status().unwrap()[0];
-        assert_eq!((status.backlog, status.state.delivered, status.state.failures), (0, 2, 0));
+        assert_eq!(
+            (
+                status.backlog,
+                status.state.delivered,
+                status.state.failures
+            ),
+            (0, 2, 0)
+        );
         assert_eq!(status.state.last_error, None);
         assert_eq!(status.lag_ms, None);
 
@@ -394,13 +423,30 @@ mod tests {
         let a = j.sink_batch("a", 100, 1 << 20).unwrap().unwrap();
         j.sink_delivered("a", a.last_seq, 5).unwrap();
         assert!(j.sink_batch("a", 100, 1 << 20).unwrap().is_none());
-        assert_eq!(j.sink_batch("b", 100, 1 << 20).unwrap().unwrap().records.len(), 5);
-        assert!(matches!(j.sink_batch("zzz", 1, 1), Err(Error::UnknownSink(_))));
+        assert_eq!(
+            j.sink_batch("b", 100, 1 << 20)
+                .unwrap()
+                .unwrap()
+                .records
+                .len(),
+            5
+        );
+        assert!(matches!(
+            j.sink_batch("zzz", 1, 1),
+            Err(Error::UnknownSink(_))
+        ));
         drop(j);
 
         let j = Journal::open(&path, JournalOptions::default()).unwrap();
         assert!(j.has_sinks(), "the outbox stays on across a restart");
-        assert_eq!(j.sink_batch("b", 100, 1 << 20).unwrap().unwrap().records.len(), 5);
+        assert_eq!(
+            j.sink_batch("b", 100, 1 << 20)
+                .unwrap()
+                .unwrap()
+                .records
+                .len(),
+            5
+        );
         // Dropping b from the config: its backlog is reported and trimmed.
         let removed = j.register_sinks(&names(&["a"])).unwrap();
         assert_eq!(removed, vec![("b".to_string(), 5)]);
@@ -413,7 +459,10 @@ mod tests {
             .await
             .unwrap();
         let txn = j.db.begin_read().unwrap();
-        assert!(txn.open_table(OUTBOX).unwrap().is_empty().unwrap(), "no sink, no outbox");
+        assert!(
+            txn.open_table(OUTBOX).unwrap().is_empty().unwrap(),
+            "no sink, no outbox"
+        );
     }
 
     #[tokio::test]

@@ -525,5 +525,4 @@ mod tests {
             "newest first"
         );
     }
-
 }

@@ -14,7 +14,9 @@ use std::time::Duration;
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
 use super::Result;
-use super::journal::{DATA_BYTES, INDEXES, Journal, META, RECORDS, index_keys, key_id, key_ms, row_cost};
+use super::journal::{
+    DATA_BYTES, INDEXES, Journal, META, RECORDS, index_keys, key_id, key_ms, row_cost,
+};
 use super::outbox::{OUTBOX_KEYS, drop_undelivered};
 use super::record::{ActivityRecord, now_ms};
 
@@ -384,7 +386,11 @@ mod tests {
             j.append(rec.clone()).await.unwrap();
             recs.push(rec);
         }
-        assert_eq!(j.run_retention().unwrap(), 100, "stops at the oldest undelivered");
+        assert_eq!(
+            j.run_retention().unwrap(),
+            100,
+            "stops at the oldest undelivered"
+        );
         assert_eq!(ids(&j).first(), Some(&recs[0].id));
         assert!(j.get(&old[99].id).unwrap().is_none());
 
@@ -415,7 +421,14 @@ mod tests {
         let status = &j.sink_status().unwrap()[0];
         assert_eq!(status.state.dropped, 3);
         assert_eq!(status.backlog, 5, "the cursor did not move");
-        assert_eq!(j.sink_batch("ch", 100, usize::MAX).unwrap().unwrap().records.len(), 2);
+        assert_eq!(
+            j.sink_batch("ch", 100, usize::MAX)
+                .unwrap()
+                .unwrap()
+                .records
+                .len(),
+            2
+        );
         check_indexes(&j);
     }
 

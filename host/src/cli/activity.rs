@@ -370,7 +370,13 @@ impl SinksCommand {
                 let rows: Vec<Vec<String>> = list.iter().map(sink_row).collect();
                 print_table(
                     &[
-                        "SINK", "STATE", "BACKLOG", "LAG", "DELIVERED", "LAST DELIVERY", "LAST ERROR",
+                        "SINK",
+                        "STATE",
+                        "BACKLOG",
+                        "LAG",
+                        "DELIVERED",
+                        "LAST DELIVERY",
+                        "LAST ERROR",
                     ],
                     &rows,
                 );
@@ -384,7 +390,11 @@ fn sink_row(s: &Value) -> Vec<String> {
     let ms = |v: &Value| v.as_u64();
     let when = |v: &Value| {
         ms(v).map_or("-".to_owned(), |t| {
-            crate::activity::format_timestamp(t).replace('T', " ").chars().take(19).collect()
+            crate::activity::format_timestamp(t)
+                .replace('T', " ")
+                .chars()
+                .take(19)
+                .collect()
         })
     };
     let mut state = s["activity"].as_str().unwrap_or("-").replace('_', " ");

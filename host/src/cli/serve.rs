@@ -82,7 +82,9 @@ impl ServeCommand {
         let mut config = loaded.config;
         for name in &self.sinks {
             if !crate::plugin::is_valid_name(name) {
-                bail!("--sink '{name}' is not a plugin name: use lowercase letters, digits and '-'");
+                bail!(
+                    "--sink '{name}' is not a plugin name: use lowercase letters, digits and '-'"
+                );
             }
             if !config.plugins.sinks.contains(name) {
                 config.plugins.sinks.push(name.clone());
@@ -97,7 +99,11 @@ impl ServeCommand {
         let delivery = Arc::new(
             Delivery::start(
                 runtime.proxy.journal().clone(),
-                runtime.sinks.iter().map(|p| p.clone() as Arc<dyn Sink>).collect(),
+                runtime
+                    .sinks
+                    .iter()
+                    .map(|p| p.clone() as Arc<dyn Sink>)
+                    .collect(),
                 DeliveryOptions {
                     batch_records: d.batch_records,
                     batch_bytes: d.batch_bytes,

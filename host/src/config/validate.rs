@@ -721,11 +721,23 @@ fn activity_from(raw: raw::RawActivity, ctx: &Context<'_>) -> Result<ActivityCon
             d.batch_bytes = usize::try_from(n).unwrap_or(64 << 20);
         }
         if let Some(ms) = delivery.interval_ms {
-            let ms = ctx.range("activity.delivery.interval_ms", ms, 10, 3_600_000, " milliseconds")?;
+            let ms = ctx.range(
+                "activity.delivery.interval_ms",
+                ms,
+                10,
+                3_600_000,
+                " milliseconds",
+            )?;
             d.interval = Duration::from_millis(ms);
         }
         if let Some(ms) = delivery.max_backoff_ms {
-            let ms = ctx.range("activity.delivery.max_backoff_ms", ms, 100, 3_600_000, " milliseconds")?;
+            let ms = ctx.range(
+                "activity.delivery.max_backoff_ms",
+                ms,
+                100,
+                3_600_000,
+                " milliseconds",
+            )?;
             d.max_backoff = Duration::from_millis(ms);
         }
     }

@@ -11,4 +11,12 @@ pub(crate) const EMBEDDED: &[(&str, &[u8])] = &[
         "intent-matrix",
         include_bytes!(concat!(env!("OUT_DIR"), "/intent_matrix.wasm")),
     ),
+    (
+        "clickhouse-sink",
+        include_bytes!(concat!(env!("OUT_DIR"), "/clickhouse_sink.wasm")),
+    ),
+    (
+        "http-sink",
+        include_bytes!(concat!(env!("OUT_DIR"), "/http_sink.wasm")),
+    ),
 ];

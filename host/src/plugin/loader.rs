@@ -150,7 +150,15 @@ impl Plugin {
         })?;
         let kind = kind_from_exports(engine, &component, &origin)?;
         if kind == PluginKind::Sink {
-            return Self::load_sink(engine, component, compile, bytes.len(), source, origin, limits);
+            return Self::load_sink(
+                engine,
+                component,
+                compile,
+                bytes.len(),
+                source,
+                origin,
+                limits,
+            );
         }
 
         let mismatch = |world: &'static str| {
@@ -200,7 +208,17 @@ impl Plugin {
                 origin: origin.clone(),
                 fault: classify(e, &limits),
             })?;
-        Self::assemble(engine, runner, kind, info, source, bytes.len(), compile, origin, limits)
+        Self::assemble(
+            engine,
+            runner,
+            kind,
+            info,
+            source,
+            bytes.len(),
+            compile,
+            origin,
+            limits,
+        )
     }
 
     /// Loads a sink: type-checked against the sink world with the sink linker (WASI and
@@ -234,7 +252,9 @@ impl Plugin {
         })?;
         let kind = PluginKind::Sink;
         let runner = Runner::Sink(runner);
-        Self::assemble(engine, runner, kind, info, source, size_bytes, compile, origin, limits)
+        Self::assemble(
+            engine, runner, kind, info, source, size_bytes, compile, origin, limits,
+        )
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -336,7 +356,11 @@ impl Plugin {
         };
         let records: Vec<_> = batch.iter().map(wit_record).collect();
         let ctx = sink.store_data(
-            PluginCtx::new(self.name.clone(), self.settings.clone(), self.limits.memory_bytes),
+            PluginCtx::new(
+                self.name.clone(),
+                self.settings.clone(),
+                self.limits.memory_bytes,
+            ),
             self.name.clone(),
             &self.limits,
         );

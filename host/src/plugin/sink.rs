@@ -68,7 +68,9 @@ impl Grant {
                     grant.authorities.insert(authority);
                 }
                 Some(Err(e)) => problems.push(format!("url: {e}")),
-                None => problems.push("url: must be a string such as \"http://127.0.0.1:8123\"".into()),
+                None => {
+                    problems.push("url: must be a string such as \"http://127.0.0.1:8123\"".into())
+                }
             }
         }
         match settings.get("allowed_hosts") {
@@ -84,9 +86,8 @@ impl Grant {
                     }
                 }
             }
-            Some(_) => problems.push(
-                "allowed_hosts: must be a list such as [\"siem.example.com:443\"]".into(),
-            ),
+            Some(_) => problems
+                .push("allowed_hosts: must be a list such as [\"siem.example.com:443\"]".into()),
         }
         (grant, problems)
     }
@@ -201,7 +202,12 @@ pub(crate) struct SinkCtx {
 }
 
 impl SinkCtx {
-    pub(crate) fn new(plugin: PluginCtx, name: Arc<str>, grant: Arc<Grant>, timeout: Duration) -> Self {
+    pub(crate) fn new(
+        plugin: PluginCtx,
+        name: Arc<str>,
+        grant: Arc<Grant>,
+        timeout: Duration,
+    ) -> Self {
         // Nothing: no preopened directories, no environment, no stdio, no sockets.
         let wasi = WasiCtxBuilder::new()
             .allow_tcp(false)
@@ -284,7 +290,10 @@ impl SinkRunner {
     }
 
     /// Calls `metadata.info()`.
-    pub(crate) fn info(&self, store: &mut Store<SinkCtx>) -> wasmtime::Result<wit_metadata::PluginInfo> {
+    pub(crate) fn info(
+        &self,
+        store: &mut Store<SinkCtx>,
+    ) -> wasmtime::Result<wit_metadata::PluginInfo> {
         let indices = wit_metadata::GuestIndices::new(self.pre.instance_pre())?;
         let instance = self.pre.instance_pre().instantiate(&mut *store)?;
         let guest = indices.load(&mut *store, &instance)?;
@@ -299,7 +308,9 @@ impl SinkRunner {
         batch: &[wit_types::ActivityRecord],
     ) -> wasmtime::Result<Result<(), String>> {
         let plugin = self.pre.instantiate(&mut *store)?;
-        plugin.mcpproxy_plugin_sink().call_deliver(&mut *store, batch)
+        plugin
+            .mcpproxy_plugin_sink()
+            .call_deliver(&mut *store, batch)
     }
 }
 
@@ -382,12 +393,22 @@ mod tests {
 
     #[test]
     fn authorities_get_default_ports_and_lowercase() {
-        assert_eq!(authority_of("http://127.0.0.1:8123").unwrap(), "127.0.0.1:8123");
-        assert_eq!(authority_of("https://SIEM.example.com/x?y").unwrap(), "siem.example.com:443");
+        assert_eq!(
+            authority_of("http://127.0.0.1:8123").unwrap(),
+            "127.0.0.1:8123"
+        );
+        assert_eq!(
+            authority_of("https://SIEM.example.com/x?y").unwrap(),
+            "siem.example.com:443"
+        );
         assert_eq!(authority_of("http://h/").unwrap(), "h:80");
         assert_eq!(authority_of("h:9000").unwrap(), "h:9000");
         assert_eq!(authority_of("[::1]:8123").unwrap(), "[::1]:8123");
-        assert!(authority_of("ftp://h").unwrap_err().contains("only http and https"));
+        assert!(
+            authority_of("ftp://h")
+                .unwrap_err()
+                .contains("only http and https")
+        );
         assert!(authority_of("not a url").is_err());
     }
 
@@ -407,7 +428,13 @@ mod tests {
         let (grant, problems) = Grant::from_settings(&json!({"url": 5, "allowed_hosts": "x"}));
         assert_eq!(grant, Grant::default());
         assert_eq!(problems.len(), 2, "{problems:?}");
-        assert!(Grant::from_settings(&json!({})).0.authorities().next().is_none());
+        assert!(
+            Grant::from_settings(&json!({}))
+                .0
+                .authorities()
+                .next()
+                .is_none()
+        );
     }
 
     #[test]

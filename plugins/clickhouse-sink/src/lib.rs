@@ -1,0 +1,129 @@
+//! `clickhouse-sink`: an activity sink, a WebAssembly component of the `sink-plugin` world. It
+//! inserts each batch into a ClickHouse table with one `INSERT ... FORMAT JSONEachRow` over
+//! ClickHouse's HTTP interface (works with ClickHouse 18.16 and later).
+//!
+//! With `create_table` (the default) the table is created when an insert finds it (or its
+//! database) missing, then the insert is sent again; a normal batch costs one request.
+//! Nothing is kept between calls.
+//!
+//! Settings are in [`settings`], the table and its rows in [`schema`], ClickHouse's answers in
+//! [`remote`], the HTTP client over `wasi:http` in [`http`] (shared with `http-sink`).
+
+// Shared with http-sink; not every helper in it is used here.
+#[allow(dead_code)]
+#[path = "../../http-sink/src/http.rs"]
+mod http;
+mod remote;
+mod schema;
+mod settings;
+
+wit_bindgen::generate!({
+    path: "../../wit",
+    world: "sink-plugin",
+    generate_all,
+});
+
+use exports::mcpproxy::plugin::metadata::{self, PluginInfo};
+use exports::mcpproxy::plugin::sink;
+use mcpproxy::plugin::host::{self, LogLevel};
+use mcpproxy::plugin::types::ActivityRecord;
+use remote::{Context, Failure, Problem};
+use settings::Settings;
+
+struct ClickHouseSink;
+
+impl metadata::Guest for ClickHouseSink {
+    fn info() -> PluginInfo {
+        PluginInfo {
+            name: "clickhouse-sink".to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            description: "Inserts the activity log into a ClickHouse table over HTTP".to_string(),
+        }
+    }
+}
+
+impl sink::Guest for ClickHouseSink {
+    fn deliver(batch: Vec<ActivityRecord>) -> Result<(), String> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let s = settings::parse(&host::config())?;
+        let mut rows = Vec::with_capacity(batch.iter().map(|r| r.json.len() * 2 + 256).sum());
+        for record in &batch {
+            schema::push_row(&mut rows, &record.id, record.timestamp_ms, &record.json);
+        }
+        let insert = schema::insert(&s.database, &s.table);
+        let doing = format!(
+            "inserting {} record(s) into {}.{}",
+            batch.len(),
+            s.database,
+            s.table
+        );
+        let Some(failure) = run(&s, &insert, &rows, &doing)? else {
+            return Ok(());
+        };
+        if !(s.create_table && failure.wants_table()) {
+            return Err(message(&s, &failure, &doing));
+        }
+        if failure.problem == Problem::MissingDatabase {
+            let doing = format!("creating database {}", s.database);
+            if let Some(f) = run(&s, &schema::create_database(&s.database), &[], &doing)? {
+                return Err(message(&s, &f, &doing));
+            }
+        }
+        let doing_ddl = format!("creating table {}.{}", s.database, s.table);
+        let ddl = schema::create_table(&s.database, &s.table);
+        if let Some(f) = run(&s, &ddl, &[], &doing_ddl)? {
+            return Err(message(&s, &f, &doing_ddl));
+        }
+        host::log(
+            LogLevel::Info,
+            &format!("created table {}.{} in ClickHouse", s.database, s.table),
+        );
+        match run(&s, &insert, &rows, &doing)? {
+            None => Ok(()),
+            Some(f) => Err(message(&s, &f, &doing)),
+        }
+    }
+}
+
+/// Sends one statement (`body` holds an INSERT's rows). `Ok(None)` on a 2xx answer,
+/// `Ok(Some(..))` on an error answer, `Err` when there was no answer.
+fn run(s: &Settings, sql: &str, body: &[u8], doing: &str) -> Result<Option<Failure>, String> {
+    let mut headers = Vec::new();
+    if let Some((user, password)) = &s.credentials {
+        headers.push((
+            "authorization".to_string(),
+            remote::basic_auth(user, password),
+        ));
+    }
+    let target = remote::statement_target(&s.target, sql);
+    let response = http::send(&http::Request {
+        method: "POST",
+        target: &target,
+        headers: &headers,
+        body,
+        timeouts: s.timeouts,
+    })
+    .map_err(|e| format!("{doing} in ClickHouse failed: {e}"))?;
+    if (200..300).contains(&response.status) {
+        Ok(None)
+    } else {
+        Ok(Some(Failure::new(response.status, &response.body)))
+    }
+}
+
+fn message(s: &Settings, failure: &Failure, doing: &str) -> String {
+    failure.message(
+        &s.target,
+        doing,
+        &Context {
+            database: &s.database,
+            table: &s.table,
+            user: s.credentials.as_ref().map(|(user, _)| user.as_str()),
+            create_table: s.create_table,
+        },
+    )
+}
+
+export!(ClickHouseSink);
