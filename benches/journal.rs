@@ -14,6 +14,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
+
+#[path = "common.rs"]
+mod common;
+use common::{Rng, record};
 use mcpproxy::activity::{
     ActivityRecord, ClientRecord, Decision, Durability, Filter, IntentRecord, Journal,
     JournalOptions, RecordType, Retention, Source, Status, VerdictRecord, WarningRecord,
@@ -21,103 +25,6 @@ use mcpproxy::activity::{
 };
 
 const DAY_MS: u64 = 86_400_000;
-const SERVERS: [&str; 5] = ["github", "filesystem", "postgres", "slack", "jira"];
-
-/// xorshift64*: deterministic and dependency-free.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-/// A realistic record (~700 bytes of JSON) at `ms`.
-fn record(rng: &mut Rng, ms: u64, id: String) -> ActivityRecord {
-    let server = SERVERS[rng.below(5) as usize];
-    let tool = format!("{server}_tool_{}", rng.below(10));
-    let variant = match rng.below(10) {
-        0 => "destructive",
-        1..=3 => "write",
-        _ => "read",
-    };
-    let status = match rng.below(20) {
-        0 => Status::Blocked,
-        1 | 2 => Status::Error,
-        _ => Status::Success,
-    };
-    let intent = (rng.below(5) == 0).then(|| IntentRecord {
-        operation_type: Some(variant.to_string()),
-        data_sensitivity: Some("internal".into()),
-        reason: Some("user asked to update the tracking issue".into()),
-    });
-    let blocked = status == Status::Blocked;
-    ActivityRecord {
-        id,
-        record_type: if rng.below(50) == 0 {
-            RecordType::PolicyDecision
-        } else {
-            RecordType::ToolCall
-        },
-        source: Source::Mcp,
-        server_name: server.to_string(),
-        tool_name: tool,
-        tool_variant: Some(format!("call_tool_{variant}")),
-        intent,
-        annotations: Some(serde_json::json!({
-            "readOnlyHint": variant == "read",
-            "destructiveHint": variant == "destructive",
-        })),
-        annotation_source: "server".into(),
-        safety_class: if variant == "read" {
-            "read-only".into()
-        } else {
-            variant.into()
-        },
-        verdict: VerdictRecord {
-            decision: if blocked {
-                Decision::Reject
-            } else {
-                Decision::Allow
-            },
-            plugin: blocked.then(|| "intent-check".to_string()),
-            message: blocked.then(|| "declared intent does not match the tool".to_string()),
-            warnings: if rng.below(10) == 0 {
-                vec![WarningRecord {
-                    plugin: "pii".into(),
-                    message: "email address".into(),
-                }]
-            } else {
-                Vec::new()
-            },
-        },
-        arguments: Some(serde_json::json!({
-            "path": format!("/home/user/project/src/file_{}.rs", rng.below(1000)),
-            "query": "SELECT id, name FROM users WHERE created_at > now() - interval '1 day'",
-            "limit": rng.below(100),
-        })),
-        arguments_truncated: false,
-        response_bytes: rng.below(100_000),
-        status,
-        error_message: (status == Status::Error).then(|| "upstream timed out".to_string()),
-        duration_ms: rng.below(2000),
-        timestamp: format_timestamp(ms),
-        session_id: Some(format!("sess-{:08x}", rng.below(1 << 32))),
-        request_id: Some(rng.below(1_000_000).to_string()),
-        client: Some(ClientRecord {
-            name: "claude-code".into(),
-            version: "2.1.0".into(),
-        }),
-        dry_run: false,
-    }
-}
-
 /// Fills `journal` with `n` records over the 30 days ending `end_ms`; returns a sample of ids.
 fn fill(journal: &Journal, n: u64, end_ms: u64) -> Vec<String> {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
@@ -148,6 +55,7 @@ fn options(durability: Durability) -> JournalOptions {
             max_age: Duration::ZERO,
             max_records: 0,
             max_bytes: 0,
+            max_undelivered_bytes: 0,
         },
         ..JournalOptions::default()
     }

@@ -8,7 +8,7 @@ use serde_json::json;
 
 fn annotate_and_validate(c: &mut Criterion) {
     let engine = PluginEngine::new(EngineOptions::default()).expect("engine");
-    let set = PluginSet::load(&engine, None, &|_| PluginSettings::default()).expect("plugins");
+    let set = PluginSet::load(&engine, None, &|_, _| PluginSettings::default()).expect("plugins");
     let pipeline = Pipeline::from_set(&set);
     let tool = Tool {
         server: "github".into(),

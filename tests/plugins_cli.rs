@@ -53,8 +53,15 @@ fn list_as_json_and_a_plugins_dir_that_replaces_an_embedded_plugin() {
     let names: Vec<&str> = list.iter().map(|p| p["name"].as_str().unwrap()).collect();
     assert_eq!(
         names,
-        ["prefix-annotator", "intent-matrix", "test-allow-all"]
+        [
+            "prefix-annotator",
+            "intent-matrix",
+            "clickhouse-sink",
+            "http-sink",
+            "test-allow-all"
+        ]
     );
+    assert_eq!(list[2]["kind"], "sink");
     let matrix = &list[1];
     assert_eq!(matrix["kind"], "validator");
     assert!(
