@@ -396,6 +396,34 @@ impl Journal {
         })
     }
 
+    /// Closes the records a previous process left `pending` (it stopped or crashed while
+    /// their calls were in flight): each becomes `error` with a message saying the outcome
+    /// is unknown, so it is complete in the journal and reaches the sinks. Call it once at
+    /// startup, before any call starts: this process owns the file, so nothing of its own
+    /// is pending yet. Returns how many were closed.
+    pub async fn close_interrupted(&self) -> Result<usize> {
+        let pending = super::Filter {
+            status: Some(Status::Pending.as_str().to_owned()),
+            ..super::Filter::default()
+        };
+        let mut closed = 0;
+        loop {
+            let page = self.query(&pending, 1000, 0)?;
+            if page.records.is_empty() {
+                return Ok(closed);
+            }
+            for mut rec in page.records {
+                rec.status = Status::Error;
+                rec.error_message = Some(
+                    "mcpproxy stopped before this call finished; whether the upstream ran it is unknown"
+                        .to_owned(),
+                );
+                self.upsert(rec).await?;
+                closed += 1;
+            }
+        }
+    }
+
     /// Writes `records` in transactions of up to [`MAX_BATCH`] with the writer's code path,
     /// bypassing the channel (for benches and imports). Not synchronized with the writer's
     /// durability mode: each transaction is committed `Immediate`.
@@ -700,6 +728,29 @@ mod tests {
         assert_eq!(stats.records, 1);
         assert_eq!(stats.oldest.as_deref(), Some(rec.timestamp.as_str()));
         assert!(stats.file_bytes > 0 && stats.data_bytes > 0);
+    }
+
+    #[tokio::test]
+    async fn interrupted_calls_are_closed_at_startup_and_queued_for_sinks() {
+        let (_dir, j) = open_temp(JournalOptions::default());
+        j.register_sinks(&["s".to_string()]).unwrap();
+        let left = rec_at(now_ms(), "s", "t", "write", Status::Pending);
+        j.append(left.clone()).await.unwrap();
+        let done = rec_at(now_ms() + 1, "s", "t", "read", Status::Success);
+        j.append(done.clone()).await.unwrap();
+        assert_eq!(j.close_interrupted().await.unwrap(), 1);
+        let closed = j.get(&left.id).unwrap().unwrap();
+        assert_eq!(closed.status, Status::Error);
+        assert!(closed.error_message.unwrap().contains("unknown"));
+        assert_eq!(j.get(&done.id).unwrap().unwrap(), done);
+        assert_eq!(j.close_interrupted().await.unwrap(), 0);
+        let batch = j.sink_batch("s", 10, 1 << 20).unwrap().unwrap();
+        assert_eq!(
+            batch.records.len(),
+            2,
+            "the closed record goes to the sinks too"
+        );
+        check_indexes(&j);
     }
 
     #[tokio::test]

@@ -95,6 +95,7 @@ impl ServeCommand {
         let listen = self.listen.unwrap_or(config.listen);
 
         let runtime = build(config, &data_dir, plugins_dir)?;
+        close_interrupted(runtime.proxy.journal()).await;
         let d = &runtime.config.activity.delivery;
         let delivery = Arc::new(
             Delivery::start(
@@ -296,12 +297,24 @@ pub async fn build_for_one(
     }
     let plugins_dir = config.plugins.dir.clone();
     let runtime = build(config, data_dir, plugins_dir)?;
+    close_interrupted(runtime.proxy.journal()).await;
     runtime
         .proxy
         .upstreams()
         .settle(Duration::from_secs(30))
         .await;
     Ok(runtime)
+}
+
+/// Closes the calls an earlier process left pending (see [`Journal::close_interrupted`]).
+async fn close_interrupted(journal: &Journal) {
+    match journal.close_interrupted().await {
+        Ok(0) => {}
+        Ok(n) => tracing::warn!(
+            "{n} calls were still running when mcpproxy last stopped; their records are now closed as errors (outcome unknown)"
+        ),
+        Err(e) => tracing::error!("cannot close the calls left pending by the last run: {e}"),
+    }
 }
 
 /// Opens (or creates) the journal with the config's durability and retention.
