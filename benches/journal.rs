@@ -18,11 +18,7 @@ use criterion::Criterion;
 #[path = "common.rs"]
 mod common;
 use common::{Rng, record};
-use mcpproxy::activity::{
-    ActivityRecord, ClientRecord, Decision, Durability, Filter, IntentRecord, Journal,
-    JournalOptions, RecordType, Retention, Source, Status, VerdictRecord, WarningRecord,
-    format_timestamp,
-};
+use mcpproxy::activity::{Durability, Filter, Journal, JournalOptions, Retention};
 
 const DAY_MS: u64 = 86_400_000;
 /// Fills `journal` with `n` records over the 30 days ending `end_ms`; returns a sample of ids.

@@ -15,7 +15,6 @@ use mcpproxy::activity::ActivityRecord;
 use mcpproxy::plugin::{EngineOptions, Limits, Plugin, PluginEngine, PluginSettings, PluginSource};
 
 #[path = "../tests/clickhouse_util.rs"]
-#[allow(dead_code)]
 mod clickhouse_util;
 #[path = "common.rs"]
 mod common;
