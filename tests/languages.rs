@@ -291,7 +291,7 @@ fn a_reused_instance_is_dropped_after_a_fault_and_its_deadline_is_rearmed() {
         memory_bytes: 8 << 20,
     };
     for (crate_name, what) in [
-        ("spin_loop", "ran past its CPU deadline of 30 ms"),
+        ("spin_loop", "ran past its deadline of 30 ms"),
         ("trap", "trapped: wasm `unreachable` instruction executed"),
         ("memory_hog", "over its cap of 8 MiB"),
     ] {

@@ -164,7 +164,7 @@ fn faulty_plugins_fail_closed_and_the_host_keeps_working() {
         (
             "spin_loop",
             "test-spin-loop",
-            "ran past its CPU deadline of 30 ms and was stopped",
+            "ran past its deadline of 30 ms and was stopped",
         ),
         ("memory_hog", "test-memory-hog", "over its cap of 8 MiB"),
         (

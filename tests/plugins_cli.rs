@@ -208,7 +208,7 @@ fn check_reports_a_plugin_that_runs_past_its_deadline() {
     let stdout = out.stdout();
     assert!(
         stdout.contains(
-            "call: FAILED: validator plugin 'test-spin-loop' ran past its CPU deadline of 20 ms"
+            "call: FAILED: validator plugin 'test-spin-loop' ran past its deadline of 20 ms"
         ),
         "{stdout}"
     );

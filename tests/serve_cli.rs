@@ -125,6 +125,28 @@ fn serve_refuses_a_plugin_list_naming_an_unknown_plugin() {
     );
 }
 
+#[test]
+fn serve_refuses_a_sink_with_no_granted_host_and_says_which_setting_to_add() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = TestCommand::new(dir.path())
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--sink",
+            "clickhouse-sink",
+        ])
+        .output();
+    out.assert_code(2);
+    assert!(
+        out.stderr().contains(
+            "--sink clickhouse-sink: the sink 'clickhouse-sink' has no `url`, so it may reach no host: set plugins.settings.clickhouse-sink.url"
+        ),
+        "{}",
+        out.stderr()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn serve_over_stdio_for_ides_that_spawn_their_servers() {
     let dir = tempfile::tempdir().unwrap();

@@ -29,6 +29,13 @@ pub trait Sink: Send + Sync + 'static {
     fn granted_hosts(&self) -> Vec<String> {
         Vec::new()
     }
+    /// How long one `deliver` should take at most. Code inside the sandbox is stopped at
+    /// this deadline, but a wait inside a host call (a TLS handshake, a body write to a
+    /// stalled remote, a guest's clock sleep) is not: past it the worker reports the sink as
+    /// stuck instead of waiting silently.
+    fn deadline(&self) -> Option<Duration> {
+        None
+    }
 }
 
 impl Sink for Plugin {
@@ -47,6 +54,16 @@ impl Sink for Plugin {
     fn granted_hosts(&self) -> Vec<String> {
         Plugin::granted_hosts(self).unwrap_or_default()
     }
+
+    fn deadline(&self) -> Option<Duration> {
+        Some(self.limits().timeout)
+    }
+}
+
+/// How long past its `deadline` a sink's batch may run before it is reported as stuck:
+/// the deadline plus as much again, at most 5 s more.
+fn overrun_after(deadline: Duration) -> Duration {
+    deadline + deadline.min(Duration::from_secs(5))
 }
 
 /// Batching and retry settings.
@@ -303,6 +320,24 @@ impl Worker {
         change(&mut lock(&self.live));
     }
 
+    /// Says, in the log and in the sink's status, that a batch has overrun its deadline.
+    async fn report_stuck(&self, name: &str, count: usize, waited: Duration) {
+        let reason = format!(
+            "sink '{name}' has not returned {} ms after it was handed {count} records, past its \
+             deadline: it is blocked inside a host call (a connection or a write to a remote \
+             that does not answer); delivery waits for it, then retries with backoff",
+            waited.as_millis()
+        );
+        tracing::error!(sink = %name, "{reason}");
+        let journal = self.journal.clone();
+        let sink = name.to_owned();
+        let recorded =
+            tokio::task::spawn_blocking(move || journal.sink_failed(&sink, &reason)).await;
+        if let Ok(Err(e)) = recorded {
+            tracing::error!("cannot record the sink failure: {e}");
+        }
+    }
+
     async fn step(&self) -> Step {
         let name = self.sink.name().to_owned();
         let journal = self.journal.clone();
@@ -332,9 +367,22 @@ impl Worker {
             let sink = self.sink.clone();
             let started = Instant::now();
             let records = batch.records;
-            let result = tokio::task::spawn_blocking(move || sink.deliver(&records))
-                .await
-                .unwrap_or_else(|e| Err(format!("the sink's delivery thread failed: {e}")));
+            let deadline = self.sink.deadline();
+            let mut call = tokio::task::spawn_blocking(move || sink.deliver(&records));
+            let joined = match deadline.map(overrun_after) {
+                None => call.await,
+                Some(watchdog) => match tokio::time::timeout(watchdog, &mut call).await {
+                    Ok(joined) => joined,
+                    Err(_) => {
+                        self.report_stuck(&name, count, watchdog).await;
+                        // Its instance is still running: wait for it and keep its result, so
+                        // a batch that does land is not sent twice.
+                        call.await
+                    }
+                },
+            };
+            let result =
+                joined.unwrap_or_else(|e| Err(format!("the sink's delivery thread failed: {e}")));
             if result.is_ok() {
                 let took = started.elapsed().as_millis() as u64;
                 self.set(|live| {
@@ -394,6 +442,8 @@ mod tests {
         stored: Mutex<Vec<String>>,
         failing: AtomicUsize,
         attempts: AtomicUsize,
+        /// If set: `deliver` waits for a message on it first, with this deadline declared.
+        gate: Option<(Mutex<std::sync::mpsc::Receiver<()>>, Duration)>,
     }
 
     impl Sink for Memory {
@@ -401,8 +451,16 @@ mod tests {
             "memory"
         }
 
+        fn deadline(&self) -> Option<Duration> {
+            self.gate.as_ref().map(|(_, deadline)| *deadline)
+        }
+
         fn deliver(&self, batch: &[ActivityRecord]) -> Result<(), String> {
             self.attempts.fetch_add(1, Ordering::SeqCst);
+            if let Some((gate, _)) = &self.gate {
+                // A closed gate (the test is over) lets it through too.
+                let _ = gate.lock().unwrap().recv();
+            }
             if self.failing.load(Ordering::SeqCst) > 0 {
                 self.failing.fetch_sub(1, Ordering::SeqCst);
                 return Err("remote down".into());
@@ -478,6 +536,49 @@ mod tests {
         assert!(report.status.state.failures >= 3);
         assert!(report.status.lag_ms.is_some());
         assert!(sink.stored.lock().unwrap().is_empty());
+        delivery.shutdown(Duration::from_secs(5)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_sink_stuck_past_its_deadline_is_reported_and_its_batch_is_not_sent_twice() {
+        let (_dir, j) = open_temp(JournalOptions::default());
+        let (release, gate) = std::sync::mpsc::channel();
+        let sink = Arc::new(Memory {
+            gate: Some((Mutex::new(gate), Duration::from_millis(20))),
+            ..Memory::default()
+        });
+        let delivery =
+            Delivery::start(j.clone(), vec![sink.clone() as Arc<dyn Sink>], fast()).unwrap();
+        let mut ids = Vec::new();
+        for i in 0..5 {
+            let rec = rec_at(now_ms() + i, "s", "t", "read", Status::Success);
+            ids.push(rec.id.clone());
+            j.append(rec).await.unwrap();
+        }
+        let stuck = |d: &Delivery| {
+            d.report().unwrap()[0]
+                .status
+                .state
+                .last_error
+                .as_deref()
+                .is_some_and(|e| e.contains("has not returned"))
+        };
+        wait_for(|| stuck(&delivery)).await;
+        assert_eq!(
+            sink.attempts.load(Ordering::SeqCst),
+            1,
+            "no second attempt while stuck"
+        );
+        assert_eq!(delivery.report().unwrap()[0].status.backlog, 5);
+        release.send(()).unwrap();
+        wait_for(|| delivery.report().unwrap()[0].status.backlog == 0).await;
+        assert_eq!(
+            *sink.stored.lock().unwrap(),
+            ids,
+            "delivered once, in order"
+        );
+        assert_eq!(sink.attempts.load(Ordering::SeqCst), 1);
+        assert_eq!(delivery.report().unwrap()[0].status.state.last_error, None);
         delivery.shutdown(Duration::from_secs(5)).await;
     }
 }

@@ -421,6 +421,9 @@ impl Journal {
                 self.upsert(rec).await?;
                 closed += 1;
             }
+            // In async durability an upsert is acknowledged before it is committed: commit
+            // this page before querying the next, or the same records would come back.
+            self.flush().await?;
         }
     }
 
@@ -883,6 +886,51 @@ mod tests {
         }
         check_indexes(&j);
         drop(dir);
+    }
+
+    #[tokio::test]
+    async fn close_interrupted_closes_each_pending_record_once_in_async_mode() {
+        let options = JournalOptions {
+            durability: Durability::Async {
+                flush: Duration::from_secs(3600),
+            },
+            ..JournalOptions::default()
+        };
+        let (_dir, j) = open_temp(options);
+        for i in 0..2500u64 {
+            let status = if i % 5 == 0 {
+                Status::Success
+            } else {
+                Status::Pending
+            };
+            j.append(rec_at(now_ms() + i, "s", "t", "write", status))
+                .await
+                .unwrap();
+        }
+        j.flush().await.unwrap();
+        // 2,000 pending over three pages; each is closed once even though async upserts
+        // are acknowledged before they are committed.
+        assert_eq!(j.close_interrupted().await.unwrap(), 2000);
+        let pending = super::super::Filter {
+            status: Some("pending".to_owned()),
+            ..super::super::Filter::default()
+        };
+        assert!(j.query(&pending, 10, 0).unwrap().records.is_empty());
+        let errors = super::super::Filter {
+            status: Some("error".to_owned()),
+            ..super::super::Filter::default()
+        };
+        let page = j.query(&errors, 10, 0).unwrap();
+        assert!(
+            page.records[0]
+                .error_message
+                .as_deref()
+                .unwrap()
+                .contains("stopped before")
+        );
+        assert_eq!(j.len().unwrap(), 2500);
+        assert_eq!(j.close_interrupted().await.unwrap(), 0);
+        check_indexes(&j);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -95,7 +95,7 @@ pub struct CheckCommand {
     #[arg(long, value_enum)]
     suite: Option<Suite>,
 
-    /// The CPU deadline per call, in milliseconds.
+    /// The deadline per call, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 50)]
     timeout_ms: u64,
 
@@ -178,7 +178,7 @@ impl CheckCommand {
                     info.description
                 );
                 println!(
-                    "limits: {} ms CPU deadline, {} memory",
+                    "limits: {} ms deadline, {} memory",
                     limits.timeout.as_millis(),
                     Bytes(limits.memory_bytes)
                 );

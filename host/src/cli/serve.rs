@@ -86,6 +86,9 @@ impl ServeCommand {
                     "--sink '{name}' is not a plugin name: use lowercase letters, digits and '-'"
                 );
             }
+            if let Some(problem) = config.plugins.sink_grant_problem(name) {
+                bail!("--sink {name}: {problem}");
+            }
             if !config.plugins.sinks.contains(name) {
                 config.plugins.sinks.push(name.clone());
             }

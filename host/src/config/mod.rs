@@ -43,7 +43,7 @@ pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr
 pub const DEFAULT_TOOL_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// The longest `tool_call_timeout_ms` accepted: one hour.
 pub const MAX_TOOL_CALL_TIMEOUT_MS: u64 = 3_600_000;
-/// The default CPU deadline of one plugin call (DESIGN.md section 4).
+/// The default deadline of one plugin call (DESIGN.md section 4).
 pub const DEFAULT_PLUGIN_TIMEOUT: Duration = Duration::from_millis(50);
 /// The default linear-memory cap of one plugin instance (DESIGN.md section 4).
 pub const DEFAULT_PLUGIN_MEMORY_MIB: u64 = 32;
@@ -318,6 +318,26 @@ impl PluginsConfig {
             limits.timeout = sink_timeout;
         }
         limits
+    }
+
+    /// Why the sink called `name` cannot be given outbound access, if it cannot: its `url`
+    /// or `allowed_hosts` settings are unreadable, or grant no host at all (a sink with no
+    /// granted host could only fail, so that is a configuration error, not a silent drop).
+    pub fn sink_grant_problem(&self, name: &str) -> Option<String> {
+        let (grant, problems) = crate::plugin::Grant::from_settings(&self.settings_for(name));
+        if let Some(problem) = problems.into_iter().next() {
+            return Some(format!(
+                "{problem} (a sink may reach only the host of its `url` and its `allowed_hosts`)"
+            ));
+        }
+        if grant.authorities().next().is_none() {
+            return Some(format!(
+                "the sink '{name}' has no `url`, so it may reach no host: set \
+                 plugins.settings.{name}.url to where it should deliver, e.g. \
+                 {{\"url\": \"http://127.0.0.1:8123\"}} (see docs/sinks.md)"
+            ));
+        }
+        None
     }
 
     /// The settings object of the plugin called `name` (`{}` if none were given).

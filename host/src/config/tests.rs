@@ -317,6 +317,18 @@ fn plugin_lists_and_limits() {
         "t.json: plugins.sinks[2]: 'a' is already listed at plugins.sinks[0]"
     );
     assert_eq!(
+        error(r#"{"plugins": {"sinks": ["clickhouse-sink"]}}"#),
+        "t.json: plugins.settings.clickhouse-sink: the sink 'clickhouse-sink' has no `url`, so it may reach no host: set plugins.settings.clickhouse-sink.url to where it should deliver, e.g. {\"url\": \"http://127.0.0.1:8123\"} (see docs/sinks.md)"
+    );
+    assert_eq!(
+        error(
+            r#"{"plugins": {"sinks": ["s"], "settings": {"s": {"url": "ftp://x", "allowed_hosts": []}}}}"#
+        )
+        .split(" (a sink may reach")
+        .next(),
+        Some(r#"t.json: plugins.settings.s: url: "ftp://x": only http and https are supported"#)
+    );
+    assert_eq!(
         error(r#"{"plugins": {"plugin_limits": {"x": {"memory_mib": 0}}}}"#),
         "t.json: plugins.plugin_limits.x.memory_mib: 0 is out of range: use 1 to 4096 MiB"
     );

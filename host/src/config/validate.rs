@@ -590,14 +590,10 @@ fn plugins_from(raw: raw::RawPlugins, ctx: &Context<'_>) -> Result<PluginsConfig
     }
     // A sink reaches only the hosts its settings grant: say now if they cannot be read.
     for name in &plugins.sinks {
-        let (_, problems) = crate::plugin::Grant::from_settings(&plugins.settings_for(name));
-        if let Some(problem) = problems.first() {
+        if let Some(problem) = plugins.sink_grant_problem(name) {
             let mut key = String::from("plugins.settings");
             raw::push_key(&mut key, name);
-            return Err(ctx.err(
-                &key,
-                format!("{problem} (a sink may reach only the host of its `url` and its `allowed_hosts`)"),
-            ));
+            return Err(ctx.err(&key, problem));
         }
     }
     Ok(plugins)

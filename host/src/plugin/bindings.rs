@@ -1,4 +1,5 @@
-//! The only `bindgen!` for the `mcpproxy:plugin` contract in `wit/`.
+//! The `bindgen!` expansions of the `mcpproxy:plugin` policy worlds in `wit/` (the sink world
+//! has its own in `plugin::sink`, which maps `wasi:http` to wasmtime-wasi-http).
 //!
 //! One expansion per world we run. The validator world generates the shared `types` and
 //! `host` interfaces; the annotator world reuses them through `with`, so both kinds speak

@@ -156,7 +156,7 @@ impl PluginEngine {
         Some(dir.join(format!("{hex}-{:016x}.cwasm", self.engine_hash)))
     }
 
-    /// A store for one call: the plugin's context, its memory cap and its CPU deadline.
+    /// A store for one call: the plugin's context, its memory cap and its deadline.
     pub(crate) fn new_store(&self, ctx: PluginCtx, limits: &Limits) -> Store<PluginCtx> {
         let mut store = Store::new(&self.engine, ctx);
         store.limiter(|ctx| &mut ctx.limiter);
@@ -175,7 +175,7 @@ impl PluginEngine {
         store
     }
 
-    /// Starts a new CPU deadline, counted from now: once per call, also on a reused store.
+    /// Starts a new deadline, counted from now: once per call, also on a reused store.
     pub(crate) fn arm_deadline(&self, store: &mut Store<PluginCtx>, limits: &Limits) {
         store.set_epoch_deadline(deadline_ticks(limits.timeout));
     }

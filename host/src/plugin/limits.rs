@@ -1,4 +1,4 @@
-//! Per-call resource limits for plugins: a CPU deadline enforced with epoch interruption
+//! Per-call resource limits for plugins: a deadline enforced with epoch interruption
 //! and a linear-memory cap enforced by a `ResourceLimiter`.
 
 use std::fmt;
@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// The default CPU deadline per call (DESIGN.md section 4).
+/// The default deadline per call (DESIGN.md section 4).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
 /// The default deadline of one sink delivery, HTTP waits included: a remote store may be
 /// slow, and a sink is not on any call's path.

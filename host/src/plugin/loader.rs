@@ -39,7 +39,7 @@ pub struct PluginSettings {
     /// about a millisecond. The trade-off: the plugin's memory, globals included, persists
     /// from one call to a later one, so a plugin can carry state (or a bug's effects) across
     /// calls, and idle instances keep their memory. An instance that faults is thrown away
-    /// and the next call gets a fresh one; the CPU deadline is re-armed for every call.
+    /// and the next call gets a fresh one; the deadline is re-armed for every call.
     pub reuse_instance: bool,
 }
 

@@ -2,7 +2,7 @@
 //!
 //! This module owns loading components (embedded defaults and `--plugins DIR`), telling
 //! which world each implements, and running them safely: a fresh instance per call from a
-//! pre-instantiated template, a CPU deadline, a memory cap and no capabilities. A plugin
+//! pre-instantiated template, a deadline, a memory cap and no capabilities. A plugin
 //! that traps, overruns its deadline or its memory fails *closed*: the call it was judging
 //! gets a [`PluginFault`] naming the plugin and what happened, and nothing else is affected.
 //!
@@ -157,7 +157,7 @@ pub enum Error {
 /// What went wrong inside one plugin call.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Fault {
-    #[error("ran past its CPU deadline of {} ms and was stopped", .0.as_millis())]
+    #[error("ran past its deadline of {} ms and was stopped", .0.as_millis())]
     Deadline(std::time::Duration),
     #[error("{0}")]
     Memory(limits::MemoryCapExceeded),
