@@ -547,14 +547,17 @@ mod tests {
             gate: Some((Mutex::new(gate), Duration::from_millis(20))),
             ..Memory::default()
         });
-        let delivery =
-            Delivery::start(j.clone(), vec![sink.clone() as Arc<dyn Sink>], fast()).unwrap();
+        // Registered and filled before delivery starts, so the one batch holds all five (the
+        // gate opens once: a second batch would wait on it forever).
+        j.register_sinks(&["memory".to_owned()]).unwrap();
         let mut ids = Vec::new();
         for i in 0..5 {
             let rec = rec_at(now_ms() + i, "s", "t", "read", Status::Success);
             ids.push(rec.id.clone());
             j.append(rec).await.unwrap();
         }
+        let delivery =
+            Delivery::start(j.clone(), vec![sink.clone() as Arc<dyn Sink>], fast()).unwrap();
         let stuck = |d: &Delivery| {
             d.report().unwrap()[0]
                 .status
