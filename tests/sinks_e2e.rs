@@ -403,6 +403,66 @@ async fn trapping_and_hanging_sinks_are_retried_and_reported_while_calls_go_on()
     assert!(receiver.ids().is_empty());
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn records_too_big_for_a_sinks_memory_together_are_delivered_in_smaller_batches() {
+    let receiver = Receiver::default();
+    let url = receiver.start().await;
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut config = base_config(log.path(), "http-sink", json!({"url": url}));
+    // Records of ~600 KiB (the arguments are kept whole), made while the receiver is down,
+    // so they wait in the journal.
+    config["activity"]["max_argument_bytes"] = json!(1 << 20);
+    receiver.down.store(true, Ordering::SeqCst);
+    let proxy = Proxy::start(&config, &[]);
+    let text = "x".repeat(600 << 10);
+    let client = connect(&proxy.url).await;
+    let n = 10;
+    for i in 0..n {
+        let r = call(
+            &client,
+            "call_tool_read",
+            json!({"name": "fx:echo", "args": {"text": format!("{i}{text}")}}),
+        )
+        .await
+        .expect("call");
+        assert!(!is_error(&r), "echo {i} failed: {r:?}");
+    }
+    client.cancel().await.ok();
+    let Proxy {
+        mut proc, data_dir, ..
+    } = proxy;
+    proc.kill();
+
+    // Restarted with the receiver up and the sink allowed 4 MiB: its first batch (about
+    // `batch_bytes`, 4 MiB of records) cannot fit; a single record can.
+    receiver.down.store(false, Ordering::SeqCst);
+    config["plugins"]["plugin_limits"] = json!({"http-sink": {"memory_mib": 4}});
+    let proxy = Proxy::start_in(&config, &[], data_dir);
+    proxy.proc.wait_for_line(Duration::from_secs(60), |l| {
+        l.contains("ran out of memory") && l.contains("retrying them")
+    });
+    eventually(Duration::from_secs(60), "every record arrives", || async {
+        receiver.ids().len() >= n
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let lines = receiver.lines.lock().unwrap().clone();
+    assert_eq!(lines.len(), n, "each once");
+    let mut ids = receiver.ids();
+    ids.sort();
+    assert_eq!(ids, receiver.ids(), "in order");
+    assert_eq!(ids, journal_ids(&proxy).await);
+    for (i, line) in lines.iter().enumerate() {
+        assert!(
+            line.to_string().contains(&format!("\"{i}{text}\"")),
+            "record {i} arrives whole"
+        );
+    }
+    let s = &sinks_status(&proxy).await[0];
+    assert_eq!(s["backlog"], 0, "{s}");
+    assert_eq!(s["last_error"], Value::Null, "{s}");
+}
+
 /// The ClickHouse columns checked against the journal, per record.
 const CH_COLUMNS: &str = "id, timestamp_ms, toString(timestamp) AS ts, type, source, server_name, \
     tool_name, tool_variant, annotation_source, safety_class, decision, status, duration_ms, record";

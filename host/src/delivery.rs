@@ -5,7 +5,10 @@
 //! batch is stored. A failure (the sink's own error, a trap, a timeout) is recorded in the
 //! journal and the same batch is retried after a wait that doubles from 1 s up to
 //! `max_backoff`. Tool calls never wait for any of this: they only append to the journal.
-//! A caught-up sink looks for new records every `interval`.
+//! A caught-up sink looks for new records every `interval`. A batch that makes the sink run
+//! out of memory is retried at once as its first half, down to a single record, so a few
+//! large records cannot stall a sink for good; the full batch size returns once it is
+//! caught up.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,16 +18,34 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::activity::{ActivityRecord, Journal, SinkStatus};
-use crate::plugin::Plugin;
+use crate::plugin::{Fault, Plugin};
 
 /// The first wait after a failed delivery; it doubles per failure up to `max_backoff`.
 pub const INITIAL_BACKOFF: Duration = Duration::from_secs(1);
 
+/// Why a sink did not store a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// What went wrong, in words for the operator.
+    pub reason: String,
+    /// The sink ran out of memory on this batch: a smaller one may go through.
+    pub out_of_memory: bool,
+}
+
+impl From<String> for Failure {
+    fn from(reason: String) -> Self {
+        Self {
+            reason,
+            out_of_memory: false,
+        }
+    }
+}
+
 /// Something that stores batches of records: a sink plugin, or a native one in tests.
 pub trait Sink: Send + Sync + 'static {
     fn name(&self) -> &str;
-    /// Stores `batch`, whole; `Err` says why not, in words for the operator. Blocking.
-    fn deliver(&self, batch: &[ActivityRecord]) -> Result<(), String>;
+    /// Stores `batch`, whole, or says why not. Blocking.
+    fn deliver(&self, batch: &[ActivityRecord]) -> Result<(), Failure>;
     /// The hosts it may reach, for the status report.
     fn granted_hosts(&self) -> Vec<String> {
         Vec::new()
@@ -43,11 +64,14 @@ impl Sink for Plugin {
         Plugin::name(self)
     }
 
-    fn deliver(&self, batch: &[ActivityRecord]) -> Result<(), String> {
+    fn deliver(&self, batch: &[ActivityRecord]) -> Result<(), Failure> {
         match Plugin::deliver(self, batch) {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(reason)) => Err(reason),
-            Err(fault) => Err(fault.to_string()),
+            Ok(Err(reason)) => Err(reason.into()),
+            Err(fault) => Err(Failure {
+                out_of_memory: matches!(fault.fault, Fault::Memory(_)),
+                reason: fault.to_string(),
+            }),
         }
     }
 
@@ -110,6 +134,9 @@ pub struct Live {
     /// How long the last successful batch took, in milliseconds, and its size.
     pub last_batch_ms: Option<u64>,
     pub last_batch_records: Option<usize>,
+    /// While smaller than `batch_records`: the batch size in use after the sink ran out of
+    /// memory (it returns to the full size once the sink is caught up).
+    pub batch_limit: Option<usize>,
     pub granted_hosts: Vec<String>,
     #[serde(skip)]
     retry_at: Option<Instant>,
@@ -169,6 +196,7 @@ impl Delivery {
                     journal: journal.clone(),
                     sink: sink.clone(),
                     options,
+                    batch_limit: std::sync::atomic::AtomicUsize::new(options.batch_records),
                     live: live.clone(),
                     stop: stop.clone(),
                 };
@@ -265,12 +293,16 @@ struct Worker {
     journal: Arc<Journal>,
     sink: Arc<dyn Sink>,
     options: DeliveryOptions,
+    /// The most records per batch now: `batch_records`, or less after a sink ran out of
+    /// memory.
+    batch_limit: std::sync::atomic::AtomicUsize,
     live: Arc<Mutex<Live>>,
     stop: CancellationToken,
 }
 
 enum Step {
-    /// Delivered a batch (or skipped gone records): look again at once.
+    /// Delivered a batch (or skipped gone records), or shrank the batch after the sink ran
+    /// out of memory: look again at once.
     Progress,
     /// Nothing to deliver.
     CaughtUp,
@@ -293,6 +325,7 @@ impl Worker {
                 }
                 Step::CaughtUp => {
                     backoff = INITIAL_BACKOFF.min(self.options.max_backoff);
+                    self.set_batch_limit(self.options.batch_records);
                     self.set(|live| live.activity = Activity::Idle);
                     self.options.interval
                 }
@@ -320,6 +353,13 @@ impl Worker {
         change(&mut lock(&self.live));
     }
 
+    fn set_batch_limit(&self, limit: usize) {
+        use std::sync::atomic::Ordering;
+        self.batch_limit.store(limit, Ordering::Relaxed);
+        let shown = (limit < self.options.batch_records).then_some(limit);
+        self.set(|live| live.batch_limit = shown);
+    }
+
     /// Says, in the log and in the sink's status, that a batch has overrun its deadline.
     async fn report_stuck(&self, name: &str, count: usize, waited: Duration) {
         let reason = format!(
@@ -341,7 +381,8 @@ impl Worker {
     async fn step(&self) -> Step {
         let name = self.sink.name().to_owned();
         let journal = self.journal.clone();
-        let (records, bytes) = (self.options.batch_records, self.options.batch_bytes);
+        let records = self.batch_limit.load(std::sync::atomic::Ordering::Relaxed);
+        let bytes = self.options.batch_bytes;
         let batch = {
             let name = name.clone();
             tokio::task::spawn_blocking(move || journal.sink_batch(&name, records, bytes)).await
@@ -360,6 +401,7 @@ impl Worker {
         };
         let count = batch.records.len();
         let last_seq = batch.last_seq;
+        let batch_first_id = batch.records.first().map(|r| r.id.clone());
         let result = if batch.records.is_empty() {
             Ok(())
         } else {
@@ -381,8 +423,8 @@ impl Worker {
                     }
                 },
             };
-            let result =
-                joined.unwrap_or_else(|e| Err(format!("the sink's delivery thread failed: {e}")));
+            let result = joined
+                .unwrap_or_else(|e| Err(format!("the sink's delivery thread failed: {e}").into()));
             if result.is_ok() {
                 let took = started.elapsed().as_millis() as u64;
                 self.set(|live| {
@@ -410,7 +452,29 @@ impl Worker {
                     Step::Failed
                 })
             }
-            Err(reason) => {
+            Err(failure) if failure.out_of_memory && count > 1 => {
+                let half = count / 2;
+                tracing::warn!(
+                    sink = %name,
+                    "sink '{name}' ran out of memory on {count} records ({}); retrying them \
+                     {half} at a time",
+                    failure.reason
+                );
+                self.set_batch_limit(half);
+                Step::Progress
+            }
+            Err(failure) => {
+                let reason = if failure.out_of_memory {
+                    let id = batch_first_id.as_deref().unwrap_or("?");
+                    format!(
+                        "{}: record {id} alone does not fit in the sink's memory; raise \
+                         plugins.plugin_limits.{name}.memory_mib (or lower \
+                         activity.max_argument_bytes for new records)",
+                        failure.reason
+                    )
+                } else {
+                    failure.reason
+                };
                 tracing::warn!(
                     sink = %name,
                     records = count,
@@ -444,6 +508,10 @@ mod tests {
         attempts: AtomicUsize,
         /// If set: `deliver` waits for a message on it first, with this deadline declared.
         gate: Option<(Mutex<std::sync::mpsc::Receiver<()>>, Duration)>,
+        /// If set: a batch of more records than this runs out of memory.
+        holds_at_most: Option<usize>,
+        /// The size of every batch handed over.
+        sizes: Mutex<Vec<usize>>,
     }
 
     impl Sink for Memory {
@@ -455,15 +523,22 @@ mod tests {
             self.gate.as_ref().map(|(_, deadline)| *deadline)
         }
 
-        fn deliver(&self, batch: &[ActivityRecord]) -> Result<(), String> {
+        fn deliver(&self, batch: &[ActivityRecord]) -> Result<(), Failure> {
             self.attempts.fetch_add(1, Ordering::SeqCst);
+            self.sizes.lock().unwrap().push(batch.len());
+            if self.holds_at_most.is_some_and(|most| batch.len() > most) {
+                return Err(Failure {
+                    reason: "ran out of memory".into(),
+                    out_of_memory: true,
+                });
+            }
             if let Some((gate, _)) = &self.gate {
                 // A closed gate (the test is over) lets it through too.
                 let _ = gate.lock().unwrap().recv();
             }
             if self.failing.load(Ordering::SeqCst) > 0 {
                 self.failing.fetch_sub(1, Ordering::SeqCst);
-                return Err("remote down".into());
+                return Err(String::from("remote down").into());
             }
             let mut stored = self.stored.lock().unwrap();
             stored.extend(batch.iter().map(|r| r.id.clone()));
@@ -582,6 +657,88 @@ mod tests {
         );
         assert_eq!(sink.attempts.load(Ordering::SeqCst), 1);
         assert_eq!(delivery.report().unwrap()[0].status.state.last_error, None);
+        delivery.shutdown(Duration::from_secs(5)).await;
+    }
+
+    /// Registers the `memory` sink and appends `n` records before delivery starts, so the
+    /// batches it gets are predictable.
+    async fn filled(j: &Journal, n: u64) -> Vec<String> {
+        j.register_sinks(&["memory".to_owned()]).unwrap();
+        let mut ids = Vec::new();
+        for i in 0..n {
+            let rec = rec_at(now_ms() + i, "s", "t", "read", Status::Success);
+            ids.push(rec.id.clone());
+            j.append(rec).await.unwrap();
+        }
+        ids
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batch_too_big_for_the_sink_is_retried_in_halves_and_the_size_recovers() {
+        let (_dir, j) = open_temp(JournalOptions::default());
+        let sink = Arc::new(Memory {
+            holds_at_most: Some(3),
+            ..Memory::default()
+        });
+        let ids = filled(&j, 20).await;
+        let options = DeliveryOptions {
+            batch_records: 16,
+            ..fast()
+        };
+        let delivery =
+            Delivery::start(j.clone(), vec![sink.clone() as Arc<dyn Sink>], options).unwrap();
+        wait_for(|| delivery.report().unwrap()[0].status.backlog == 0).await;
+        assert_eq!(*sink.stored.lock().unwrap(), ids, "in order, each once");
+        let sizes = sink.sizes.lock().unwrap().clone();
+        assert_eq!(
+            sizes[..5],
+            [16, 8, 4, 2, 2],
+            "halved until it fits: {sizes:?}"
+        );
+        assert!(sizes[4..].iter().all(|&n| n == 2), "{sizes:?}");
+        let report = &delivery.report().unwrap()[0];
+        assert_eq!(
+            report.status.state.failures, 0,
+            "shrinking is not a failure"
+        );
+        assert_eq!(report.status.state.last_error, None);
+        // Caught up: the next batch may be full-sized again.
+        wait_for(|| delivery.report().unwrap()[0].live.batch_limit.is_none()).await;
+        delivery.shutdown(Duration::from_secs(5)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_record_too_big_for_the_sink_alone_is_reported_with_the_fix_and_kept() {
+        let (_dir, j) = open_temp(JournalOptions::default());
+        let sink = Arc::new(Memory {
+            holds_at_most: Some(0),
+            ..Memory::default()
+        });
+        let ids = filled(&j, 5).await;
+        let delivery =
+            Delivery::start(j.clone(), vec![sink.clone() as Arc<dyn Sink>], fast()).unwrap();
+        let error = || {
+            delivery.report().unwrap()[0]
+                .status
+                .state
+                .last_error
+                .clone()
+        };
+        wait_for(|| error().is_some()).await;
+        let error = error().unwrap_or_default();
+        assert!(
+            error.contains(&format!("record {} alone does not fit", ids[0])),
+            "{error}"
+        );
+        assert!(
+            error.contains("plugins.plugin_limits.memory.memory_mib"),
+            "{error}"
+        );
+        assert_eq!(sink.sizes.lock().unwrap()[..3], [5, 2, 1]);
+        let report = &delivery.report().unwrap()[0];
+        assert_eq!(report.status.backlog, 5, "nothing is dropped");
+        assert_eq!(report.live.batch_limit, Some(1));
+        assert!(sink.stored.lock().unwrap().is_empty());
         delivery.shutdown(Duration::from_secs(5)).await;
     }
 }

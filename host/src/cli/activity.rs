@@ -401,6 +401,9 @@ fn sink_row(s: &Value) -> Vec<String> {
     if let Some(retry) = ms(&s["retry_in_ms"]) {
         state = format!("{state} (retry in {})", human_ms(retry));
     }
+    if let Some(limit) = ms(&s["batch_limit"]) {
+        state = format!("{state}, batches of {limit} (memory)");
+    }
     let mut error = s["last_error"].as_str().unwrap_or("-").to_owned();
     if let Some(n) = ms(&s["failures"]).filter(|n| *n > 0) {
         error = format!("{error} ({n} failed attempts)");
@@ -455,5 +458,13 @@ mod tests {
         assert_eq!(row[4], "100");
         assert!(row[5].starts_with("2026-"), "{}", row[5]);
         assert_eq!(row[6], "connection refused (3 failed attempts)");
+    }
+
+    #[test]
+    fn a_sink_row_says_when_batches_are_smaller_for_memory() {
+        let row = sink_row(&serde_json::json!({
+            "name": "http-sink", "activity": "delivering", "batch_limit": 125, "backlog": 900,
+        }));
+        assert_eq!(row[1], "delivering, batches of 125 (memory)");
     }
 }
