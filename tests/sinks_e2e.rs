@@ -463,6 +463,96 @@ async fn records_too_big_for_a_sinks_memory_together_are_delivered_in_smaller_ba
     assert_eq!(s["last_error"], Value::Null, "{s}");
 }
 
+/// Runs `mcpproxy plugins check` with `args` off the async runtime (the receiver runs on it).
+async fn plugins_check(args: Vec<String>) -> crate::util::CmdOutput {
+    tokio::task::spawn_blocking(move || {
+        let data = tempfile::tempdir().unwrap();
+        TestCommand::new(data.path())
+            .args(["plugins", "check"])
+            .args(args)
+            .output()
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn plugins_check_deliver_sends_two_sample_records_through_a_real_sink() {
+    let receiver = Receiver::default();
+    let url = receiver.start().await;
+    let sink = artifact("http_sink").display().to_string();
+    let settings = json!({"url": url}).to_string();
+
+    // Without --deliver: loaded, and it says where it may go and how to try it.
+    let out = plugins_check(vec![sink.clone(), "--settings".into(), settings.clone()]).await;
+    out.assert_code(0);
+    let host = url.trim_start_matches("http://").split('/').next().unwrap();
+    assert!(
+        out.stdout().contains(&format!("it may reach {host}")),
+        "{}",
+        out.stdout()
+    );
+    assert!(out.stdout().contains("--deliver"), "{}", out.stdout());
+    assert!(receiver.lines.lock().unwrap().is_empty(), "nothing sent");
+
+    let out = plugins_check(vec![
+        sink.clone(),
+        "--settings".into(),
+        settings.clone(),
+        "--deliver".into(),
+    ])
+    .await;
+    out.assert_code(0);
+    assert!(
+        out.stdout().contains("delivered 2 sample records"),
+        "{}",
+        out.stdout()
+    );
+    assert!(
+        out.stdout().contains("30000 ms deadline"),
+        "a sink's default deadline"
+    );
+    let lines = receiver.lines.lock().unwrap().clone();
+    assert_eq!(lines.len(), 2);
+    assert!(lines.iter().all(|l| l["server_name"] == "mcpproxy-check"));
+    assert_eq!(lines[0]["status"], "success");
+    assert_eq!(lines[1]["status"], "blocked");
+    for id in receiver.ids() {
+        assert!(out.stdout().contains(&id), "the ids are printed");
+    }
+
+    // The remote refuses: the check fails and says why, in the sink's words.
+    receiver.down.store(true, Ordering::SeqCst);
+    let out = plugins_check(vec![
+        sink.clone(),
+        "--settings".into(),
+        settings,
+        "--deliver".into(),
+    ])
+    .await;
+    out.assert_code(1);
+    assert!(
+        out.stdout()
+            .contains("call: FAILED: the sink did not store the batch")
+            && out.stdout().contains("503"),
+        "{}",
+        out.stdout()
+    );
+
+    // --deliver on a validator is a usage error.
+    let out = plugins_check(vec![
+        artifact("intent_matrix").display().to_string(),
+        "--deliver".into(),
+    ])
+    .await;
+    out.assert_code(2);
+    assert!(
+        out.stderr().contains("--deliver is for sink plugins"),
+        "{}",
+        out.stderr()
+    );
+}
+
 /// The ClickHouse columns checked against the journal, per record.
 const CH_COLUMNS: &str = "id, timestamp_ms, toString(timestamp) AS ts, type, source, server_name, \
     tool_name, tool_variant, annotation_source, safety_class, decision, status, duration_ms, record";
@@ -601,4 +691,26 @@ async fn clickhouse_gets_every_record_exactly_once_through_outages_and_restarts(
         .map(|r| r["id"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(ids, journal_ids(&proxy).await);
+
+    // A sink author's check against the same server: two sample records, every column filled.
+    let out = plugins_check(vec![
+        artifact("clickhouse_sink").display().to_string(),
+        "--settings".into(),
+        json!({"url": ch.url(), "table": table}).to_string(),
+        "--deliver".into(),
+    ])
+    .await;
+    out.assert_code(0);
+    assert!(
+        out.stdout().contains("delivered 2 sample records"),
+        "{}",
+        out.stdout()
+    );
+    let samples = ch
+        .query(&format!(
+            "SELECT status, decision FROM default.{table} WHERE server_name = 'mcpproxy-check' \
+             ORDER BY id FORMAT TSV"
+        ))
+        .await;
+    assert_eq!(samples.trim(), "success\tallow\nblocked\treject");
 }

@@ -8,14 +8,15 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
+use crate::activity::{ActivityRecord, RecordType, Source, Status, VerdictRecord};
 use crate::plugin::limits::{Bytes, Limits};
 use crate::plugin::suite::{self, Suite};
 use crate::plugin::{
     EngineOptions, Plugin, PluginEngine, PluginKind, PluginSet, PluginSettings, PluginSource,
 };
 use crate::policy::{
-    AnnotationSource, Annotations, CallRequest, EffectiveAnnotations, OperationType, SafetyClass,
-    Tool, Verdict,
+    AnnotationSource, Annotations, CallRequest, Decision, EffectiveAnnotations, OperationType,
+    SafetyClass, Tool, Verdict,
 };
 
 use super::output::{Format, print_table};
@@ -95,9 +96,9 @@ pub struct CheckCommand {
     #[arg(long, value_enum)]
     suite: Option<Suite>,
 
-    /// The deadline per call, in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 50)]
-    timeout_ms: u64,
+    /// The deadline per call, in milliseconds [default: 50; 30000 for a sink].
+    #[arg(long, value_name = "MS")]
+    timeout_ms: Option<u64>,
 
     /// The memory cap per instance, in MiB.
     #[arg(long, value_name = "MIB", default_value_t = 32)]
@@ -106,6 +107,11 @@ pub struct CheckCommand {
     /// The plugin's settings (what its `config()` import returns), as a JSON object.
     #[arg(long, value_name = "JSON", default_value = "{}")]
     settings: String,
+
+    /// For a sink: deliver two sample records (server `mcpproxy-check`) to the remote its
+    /// settings name. A real write: the records land in that store.
+    #[arg(long)]
+    deliver: bool,
 
     /// Output format.
     #[arg(short, long, value_enum, default_value_t)]
@@ -121,8 +127,8 @@ impl CheckCommand {
                 "--settings must be a JSON object, like '{{\"strict_server_validation\": false}}'"
             );
         }
-        let limits = Limits {
-            timeout: Duration::from_millis(self.timeout_ms),
+        let mut limits = Limits {
+            timeout: Duration::from_millis(self.timeout_ms.unwrap_or(50)),
             memory_bytes: self.memory_mib.saturating_mul(1 << 20),
         };
         let engine = engine_with_memory(&globals.data_dir(None), limits.memory_bytes)?;
@@ -134,14 +140,30 @@ impl CheckCommand {
             PluginSource::File(self.file.clone()),
             limits,
         )?;
+        let is_sink = plugin.kind() == PluginKind::Sink;
+        if self.deliver && !is_sink {
+            bail!(
+                "--deliver is for sink plugins, and {} is {} plugin",
+                self.file.display(),
+                plugin.kind().with_article()
+            );
+        }
+        if is_sink && self.timeout_ms.is_none() {
+            limits.timeout = crate::plugin::limits::DEFAULT_SINK_TIMEOUT;
+        }
         plugin.configure(&PluginSettings {
             limits,
             settings,
             ..Default::default()
         });
         let info = plugin.info().clone();
+        let plugin = std::sync::Arc::new(plugin);
 
-        let smoke = smoke_call(&plugin);
+        let smoke = if self.deliver {
+            deliver_samples(plugin.clone())
+        } else {
+            smoke_call(&plugin)
+        };
         let suite_results = match self.suite {
             Some(suite) if suite.kind() != info.kind => bail!(
                 "the {} suite is for {} plugins, and {} is {} plugin",
@@ -255,8 +277,92 @@ fn smoke_call(plugin: &Plugin) -> Result<String, String> {
             Ok(None) => Ok("example:list_items: no inference".into()),
             Err(fault) => Err(fault.to_string()),
         },
-        PluginKind::Sink => Ok("sink loaded; delivery is not exercised by this check".into()),
+        PluginKind::Sink if plugin.granted_hosts().unwrap_or_default().is_empty() => Ok(
+            "sink loaded; its settings have no `url`, so it may reach no host: pass \
+             --settings '{\"url\": \"http://...\"}' and --deliver to send two sample records"
+                .into(),
+        ),
+        PluginKind::Sink => Ok(format!(
+            "sink loaded; it may reach {}; pass --deliver to send two sample records there",
+            granted(plugin)
+        )),
     }
+}
+
+/// The hosts a sink may reach, for people.
+fn granted(plugin: &Plugin) -> String {
+    let hosts = plugin.granted_hosts().unwrap_or_default();
+    if hosts.is_empty() {
+        "no host (its settings have no `url`)".into()
+    } else {
+        hosts.join(", ")
+    }
+}
+
+/// Delivers two sample records (a read that succeeded, a delete the policy blocked) through
+/// a sink, for real, as `serve` would: on a blocking thread of a tokio runtime, which
+/// `wasi:http` needs for its I/O.
+fn deliver_samples(plugin: std::sync::Arc<Plugin>) -> Result<String, String> {
+    let batch = sample_records();
+    let ids: Vec<String> = batch.iter().map(|r| r.id.clone()).collect();
+    let hosts = granted(&plugin);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the I/O runtime: {e}"))?;
+    let started = std::time::Instant::now();
+    let delivery = runtime.spawn_blocking(move || plugin.deliver(&batch));
+    let outcome = runtime
+        .block_on(delivery)
+        .map_err(|e| format!("the delivery thread failed: {e}"))?;
+    let took = started.elapsed().as_millis();
+    match outcome {
+        Ok(Ok(())) => Ok(format!(
+            "delivered 2 sample records to {hosts} in {took} ms (ids {})",
+            ids.join(", ")
+        )),
+        Ok(Err(reason)) => Err(format!("the sink did not store the batch: {reason}")),
+        Err(fault) => Err(fault.to_string()),
+    }
+}
+
+/// What `--deliver` sends: two records as the journal would hold them, marked as coming
+/// from this check (server `mcpproxy-check`, source `cli`).
+fn sample_records() -> Vec<ActivityRecord> {
+    let mut read = ActivityRecord::new(
+        RecordType::ToolCall,
+        Source::Cli,
+        "mcpproxy-check",
+        "list_items",
+    );
+    read.tool_variant = Some("call_tool_read".into());
+    read.annotation_source = "server".into();
+    read.safety_class = SafetyClass::ReadOnly.as_str().into();
+    read.annotations = Some(json!({"readOnlyHint": true}));
+    read.arguments = Some(json!({"check": "mcpproxy plugins check --deliver"}));
+    read.response_bytes = 42;
+    read.status = Status::Success;
+    read.duration_ms = 3;
+    let mut blocked = ActivityRecord::new(
+        RecordType::ToolCall,
+        Source::Cli,
+        "mcpproxy-check",
+        "delete_item",
+    );
+    blocked.tool_variant = Some("call_tool_read".into());
+    blocked.annotation_source = "server".into();
+    blocked.safety_class = SafetyClass::Dangerous.as_str().into();
+    blocked.annotations = Some(json!({"destructiveHint": true}));
+    blocked.arguments = Some(json!({"check": "mcpproxy plugins check --deliver"}));
+    blocked.verdict = VerdictRecord {
+        decision: Decision::Reject,
+        plugin: Some("intent-matrix".into()),
+        message: Some("a sample rejection from mcpproxy plugins check".into()),
+        ..VerdictRecord::default()
+    };
+    blocked.status = Status::Blocked;
+    vec![read, blocked]
 }
 
 fn engine_with_memory(data_dir: &std::path::Path, max_memory_bytes: usize) -> Result<PluginEngine> {
