@@ -263,3 +263,22 @@ fn list_uses_the_configs_plugin_dir_like_serve_does() {
     out.assert_code(0);
     assert!(out.stdout().contains("test-allow-all"), "{}", out.stdout());
 }
+
+#[test]
+fn a_reader_that_goes_away_ends_the_output_quietly() {
+    // `mcpproxy plugins list | head -0`: the pipe is closed before anything is printed.
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mcpproxy"))
+        .env("MCPPROXY_DATA_DIR", dir.path())
+        .env("HOME", dir.path())
+        .args(["plugins", "list"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{}: {stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

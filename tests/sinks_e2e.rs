@@ -553,6 +553,89 @@ async fn plugins_check_deliver_sends_two_sample_records_through_a_real_sink() {
     );
 }
 
+/// `mcpproxy plugins check` that is killed if it runs past `limit` (a hang is a failure, not
+/// a stuck test run).
+async fn plugins_check_within(limit: Duration, args: &[String]) -> std::process::Output {
+    let data = tempfile::tempdir().unwrap();
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcpproxy"))
+        .env("MCPPROXY_DATA_DIR", data.path())
+        .env("HOME", data.path())
+        .args(["plugins", "check"])
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    tokio::time::timeout(limit, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("plugins check {args:?} still ran after {limit:?}"))
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn https_remotes_are_reached_with_tls_and_a_silent_one_fails_at_the_deadline() {
+    let sink = artifact("http_sink").display().to_string();
+    let check = |url: String| {
+        vec![
+            sink.clone(),
+            "--settings".into(),
+            json!({ "url": url }).to_string(),
+            "--deliver".into(),
+            "--timeout-ms".into(),
+            "1500".into(),
+        ]
+    };
+
+    // A plain-HTTP server behind an https URL: the TLS handshake runs and fails cleanly.
+    let plain = Receiver::default();
+    let url = plain.start().await.replace("http://", "https://");
+    let out = plugins_check_within(Duration::from_secs(30), &check(url)).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}: {stdout}{stderr}",
+        out.status
+    );
+    assert!(
+        stdout.contains("the TLS handshake with https://"),
+        "{stdout}"
+    );
+
+    // A remote that accepts and never answers: the handshake cannot hold the sink past its
+    // deadline (wasi-http itself has no TLS timeout).
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = silent.local_addr().unwrap();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((conn, _)) = silent.accept().await {
+            open.push(conn);
+        }
+    });
+    let started = std::time::Instant::now();
+    let out = plugins_check_within(
+        Duration::from_secs(30),
+        &check(format!("https://{addr}/ingest")),
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}: {stdout}{stderr}",
+        out.status
+    );
+    assert!(
+        stdout.contains(&format!("connecting to https://{addr} timed out")),
+        "{stdout}"
+    );
+    println!("silent https remote: failed after {:?}", started.elapsed());
+    held.abort();
+}
+
 /// The ClickHouse columns checked against the journal, per record.
 const CH_COLUMNS: &str = "id, timestamp_ms, toString(timestamp) AS ts, type, source, server_name, \
     tool_name, tool_variant, annotation_source, safety_class, decision, status, duration_ms, record";

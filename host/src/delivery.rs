@@ -51,7 +51,7 @@ pub trait Sink: Send + Sync + 'static {
         Vec::new()
     }
     /// How long one `deliver` should take at most. Code inside the sandbox is stopped at
-    /// this deadline, but a wait inside a host call (a TLS handshake, a body write to a
+    /// this deadline, but a wait inside a host call (a body write to a
     /// stalled remote, a guest's clock sleep) is not: past it the worker reports the sink as
     /// stuck instead of waiting silently.
     fn deadline(&self) -> Option<Duration> {

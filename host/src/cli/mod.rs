@@ -89,9 +89,7 @@ pub fn run() -> ExitCode {
     let cli = Cli::parse();
     let serving = matches!(cli.command, Command::Serve(_));
     init_logging(cli.verbose, serving);
-    if !serving {
-        restore_sigpipe();
-    }
+    quiet_on_closed_stdout();
     let globals = Globals {
         data_dir_flag: cli.data_dir,
         home: std::env::var_os("HOME")
@@ -116,14 +114,25 @@ pub fn run() -> ExitCode {
 }
 
 /// `mcpproxy activity list | head` should end quietly, as other Unix tools do, rather than
-/// panic on a write to a closed pipe (Rust ignores SIGPIPE by default).
-fn restore_sigpipe() {
-    #[cfg(unix)]
-    // SAFETY: called once at start-up, before any thread is spawned; SIG_DFL is a valid
-    // disposition for SIGPIPE.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
+/// print a panic when stdout's reader goes away: `println!` panics on that write, and this
+/// hook turns exactly that panic into a silent exit 0 (as ripgrep does). SIGPIPE itself stays
+/// ignored (Rust's default): a sink or an HTTP client writing to a socket its peer closed
+/// must get an error, not kill the process, and such writes go through `writev`, which
+/// cannot ask the kernel not to raise the signal.
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
 }
 
 fn init_logging(verbose: u8, serving: bool) {

@@ -6,7 +6,8 @@
 //! socket checks, so the grant is enforced in [`GrantedHosts::send_request`]: a request to
 //! an authority that is not granted is refused with `HTTP-request-denied` before any
 //! connection is opened, and the refusal is logged. Every HTTP timeout is clamped to the
-//! sink's own deadline (wasi-http's defaults are 600 s).
+//! sink's own deadline (wasi-http's defaults are 600 s), and so is the whole exchange up to
+//! the response head (wasi-http puts no timeout on a TLS handshake).
 //!
 //! The grant comes from the sink's settings: the authority (`host:port`) of its `url`
 //! setting plus each entry of `allowed_hosts` (a `host:port` or a URL).
@@ -182,14 +183,39 @@ impl WasiHttpHooks for GrantedHosts {
         };
         Box::new(async move {
             use http_body_util::BodyExt;
-            let (response, io) =
-                wasmtime_wasi_http::default_send_request(request, Some(options)).await?;
+            // wasi-http bounds the TCP connect, the HTTP handshake and the first byte, but
+            // not a TLS handshake: a remote that accepts and then says nothing would hold
+            // the sink inside this host call, where its deadline cannot stop it. Bound the
+            // whole exchange up to the response head by the deadline too.
+            let sent = tokio::time::timeout(
+                clamp,
+                wasmtime_wasi_http::default_send_request(request, Some(options)),
+            )
+            .await;
+            let (response, io) = match sent {
+                Ok(result) => result?,
+                Err(_) => return Err(wasmtime_wasi_http::Error::ConnectionTimeout),
+            };
             Ok((
                 response.map(BodyExt::boxed_unsync),
                 Box::new(io) as Box<dyn Future<Output = _> + Send>,
             ))
         })
     }
+}
+
+/// Makes `ring` the process's rustls crypto provider, once. wasi-http's `https` client
+/// asks rustls for the process default, and with both `ring` (wasi-http's) and `aws-lc-rs`
+/// (reqwest's) compiled in, rustls cannot pick one by itself: every TLS connection of a
+/// sink would panic. A provider installed earlier (by an embedding program) is kept.
+pub(crate) fn install_tls_crypto_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            // Losing a race to another installer leaves theirs in place, which is as good.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+    });
 }
 
 /// The store data of one sink call.
@@ -269,6 +295,7 @@ pub(crate) struct SinkRunner {
 impl SinkRunner {
     /// Type-checks `component` against the sink world with the sink linker.
     pub(crate) fn new(linker: &Linker<SinkCtx>, component: &Component) -> wasmtime::Result<Self> {
+        install_tls_crypto_provider();
         let pre = linker.instantiate_pre(component)?;
         Ok(Self {
             pre: SinkPluginPre::new(pre)?,

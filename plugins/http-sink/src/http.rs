@@ -432,8 +432,10 @@ pub fn describe_error(code: &ErrorCode, target: &Target, timeouts: &Timeouts) ->
         ErrorCode::ConnectionRefused => format!(
             "{origin} refused the connection; is the server running and listening on that port?"
         ),
+        // mcpproxy also bounds a TLS handshake by the sink's deadline and reports it so.
         ErrorCode::ConnectionTimeout => format!(
-            "connecting to {origin} timed out after {} ms; is the host reachable?",
+            "connecting to {origin} timed out (limit {} ms, or the sink's deadline if \
+             shorter); is the host reachable, and does it answer on that port?",
             timeouts.connect_ms
         ),
         ErrorCode::ConnectionReadTimeout | ErrorCode::HttpResponseTimeout => format!(
