@@ -76,7 +76,9 @@ impl Drop for Proc {
     }
 }
 
-fn pipe_lines(reader: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+pub fn pipe_lines(
+    reader: impl std::io::Read + Send + 'static,
+) -> std::sync::mpsc::Receiver<String> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(reader).lines() {

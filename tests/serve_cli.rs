@@ -187,3 +187,81 @@ async fn serve_over_stdio_for_ides_that_spawn_their_servers() {
     assert_eq!(answer, "over stdio");
     client.cancel().await.unwrap();
 }
+
+#[test]
+fn unreachable_http_upstreams_are_explained_in_plain_words() {
+    use std::io::{Read, Write};
+    // A port nothing listens on (bound, then closed).
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    // A plain HTTP server that is not an MCP server: 200, no content type, for anything.
+    let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let plain_addr = plain.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut conn in plain.incoming().flatten() {
+            let mut buf = [0u8; 8192];
+            let _ = conn.read(&mut buf);
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
+        }
+    });
+    let data = tempfile::tempdir().unwrap();
+    let config = data.path().join("mcp_config.json");
+    std::fs::write(
+        &config,
+        json!({"mcpServers": [
+            {"name": "down", "url": format!("http://{closed}/mcp")},
+            {"name": "notmcp", "url": format!("http://{plain_addr}/mcp")},
+            {"name": "nottls", "url": format!("https://{plain_addr}/mcp")},
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcpproxy"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(data.path())
+        .env("HOME", data.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let proc = crate::mcp_util::Proc {
+        child,
+        stderr_lines: crate::mcp_util::pipe_lines(stderr),
+    };
+    let mut summary = Vec::new();
+    for _ in 0..3 {
+        summary.push(proc.wait_for_line(Duration::from_secs(60), |l| l.starts_with("upstream ")));
+    }
+    let line = |name: &str| {
+        summary
+            .iter()
+            .find(|l| l.starts_with(&format!("upstream {name} ")))
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert!(
+        line("down").contains(&format!(
+            "http://{closed}/mcp refused the connection; is the server running"
+        )),
+        "{summary:#?}"
+    );
+    assert!(
+        line("notmcp").contains("answered, but not as an MCP server"),
+        "{summary:#?}"
+    );
+    assert!(
+        line("nottls").contains(&format!(
+            "the TLS handshake with https://{plain_addr}/mcp failed"
+        )),
+        "{summary:#?}"
+    );
+    for l in &summary {
+        assert!(!l.contains("rmcp::transport"), "no Rust type names: {l}");
+    }
+}

@@ -7,6 +7,7 @@
 //! Calls take the current session's peer, so many can be in flight at once.
 
 mod convert;
+mod reach;
 mod supervisor;
 
 use std::collections::BTreeMap;

@@ -247,10 +247,12 @@ async fn connect(upstream: &Arc<Upstream>) -> Result<Session, String> {
             }
             config.custom_headers = custom;
             let transport = StreamableHttpClientTransport::from_config(config);
-            handler
-                .serve(transport)
-                .await
-                .map_err(|e| format!("MCP initialize with {url} failed: {e}"))
+            handler.serve(transport).await.map_err(|e| match &e {
+                rmcp::service::ClientInitializeError::TransportError { error, .. } => {
+                    super::reach::describe_http_failure(url.as_str(), error.error.as_ref())
+                }
+                _ => format!("MCP initialize with {url} failed: {e}"),
+            })
         }
     }
 }
