@@ -463,17 +463,28 @@ async fn records_too_big_for_a_sinks_memory_together_are_delivered_in_smaller_ba
     assert_eq!(s["last_error"], Value::Null, "{s}");
 }
 
-/// Runs `mcpproxy plugins check` with `args` off the async runtime (the receiver runs on it).
+/// Runs `mcpproxy plugins check` with `args` without blocking the async runtime (the
+/// receivers run on it); one still running after 60 s is killed and fails the test, so a
+/// hang shows as a failure rather than a stuck run.
 async fn plugins_check(args: Vec<String>) -> crate::util::CmdOutput {
-    tokio::task::spawn_blocking(move || {
-        let data = tempfile::tempdir().unwrap();
-        TestCommand::new(data.path())
-            .args(["plugins", "check"])
-            .args(args)
-            .output()
-    })
-    .await
-    .unwrap()
+    let limit = Duration::from_secs(60);
+    let data = tempfile::tempdir().unwrap();
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcpproxy"))
+        .env("MCPPROXY_DATA_DIR", data.path())
+        .env("HOME", data.path())
+        .env_remove("RUST_LOG")
+        .args(["plugins", "check"])
+        .args(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let output = tokio::time::timeout(limit, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("plugins check {args:?} still ran after {limit:?}"))
+        .unwrap();
+    crate::util::CmdOutput(output)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -553,26 +564,6 @@ async fn plugins_check_deliver_sends_two_sample_records_through_a_real_sink() {
     );
 }
 
-/// `mcpproxy plugins check` that is killed if it runs past `limit` (a hang is a failure, not
-/// a stuck test run).
-async fn plugins_check_within(limit: Duration, args: &[String]) -> std::process::Output {
-    let data = tempfile::tempdir().unwrap();
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcpproxy"))
-        .env("MCPPROXY_DATA_DIR", data.path())
-        .env("HOME", data.path())
-        .args(["plugins", "check"])
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    tokio::time::timeout(limit, child.wait_with_output())
-        .await
-        .unwrap_or_else(|_| panic!("plugins check {args:?} still ran after {limit:?}"))
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn https_remotes_are_reached_with_tls_and_a_silent_one_fails_at_the_deadline() {
     let sink = artifact("http_sink").display().to_string();
@@ -590,18 +581,12 @@ async fn https_remotes_are_reached_with_tls_and_a_silent_one_fails_at_the_deadli
     // A plain-HTTP server behind an https URL: the TLS handshake runs and fails cleanly.
     let plain = Receiver::default();
     let url = plain.start().await.replace("http://", "https://");
-    let out = plugins_check_within(Duration::from_secs(30), &check(url)).await;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}: {stdout}{stderr}",
-        out.status
-    );
+    let out = plugins_check(check(url)).await;
+    out.assert_code(1);
     assert!(
-        stdout.contains("the TLS handshake with https://"),
-        "{stdout}"
+        out.stdout().contains("the TLS handshake with https://"),
+        "{}",
+        out.stdout()
     );
 
     // A remote that accepts and never answers: the handshake cannot hold the sink past its
@@ -615,22 +600,13 @@ async fn https_remotes_are_reached_with_tls_and_a_silent_one_fails_at_the_deadli
         }
     });
     let started = std::time::Instant::now();
-    let out = plugins_check_within(
-        Duration::from_secs(30),
-        &check(format!("https://{addr}/ingest")),
-    )
-    .await;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}: {stdout}{stderr}",
-        out.status
-    );
+    let out = plugins_check(check(format!("https://{addr}/ingest"))).await;
+    out.assert_code(1);
     assert!(
-        stdout.contains(&format!("connecting to https://{addr} timed out")),
-        "{stdout}"
+        out.stdout()
+            .contains(&format!("connecting to https://{addr} timed out")),
+        "{}",
+        out.stdout()
     );
     println!("silent https remote: failed after {:?}", started.elapsed());
     held.abort();

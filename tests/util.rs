@@ -67,7 +67,8 @@ impl CmdOutput {
         assert_eq!(
             self.code(),
             Some(code),
-            "expected exit {code}\n--- stdout\n{}\n--- stderr\n{}",
+            "expected exit {code}, got {}\n--- stdout\n{}\n--- stderr\n{}",
+            self.0.status,
             self.stdout(),
             self.stderr()
         );

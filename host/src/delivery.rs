@@ -196,7 +196,6 @@ impl Delivery {
                     journal: journal.clone(),
                     sink: sink.clone(),
                     options,
-                    batch_limit: std::sync::atomic::AtomicUsize::new(options.batch_records),
                     live: live.clone(),
                     stop: stop.clone(),
                 };
@@ -293,9 +292,6 @@ struct Worker {
     journal: Arc<Journal>,
     sink: Arc<dyn Sink>,
     options: DeliveryOptions,
-    /// The most records per batch now: `batch_records`, or less after a sink ran out of
-    /// memory.
-    batch_limit: std::sync::atomic::AtomicUsize,
     live: Arc<Mutex<Live>>,
     stop: CancellationToken,
 }
@@ -325,8 +321,10 @@ impl Worker {
                 }
                 Step::CaughtUp => {
                     backoff = INITIAL_BACKOFF.min(self.options.max_backoff);
-                    self.set_batch_limit(self.options.batch_records);
-                    self.set(|live| live.activity = Activity::Idle);
+                    self.set(|live| {
+                        live.activity = Activity::Idle;
+                        live.batch_limit = None;
+                    });
                     self.options.interval
                 }
                 Step::Failed => {
@@ -353,13 +351,6 @@ impl Worker {
         change(&mut lock(&self.live));
     }
 
-    fn set_batch_limit(&self, limit: usize) {
-        use std::sync::atomic::Ordering;
-        self.batch_limit.store(limit, Ordering::Relaxed);
-        let shown = (limit < self.options.batch_records).then_some(limit);
-        self.set(|live| live.batch_limit = shown);
-    }
-
     /// Says, in the log and in the sink's status, that a batch has overrun its deadline.
     async fn report_stuck(&self, name: &str, count: usize, waited: Duration) {
         let reason = format!(
@@ -381,7 +372,9 @@ impl Worker {
     async fn step(&self) -> Step {
         let name = self.sink.name().to_owned();
         let journal = self.journal.clone();
-        let records = self.batch_limit.load(std::sync::atomic::Ordering::Relaxed);
+        let records = lock(&self.live)
+            .batch_limit
+            .unwrap_or(self.options.batch_records);
         let bytes = self.options.batch_bytes;
         let batch = {
             let name = name.clone();
@@ -460,7 +453,7 @@ impl Worker {
                      {half} at a time",
                     failure.reason
                 );
-                self.set_batch_limit(half);
+                self.set(|live| live.batch_limit = Some(half));
                 Step::Progress
             }
             Err(failure) => {
@@ -622,15 +615,9 @@ mod tests {
             gate: Some((Mutex::new(gate), Duration::from_millis(20))),
             ..Memory::default()
         });
-        // Registered and filled before delivery starts, so the one batch holds all five (the
-        // gate opens once: a second batch would wait on it forever).
-        j.register_sinks(&["memory".to_owned()]).unwrap();
-        let mut ids = Vec::new();
-        for i in 0..5 {
-            let rec = rec_at(now_ms() + i, "s", "t", "read", Status::Success);
-            ids.push(rec.id.clone());
-            j.append(rec).await.unwrap();
-        }
+        // Filled before delivery starts, so the one batch holds all five (the gate opens
+        // once: a second batch would wait on it forever).
+        let ids = filled(&j, 5).await;
         let delivery =
             Delivery::start(j.clone(), vec![sink.clone() as Arc<dyn Sink>], fast()).unwrap();
         let stuck = |d: &Delivery| {

@@ -277,26 +277,23 @@ fn smoke_call(plugin: &Plugin) -> Result<String, String> {
             Ok(None) => Ok("example:list_items: no inference".into()),
             Err(fault) => Err(fault.to_string()),
         },
-        PluginKind::Sink if plugin.granted_hosts().unwrap_or_default().is_empty() => Ok(
-            "sink loaded; its settings have no `url`, so it may reach no host: pass \
-             --settings '{\"url\": \"http://...\"}' and --deliver to send two sample records"
+        PluginKind::Sink => Ok(match granted(plugin) {
+            Some(hosts) => format!(
+                "sink loaded; it may reach {hosts}; pass --deliver to send two sample records \
+                 there"
+            ),
+            None => "sink loaded; its settings have no `url`, so it may reach no host: pass \
+                     --settings '{\"url\": \"http://...\"}' and --deliver to send two sample \
+                     records"
                 .into(),
-        ),
-        PluginKind::Sink => Ok(format!(
-            "sink loaded; it may reach {}; pass --deliver to send two sample records there",
-            granted(plugin)
-        )),
+        }),
     }
 }
 
-/// The hosts a sink may reach, for people.
-fn granted(plugin: &Plugin) -> String {
+/// The hosts a sink may reach, for people; `None` if it may reach none.
+fn granted(plugin: &Plugin) -> Option<String> {
     let hosts = plugin.granted_hosts().unwrap_or_default();
-    if hosts.is_empty() {
-        "no host (its settings have no `url`)".into()
-    } else {
-        hosts.join(", ")
-    }
+    (!hosts.is_empty()).then(|| hosts.join(", "))
 }
 
 /// Delivers two sample records (a read that succeeded, a delete the policy blocked) through
@@ -305,7 +302,7 @@ fn granted(plugin: &Plugin) -> String {
 fn deliver_samples(plugin: std::sync::Arc<Plugin>) -> Result<String, String> {
     let batch = sample_records();
     let ids: Vec<String> = batch.iter().map(|r| r.id.clone()).collect();
-    let hosts = granted(&plugin);
+    let hosts = granted(&plugin).unwrap_or_else(|| "no host".into());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -330,38 +327,37 @@ fn deliver_samples(plugin: std::sync::Arc<Plugin>) -> Result<String, String> {
 /// What `--deliver` sends: two records as the journal would hold them, marked as coming
 /// from this check (server `mcpproxy-check`, source `cli`).
 fn sample_records() -> Vec<ActivityRecord> {
-    let mut read = ActivityRecord::new(
-        RecordType::ToolCall,
-        Source::Cli,
-        "mcpproxy-check",
+    let sample = |tool: &str, class: SafetyClass, hints: serde_json::Value, status: Status| {
+        let mut rec =
+            ActivityRecord::new(RecordType::ToolCall, Source::Cli, "mcpproxy-check", tool);
+        rec.tool_variant = Some("call_tool_read".into());
+        rec.annotation_source = "server".into();
+        rec.safety_class = class.as_str().into();
+        rec.annotations = Some(hints);
+        rec.arguments = Some(json!({"check": "mcpproxy plugins check --deliver"}));
+        rec.status = status;
+        rec
+    };
+    let mut read = sample(
         "list_items",
+        SafetyClass::ReadOnly,
+        json!({"readOnlyHint": true}),
+        Status::Success,
     );
-    read.tool_variant = Some("call_tool_read".into());
-    read.annotation_source = "server".into();
-    read.safety_class = SafetyClass::ReadOnly.as_str().into();
-    read.annotations = Some(json!({"readOnlyHint": true}));
-    read.arguments = Some(json!({"check": "mcpproxy plugins check --deliver"}));
     read.response_bytes = 42;
-    read.status = Status::Success;
     read.duration_ms = 3;
-    let mut blocked = ActivityRecord::new(
-        RecordType::ToolCall,
-        Source::Cli,
-        "mcpproxy-check",
+    let mut blocked = sample(
         "delete_item",
+        SafetyClass::Dangerous,
+        json!({"destructiveHint": true}),
+        Status::Blocked,
     );
-    blocked.tool_variant = Some("call_tool_read".into());
-    blocked.annotation_source = "server".into();
-    blocked.safety_class = SafetyClass::Dangerous.as_str().into();
-    blocked.annotations = Some(json!({"destructiveHint": true}));
-    blocked.arguments = Some(json!({"check": "mcpproxy plugins check --deliver"}));
     blocked.verdict = VerdictRecord {
         decision: Decision::Reject,
         plugin: Some("intent-matrix".into()),
         message: Some("a sample rejection from mcpproxy plugins check".into()),
         ..VerdictRecord::default()
     };
-    blocked.status = Status::Blocked;
     vec![read, blocked]
 }
 

@@ -207,14 +207,12 @@ impl WasiHttpHooks for GrantedHosts {
 /// Makes `ring` the process's rustls crypto provider, once. wasi-http's `https` client
 /// asks rustls for the process default, and with both `ring` (wasi-http's) and `aws-lc-rs`
 /// (reqwest's) compiled in, rustls cannot pick one by itself: every TLS connection of a
-/// sink would panic. A provider installed earlier (by an embedding program) is kept.
+/// sink would panic. A provider installed earlier (by an embedding program) is kept:
+/// `install_default` refuses to replace one, and that refusal is ignored.
 pub(crate) fn install_tls_crypto_provider() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        if rustls::crypto::CryptoProvider::get_default().is_none() {
-            // Losing a race to another installer leaves theirs in place, which is as good.
-            let _ = rustls::crypto::ring::default_provider().install_default();
-        }
+        let _ = rustls::crypto::ring::default_provider().install_default();
     });
 }
 
