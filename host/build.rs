@@ -41,7 +41,7 @@ fn main() {
     }
     println!("cargo::rerun-if-changed={}", root.join("wit").display());
 
-    check_target_installed();
+    ensure_target_installed();
 
     // A target dir of its own: the outer cargo holds the lock on the main one.
     let target_dir = env::var_os("CARGO_TARGET_DIR")
@@ -92,22 +92,56 @@ fn main() {
     );
 }
 
-/// Stops the build with instructions when the wasm target is missing.
-fn check_target_installed() {
+/// Makes sure the wasm target is installed: where rustup manages the toolchain, adds it
+/// (saying so), since rustup installs `rust-toolchain.toml`'s targets only when it installs
+/// the toolchain itself; otherwise stops the build with instructions.
+fn ensure_target_installed() {
+    if target_installed() {
+        return;
+    }
+    if let Some(outcome) = add_target_with_rustup() {
+        match outcome {
+            Ok(()) if target_installed() => {
+                println!(
+                    "cargo::warning=the {TARGET} target was missing; added it with \
+                     `rustup target add {TARGET}` (the default plugins are built for it)"
+                );
+                return;
+            }
+            Ok(()) => {}
+            Err(e) => println!("cargo::warning=`rustup target add {TARGET}` failed: {e}"),
+        }
+    }
+    fail(
+        "the wasm32-wasip2 target is not installed, and mcpproxy's default plugins are \
+         built for it. Run `rustup target add wasm32-wasip2` (with rustup, the \
+         rust-toolchain.toml in the repository root lists it), then build again.",
+    );
+}
+
+fn target_installed() -> bool {
     let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    let libdir = Command::new(&rustc)
+    Command::new(&rustc)
         .args(["--print", "target-libdir", "--target", TARGET])
         .output()
         .ok()
         .filter(|o| o.status.success())
-        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
-    if !libdir.as_deref().is_some_and(Path::is_dir) {
-        fail(
-            "the wasm32-wasip2 target is not installed, and mcpproxy's default plugins are \
-             built for it. Run `rustup target add wasm32-wasip2` (with rustup, the \
-             rust-toolchain.toml in the repository root lists it, and `rustup toolchain install` \
-             fetches it), then build again.",
-        );
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+        .is_some_and(|dir| Path::is_dir(&dir))
+}
+
+/// Runs `rustup target add` for the toolchain this build uses. `None` when rustup is not
+/// what runs this toolchain (no `RUSTUP_TOOLCHAIN`, or no `rustup` on the PATH).
+fn add_target_with_rustup() -> Option<Result<(), String>> {
+    let toolchain = env::var("RUSTUP_TOOLCHAIN").ok()?;
+    let output = Command::new("rustup")
+        .args(["target", "add", "--toolchain", &toolchain, TARGET])
+        .output()
+        .ok()?;
+    if output.status.success() {
+        Some(Ok(()))
+    } else {
+        Some(Err(String::from_utf8_lossy(&output.stderr).trim().to_owned()))
     }
 }
 

@@ -1,6 +1,6 @@
 //! `intent-matrix`: mcpproxy's default validator, a WebAssembly component of the
 //! `validator-plugin` world. It checks each call's variant and declared intent against the
-//! tool's annotations (the matrix of DESIGN.md section 5). The policy lives in [`policy`];
+//! tool's annotations (the matrix in `docs/plugins.md`). The policy lives in [`policy`];
 //! this file only converts between the WIT types and the policy's.
 
 mod policy;

@@ -3,11 +3,11 @@
 //! these and back.
 //!
 //! Precedence: the server's own annotations, then `_meta.safety_class`, then the name prefix
-//! table of DESIGN.md section 6 (seed 002).
+//! table (the `PREFIXES` below; `docs/plugins.md` shows it).
 
 use serde_json::Value;
 
-/// A tool's safety class (seed 002's routing classes).
+/// A tool's safety class (the WIT `safety-class`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Class {
     ReadOnly,

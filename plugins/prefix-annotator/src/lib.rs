@@ -1,8 +1,8 @@
 //! `prefix-annotator`: mcpproxy's default annotator, a WebAssembly component of the
 //! `annotator-plugin` world. It gives every tool annotations and a safety class: the
 //! server's own annotations, else `_meta.safety_class`, else a class inferred from the name
-//! prefix (DESIGN.md section 6). The logic lives in [`classify`]; this file only converts
-//! between the WIT types and the classifier's.
+//! prefix (the table in `docs/plugins.md`). The logic lives in [`classify`]; this file only
+//! converts between the WIT types and the classifier's.
 
 mod classify;
 

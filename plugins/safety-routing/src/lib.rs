@@ -1,7 +1,7 @@
-//! `safety-routing`: seed 002's strict routing policy as a validator (`validator-plugin`
-//! world). It judges the call's variant against the tool's effective safety class: unknown
-//! tools are always blocked, dangerous ones need `call_tool_destructive`, write-capable and
-//! subprocess ones need `call_tool_write` or `call_tool_destructive`, read-only ones pass.
+//! `safety-routing`: a strict routing policy as a validator (`validator-plugin` world). It
+//! judges the call's variant against the tool's effective safety class: unknown tools are
+//! always blocked, dangerous ones need `call_tool_destructive`, write-capable and subprocess
+//! ones need `call_tool_write` or `call_tool_destructive`, read-only ones pass.
 //! Opt-in: load it with `--plugins DIR` and list it in `plugins.validators` after
 //! `intent-matrix`. The rules live in [`routing`]; this file only converts the WIT types.
 

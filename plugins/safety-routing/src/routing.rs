@@ -1,5 +1,5 @@
-//! Seed 002's routing rules as plain Rust on plain types, free of the component bindings so
-//! they can be unit-tested natively. `lib.rs` converts the WIT types to these and back.
+//! The routing rules as plain Rust on plain types, free of the component bindings so they
+//! can be unit-tested natively. `lib.rs` converts the WIT types to these and back.
 //!
 //! | safety class  | variants that may run it                      |
 //! |---------------|-----------------------------------------------|
@@ -28,7 +28,7 @@ pub enum Class {
 }
 
 impl Class {
-    /// The class as seed 002 and the WIT contract spell it.
+    /// The class as the WIT contract spells it.
     pub fn word(self) -> &'static str {
         match self {
             Class::ReadOnly => "read-only",
