@@ -3,8 +3,10 @@
 #![allow(dead_code)]
 
 use mcpproxy::activity::{
-    ActivityRecord, ClientRecord, Decision, IntentRecord, RecordType, Source, Status,
-    VerdictRecord, WarningRecord, format_timestamp,
+    ActivityRecord, ClientRecord, RecordType, Source, Status, format_timestamp,
+};
+use mcpproxy::policy::{
+    AnnotationSource, Annotations, Decision, Intent, OperationType, Outcome, SafetyClass, Warning,
 };
 
 const SERVERS: [&str; 5] = ["github", "filesystem", "postgres", "slack", "jira"];
@@ -29,17 +31,17 @@ pub fn record(rng: &mut Rng, ms: u64, id: String) -> ActivityRecord {
     let server = SERVERS[rng.below(5) as usize];
     let tool = format!("{server}_tool_{}", rng.below(10));
     let variant = match rng.below(10) {
-        0 => "destructive",
-        1..=3 => "write",
-        _ => "read",
+        0 => OperationType::Destructive,
+        1..=3 => OperationType::Write,
+        _ => OperationType::Read,
     };
     let status = match rng.below(20) {
         0 => Status::Blocked,
         1 | 2 => Status::Error,
         _ => Status::Success,
     };
-    let intent = (rng.below(5) == 0).then(|| IntentRecord {
-        operation_type: Some(variant.to_string()),
+    let intent = (rng.below(5) == 0).then(|| Intent {
+        operation_type: Some(variant),
         data_sensitivity: Some("internal".into()),
         reason: Some("user asked to update the tracking issue".into()),
     });
@@ -54,19 +56,20 @@ pub fn record(rng: &mut Rng, ms: u64, id: String) -> ActivityRecord {
         source: Source::Mcp,
         server_name: server.to_string(),
         tool_name: tool,
-        tool_variant: Some(format!("call_tool_{variant}")),
+        tool_variant: Some(variant),
         intent,
-        annotations: Some(serde_json::json!({
-            "readOnlyHint": variant == "read",
-            "destructiveHint": variant == "destructive",
-        })),
-        annotation_source: "server".into(),
-        safety_class: if variant == "read" {
-            "read-only".into()
-        } else {
-            variant.into()
+        annotations: Some(Annotations {
+            read_only_hint: Some(variant == OperationType::Read),
+            destructive_hint: Some(variant == OperationType::Destructive),
+            ..Default::default()
+        }),
+        annotation_source: AnnotationSource::Server,
+        safety_class: match variant {
+            OperationType::Read => SafetyClass::ReadOnly,
+            OperationType::Write => SafetyClass::WriteCapable,
+            OperationType::Destructive => SafetyClass::Dangerous,
         },
-        verdict: VerdictRecord {
+        verdict: Outcome {
             decision: if blocked {
                 Decision::Reject
             } else {
@@ -75,7 +78,7 @@ pub fn record(rng: &mut Rng, ms: u64, id: String) -> ActivityRecord {
             plugin: blocked.then(|| "intent-check".to_string()),
             message: blocked.then(|| "declared intent does not match the tool".to_string()),
             warnings: if rng.below(10) == 0 {
-                vec![WarningRecord {
+                vec![Warning {
                     plugin: "pii".into(),
                     message: "email address".into(),
                 }]

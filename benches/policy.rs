@@ -3,13 +3,13 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use mcpproxy::plugin::{EngineOptions, PluginEngine, PluginSet, PluginSettings};
-use mcpproxy::policy::{OperationType, Pipeline, Tool};
+use mcpproxy::policy::{OperationType, Tool};
 use serde_json::json;
 
 fn annotate_and_validate(c: &mut Criterion) {
     let engine = PluginEngine::new(EngineOptions::default()).expect("engine");
     let set = PluginSet::load(&engine, None, &|_, _| PluginSettings::default()).expect("plugins");
-    let pipeline = Pipeline::from_set(&set);
+    let pipeline = set.pipeline();
     let tool = Tool {
         server: "github".into(),
         name: "delete_repo".into(),

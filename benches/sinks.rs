@@ -47,9 +47,9 @@ fn load(engine: &PluginEngine, crate_name: &str, settings: serde_json::Value) ->
         limits: Limits {
             timeout: Duration::from_secs(30),
             memory_bytes: 64 << 20,
+            reuse_instance: false,
         },
         settings,
-        reuse_instance: false,
     });
     plugin
 }

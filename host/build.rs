@@ -1,7 +1,7 @@
 //! Builds the guest plugins in `plugins/` for `wasm32-wasip2` and puts the default ones
-//! where `src/plugin/embedded.rs` includes them. The opt-in plugins (`safety-routing`) and the
-//! test fixtures are built too; their directory is exported to the crate's tests as
-//! `MCPPROXY_PLUGIN_ARTIFACTS`.
+//! where `src/plugin/embedded.rs` includes them (the opt-in `safety-routing` among them).
+//! The test fixtures are built too; the artifact directory is exported to the crate's tests
+//! as `MCPPROXY_PLUGIN_ARTIFACTS`.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -14,6 +14,8 @@ const EMBEDDED: &[&str] = &[
     "prefix_annotator",
     "clickhouse_sink",
     "http_sink",
+    "safety_routing",
+    "tool_scanner",
 ];
 
 fn main() {
@@ -30,6 +32,7 @@ fn main() {
         "intent-matrix",
         "prefix-annotator",
         "safety-routing",
+        "tool-scanner",
         "clickhouse-sink",
         "http-sink",
         "fixtures",
@@ -141,7 +144,9 @@ fn add_target_with_rustup() -> Option<Result<(), String>> {
     if output.status.success() {
         Some(Ok(()))
     } else {
-        Some(Err(String::from_utf8_lossy(&output.stderr).trim().to_owned()))
+        Some(Err(String::from_utf8_lossy(&output.stderr)
+            .trim()
+            .to_owned()))
     }
 }
 

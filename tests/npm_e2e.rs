@@ -112,5 +112,31 @@ async fn server_filesystem_reads_pass_and_destructive_writes_need_the_destructiv
         std::fs::read_to_string(&target).unwrap(),
         "written through mcpproxy"
     );
+
+    // create_directory is a plain write ({readOnlyHint: false, destructiveHint: false}): an
+    // IDE that auto-approves call_tool_read must not be able to run it that way.
+    let dir = root_path.join("viaread");
+    let result = call(
+        &client,
+        "call_tool_read",
+        json!({"name": "fs:create_directory", "args": {"path": dir}}),
+    )
+    .await
+    .unwrap();
+    assert!(is_error(&result), "{}", text(&result));
+    assert_eq!(
+        text(&result),
+        "Tool 'fs:create_directory' is marked as not read-only by server, use call_tool_write"
+    );
+    assert!(!dir.exists(), "call_tool_read created the directory");
+    let created = call(
+        &client,
+        "call_tool_write",
+        json!({"name": "fs:create_directory", "args": {"path": dir}}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&created), "{}", text(&created));
+    assert!(dir.is_dir(), "call_tool_write did not create the directory");
     client.cancel().await.unwrap();
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use mcpproxy::plugin::suite::{self, Suite};
 use mcpproxy::plugin::{
     CacheOutcome, EngineOptions, Limits, Plugin, PluginEngine, PluginSet, PluginSettings,
-    PluginSource,
+    PluginSource, annotators, validators,
 };
 use mcpproxy::policy::{
     AnnotationSource, Annotations, Decision, Intent, OperationType, Pipeline, SafetyClass, Tool,
@@ -101,7 +101,7 @@ fn the_suite_is_not_a_rubber_stamp() {
 fn the_pipeline_infers_for_unannotated_tools_and_says_why_it_rejects() {
     let engine = engine();
     let set = PluginSet::load(&engine, None, &|_, _| PluginSettings::default()).unwrap();
-    let pipeline = Pipeline::from_set(&set);
+    let pipeline = set.pipeline();
 
     let eval = pipeline.evaluate(
         OperationType::Read,
@@ -158,24 +158,37 @@ fn faulty_plugins_fail_closed_and_the_host_keeps_working() {
     let limits = Limits {
         timeout: Duration::from_millis(30),
         memory_bytes: 8 << 20,
+        ..Limits::default()
     };
-    let good = load(&engine, "intent_matrix", limits);
+    // Faults other than the deadline get a deadline a loaded test machine cannot hit first.
+    let roomy = Limits {
+        timeout: Duration::from_secs(10),
+        ..limits
+    };
+    let good = load(&engine, "intent_matrix", roomy);
     let cases = [
         (
             "spin_loop",
             "test-spin-loop",
             "ran past its deadline of 30 ms and was stopped",
+            limits,
         ),
-        ("memory_hog", "test-memory-hog", "over its cap of 8 MiB"),
+        (
+            "memory_hog",
+            "test-memory-hog",
+            "over its cap of 8 MiB",
+            roomy,
+        ),
         (
             "trap",
             "test-trap",
             "trapped: wasm `unreachable` instruction executed",
+            roomy,
         ),
     ];
-    for (crate_name, plugin_name, what) in cases {
+    for (crate_name, plugin_name, what, limits) in cases {
         let bad = load(&engine, crate_name, limits);
-        let pipeline = Pipeline::new(Vec::new(), vec![bad.clone(), good.clone()]);
+        let pipeline = Pipeline::new(Vec::new(), validators(&[bad.clone(), good.clone()]));
         // Twice: a faulted instance is thrown away, so the plugin behaves the same again.
         for _ in 0..2 {
             let eval = pipeline.evaluate(
@@ -195,7 +208,7 @@ fn faulty_plugins_fail_closed_and_the_host_keeps_working() {
             assert!(message.contains("fails closed"), "{message}");
         }
         // The good plugin, alone, still answers.
-        let pipeline = Pipeline::new(Vec::new(), vec![good.clone()]);
+        let pipeline = Pipeline::new(Vec::new(), validators(&[good.clone()]));
         let eval = pipeline.evaluate(
             OperationType::Read,
             tool("list_items", None),
@@ -213,7 +226,7 @@ fn a_faulting_annotator_rejects_the_call() {
     let engine = engine();
     let not_an_annotator = load(&engine, "trap", Limits::default());
     let good = load(&engine, "intent_matrix", Limits::default());
-    let pipeline = Pipeline::new(vec![not_an_annotator], vec![good]);
+    let pipeline = Pipeline::new(annotators(&[not_an_annotator]), validators(&[good]));
     let eval = pipeline.evaluate(
         OperationType::Read,
         tool("list_items", None),
@@ -231,8 +244,16 @@ fn a_faulting_annotator_rejects_the_call() {
 #[test]
 fn calls_never_share_state_and_run_concurrently() {
     let engine = engine();
-    let set = PluginSet::load(&engine, None, &|_, _| PluginSettings::default()).unwrap();
-    let pipeline = Arc::new(Pipeline::from_set(&set));
+    // About state and concurrency, not deadlines: room for a loaded test machine.
+    let set = PluginSet::load(&engine, None, &|_, _| PluginSettings {
+        limits: Limits {
+            timeout: Duration::from_secs(10),
+            ..Limits::default()
+        },
+        ..Default::default()
+    })
+    .unwrap();
+    let pipeline = Arc::new(set.pipeline());
     let threads: Vec<_> = (0..8)
         .map(|i| {
             let pipeline = pipeline.clone();
@@ -266,7 +287,7 @@ fn settings_reach_the_plugin_through_the_config_import() {
         ..Default::default()
     })
     .unwrap();
-    let pipeline = Pipeline::from_set(&set);
+    let pipeline = set.pipeline();
     let destructive = Annotations {
         destructive_hint: Some(true),
         ..Default::default()
@@ -291,7 +312,7 @@ fn settings_reach_the_plugin_through_the_config_import() {
         ..Default::default()
     })
     .unwrap();
-    let eval = Pipeline::from_set(&set).evaluate(
+    let eval = set.pipeline().evaluate(
         OperationType::Read,
         tool("list_items", None),
         None,

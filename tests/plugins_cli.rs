@@ -58,9 +58,16 @@ fn list_as_json_and_a_plugins_dir_that_replaces_an_embedded_plugin() {
             "intent-matrix",
             "clickhouse-sink",
             "http-sink",
+            "safety-routing",
+            "tool-scanner",
             "test-allow-all"
         ]
     );
+    assert_eq!(
+        list[4]["opt_in"], true,
+        "safety-routing is embedded but opt-in"
+    );
+    assert_eq!(list[5]["kind"], "scanner");
     assert_eq!(list[2]["kind"], "sink");
     let matrix = &list[1];
     assert_eq!(matrix["kind"], "validator");

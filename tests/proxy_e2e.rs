@@ -92,7 +92,11 @@ async fn retrieve_tools_gives_annotations_sources_and_call_with() {
     );
     assert_eq!(notes["total"], notes["tools"].as_array().unwrap().len());
     let delete_note = find(&notes, "fx:delete_note");
-    assert_eq!(delete_note["annotations"], json!({"destructiveHint": true}));
+    // The server sent {destructiveHint: true}; the hints it left out take the MCP defaults.
+    assert_eq!(
+        delete_note["annotations"],
+        json!({"readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true})
+    );
     assert_eq!(delete_note["annotation_source"], "server");
     assert_eq!(delete_note["call_with"], "call_tool_destructive");
     assert_eq!(delete_note["server"], "fx");
@@ -262,7 +266,7 @@ fn matrix_rows() -> Vec<Row> {
             ),
         ),
         row("call_tool_read", "frobnicate", json!({}), None),
-        // Sensitivity and reason, flat (seed 000) and nested (seed 001).
+        // Sensitivity and reason, flat and nested.
         row(
             "call_tool_read",
             "get_status",
@@ -467,8 +471,11 @@ async fn a_killed_upstream_fails_clearly_others_keep_working_and_it_comes_back()
 
 #[tokio::test(flavor = "multi_thread")]
 async fn tools_added_upstream_appear_after_list_changed() {
+    // New tools are held until approved unless the server accepts changes at once.
     let log = tempfile::NamedTempFile::new().unwrap();
-    let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    let mut fixture = stdio_fixture("fx", log.path());
+    fixture["auto_approve_tool_changes"] = json!(true);
+    let proxy = Proxy::start(&config_with(vec![fixture]), &[]);
     let client = connect(&proxy.url).await;
     let added = call(
         &client,

@@ -1,4 +1,4 @@
-//! The opt-in `safety-routing` validator (seed 002's routing rules): every safety class ×
+//! The opt-in `safety-routing` validator (strict routing on safety classes): every safety class ×
 //! every variant through the host against the compiled component, then end to end through
 //! real MCP, chained after `intent-matrix`.
 
@@ -44,7 +44,7 @@ fn needs_write(class: &str) -> String {
 }
 
 #[test]
-fn every_class_and_variant_is_routed_by_seed_002s_rules() {
+fn every_class_and_variant_is_routed_by_the_strict_rules() {
     use OperationType::{Destructive, Read, Write};
     use SafetyClass::{Dangerous, ReadOnly, Subprocess, Unknown, WriteCapable};
     let engine = PluginEngine::new(EngineOptions::default()).expect("engine");
@@ -89,7 +89,10 @@ fn every_class_and_variant_is_routed_by_seed_002s_rules() {
     // The same answers from a fresh instance per call and from a reused one.
     for reuse_instance in [false, true] {
         plugin.configure(&PluginSettings {
-            reuse_instance,
+            limits: Limits {
+                reuse_instance,
+                ..Limits::default()
+            },
             ..Default::default()
         });
         for (class, variant, expected) in &table {
@@ -106,16 +109,10 @@ fn every_class_and_variant_is_routed_by_seed_002s_rules() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn chained_after_intent_matrix_it_blocks_unknown_tools_through_mcp() {
-    let plugins = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        artifact("safety_routing"),
-        plugins.path().join("safety_routing.wasm"),
-    )
-    .unwrap();
+    // The embedded one: the strict profile needs no plugins directory.
     let log = tempfile::NamedTempFile::new().unwrap();
     let mut config = config_with(vec![stdio_fixture("fx", log.path())]);
     config["plugins"] = json!({
-        "dir": plugins.path(),
         "validators": ["intent-matrix", "safety-routing"],
     });
     let proxy = Proxy::start(&config, &[]);
@@ -138,7 +135,8 @@ async fn chained_after_intent_matrix_it_blocks_unknown_tools_through_mcp() {
         .await
         .unwrap();
     assert!(!is_error(&status), "{}", text(&status));
-    // run_job (subprocess by its name) needs write: intent-matrix would allow the read.
+    // run_job (subprocess by its name, so not read-only) needs write: intent-matrix already
+    // refuses the read.
     let job = call(
         &client,
         "call_tool_read",
@@ -148,7 +146,7 @@ async fn chained_after_intent_matrix_it_blocks_unknown_tools_through_mcp() {
     .unwrap();
     assert_eq!(
         text(&job),
-        "Blocked: tool 'fx:run_job' is classified subprocess. Use call_tool_write or call_tool_destructive to run it."
+        "Tool 'fx:run_job' is inferred as not read-only by prefix-annotator (name prefix 'run_'), use call_tool_write"
     );
     let job = call(
         &client,

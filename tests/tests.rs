@@ -19,6 +19,8 @@ mod clickhouse_util;
 mod activity_e2e;
 /// `mcpproxy call` and `mcpproxy tools`, with and without a running server.
 mod call_cli;
+/// A journal written by an older release reads the same.
+mod journal_compat;
 /// Validators in other languages (JavaScript via componentize-js) and instance reuse.
 mod languages;
 /// The proxy in front of the official npm MCP servers.
@@ -32,3 +34,5 @@ mod serve_cli;
 /// Sinks: the audit trail into an HTTP receiver and a real ClickHouse, through outages,
 /// restarts, an ungranted host, and sinks that trap or hang.
 mod sinks_e2e;
+/// Quarantine and tool pinning: review, rug pulls, approval, across restarts.
+mod trust_e2e;

@@ -1,25 +1,38 @@
 //! mcpproxy: an MCP proxy whose security policy runs as sandboxed WebAssembly components.
 //!
-//! - [`plugin`] loads and runs the policy plugins (the `wit/` contract);
-//! - [`policy`] is the call pipeline built on them: annotate, validate, combine;
-//! - [`config`] reads and validates `mcp_config.json`;
-//! - [`upstream`] keeps one MCP client session per upstream server;
-//! - [`index`] is the BM25 search over every upstream tool;
-//! - [`proxy`] is the shared core: resolve, judge, call; search;
-//! - [`mcp`] is the MCP server clients talk to (HTTP and stdio);
-//! - [`activity`] is the audit trail: records, the redb journal, queries, retention;
-//! - [`delivery`] feeds the audit trail to sink plugins in the background;
-//! - [`api`] is the REST API under `/api/v1`;
-//! - [`cli`] is the `mcpproxy` command line.
+//! Modules, from the bottom of the graph up (each imports only modules listed before it;
+//! `docs/architecture.md` draws the graph):
+//!
+//! - [`policy`]: the vocabulary of a call and the pipeline: annotator and validator stages,
+//!   verdicts, the combined evaluation;
+//! - [`grant`], [`limits`], [`access`]: small rules shared by several modules (the hosts a
+//!   sink may reach, plugin resource limits, the loopback Host/Origin check);
+//! - [`activity`]: the audit trail: records, the redb journal, queries, retention, and the
+//!   delivery of records to sinks;
+//! - [`config`]: reads and validates `mcp_config.json`;
+//! - [`plugin`]: loads and runs WebAssembly components (the `wit/` contract) as policy
+//!   stages and sinks;
+//! - [`trust`]: approved servers and pinned tools (quarantine, rug-pull protection), and
+//!   the security analysis a reviewer reads;
+//! - [`index`]: the BM25 search over every upstream tool;
+//! - [`upstream`]: one MCP client session per upstream server;
+//! - [`proxy`]: the shared core: resolve, judge, call, record; search;
+//! - [`runtime`]: builds the running proxy from a [`config::Config`];
+//! - [`mcp`], [`api`]: the MCP server (HTTP and stdio) and the REST API under `/api/v1`;
+//! - [`cli`]: the `mcpproxy` command line.
 
+pub mod access;
 pub mod activity;
 pub mod api;
 pub mod cli;
 pub mod config;
-pub mod delivery;
+pub mod grant;
 pub mod index;
+pub mod limits;
 pub mod mcp;
 pub mod plugin;
 pub mod policy;
 pub mod proxy;
+pub mod runtime;
+pub mod trust;
 pub mod upstream;

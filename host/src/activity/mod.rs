@@ -5,7 +5,11 @@
 //! - [`journal`]: the redb-backed [`Journal`] with one writer thread doing group commit;
 //! - [`query`]: indexed, newest-first, filtered paging ([`Filter`], [`Page`]);
 //! - [`outbox`]: per-sink cursors over finished records, in commit order, for delivery;
-//! - [`retention`]: deletion by age / count / size, held back by undelivered records.
+//! - [`retention`]: deletion by age / count / size, held back by undelivered records;
+//! - [`delivery`]: the background tasks that feed the outbox to sinks.
+//!
+//! The record is built from the policy's own types ([`crate::policy`]); this module imports
+//! nothing else of the crate.
 //!
 //! Storage layout (one redb file): `activity` maps the 16 ULID bytes (so key order is time
 //! order) to the record's JSON; five index tables map `(key, ulid)` to `()` for intent type,
@@ -13,6 +17,7 @@
 //! and the last outbox number; `activity_outbox`, `activity_outbox_keys` and `activity_sinks`
 //! are the sinks' outbox and cursors.
 
+pub mod delivery;
 pub mod journal;
 pub mod outbox;
 pub mod query;
@@ -25,8 +30,8 @@ pub use journal::{Durability, Journal, JournalOptions, JournalStats};
 pub use outbox::{SinkBatch, SinkState, SinkStatus};
 pub use query::{Filter, Page};
 pub use record::{
-    ActivityRecord, ClientRecord, Decision, IntentRecord, RecordType, Source, Status,
-    VerdictRecord, WarningRecord, cap_arguments, format_timestamp, new_id, parse_timestamp,
+    ActivityRecord, ClientRecord, RecordType, Source, Status, cap_arguments, format_timestamp,
+    new_id, now_ms, parse_timestamp,
 };
 pub use retention::Retention;
 

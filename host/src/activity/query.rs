@@ -366,8 +366,8 @@ mod tests {
     fn wanted(r: &ActivityRecord, f: &Filter) -> bool {
         let ms = ulid::Ulid::from_string(&r.id).unwrap().timestamp_ms();
         let intent = match &r.intent {
-            Some(i) => i.operation_type.clone().unwrap().to_lowercase(),
-            None => r.tool_variant.clone().unwrap().replace("call_tool_", ""),
+            Some(i) => i.operation_type.unwrap().as_str().to_owned(),
+            None => r.tool_variant.unwrap().as_str().to_owned(),
         };
         let lower = |o: &Option<String>| o.as_ref().map(|v| v.to_lowercase());
         let qualified = format!("{}:{}", r.server_name, r.tool_name);
@@ -518,7 +518,7 @@ mod tests {
         assert!(
             page.records
                 .iter()
-                .any(|r| r.tool_variant.as_deref() == Some("call_tool_read"))
+                .any(|r| r.tool_variant == Some(crate::policy::OperationType::Read))
         );
         assert!(
             page.records.windows(2).all(|w| w[0].id > w[1].id),

@@ -14,6 +14,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::policy::{
+    AnnotationSource, Annotations, Intent, OperationType, Outcome, SafetyClass, variant_tool_name,
+};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use time::macros::format_description;
@@ -27,6 +31,11 @@ pub enum RecordType {
     ToolCall,
     /// A policy decision recorded on its own (e.g. a dry run).
     PolicyDecision,
+    /// An upstream tool that appeared, changed or went away since it was approved; the
+    /// `details` hold what changed.
+    ToolChange,
+    /// A person approved a server (clearing its quarantine) or tools' changes.
+    Approval,
 }
 
 impl RecordType {
@@ -35,6 +44,8 @@ impl RecordType {
         match self {
             Self::ToolCall => "tool_call",
             Self::PolicyDecision => "policy_decision",
+            Self::ToolChange => "tool_change",
+            Self::Approval => "approval",
         }
     }
 }
@@ -50,6 +61,8 @@ pub enum Source {
     Cli,
     /// The REST API.
     Api,
+    /// The upstream server itself (a tool change it made).
+    Upstream,
 }
 
 impl Source {
@@ -59,6 +72,7 @@ impl Source {
             Self::Mcp => "mcp",
             Self::Cli => "cli",
             Self::Api => "api",
+            Self::Upstream => "upstream",
         }
     }
 }
@@ -90,51 +104,6 @@ impl Status {
     }
 }
 
-/// The validator chain's decision (the policy's own type).
-pub use crate::policy::Decision;
-
-/// The intent the client declared for the call.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct IntentRecord {
-    /// `read`, `write`, `destructive`, ...
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub operation_type: Option<String>,
-    /// Declared sensitivity of the data touched.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data_sensitivity: Option<String>,
-    /// Free-text justification.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
-
-/// One warning raised by a plugin.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct WarningRecord {
-    /// Plugin that raised it.
-    #[serde(default)]
-    pub plugin: String,
-    /// What it said.
-    #[serde(default)]
-    pub message: String,
-}
-
-/// The policy verdict for the call.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct VerdictRecord {
-    /// allow | warn | reject.
-    #[serde(default)]
-    pub decision: Decision,
-    /// The deciding plugin (for a reject).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub plugin: Option<String>,
-    /// The deciding plugin's message.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    /// All warnings, in plugin order.
-    #[serde(default)]
-    pub warnings: Vec<WarningRecord>,
-}
-
 /// The MCP client that made the call.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ClientRecord {
@@ -164,24 +133,25 @@ pub struct ActivityRecord {
     /// Upstream tool name.
     #[serde(default)]
     pub tool_name: String,
-    /// `call_tool_read` | `call_tool_write` | `call_tool_destructive`.
+    /// The variant called, written `call_tool_read` | `call_tool_write` |
+    /// `call_tool_destructive`.
+    #[serde(default, with = "variant_tool_name")]
+    pub tool_variant: Option<OperationType>,
+    /// Declared intent (its operation type is the variant's when none was declared).
     #[serde(default)]
-    pub tool_variant: Option<String>,
-    /// Declared intent.
-    #[serde(default)]
-    pub intent: Option<IntentRecord>,
+    pub intent: Option<Intent>,
     /// Effective annotations (MCP camelCase hints).
     #[serde(default)]
-    pub annotations: Option<Value>,
+    pub annotations: Option<Annotations>,
     /// server | meta | plugin name | none.
     #[serde(default)]
-    pub annotation_source: String,
+    pub annotation_source: AnnotationSource,
     /// read-only | ... | unknown.
     #[serde(default)]
-    pub safety_class: String,
-    /// Policy verdict.
+    pub safety_class: SafetyClass,
+    /// Policy verdict: decision, deciding plugin, message, warnings.
     #[serde(default)]
-    pub verdict: VerdictRecord,
+    pub verdict: Outcome,
     /// Arguments, already passed through [`cap_arguments`].
     #[serde(default)]
     pub arguments: Option<Value>,
@@ -215,6 +185,10 @@ pub struct ActivityRecord {
     /// The call was judged but not executed.
     #[serde(default)]
     pub dry_run: bool,
+    /// What a `tool_change` or `approval` record is about (the diff, the approved tools);
+    /// absent on tool calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
 }
 
 impl ActivityRecord {
@@ -233,8 +207,6 @@ impl ActivityRecord {
             source,
             server_name: server_name.into(),
             tool_name: tool_name.into(),
-            annotation_source: "none".into(),
-            safety_class: "unknown".into(),
             timestamp: format_timestamp(ms),
             ..Self::default()
         }
@@ -243,18 +215,11 @@ impl ActivityRecord {
     /// The intent type used by filters and the intent index: the declared
     /// `intent.operation_type` if any, else `X` from a `call_tool_X` variant; lowercased.
     pub fn intent_type(&self) -> Option<String> {
-        let declared = self
-            .intent
+        self.intent
             .as_ref()
-            .and_then(|i| i.operation_type.as_deref())
-            .filter(|s| !s.is_empty());
-        let derived = || {
-            self.tool_variant
-                .as_deref()
-                .and_then(|v| v.strip_prefix("call_tool_"))
-                .filter(|s| !s.is_empty())
-        };
-        declared.or_else(derived).map(str::to_ascii_lowercase)
+            .and_then(|i| i.operation_type)
+            .or(self.tool_variant)
+            .map(|op| op.as_str().to_owned())
     }
 }
 
@@ -355,6 +320,7 @@ fn redact(value: &mut Value, keys: &[String]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::{Decision, Warning};
     use serde_json::json;
 
     fn full_record() -> ActivityRecord {
@@ -364,20 +330,24 @@ mod tests {
             source: Source::Mcp,
             server_name: "github".into(),
             tool_name: "create_issue".into(),
-            tool_variant: Some("call_tool_write".into()),
-            intent: Some(IntentRecord {
-                operation_type: Some("write".into()),
+            tool_variant: Some(OperationType::Write),
+            intent: Some(Intent {
+                operation_type: Some(OperationType::Write),
                 data_sensitivity: None,
                 reason: Some("file a bug".into()),
             }),
-            annotations: Some(json!({"readOnlyHint": false, "destructiveHint": false})),
-            annotation_source: "server".into(),
-            safety_class: "write".into(),
-            verdict: VerdictRecord {
+            annotations: Some(Annotations {
+                read_only_hint: Some(false),
+                destructive_hint: Some(false),
+                ..Default::default()
+            }),
+            annotation_source: AnnotationSource::Server,
+            safety_class: SafetyClass::WriteCapable,
+            verdict: Outcome {
                 decision: Decision::Warn,
                 plugin: None,
                 message: None,
-                warnings: vec![WarningRecord {
+                warnings: vec![Warning {
                     plugin: "pii".into(),
                     message: "email".into(),
                 }],
@@ -396,6 +366,7 @@ mod tests {
                 version: "1.0".into(),
             }),
             dry_run: false,
+            details: None,
         }
     }
 
@@ -436,6 +407,13 @@ mod tests {
         assert_eq!(v["source"], "mcp");
         assert_eq!(v["status"], "success");
         assert_eq!(v["verdict"]["decision"], "warn");
+        assert_eq!(v["tool_variant"], "call_tool_write");
+        assert_eq!(v["annotation_source"], "server");
+        assert_eq!(v["safety_class"], "write-capable");
+        assert_eq!(
+            v["annotations"],
+            json!({"readOnlyHint": false, "destructiveHint": false})
+        );
         assert_eq!(v["verdict"]["warnings"][0]["plugin"], "pii");
         assert!(
             v["verdict"].get("plugin").is_none(),
@@ -454,7 +432,7 @@ mod tests {
             record_type: RecordType::PolicyDecision,
             source: Source::Api,
             status: Status::Blocked,
-            verdict: VerdictRecord {
+            verdict: Outcome {
                 decision: Decision::Reject,
                 ..Default::default()
             },
@@ -486,9 +464,9 @@ mod tests {
         let mut rec = full_record();
         assert_eq!(rec.intent_type().as_deref(), Some("write"));
         rec.intent = None;
-        rec.tool_variant = Some("call_tool_Destructive".into());
+        rec.tool_variant = Some(OperationType::Destructive);
         assert_eq!(rec.intent_type().as_deref(), Some("destructive"));
-        rec.tool_variant = Some("other".into());
+        rec.tool_variant = None;
         assert_eq!(rec.intent_type(), None);
     }
 

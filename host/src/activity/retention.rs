@@ -23,7 +23,7 @@ use super::record::{ActivityRecord, now_ms};
 /// Retention limits; a zero value disables that limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Retention {
-    /// Delete records older than this; default 30 days.
+    /// Delete records older than this; default 90 days.
     pub max_age: Duration,
     /// Keep at most this many records; default 1 000 000.
     pub max_records: u64,
@@ -38,7 +38,7 @@ pub struct Retention {
 impl Default for Retention {
     fn default() -> Self {
         Self {
-            max_age: Duration::from_secs(30 * 24 * 3600),
+            max_age: Duration::from_secs(90 * 24 * 3600),
             max_records: 1_000_000,
             max_bytes: 1 << 30,
             max_undelivered_bytes: 4 << 30,

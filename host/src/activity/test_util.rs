@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use redb::{ReadableDatabase, ReadableTable};
 
 use super::journal::{INDEXES, RECORDS, index_keys, key_id};
-use super::record::{ActivityRecord, IntentRecord, RecordType, Source, Status, format_timestamp};
+use super::record::{ActivityRecord, RecordType, Source, Status, format_timestamp};
 use super::{Journal, JournalOptions};
+use crate::policy::{Intent, OperationType};
 
 static SEQ: AtomicU64 = AtomicU64::new(1);
 
@@ -21,7 +22,7 @@ pub fn rec_at(ms: u64, server: &str, tool: &str, variant: &str, status: Status) 
         source: Source::Mcp,
         server_name: server.into(),
         tool_name: tool.into(),
-        tool_variant: Some(format!("call_tool_{variant}")),
+        tool_variant: Some(operation(variant)),
         status,
         timestamp: format_timestamp(ms),
         arguments: Some(serde_json::json!({"path": "/tmp/x", "n": ms % 97})),
@@ -31,11 +32,18 @@ pub fn rec_at(ms: u64, server: &str, tool: &str, variant: &str, status: Status) 
 
 /// A record with a declared intent overriding its variant.
 pub fn with_intent(mut rec: ActivityRecord, op: &str) -> ActivityRecord {
-    rec.intent = Some(IntentRecord {
-        operation_type: Some(op.into()),
+    rec.intent = Some(Intent {
+        operation_type: Some(operation(op)),
         ..Default::default()
     });
     rec
+}
+
+/// `read`, `write` or `destructive` as an operation type (tests name them as words).
+pub fn operation(word: &str) -> OperationType {
+    word.to_ascii_lowercase()
+        .parse()
+        .unwrap_or_else(|e| panic!("test records use read/write/destructive: {e}"))
 }
 
 /// A journal in a fresh temp dir.

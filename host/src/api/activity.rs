@@ -86,7 +86,10 @@ pub fn parse_query(query: &HashMap<String, String>) -> Result<(Filter, usize, us
         server: text("server")?,
         tool: text("tool")?,
         status: one_of("status", &["pending", "success", "error", "blocked"])?,
-        record_type: one_of("type", &["tool_call", "policy_decision"])?,
+        record_type: one_of(
+            "type",
+            &["tool_call", "policy_decision", "tool_change", "approval"],
+        )?,
         start_ms: time("start_time")?,
         end_ms: time("end_time")?,
     };
@@ -145,7 +148,7 @@ pub async fn show(
 pub async fn sinks(State(state): State<ApiState>) -> Result<Response, ApiError> {
     let report = match &state.delivery {
         Some(delivery) => delivery.report(),
-        None => crate::delivery::offline_report(&state.journal),
+        None => crate::activity::delivery::offline_report(&state.journal),
     }
     .map_err(|e| ApiError::internal("cannot read the sinks' status", e))?;
     Ok(ok(report))

@@ -1,11 +1,13 @@
 //! The REST API under `/api/v1` (same listener as `/mcp`): the activity log, tool search
-//! and calls (for `mcpproxy call` and scripts), and the proxy's status. Every route needs the API key (`X-API-Key` header or `?apikey=`);
+//! and calls (for `mcpproxy call` and scripts), upstream review and approval, and the
+//! proxy's status. Every route needs the API key (`X-API-Key` header or `?apikey=`);
 //! responses use the envelope `{success, data, error}`. Errors say what was wrong and how
 //! to fix it; internal failures are logged and reported without their details.
 
 mod activity;
 pub mod key;
 mod tools;
+mod upstreams;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,7 +21,9 @@ use axum::{Json, Router};
 use serde::Serialize;
 use serde_json::json;
 
+use crate::access::Access;
 use crate::activity::Journal;
+use crate::activity::delivery::Delivery;
 use crate::proxy::Proxy;
 
 /// What the handlers share.
@@ -28,12 +32,10 @@ pub struct ApiState {
     pub proxy: Arc<Proxy>,
     pub journal: Arc<Journal>,
     /// The sink delivery tasks, when this process runs them.
-    pub delivery: Option<Arc<crate::delivery::Delivery>>,
+    pub delivery: Option<Arc<Delivery>>,
     pub api_key: Arc<str>,
-    /// `Host` values accepted besides loopback names (DNS-rebinding protection).
-    pub allowed_hosts: Arc<[String]>,
-    /// `Origin` values accepted besides loopback origins.
-    pub allowed_origins: Arc<[String]>,
+    /// `Host` and `Origin` values accepted besides loopback (DNS-rebinding protection).
+    pub access: Arc<Access>,
 }
 
 /// `/api/v1/...`, with the key check on every route.
@@ -46,6 +48,9 @@ pub fn router(state: ApiState) -> Router {
         .route("/tools", get(tools::list))
         .route("/tools/search", get(tools::search))
         .route("/tools/call", post(tools::call))
+        .route("/upstreams", get(upstreams::list))
+        .route("/upstreams/{name}/analysis", get(upstreams::analysis))
+        .route("/upstreams/{name}/approve", post(upstreams::approve))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
@@ -141,55 +146,10 @@ async fn check_host_and_origin(
     request: Request,
     next: Next,
 ) -> Response {
-    match foreign_host_or_origin(&state, request.headers()) {
-        Some(message) => forbidden(&message),
-        None => next.run(request).await,
+    match state.access.check(request.headers()) {
+        Err(message) => forbidden(&message),
+        Ok(()) => next.run(request).await,
     }
-}
-
-fn foreign_host_or_origin(state: &ApiState, headers: &axum::http::HeaderMap) -> Option<String> {
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    if let Some(host) = header("host")
-        && !host_allowed(host, &state.allowed_hosts)
-    {
-        return Some(format!(
-            "Host '{host}' is not allowed; add it to allowed_hosts in mcp_config.json"
-        ));
-    }
-    if let Some(origin) = header("origin")
-        && !origin_allowed(origin, &state.allowed_origins)
-    {
-        return Some(format!(
-            "Origin '{origin}' is not allowed; add it to allowed_origins in mcp_config.json"
-        ));
-    }
-    None
-}
-
-fn host_allowed(host: &str, extra: &[String]) -> bool {
-    let name = match host.rsplit_once(':') {
-        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) && !name.ends_with(':') => {
-            name
-        }
-        _ => host,
-    };
-    matches!(name, "localhost" | "127.0.0.1" | "[::1]")
-        || extra
-            .iter()
-            .any(|allowed| allowed == host || allowed == name)
-}
-
-fn origin_allowed(origin: &str, extra: &[String]) -> bool {
-    let rest = origin
-        .strip_prefix("http://")
-        .or_else(|| origin.strip_prefix("https://"));
-    rest.is_some_and(|authority| host_allowed(authority, &[]))
-        || extra.iter().any(|allowed| {
-            allowed == origin
-                || allowed.strip_suffix(":*").is_some_and(|prefix| {
-                    origin == prefix || origin.starts_with(&format!("{prefix}:"))
-                })
-        })
 }
 
 fn forbidden(message: &str) -> Response {
@@ -216,30 +176,4 @@ async fn status(State(state): State<ApiState>) -> Response {
         "version": env!("CARGO_PKG_VERSION"),
         "upstreams": state.proxy.upstreams().statuses(),
     }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn loopback_hosts_and_origins_pass_others_need_configuring() {
-        assert!(host_allowed("127.0.0.1:8080", &[]));
-        assert!(host_allowed("localhost", &[]));
-        assert!(host_allowed("[::1]:8080", &[]));
-        assert!(!host_allowed("evil.example", &[]));
-        assert!(!host_allowed("evil.example:8080", &[]));
-        assert!(host_allowed("proxy.lan:8080", &["proxy.lan:8080".into()]));
-        assert!(origin_allowed("http://localhost:3000", &[]));
-        assert!(!origin_allowed("http://evil.example", &[]));
-        assert!(!origin_allowed("null", &[]));
-        assert!(origin_allowed(
-            "https://app.example.com",
-            &["https://app.example.com".into()]
-        ));
-        assert!(origin_allowed(
-            "https://app.example.com:444",
-            &["https://app.example.com:*".into()]
-        ));
-    }
 }

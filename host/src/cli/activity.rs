@@ -14,7 +14,8 @@ use crate::config::{self, Config};
 use super::Globals;
 use super::output::{print_table, to_yaml, verdict_line};
 use super::remote::Remote;
-use super::serve::journal_path;
+use crate::policy::Outcome;
+use crate::runtime::journal_path;
 
 #[derive(Debug, Subcommand)]
 pub enum ActivityCommand {
@@ -316,16 +317,10 @@ fn print_record(record: &Value) {
         field("annotation_source"),
         field("safety_class")
     );
-    let verdict = &record["verdict"];
-    println!("Verdict:     {}", verdict_line(verdict));
-    if let Some(warnings) = verdict["warnings"].as_array() {
-        for w in warnings {
-            println!(
-                "  warning from {}: {}",
-                w["plugin"].as_str().unwrap_or("?"),
-                w["message"].as_str().unwrap_or("")
-            );
-        }
+    let verdict: Outcome = serde_json::from_value(record["verdict"].clone()).unwrap_or_default();
+    println!("Verdict:     {}", verdict_line(&verdict));
+    for w in &verdict.warnings {
+        println!("  warning from {}: {}", w.plugin, w.message);
     }
     println!(
         "Arguments:   {}{}",
@@ -356,7 +351,7 @@ impl SinksCommand {
         let sinks: Value = match &store {
             Store::Remote(remote) => remote.get("/activity/sinks", &[]).await?,
             Store::Local(journal) => {
-                serde_json::to_value(crate::delivery::offline_report(journal)?)?
+                serde_json::to_value(crate::activity::delivery::offline_report(journal)?)?
             }
         };
         let list = sinks.as_array().cloned().unwrap_or_default();

@@ -13,12 +13,12 @@ use serde_json::{Map, Value, json};
 use crate::activity::Source;
 use crate::config;
 use crate::mcp::LEGACY_CALL_TOOL_MESSAGE;
-use crate::policy::OperationType;
+use crate::policy::{OperationType, is_data_sensitivity};
 use crate::proxy::{CallContext, CallReport, Ending, parse_call, split_name};
+use crate::runtime::Runtime;
 
 use super::output::verdict_line;
 use super::remote::Remote;
-use super::serve::build_for_one;
 use super::{EXIT_USAGE, Globals};
 
 /// The policy rejected the call.
@@ -27,8 +27,6 @@ pub const EXIT_REJECTED: u8 = 3;
 pub const EXIT_UPSTREAM: u8 = 4;
 /// The tool answered with `isError: true`.
 pub const EXIT_TOOL_ERROR: u8 = 5;
-
-const SENSITIVITIES: [&str; 4] = ["public", "internal", "private", "unknown"];
 
 #[derive(Debug, Subcommand)]
 pub enum CallCommand {
@@ -151,7 +149,7 @@ impl CallArgs {
             }
         }
         if let Some(sensitivity) = &self.sensitivity {
-            if !SENSITIVITIES.contains(&sensitivity.as_str()) {
+            if !is_data_sensitivity(sensitivity) {
                 return Err(format!(
                     "invalid --sensitivity '{sensitivity}': must be public, internal, private, or unknown"
                 ));
@@ -212,7 +210,7 @@ impl CallArgs {
                 );
                 return Ok(ExitCode::from(EXIT_USAGE));
             }
-            let runtime = build_for_one(config, &data_dir, Some(&server)).await?;
+            let runtime = Runtime::build_for_one(config, &data_dir, Some(&server)).await?;
             let mut context = CallContext::new(Source::Cli);
             context.dry_run = self.dry_run;
             context.timeout = timeout;
@@ -245,18 +243,8 @@ fn print_report(report: &CallReport, format: CallFormat) -> ExitCode {
             {
                 print_result(result);
             }
-            if let Some(warnings) = report
-                .verdict
-                .as_ref()
-                .and_then(|v| v["warnings"].as_array())
-            {
-                for w in warnings {
-                    eprintln!(
-                        "warning ({}): {}",
-                        w["plugin"].as_str().unwrap_or("?"),
-                        w["message"].as_str().unwrap_or("")
-                    );
-                }
+            for w in report.verdict.iter().flat_map(|v| &v.warnings) {
+                eprintln!("warning ({}): {}", w.plugin, w.message);
             }
             if report.outcome == Ending::ToolError {
                 eprintln!("error: {} answered with an error", report.tool);
@@ -269,7 +257,7 @@ fn print_report(report: &CallReport, format: CallFormat) -> ExitCode {
             let plugin = report
                 .verdict
                 .as_ref()
-                .and_then(|v| v["plugin"].as_str())
+                .and_then(|v| v.plugin.as_deref())
                 .unwrap_or("policy");
             eprintln!("rejected by {plugin}: {message}");
             ExitCode::from(EXIT_REJECTED)
@@ -277,6 +265,10 @@ fn print_report(report: &CallReport, format: CallFormat) -> ExitCode {
         Ending::Refused => {
             eprintln!("error: {message}");
             ExitCode::from(EXIT_USAGE)
+        }
+        Ending::Held => {
+            eprintln!("held: {message}");
+            ExitCode::from(EXIT_REJECTED)
         }
         Ending::UpstreamError => {
             eprintln!("error: {message}");
@@ -314,7 +306,7 @@ fn print_result(result: &Value) {
 }
 
 fn print_dry_run(report: &CallReport) {
-    let verdict = report.verdict.clone().unwrap_or(Value::Null);
+    let verdict = report.verdict.clone().unwrap_or_default();
     println!(
         "Dry run: {} via {} (the upstream was not called)",
         report.tool, report.variant
@@ -323,15 +315,16 @@ fn print_dry_run(report: &CallReport) {
     let annotations = report
         .annotations
         .as_ref()
-        .map_or("none".to_owned(), Value::to_string);
-    let source = report.annotation_source.as_deref().unwrap_or("none");
+        .and_then(|a| serde_json::to_string(a).ok())
+        .unwrap_or_else(|| "none".to_owned());
+    let source = report
+        .annotation_source
+        .as_ref()
+        .map_or("none", |s| s.label());
     match &report.annotation_reason {
         Some(reason) => println!("Annotations:  {annotations} (from {source}: {reason})"),
         None => println!("Annotations:  {annotations} (from {source})"),
     }
-    println!(
-        "Safety class: {}",
-        report.safety_class.as_deref().unwrap_or("unknown")
-    );
+    println!("Safety class: {}", report.safety_class.unwrap_or_default());
     println!("Verdict:      {}", verdict_line(&verdict));
 }

@@ -9,6 +9,7 @@ mod plugins;
 mod remote;
 mod serve;
 mod tools;
+mod upstream;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -58,6 +59,9 @@ enum Command {
     /// Search and list upstream tools.
     #[command(subcommand)]
     Tools(tools::ToolsCommand),
+    /// Review and approve upstream servers: quarantine, tools changed since approval.
+    #[command(subcommand)]
+    Upstream(upstream::UpstreamCommand),
 }
 
 /// Global options every command can read.
@@ -103,6 +107,7 @@ pub fn run() -> ExitCode {
         Command::ApiKey(cmd) => cmd.run(&globals),
         Command::Call(cmd) => cmd.run(&globals),
         Command::Tools(cmd) => cmd.run(&globals),
+        Command::Upstream(cmd) => cmd.run(&globals),
     };
     match result {
         Ok(code) => code,

@@ -50,12 +50,12 @@ fn display_width(s: &str) -> usize {
 }
 
 /// `reject by intent-matrix: <message>` from a verdict's JSON (`decision`, `plugin`, `message`).
-pub fn verdict_line(verdict: &serde_json::Value) -> String {
-    let mut line = verdict["decision"].as_str().unwrap_or("-").to_owned();
-    if let Some(plugin) = verdict["plugin"].as_str() {
+pub fn verdict_line(verdict: &crate::policy::Outcome) -> String {
+    let mut line = verdict.decision.as_str().to_owned();
+    if let Some(plugin) = &verdict.plugin {
         line.push_str(&format!(" by {plugin}"));
     }
-    if let Some(message) = verdict["message"].as_str() {
+    if let Some(message) = &verdict.message {
         line.push_str(&format!(": {message}"));
     }
     line

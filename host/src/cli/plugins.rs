@@ -8,14 +8,15 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::activity::{ActivityRecord, RecordType, Source, Status, VerdictRecord};
-use crate::plugin::limits::{Bytes, Limits};
+use crate::activity::{ActivityRecord, RecordType, Source, Status};
+use crate::limits::{DEFAULT_MEMORY_BYTES, DEFAULT_SINK_TIMEOUT, DEFAULT_TIMEOUT, Limits};
+use crate::plugin::limits::Bytes;
 use crate::plugin::suite::{self, Suite};
 use crate::plugin::{
     EngineOptions, Plugin, PluginEngine, PluginKind, PluginSet, PluginSettings, PluginSource,
 };
 use crate::policy::{
-    AnnotationSource, Annotations, CallRequest, Decision, EffectiveAnnotations, OperationType,
+    AnnotationSource, Annotations, CallRequest, EffectiveAnnotations, OperationType, Outcome,
     SafetyClass, Tool, Verdict,
 };
 
@@ -93,7 +94,7 @@ pub struct CheckCommand {
     file: PathBuf,
 
     /// Run a conformance suite: `matrix` for validators, `prefix` for annotators.
-    #[arg(long, value_enum)]
+    #[arg(long, value_name = "SUITE")]
     suite: Option<Suite>,
 
     /// The deadline per call, in milliseconds [default: 50; 30000 for a sink].
@@ -101,7 +102,7 @@ pub struct CheckCommand {
     timeout_ms: Option<u64>,
 
     /// The memory cap per instance, in MiB.
-    #[arg(long, value_name = "MIB", default_value_t = 32)]
+    #[arg(long, value_name = "MIB", default_value_t = DEFAULT_MEMORY_BYTES >> 20)]
     memory_mib: usize,
 
     /// The plugin's settings (what its `config()` import returns), as a JSON object.
@@ -128,8 +129,11 @@ impl CheckCommand {
             );
         }
         let mut limits = Limits {
-            timeout: Duration::from_millis(self.timeout_ms.unwrap_or(50)),
+            timeout: self
+                .timeout_ms
+                .map_or(DEFAULT_TIMEOUT, Duration::from_millis),
             memory_bytes: self.memory_mib.saturating_mul(1 << 20),
+            ..Limits::default()
         };
         let engine = engine_with_memory(&globals.data_dir(None), limits.memory_bytes)?;
         let bytes = std::fs::read(&self.file)
@@ -149,13 +153,9 @@ impl CheckCommand {
             );
         }
         if is_sink && self.timeout_ms.is_none() {
-            limits.timeout = crate::plugin::limits::DEFAULT_SINK_TIMEOUT;
+            limits.timeout = DEFAULT_SINK_TIMEOUT;
         }
-        plugin.configure(&PluginSettings {
-            limits,
-            settings,
-            ..Default::default()
-        });
+        plugin.configure(&PluginSettings { limits, settings });
         let info = plugin.info().clone();
         let plugin = std::sync::Arc::new(plugin);
 
@@ -277,6 +277,14 @@ fn smoke_call(plugin: &Plugin) -> Result<String, String> {
             Ok(None) => Ok("example:list_items: no inference".into()),
             Err(fault) => Err(fault.to_string()),
         },
+        PluginKind::Scanner => match plugin.scan(std::slice::from_ref(&tool), &[]) {
+            Ok(findings) => Ok(format!(
+                "example:list_items: {} finding{}",
+                findings.len(),
+                if findings.len() == 1 { "" } else { "s" }
+            )),
+            Err(fault) => Err(fault.to_string()),
+        },
         PluginKind::Sink => Ok(match granted(plugin) {
             Some(hosts) => format!(
                 "sink loaded; it may reach {hosts}; pass --deliver to send two sample records \
@@ -327,12 +335,12 @@ fn deliver_samples(plugin: std::sync::Arc<Plugin>) -> Result<String, String> {
 /// What `--deliver` sends: two records as the journal would hold them, marked as coming
 /// from this check (server `mcpproxy-check`, source `cli`).
 fn sample_records() -> Vec<ActivityRecord> {
-    let sample = |tool: &str, class: SafetyClass, hints: serde_json::Value, status: Status| {
+    let sample = |tool: &str, class: SafetyClass, hints: Annotations, status: Status| {
         let mut rec =
             ActivityRecord::new(RecordType::ToolCall, Source::Cli, "mcpproxy-check", tool);
-        rec.tool_variant = Some("call_tool_read".into());
-        rec.annotation_source = "server".into();
-        rec.safety_class = class.as_str().into();
+        rec.tool_variant = Some(OperationType::Read);
+        rec.annotation_source = AnnotationSource::Server;
+        rec.safety_class = class;
         rec.annotations = Some(hints);
         rec.arguments = Some(json!({"check": "mcpproxy plugins check --deliver"}));
         rec.status = status;
@@ -341,7 +349,10 @@ fn sample_records() -> Vec<ActivityRecord> {
     let mut read = sample(
         "list_items",
         SafetyClass::ReadOnly,
-        json!({"readOnlyHint": true}),
+        Annotations {
+            read_only_hint: Some(true),
+            ..Default::default()
+        },
         Status::Success,
     );
     read.response_bytes = 42;
@@ -349,15 +360,17 @@ fn sample_records() -> Vec<ActivityRecord> {
     let mut blocked = sample(
         "delete_item",
         SafetyClass::Dangerous,
-        json!({"destructiveHint": true}),
+        Annotations {
+            destructive_hint: Some(true),
+            ..Default::default()
+        },
         Status::Blocked,
     );
-    blocked.verdict = VerdictRecord {
-        decision: Decision::Reject,
-        plugin: Some("intent-matrix".into()),
-        message: Some("a sample rejection from mcpproxy plugins check".into()),
-        ..VerdictRecord::default()
-    };
+    blocked.verdict = Outcome::rejected(
+        "intent-matrix",
+        "a sample rejection from mcpproxy plugins check".into(),
+        Vec::new(),
+    );
     vec![read, blocked]
 }
 

@@ -13,7 +13,7 @@ use crate::proxy::RetrievedTool;
 use super::Globals;
 use super::output::{Format, print_table};
 use super::remote::Remote;
-use super::serve::build_for_one;
+use crate::runtime::Runtime;
 
 #[derive(Debug, Subcommand)]
 pub enum ToolsCommand {
@@ -106,7 +106,7 @@ async fn fetch(
     {
         bail!("unknown server '{name}'");
     }
-    let runtime = build_for_one(config, &data_dir, server.as_deref()).await?;
+    let runtime = Runtime::build_for_one(config, &data_dir, server.as_deref()).await?;
     let tools = match search {
         Some((q, n)) => runtime.proxy.retrieve(q.to_owned(), n as usize).await,
         None => runtime.proxy.list_tools(server).await,

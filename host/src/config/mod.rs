@@ -33,6 +33,12 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use crate::activity::Durability;
+pub use crate::activity::Retention as RetentionConfig;
+pub use crate::activity::delivery::DeliveryOptions as DeliveryConfig;
+use crate::grant::Grant;
+pub use crate::limits::Limits as LimitsConfig;
+
 /// The config file's name inside [`DEFAULT_DIR`].
 pub const FILE_NAME: &str = "mcp_config.json";
 /// The directory under the home directory that holds the default config file.
@@ -43,15 +49,8 @@ pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr
 pub const DEFAULT_TOOL_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// The longest `tool_call_timeout_ms` accepted: one hour.
 pub const MAX_TOOL_CALL_TIMEOUT_MS: u64 = 3_600_000;
-/// The default deadline of one plugin call (DESIGN.md section 4).
-pub const DEFAULT_PLUGIN_TIMEOUT: Duration = Duration::from_millis(50);
-/// The default linear-memory cap of one plugin instance (DESIGN.md section 4).
-pub const DEFAULT_PLUGIN_MEMORY_MIB: u64 = 32;
-/// The longest plugin deadline accepted: a validator runs on every call, so a minute is
-/// already far more than any honest plugin needs.
-pub const MAX_PLUGIN_TIMEOUT_MS: u64 = 60_000;
-/// The largest plugin memory cap accepted: 4 GiB, the most a 32-bit wasm memory can hold.
-pub const MAX_PLUGIN_MEMORY_MIB: u64 = 4096;
+/// With `durability: async`, the longest a record waits before it is written.
+pub const DEFAULT_ASYNC_FLUSH: Duration = Duration::from_millis(100);
 /// Argument keys whose values the activity journal replaces with a placeholder.
 pub const DEFAULT_REDACT_KEYS: [&str; 5] =
     ["password", "token", "secret", "api_key", "authorization"];
@@ -205,8 +204,12 @@ pub struct ServerConfig {
     pub transport: Transport,
     /// A disabled server is kept in the config but not connected.
     pub enabled: bool,
-    /// A quarantined server is not started: its tools are not listed and calls to it are refused.
+    /// A quarantined server is connected and listed, but its tools are not searchable and a
+    /// call returns a security analysis instead of running, until a person approves it.
     pub quarantined: bool,
+    /// Accept tools that are new or changed since approval at once (still recorded),
+    /// instead of holding them until approved.
+    pub auto_approve_tool_changes: bool,
     /// Overrides [`Config::tool_call_timeout`] for this server.
     pub tool_call_timeout: Option<Duration>,
 }
@@ -324,7 +327,7 @@ impl PluginsConfig {
     /// or `allowed_hosts` settings are unreadable, or grant no host at all (a sink with no
     /// granted host could only fail, so that is a configuration error, not a silent drop).
     pub fn sink_grant_problem(&self, name: &str) -> Option<String> {
-        let (grant, problems) = crate::plugin::Grant::from_settings(&self.settings_for(name));
+        let (grant, problems) = Grant::from_settings(&self.settings_for(name));
         if let Some(problem) = problems.into_iter().next() {
             return Some(format!(
                 "{problem} (a sink may reach only the host of its `url` and its `allowed_hosts`)"
@@ -349,38 +352,11 @@ impl PluginsConfig {
     }
 }
 
-/// Resource limits of one plugin call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LimitsConfig {
-    /// `timeout_ms`: wall-clock budget of one call.
-    pub timeout: Duration,
-    /// `memory_mib`, in bytes: the most linear memory one instance may hold.
-    pub memory_bytes: usize,
-    /// `reuse_instance`: keep instances between calls (faster for heavy JS/Python guests;
-    /// state can persist from one call to the next).
-    pub reuse_instance: bool,
-}
-
-impl Default for LimitsConfig {
-    fn default() -> Self {
-        Self {
-            timeout: DEFAULT_PLUGIN_TIMEOUT,
-            memory_bytes: mib_to_bytes(DEFAULT_PLUGIN_MEMORY_MIB),
-            reuse_instance: false,
-        }
-    }
-}
-
-fn mib_to_bytes(mib: u64) -> usize {
-    usize::try_from(mib << 20).unwrap_or(usize::MAX)
-}
-
 /// `activity`: the local journal of every call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ActivityConfig {
+    /// When a record is on disk (`durability`, `async_flush_ms`).
     pub durability: Durability,
-    /// With [`Durability::Async`], the longest a record waits before it is written.
-    pub async_flush: Duration,
     pub retention: RetentionConfig,
     /// How sinks are fed.
     pub delivery: DeliveryConfig,
@@ -394,7 +370,6 @@ impl Default for ActivityConfig {
     fn default() -> Self {
         Self {
             durability: Durability::Sync,
-            async_flush: Duration::from_millis(100),
             retention: RetentionConfig::default(),
             delivery: DeliveryConfig::default(),
             max_argument_bytes: 4096,
@@ -406,64 +381,15 @@ impl Default for ActivityConfig {
     }
 }
 
-/// When a call's activity record is on disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Durability {
-    /// Before the response returns (group commit).
-    #[default]
-    Sync,
-    /// Within `async_flush` after the response returns; a crash may lose the last records.
-    Async,
-}
-
-/// When old activity records are dropped: whichever limit is reached first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetentionConfig {
-    pub max_age: Duration,
-    pub max_records: u64,
-    pub max_bytes: u64,
-    /// How large the data may grow while sinks have not delivered it (then undelivered
-    /// records are deleted too, and counted as dropped).
-    pub max_undelivered_bytes: u64,
-}
-
-impl Default for RetentionConfig {
-    fn default() -> Self {
-        Self {
-            max_age: days(90),
-            max_records: 1_000_000,
-            max_bytes: 1 << 30,
-            max_undelivered_bytes: 4 << 30,
-        }
-    }
-}
-
-/// `activity.delivery`: how records are batched to sinks and retried.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DeliveryConfig {
-    /// Most records per batch.
-    pub batch_records: usize,
-    /// About the most record JSON per batch (a batch holds at least one record).
-    pub batch_bytes: usize,
-    /// How often a caught-up sink looks for new records.
-    pub interval: Duration,
-    /// The longest wait between retries of a failing sink (the wait doubles from 1 s).
-    pub max_backoff: Duration,
-}
-
-impl Default for DeliveryConfig {
-    fn default() -> Self {
-        Self {
-            batch_records: 1000,
-            batch_bytes: 4 << 20,
-            interval: Duration::from_secs(1),
-            max_backoff: Duration::from_secs(60),
-        }
-    }
-}
-
-fn days(n: u64) -> Duration {
-    Duration::from_secs(n.saturating_mul(24 * 60 * 60))
+/// The plugin-name rule, shared by the config check and the plugin loader: 1 to 64 of
+/// `[a-z0-9-]`, not starting or ending with `-`.
+pub fn is_plugin_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
 }
 
 /// `upstream`: how the proxy treats its upstream servers.

@@ -86,6 +86,7 @@ pub(super) struct RawServer {
     pub protocol: Option<String>,
     pub enabled: Option<bool>,
     pub quarantined: Option<bool>,
+    pub auto_approve_tool_changes: Option<bool>,
     pub tool_call_timeout_ms: Option<u64>,
 }
 

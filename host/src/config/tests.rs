@@ -143,8 +143,12 @@ fn full_example_reads_every_key() {
     assert_eq!(plugins.settings_for("intent-matrix"), serde_json::json!({}));
 
     let activity = &config.activity;
-    assert_eq!(activity.durability, Durability::Async);
-    assert_eq!(activity.async_flush, Duration::from_millis(250));
+    assert_eq!(
+        activity.durability,
+        Durability::Async {
+            flush: Duration::from_millis(250)
+        }
+    );
     assert_eq!(
         activity.retention,
         RetentionConfig {

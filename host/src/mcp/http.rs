@@ -9,42 +9,26 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 use super::ProxyServer;
+use crate::access::{Access, LOOPBACK_HOSTS, loopback_origin_patterns};
 use crate::proxy::Proxy;
 
 /// The largest MCP request body accepted.
 pub const MAX_REQUEST_BODY_BYTES: usize = 4 << 20;
 
-/// Who may talk to the listener.
-#[derive(Debug, Clone, Default)]
-pub struct Access {
-    /// Extra `Host` values besides the loopback names.
-    pub allowed_hosts: Vec<String>,
-    /// Extra `Origin` values besides loopback origins.
-    pub allowed_origins: Vec<String>,
-}
-
 /// The `/mcp` router.
 pub fn router(proxy: Arc<Proxy>, access: &Access, shutdown: CancellationToken) -> Router {
     let mut config = StreamableHttpServerConfig::default();
-    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "[::1]", "::1"]
+    // rmcp checks too; the same lists, so both agree.
+    config.allowed_hosts = LOOPBACK_HOSTS
         .into_iter()
+        .chain(["::1"])
         .map(String::from)
+        .chain(access.allowed_hosts.iter().cloned())
         .collect();
-    hosts.extend(access.allowed_hosts.iter().cloned());
-    config.allowed_hosts = hosts;
-    let mut origins: Vec<String> = [
-        "http://localhost:*",
-        "http://127.0.0.1:*",
-        "http://[::1]:*",
-        "https://localhost:*",
-        "https://127.0.0.1:*",
-        "https://[::1]:*",
-    ]
-    .into_iter()
-    .map(String::from)
-    .collect();
-    origins.extend(access.allowed_origins.iter().cloned());
-    config.allowed_origins = origins;
+    config.allowed_origins = loopback_origin_patterns()
+        .into_iter()
+        .chain(access.allowed_origins.iter().cloned())
+        .collect();
     config.max_request_body_bytes = MAX_REQUEST_BODY_BYTES;
     config.cancellation_token = shutdown;
     let service = StreamableHttpService::new(
@@ -52,5 +36,23 @@ pub fn router(proxy: Arc<Proxy>, access: &Access, shutdown: CancellationToken) -
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    Router::new().nest_service("/mcp", service)
+    let access = Arc::new(access.clone());
+    Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn(move |request, next| {
+            check_host_and_origin(access.clone(), request, next)
+        }))
+}
+
+/// The loopback rule of [`crate::access`], applied before rmcp sees the request.
+async fn check_host_and_origin(
+    access: Arc<Access>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    match access.check(request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(message) => (http::StatusCode::FORBIDDEN, message).into_response(),
+    }
 }

@@ -84,6 +84,7 @@ impl ProxyServer {
         };
         match self.proxy.call(input, context).await {
             CallOutcome::Refused(message) => tool_error(&message),
+            CallOutcome::Held { detail, .. } => tool_error(&detail),
             CallOutcome::Blocked(evaluation) => tool_error(
                 evaluation
                     .outcome

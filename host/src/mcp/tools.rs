@@ -1,13 +1,13 @@
-//! The built-in tools mcpproxy exposes to MCP clients, with the descriptions of seed 001's
-//! "Tool Description Updates" (adjusted to seed 000: `operation_type` is inferred from the
-//! variant and optional).
+//! The built-in tools mcpproxy exposes to MCP clients: `retrieve_tools` and the three
+//! `call_tool_*` variants, with descriptions that tell an agent which variant to use
+//! (`operation_type` is inferred from the variant; the intent fields are optional).
 
 use std::sync::Arc;
 
 use rmcp::model::{Tool, ToolAnnotations};
 use serde_json::{Map, Value, json};
 
-use crate::policy::OperationType;
+use crate::policy::{DATA_SENSITIVITIES, OperationType};
 
 pub const RETRIEVE_TOOLS: &str = "retrieve_tools";
 /// The removed legacy tool; calling it gets a message naming the replacements.
@@ -82,11 +82,11 @@ fn call_variant_tool(variant: OperationType) -> Tool {
                     "description": "Optional intent declaration",
                     "properties": {
                         "operation_type": {"type": "string", "enum": ["read", "write", "destructive"], "description": format!("Must be '{}' if given", variant.as_str())},
-                        "data_sensitivity": {"type": "string", "enum": ["public", "internal", "private", "unknown"]},
+                        "data_sensitivity": {"type": "string", "enum": DATA_SENSITIVITIES},
                         "reason": {"type": "string", "maxLength": 1000}
                     }
                 },
-                "intent_data_sensitivity": {"type": "string", "enum": ["public", "internal", "private", "unknown"], "description": "Data classification for the audit trail"},
+                "intent_data_sensitivity": {"type": "string", "enum": DATA_SENSITIVITIES, "description": "Data classification for the audit trail"},
                 "intent_reason": {"type": "string", "maxLength": 1000, "description": "Why this call is made, for the audit trail"}
             },
             "required": ["name"]

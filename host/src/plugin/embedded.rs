@@ -1,22 +1,38 @@
 //! The default plugins, compiled from `plugins/` by `host/build.rs` and built into the
 //! binary so `mcpproxy serve` needs no `--plugins` directory.
 
-/// `(label, component bytes)` for each embedded plugin, in load order.
-pub(crate) const EMBEDDED: &[(&str, &[u8])] = &[
-    (
-        "prefix-annotator",
-        include_bytes!(concat!(env!("OUT_DIR"), "/prefix_annotator.wasm")),
-    ),
-    (
-        "intent-matrix",
-        include_bytes!(concat!(env!("OUT_DIR"), "/intent_matrix.wasm")),
-    ),
-    (
-        "clickhouse-sink",
-        include_bytes!(concat!(env!("OUT_DIR"), "/clickhouse_sink.wasm")),
-    ),
-    (
-        "http-sink",
-        include_bytes!(concat!(env!("OUT_DIR"), "/http_sink.wasm")),
-    ),
+/// One plugin built into the binary.
+pub(crate) struct Embedded {
+    pub(crate) bytes: &'static [u8],
+    /// Loaded, but active only when the config names it (`plugins.validators`, ...):
+    /// stricter policies a user turns on, like the sinks.
+    pub(crate) opt_in: bool,
+}
+
+/// Every embedded plugin, in load order.
+pub(crate) const EMBEDDED: &[Embedded] = &[
+    Embedded {
+        bytes: include_bytes!(concat!(env!("OUT_DIR"), "/prefix_annotator.wasm")),
+        opt_in: false,
+    },
+    Embedded {
+        bytes: include_bytes!(concat!(env!("OUT_DIR"), "/intent_matrix.wasm")),
+        opt_in: false,
+    },
+    Embedded {
+        bytes: include_bytes!(concat!(env!("OUT_DIR"), "/clickhouse_sink.wasm")),
+        opt_in: true,
+    },
+    Embedded {
+        bytes: include_bytes!(concat!(env!("OUT_DIR"), "/http_sink.wasm")),
+        opt_in: true,
+    },
+    Embedded {
+        bytes: include_bytes!(concat!(env!("OUT_DIR"), "/safety_routing.wasm")),
+        opt_in: true,
+    },
+    Embedded {
+        bytes: include_bytes!(concat!(env!("OUT_DIR"), "/tool_scanner.wasm")),
+        opt_in: false,
+    },
 ];

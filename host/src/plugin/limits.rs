@@ -1,53 +1,16 @@
-//! Per-call resource limits for plugins: a deadline enforced with epoch interruption
-//! and a linear-memory cap enforced by a `ResourceLimiter`.
+//! Enforcing per-call resource limits on plugins: the memory cap through a
+//! `ResourceLimiter` (the deadline is enforced with epoch interruption in `engine`). The
+//! limits themselves, and their defaults, are [`crate::limits`].
 
 use std::fmt;
-use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+pub use crate::limits::{
+    DEFAULT_MEMORY_BYTES, DEFAULT_SINK_TIMEOUT, DEFAULT_TIMEOUT, Limits, MAX_MEMORY_MIB,
+    MAX_TIMEOUT_MS,
+};
 
-/// The default deadline per call (DESIGN.md section 4).
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
-/// The default deadline of one sink delivery, HTTP waits included: a remote store may be
-/// slow, and a sink is not on any call's path.
-pub const DEFAULT_SINK_TIMEOUT: Duration = Duration::from_secs(30);
-/// The default linear-memory cap per instance (DESIGN.md section 4).
-pub const DEFAULT_MEMORY_BYTES: usize = 32 << 20;
 /// Tables hold function references; no honest plugin needs more entries than this.
 pub const MAX_TABLE_ELEMENTS: usize = 100_000;
-
-/// Limits that apply to each call into a plugin.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Limits {
-    /// Wall-clock budget for instantiating the plugin and running one call.
-    #[serde(with = "duration_ms", rename = "timeout_ms")]
-    pub timeout: Duration,
-    /// The most linear memory one instance may hold, in bytes.
-    pub memory_bytes: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            timeout: DEFAULT_TIMEOUT,
-            memory_bytes: DEFAULT_MEMORY_BYTES,
-        }
-    }
-}
-
-mod duration_ms {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u64(d.as_millis().try_into().unwrap_or(u64::MAX))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        u64::deserialize(d).map(Duration::from_millis)
-    }
-}
 
 /// Raised (as a trap) when a plugin asks for more memory than its cap.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -8,39 +8,36 @@
 //! [`WarmPool`]). `PluginSet::load` gathers the embedded defaults and a `--plugins` directory.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use wasmtime::component::{Component, InstancePre};
-
-use crate::activity::ActivityRecord;
 use wasmtime::{Store, Trap};
 
+use crate::activity::ActivityRecord;
+use crate::config::is_plugin_name;
+use crate::grant::Grant;
 use crate::policy::{CallRequest, Inference, Tool, Verdict};
 
 use super::bindings::{
-    ANNOTATOR_EXPORT, AnnotatorPlugin, AnnotatorPluginPre, METADATA_EXPORT, SINK_EXPORT,
-    VALIDATOR_EXPORT, ValidatorPlugin, ValidatorPluginPre, wit_metadata, wit_types,
+    ANNOTATOR_EXPORT, AnnotatorPlugin, AnnotatorPluginPre, METADATA_EXPORT, SCANNER_EXPORT,
+    SINK_EXPORT, ScannerPlugin, ScannerPluginPre, VALIDATOR_EXPORT, ValidatorPlugin,
+    ValidatorPluginPre, wit_metadata, wit_scanner, wit_types,
 };
 use super::embedded::EMBEDDED;
 use super::engine::PluginEngine;
 use super::host::PluginCtx;
 use super::limits::{Limits, MemoryCapExceeded};
-use super::sink::{Grant, SinkRunner, wit_record};
+use super::sink::{SinkRunner, wit_record};
+use super::warm_pool::{Warm, WarmPool};
 use super::{Error, Fault, PluginFault, PluginInfo, PluginKind, PluginSource};
 
 /// What the operator configured for one plugin.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PluginSettings {
+    /// Deadline, memory cap and instance reuse ([`Limits::reuse_instance`]).
     pub limits: Limits,
     /// The JSON object the plugin's `config()` import returns.
     pub settings: serde_json::Value,
-    /// Reuse instances across calls instead of instantiating a fresh one per call (default
-    /// false). Worth it for heavy guests (JavaScript, Python), whose instantiation costs
-    /// about a millisecond. The trade-off: the plugin's memory, globals included, persists
-    /// from one call to a later one, so a plugin can carry state (or a bug's effects) across
-    /// calls, and idle instances keep their memory. An instance that faults is thrown away
-    /// and the next call gets a fresh one; the deadline is re-armed for every call.
-    pub reuse_instance: bool,
 }
 
 impl Default for PluginSettings {
@@ -48,7 +45,6 @@ impl Default for PluginSettings {
         Self {
             limits: Limits::default(),
             settings: serde_json::Value::Object(Default::default()),
-            reuse_instance: false,
         }
     }
 }
@@ -56,59 +52,9 @@ impl Default for PluginSettings {
 enum Runner {
     Validator(ValidatorPluginPre<PluginCtx>, WarmPool<ValidatorPlugin>),
     Annotator(AnnotatorPluginPre<PluginCtx>, WarmPool<AnnotatorPlugin>),
+    Scanner(ScannerPluginPre<PluginCtx>, WarmPool<ScannerPlugin>),
     /// Sinks run with their own linker (WASI and `wasi:http`), see `sink`.
     Sink(SinkRunner),
-}
-
-/// Idle warm instances kept per plugin when it reuses instances.
-pub const MAX_WARM_INSTANCES: usize = 4;
-
-/// The warm instances of a plugin that reuses them: each call takes one (or instantiates a
-/// new one when none is idle, so concurrent calls never wait for each other), and puts it
-/// back after a call that returned normally, up to [`MAX_WARM_INSTANCES`]. An instance
-/// whose call faulted is dropped: after a trap an instance refuses further calls, and its
-/// state is suspect anyway.
-struct WarmPool<B> {
-    idle: Mutex<Vec<Warm<B>>>,
-}
-
-/// One live instance: its store (memory, limiter, context) and its export bindings.
-struct Warm<B> {
-    store: Store<PluginCtx>,
-    bindings: B,
-}
-
-impl<B> WarmPool<B> {
-    fn new() -> Self {
-        Self {
-            idle: Mutex::new(Vec::new()),
-        }
-    }
-
-    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Warm<B>>> {
-        // A panic while holding the lock cannot leave the list inconsistent.
-        self.idle
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn take(&self) -> Option<Warm<B>> {
-        self.idle().pop()
-    }
-
-    fn put(&self, warm: Warm<B>) {
-        let mut idle = self.idle();
-        if idle.len() < MAX_WARM_INSTANCES {
-            idle.push(warm);
-        }
-    }
-
-    fn clear(&mut self) {
-        self.idle
-            .get_mut()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clear();
-    }
 }
 
 /// A loaded plugin: a pre-instantiated template plus its limits and settings.
@@ -119,7 +65,6 @@ pub struct Plugin {
     runner: Runner,
     limits: Limits,
     settings: Arc<str>,
-    reuse_instance: bool,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -186,6 +131,10 @@ impl Plugin {
             ),
             PluginKind::Annotator => Runner::Annotator(
                 AnnotatorPluginPre::new(pre.clone()).map_err(mismatch(world))?,
+                WarmPool::new(),
+            ),
+            PluginKind::Scanner => Runner::Scanner(
+                ScannerPluginPre::new(pre.clone()).map_err(mismatch(world))?,
                 WarmPool::new(),
             ),
             PluginKind::Sink => unreachable!("sinks are loaded by load_sink"),
@@ -269,7 +218,7 @@ impl Plugin {
         origin: String,
         limits: Limits,
     ) -> Result<Self, Error> {
-        if !is_valid_name(&info.name) {
+        if !is_plugin_name(&info.name) {
             return Err(Error::BadName {
                 origin,
                 name: info.name,
@@ -285,12 +234,12 @@ impl Plugin {
                 source,
                 size_bytes,
                 compile,
+                opt_in: false,
             },
             engine: engine.clone(),
             runner,
             limits,
             settings: Arc::from("{}"),
-            reuse_instance: false,
         })
     }
 
@@ -310,9 +259,9 @@ impl Plugin {
         &self.limits
     }
 
-    /// Whether calls reuse warm instances ([`PluginSettings::reuse_instance`]).
+    /// Whether calls reuse warm instances ([`Limits::reuse_instance`]; never for sinks).
     pub fn reuses_instances(&self) -> bool {
-        self.reuse_instance
+        self.limits.reuse_instance && self.kind() != PluginKind::Sink
     }
 
     /// Sets the limits, the settings (`config()`) and instance reuse for every later call.
@@ -320,10 +269,10 @@ impl Plugin {
     pub fn configure(&mut self, settings: &PluginSettings) {
         self.limits = settings.limits;
         self.settings = Arc::from(settings.settings.to_string());
-        self.reuse_instance = settings.reuse_instance;
         match &mut self.runner {
             Runner::Validator(_, warm) => warm.clear(),
             Runner::Annotator(_, warm) => warm.clear(),
+            Runner::Scanner(_, warm) => warm.clear(),
             Runner::Sink(sink) => {
                 let (grant, problems) = Grant::from_settings(&settings.settings);
                 for problem in problems {
@@ -422,6 +371,32 @@ impl Plugin {
         .map(|inference| inference.map(Inference::from))
     }
 
+    /// Asks the scanner about one server's tools (`other_tools`: the other servers' tools
+    /// as `server:tool`).
+    pub fn scan(
+        &self,
+        tools: &[Tool],
+        other_tools: &[String],
+    ) -> Result<Vec<wit_scanner::Finding>, PluginFault> {
+        let Runner::Scanner(pre, warm) = &self.runner else {
+            return Err(self.fault(Fault::Instantiate(format!(
+                "it is {} plugin, not a scanner",
+                self.kind().with_article()
+            ))));
+        };
+        let wit_tools: Vec<wit_types::Tool> = tools.iter().map(Into::into).collect();
+        self.run(
+            self.settings.clone(),
+            |store| pre.instantiate(store),
+            warm,
+            |plugin, store| {
+                plugin
+                    .mcpproxy_plugin_scanner()
+                    .call_scan(store, &wit_tools, other_tools)
+            },
+        )
+    }
+
     /// Runs one call: in a fresh instance, or, when the plugin reuses instances, in a warm
     /// one (made fresh if none is idle) that goes back to the pool unless the call faulted.
     fn run<B, R>(
@@ -432,7 +407,7 @@ impl Plugin {
         call: impl FnOnce(&B, &mut Store<PluginCtx>) -> wasmtime::Result<R>,
     ) -> Result<R, PluginFault> {
         let classify = |e| self.fault(classify(e, &self.limits));
-        if !self.reuse_instance {
+        if !self.reuses_instances() {
             let mut store = self.store(settings);
             let bindings = instantiate(&mut store).map_err(classify)?;
             return call(&bindings, &mut store).map_err(classify);
@@ -487,13 +462,15 @@ impl PluginSet {
         settings_for: &dyn Fn(&str, PluginKind) -> PluginSettings,
     ) -> Result<Self, Error> {
         let mut loaded: Vec<Plugin> = Vec::new();
-        for (_, bytes) in EMBEDDED {
-            loaded.push(Plugin::load(
+        for embedded in EMBEDDED {
+            let mut plugin = Plugin::load(
                 engine,
-                bytes,
+                embedded.bytes,
                 PluginSource::Embedded,
                 Limits::default(),
-            )?);
+            )?;
+            plugin.info.opt_in = embedded.opt_in;
+            loaded.push(plugin);
         }
         if let Some(dir) = dir {
             let embedded_count = loaded.len();
@@ -599,6 +576,7 @@ fn kind_from_exports(
             VALIDATOR_EXPORT => Some(PluginKind::Validator),
             ANNOTATOR_EXPORT => Some(PluginKind::Annotator),
             SINK_EXPORT => Some(PluginKind::Sink),
+            SCANNER_EXPORT => Some(PluginKind::Scanner),
             _ => None,
         })
         .collect();
@@ -628,6 +606,7 @@ fn world_name(kind: PluginKind) -> &'static str {
         PluginKind::Validator => "validator-plugin",
         PluginKind::Annotator => "annotator-plugin",
         PluginKind::Sink => "sink-plugin",
+        PluginKind::Scanner => "scanner-plugin",
     }
 }
 
@@ -648,30 +627,19 @@ fn classify(err: wasmtime::Error, limits: &Limits) -> Fault {
     }
 }
 
-/// A plugin name: 1 to 64 of `[a-z0-9-]`, not starting or ending with `-`. The config
-/// checks the names it lists with the same rule.
-pub fn is_valid_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-')
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn names_are_checked() {
-        assert!(is_valid_name("intent-matrix"));
-        assert!(is_valid_name("v2"));
-        assert!(!is_valid_name(""));
-        assert!(!is_valid_name("Intent"));
-        assert!(!is_valid_name("-x"));
-        assert!(!is_valid_name("a_b"));
-        assert!(!is_valid_name(&"a".repeat(65)));
+        assert!(is_plugin_name("intent-matrix"));
+        assert!(is_plugin_name("v2"));
+        assert!(!is_plugin_name(""));
+        assert!(!is_plugin_name("Intent"));
+        assert!(!is_plugin_name("-x"));
+        assert!(!is_plugin_name("a_b"));
+        assert!(!is_plugin_name(&"a".repeat(65)));
     }
 
     #[test]

@@ -7,7 +7,12 @@
 //! gets a [`PluginFault`] naming the plugin and what happened, and nothing else is affected.
 //!
 //! The contract is `wit/` (package `mcpproxy:plugin@0.1.0`); `bindings` is the only place
-//! that sees generated code, `conv` maps it to the types of [`crate::policy`].
+//! that sees generated code, `conv` maps it to the types of [`crate::policy`]. `stages`
+//! makes loaded components the pipeline's [`crate::policy::Annotator`]s and
+//! [`crate::policy::Validator`]s; `sink` makes them [`crate::activity::delivery::Sink`]s.
+//! Parts: `engine` (wasmtime, compile cache, stores), `loader` (load, identify, call),
+//! `warm_pool` (reused instances), `host` (the imports a plugin gets), `limits`
+//! (enforcement), `suite` (conformance suites for `plugins check`).
 
 mod bindings;
 mod conv;
@@ -17,7 +22,9 @@ mod host;
 pub mod limits;
 mod loader;
 mod sink;
+mod stages;
 pub mod suite;
+mod warm_pool;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -26,16 +33,17 @@ use serde::Serialize;
 
 pub use engine::{CacheOutcome, EngineOptions, PluginEngine};
 pub use limits::Limits;
-pub use loader::{Plugin, PluginSet, PluginSettings, is_valid_name};
-pub use sink::{Grant, authority_of};
+pub use loader::{Plugin, PluginSet, PluginSettings};
+pub use stages::{annotators, validators};
 
-/// The three plugin worlds of `wit/worlds.wit`.
+/// The plugin worlds of `wit/worlds.wit`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PluginKind {
     Annotator,
     Validator,
     Sink,
+    Scanner,
 }
 
 impl PluginKind {
@@ -44,6 +52,7 @@ impl PluginKind {
             Self::Annotator => "annotator",
             Self::Validator => "validator",
             Self::Sink => "sink",
+            Self::Scanner => "scanner",
         }
     }
 
@@ -53,6 +62,7 @@ impl PluginKind {
             Self::Annotator => "an annotator",
             Self::Validator => "a validator",
             Self::Sink => "a sink",
+            Self::Scanner => "a scanner",
         }
     }
 }
@@ -98,6 +108,9 @@ pub struct PluginInfo {
     pub size_bytes: usize,
     /// Whether this start compiled the component or found it in the cache.
     pub compile: CacheOutcome,
+    /// An embedded plugin that is active only when the config names it (the sinks, the
+    /// strict `safety-routing` validator).
+    pub opt_in: bool,
 }
 
 /// Why a plugin could not be loaded. Each names the file (or embedded plugin) and says how
@@ -125,7 +138,7 @@ pub enum Error {
     Compile { origin: String, reason: String },
     #[error(
         "{origin} implements none of the mcpproxy plugin worlds: it exports {exports}; a plugin \
-         exports mcpproxy:plugin/validator, /annotator or /sink at version 0.1.0 (see docs/plugins.md)"
+         exports mcpproxy:plugin/validator, /annotator, /scanner or /sink at version 0.1.0 (see docs/plugins.md)"
     )]
     NoWorld { origin: String, exports: String },
     #[error(

@@ -1,8 +1,8 @@
 //! Conformance suites for `mcpproxy plugins check --suite NAME`.
 //!
-//! `matrix` runs every row of the documented intent matrix (DESIGN.md section 5), with
+//! `matrix` runs every row of the documented intent matrix (docs/plugins.md), with
 //! `strict_server_validation` and `require_operation_type` on and off, against a validator;
-//! `prefix` runs the name-prefix table and the precedence rules (DESIGN.md section 6)
+//! `prefix` runs the name-prefix table and the precedence rules (docs/plugins.md)
 //! against an annotator. The tables here are expectations only: the logic under test is
 //! the compiled component.
 
@@ -12,14 +12,14 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::policy::{
-    AnnotationSource, Annotations, CallRequest, Decision, EffectiveAnnotations, InferenceBasis,
-    Intent, OperationType, SafetyClass, Tool, Verdict,
+    AnnotationSource, Annotations, CallRequest, DATA_SENSITIVITIES, Decision, EffectiveAnnotations,
+    InferenceBasis, Intent, OperationType, SafetyClass, Tool, Verdict,
 };
 
 use super::{Plugin, PluginKind};
 
 /// The suites `plugins check` knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Suite {
     /// The documented intent matrix (validators).
     Matrix,
@@ -28,6 +28,8 @@ pub enum Suite {
 }
 
 impl Suite {
+    pub const ALL: [Suite; 2] = [Self::Matrix, Self::Prefix];
+
     /// The name used on the command line.
     pub fn name(self) -> &'static str {
         match self {
@@ -42,6 +44,19 @@ impl Suite {
             Self::Matrix => PluginKind::Validator,
             Self::Prefix => PluginKind::Annotator,
         }
+    }
+}
+
+impl std::str::FromStr for Suite {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|suite| suite.name() == s)
+            .ok_or_else(|| {
+                format!("unknown suite '{s}': use matrix (validators) or prefix (annotators)")
+            })
     }
 }
 
@@ -159,6 +174,8 @@ enum Ann {
     ReadOnly,
     Destructive,
     Both,
+    /// `readOnlyHint: false` said outright, not destructive: a write tool.
+    NotReadOnly,
     None,
 }
 
@@ -168,6 +185,7 @@ impl Ann {
             Self::ReadOnly => "readOnlyHint=true",
             Self::Destructive => "destructiveHint=true",
             Self::Both => "both hints true",
+            Self::NotReadOnly => "readOnlyHint=false, destructiveHint=false",
             Self::None => "no annotation",
         }
     }
@@ -177,6 +195,7 @@ impl Ann {
             Self::ReadOnly => (Some(true), None),
             Self::Destructive => (None, Some(true)),
             Self::Both => (Some(true), Some(true)),
+            Self::NotReadOnly => (Some(false), Some(false)),
             Self::None => return None,
         };
         Some(Annotations {
@@ -190,6 +209,7 @@ impl Ann {
         match self {
             Self::ReadOnly => "list_repos",
             Self::Destructive | Self::Both => "delete_repo",
+            Self::NotReadOnly => "create_repo",
             Self::None => "sync_repo",
         }
     }
@@ -205,6 +225,7 @@ fn request(
     let safety_class = match ann {
         Ann::ReadOnly => SafetyClass::ReadOnly,
         Ann::Destructive | Ann::Both => SafetyClass::Dangerous,
+        Ann::NotReadOnly => SafetyClass::WriteCapable,
         Ann::None => SafetyClass::Unknown,
     };
     let reason = match &source {
@@ -253,6 +274,10 @@ fn server_mismatch(tool: &str) -> String {
     format!("Tool 'github:{tool}' is marked destructive by server, use call_tool_destructive")
 }
 
+fn not_read_only(tool: &str) -> String {
+    format!("Tool 'github:{tool}' is marked as not read-only by server, use call_tool_write")
+}
+
 /// Every case of the `matrix` suite.
 pub fn matrix_cases() -> Vec<MatrixCase> {
     use OperationType::{Destructive, Read, Write};
@@ -272,13 +297,22 @@ pub fn matrix_cases() -> Vec<MatrixCase> {
 
     // The documented rows, with intent.operation_type matching and absent.
     for (declared, label) in [(true, "declared"), (false, "absent")] {
-        for ann in [Ann::ReadOnly, Ann::Destructive, Ann::Both, Ann::None] {
+        for ann in [
+            Ann::ReadOnly,
+            Ann::Destructive,
+            Ann::Both,
+            Ann::NotReadOnly,
+            Ann::None,
+        ] {
             for variant in [Read, Write, Destructive] {
                 let intent = declared.then(|| op_intent(variant)).flatten();
                 let expect = match (variant, ann) {
                     (Destructive, _) => Expect::Allow,
                     (_, Ann::Destructive | Ann::Both) => {
                         Expect::Reject(exact(server_mismatch(ann.tool_name())))
+                    }
+                    (Read, Ann::NotReadOnly) => {
+                        Expect::Reject(exact(not_read_only(ann.tool_name())))
                     }
                     (Write, Ann::ReadOnly) => Expect::Warn(Text::Contains(vec![
                         "github:list_repos".into(),
@@ -335,8 +369,14 @@ pub fn matrix_cases() -> Vec<MatrixCase> {
             Expect::Warn(Text::Contains(vec![server_mismatch("delete_repo")])),
         );
     }
+    add(
+        "call_tool_read / readOnlyHint=false / strict_server_validation off".into(),
+        &lenient,
+        request(Read, None, Ann::NotReadOnly, server()),
+        Expect::Warn(Text::Contains(vec![not_read_only("create_repo")])),
+    );
 
-    // require_operation_type (seed 001's two-key mode).
+    // require_operation_type (the two-key mode).
     for variant in [Read, Write, Destructive] {
         add(
             format!(
@@ -371,7 +411,7 @@ pub fn matrix_cases() -> Vec<MatrixCase> {
     );
 
     // data_sensitivity and reason.
-    for sensitivity in ["public", "internal", "private", "unknown"] {
+    for sensitivity in DATA_SENSITIVITIES {
         let intent = Intent {
             data_sensitivity: Some(sensitivity.into()),
             ..Default::default()
@@ -478,7 +518,7 @@ impl PrefixCase {
     }
 }
 
-/// The annotations DESIGN.md section 6 says each class implies.
+/// The annotations each safety class implies (docs/plugins.md).
 pub fn implied_annotations(class: SafetyClass) -> Annotations {
     let (read_only_hint, destructive_hint, open_world_hint) = match class {
         SafetyClass::ReadOnly => (Some(true), None, None),
@@ -495,7 +535,7 @@ pub fn implied_annotations(class: SafetyClass) -> Annotations {
     }
 }
 
-/// The prefix table of DESIGN.md section 6.
+/// The name-prefix table (docs/plugins.md).
 pub const PREFIXES: &[(&str, SafetyClass)] = &[
     ("read_", SafetyClass::ReadOnly),
     ("list_", SafetyClass::ReadOnly),

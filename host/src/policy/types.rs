@@ -1,6 +1,6 @@
 //! The policy vocabulary: operation types, safety classes, annotations, tools, intents and
-//! verdicts. These are the proxy's own types; `plugin::conv` maps them to and from the WIT
-//! types, so nothing outside `plugin` sees generated bindings.
+//! verdicts. These are the proxy's own types; the plugin host maps them to and from the WIT
+//! types, so nothing outside it sees generated bindings.
 
 use std::fmt;
 use std::str::FromStr;
@@ -37,6 +37,45 @@ impl OperationType {
             Self::Destructive => "call_tool_destructive",
         }
     }
+
+    /// The variant of a built-in tool name (`call_tool_read` -> `Read`).
+    pub fn from_tool_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|op| op.tool_name() == name)
+    }
+}
+
+/// Serde for an optional variant written as its tool name (`"call_tool_read"`), the form
+/// the audit record's `tool_variant` uses.
+pub mod variant_tool_name {
+    use serde::{Deserialize, Deserializer, Serializer, de::Error as _};
+
+    use super::OperationType;
+
+    pub fn serialize<S: Serializer>(v: &Option<OperationType>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(op) => s.serialize_some(op.tool_name()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<OperationType>, D::Error> {
+        match Option::<String>::deserialize(d)? {
+            None => Ok(None),
+            Some(name) => OperationType::from_tool_name(&name).map(Some).ok_or_else(|| {
+                D::Error::custom(format!(
+                    "unknown tool variant '{name}': expected call_tool_read, call_tool_write or call_tool_destructive"
+                ))
+            }),
+        }
+    }
+}
+
+/// The values `intent.data_sensitivity` may take.
+pub const DATA_SENSITIVITIES: [&str; 4] = ["public", "internal", "private", "unknown"];
+
+/// Whether `value` is one of [`DATA_SENSITIVITIES`].
+pub fn is_data_sensitivity(value: &str) -> bool {
+    DATA_SENSITIVITIES.contains(&value)
 }
 
 impl fmt::Display for OperationType {
@@ -63,14 +102,15 @@ impl FromStr for OperationType {
     }
 }
 
-/// Seed 002's safety classes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// What a tool may do, coarser than annotations: validators can route calls on it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SafetyClass {
     ReadOnly,
     WriteCapable,
     Subprocess,
     Dangerous,
+    #[default]
     Unknown,
 }
 
@@ -132,9 +172,31 @@ impl Annotations {
     pub fn is_read_only(&self) -> bool {
         self.read_only_hint == Some(true) && !self.is_destructive()
     }
+
+    /// The hints with the MCP spec's defaults for the ones left out: `readOnlyHint` false,
+    /// `openWorldHint` true, and, for a tool that is not read-only, `destructiveHint` true
+    /// and `idempotentHint` false (the spec gives those two meaning only then). So
+    /// `{readOnlyHint: false}` alone is a destructive tool.
+    pub fn with_spec_defaults(self) -> Self {
+        let read_only = self.read_only_hint.unwrap_or(false);
+        Self {
+            read_only_hint: Some(read_only),
+            destructive_hint: if read_only {
+                self.destructive_hint
+            } else {
+                Some(self.destructive_hint.unwrap_or(true))
+            },
+            idempotent_hint: if read_only {
+                self.idempotent_hint
+            } else {
+                Some(self.idempotent_hint.unwrap_or(false))
+            },
+            open_world_hint: Some(self.open_world_hint.unwrap_or(true)),
+        }
+    }
 }
 
-/// The variant a caller should use for a tool with these effective annotations (seed 003):
+/// The variant a caller should use for a tool with these effective annotations:
 /// destructive → `call_tool_destructive`, read-only → `call_tool_read`, otherwise
 /// `call_tool_write`, the safe default.
 pub fn call_with(annotations: Option<&Annotations>) -> OperationType {
@@ -182,9 +244,9 @@ pub struct Intent {
     pub reason: Option<String>,
 }
 
-/// Where the effective annotations of a call came from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+/// Where the effective annotations of a call came from. Its JSON is the label
+/// (`"server"`, `"meta"`, the plugin's name, `"none"`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum AnnotationSource {
     /// The upstream server's own annotations.
     Server,
@@ -193,6 +255,7 @@ pub enum AnnotationSource {
     /// Inferred by the named annotator plugin.
     Plugin(String),
     /// Nobody said anything.
+    #[default]
     None,
 }
 
@@ -205,6 +268,28 @@ impl AnnotationSource {
             Self::Plugin(name) => name,
             Self::None => "none",
         }
+    }
+
+    /// The source a label names: the inverse of [`AnnotationSource::label`].
+    pub fn from_label(label: &str) -> Self {
+        match label {
+            "server" => Self::Server,
+            "meta" => Self::Meta,
+            "none" | "" => Self::None,
+            plugin => Self::Plugin(plugin.to_owned()),
+        }
+    }
+}
+
+impl Serialize for AnnotationSource {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.label())
+    }
+}
+
+impl<'de> Deserialize<'de> for AnnotationSource {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(|label| Self::from_label(&label))
     }
 }
 
@@ -323,7 +408,7 @@ mod tests {
     }
 
     #[test]
-    fn call_with_follows_seed_003() {
+    fn call_with_picks_the_strictest_matching_variant() {
         let destructive = Annotations {
             destructive_hint: Some(true),
             read_only_hint: Some(true),
@@ -341,6 +426,70 @@ mod tests {
         assert_eq!(call_with(Some(&read)), OperationType::Read);
         assert_eq!(call_with(Some(&idempotent)), OperationType::Write);
         assert_eq!(call_with(None), OperationType::Write);
+    }
+
+    #[test]
+    fn variants_and_sources_round_trip_through_their_labels() {
+        #[derive(Serialize, Deserialize, PartialEq, Debug)]
+        struct Row {
+            #[serde(with = "variant_tool_name", default)]
+            variant: Option<OperationType>,
+            source: AnnotationSource,
+        }
+        for op in OperationType::ALL {
+            let row = Row {
+                variant: Some(op),
+                source: AnnotationSource::Plugin("prefix-annotator".into()),
+            };
+            let json = serde_json::to_value(&row).unwrap();
+            assert_eq!(json["variant"], op.tool_name());
+            assert_eq!(json["source"], "prefix-annotator");
+            assert_eq!(serde_json::from_value::<Row>(json).unwrap(), row);
+        }
+        let none: Row = serde_json::from_str(r#"{"variant": null, "source": "none"}"#).unwrap();
+        assert_eq!(none.variant, None);
+        assert_eq!(none.source, AnnotationSource::None);
+        let err = serde_json::from_str::<Row>(r#"{"variant": "call_tool", "source": "meta"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown tool variant 'call_tool'"), "{err}");
+    }
+
+    #[test]
+    fn missing_hints_take_the_spec_defaults() {
+        let not_read_only = Annotations {
+            read_only_hint: Some(false),
+            ..Default::default()
+        }
+        .with_spec_defaults();
+        assert!(not_read_only.is_destructive(), "{not_read_only:?}");
+        assert_eq!(call_with(Some(&not_read_only)), OperationType::Destructive);
+        assert_eq!(not_read_only.idempotent_hint, Some(false));
+        assert_eq!(not_read_only.open_world_hint, Some(true));
+
+        let write = Annotations {
+            read_only_hint: Some(false),
+            destructive_hint: Some(false),
+            ..Default::default()
+        }
+        .with_spec_defaults();
+        assert_eq!(call_with(Some(&write)), OperationType::Write);
+
+        let read = Annotations {
+            read_only_hint: Some(true),
+            ..Default::default()
+        }
+        .with_spec_defaults();
+        assert!(read.is_read_only());
+        assert_eq!(read.destructive_hint, None);
+        assert_eq!(call_with(Some(&read)), OperationType::Read);
+
+        let only_open_world = Annotations {
+            open_world_hint: Some(false),
+            ..Default::default()
+        }
+        .with_spec_defaults();
+        assert!(only_open_world.is_destructive());
     }
 
     #[test]

@@ -5,6 +5,7 @@
 mod record;
 mod report;
 mod request;
+mod review;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -17,6 +18,7 @@ use crate::index::ToolIndex;
 use crate::policy::{
     Annotations, EffectiveAnnotations, Evaluation, Pipeline, SafetyClass, call_with,
 };
+use crate::trust::ToolScanner;
 use crate::upstream::{self, State, Upstreams};
 
 pub use record::ActivitySettings;
@@ -56,6 +58,10 @@ pub enum CallOutcome {
     Refused(String),
     /// The policy rejected it; the upstream was not contacted.
     Blocked(Evaluation),
+    /// Held back by the trust rules (a quarantined server, a tool changed since approval):
+    /// `detail` is what the caller reads (the security analysis, the change), `message`
+    /// the one line recorded.
+    Held { message: String, detail: String },
     /// A dry run: the verdict, with nothing sent upstream.
     DryRun(Evaluation),
     /// The policy let it through and the upstream was called.
@@ -68,6 +74,7 @@ pub enum CallOutcome {
 /// The pipeline's answer, before any upstream is contacted.
 enum Judged {
     Refused(String),
+    Held { message: String, detail: String },
     Blocked(Evaluation),
     Allowed(Arc<upstream::Upstream>, Evaluation),
 }
@@ -96,6 +103,7 @@ pub struct Proxy {
     index: Arc<ToolIndex>,
     journal: Arc<Journal>,
     activity: ActivitySettings,
+    scanner: Option<Arc<dyn ToolScanner>>,
 }
 
 impl Proxy {
@@ -112,7 +120,15 @@ impl Proxy {
             index,
             journal,
             activity,
+            scanner: None,
         }
+    }
+
+    /// Sets the scanner behind the security analysis of quarantined servers and changed
+    /// tools.
+    pub fn with_scanner(mut self, scanner: Option<Arc<dyn ToolScanner>>) -> Self {
+        self.scanner = scanner;
+        self
     }
 
     pub fn journal(&self) -> &Arc<Journal> {
@@ -139,6 +155,11 @@ impl Proxy {
                 let record = draft.refused(&message, started);
                 self.append(record).await;
                 CallOutcome::Refused(message)
+            }
+            Judged::Held { message, detail } => {
+                let record = draft.held(&message, started);
+                self.append(record).await;
+                CallOutcome::Held { message, detail }
             }
             Judged::Blocked(evaluation) => {
                 let record = draft.judged(&evaluation, Status::Blocked, started);
@@ -202,6 +223,9 @@ impl Proxy {
                 }
             ));
         };
+        if upstream.is_quarantined() {
+            return self.held_quarantined(upstream).await;
+        }
         if let Err(e) = upstream.check_usable() {
             return Judged::Refused(e.to_string());
         }
@@ -218,6 +242,9 @@ impl Proxy {
                 ),
             });
         };
+        if !upstream.is_trusted(&input.tool) {
+            return self.held_changed(upstream, &tool).await;
+        }
         let pipeline = self.pipeline.clone();
         let (variant, intent) = (input.variant, input.intent);
         let args = serde_json::Value::Object(input.args);
@@ -256,8 +283,12 @@ impl Proxy {
             Ok(hits
                 .into_iter()
                 .filter_map(|hit| {
-                    let tool = upstreams.get(&hit.server)?.tool(&hit.name)?;
-                    Some(describe(&pipeline, tool, hit.score))
+                    let upstream = upstreams.get(&hit.server)?;
+                    let tool = upstream.tool(&hit.name)?;
+                    // The index holds trusted tools only; checked again against a race.
+                    upstream
+                        .is_trusted(&hit.name)
+                        .then(|| describe(&pipeline, tool, hit.score))
                 })
                 .collect())
         })
@@ -286,7 +317,7 @@ impl Proxy {
             upstreams
                 .iter()
                 .filter(|u| server.as_deref().is_none_or(|s| s == u.name()))
-                .flat_map(|u| u.tools().values().cloned().collect::<Vec<_>>())
+                .flat_map(|u| u.trusted_tools())
                 .map(|tool| describe(&pipeline, tool, 0.0))
                 .collect()
         })

@@ -6,10 +6,9 @@ use std::time::Instant;
 use rmcp::model::CallToolResult;
 
 use crate::activity::{
-    ActivityRecord, Decision, IntentRecord, RecordType, Status, VerdictRecord, WarningRecord,
-    cap_arguments, format_timestamp, new_id,
+    ActivityRecord, RecordType, Status, cap_arguments, format_timestamp, new_id,
 };
-use crate::policy::Evaluation;
+use crate::policy::{AnnotationSource, Decision, Evaluation, Intent, Outcome, SafetyClass};
 use crate::upstream;
 
 use super::{CallContext, CallInput};
@@ -37,28 +36,17 @@ impl ActivitySettings {
             source: context.source,
             server_name: input.server.clone(),
             tool_name: input.tool.clone(),
-            tool_variant: Some(input.variant.tool_name().to_owned()),
-            intent: Some(IntentRecord {
-                // The operation type is the declared one, else the variant's (seed 000).
-                operation_type: Some(
-                    declared
-                        .operation_type
-                        .unwrap_or(input.variant)
-                        .as_str()
-                        .to_owned(),
-                ),
+            tool_variant: Some(input.variant),
+            intent: Some(Intent {
+                // The operation type is the declared one, else the variant's.
+                operation_type: Some(declared.operation_type.unwrap_or(input.variant)),
                 data_sensitivity: declared.data_sensitivity,
                 reason: declared.reason,
             }),
             annotations: None,
-            annotation_source: "none".to_owned(),
-            safety_class: "unknown".to_owned(),
-            verdict: VerdictRecord {
-                decision: Decision::Allow,
-                plugin: None,
-                message: None,
-                warnings: Vec::new(),
-            },
+            annotation_source: AnnotationSource::None,
+            safety_class: SafetyClass::Unknown,
+            verdict: Outcome::default(),
             arguments: (!arguments.is_null()).then_some(arguments),
             arguments_truncated,
             response_bytes: 0,
@@ -70,6 +58,7 @@ impl ActivitySettings {
             request_id: context.request_id.clone(),
             client: context.client.clone(),
             dry_run: context.dry_run,
+            details: None,
         }
     }
 }
@@ -89,6 +78,16 @@ impl ActivityRecord {
         self
     }
 
+    /// A call held back by the trust rules (quarantined server, tool changed since
+    /// approval): not judged, not sent.
+    pub(super) fn held(mut self, message: &str, started: Instant) -> Self {
+        self.status = Status::Blocked;
+        self.verdict = Outcome::rejected("mcpproxy", message.to_owned(), Vec::new());
+        self.error_message = Some(message.to_owned());
+        self.duration_ms = elapsed_ms(started);
+        self
+    }
+
     /// The record once the pipeline has judged the call.
     pub(super) fn judged(
         mut self,
@@ -96,30 +95,14 @@ impl ActivityRecord {
         status: Status,
         started: Instant,
     ) -> Self {
-        let effective = &evaluation.request.effective;
-        self.annotations = effective
-            .annotations
-            .as_ref()
-            .and_then(|a| serde_json::to_value(a).ok());
-        self.annotation_source = effective.source.label().to_owned();
-        self.safety_class = effective.safety_class.as_str().to_owned();
-        let outcome = &evaluation.outcome;
-        self.verdict = VerdictRecord {
-            decision: outcome.decision,
-            plugin: outcome.plugin.clone(),
-            message: outcome.message.clone(),
-            warnings: outcome
-                .warnings
-                .iter()
-                .map(|w| WarningRecord {
-                    plugin: w.plugin.clone(),
-                    message: w.message.clone(),
-                })
-                .collect(),
-        };
+        let judgement = evaluation.judgement();
+        self.annotations = judgement.annotations;
+        self.annotation_source = judgement.annotation_source;
+        self.safety_class = judgement.safety_class;
         if status == Status::Blocked {
-            self.error_message = outcome.message.clone();
+            self.error_message = judgement.verdict.message.clone();
         }
+        self.verdict = judgement.verdict;
         self.status = status;
         self.duration_ms = elapsed_ms(started);
         self

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::policy::Evaluation;
+use crate::policy::{AnnotationSource, Annotations, Evaluation, Outcome, SafetyClass};
 
 use super::CallOutcome;
 
@@ -20,6 +20,9 @@ pub enum Ending {
     Blocked,
     /// Refused before the policy ran (unknown server or tool, unusable server).
     Refused,
+    /// Held back by the trust rules: a quarantined server (the message is its security
+    /// analysis) or a tool changed since approval.
+    Held,
     /// The upstream could not be reached or failed.
     UpstreamError,
     /// A dry run: judged, recorded, not sent.
@@ -41,12 +44,12 @@ pub struct CallReport {
     /// The arguments as resolved.
     pub arguments: Value,
     /// The effective annotations, where they came from and why, and the safety class.
-    pub annotations: Option<Value>,
-    pub annotation_source: Option<String>,
+    pub annotations: Option<Annotations>,
+    pub annotation_source: Option<AnnotationSource>,
     pub annotation_reason: Option<String>,
-    pub safety_class: Option<String>,
+    pub safety_class: Option<SafetyClass>,
     /// The validator chain's verdict: decision, plugin, message, warnings.
-    pub verdict: Option<Value>,
+    pub verdict: Option<Outcome>,
 }
 
 impl CallReport {
@@ -66,6 +69,10 @@ impl CallReport {
         };
         match outcome {
             CallOutcome::Refused(message) => report.message = Some(message.clone()),
+            CallOutcome::Held { detail, .. } => {
+                report.outcome = Ending::Held;
+                report.message = Some(detail.clone());
+            }
             CallOutcome::Blocked(evaluation) => {
                 report.judged(evaluation);
                 report.outcome = Ending::Blocked;
@@ -100,23 +107,17 @@ impl CallReport {
     }
 
     fn judged(&mut self, evaluation: &Evaluation) {
-        let effective = &evaluation.request.effective;
+        let judgement = evaluation.judgement();
         self.arguments = evaluation.request.args.clone();
-        self.annotations = effective
-            .annotations
-            .as_ref()
-            .and_then(|a| serde_json::to_value(a).ok());
-        self.annotation_source = Some(effective.source.label().to_owned());
-        self.annotation_reason = effective.reason.clone();
-        self.safety_class = Some(effective.safety_class.as_str().to_owned());
-        self.verdict = serde_json::to_value(&evaluation.outcome).ok();
+        self.annotations = judgement.annotations;
+        self.annotation_source = Some(judgement.annotation_source);
+        self.annotation_reason = judgement.annotation_reason;
+        self.safety_class = Some(judgement.safety_class);
+        self.verdict = Some(judgement.verdict);
     }
 
     /// Whether the policy would let the call through (meaningful for dry runs).
     pub fn allowed(&self) -> bool {
-        self.verdict
-            .as_ref()
-            .and_then(|v| v["decision"].as_str())
-            .is_some_and(|d| d != "reject")
+        self.verdict.as_ref().is_some_and(Outcome::is_allowed)
     }
 }

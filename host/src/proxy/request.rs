@@ -1,7 +1,7 @@
 //! Parsing the arguments of `call_tool_read|write|destructive`: the tool name, its
 //! arguments (`args` object or `args_json` string), and the intent, which arrives nested
-//! (`intent: {operation_type, data_sensitivity, reason}`, seeds 001/004) or flat
-//! (`intent_data_sensitivity`, `intent_reason`, seed 000). Every error says what is wrong
+//! (`intent: {operation_type, data_sensitivity, reason}`) or flat
+//! (`intent_data_sensitivity`, `intent_reason`). Every error says what is wrong
 //! and how to fix it.
 
 use serde_json::{Map, Value};

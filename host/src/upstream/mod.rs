@@ -5,26 +5,35 @@
 //! the search index current (on `notifications/tools/list_changed` and on a periodic
 //! sweep), notices when the session dies, and reconnects with capped exponential backoff.
 //! Calls take the current session's peer, so many can be in flight at once.
+//!
+//! Every listing is vetted against the trust store (`vetting`): a quarantined server is
+//! connected and listed but none of its tools is searchable or callable until a person
+//! approves it; on other servers, tools that are new or changed since they were pinned are
+//! held back, and each change is reported on the [`Upstreams::take_changes`] channel.
 
 mod convert;
 mod reach;
 mod supervisor;
+mod vetting;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use rmcp::model::{CallToolResponse, CallToolResult};
 use rmcp::service::{Peer, RoleClient};
 use serde::Serialize;
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ServerConfig, Transport, UpstreamConfig};
 use crate::index::ToolIndex;
 use crate::policy::Tool;
+use crate::trust::{Review, ToolStanding, TrustStore};
 
 pub use convert::tool_from_mcp;
+pub use vetting::{Approval, ApproveError, ChangeKind, ToolChange};
 
 /// Why an upstream call did not produce a result.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -34,7 +43,7 @@ pub enum Error {
     )]
     NotConnected { server: String, state: String },
     #[error(
-        "upstream server '{server}' is quarantined: review it and set \"quarantined\": false in mcp_config.json to use its tools"
+        "upstream server '{server}' is quarantined: review it with `mcpproxy upstream inspect {server}` and approve it with `mcpproxy upstream approve {server}`"
     )]
     Quarantined { server: String },
     #[error("upstream server '{server}' is disabled in mcp_config.json (\"enabled\": false)")]
@@ -62,7 +71,7 @@ pub enum Error {
 }
 
 /// Where an upstream is in its life.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(tag = "state", content = "detail", rename_all = "lowercase")]
 pub enum State {
     Disconnected,
@@ -71,7 +80,6 @@ pub enum State {
     /// The last attempt failed; a retry is scheduled.
     Error(String),
     Disabled,
-    Quarantined,
 }
 
 impl std::fmt::Display for State {
@@ -82,19 +90,25 @@ impl std::fmt::Display for State {
             Self::Ready => f.write_str("ready"),
             Self::Error(e) => write!(f, "error: {e}"),
             Self::Disabled => f.write_str("disabled"),
-            Self::Quarantined => f.write_str("quarantined"),
         }
     }
 }
 
 /// A snapshot of one upstream for status displays.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Status {
     pub name: String,
-    pub transport: &'static str,
+    pub transport: String,
     #[serde(flatten)]
     pub state: State,
+    /// Tools the server lists.
     pub tools: usize,
+    /// Quarantined until a person approves it: listed, never called.
+    #[serde(default)]
+    pub quarantined: bool,
+    /// Tools held back because they are new or changed since approval.
+    #[serde(default)]
+    pub pending: Vec<String>,
 }
 
 /// One upstream server.
@@ -106,6 +120,16 @@ pub struct Upstream {
     peer: RwLock<Option<Peer<RoleClient>>>,
     tools: RwLock<Arc<BTreeMap<String, Tool>>>,
     refresh: Notify,
+    /// Quarantined now: the config says so and nobody approved it yet.
+    quarantined: AtomicBool,
+    /// The last listing held against the pins.
+    review: RwLock<Arc<Review>>,
+    trust: Arc<TrustStore>,
+    index: Arc<ToolIndex>,
+    changes: mpsc::UnboundedSender<ToolChange>,
+    /// Held-back tools already reported, with the fingerprint reported (a change is recorded
+    /// once, not at every refresh).
+    reported: std::sync::Mutex<BTreeMap<String, String>>,
 }
 
 impl Upstream {
@@ -132,14 +156,47 @@ impl Upstream {
         read(&self.tools).clone()
     }
 
-    /// Whether the server is usable at all (not disabled or quarantined).
+    /// Whether the server is quarantined now (until a person approves it).
+    pub fn is_quarantined(&self) -> bool {
+        self.quarantined.load(Ordering::Acquire)
+    }
+
+    /// The last listing held against the pins.
+    pub fn review(&self) -> Arc<Review> {
+        read(&self.review).clone()
+    }
+
+    /// Whether `tool` may be searched and called: listed, pinned and unchanged, on a server
+    /// that is not quarantined.
+    pub fn is_trusted(&self, tool: &str) -> bool {
+        !self.is_quarantined() && self.review().is_trusted(tool)
+    }
+
+    /// The tools that may be searched and called.
+    pub fn trusted_tools(&self) -> Vec<Tool> {
+        if self.is_quarantined() {
+            return Vec::new();
+        }
+        let review = self.review();
+        self.tools()
+            .values()
+            .filter(|t| review.standing.get(&t.name) == Some(&ToolStanding::Trusted))
+            .cloned()
+            .collect()
+    }
+
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
+    /// Whether the server is usable at all (not disabled, not quarantined).
     pub fn check_usable(&self) -> Result<(), Error> {
         if !self.config.enabled {
             return Err(Error::Disabled {
                 server: self.config.name.clone(),
             });
         }
-        if self.config.quarantined {
+        if self.is_quarantined() {
             return Err(Error::Quarantined {
                 server: self.config.name.clone(),
             });
@@ -210,28 +267,33 @@ pub struct Upstreams {
     servers: BTreeMap<String, Arc<Upstream>>,
     shutdown: CancellationToken,
     tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    changes: std::sync::Mutex<Option<mpsc::UnboundedReceiver<ToolChange>>>,
+    trust: Arc<TrustStore>,
 }
 
 impl Upstreams {
-    /// Starts a supervisor per enabled, non-quarantined server. Must run inside a tokio
-    /// runtime.
+    /// Starts a supervisor per enabled server (quarantined ones included: they are listed,
+    /// never called). Must run inside a tokio runtime.
     pub fn start(
         servers: &[ServerConfig],
         settings: &UpstreamConfig,
         default_timeout: Duration,
         index: Arc<ToolIndex>,
+        trust: Arc<TrustStore>,
     ) -> Arc<Self> {
         let shutdown = CancellationToken::new();
         let mut map = BTreeMap::new();
         let mut tasks = Vec::new();
+        let (changes, receiver) = mpsc::unbounded_channel();
         for config in servers {
             let initial = if !config.enabled {
                 State::Disabled
-            } else if config.quarantined {
-                State::Quarantined
             } else {
                 State::Disconnected
             };
+            let approved = trust
+                .server(&config.name)
+                .is_some_and(|s| s.approved_at.is_some());
             let upstream = Arc::new(Upstream {
                 config: config.clone(),
                 settings: *settings,
@@ -240,6 +302,12 @@ impl Upstreams {
                 peer: RwLock::new(None),
                 tools: RwLock::new(Arc::new(BTreeMap::new())),
                 refresh: Notify::new(),
+                quarantined: AtomicBool::new(config.quarantined && !approved),
+                review: RwLock::new(Arc::new(Review::default())),
+                trust: trust.clone(),
+                index: index.clone(),
+                changes: changes.clone(),
+                reported: std::sync::Mutex::new(BTreeMap::new()),
             });
             if initial == State::Disconnected {
                 tasks.push(tokio::spawn(supervisor::run(
@@ -254,7 +322,22 @@ impl Upstreams {
             servers: map,
             shutdown,
             tasks: std::sync::Mutex::new(tasks),
+            changes: std::sync::Mutex::new(Some(receiver)),
+            trust,
         })
+    }
+
+    /// The tool changes the supervisors notice (new, changed, removed tools), for the
+    /// activity journal. `None` after the first call: there is one consumer.
+    pub fn take_changes(&self) -> Option<mpsc::UnboundedReceiver<ToolChange>> {
+        self.changes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
+    pub fn trust(&self) -> &Arc<TrustStore> {
+        &self.trust
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<Upstream>> {
@@ -274,9 +357,18 @@ impl Upstreams {
             .values()
             .map(|u| Status {
                 name: u.config.name.clone(),
-                transport: u.transport_label(),
+                transport: u.transport_label().to_owned(),
                 state: u.state(),
                 tools: u.tools().len(),
+                quarantined: u.is_quarantined(),
+                pending: if u.is_quarantined() {
+                    Vec::new()
+                } else {
+                    u.review()
+                        .pending()
+                        .map(|(name, _)| name.to_owned())
+                        .collect()
+                },
             })
             .collect()
     }

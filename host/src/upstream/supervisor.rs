@@ -15,7 +15,7 @@ use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Transport;
-use crate::index::{ToolDoc, ToolIndex, param_names};
+use crate::index::ToolIndex;
 
 use super::{State, Upstream, tool_from_mcp, write};
 
@@ -70,7 +70,7 @@ pub(super) async fn run(
         match connected {
             Ok(session) => {
                 backoff = initial;
-                let ended = serve_session(&upstream, &index, session, &shutdown).await;
+                let ended = serve_session(&upstream, session, &shutdown).await;
                 *write(&upstream.peer) = None;
                 if let Err(e) = index.remove_server(&name) {
                     tracing::warn!(server = %name, "cannot drop tools from the index: {e}");
@@ -114,7 +114,6 @@ enum SessionEnd {
 /// Lists tools, publishes them, and watches the session until it ends.
 async fn serve_session(
     upstream: &Arc<Upstream>,
-    index: &ToolIndex,
     session: Session,
     shutdown: &CancellationToken,
 ) -> SessionEnd {
@@ -123,7 +122,7 @@ async fn serve_session(
     let mut waiter = tokio::spawn(session.waiting());
     *write(&upstream.peer) = Some(peer.clone());
 
-    if let Err(reason) = refresh_tools(upstream, index, &peer).await {
+    if let Err(reason) = refresh_tools(upstream, &peer).await {
         session_token.cancel();
         let _ = waiter.await;
         return SessionEnd::Lost(reason);
@@ -154,7 +153,7 @@ async fn serve_session(
             _ = upstream.refresh.notified() => {}
             _ = sweep.tick() => {}
         }
-        if let Err(reason) = refresh_tools(upstream, index, &peer).await {
+        if let Err(reason) = refresh_tools(upstream, &peer).await {
             session_token.cancel();
             let _ = (&mut waiter).await;
             return SessionEnd::Lost(reason);
@@ -162,10 +161,9 @@ async fn serve_session(
     }
 }
 
-/// Re-reads the tool list and swaps it into the registry and the index.
+/// Re-reads the tool list, vets it against the trust store, and publishes it.
 async fn refresh_tools(
     upstream: &Upstream,
-    index: &ToolIndex,
     peer: &rmcp::service::Peer<RoleClient>,
 ) -> Result<(), String> {
     let listed = tokio::time::timeout(CONNECT_TIMEOUT, peer.list_all_tools())
@@ -177,24 +175,8 @@ async fn refresh_tools(
         .iter()
         .map(|t| (t.name.to_string(), tool_from_mcp(name, t)))
         .collect();
-    let params: Vec<Vec<String>> = tools
-        .values()
-        .map(|t| param_names(&t.input_schema))
-        .collect();
-    let docs: Vec<ToolDoc<'_>> = tools
-        .values()
-        .zip(&params)
-        .map(|(t, params)| ToolDoc {
-            server: name,
-            name: &t.name,
-            description: &t.description,
-            params,
-        })
-        .collect();
-    if let Err(e) = index.replace_server(name, &docs) {
-        tracing::warn!(server = name, "cannot index tools: {e}");
-    }
-    *write(&upstream.tools) = Arc::new(tools);
+    let review = upstream.vet(&tools);
+    upstream.publish(tools, review);
     Ok(())
 }
 

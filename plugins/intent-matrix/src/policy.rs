@@ -200,6 +200,8 @@ fn check_annotations(settings: &Settings, call: &Call) -> Outcome {
     let hints = call.effective.unwrap_or_default();
     let destructive = hints.destructive == Some(true);
     let read_only = hints.read_only == Some(true) && !destructive;
+    // Said outright: a read must not reach a tool that changes things.
+    let not_read_only = hints.read_only == Some(false) && !destructive;
     let full = format!("{}:{}", call.server, call.tool);
 
     let mismatch = match call.variant {
@@ -207,6 +209,10 @@ fn check_annotations(settings: &Settings, call: &Call) -> Outcome {
         Op::Read | Op::Write if destructive => format!(
             "Tool '{full}' {}, use call_tool_destructive",
             marked(call, "destructive")
+        ),
+        Op::Read if not_read_only => format!(
+            "Tool '{full}' {}, use call_tool_write",
+            marked(call, "as not read-only")
         ),
         Op::Write if read_only => {
             return Outcome::Warn(format!(
@@ -485,17 +491,43 @@ mod tests {
     }
 
     #[test]
-    fn false_hints_are_not_marks() {
-        let hints = Hints {
+    fn a_tool_marked_not_read_only_is_refused_on_read_only() {
+        let write = Hints {
             read_only: Some(false),
             destructive: Some(false),
         };
-        for variant in [Op::Read, Op::Write, Op::Destructive] {
+        let not_read_only = Hints {
+            read_only: Some(false),
+            destructive: None,
+        };
+        let message =
+            "Tool 'github:delete_repo' is marked as not read-only by server, use call_tool_write";
+        for hints in [write, not_read_only] {
             assert_eq!(
-                validate(&strict(), &call(variant, Some(hints), "server")),
-                Outcome::Allow
+                validate(&strict(), &call(Op::Read, Some(hints), "server")),
+                reject(message)
             );
+            assert_eq!(
+                validate(&lax(), &call(Op::Read, Some(hints), "server")),
+                warn(&format!(
+                    "{message} (allowed: strict_server_validation is off)"
+                ))
+            );
+            for variant in [Op::Write, Op::Destructive] {
+                assert_eq!(
+                    validate(&strict(), &call(variant, Some(hints), "server")),
+                    Outcome::Allow
+                );
+            }
         }
+        let mut inferred = call(Op::Read, Some(write), "prefix-annotator");
+        inferred.annotation_reason = Some("name prefix 'create_'".into());
+        assert_eq!(
+            validate(&strict(), &inferred),
+            reject(
+                "Tool 'github:delete_repo' is inferred as not read-only by prefix-annotator (name prefix 'create_'), use call_tool_write"
+            )
+        );
     }
 
     #[test]

@@ -92,7 +92,7 @@ mod tests {
     }
 
     #[test]
-    fn messages_follow_seed_002() {
+    fn messages_follow_the_documented_routing_rules() {
         assert_eq!(
             route(Variant::Write, Class::Dangerous, "mq", "remove_device").as_deref(),
             Some(

@@ -2,15 +2,20 @@
 //! tests.
 //!
 //! ```text
-//! mcp-fixture [--http ADDR] [--name NAME] [--call-log FILE]
+//! mcp-fixture [--http ADDR] [--name NAME] [--call-log FILE] [--tool-overrides FILE]
 //! ```
 //!
 //! Without `--http` it speaks MCP over stdio and exits when stdin closes.
 //! With `--http` it serves MCP streamable HTTP at `/mcp`, prints
 //! `MCP_FIXTURE_LISTENING http://<addr>/mcp` once listening, and exits on
 //! SIGTERM or Ctrl-C. Logs always go to stderr.
+//!
+//! `--tool-overrides FILE` changes tool definitions at run time, like a rug
+//! pull by the upstream: see [`overrides`] for the file format. The built-in
+//! tool `announce_tools_changed` tells the client to list the tools again.
 
 mod call_log;
+mod overrides;
 mod server;
 mod tools;
 
@@ -45,6 +50,10 @@ struct Cli {
     /// Append one JSON line `{"tool":..,"arguments":{..}}` per `tools/call`.
     #[arg(long, value_name = "FILE")]
     call_log: Option<PathBuf>,
+    /// A JSON object mapping tool names to `{"description", "inputSchema",
+    /// "annotations"}` overrides, re-read on every listing (a "rug pull").
+    #[arg(long, value_name = "FILE")]
+    tool_overrides: Option<PathBuf>,
 }
 
 #[tokio::main]
@@ -59,7 +68,7 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
 
-    let fixture = Fixture::new(cli.name, cli.call_log.map(CallLog::new));
+    let fixture = Fixture::new(cli.name, cli.call_log.map(CallLog::new), cli.tool_overrides);
     match cli.http {
         Some(addr) => serve_http(fixture, &addr).await,
         None => serve_stdio(fixture).await,

@@ -2,7 +2,7 @@
 //! capability (with `listChanged`), lists the current tool set, and routes
 //! `tools/call` to [`Tools`] after recording the call in the call log.
 
-use std::sync::Arc;
+use std::{path::PathBuf, sync::Arc};
 
 use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
@@ -24,11 +24,12 @@ pub struct Fixture {
 }
 
 impl Fixture {
-    /// A fixture reporting `name` in `initialize`, optionally logging calls.
-    pub fn new(name: String, call_log: Option<CallLog>) -> Self {
+    /// A fixture reporting `name` in `initialize`, optionally logging calls
+    /// and applying the tool overrides in the file `tool_overrides`.
+    pub fn new(name: String, call_log: Option<CallLog>, tool_overrides: Option<PathBuf>) -> Self {
         Self {
             name: Arc::from(name.as_str()),
-            tools: Tools::new(name),
+            tools: Tools::new(name, tool_overrides),
             call_log: call_log.map(Arc::new),
         }
     }

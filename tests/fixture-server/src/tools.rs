@@ -6,6 +6,7 @@
 
 use std::{
     collections::HashMap,
+    path::PathBuf,
     sync::{Arc, Mutex, PoisonError, RwLock},
     time::Duration,
 };
@@ -17,6 +18,8 @@ use rmcp::{
 };
 use serde::{Deserialize, de::DeserializeOwned};
 use serde_json::{Value, json};
+
+use crate::overrides::Overrides;
 
 /// The JSON type of one tool parameter.
 #[derive(Clone, Copy)]
@@ -154,6 +157,10 @@ const BUILTINS: &[Spec] = &[
         "Add a dynamic tool and announce the list change",
     )
     .params(&[string("name", "Name of the tool to add")]),
+    Spec::plain(
+        "announce_tools_changed",
+        "Send notifications/tools/list_changed without changing anything",
+    ),
 ];
 
 /// `{"type":"object","properties":{...},"required":[...]}` for `params`.
@@ -238,16 +245,25 @@ pub struct Tools {
     server_name: String,
     notes: Mutex<HashMap<String, String>>,
     dynamic: RwLock<Vec<String>>,
+    /// The `--tool-overrides` file, re-read whenever a definition is produced.
+    overrides: Option<PathBuf>,
 }
 
 impl Tools {
-    /// A fresh tool set that reports `server_name` from `get_status`.
-    pub fn new(server_name: String) -> Arc<Self> {
+    /// A fresh tool set that reports `server_name` from `get_status` and
+    /// applies the tool overrides in the file `overrides`, if given.
+    pub fn new(server_name: String, overrides: Option<PathBuf>) -> Arc<Self> {
         Arc::new(Self {
             server_name,
             notes: Mutex::new(HashMap::new()),
             dynamic: RwLock::new(Vec::new()),
+            overrides,
         })
+    }
+
+    /// The overrides as the file holds them right now.
+    fn overrides(&self) -> Overrides {
+        Overrides::load(self.overrides.as_deref())
     }
 
     fn dynamic_names(&self) -> Vec<String> {
@@ -258,24 +274,29 @@ impl Tools {
     }
 
     /// Every tool: the built-ins in table order, then the dynamic ones in
-    /// the order they were added.
+    /// the order they were added, each with its current override applied.
     pub fn list(&self) -> Vec<Tool> {
+        let overrides = self.overrides();
         BUILTINS
             .iter()
             .map(Spec::to_tool)
             .chain(self.dynamic_names().iter().map(|name| dynamic_tool(name)))
+            .map(|tool| overrides.apply(tool))
             .collect()
     }
 
-    /// The definition of the tool called `name`, if there is one.
+    /// The definition of the tool called `name`, if there is one, with its
+    /// current override applied.
     pub fn get(&self, name: &str) -> Option<Tool> {
-        if let Some(spec) = BUILTINS.iter().find(|spec| spec.name == name) {
-            return Some(spec.to_tool());
-        }
-        self.dynamic_names()
-            .iter()
-            .any(|dynamic| dynamic == name)
-            .then(|| dynamic_tool(name))
+        let tool = match BUILTINS.iter().find(|spec| spec.name == name) {
+            Some(spec) => spec.to_tool(),
+            None => self
+                .dynamic_names()
+                .iter()
+                .any(|dynamic| dynamic == name)
+                .then(|| dynamic_tool(name))?,
+        };
+        Some(self.overrides().apply(tool))
     }
 
     /// Run the tool `name` with `arguments`.
@@ -330,6 +351,12 @@ impl Tools {
                     tracing::warn!(%error, "could not send notifications/tools/list_changed");
                 }
                 text(format!("added {added}"))
+            }
+            "announce_tools_changed" => {
+                if let Err(error) = context.peer.notify_tool_list_changed().await {
+                    tracing::warn!(%error, "could not send notifications/tools/list_changed");
+                }
+                text("announced")
             }
             other if self.dynamic_names().iter().any(|dynamic| dynamic == other) => {
                 text(format!("dynamic {other}"))

@@ -1,6 +1,10 @@
 //! Delivery: feeding the activity journal to sinks, one background task per sink.
 //!
-//! Each task reads a batch after its sink's cursor (see [`crate::activity::outbox`]), hands
+//! The other half of [`super::outbox`] (the per-sink cursors in the journal). Parts:
+//! `worker` (one sink's loop), `report` (what `activity sinks` shows); this file has the
+//! [`Sink`] trait, the options and the set of running tasks.
+//!
+//! Each task reads a batch after its sink's cursor (see [`super::outbox`]), hands
 //! it to the sink on a blocking thread, and moves the cursor only after the sink said the
 //! batch is stored. A failure (the sink's own error, a trap, a timeout) is recorded in the
 //! journal and the same batch is retried after a wait that doubles from 1 s up to
@@ -10,15 +14,20 @@
 //! large records cannot stall a sink for good; the full batch size returns once it is
 //! caught up.
 
+mod report;
+mod worker;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::activity::{ActivityRecord, Journal, SinkStatus};
-use crate::plugin::{Fault, Plugin};
+use super::{ActivityRecord, Error, Journal};
+
+use report::lock;
+pub use report::{Activity, Live, SinkReport, offline_report};
+use worker::Worker;
 
 /// The first wait after a failed delivery; it doubles per failure up to `max_backoff`.
 pub const INITIAL_BACKOFF: Duration = Duration::from_secs(1);
@@ -59,39 +68,8 @@ pub trait Sink: Send + Sync + 'static {
     }
 }
 
-impl Sink for Plugin {
-    fn name(&self) -> &str {
-        Plugin::name(self)
-    }
-
-    fn deliver(&self, batch: &[ActivityRecord]) -> Result<(), Failure> {
-        match Plugin::deliver(self, batch) {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(reason)) => Err(reason.into()),
-            Err(fault) => Err(Failure {
-                out_of_memory: matches!(fault.fault, Fault::Memory(_)),
-                reason: fault.to_string(),
-            }),
-        }
-    }
-
-    fn granted_hosts(&self) -> Vec<String> {
-        Plugin::granted_hosts(self).unwrap_or_default()
-    }
-
-    fn deadline(&self) -> Option<Duration> {
-        Some(self.limits().timeout)
-    }
-}
-
-/// How long past its `deadline` a sink's batch may run before it is reported as stuck:
-/// the deadline plus as much again, at most 5 s more.
-fn overrun_after(deadline: Duration) -> Duration {
-    deadline + deadline.min(Duration::from_secs(5))
-}
-
-/// Batching and retry settings.
-#[derive(Debug, Clone, Copy)]
+/// Batching and retry settings (config: `activity.delivery`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeliveryOptions {
     pub batch_records: usize,
     pub batch_bytes: usize,
@@ -108,47 +86,6 @@ impl Default for DeliveryOptions {
             max_backoff: Duration::from_secs(60),
         }
     }
-}
-
-/// What a sink's task is doing now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Activity {
-    /// Caught up, waiting for new records.
-    #[default]
-    Idle,
-    /// A batch is with the sink.
-    Delivering,
-    /// The last attempt failed; waiting to retry.
-    BackingOff,
-    /// Stopped (the proxy is shutting down).
-    Stopped,
-}
-
-/// The live part of a sink's status (the rest is in the journal).
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Live {
-    pub activity: Activity,
-    /// In `backing_off`: milliseconds until the next attempt.
-    pub retry_in_ms: Option<u64>,
-    /// How long the last successful batch took, in milliseconds, and its size.
-    pub last_batch_ms: Option<u64>,
-    pub last_batch_records: Option<usize>,
-    /// While smaller than `batch_records`: the batch size in use after the sink ran out of
-    /// memory (it returns to the full size once the sink is caught up).
-    pub batch_limit: Option<usize>,
-    pub granted_hosts: Vec<String>,
-    #[serde(skip)]
-    retry_at: Option<Instant>,
-}
-
-/// One sink's full status: the journal's view (cursor, backlog, lag, errors) and the task's.
-#[derive(Debug, Clone, Serialize)]
-pub struct SinkReport {
-    #[serde(flatten)]
-    pub status: SinkStatus,
-    #[serde(flatten)]
-    pub live: Live,
 }
 
 struct Running {
@@ -171,7 +108,7 @@ impl Delivery {
         journal: Arc<Journal>,
         sinks: Vec<Arc<dyn Sink>>,
         options: DeliveryOptions,
-    ) -> Result<Self, crate::activity::Error> {
+    ) -> Result<Self, Error> {
         let names: Vec<String> = sinks.iter().map(|s| s.name().to_owned()).collect();
         for (name, backlog) in journal.register_sinks(&names)? {
             tracing::warn!(
@@ -219,7 +156,7 @@ impl Delivery {
     }
 
     /// Every registered sink's status.
-    pub fn report(&self) -> Result<Vec<SinkReport>, crate::activity::Error> {
+    pub fn report(&self) -> Result<Vec<SinkReport>, Error> {
         let statuses = self.journal.sink_status()?;
         Ok(statuses
             .into_iter()
@@ -262,224 +199,6 @@ impl Delivery {
                     "sink '{}' was still delivering at shutdown; that batch is sent again on the next start",
                     running.name
                 );
-            }
-        }
-    }
-}
-
-/// The sinks' status from the journal alone (no delivery running in this process).
-pub fn offline_report(journal: &Journal) -> Result<Vec<SinkReport>, crate::activity::Error> {
-    Ok(journal
-        .sink_status()?
-        .into_iter()
-        .map(|status| SinkReport {
-            status,
-            live: Live {
-                activity: Activity::Stopped,
-                ..Live::default()
-            },
-        })
-        .collect())
-}
-
-fn lock(live: &Mutex<Live>) -> std::sync::MutexGuard<'_, Live> {
-    live.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// One sink's loop.
-struct Worker {
-    journal: Arc<Journal>,
-    sink: Arc<dyn Sink>,
-    options: DeliveryOptions,
-    live: Arc<Mutex<Live>>,
-    stop: CancellationToken,
-}
-
-enum Step {
-    /// Delivered a batch (or skipped gone records), or shrank the batch after the sink ran
-    /// out of memory: look again at once.
-    Progress,
-    /// Nothing to deliver.
-    CaughtUp,
-    /// The sink failed; wait before retrying.
-    Failed,
-}
-
-impl Worker {
-    async fn run(self) {
-        let name = self.sink.name().to_owned();
-        let mut backoff = INITIAL_BACKOFF.min(self.options.max_backoff);
-        loop {
-            if self.stop.is_cancelled() {
-                break;
-            }
-            let wait = match self.step().await {
-                Step::Progress => {
-                    backoff = INITIAL_BACKOFF.min(self.options.max_backoff);
-                    continue;
-                }
-                Step::CaughtUp => {
-                    backoff = INITIAL_BACKOFF.min(self.options.max_backoff);
-                    self.set(|live| {
-                        live.activity = Activity::Idle;
-                        live.batch_limit = None;
-                    });
-                    self.options.interval
-                }
-                Step::Failed => {
-                    let wait = backoff;
-                    backoff = (backoff * 2).min(self.options.max_backoff);
-                    self.set(|live| {
-                        live.activity = Activity::BackingOff;
-                        live.retry_at = Some(Instant::now() + wait);
-                    });
-                    wait
-                }
-            };
-            tokio::select! {
-                _ = self.stop.cancelled() => break,
-                _ = tokio::time::sleep(wait) => {}
-            }
-            self.set(|live| live.retry_at = None);
-        }
-        self.set(|live| live.activity = Activity::Stopped);
-        tracing::debug!(sink = %name, "delivery stopped");
-    }
-
-    fn set(&self, change: impl FnOnce(&mut Live)) {
-        change(&mut lock(&self.live));
-    }
-
-    /// Says, in the log and in the sink's status, that a batch has overrun its deadline.
-    async fn report_stuck(&self, name: &str, count: usize, waited: Duration) {
-        let reason = format!(
-            "sink '{name}' has not returned {} ms after it was handed {count} records, past its \
-             deadline: it is blocked inside a host call (a connection or a write to a remote \
-             that does not answer); delivery waits for it, then retries with backoff",
-            waited.as_millis()
-        );
-        tracing::error!(sink = %name, "{reason}");
-        let journal = self.journal.clone();
-        let sink = name.to_owned();
-        let recorded =
-            tokio::task::spawn_blocking(move || journal.sink_failed(&sink, &reason)).await;
-        if let Ok(Err(e)) = recorded {
-            tracing::error!("cannot record the sink failure: {e}");
-        }
-    }
-
-    async fn step(&self) -> Step {
-        let name = self.sink.name().to_owned();
-        let journal = self.journal.clone();
-        let records = lock(&self.live)
-            .batch_limit
-            .unwrap_or(self.options.batch_records);
-        let bytes = self.options.batch_bytes;
-        let batch = {
-            let name = name.clone();
-            tokio::task::spawn_blocking(move || journal.sink_batch(&name, records, bytes)).await
-        };
-        let batch = match batch {
-            Ok(Ok(Some(batch))) => batch,
-            Ok(Ok(None)) => return Step::CaughtUp,
-            Ok(Err(e)) => {
-                tracing::error!(sink = %name, "cannot read the next batch from the journal: {e}");
-                return Step::Failed;
-            }
-            Err(e) => {
-                tracing::error!(sink = %name, "the batch reader failed: {e}");
-                return Step::Failed;
-            }
-        };
-        let count = batch.records.len();
-        let last_seq = batch.last_seq;
-        let batch_first_id = batch.records.first().map(|r| r.id.clone());
-        let result = if batch.records.is_empty() {
-            Ok(())
-        } else {
-            self.set(|live| live.activity = Activity::Delivering);
-            let sink = self.sink.clone();
-            let started = Instant::now();
-            let records = batch.records;
-            let deadline = self.sink.deadline();
-            let mut call = tokio::task::spawn_blocking(move || sink.deliver(&records));
-            let joined = match deadline.map(overrun_after) {
-                None => call.await,
-                Some(watchdog) => match tokio::time::timeout(watchdog, &mut call).await {
-                    Ok(joined) => joined,
-                    Err(_) => {
-                        self.report_stuck(&name, count, watchdog).await;
-                        // Its instance is still running: wait for it and keep its result, so
-                        // a batch that does land is not sent twice.
-                        call.await
-                    }
-                },
-            };
-            let result = joined
-                .unwrap_or_else(|e| Err(format!("the sink's delivery thread failed: {e}").into()));
-            if result.is_ok() {
-                let took = started.elapsed().as_millis() as u64;
-                self.set(|live| {
-                    live.last_batch_ms = Some(took);
-                    live.last_batch_records = Some(count);
-                });
-            }
-            result
-        };
-        let journal = self.journal.clone();
-        match result {
-            Ok(()) => {
-                let sink_name = name.clone();
-                tokio::task::spawn_blocking(move || {
-                    journal.sink_delivered(&sink_name, last_seq, count as u64)
-                })
-                .await
-                .map_err(|e| e.to_string())
-                .and_then(|r| r.map_err(|e| e.to_string()))
-                .map(|()| Step::Progress)
-                .unwrap_or_else(|e| {
-                    // Delivered but not recorded: the batch goes again; ids let the remote
-                    // drop the duplicates.
-                    tracing::error!(sink = %name, "delivered {count} records but cannot move the cursor: {e}");
-                    Step::Failed
-                })
-            }
-            Err(failure) if failure.out_of_memory && count > 1 => {
-                let half = count / 2;
-                tracing::warn!(
-                    sink = %name,
-                    "sink '{name}' ran out of memory on {count} records ({}); retrying them \
-                     {half} at a time",
-                    failure.reason
-                );
-                self.set(|live| live.batch_limit = Some(half));
-                Step::Progress
-            }
-            Err(failure) => {
-                let reason = if failure.out_of_memory {
-                    let id = batch_first_id.as_deref().unwrap_or("?");
-                    format!(
-                        "{}: record {id} alone does not fit in the sink's memory; raise \
-                         plugins.plugin_limits.{name}.memory_mib (or lower \
-                         activity.max_argument_bytes for new records)",
-                        failure.reason
-                    )
-                } else {
-                    failure.reason
-                };
-                tracing::warn!(
-                    sink = %name,
-                    records = count,
-                    "sink '{name}' could not deliver {count} records; retrying with backoff: {reason}"
-                );
-                let name = name.clone();
-                let recorded =
-                    tokio::task::spawn_blocking(move || journal.sink_failed(&name, &reason)).await;
-                if let Ok(Err(e)) = recorded {
-                    tracing::error!("cannot record the sink failure: {e}");
-                }
-                Step::Failed
             }
         }
     }

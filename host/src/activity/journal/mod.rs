@@ -1,0 +1,375 @@
+//! The journal: a redb file written by one writer thread with group commit.
+//!
+//! Producers serialize their record, then queue it on a channel. The writer thread takes
+//! everything queued (up to [`MAX_BATCH`]) into one write transaction and commits it:
+//!
+//! - [`Durability::Sync`]: every commit is `Immediate` (one fsync); `append` resolves after
+//!   the commit holding its record, so an acknowledged record survives `kill -9` and power loss.
+//! - [`Durability::Async`]: `append` resolves once queued (at most [`MAX_QUEUED`] wait;
+//!   past that `append` waits for the writer); the writer commits with redb's
+//!   `Durability::None` and makes an `Immediate` commit at least every `flush` while anything
+//!   is unsynced (and on [`Journal::flush`] and drop). A crash loses at most the last `flush`
+//!   of records.
+//!
+//! A put replaces any row with the same id and moves its index entries (pending → success).
+//! If a batch fails, each record is retried in its own transaction so one bad record does not
+//! fail its neighbours. Reads (`get`, `query`, `stats`) run on the caller's thread in redb read
+//! transactions; a page of 50 takes ~0.2 ms, so calling them inline from async code is fine.
+//!
+//! This file holds the public API ([`Journal`], [`JournalOptions`], [`Durability`],
+//! [`JournalStats`]); the parts live in:
+//!
+//! - `schema`: the tables, index keys, row cost and storage-key helpers;
+//! - `writer`: the writer thread (group commit, syncs) and the transaction helpers;
+//! - `tests` and `crash_tests`: the unit tests and the `kill -9` crash tests.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Sender};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata};
+use serde::Serialize;
+use tokio::sync::{Semaphore, oneshot};
+
+use super::outbox;
+use super::record::{ActivityRecord, Status, format_timestamp};
+use super::retention::Retention;
+use super::{Error, Result};
+
+mod schema;
+mod writer;
+
+#[cfg(test)]
+mod crash_tests;
+#[cfg(test)]
+mod tests;
+
+pub(super) use schema::{
+    DATA_BYTES, IDX_INTENT, IDX_SERVER, IDX_STATUS, IDX_TOOL, IDX_TYPE, INDEXES, META, RECORDS,
+    index_keys, key_id, key_ms, parse_key, row_cost,
+};
+use writer::{Command, Put, commit_puts, writer_loop};
+
+/// Most records committed in one transaction.
+pub const MAX_BATCH: usize = 10_000;
+
+/// Most records `append`/`upsert` let wait in the queue: past this they wait for the writer
+/// (without it, Async mode under a flood queues without bound: ~1 GB in the bench).
+pub const MAX_QUEUED: usize = 2 * MAX_BATCH;
+
+/// When a write counts as done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// `append` resolves after an fsync'd commit containing the record.
+    Sync,
+    /// `append` resolves once queued; data is fsync'd at least every `flush`.
+    Async {
+        /// Longest time a record stays unsynced (the loss window on a crash).
+        flush: Duration,
+    },
+}
+
+/// How to open a [`Journal`].
+#[derive(Debug, Clone)]
+pub struct JournalOptions {
+    /// Commit durability; default [`Durability::Sync`].
+    pub durability: Durability,
+    /// redb page cache; default 64 MiB (redb's own default of 1 GiB drives RSS to ~1 GB).
+    pub cache_bytes: usize,
+    /// Limits applied by [`Journal::run_retention`].
+    pub retention: Retention,
+    /// Period of [`Journal::spawn_retention`]; default 60 s.
+    pub retention_interval: Duration,
+    /// Records deleted per retention transaction; default 10 000.
+    pub retention_batch: usize,
+}
+
+impl Default for JournalOptions {
+    fn default() -> Self {
+        Self {
+            durability: Durability::Sync,
+            cache_bytes: 64 << 20,
+            retention: Retention::default(),
+            retention_interval: Duration::from_secs(60),
+            retention_batch: 10_000,
+        }
+    }
+}
+
+/// Size and span of the journal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct JournalStats {
+    /// Number of records.
+    pub records: u64,
+    /// Size of the file on disk.
+    pub file_bytes: u64,
+    /// Logical size the `max_bytes` retention limit applies to.
+    pub data_bytes: u64,
+    /// Timestamp of the oldest record.
+    pub oldest: Option<String>,
+    /// Timestamp of the newest record.
+    pub newest: Option<String>,
+}
+
+/// The activity journal. `Send + Sync`; share it as `Arc<Journal>`.
+pub struct Journal {
+    pub(super) db: Arc<Database>,
+    pub(super) options: JournalOptions,
+    path: PathBuf,
+    /// `Some` until drop; dropping it tells the writer to sync and stop.
+    tx: Option<Sender<Command>>,
+    /// [`MAX_QUEUED`] slots bounding the queue.
+    slots: Arc<Semaphore>,
+    /// Whether the writer queues finished records for sinks (see `outbox`).
+    pub(super) outbox_on: Arc<AtomicBool>,
+    writer: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Journal")
+            .field("path", &self.path)
+            .field("durability", &self.options.durability)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Journal {
+    /// Opens (or creates) the journal at `path`, creating the parent directory. A file left by
+    /// a crash is repaired by redb here (1–2 s at 1M records). Starts the writer thread;
+    /// retention runs only through [`run_retention`](Self::run_retention) or
+    /// [`spawn_retention`](Self::spawn_retention).
+    pub fn open(path: &Path, options: JournalOptions) -> Result<Arc<Self>> {
+        let io = |source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(io)?;
+        }
+        let shown = path.display().to_string();
+        let repair_logged = AtomicBool::new(false);
+        let db = Database::builder()
+            .set_cache_size(options.cache_bytes)
+            .set_repair_callback(move |_session| {
+                if !repair_logged.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(path = %shown, "activity journal was not closed cleanly; repairing");
+                }
+            })
+            .create(path)?;
+        let db = Arc::new(db);
+        {
+            let txn = db.begin_write()?;
+            txn.open_table(RECORDS)?;
+            for def in INDEXES {
+                txn.open_table(def)?;
+            }
+            txn.open_table(META)?;
+            txn.open_table(outbox::OUTBOX)?;
+            txn.open_table(outbox::OUTBOX_KEYS)?;
+            txn.open_table(outbox::SINKS)?;
+            txn.commit()?;
+        }
+        let outbox_on = Arc::new(AtomicBool::new(outbox::any_sink(&db)?));
+        let (tx, rx) = mpsc::channel();
+        let writer_db = db.clone();
+        let durability = options.durability;
+        let writer_outbox = outbox_on.clone();
+        let writer = std::thread::Builder::new()
+            .name("activity-writer".into())
+            .spawn(move || writer_loop(&writer_db, &rx, durability, &writer_outbox))
+            .map_err(io)?;
+        Ok(Arc::new(Self {
+            db,
+            options,
+            path: path.to_path_buf(),
+            tx: Some(tx),
+            slots: Arc::new(Semaphore::new(MAX_QUEUED)),
+            outbox_on,
+            writer: Some(writer),
+        }))
+    }
+
+    /// The file this journal lives in.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The options it was opened with.
+    pub fn options(&self) -> &JournalOptions {
+        &self.options
+    }
+
+    fn send(&self, command: Command) -> Result<()> {
+        let tx = self.tx.as_ref().ok_or(Error::Closed)?;
+        tx.send(command).map_err(|_| Error::Closed)
+    }
+
+    async fn put(&self, record: &ActivityRecord) -> Result<()> {
+        let mut put = Put::new(record)?;
+        let slot = self.slots.clone().acquire_owned().await;
+        put.slot = Some(slot.map_err(|_| Error::Closed)?);
+        match self.options.durability {
+            Durability::Async { .. } => self.send(Command::Put(put)),
+            Durability::Sync => {
+                let (ack, done) = oneshot::channel();
+                put.ack = Some(ack);
+                self.send(Command::Put(put))?;
+                match done.await {
+                    Ok(result) => result.map_err(Error::Write),
+                    Err(_) => Err(Error::Closed),
+                }
+            }
+        }
+    }
+
+    /// Writes a new record. In Sync mode this resolves after the group commit that contains
+    /// it; in Async mode once it is queued. (A record with an existing id replaces it, as
+    /// [`upsert`](Self::upsert) does.) Dropping the future does not cancel the write.
+    pub async fn append(&self, record: ActivityRecord) -> Result<()> {
+        self.put(&record).await
+    }
+
+    /// Writes `record`, replacing any record with the same id and moving its index entries
+    /// (e.g. status pending → success). Resolves like [`append`](Self::append).
+    pub async fn upsert(&self, record: ActivityRecord) -> Result<()> {
+        self.put(&record).await
+    }
+
+    /// Fire-and-forget [`upsert`](Self::upsert): never blocks; errors are logged. It takes a
+    /// queue slot if one is free but never waits for one, so it is not held back by
+    /// [`MAX_QUEUED`].
+    pub fn submit(&self, record: ActivityRecord) {
+        let queued = Put::new(&record).and_then(|mut put| {
+            put.slot = self.slots.clone().try_acquire_owned().ok();
+            self.send(Command::Put(put))
+        });
+        if let Err(e) = queued {
+            tracing::error!(id = %record.id, "activity record dropped: {e}");
+        }
+    }
+
+    /// Returns once everything queued before the call is durable on disk.
+    pub async fn flush(&self) -> Result<()> {
+        let (ack, done) = oneshot::channel();
+        self.send(Command::Flush(ack))?;
+        match done.await {
+            Ok(result) => result.map_err(Error::Write),
+            Err(_) => Err(Error::Closed),
+        }
+    }
+
+    /// The record with this id. An id that is not a ULID is [`Error::InvalidId`]; a stored row
+    /// that does not parse is [`Error::Corrupt`].
+    pub fn get(&self, id: &str) -> Result<Option<ActivityRecord>> {
+        let key = parse_key(id)?;
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(RECORDS)?;
+        let Some(row) = table.get(key)? else {
+            return Ok(None);
+        };
+        serde_json::from_slice(row.value())
+            .map(Some)
+            .map_err(|source| Error::Corrupt {
+                id: id.to_string(),
+                source,
+            })
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> Result<u64> {
+        let txn = self.db.begin_read()?;
+        Ok(txn.open_table(RECORDS)?.len()?)
+    }
+
+    /// Whether the journal holds no record.
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// Counts, sizes and the time span.
+    pub fn stats(&self) -> Result<JournalStats> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(RECORDS)?;
+        let ts = |row: Option<(redb::AccessGuard<'_, [u8; 16]>, _)>| {
+            row.map(|(k, _)| format_timestamp(key_ms(&k.value())))
+        };
+        let data_bytes = txn
+            .open_table(META)?
+            .get(DATA_BYTES)?
+            .map_or(0, |g| g.value());
+        let file_bytes = std::fs::metadata(&self.path)
+            .map_err(|source| Error::Io {
+                path: self.path.clone(),
+                source,
+            })?
+            .len();
+        Ok(JournalStats {
+            records: table.len()?,
+            file_bytes,
+            data_bytes,
+            oldest: ts(table.first()?),
+            newest: ts(table.last()?),
+        })
+    }
+
+    /// Closes the records a previous process left `pending` (it stopped or crashed while
+    /// their calls were in flight): each becomes `error` with a message saying the outcome
+    /// is unknown, so it is complete in the journal and reaches the sinks. Call it once at
+    /// startup, before any call starts: this process owns the file, so nothing of its own
+    /// is pending yet. Returns how many were closed.
+    pub async fn close_interrupted(&self) -> Result<usize> {
+        let pending = super::Filter {
+            status: Some(Status::Pending.as_str().to_owned()),
+            ..super::Filter::default()
+        };
+        let mut closed = 0;
+        loop {
+            let page = self.query(&pending, 1000, 0)?;
+            if page.records.is_empty() {
+                return Ok(closed);
+            }
+            for mut rec in page.records {
+                rec.status = Status::Error;
+                rec.error_message = Some(
+                    "mcpproxy stopped before this call finished; whether the upstream ran it is unknown"
+                        .to_owned(),
+                );
+                self.upsert(rec).await?;
+                closed += 1;
+            }
+            // In async durability an upsert is acknowledged before it is committed: commit
+            // this page before querying the next, or the same records would come back.
+            self.flush().await?;
+        }
+    }
+
+    /// Writes `records` in transactions of up to [`MAX_BATCH`] with the writer's code path,
+    /// bypassing the channel (for benches and imports). Not synchronized with the writer's
+    /// durability mode: each transaction is committed `Immediate`.
+    #[doc(hidden)]
+    pub fn bulk_load(&self, records: &[ActivityRecord]) -> Result<()> {
+        for chunk in records.chunks(MAX_BATCH) {
+            let puts = chunk.iter().map(Put::new).collect::<Result<Vec<_>>>()?;
+            let refs: Vec<&Put> = puts.iter().collect();
+            let outbox = self.outbox_on.load(Ordering::SeqCst);
+            commit_puts(&self.db, &refs, redb::Durability::Immediate, outbox)?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Journal {
+    fn drop(&mut self) {
+        // Closing the channel makes the writer drain what is queued, sync and stop.
+        drop(self.tx.take());
+        if let Some(writer) = self.writer.take()
+            && writer.join().is_err()
+        {
+            tracing::error!("activity journal writer thread panicked");
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! Unit tests of the journal: writes, upserts and their index entries, corrupt rows, group
+//! commit under concurrency, Async mode, the bounded queue, and reopening.
+
+use super::*;
+use crate::activity::record::{Status, new_id, now_ms};
+use crate::activity::test_util::{check_indexes, open_temp, rec_at};
+use crate::activity::{Filter, RecordType, Source};
+
+fn status_filter(s: &str) -> Filter {
+    Filter {
+        status: Some(s.into()),
+        ..Filter::default()
+    }
+}
+
+#[tokio::test]
+async fn append_get_upsert_keep_indexes_right() {
+    let (_dir, j) = open_temp(JournalOptions::default());
+    assert!(j.is_empty().unwrap());
+    let mut rec = ActivityRecord::new(RecordType::ToolCall, Source::Mcp, "github", "create");
+    rec.tool_variant = Some(crate::policy::OperationType::Write);
+    j.append(rec.clone()).await.unwrap();
+    assert_eq!(j.get(&rec.id).unwrap().as_ref(), Some(&rec));
+    assert_eq!(
+        j.query(&status_filter("pending"), 10, 0).unwrap().records,
+        vec![rec.clone()]
+    );
+    check_indexes(&j);
+
+    rec.status = Status::Success;
+    rec.duration_ms = 42;
+    rec.server_name = "gitlab".into();
+    j.upsert(rec.clone()).await.unwrap();
+    assert_eq!(j.len().unwrap(), 1);
+    assert_eq!(j.get(&rec.id).unwrap().as_ref(), Some(&rec));
+    assert!(
+        j.query(&status_filter("pending"), 10, 0)
+            .unwrap()
+            .records
+            .is_empty()
+    );
+    assert_eq!(
+        j.query(&status_filter("success"), 10, 0).unwrap().records,
+        vec![rec.clone()]
+    );
+    let github = Filter {
+        server: Some("github".into()),
+        ..Filter::default()
+    };
+    assert!(j.query(&github, 10, 0).unwrap().records.is_empty());
+    check_indexes(&j);
+
+    // submit is a fire-and-forget upsert.
+    rec.status = Status::Error;
+    j.submit(rec.clone());
+    j.flush().await.unwrap();
+    assert_eq!(j.get(&rec.id).unwrap().unwrap().status, Status::Error);
+    check_indexes(&j);
+
+    let stats = j.stats().unwrap();
+    assert_eq!(stats.records, 1);
+    assert_eq!(stats.oldest.as_deref(), Some(rec.timestamp.as_str()));
+    assert!(stats.file_bytes > 0 && stats.data_bytes > 0);
+}
+
+#[tokio::test]
+async fn interrupted_calls_are_closed_at_startup_and_queued_for_sinks() {
+    let (_dir, j) = open_temp(JournalOptions::default());
+    j.register_sinks(&["s".to_string()]).unwrap();
+    let left = rec_at(now_ms(), "s", "t", "write", Status::Pending);
+    j.append(left.clone()).await.unwrap();
+    let done = rec_at(now_ms() + 1, "s", "t", "read", Status::Success);
+    j.append(done.clone()).await.unwrap();
+    assert_eq!(j.close_interrupted().await.unwrap(), 1);
+    let closed = j.get(&left.id).unwrap().unwrap();
+    assert_eq!(closed.status, Status::Error);
+    assert!(closed.error_message.unwrap().contains("unknown"));
+    assert_eq!(j.get(&done.id).unwrap().unwrap(), done);
+    assert_eq!(j.close_interrupted().await.unwrap(), 0);
+    let batch = j.sink_batch("s", 10, 1 << 20).unwrap().unwrap();
+    assert_eq!(
+        batch.records.len(),
+        2,
+        "the closed record goes to the sinks too"
+    );
+    check_indexes(&j);
+}
+
+#[tokio::test]
+async fn bad_ids_and_corrupt_rows_do_not_panic() {
+    let (_dir, j) = open_temp(JournalOptions::default());
+    assert!(matches!(j.get("nope"), Err(Error::InvalidId(_))));
+    assert!(j.get("").is_err());
+    let msg = j
+        .get("ZZZZZZZZZZZZZZZZZZZZZZZZZZZZ")
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("expected a 26-character ULID"), "{msg}");
+    assert_eq!(j.get(&new_id().0).unwrap(), None);
+    let bad = ActivityRecord {
+        id: "not-a-ulid".into(),
+        ..Default::default()
+    };
+    assert!(matches!(
+        j.append(bad.clone()).await,
+        Err(Error::InvalidId(_))
+    ));
+    j.submit(bad); // logged, not written
+    j.flush().await.unwrap();
+    assert_eq!(j.len().unwrap(), 0);
+
+    // A corrupt row: get reports it, queries skip it, upserts and retention replace it.
+    let good = rec_at(now_ms(), "s", "t", "read", Status::Success);
+    j.append(good.clone()).await.unwrap();
+    let (corrupt_id, _) = new_id();
+    {
+        let txn = j.db.begin_write().unwrap();
+        txn.open_table(RECORDS)
+            .unwrap()
+            .insert(parse_key(&corrupt_id).unwrap(), b"{not json".as_slice())
+            .unwrap();
+        txn.commit().unwrap();
+    }
+    assert!(matches!(j.get(&corrupt_id), Err(Error::Corrupt { .. })));
+    let page = j.query(&Filter::default(), 10, 0).unwrap();
+    assert_eq!(page.records, vec![good]);
+    let fixed = ActivityRecord {
+        id: corrupt_id.clone(),
+        ..rec_at(1, "s", "t", "read", Status::Error)
+    };
+    j.upsert(fixed.clone()).await.unwrap();
+    assert_eq!(j.get(&corrupt_id).unwrap(), Some(fixed));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_commit_under_concurrency() {
+    let (_dir, j) = open_temp(JournalOptions::default());
+    let mut tasks = Vec::new();
+    for t in 0..64 {
+        let j = j.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut ids = Vec::new();
+            for i in 0..50 {
+                let rec = ActivityRecord::new(
+                    RecordType::ToolCall,
+                    Source::Mcp,
+                    format!("server{}", t % 4),
+                    format!("tool{i}"),
+                );
+                ids.push(rec.id.clone());
+                j.append(rec).await.unwrap();
+            }
+            ids
+        }));
+    }
+    let mut all = Vec::new();
+    for task in tasks {
+        all.extend(task.await.unwrap());
+    }
+    assert_eq!(all.len(), 3200);
+    assert_eq!(j.len().unwrap(), 3200);
+    for id in &all {
+        assert!(j.get(id).unwrap().is_some(), "{id} missing");
+    }
+    let server0 = Filter {
+        server: Some("server0".into()),
+        ..Filter::default()
+    };
+    let page = j.query(&server0, 1000, 0).unwrap();
+    assert_eq!(page.records.len(), 800);
+    assert!(!page.has_more);
+    check_indexes(&j);
+}
+
+#[tokio::test]
+async fn async_mode_commits_in_background_and_on_flush() {
+    let options = JournalOptions {
+        durability: Durability::Async {
+            flush: Duration::from_millis(20),
+        },
+        ..JournalOptions::default()
+    };
+    let (dir, j) = open_temp(options.clone());
+    let path = j.path().to_path_buf();
+    let mut ids = Vec::new();
+    for i in 0..500 {
+        let rec = rec_at(
+            now_ms(),
+            "s",
+            &format!("t{}", i % 7),
+            "write",
+            Status::Success,
+        );
+        ids.push(rec.id.clone());
+        j.append(rec).await.unwrap();
+    }
+    j.flush().await.unwrap();
+    assert_eq!(j.len().unwrap(), 500);
+    // Background commits make later appends visible without a flush.
+    let late = rec_at(now_ms(), "s", "late", "read", Status::Success);
+    j.append(late.clone()).await.unwrap();
+    let mut seen = false;
+    for _ in 0..200 {
+        if j.get(&late.id).unwrap().is_some() {
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(seen, "async record never committed");
+    drop(j);
+    let j = Journal::open(&path, options).unwrap();
+    assert_eq!(j.len().unwrap(), 501);
+    for id in &ids {
+        assert!(j.get(id).unwrap().is_some());
+    }
+    check_indexes(&j);
+    drop(dir);
+}
+
+#[tokio::test]
+async fn close_interrupted_closes_each_pending_record_once_in_async_mode() {
+    let options = JournalOptions {
+        durability: Durability::Async {
+            flush: Duration::from_secs(3600),
+        },
+        ..JournalOptions::default()
+    };
+    let (_dir, j) = open_temp(options);
+    for i in 0..2500u64 {
+        let status = if i % 5 == 0 {
+            Status::Success
+        } else {
+            Status::Pending
+        };
+        j.append(rec_at(now_ms() + i, "s", "t", "write", status))
+            .await
+            .unwrap();
+    }
+    j.flush().await.unwrap();
+    // 2,000 pending over three pages; each is closed once even though async upserts
+    // are acknowledged before they are committed.
+    assert_eq!(j.close_interrupted().await.unwrap(), 2000);
+    let pending = super::super::Filter {
+        status: Some("pending".to_owned()),
+        ..super::super::Filter::default()
+    };
+    assert!(j.query(&pending, 10, 0).unwrap().records.is_empty());
+    let errors = super::super::Filter {
+        status: Some("error".to_owned()),
+        ..super::super::Filter::default()
+    };
+    let page = j.query(&errors, 10, 0).unwrap();
+    assert!(
+        page.records[0]
+            .error_message
+            .as_deref()
+            .unwrap()
+            .contains("stopped before")
+    );
+    assert_eq!(j.len().unwrap(), 2500);
+    assert_eq!(j.close_interrupted().await.unwrap(), 0);
+    check_indexes(&j);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_mode_bounds_the_queue_and_loses_nothing() {
+    let options = JournalOptions {
+        durability: Durability::Async {
+            flush: Duration::from_secs(3600),
+        },
+        ..JournalOptions::default()
+    };
+    let (_dir, j) = open_temp(options);
+    let mut tasks = Vec::new();
+    for t in 0..64 {
+        let j = j.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..400 {
+                let tool = format!("t{i}");
+                j.append(rec_at(
+                    now_ms(),
+                    &format!("s{t}"),
+                    &tool,
+                    "read",
+                    Status::Success,
+                ))
+                .await
+                .unwrap();
+                assert!(j.slots.available_permits() <= MAX_QUEUED);
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    j.flush().await.unwrap();
+    assert_eq!(j.len().unwrap(), 64 * 400);
+    assert_eq!(
+        j.slots.available_permits(),
+        MAX_QUEUED,
+        "every slot released"
+    );
+}
+
+#[tokio::test]
+async fn reopen_after_drop_keeps_everything() {
+    let (_dir, j) = open_temp(JournalOptions::default());
+    let path = j.path().to_path_buf();
+    let recs: Vec<_> = (0..100)
+        .map(|i| rec_at(1_700_000_000_000 + i, "s", "t", "read", Status::Success))
+        .collect();
+    for rec in &recs {
+        j.append(rec.clone()).await.unwrap();
+    }
+    drop(j);
+    let j = Journal::open(&path, JournalOptions::default()).unwrap();
+    assert_eq!(j.len().unwrap(), 100);
+    let page = j.query(&Filter::default(), 1000, 0).unwrap();
+    let want: Vec<_> = recs.iter().rev().cloned().collect();
+    assert_eq!(page.records, want);
+    // Still writable after reopening.
+    j.append(rec_at(now_ms(), "s", "t", "read", Status::Success))
+        .await
+        .unwrap();
+    assert_eq!(j.len().unwrap(), 101);
+}

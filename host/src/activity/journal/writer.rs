@@ -1,0 +1,267 @@
+//! The journal's writer thread: the queued commands, group commit of everything queued into
+//! one transaction (falling back to one record per transaction on failure), the `Immediate`
+//! syncs of Async mode, and the transaction helpers that apply puts.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::Instant;
+
+use redb::{Database, ReadableTable, WriteTransaction};
+use tokio::sync::{OwnedSemaphorePermit, oneshot};
+
+use super::schema::{
+    DATA_BYTES, IDX_STATUS, INDEXES, IndexKeys, META, N_INDEXES, RECORDS, index_keys, key_id,
+    parse_key, row_cost,
+};
+use super::{Durability, MAX_BATCH};
+use crate::activity::outbox;
+use crate::activity::record::{ActivityRecord, Status};
+use crate::activity::{Error, Result};
+
+type Ack = oneshot::Sender<std::result::Result<(), String>>;
+
+/// A record ready for the writer.
+pub(super) struct Put {
+    pub(super) key: [u8; 16],
+    pub(super) json: Vec<u8>,
+    pub(super) keys: IndexKeys,
+    pub(super) ack: Option<Ack>,
+    /// A queue slot, released when the writer is done with the record.
+    pub(super) slot: Option<OwnedSemaphorePermit>,
+}
+
+impl Put {
+    /// Serializes `record` and computes its key and index keys.
+    pub(super) fn new(record: &ActivityRecord) -> Result<Self> {
+        let key = parse_key(&record.id)?;
+        let json = serde_json::to_vec(record).map_err(|source| Error::Encode {
+            id: record.id.clone(),
+            source,
+        })?;
+        Ok(Self {
+            key,
+            json,
+            keys: index_keys(record),
+            ack: None,
+            slot: None,
+        })
+    }
+}
+
+pub(super) enum Command {
+    Put(Put),
+    Flush(Ack),
+}
+
+/// Writes `puts` into `txn`: replaces rows, moves index entries, keeps the size counter,
+/// and (with `outbox`) queues each finished record for the sinks.
+pub(super) fn apply_puts(txn: &WriteTransaction, puts: &[&Put], outbox: bool) -> Result<()> {
+    let mut records = txn.open_table(RECORDS)?;
+    let mut indexes = Vec::with_capacity(N_INDEXES);
+    for def in INDEXES {
+        indexes.push(txn.open_table(def)?);
+    }
+    let mut meta = txn.open_table(META)?;
+    let mut bytes = meta.get(DATA_BYTES)?.map_or(0, |g| g.value());
+    for put in puts {
+        let old = records
+            .insert(put.key, put.json.as_slice())?
+            .map(|g| g.value().to_vec());
+        if let Some(old) = old {
+            match serde_json::from_slice::<ActivityRecord>(&old) {
+                Ok(old_rec) => {
+                    let old_keys = index_keys(&old_rec);
+                    bytes = bytes.saturating_sub(row_cost(old.len(), &old_keys));
+                    for (i, (old_key, new_key)) in old_keys.iter().zip(&put.keys).enumerate() {
+                        if let Some(k) = old_key
+                            && old_key != new_key
+                        {
+                            indexes[i].remove((k.as_str(), put.key))?;
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        id = %key_id(&put.key),
+                        "replacing a corrupt activity row; its old index entries stay behind: {e}"
+                    );
+                    bytes = bytes.saturating_sub(16 + old.len() as u64);
+                }
+            }
+        }
+        for (index, key) in indexes.iter_mut().zip(&put.keys) {
+            if let Some(k) = key {
+                index.insert((k.as_str(), put.key), ())?;
+            }
+        }
+        bytes = bytes.saturating_add(row_cost(put.json.len(), &put.keys));
+    }
+    meta.insert(DATA_BYTES, bytes)?;
+    drop((records, indexes, meta));
+    if outbox {
+        let finished: Vec<[u8; 16]> = puts
+            .iter()
+            .filter(|put| put.keys[IDX_STATUS].as_deref() != Some(Status::Pending.as_str()))
+            .map(|put| put.key)
+            .collect();
+        outbox::enqueue(txn, &finished)?;
+    }
+    Ok(())
+}
+
+/// One write transaction with `puts`, committed with `durability`.
+pub(super) fn commit_puts(
+    db: &Database,
+    puts: &[&Put],
+    durability: redb::Durability,
+    outbox: bool,
+) -> Result<()> {
+    let mut txn = db.begin_write()?;
+    txn.set_durability(durability)?;
+    apply_puts(&txn, puts, outbox)?;
+    txn.commit()?;
+    Ok(())
+}
+
+/// An empty `Immediate` commit: persists every earlier `None` commit.
+fn sync(db: &Database) -> Result<()> {
+    let mut txn = db.begin_write()?;
+    txn.set_durability(redb::Durability::Immediate)?;
+    txn.commit()?;
+    Ok(())
+}
+
+fn ack(put: Put, result: &Result<()>) {
+    match (put.ack, result) {
+        (Some(ack), result) => {
+            let _ = ack.send(result.as_ref().map(|_| ()).map_err(ToString::to_string));
+        }
+        (None, Err(e)) => {
+            tracing::error!(id = %key_id(&put.key), "activity record was not written: {e}");
+        }
+        (None, Ok(())) => {}
+    }
+}
+
+pub(super) fn writer_loop(
+    db: &Database,
+    rx: &Receiver<Command>,
+    durability: Durability,
+    outbox_on: &AtomicBool,
+) {
+    let flush_every = match durability {
+        Durability::Sync => None,
+        Durability::Async { flush } => Some(flush),
+    };
+    // Async mode: when the oldest not-yet-fsync'd commit happened.
+    let mut unsynced_since: Option<Instant> = None;
+    let sync_or_log = |unsynced: &mut Option<Instant>| match sync(db) {
+        Ok(()) => {
+            *unsynced = None;
+            Ok(())
+        }
+        Err(e) => {
+            tracing::error!("activity journal fsync failed: {e}");
+            Err(e)
+        }
+    };
+    loop {
+        let first = match (flush_every, unsynced_since) {
+            (Some(flush), Some(since)) => {
+                match rx.recv_timeout(flush.saturating_sub(since.elapsed())) {
+                    Ok(command) => command,
+                    Err(RecvTimeoutError::Timeout) => {
+                        let _ = sync_or_log(&mut unsynced_since);
+                        if unsynced_since.is_some() {
+                            // Failed: retry after another period rather than spin.
+                            unsynced_since = Some(Instant::now());
+                        }
+                        continue;
+                    }
+                    Err(RecvTimeoutError::Disconnected) => {
+                        let _ = sync_or_log(&mut unsynced_since);
+                        return;
+                    }
+                }
+            }
+            _ => match rx.recv() {
+                Ok(command) => command,
+                Err(_) => return,
+            },
+        };
+        let mut puts = Vec::new();
+        let mut flushes = Vec::new();
+        let mut next = Some(first);
+        while let Some(command) = next {
+            match command {
+                Command::Put(put) => puts.push(put),
+                Command::Flush(ack) => flushes.push(ack),
+            }
+            next = if puts.len() < MAX_BATCH {
+                rx.try_recv().ok()
+            } else {
+                None
+            };
+        }
+        let immediate = match flush_every {
+            None => true,
+            Some(flush) => {
+                !flushes.is_empty() || unsynced_since.is_some_and(|t| t.elapsed() >= flush)
+            }
+        };
+        let mut flush_result = Ok(());
+        if !puts.is_empty() {
+            let durability = if immediate {
+                redb::Durability::Immediate
+            } else {
+                redb::Durability::None
+            };
+            let refs: Vec<&Put> = puts.iter().collect();
+            let outbox = outbox_on.load(Ordering::SeqCst);
+            let result = commit_puts(db, &refs, durability, outbox);
+            match result {
+                Ok(()) => {
+                    if immediate {
+                        unsynced_since = None;
+                    } else {
+                        unsynced_since.get_or_insert_with(Instant::now);
+                    }
+                    puts.into_iter().for_each(|put| ack(put, &Ok(())));
+                }
+                Err(e) if puts.len() > 1 => {
+                    tracing::warn!(
+                        "activity group commit of {} records failed ({e}); retrying one by one",
+                        puts.len()
+                    );
+                    for put in puts {
+                        let result = commit_puts(db, &[&put], durability, outbox);
+                        if result.is_ok() && !immediate {
+                            unsynced_since.get_or_insert_with(Instant::now);
+                        }
+                        ack(put, &result);
+                    }
+                    if immediate {
+                        flush_result = sync_or_log(&mut unsynced_since);
+                    }
+                }
+                Err(e) => {
+                    puts.into_iter()
+                        .for_each(|put| ack(put, &Err(Error::Write(e.to_string()))));
+                    if immediate {
+                        flush_result = sync_or_log(&mut unsynced_since);
+                    }
+                }
+            }
+        } else if immediate && unsynced_since.is_some() {
+            flush_result = sync_or_log(&mut unsynced_since);
+        }
+        for done in flushes {
+            let _ = done.send(
+                flush_result
+                    .as_ref()
+                    .map(|_| ())
+                    .map_err(ToString::to_string),
+            );
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! `mcpproxy upstream list | inspect NAME | approve NAME [--tool T]`: review quarantined
+//! servers and tools that changed since approval, and approve them. Through the running
+//! server when one is up (approval takes effect there at once), else in-process on the data
+//! dir (the server is connected to list its tools).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use crate::activity::Source;
+use crate::config::{self, Config};
+use crate::runtime::Runtime;
+use crate::trust::{Analysis, quote};
+use crate::upstream::{Approval, Status};
+
+use super::Globals;
+use super::output::{Format, print_table};
+use super::remote::Remote;
+
+#[derive(Debug, Subcommand)]
+pub enum UpstreamCommand {
+    /// Every upstream: state, tools, quarantine, tools held since they changed.
+    List(Common),
+    /// The security analysis of one server: its tools, what changed, what the scanner found.
+    Inspect(InspectArgs),
+    /// Approve a server (clears its quarantine, accepts every tool as it is now), or with
+    /// --tool, accept those tools' changes.
+    Approve(ApproveArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct Common {
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t)]
+    output: Format,
+    /// The config file.
+    #[arg(long, env = "MCPPROXY_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// The server's name in mcp_config.json.
+    name: String,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Debug, Args)]
+pub struct ApproveArgs {
+    /// The server's name in mcp_config.json.
+    name: String,
+    /// Accept only this tool's change (repeatable); without it the whole server is approved.
+    #[arg(long = "tool", value_name = "TOOL")]
+    tools: Vec<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// Where the answers come from.
+enum Backend {
+    Remote(Remote),
+    Local(Box<Runtime>),
+}
+
+impl UpstreamCommand {
+    pub fn run(self, globals: &Globals) -> Result<ExitCode> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")?;
+        runtime.block_on(async {
+            match self {
+                Self::List(common) => {
+                    let (backend, _) = open(globals, &common, None).await?;
+                    let statuses: Vec<Status> = match &backend {
+                        Backend::Remote(remote) => {
+                            serde_json::from_value(remote.get("/upstreams", &[]).await?)
+                                .context("the server's answer is not an upstream list")?
+                        }
+                        Backend::Local(runtime) => runtime.proxy.upstreams().statuses(),
+                    };
+                    close(backend).await;
+                    print_list(&statuses, common.output)?;
+                    Ok(ExitCode::SUCCESS)
+                }
+                Self::Inspect(args) => {
+                    let (backend, _) = open(globals, &args.common, Some(&args.name)).await?;
+                    let analysis: Analysis = match &backend {
+                        Backend::Remote(remote) => serde_json::from_value(
+                            remote
+                                .get(&format!("/upstreams/{}/analysis", args.name), &[])
+                                .await?,
+                        )
+                        .context("the server's answer is not an analysis")?,
+                        Backend::Local(runtime) => runtime
+                            .proxy
+                            .analysis(&args.name)
+                            .await
+                            .map_err(|e| anyhow!(e))?,
+                    };
+                    close(backend).await;
+                    match args.common.output {
+                        Format::Json => println!("{}", serde_json::to_string_pretty(&analysis)?),
+                        Format::Table => print!("{}", analysis.to_text()),
+                    }
+                    Ok(ExitCode::SUCCESS)
+                }
+                Self::Approve(args) => {
+                    let (backend, _) = open(globals, &args.common, Some(&args.name)).await?;
+                    let tools = (!args.tools.is_empty()).then(|| args.tools.clone());
+                    let by = approver();
+                    let approval: Approval = match &backend {
+                        Backend::Remote(remote) => serde_json::from_value(
+                            remote
+                                .post(
+                                    &format!("/upstreams/{}/approve", args.name),
+                                    &json!({"tools": tools, "approved_by": by}),
+                                    Duration::from_secs(30),
+                                )
+                                .await?,
+                        )
+                        .context("the server's answer is not an approval")?,
+                        Backend::Local(runtime) => {
+                            let result = runtime
+                                .proxy
+                                .approve(&args.name, tools, &by, Source::Cli)
+                                .await;
+                            result.map_err(|e| anyhow!(e))?
+                        }
+                    };
+                    close(backend).await;
+                    match args.common.output {
+                        Format::Json => println!("{}", serde_json::to_string_pretty(&approval)?),
+                        Format::Table => print_approval(&approval),
+                    }
+                    Ok(ExitCode::SUCCESS)
+                }
+            }
+        })
+    }
+}
+
+/// The running server, or the proxy built here for `server` (or every server).
+async fn open(
+    globals: &Globals,
+    common: &Common,
+    server: Option<&str>,
+) -> Result<(Backend, Config)> {
+    let loaded = config::load(common.config.as_deref(), globals.home.as_deref())?;
+    let config = loaded.config;
+    if let Some(name) = server
+        && config.server(name).is_none()
+    {
+        let known: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
+        bail!(
+            "unknown server '{name}'; configured servers: {}",
+            if known.is_empty() {
+                "none (add them to mcp_config.json)".to_owned()
+            } else {
+                known.join(", ")
+            }
+        );
+    }
+    let data_dir = globals.data_dir(config.data_dir.as_deref());
+    if let Some(remote) = Remote::find(&config, &data_dir).await? {
+        return Ok((Backend::Remote(remote), config));
+    }
+    let runtime = Runtime::build_for_one(config.clone(), &data_dir, server).await?;
+    Ok((Backend::Local(Box::new(runtime)), config))
+}
+
+async fn close(backend: Backend) {
+    if let Backend::Local(runtime) = backend {
+        runtime.shutdown().await;
+    }
+}
+
+/// Who approves from this terminal: `$USER@host`, for the activity record.
+fn approver() -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("USERNAME"))
+        .unwrap_or_else(|_| "unknown".to_owned());
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_default();
+    let who = if host.is_empty() {
+        format!("{user} (cli)")
+    } else {
+        format!("{user}@{host} (cli)")
+    };
+    who.chars().filter(|c| !c.is_control()).take(128).collect()
+}
+
+fn print_list(statuses: &[Status], format: Format) -> Result<()> {
+    if format == Format::Json {
+        println!("{}", serde_json::to_string_pretty(statuses)?);
+        return Ok(());
+    }
+    if statuses.is_empty() {
+        println!("no upstream servers are configured");
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = statuses
+        .iter()
+        .map(|s| {
+            vec![
+                s.name.clone(),
+                s.state.to_string(),
+                s.tools.to_string(),
+                if s.quarantined { "yes" } else { "no" }.to_owned(),
+                if s.pending.is_empty() {
+                    "-".to_owned()
+                } else {
+                    s.pending
+                        .iter()
+                        .map(|t| quote(t))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                },
+            ]
+        })
+        .collect();
+    print_table(&["NAME", "STATE", "TOOLS", "QUARANTINED", "HELD"], &rows);
+    Ok(())
+}
+
+fn print_approval(approval: &Approval) {
+    if approval.unquarantined {
+        println!(
+            "approved server '{}': quarantine cleared, {} tools pinned as they are now",
+            approval.server,
+            approval.tools.len()
+        );
+    } else {
+        println!(
+            "approved on '{}': {}",
+            approval.server,
+            approval
+                .tools
+                .iter()
+                .map(|t| quote(t))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+}

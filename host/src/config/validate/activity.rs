@@ -1,0 +1,111 @@
+//! `activity`: the journal's durability, retention, delivery batching, argument size cap
+//! and redacted argument keys.
+
+use std::time::Duration;
+
+use super::Context;
+use crate::config::raw;
+use crate::config::{ActivityConfig, DEFAULT_ASYNC_FLUSH, Durability, Result, RetentionConfig};
+
+/// The longest `activity.async_flush_ms` accepted.
+const MAX_ASYNC_FLUSH_MS: u64 = 60_000;
+/// The longest `activity.retention.max_age_days` accepted: a century.
+const MAX_AGE_DAYS: u64 = 36_500;
+/// The largest `activity.max_argument_bytes` accepted.
+const MAX_ARGUMENT_BYTES: u64 = 16 << 20;
+
+pub(super) fn activity_from(raw: raw::RawActivity, ctx: &Context<'_>) -> Result<ActivityConfig> {
+    let mut activity = ActivityConfig::default();
+    let flush = match raw.async_flush_ms {
+        None => DEFAULT_ASYNC_FLUSH,
+        Some(ms) => Duration::from_millis(ctx.range(
+            "activity.async_flush_ms",
+            ms,
+            1,
+            MAX_ASYNC_FLUSH_MS,
+            " milliseconds",
+        )?),
+    };
+    match raw.durability.as_deref() {
+        None | Some("sync") => activity.durability = Durability::Sync,
+        Some("async") => activity.durability = Durability::Async { flush },
+        Some(other) => {
+            return Err(ctx.err(
+                "activity.durability",
+                format!("'{other}' is not a durability: use 'sync' (a record is on disk before the call returns) or 'async' (written within async_flush_ms)"),
+            ));
+        }
+    }
+    if let Some(retention) = raw.retention {
+        let mut r = RetentionConfig::default();
+        if let Some(d) = retention.max_age_days {
+            let d = ctx.range(
+                "activity.retention.max_age_days",
+                d,
+                1,
+                MAX_AGE_DAYS,
+                " days",
+            )?;
+            r.max_age = Duration::from_secs(d * 24 * 60 * 60);
+        }
+        if let Some(n) = retention.max_records {
+            r.max_records = ctx.at_least_one("activity.retention.max_records", n)?;
+        }
+        if let Some(n) = retention.max_bytes {
+            r.max_bytes = ctx.at_least_one("activity.retention.max_bytes", n)?;
+        }
+        if let Some(n) = retention.max_undelivered_bytes {
+            r.max_undelivered_bytes =
+                ctx.at_least_one("activity.retention.max_undelivered_bytes", n)?;
+        }
+        activity.retention = r;
+    }
+    if let Some(delivery) = raw.delivery {
+        let d = &mut activity.delivery;
+        if let Some(n) = delivery.batch_records {
+            let n = ctx.range("activity.delivery.batch_records", n, 1, 10_000, " records")?;
+            d.batch_records = usize::try_from(n).unwrap_or(10_000);
+        }
+        if let Some(n) = delivery.batch_bytes {
+            let n = ctx.range("activity.delivery.batch_bytes", n, 1024, 64 << 20, " bytes")?;
+            d.batch_bytes = usize::try_from(n).unwrap_or(64 << 20);
+        }
+        if let Some(ms) = delivery.interval_ms {
+            let ms = ctx.range(
+                "activity.delivery.interval_ms",
+                ms,
+                10,
+                3_600_000,
+                " milliseconds",
+            )?;
+            d.interval = Duration::from_millis(ms);
+        }
+        if let Some(ms) = delivery.max_backoff_ms {
+            let ms = ctx.range(
+                "activity.delivery.max_backoff_ms",
+                ms,
+                100,
+                3_600_000,
+                " milliseconds",
+            )?;
+            d.max_backoff = Duration::from_millis(ms);
+        }
+    }
+    if let Some(n) = raw.max_argument_bytes {
+        let n = ctx.range(
+            "activity.max_argument_bytes",
+            n,
+            0,
+            MAX_ARGUMENT_BYTES,
+            " bytes",
+        )?;
+        activity.max_argument_bytes = usize::try_from(n).unwrap_or(usize::MAX);
+    }
+    if let Some(keys) = raw.redact_keys {
+        for (i, k) in keys.iter().enumerate() {
+            ctx.not_empty(&format!("activity.redact_keys[{i}]"), k, "the key")?;
+        }
+        activity.redact_keys = keys;
+    }
+    Ok(activity)
+}

@@ -1,0 +1,578 @@
+//! The pipeline: effective annotations for a tool (the server's own, else the annotator
+//! chain), then the validator chain, combined into one outcome.
+//!
+//! Any reject stops the chain; warnings are collected. A stage fault rejects the call
+//! (fail closed) and names the stage. Annotations are taken from the tool passed in, which
+//! callers read from the live upstream registry at call time.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::stage::{Annotator, Fault, Validator};
+use super::types::*;
+
+/// The active annotators and validators, in the order they run.
+#[derive(Clone, Default)]
+pub struct Pipeline {
+    annotators: Vec<Arc<dyn Annotator>>,
+    validators: Vec<Arc<dyn Validator>>,
+}
+
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names = |n: Vec<&str>| n.join(", ");
+        f.debug_struct("Pipeline")
+            .field(
+                "annotators",
+                &names(self.annotators.iter().map(|a| a.name()).collect()),
+            )
+            .field(
+                "validators",
+                &names(self.validators.iter().map(|v| v.name()).collect()),
+            )
+            .finish()
+    }
+}
+
+/// A warning from one validator: the call went through.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Warning {
+    /// The validator that raised it.
+    #[serde(default)]
+    pub plugin: String,
+    /// What it said.
+    #[serde(default)]
+    pub message: String,
+}
+
+/// The combined verdict of the validator chain. Its JSON is the `verdict` object of the
+/// audit record and the call report (unset `plugin` and `message` are left out).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outcome {
+    #[serde(default)]
+    pub decision: Decision,
+    /// The plugin that rejected, or the last one that warned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<String>,
+    /// The rejection, or the last warning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Every warning, in validator order.
+    #[serde(default)]
+    pub warnings: Vec<Warning>,
+}
+
+impl Outcome {
+    fn allow() -> Self {
+        Self::default()
+    }
+
+    /// A reject by `plugin` (a stage, or the proxy itself), after `warnings`.
+    pub fn rejected(plugin: &str, message: String, warnings: Vec<Warning>) -> Self {
+        Self {
+            decision: Decision::Reject,
+            plugin: Some(plugin.to_owned()),
+            message: Some(message),
+            warnings,
+        }
+    }
+
+    pub fn is_allowed(&self) -> bool {
+        self.decision != Decision::Reject
+    }
+}
+
+/// A judged call: the request as the validators saw it, and their combined outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Evaluation {
+    pub request: CallRequest,
+    pub outcome: Outcome,
+}
+
+/// What an [`Evaluation`] comes to for the people reading it later: the effective
+/// annotations with their provenance, the safety class and the verdict. The audit record
+/// and the call report both show this projection.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judgement {
+    pub annotations: Option<Annotations>,
+    pub annotation_source: AnnotationSource,
+    pub annotation_reason: Option<String>,
+    pub safety_class: SafetyClass,
+    pub verdict: Outcome,
+}
+
+impl Evaluation {
+    /// The projection records and reports show.
+    pub fn judgement(&self) -> Judgement {
+        let effective = &self.request.effective;
+        Judgement {
+            annotations: effective.annotations,
+            annotation_source: effective.source.clone(),
+            annotation_reason: effective.reason.clone(),
+            safety_class: effective.safety_class,
+            verdict: self.outcome.clone(),
+        }
+    }
+}
+
+impl Pipeline {
+    pub fn new(annotators: Vec<Arc<dyn Annotator>>, validators: Vec<Arc<dyn Validator>>) -> Self {
+        Self {
+            annotators,
+            validators,
+        }
+    }
+
+    pub fn annotators(&self) -> &[Arc<dyn Annotator>] {
+        &self.annotators
+    }
+
+    pub fn validators(&self) -> &[Arc<dyn Validator>] {
+        &self.validators
+    }
+
+    /// The annotations in force for a tool. The server's own annotations always win, with
+    /// the MCP spec's defaults for the hints it left out
+    /// ([`Annotations::with_spec_defaults`]); the first annotator that answers supplies the
+    /// safety class (and, for unannotated tools, the annotations).
+    pub fn annotate(&self, tool: &Tool) -> Result<EffectiveAnnotations, Fault> {
+        let server = tool
+            .annotations
+            .filter(Annotations::is_any_set)
+            .map(Annotations::with_spec_defaults);
+        // Annotators see the server's hints with the defaults filled in, so the class they
+        // derive agrees with the annotations in force.
+        let completed;
+        let seen = match server {
+            Some(annotations) if tool.annotations != Some(annotations) => {
+                completed = Tool {
+                    annotations: Some(annotations),
+                    ..tool.clone()
+                };
+                &completed
+            }
+            _ => tool,
+        };
+        let mut inferred = None;
+        for annotator in &self.annotators {
+            if let Some(inference) = annotator.infer(seen)? {
+                inferred = Some((annotator.name(), inference));
+                break;
+            }
+        }
+        Ok(match (server, inferred) {
+            (Some(annotations), Some((_, inference))) => EffectiveAnnotations {
+                annotations: Some(annotations),
+                source: AnnotationSource::Server,
+                reason: Some(inference.why),
+                safety_class: inference.safety_class,
+            },
+            (Some(annotations), None) => EffectiveAnnotations {
+                annotations: Some(annotations),
+                source: AnnotationSource::Server,
+                reason: None,
+                safety_class: class_of(&annotations),
+            },
+            (None, Some((plugin, inference))) => EffectiveAnnotations {
+                annotations: Some(inference.annotations).filter(Annotations::is_any_set),
+                source: match inference.basis {
+                    InferenceBasis::Meta => AnnotationSource::Meta,
+                    // A `server` basis without server annotations is the plugin's own claim.
+                    InferenceBasis::Server | InferenceBasis::Inferred => {
+                        AnnotationSource::Plugin(plugin.to_owned())
+                    }
+                },
+                reason: Some(inference.why),
+                safety_class: inference.safety_class,
+            },
+            (None, None) => EffectiveAnnotations::unknown(),
+        })
+    }
+
+    /// Judges one call: annotate, then run every validator.
+    pub fn evaluate(
+        &self,
+        variant: OperationType,
+        tool: Tool,
+        intent: Option<Intent>,
+        args: serde_json::Value,
+    ) -> Evaluation {
+        let (effective, annotate_fault) = match self.annotate(&tool) {
+            Ok(effective) => (effective, None),
+            Err(fault) => (EffectiveAnnotations::unknown(), Some(fault)),
+        };
+        let request = CallRequest {
+            variant,
+            tool,
+            intent,
+            effective,
+            args,
+        };
+        let outcome = match annotate_fault {
+            Some(fault) => Outcome::rejected(&fault.stage, fail_closed(&fault), Vec::new()),
+            None => self.validate(&request),
+        };
+        Evaluation { request, outcome }
+    }
+
+    /// Runs the validator chain on a prepared request.
+    pub fn validate(&self, request: &CallRequest) -> Outcome {
+        let mut warnings = Vec::new();
+        for validator in &self.validators {
+            match validator.validate(request) {
+                Ok(Verdict::Allow) => {}
+                Ok(Verdict::Warn(message)) => warnings.push(Warning {
+                    plugin: validator.name().to_owned(),
+                    message,
+                }),
+                Ok(Verdict::Reject(message)) => {
+                    return Outcome::rejected(validator.name(), message, warnings);
+                }
+                Err(fault) => {
+                    tracing::warn!(plugin = validator.name(), "plugin fault: {fault}");
+                    return Outcome::rejected(validator.name(), fail_closed(&fault), warnings);
+                }
+            }
+        }
+        match warnings.last() {
+            None => Outcome::allow(),
+            Some(last) => Outcome {
+                decision: Decision::Warn,
+                plugin: Some(last.plugin.clone()),
+                message: Some(last.message.clone()),
+                warnings,
+            },
+        }
+    }
+}
+
+/// The rejection text for a call whose plugin faulted.
+fn fail_closed(fault: &Fault) -> String {
+    format!("Call blocked because the {fault}; the proxy fails closed when a policy plugin faults")
+}
+
+/// The safety class implied by server annotations when no annotator answered.
+fn class_of(annotations: &Annotations) -> SafetyClass {
+    if annotations.is_destructive() {
+        SafetyClass::Dangerous
+    } else if annotations.is_read_only() {
+        SafetyClass::ReadOnly
+    } else {
+        SafetyClass::WriteCapable
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use serde_json::json;
+
+    use super::*;
+
+    /// An annotator that answers from a fixed inference (or not at all), and counts calls.
+    struct FixedAnnotator {
+        name: &'static str,
+        answer: Option<Inference>,
+        fault: bool,
+        calls: Mutex<usize>,
+    }
+
+    impl FixedAnnotator {
+        fn new(name: &'static str, answer: Option<Inference>) -> Arc<Self> {
+            Arc::new(Self {
+                name,
+                answer,
+                fault: false,
+                calls: Mutex::new(0),
+            })
+        }
+
+        fn faulty(name: &'static str) -> Arc<Self> {
+            Arc::new(Self {
+                name,
+                answer: None,
+                fault: true,
+                calls: Mutex::new(0),
+            })
+        }
+
+        fn calls(&self) -> usize {
+            *self.calls.lock().unwrap()
+        }
+    }
+
+    impl Annotator for FixedAnnotator {
+        fn name(&self) -> &str {
+            self.name
+        }
+
+        fn infer(&self, _tool: &Tool) -> Result<Option<Inference>, Fault> {
+            *self.calls.lock().unwrap() += 1;
+            if self.fault {
+                return Err(fault(self.name));
+            }
+            Ok(self.answer.clone())
+        }
+    }
+
+    /// A validator that always gives one verdict (or faults), and counts calls.
+    struct FixedValidator {
+        name: &'static str,
+        verdict: Result<Verdict, ()>,
+        calls: Mutex<usize>,
+    }
+
+    impl FixedValidator {
+        fn new(name: &'static str, verdict: Result<Verdict, ()>) -> Arc<Self> {
+            Arc::new(Self {
+                name,
+                verdict,
+                calls: Mutex::new(0),
+            })
+        }
+
+        fn calls(&self) -> usize {
+            *self.calls.lock().unwrap()
+        }
+    }
+
+    impl Validator for FixedValidator {
+        fn name(&self) -> &str {
+            self.name
+        }
+
+        fn validate(&self, _request: &CallRequest) -> Result<Verdict, Fault> {
+            *self.calls.lock().unwrap() += 1;
+            self.verdict.clone().map_err(|()| fault(self.name))
+        }
+    }
+
+    fn fault(stage: &str) -> Fault {
+        Fault {
+            stage: stage.to_owned(),
+            detail: format!("validator plugin '{stage}' trapped: unreachable"),
+        }
+    }
+
+    fn inference(class: SafetyClass, basis: InferenceBasis, why: &str) -> Inference {
+        Inference {
+            annotations: Annotations {
+                destructive_hint: Some(class == SafetyClass::Dangerous),
+                ..Default::default()
+            },
+            safety_class: class,
+            basis,
+            why: why.to_owned(),
+        }
+    }
+
+    fn tool(annotations: Option<Annotations>) -> Tool {
+        Tool {
+            server: "fs".into(),
+            name: "delete_file".into(),
+            annotations,
+            ..Default::default()
+        }
+    }
+
+    fn read_only() -> Annotations {
+        Annotations {
+            read_only_hint: Some(true),
+            ..Default::default()
+        }
+    }
+
+    fn annotators(list: Vec<Arc<FixedAnnotator>>) -> Vec<Arc<dyn Annotator>> {
+        list.into_iter().map(|a| a as Arc<dyn Annotator>).collect()
+    }
+
+    fn validators(list: Vec<Arc<FixedValidator>>) -> Vec<Arc<dyn Validator>> {
+        list.into_iter().map(|v| v as Arc<dyn Validator>).collect()
+    }
+
+    fn evaluate(pipeline: &Pipeline, tool: Tool) -> Evaluation {
+        pipeline.evaluate(OperationType::Read, tool, None, json!({}))
+    }
+
+    #[test]
+    fn server_annotations_beat_meta_and_annotators() {
+        let meta = FixedAnnotator::new(
+            "meta-reader",
+            Some(inference(
+                SafetyClass::Dangerous,
+                InferenceBasis::Meta,
+                "_meta",
+            )),
+        );
+        let pipeline = Pipeline::new(annotators(vec![meta]), Vec::new());
+        let effective = pipeline.annotate(&tool(Some(read_only()))).unwrap();
+        assert_eq!(
+            effective.annotations,
+            Some(read_only().with_spec_defaults())
+        );
+        assert_eq!(effective.source, AnnotationSource::Server);
+        // The annotator still supplies the class and its reason.
+        assert_eq!(effective.safety_class, SafetyClass::Dangerous);
+        assert_eq!(effective.reason.as_deref(), Some("_meta"));
+    }
+
+    #[test]
+    fn server_annotations_alone_imply_the_class() {
+        let silent = FixedAnnotator::new("silent", None);
+        let pipeline = Pipeline::new(annotators(vec![silent]), Vec::new());
+        let effective = pipeline.annotate(&tool(Some(read_only()))).unwrap();
+        assert_eq!(effective.source, AnnotationSource::Server);
+        assert_eq!(effective.safety_class, SafetyClass::ReadOnly);
+        assert_eq!(effective.reason, None);
+    }
+
+    #[test]
+    fn meta_beats_name_inference_and_the_first_annotator_that_answers_wins() {
+        let silent = FixedAnnotator::new("silent", None);
+        let meta = FixedAnnotator::new(
+            "meta-reader",
+            Some(inference(
+                SafetyClass::ReadOnly,
+                InferenceBasis::Meta,
+                "_meta says so",
+            )),
+        );
+        let names = FixedAnnotator::new(
+            "names",
+            Some(inference(
+                SafetyClass::Dangerous,
+                InferenceBasis::Inferred,
+                "prefix",
+            )),
+        );
+        let pipeline = Pipeline::new(
+            annotators(vec![silent.clone(), meta, names.clone()]),
+            Vec::new(),
+        );
+        let effective = pipeline.annotate(&tool(None)).unwrap();
+        assert_eq!(effective.source, AnnotationSource::Meta);
+        assert_eq!(effective.safety_class, SafetyClass::ReadOnly);
+        assert_eq!(effective.reason.as_deref(), Some("_meta says so"));
+        assert_eq!(silent.calls(), 1);
+        assert_eq!(names.calls(), 0, "the chain stops at the first answer");
+
+        let pipeline = Pipeline::new(annotators(vec![names]), Vec::new());
+        let effective = pipeline.annotate(&tool(None)).unwrap();
+        assert_eq!(effective.source, AnnotationSource::Plugin("names".into()));
+        assert_eq!(effective.safety_class, SafetyClass::Dangerous);
+    }
+
+    #[test]
+    fn nobody_answering_leaves_the_tool_unknown() {
+        let pipeline = Pipeline::new(
+            annotators(vec![FixedAnnotator::new("silent", None)]),
+            Vec::new(),
+        );
+        let effective = pipeline.annotate(&tool(None)).unwrap();
+        assert_eq!(effective, EffectiveAnnotations::unknown());
+    }
+
+    #[test]
+    fn a_reject_stops_the_chain_and_keeps_earlier_warnings() {
+        let warner = FixedValidator::new("warner", Ok(Verdict::Warn("careful".into())));
+        let rejecter = FixedValidator::new("rejecter", Ok(Verdict::Reject("no".into())));
+        let after = FixedValidator::new("after", Ok(Verdict::Allow));
+        let pipeline = Pipeline::new(
+            Vec::new(),
+            validators(vec![warner, rejecter, after.clone()]),
+        );
+        let outcome = evaluate(&pipeline, tool(None)).outcome;
+        assert_eq!(outcome.decision, Decision::Reject);
+        assert_eq!(outcome.plugin.as_deref(), Some("rejecter"));
+        assert_eq!(outcome.message.as_deref(), Some("no"));
+        assert_eq!(
+            outcome.warnings,
+            vec![Warning {
+                plugin: "warner".into(),
+                message: "careful".into()
+            }]
+        );
+        assert!(!outcome.is_allowed());
+        assert_eq!(after.calls(), 0);
+    }
+
+    #[test]
+    fn warnings_are_collected_and_the_last_one_speaks() {
+        let first = FixedValidator::new("first", Ok(Verdict::Warn("one".into())));
+        let quiet = FixedValidator::new("quiet", Ok(Verdict::Allow));
+        let second = FixedValidator::new("second", Ok(Verdict::Warn("two".into())));
+        let pipeline = Pipeline::new(Vec::new(), validators(vec![first, quiet, second]));
+        let outcome = evaluate(&pipeline, tool(None)).outcome;
+        assert_eq!(outcome.decision, Decision::Warn);
+        assert!(outcome.is_allowed());
+        assert_eq!(outcome.plugin.as_deref(), Some("second"));
+        assert_eq!(outcome.message.as_deref(), Some("two"));
+        assert_eq!(outcome.warnings.len(), 2);
+    }
+
+    #[test]
+    fn no_validator_allows() {
+        let outcome = evaluate(&Pipeline::default(), tool(None)).outcome;
+        assert_eq!(outcome, Outcome::allow());
+    }
+
+    #[test]
+    fn a_validator_fault_rejects_naming_it() {
+        let faulty = FixedValidator::new("faulty", Err(()));
+        let after = FixedValidator::new("after", Ok(Verdict::Allow));
+        let pipeline = Pipeline::new(Vec::new(), validators(vec![faulty, after.clone()]));
+        let outcome = evaluate(&pipeline, tool(None)).outcome;
+        assert_eq!(outcome.decision, Decision::Reject);
+        assert_eq!(outcome.plugin.as_deref(), Some("faulty"));
+        let message = outcome.message.unwrap();
+        assert!(message.starts_with("Call blocked because the validator plugin 'faulty'"));
+        assert!(message.ends_with("fails closed when a policy plugin faults"));
+        assert_eq!(after.calls(), 0);
+    }
+
+    #[test]
+    fn an_annotator_fault_rejects_before_any_validator_runs() {
+        let validator = FixedValidator::new("v", Ok(Verdict::Allow));
+        let pipeline = Pipeline::new(
+            annotators(vec![FixedAnnotator::faulty("broken")]),
+            validators(vec![validator.clone()]),
+        );
+        let evaluation = evaluate(&pipeline, tool(None));
+        assert_eq!(evaluation.outcome.decision, Decision::Reject);
+        assert_eq!(evaluation.outcome.plugin.as_deref(), Some("broken"));
+        assert_eq!(
+            evaluation.request.effective,
+            EffectiveAnnotations::unknown()
+        );
+        assert_eq!(validator.calls(), 0);
+    }
+
+    #[test]
+    fn the_judgement_projects_annotations_and_verdict() {
+        let pipeline = Pipeline::new(
+            Vec::new(),
+            validators(vec![FixedValidator::new(
+                "w",
+                Ok(Verdict::Warn("hm".into())),
+            )]),
+        );
+        let judgement = evaluate(&pipeline, tool(Some(read_only()))).judgement();
+        assert_eq!(
+            judgement.annotations,
+            Some(read_only().with_spec_defaults())
+        );
+        assert_eq!(judgement.annotation_source, AnnotationSource::Server);
+        assert_eq!(judgement.safety_class, SafetyClass::ReadOnly);
+        assert_eq!(judgement.verdict.decision, Decision::Warn);
+    }
+
+    #[test]
+    fn the_verdict_json_leaves_out_unset_fields() {
+        assert_eq!(
+            serde_json::to_value(Outcome::allow()).unwrap(),
+            json!({"decision": "allow", "warnings": []})
+        );
+    }
+}

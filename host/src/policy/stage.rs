@@ -1,0 +1,31 @@
+//! The two kinds of stage the pipeline runs, as traits: an [`Annotator`] says what an
+//! unannotated tool does, a [`Validator`] judges a call. The plugin host implements them
+//! for WebAssembly components; tests implement them in memory.
+
+use super::types::{CallRequest, Inference, Tool, Verdict};
+
+/// Infers annotations and a safety class for a tool.
+pub trait Annotator: Send + Sync {
+    /// The name records and messages use for this stage.
+    fn name(&self) -> &str;
+    /// `Ok(None)` when it has nothing to say about the tool.
+    fn infer(&self, tool: &Tool) -> Result<Option<Inference>, Fault>;
+}
+
+/// Decides whether a call may go through.
+pub trait Validator: Send + Sync {
+    /// The name records and messages use for this stage.
+    fn name(&self) -> &str;
+    fn validate(&self, request: &CallRequest) -> Result<Verdict, Fault>;
+}
+
+/// A stage that failed to answer (a plugin that trapped, overran its deadline or its
+/// memory): the pipeline rejects the call, naming the stage.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{detail}")]
+pub struct Fault {
+    /// The stage's name.
+    pub stage: String,
+    /// What happened, as a full sentence fragment, e.g. `validator plugin 'x' trapped: ...`.
+    pub detail: String,
+}

@@ -1,0 +1,287 @@
+//! Building the running proxy from a [`Config`]: the plugin engine and the loaded plugins,
+//! the policy pipeline, the activity journal, the tool index, the upstream sessions and the
+//! sink delivery, the trust store. `serve`, the one-shot CLI commands, benches and tests all build a proxy
+//! here; the CLI only parses arguments, calls this and prints.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::activity::delivery::{Delivery, Sink};
+use crate::activity::{self, Journal, JournalOptions};
+use crate::config::Config;
+use crate::index::{self, ToolIndex};
+use crate::limits::{DEFAULT_SINK_TIMEOUT, Limits};
+use crate::plugin::{self, EngineOptions, Plugin, PluginEngine, PluginKind, PluginSet};
+use crate::policy::Pipeline;
+use crate::proxy::{ActivitySettings, Proxy};
+use crate::trust::{self, ToolScanner, TrustStore};
+use crate::upstream::Upstreams;
+
+/// How long a one-shot command waits for its upstream to connect (or fail once).
+const ONE_SHOT_SETTLE: Duration = Duration::from_secs(30);
+
+/// Why the proxy could not be built. Each says what to change.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Plugin(#[from] plugin::Error),
+    #[error("{key} names '{name}', which is {actual} plugin, not {wanted}")]
+    WrongKind {
+        key: &'static str,
+        name: String,
+        actual: &'static str,
+        wanted: &'static str,
+    },
+    #[error(
+        "{key} names '{name}', but no {kind} plugin of that name is loaded (loaded: {loaded}); add it with --plugins DIR"
+    )]
+    NotLoaded {
+        key: &'static str,
+        name: String,
+        kind: PluginKind,
+        loaded: String,
+    },
+    #[error(
+        "cannot open the activity journal {} (is another mcpproxy using this data dir?): {source}",
+        path.display()
+    )]
+    Journal {
+        path: PathBuf,
+        source: activity::Error,
+    },
+    #[error("cannot create the tool index: {0}")]
+    Index(#[from] index::Error),
+    #[error("cannot start delivering activity to the sinks: {0}")]
+    Delivery(activity::Error),
+    #[error(transparent)]
+    Trust(#[from] trust::Error),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything a running proxy is made of.
+pub struct Runtime {
+    pub config: Config,
+    pub proxy: Arc<Proxy>,
+    /// The annotators and validators the pipeline runs, in order (for the startup summary).
+    pub annotators: Vec<Arc<Plugin>>,
+    pub validators: Vec<Arc<Plugin>>,
+    /// The sink plugins named by `plugins.sinks`, in order.
+    pub sinks: Vec<Arc<Plugin>>,
+    /// The scanner behind the security analysis (the first loaded scanner plugin).
+    pub scanner: Option<Arc<Plugin>>,
+}
+
+/// The activity journal's file in the data dir.
+pub fn journal_path(data_dir: &Path) -> PathBuf {
+    data_dir.join("activity.redb")
+}
+
+impl Runtime {
+    /// Loads plugins, opens the journal, starts the upstreams and builds the proxy.
+    /// `plugins_dir` overrides the config's `plugins.dir`. Must run inside a tokio runtime.
+    pub fn build(config: Config, data_dir: &Path, plugins_dir: Option<PathBuf>) -> Result<Self> {
+        let plugins_dir = plugins_dir.or_else(|| config.plugins.dir.clone());
+        let plugins = load_plugins(&config, data_dir, plugins_dir.as_deref())?;
+        let annotators = select(
+            &plugins,
+            PluginKind::Annotator,
+            config.plugins.annotators.as_deref(),
+            "plugins.annotators",
+        )?;
+        let validators = select(
+            &plugins,
+            PluginKind::Validator,
+            config.plugins.validators.as_deref(),
+            "plugins.validators",
+        )?;
+        let sinks = if config.plugins.sinks.is_empty() {
+            Vec::new()
+        } else {
+            select(
+                &plugins,
+                PluginKind::Sink,
+                Some(&config.plugins.sinks),
+                "plugins.sinks",
+            )?
+        };
+        if validators.is_empty() {
+            tracing::warn!("no validator is active: every call is allowed");
+        }
+        let pipeline = Pipeline::new(
+            plugin::annotators(&annotators),
+            plugin::validators(&validators),
+        );
+        let scanner = plugins.of_kind(PluginKind::Scanner).next().cloned();
+        let journal = open_journal(&config, data_dir)?;
+        journal.spawn_retention();
+        let trust = Arc::new(TrustStore::open(data_dir)?);
+        let index = Arc::new(ToolIndex::new()?);
+        let upstreams = Upstreams::start(
+            &config.servers,
+            &config.upstream,
+            config.tool_call_timeout,
+            index.clone(),
+            trust,
+        );
+        let changes = upstreams.take_changes();
+        let activity = ActivitySettings {
+            max_argument_bytes: config.activity.max_argument_bytes,
+            redact_keys: config.activity.redact_keys.clone(),
+        };
+        let proxy = Arc::new(
+            Proxy::new(Arc::new(pipeline), upstreams, index, journal, activity)
+                .with_scanner(scanner.clone().map(|s| s as Arc<dyn ToolScanner>)),
+        );
+        if let Some(changes) = changes {
+            proxy.record_tool_changes(changes);
+        }
+        Ok(Self {
+            config,
+            proxy,
+            annotators,
+            validators,
+            sinks,
+            scanner,
+        })
+    }
+
+    /// The proxy for a one-shot command: only `server`'s upstream (or all, if `None`) is
+    /// started, calls an earlier run left pending are closed, and this waits until the
+    /// upstream has connected or failed once.
+    pub async fn build_for_one(
+        mut config: Config,
+        data_dir: &Path,
+        server: Option<&str>,
+    ) -> Result<Self> {
+        if let Some(server) = server {
+            config.servers.retain(|s| s.name == server);
+        }
+        let runtime = Self::build(config, data_dir, None)?;
+        runtime.close_interrupted().await;
+        runtime.proxy.upstreams().settle(ONE_SHOT_SETTLE).await;
+        Ok(runtime)
+    }
+
+    /// Starts feeding the journal to the configured sinks.
+    pub fn start_delivery(&self) -> Result<Delivery> {
+        Delivery::start(
+            self.proxy.journal().clone(),
+            self.sinks
+                .iter()
+                .map(|p| p.clone() as Arc<dyn Sink>)
+                .collect(),
+            self.config.activity.delivery,
+        )
+        .map_err(Error::Delivery)
+    }
+
+    /// Closes the calls an earlier process left pending (see [`Journal::close_interrupted`]).
+    pub async fn close_interrupted(&self) {
+        match self.proxy.journal().close_interrupted().await {
+            Ok(0) => {}
+            Ok(n) => tracing::warn!(
+                "{n} calls were still running when mcpproxy last stopped; their records are now closed as errors (outcome unknown)"
+            ),
+            Err(e) => tracing::error!("cannot close the calls left pending by the last run: {e}"),
+        }
+    }
+
+    /// Closes the upstream sessions and flushes the journal.
+    pub async fn shutdown(&self) {
+        self.proxy.upstreams().shutdown().await;
+        if let Err(e) = self.proxy.journal().flush().await {
+            tracing::error!("cannot flush the activity journal: {e}");
+        }
+    }
+}
+
+/// The limits and settings each plugin gets from the config: its `plugin_limits` entry
+/// (sinks default to a 30 s deadline), and its settings merged over the intent settings.
+pub fn plugin_settings(config: &Config, name: &str, kind: PluginKind) -> plugin::PluginSettings {
+    let limits = match kind {
+        // A delivery waits on a remote store: the validators' 50 ms would never do.
+        PluginKind::Sink => config.plugins.sink_limits_for(name, DEFAULT_SINK_TIMEOUT),
+        _ => config.plugins.limits_for(name),
+    };
+    let mut settings = config.intent.as_settings();
+    if let (Some(merged), serde_json::Value::Object(own)) =
+        (settings.as_object_mut(), config.plugins.settings_for(name))
+    {
+        merged.extend(own);
+    }
+    plugin::PluginSettings { limits, settings }
+}
+
+/// The engine (sized for the largest memory cap configured, caching compiled components in
+/// the data dir) and every plugin, embedded and from `dir`, configured.
+pub fn load_plugins(
+    config: &Config,
+    data_dir: &Path,
+    dir: Option<&Path>,
+) -> Result<PluginSet, plugin::Error> {
+    let max_memory = std::iter::once(&config.plugins.limits)
+        .chain(config.plugins.plugin_limits.values())
+        .map(|l| l.memory_bytes)
+        .max()
+        .unwrap_or(Limits::default().memory_bytes);
+    let engine = PluginEngine::new(EngineOptions {
+        cache_dir: Some(data_dir.join("cache").join("plugins")),
+        max_memory_bytes: max_memory,
+        ..Default::default()
+    })?;
+    PluginSet::load(&engine, dir, &|name, kind| {
+        plugin_settings(config, name, kind)
+    })
+}
+
+/// Opens (or creates) the journal with the config's durability and retention.
+pub fn open_journal(config: &Config, data_dir: &Path) -> Result<Arc<Journal>> {
+    let options = JournalOptions {
+        durability: config.activity.durability,
+        retention: config.activity.retention.clone(),
+        ..Default::default()
+    };
+    let path = journal_path(data_dir);
+    Journal::open(&path, options).map_err(|source| Error::Journal { path, source })
+}
+
+/// The active plugins of a kind: the configured list in its order, or every loaded one
+/// except the embedded opt-in ones.
+fn select(
+    plugins: &PluginSet,
+    kind: PluginKind,
+    names: Option<&[String]>,
+    key: &'static str,
+) -> Result<Vec<Arc<Plugin>>> {
+    let Some(names) = names else {
+        return Ok(plugins
+            .of_kind(kind)
+            .filter(|p| !p.info().opt_in)
+            .cloned()
+            .collect());
+    };
+    names
+        .iter()
+        .map(|name| match plugins.get(name) {
+            Some(p) if p.kind() == kind => Ok(p.clone()),
+            Some(p) => Err(Error::WrongKind {
+                key,
+                name: name.clone(),
+                actual: p.kind().with_article(),
+                wanted: kind.with_article(),
+            }),
+            None => Err(Error::NotLoaded {
+                key,
+                name: name.clone(),
+                kind,
+                loaded: plugins
+                    .of_kind(kind)
+                    .map(|p| p.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }),
+        })
+        .collect()
+}
