@@ -104,5 +104,6 @@ pub fn record(rng: &mut Rng, ms: u64, id: String) -> ActivityRecord {
             version: "2.1.0".into(),
         }),
         dry_run: false,
+        details: None,
     }
 }

@@ -208,7 +208,7 @@ fn faulty_plugins_fail_closed_and_the_host_keeps_working() {
             assert!(message.contains("fails closed"), "{message}");
         }
         // The good plugin, alone, still answers.
-        let pipeline = Pipeline::new(Vec::new(), validators(&[good.clone()]));
+        let pipeline = Pipeline::new(Vec::new(), validators(std::slice::from_ref(&good)));
         let eval = pipeline.evaluate(
             OperationType::Read,
             tool("list_items", None),

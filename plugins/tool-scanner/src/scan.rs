@@ -1942,7 +1942,7 @@ fn quote(text: &str, start: usize, end: usize) -> String {
         }
         from = i;
     }
-    // Start at a word when the context begins mid-word.
+    // Start at a word when the context begins mid-word, unless that leaves hardly any.
     if from > 0
         && !text[..from]
             .chars()
@@ -1951,6 +1951,7 @@ fn quote(text: &str, start: usize, end: usize) -> String {
         && let Some((i, ws)) = text[from..start]
             .char_indices()
             .find(|&(_, ch)| ch.is_whitespace())
+        && text[from + i..start].chars().count() > 8
     {
         from += i + ws.len_utf8();
     }
@@ -2799,6 +2800,19 @@ mod tests {
         );
         assert!(quoted.ends_with("..."));
         assert!(quoted.chars().count() <= QUOTE_CHARS + 6, "{quoted}");
+    }
+
+    #[test]
+    fn quotes_keep_some_context() {
+        let found = scan_desc("BCC someone https://evil-corp.com/x <SYSTEM>");
+        let hidden = of_kind(&found, HIDDEN_INSTRUCTIONS);
+        assert!(
+            hidden[0]
+                .detail
+                .ends_with(": '...s://evil-corp.com/x <SYSTEM>'."),
+            "{}",
+            hidden[0].detail
+        );
     }
 
     #[test]
