@@ -199,15 +199,7 @@ impl CallArgs {
             let input = parse_call(variant, &request).map_err(|e| anyhow!(e))?;
             let server = input.server.clone();
             if config.server(&server).is_none() {
-                let known: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
-                eprintln!(
-                    "error: unknown server '{server}'; configured servers: {}",
-                    if known.is_empty() {
-                        "none (add them to mcp_config.json)".to_owned()
-                    } else {
-                        known.join(", ")
-                    }
-                );
+                eprintln!("error: {}", config.unknown_server(&server));
                 return Ok(ExitCode::from(EXIT_USAGE));
             }
             let runtime = Runtime::build_for_one(config, &data_dir, Some(&server)).await?;

@@ -156,15 +156,7 @@ async fn open(
     if let Some(name) = server
         && config.server(name).is_none()
     {
-        let known: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
-        bail!(
-            "unknown server '{name}'; configured servers: {}",
-            if known.is_empty() {
-                "none (add them to mcp_config.json)".to_owned()
-            } else {
-                known.join(", ")
-            }
-        );
+        bail!("{}", config.unknown_server(name));
     }
     let data_dir = globals.data_dir(config.data_dir.as_deref());
     if let Some(remote) = Remote::find(&config, &data_dir).await? {

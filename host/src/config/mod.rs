@@ -194,6 +194,19 @@ impl Config {
     pub fn server(&self, name: &str) -> Option<&ServerConfig> {
         self.servers.iter().find(|s| s.name == name)
     }
+
+    /// What to tell someone who named a server the config does not have.
+    pub fn unknown_server(&self, name: &str) -> String {
+        let known: Vec<&str> = self.servers.iter().map(|s| s.name.as_str()).collect();
+        format!(
+            "unknown server '{name}'; configured servers: {}",
+            if known.is_empty() {
+                "none (add them to mcp_config.json)".to_owned()
+            } else {
+                known.join(", ")
+            }
+        )
+    }
 }
 
 /// One upstream MCP server (an entry of `mcpServers`).

@@ -298,10 +298,7 @@ impl Plugin {
     /// runs on that runtime).
     pub fn deliver(&self, batch: &[ActivityRecord]) -> Result<Result<(), String>, PluginFault> {
         let Runner::Sink(sink) = &self.runner else {
-            return Err(self.fault(Fault::Instantiate(format!(
-                "it is {} plugin, not a sink",
-                self.kind().with_article()
-            ))));
+            return Err(self.not_a("a sink"));
         };
         let records: Vec<_> = batch.iter().map(wit_record).collect();
         let ctx = sink.store_data(
@@ -330,10 +327,7 @@ impl Plugin {
         settings: &str,
     ) -> Result<Verdict, PluginFault> {
         let Runner::Validator(pre, warm) = &self.runner else {
-            return Err(self.fault(Fault::Instantiate(format!(
-                "it is {} plugin, not a validator",
-                self.kind().with_article()
-            ))));
+            return Err(self.not_a("a validator"));
         };
         let wit_request = wit_types::CallRequest::from(request);
         self.run(
@@ -352,10 +346,7 @@ impl Plugin {
     /// Asks the annotator about one tool.
     pub fn infer(&self, tool: &Tool) -> Result<Option<Inference>, PluginFault> {
         let Runner::Annotator(pre, warm) = &self.runner else {
-            return Err(self.fault(Fault::Instantiate(format!(
-                "it is {} plugin, not an annotator",
-                self.kind().with_article()
-            ))));
+            return Err(self.not_a("an annotator"));
         };
         let wit_tool = wit_types::Tool::from(tool);
         self.run(
@@ -379,10 +370,7 @@ impl Plugin {
         other_tools: &[String],
     ) -> Result<Vec<wit_scanner::Finding>, PluginFault> {
         let Runner::Scanner(pre, warm) = &self.runner else {
-            return Err(self.fault(Fault::Instantiate(format!(
-                "it is {} plugin, not a scanner",
-                self.kind().with_article()
-            ))));
+            return Err(self.not_a("a scanner"));
         };
         let wit_tools: Vec<wit_types::Tool> = tools.iter().map(Into::into).collect();
         self.run(
@@ -435,6 +423,14 @@ impl Plugin {
             PluginCtx::new(self.name.clone(), settings, self.limits.memory_bytes),
             &self.limits,
         )
+    }
+
+    /// The fault of a call made to the wrong kind of plugin.
+    fn not_a(&self, kind: &str) -> PluginFault {
+        self.fault(Fault::Instantiate(format!(
+            "it is {} plugin, not {kind}",
+            self.kind().with_article()
+        )))
     }
 
     fn fault(&self, fault: Fault) -> PluginFault {
