@@ -10,6 +10,9 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
 /// The default deadline of one sink delivery, HTTP waits included: a remote store may be
 /// slow, and a sink is not on any call's path.
 pub const DEFAULT_SINK_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default deadline of one scan: a scanner reads a whole server's tools, and runs only
+/// for a review or a held call, never on the path of a call that goes through.
+pub const DEFAULT_SCANNER_TIMEOUT: Duration = Duration::from_secs(5);
 /// The default linear-memory cap of one instance.
 pub const DEFAULT_MEMORY_BYTES: usize = 32 << 20;
 /// The longest deadline accepted (`timeout_ms`): a validator runs on every call, so a

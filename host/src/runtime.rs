@@ -11,7 +11,7 @@ use crate::activity::delivery::{Delivery, Sink};
 use crate::activity::{self, Journal, JournalOptions};
 use crate::config::Config;
 use crate::index::{self, ToolIndex};
-use crate::limits::{DEFAULT_SINK_TIMEOUT, Limits};
+use crate::limits::Limits;
 use crate::plugin::{self, EngineOptions, Plugin, PluginEngine, PluginKind, PluginSet};
 use crate::policy::Pipeline;
 use crate::proxy::{ActivitySettings, Proxy};
@@ -198,12 +198,16 @@ impl Runtime {
 }
 
 /// The limits and settings each plugin gets from the config: its `plugin_limits` entry
-/// (sinks default to a 30 s deadline), and its settings merged over the intent settings.
+/// (sinks default to a 30 s deadline, scanners to 5 s), and its settings merged over the
+/// intent settings.
 pub fn plugin_settings(config: &Config, name: &str, kind: PluginKind) -> plugin::PluginSettings {
     let limits = match kind {
-        // A delivery waits on a remote store: the validators' 50 ms would never do.
-        PluginKind::Sink => config.plugins.sink_limits_for(name, DEFAULT_SINK_TIMEOUT),
-        _ => config.plugins.limits_for(name),
+        // A delivery waits on a remote store, a scan reads a whole server's tools: the
+        // validators' 50 ms would not do, and neither is on the path of a call.
+        PluginKind::Sink | PluginKind::Scanner => config
+            .plugins
+            .limits_with_timeout(name, kind.default_timeout()),
+        PluginKind::Annotator | PluginKind::Validator => config.plugins.limits_for(name),
     };
     let mut settings = config.intent.as_settings();
     if let (Some(merged), serde_json::Value::Object(own)) =

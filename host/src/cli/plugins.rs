@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use crate::activity::{ActivityRecord, RecordType, Source, Status};
-use crate::limits::{DEFAULT_MEMORY_BYTES, DEFAULT_SINK_TIMEOUT, DEFAULT_TIMEOUT, Limits};
+use crate::limits::{DEFAULT_MEMORY_BYTES, DEFAULT_TIMEOUT, Limits};
 use crate::plugin::limits::Bytes;
 use crate::plugin::suite::{self, Suite};
 use crate::plugin::{
@@ -97,7 +97,8 @@ pub struct CheckCommand {
     #[arg(long, value_name = "SUITE")]
     suite: Option<Suite>,
 
-    /// The deadline per call, in milliseconds [default: 50; 30000 for a sink].
+    /// The deadline per call, in milliseconds [default: 50; 30000 for a sink, 5000 for a
+    /// scanner].
     #[arg(long, value_name = "MS")]
     timeout_ms: Option<u64>,
 
@@ -152,8 +153,8 @@ impl CheckCommand {
                 plugin.kind().with_article()
             );
         }
-        if is_sink && self.timeout_ms.is_none() {
-            limits.timeout = DEFAULT_SINK_TIMEOUT;
+        if self.timeout_ms.is_none() {
+            limits.timeout = plugin.kind().default_timeout();
         }
         plugin.configure(&PluginSettings { limits, settings });
         let info = plugin.info().clone();

@@ -313,8 +313,8 @@ pub struct PluginsConfig {
     pub limits: LimitsConfig,
     /// Per-plugin limits; keys left out of an entry come from `limits`.
     pub plugin_limits: BTreeMap<String, LimitsConfig>,
-    /// Plugins whose `plugin_limits` entry sets `timeout_ms` (sinks default to 30 s, not to
-    /// `limits.timeout_ms`, unless their own entry says otherwise).
+    /// Plugins whose `plugin_limits` entry sets `timeout_ms` (sinks default to 30 s and
+    /// scanners to 5 s, not to `limits.timeout_ms`, unless their own entry says otherwise).
     pub explicit_timeouts: std::collections::BTreeSet<String>,
     /// Per-plugin settings, each a JSON object.
     pub settings: BTreeMap<String, serde_json::Value>,
@@ -326,12 +326,13 @@ impl PluginsConfig {
         self.plugin_limits.get(name).copied().unwrap_or(self.limits)
     }
 
-    /// The limits of the sink called `name`: as [`limits_for`](Self::limits_for), but the
-    /// deadline is `sink_timeout` unless its own `plugin_limits` entry sets `timeout_ms`.
-    pub fn sink_limits_for(&self, name: &str, sink_timeout: Duration) -> LimitsConfig {
+    /// The limits of a plugin whose kind has a deadline of its own (sinks, scanners): as
+    /// [`limits_for`](Self::limits_for), but the deadline is `kind_timeout` unless the
+    /// plugin's own `plugin_limits` entry sets `timeout_ms`.
+    pub fn limits_with_timeout(&self, name: &str, kind_timeout: Duration) -> LimitsConfig {
         let mut limits = self.limits_for(name);
         if !self.explicit_timeouts.contains(name) {
-            limits.timeout = sink_timeout;
+            limits.timeout = kind_timeout;
         }
         limits
     }

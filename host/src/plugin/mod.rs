@@ -56,6 +56,16 @@ impl PluginKind {
         }
     }
 
+    /// The deadline a plugin of this kind gets unless its `plugin_limits` entry sets one:
+    /// validators and annotators are on every call's path; sinks and scanners are not.
+    pub fn default_timeout(self) -> std::time::Duration {
+        match self {
+            Self::Annotator | Self::Validator => crate::limits::DEFAULT_TIMEOUT,
+            Self::Sink => crate::limits::DEFAULT_SINK_TIMEOUT,
+            Self::Scanner => crate::limits::DEFAULT_SCANNER_TIMEOUT,
+        }
+    }
+
     /// `a validator`, `an annotator`, `a sink`.
     pub fn with_article(self) -> &'static str {
         match self {
