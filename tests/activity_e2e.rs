@@ -373,3 +373,49 @@ async fn no_answered_call_is_lost_when_the_server_is_killed() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["data"]["records"].as_array().unwrap().len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn names_a_caller_sends_are_bounded_and_cannot_forge_rows() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    let client = connect(&proxy.url).await;
+    // A tool name with a carriage return, a newline, an escape sequence and 1 MiB of padding.
+    let forged = format!(
+        "fx:x\r01FAKEFAKEFAKEFAKEFAKEFAKE  fx  delete_everything  success\n\u{1b}[2J{}",
+        "A".repeat(1 << 20)
+    );
+    let refused = call(&client, "call_tool_read", json!({"name": forged}))
+        .await
+        .unwrap();
+    assert!(is_error(&refused));
+
+    let config = cli_config(&proxy, log.path());
+    let out = TestCommand::new(proxy.data_dir.path())
+        .args(["activity", "list", "--config"])
+        .args([&config])
+        .output();
+    out.assert_code(0);
+    let stdout = out.stdout();
+    assert!(
+        !stdout.contains('\r') && !stdout.contains('\u{1b}'),
+        "{stdout:?}"
+    );
+    assert_eq!(stdout.lines().count(), 2, "a header and one row: {stdout}");
+    assert!(stdout.contains("\\u{d}01FAKE"), "{stdout}");
+
+    let (status, body) = get(
+        &format!("{}/activity?limit=10", api_base(&proxy)),
+        Some(&api_key(&proxy)),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let record = &body["data"]["records"][0];
+    let tool = record["tool_name"].as_str().unwrap();
+    assert!(
+        tool.len() <= 256 && tool.ends_with("…[cut]"),
+        "{}",
+        tool.len()
+    );
+    assert!(body.to_string().len() < 64 << 10, "the page stays small");
+    client.cancel().await.unwrap();
+}

@@ -223,6 +223,115 @@ impl ActivityRecord {
     }
 }
 
+/// The longest name-like field kept (server, tool, client, session and request ids, plugin
+/// names, the declared sensitivity), in bytes. Real names are far shorter (a server name is
+/// at most 64 characters); anything longer comes from a caller, an upstream or a plugin and
+/// would let it grow the journal, and so push genuine records out through retention.
+pub const MAX_NAME_BYTES: usize = 256;
+/// The longest free-text field kept (`intent.reason`, verdict and warning messages,
+/// `error_message`), in bytes.
+pub const MAX_TEXT_BYTES: usize = 4096;
+/// The largest `details` object kept (a tool change's diff), as JSON bytes.
+pub const MAX_DETAILS_BYTES: usize = 64 << 10;
+/// What marks a cut field.
+const CUT_MARK: &str = "…[cut]";
+
+impl ActivityRecord {
+    /// The record with every caller-, upstream- or plugin-controlled field cut to its bound
+    /// ([`MAX_NAME_BYTES`], [`MAX_TEXT_BYTES`], [`MAX_DETAILS_BYTES`]); borrowed when nothing
+    /// needs cutting. The journal stores only bounded records, so no caller can make one
+    /// record large (arguments are bounded when the record is drafted).
+    pub fn bounded(&self) -> std::borrow::Cow<'_, Self> {
+        let details_too_big = self
+            .details
+            .as_ref()
+            .is_some_and(|d| d.to_string().len() > MAX_DETAILS_BYTES);
+        if !details_too_big && self.text_fields().all(|(text, max)| text.len() <= max) {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        let mut rec = self.clone();
+        for (text, max) in rec.text_fields_mut() {
+            cut(text, max);
+        }
+        if details_too_big && let Some(details) = &rec.details {
+            rec.details = Some(cap_arguments(details, MAX_DETAILS_BYTES, &[]).0);
+        }
+        std::borrow::Cow::Owned(rec)
+    }
+
+    /// Every bounded text field with its bound.
+    fn text_fields(&self) -> impl Iterator<Item = (&String, usize)> {
+        let names = [
+            Some(&self.server_name),
+            Some(&self.tool_name),
+            self.session_id.as_ref(),
+            self.request_id.as_ref(),
+            self.client.as_ref().map(|c| &c.name),
+            self.client.as_ref().map(|c| &c.version),
+            self.intent
+                .as_ref()
+                .and_then(|i| i.data_sensitivity.as_ref()),
+            self.verdict.plugin.as_ref(),
+        ];
+        let texts = [
+            self.intent.as_ref().and_then(|i| i.reason.as_ref()),
+            self.verdict.message.as_ref(),
+            self.error_message.as_ref(),
+        ];
+        names
+            .into_iter()
+            .flatten()
+            .map(|t| (t, MAX_NAME_BYTES))
+            .chain(texts.into_iter().flatten().map(|t| (t, MAX_TEXT_BYTES)))
+            .chain(
+                self.verdict
+                    .warnings
+                    .iter()
+                    .flat_map(|w| [(&w.plugin, MAX_NAME_BYTES), (&w.message, MAX_TEXT_BYTES)]),
+            )
+    }
+
+    fn text_fields_mut(&mut self) -> Vec<(&mut String, usize)> {
+        let mut fields: Vec<(&mut String, usize)> = vec![
+            (&mut self.server_name, MAX_NAME_BYTES),
+            (&mut self.tool_name, MAX_NAME_BYTES),
+        ];
+        fields.extend(self.session_id.as_mut().map(|t| (t, MAX_NAME_BYTES)));
+        fields.extend(self.request_id.as_mut().map(|t| (t, MAX_NAME_BYTES)));
+        if let Some(client) = &mut self.client {
+            fields.push((&mut client.name, MAX_NAME_BYTES));
+            fields.push((&mut client.version, MAX_NAME_BYTES));
+        }
+        if let Some(intent) = &mut self.intent {
+            fields.extend(
+                intent
+                    .data_sensitivity
+                    .as_mut()
+                    .map(|t| (t, MAX_NAME_BYTES)),
+            );
+            fields.extend(intent.reason.as_mut().map(|t| (t, MAX_TEXT_BYTES)));
+        }
+        fields.extend(self.verdict.plugin.as_mut().map(|t| (t, MAX_NAME_BYTES)));
+        fields.extend(self.verdict.message.as_mut().map(|t| (t, MAX_TEXT_BYTES)));
+        fields.extend(self.error_message.as_mut().map(|t| (t, MAX_TEXT_BYTES)));
+        for warning in &mut self.verdict.warnings {
+            fields.push((&mut warning.plugin, MAX_NAME_BYTES));
+            fields.push((&mut warning.message, MAX_TEXT_BYTES));
+        }
+        fields
+    }
+}
+
+/// Cuts `text` to at most `max` bytes (at a char boundary) and marks the cut.
+fn cut(text: &mut String, max: usize) {
+    if text.len() <= max {
+        return;
+    }
+    let end = text.floor_char_boundary(max.saturating_sub(CUT_MARK.len()));
+    text.truncate(end);
+    text.push_str(CUT_MARK);
+}
+
 static GENERATOR: Mutex<ulid::Generator> = Mutex::new(ulid::Generator::new());
 
 /// A new ULID (26 chars) and its unix milliseconds. Ids are strictly increasing within
@@ -457,6 +566,36 @@ mod tests {
         let sparse: ActivityRecord =
             serde_json::from_str(r#"{"id":"x","status":"error"}"#).unwrap();
         assert_eq!(sparse.status, Status::Error);
+    }
+
+    #[test]
+    fn records_are_bounded_whatever_a_caller_sends() {
+        let small = full_record();
+        assert!(matches!(small.bounded(), std::borrow::Cow::Borrowed(_)));
+
+        let huge = "é".repeat(2 << 20);
+        let mut rec = full_record();
+        rec.server_name = huge.clone();
+        rec.tool_name = huge.clone();
+        rec.client = Some(ClientRecord {
+            name: huge.clone(),
+            version: huge.clone(),
+        });
+        rec.intent.as_mut().unwrap().reason = Some(huge.clone());
+        rec.error_message = Some(huge.clone());
+        rec.verdict.message = Some(huge.clone());
+        rec.verdict.warnings[0].message = huge.clone();
+        rec.details = Some(json!({"diff": huge}));
+        let bounded = rec.bounded();
+        let json = serde_json::to_string(&*bounded).unwrap();
+        assert!(json.len() < 100 << 10, "{} bytes", json.len());
+        assert!(bounded.server_name.len() <= MAX_NAME_BYTES);
+        assert!(bounded.server_name.ends_with("…[cut]"));
+        assert!(bounded.error_message.as_ref().unwrap().len() <= MAX_TEXT_BYTES);
+        assert_eq!(bounded.details.as_ref().unwrap()["_truncated"], true);
+        // Untouched fields stay as they were.
+        assert_eq!(bounded.id, rec.id);
+        assert_eq!(bounded.arguments, rec.arguments);
     }
 
     #[test]

@@ -16,6 +16,7 @@ use super::output::{print_table, to_yaml, verdict_line};
 use super::remote::Remote;
 use crate::policy::Outcome;
 use crate::runtime::journal_path;
+use crate::trust::quote;
 
 #[derive(Debug, Subcommand)]
 pub enum ActivityCommand {
@@ -269,10 +270,11 @@ impl ShowCommand {
 
 fn print_record(record: &Value) {
     let parsed: Option<ActivityRecord> = serde_json::from_value(record.clone()).ok();
+    // Every value may come from a caller, an upstream or a plugin: print it escaped.
     let field = |k: &str| match &record[k] {
         Value::Null => "-".to_owned(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
+        Value::String(s) => quote(s),
+        other => quote(&other.to_string()),
     };
     println!("ID:          {}", field("id"));
     println!("Time:        {}", field("timestamp"));
@@ -301,15 +303,15 @@ fn print_record(record: &Value) {
     println!("Intent:");
     println!(
         "  operation_type:   {}",
-        intent["operation_type"].as_str().unwrap_or("-")
+        quote(intent["operation_type"].as_str().unwrap_or("-"))
     );
     println!(
         "  data_sensitivity: {}",
-        intent["data_sensitivity"].as_str().unwrap_or("-")
+        quote(intent["data_sensitivity"].as_str().unwrap_or("-"))
     );
     println!(
         "  reason:           {}",
-        intent["reason"].as_str().unwrap_or("-")
+        quote(intent["reason"].as_str().unwrap_or("-"))
     );
     println!(
         "Annotations: {} (from {}; safety class {})",
@@ -320,7 +322,7 @@ fn print_record(record: &Value) {
     let verdict: Outcome = serde_json::from_value(record["verdict"].clone()).unwrap_or_default();
     println!("Verdict:     {}", verdict_line(&verdict));
     for w in &verdict.warnings {
-        println!("  warning from {}: {}", w.plugin, w.message);
+        println!("  warning from {}: {}", quote(&w.plugin), quote(&w.message));
     }
     println!(
         "Arguments:   {}{}",
@@ -341,7 +343,11 @@ fn print_record(record: &Value) {
         field("request_id")
     );
     if let Some(client) = parsed.and_then(|r| r.client) {
-        println!("Client:      {} {}", client.name, client.version);
+        println!(
+            "Client:      {} {}",
+            quote(&client.name),
+            quote(&client.version)
+        );
     }
 }
 

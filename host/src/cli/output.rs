@@ -1,5 +1,7 @@
 //! Output helpers shared by commands: the `-o` format and plain-text tables.
 
+use crate::trust::quote;
+
 /// How a command prints its result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Format {
@@ -8,8 +10,16 @@ pub enum Format {
     Json,
 }
 
-/// Prints rows as left-aligned columns under a header.
+/// Prints rows as left-aligned columns under a header. Cells come from callers, upstreams
+/// and plugins, so control, bidirectional and zero-width characters are shown escaped
+/// ([`crate::trust::quote`]): no cell can move the cursor, clear the screen or print a row
+/// of its own.
 pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| row.iter().map(|cell| quote(cell)).collect())
+        .collect();
+    let rows = rows.as_slice();
     let mut widths: Vec<usize> = header.iter().map(|h| display_width(h)).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
@@ -53,10 +63,10 @@ fn display_width(s: &str) -> usize {
 pub fn verdict_line(verdict: &crate::policy::Outcome) -> String {
     let mut line = verdict.decision.as_str().to_owned();
     if let Some(plugin) = &verdict.plugin {
-        line.push_str(&format!(" by {plugin}"));
+        line.push_str(&format!(" by {}", quote(plugin)));
     }
     if let Some(message) = &verdict.message {
-        line.push_str(&format!(": {message}"));
+        line.push_str(&format!(": {}", quote(message)));
     }
     line
 }

@@ -31,8 +31,11 @@ pub(super) struct Put {
 }
 
 impl Put {
-    /// Serializes `record` and computes its key and index keys.
+    /// Serializes `record`, bounded ([`ActivityRecord::bounded`]), and computes its key and
+    /// index keys.
     pub(super) fn new(record: &ActivityRecord) -> Result<Self> {
+        let record = record.bounded();
+        let record = record.as_ref();
         let key = parse_key(&record.id)?;
         let json = serde_json::to_vec(record).map_err(|source| Error::Encode {
             id: record.id.clone(),
