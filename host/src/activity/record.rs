@@ -384,8 +384,10 @@ pub fn parse_timestamp(s: &str) -> Result<u64, String> {
 
 /// Redacts and size-caps tool-call arguments before they are stored.
 ///
-/// 1. Every object value whose key matches one of `redact_keys` (case-insensitively, at any
-///    depth) becomes `"[REDACTED]"`.
+/// 1. Every object value whose key *contains* one of `redact_keys`, compared without case,
+///    `_` or `-` (so `password` also catches `db_password` and `X-Password`, `api_key` also
+///    `apiKey` and `x-api-key`), at any depth, becomes `"[REDACTED]"`, unless the value is a
+///    number, a boolean or null (`max_tokens: 100` is no secret).
 /// 2. If the JSON is longer than `max_bytes`, the result is
 ///    `{"_truncated": true, "_preview": "<first max_bytes bytes of the JSON>"}` (cut at a char
 ///    boundary) and the flag is `true`.
@@ -395,10 +397,14 @@ pub fn cap_arguments(args: &Value, max_bytes: usize, redact_keys: &[String]) -> 
     if max_bytes == 0 {
         return (Value::Null, true);
     }
-    let lowered: Vec<String> = redact_keys.iter().map(|k| k.to_lowercase()).collect();
+    let terms: Vec<String> = redact_keys
+        .iter()
+        .map(|k| key_form(k))
+        .filter(|k| !k.is_empty())
+        .collect();
     let mut value = args.clone();
-    if !lowered.is_empty() {
-        redact(&mut value, &lowered);
+    if !terms.is_empty() {
+        redact(&mut value, &terms);
     }
     let json = value.to_string();
     if json.len() <= max_bytes {
@@ -409,19 +415,29 @@ pub fn cap_arguments(args: &Value, max_bytes: usize, redact_keys: &[String]) -> 
     (preview, true)
 }
 
-fn redact(value: &mut Value, keys: &[String]) {
+/// A key as redaction compares it: lowercase letters and digits only.
+fn key_form(key: &str) -> String {
+    key.chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+fn redact(value: &mut Value, terms: &[String]) {
     match value {
         Value::Object(map) => {
             for (k, v) in map.iter_mut() {
-                let k = k.to_lowercase();
-                if keys.contains(&k) {
+                let key = key_form(k);
+                let secret = terms.iter().any(|term| key.contains(term.as_str()));
+                let scalar = matches!(v, Value::Number(_) | Value::Bool(_) | Value::Null);
+                if secret && !scalar {
                     *v = Value::String("[REDACTED]".into());
                 } else {
-                    redact(v, keys);
+                    redact(v, terms);
                 }
             }
         }
-        Value::Array(items) => items.iter_mut().for_each(|v| redact(v, keys)),
+        Value::Array(items) => items.iter_mut().for_each(|v| redact(v, terms)),
         _ => {}
     }
 }
@@ -688,6 +704,33 @@ mod tests {
             })
         );
         assert_eq!(cap_arguments(&args, 0, &keys), (Value::Null, true));
+    }
+
+    #[test]
+    fn redaction_catches_spellings_of_a_secret_but_not_numbers() {
+        let keys: Vec<String> = ["password", "token", "secret", "api_key", "cookie"]
+            .iter()
+            .map(|k| (*k).to_owned())
+            .collect();
+        let args = json!({
+            "access_token": "t", "client_secret": "s", "apiKey": "k", "x-api-key": "k",
+            "db_password": "p", "Cookie": "c", "max_tokens": 100, "tokenize": true,
+            "path": "/tmp/x"
+        });
+        let (out, _) = cap_arguments(&args, 10_000, &keys);
+        for redacted in [
+            "access_token",
+            "client_secret",
+            "apiKey",
+            "x-api-key",
+            "db_password",
+            "Cookie",
+        ] {
+            assert_eq!(out[redacted], "[REDACTED]", "{redacted}");
+        }
+        assert_eq!(out["max_tokens"], 100);
+        assert_eq!(out["tokenize"], true);
+        assert_eq!(out["path"], "/tmp/x");
     }
 
     #[test]

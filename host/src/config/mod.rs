@@ -52,8 +52,18 @@ pub const MAX_TOOL_CALL_TIMEOUT_MS: u64 = 3_600_000;
 /// With `durability: async`, the longest a record waits before it is written.
 pub const DEFAULT_ASYNC_FLUSH: Duration = Duration::from_millis(100);
 /// Argument keys whose values the activity journal replaces with a placeholder.
-pub const DEFAULT_REDACT_KEYS: [&str; 5] =
-    ["password", "token", "secret", "api_key", "authorization"];
+/// A key is redacted when it contains one of these, compared without case, `_` or `-`.
+pub const DEFAULT_REDACT_KEYS: [&str; 9] = [
+    "password",
+    "passwd",
+    "token",
+    "secret",
+    "api_key",
+    "authorization",
+    "cookie",
+    "private_key",
+    "credential",
+];
 
 /// A configuration problem. The message always starts with the file it came from.
 #[derive(Debug, thiserror::Error)]

@@ -34,6 +34,26 @@ fn causes<'a>(err: &'a (dyn Error + 'static)) -> Vec<&'a (dyn Error + 'static)> 
 /// What the streamable-HTTP client reports: rmcp's error around reqwest's.
 type ClientError = StreamableHttpError<reqwest::Error>;
 
+/// `text` with the password of `url`'s user info (`https://user:PASSWORD@host/`) replaced
+/// by `***`, wherever the URL or its user info appears: error texts from the HTTP stack
+/// quote the URL, and they end up in logs, the startup summary and the REST status.
+pub(crate) fn hide_url_password(text: &str, url: &str) -> String {
+    let Some((_, rest)) = url.split_once("://") else {
+        return text.to_owned();
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let Some((userinfo, _)) = authority.rsplit_once('@') else {
+        return text.to_owned();
+    };
+    let Some((user, password)) = userinfo.split_once(':') else {
+        return text.to_owned();
+    };
+    if password.is_empty() {
+        return text.to_owned();
+    }
+    text.replace(&format!("{user}:{password}@"), &format!("{user}:***@"))
+}
+
 /// A sentence for why initializing the upstream at `url` failed, from the error its
 /// transport reported.
 pub(crate) fn describe_http_failure(url: &str, err: &(dyn Error + 'static)) -> String {
@@ -121,6 +141,20 @@ fn describe_cause(url: &str, err: &(dyn Error + 'static)) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn url_passwords_are_hidden_in_messages() {
+        let url = "https://alice:s3cr%40t@example.com:8443/mcp";
+        let message = format!("could not reach {url}: error sending request for url ({url})");
+        let shown = hide_url_password(&message, url);
+        assert!(!shown.contains("s3cr"), "{shown}");
+        assert_eq!(shown.matches("alice:***@example.com").count(), 2, "{shown}");
+        assert_eq!(hide_url_password("x", "http://h/mcp"), "x");
+        assert_eq!(
+            hide_url_password("http://bob@h/", "http://bob@h/"),
+            "http://bob@h/"
+        );
+    }
 
     /// An error with a source, as reqwest and hyper wrap their causes.
     #[derive(Debug)]

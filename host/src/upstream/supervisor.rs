@@ -229,11 +229,15 @@ async fn connect(upstream: &Arc<Upstream>) -> Result<Session, String> {
             }
             config.custom_headers = custom;
             let transport = StreamableHttpClientTransport::from_config(config);
-            handler.serve(transport).await.map_err(|e| match &e {
-                rmcp::service::ClientInitializeError::TransportError { error, .. } => {
-                    super::reach::describe_http_failure(url.as_str(), error.error.as_ref())
-                }
-                _ => format!("MCP initialize with {url} failed: {e}"),
+            handler.serve(transport).await.map_err(|e| {
+                let message = match &e {
+                    rmcp::service::ClientInitializeError::TransportError { error, .. } => {
+                        super::reach::describe_http_failure(url.as_str(), error.error.as_ref())
+                    }
+                    _ => format!("MCP initialize with {url} failed: {e}"),
+                };
+                // The message goes to logs, the startup summary and /api/v1/status.
+                super::reach::hide_url_password(&message, url)
             })
         }
     }
