@@ -24,6 +24,13 @@ impl Access {
     /// `Ok` when the request's `Host` and `Origin` headers are allowed; otherwise what is
     /// wrong and how to allow it.
     pub fn check(&self, headers: &HeaderMap) -> Result<(), String> {
+        for name in ["host", "origin"] {
+            if headers.get_all(name).iter().count() > 1 {
+                return Err(format!(
+                    "the request has more than one {name} header; send exactly one"
+                ));
+            }
+        }
         let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
         if let Some(host) = header("host")
             && !host_allowed(host, &self.allowed_hosts)
@@ -131,6 +138,15 @@ mod tests {
             Access::default().check(&headers),
             Err("Origin 'http://evil.example' is not allowed; add it to allowed_origins in mcp_config.json".into())
         );
+    }
+
+    #[test]
+    fn duplicate_host_or_origin_headers_are_refused() {
+        let mut headers = HeaderMap::new();
+        headers.append("host", "localhost".parse().unwrap());
+        headers.append("host", "evil.example".parse().unwrap());
+        let err = Access::default().check(&headers).unwrap_err();
+        assert!(err.contains("more than one host header"), "{err}");
     }
 
     #[test]

@@ -405,6 +405,42 @@ impl Default for ActivityConfig {
     }
 }
 
+/// The largest config file read: far more than any real config (`--config /dev/zero` must
+/// not fill the memory).
+pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
+
+/// Reads the config file, refusing one larger than [`MAX_CONFIG_BYTES`].
+fn read_bounded(path: &Path) -> Result<String> {
+    use std::io::Read;
+    let read_err = |io| Error::Read {
+        path: path.to_owned(),
+        io,
+    };
+    let file = std::fs::File::open(path).map_err(read_err)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_err)?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(Error::Read {
+            path: path.to_owned(),
+            io: io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "it is larger than {} MiB, which no mcpproxy config is; is it the right file?",
+                    MAX_CONFIG_BYTES >> 20
+                ),
+            ),
+        });
+    }
+    String::from_utf8(bytes).map_err(|_| {
+        read_err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "it is not UTF-8 text",
+        ))
+    })
+}
+
 /// The plugin-name rule, shared by the config check and the plugin loader: 1 to 64 of
 /// `[a-z0-9-]`, not starting or ending with `-`.
 pub fn is_plugin_name(name: &str) -> bool {
@@ -483,10 +519,7 @@ pub fn load(path: Option<&Path>, home: Option<&Path>) -> Result<Loaded> {
             }
         }
     };
-    let text = std::fs::read_to_string(&path).map_err(|io| Error::Read {
-        path: path.clone(),
-        io,
-    })?;
+    let text = read_bounded(&path)?;
     let dir = path.parent().unwrap_or(Path::new(""));
     // An absolute base keeps resolved paths right if the process changes directory later.
     let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());

@@ -560,3 +560,14 @@ fn golden_files() {
         failures.join("\n")
     );
 }
+
+#[test]
+fn a_config_file_too_large_to_be_one_is_refused_without_reading_it_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("huge.json");
+    let file = std::fs::File::create(&path).unwrap();
+    file.set_len(super::MAX_CONFIG_BYTES + 10).unwrap();
+    let err = super::load(Some(&path), None).unwrap_err().to_string();
+    assert!(err.contains("larger than 4 MiB"), "{err}");
+    assert!(err.starts_with(&path.display().to_string()), "{err}");
+}
