@@ -253,3 +253,35 @@ fn call_and_tools_go_through_a_running_server() {
     let records = setup.records();
     assert!(records.iter().all(|r| r["source"] == "cli"));
 }
+
+#[test]
+fn arguments_stay_out_of_the_log_even_at_vv() {
+    let setup = Setup::without_server();
+    let out = TestCommand::new(&setup.data_dir)
+        .args([
+            "-vv",
+            "call",
+            "tool-read",
+            "fx:echo",
+            "--args",
+            r#"{"text": "hunter2-in-the-arguments"}"#,
+            "--config",
+        ])
+        .args([&setup.config])
+        .output();
+    out.assert_code(0);
+    assert!(
+        out.stdout().contains("hunter2-in-the-arguments"),
+        "the tool answered"
+    );
+    let log = out.stderr();
+    assert!(log.lines().count() > 10, "-vv logs: {log}");
+    assert!(
+        !log.contains("hunter2"),
+        "the arguments reached the log:\n{}",
+        log.lines()
+            .filter(|l| l.contains("hunter2"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}

@@ -141,11 +141,16 @@ fn quiet_on_closed_stdout() {
 }
 
 fn init_logging(verbose: u8, serving: bool) {
+    // rmcp logs every request and response, arguments included, at debug: that stays off
+    // at -v and -vv (secrets in arguments are redacted in the journal, not in its lines), as
+    // do the compiler's traces; RUST_LOG can still ask for them.
     let default = match verbose {
         0 if serving => "info,rmcp=warn",
         0 => "warn",
-        1 => "debug",
-        _ => "trace",
+        1 => "debug,rmcp=info,cranelift_codegen=info,wasmtime=info,wasmtime_cranelift=info",
+        _ => {
+            "trace,rmcp=info,cranelift_codegen=info,wasmtime=info,wasmtime_cranelift=info,regalloc2=info"
+        }
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
