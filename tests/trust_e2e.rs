@@ -257,6 +257,13 @@ async fn a_tool_that_changes_after_approval_is_held_until_approved_again() {
     assert_eq!(change["status"], "blocked");
     assert_eq!(change["details"]["kind"], "changed");
     assert_eq!(change["details"]["diff"]["description"][1], POISON);
+    let kinds: Vec<&str> = change["details"]["findings"]
+        .as_array()
+        .expect("the scanner's findings are recorded with the change")
+        .iter()
+        .filter_map(|f| f["kind"].as_str())
+        .collect();
+    assert!(kinds.contains(&"hidden-instructions"), "{kinds:?}");
 
     // Stop; while the proxy is down the upstream changes another tool.
     drop(client);

@@ -32,17 +32,7 @@ impl Proxy {
         let tools = upstream.tools();
         let review = upstream.review();
         let listed: Vec<Tool> = tools.values().cloned().collect();
-        let others: Vec<String> = self
-            .upstreams()
-            .iter()
-            .filter(|u| u.name() != upstream.name())
-            .flat_map(|u| {
-                u.tools()
-                    .values()
-                    .map(|t| t.qualified_name())
-                    .collect::<Vec<_>>()
-            })
-            .collect();
+        let others = self.other_tools(upstream.name());
         let scan = match &self.scanner {
             None => Err("no scanner plugin is loaded".to_owned()),
             Some(scanner) => {
@@ -159,9 +149,46 @@ impl Proxy {
         let proxy = self.clone();
         tokio::spawn(async move {
             while let Some(change) = changes.recv().await {
-                proxy.append(change_record(&change)).await;
+                let mut record = change_record(&change);
+                if let (Some(tool), Some(details)) = (&change.current, &mut record.details) {
+                    details["findings"] = proxy.scan_one(tool).await;
+                }
+                proxy.append(record).await;
             }
         })
+    }
+
+    /// Every tool of the servers other than `server`, as `server:tool`: what a scanner checks
+    /// cross-server references against.
+    fn other_tools(&self, server: &str) -> Vec<String> {
+        self.upstreams()
+            .iter()
+            .filter(|u| u.name() != server)
+            .flat_map(|u| {
+                u.tools()
+                    .values()
+                    .map(|t| t.qualified_name())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// The scanner's findings for one tool (against every other server's tools), as JSON
+    /// for a record: a list, or a string saying why there is none.
+    async fn scan_one(&self, tool: &Tool) -> serde_json::Value {
+        let Some(scanner) = self.scanner.clone() else {
+            return json!("no scanner plugin is loaded");
+        };
+        let others = self.other_tools(&tool.server);
+        let tool = tool.clone();
+        let scanned =
+            tokio::task::spawn_blocking(move || scanner.scan(std::slice::from_ref(&tool), &others))
+                .await;
+        match scanned {
+            Ok(Ok(findings)) => serde_json::to_value(findings).unwrap_or_default(),
+            Ok(Err(fault)) => json!(format!("the scanner failed: {fault}")),
+            Err(e) => json!(format!("the scanner failed: {e}")),
+        }
     }
 }
 
@@ -227,6 +254,7 @@ mod tests {
             kind: ChangeKind::Changed,
             diff: None,
             accepted: false,
+            current: None,
         };
         let held = change_record(&change);
         assert_eq!(held.record_type, RecordType::ToolChange);

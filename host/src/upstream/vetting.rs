@@ -38,6 +38,9 @@ pub struct ToolChange {
     pub diff: Option<ToolDiff>,
     /// The server's `auto_approve_tool_changes` accepted it at once.
     pub accepted: bool,
+    /// The tool as listed now (new and changed tools), for the scanner; not recorded.
+    #[serde(skip)]
+    pub current: Option<Tool>,
 }
 
 /// Why an approval did not happen.
@@ -114,6 +117,7 @@ impl Upstream {
                     kind,
                     diff,
                     accepted: auto,
+                    current: tools.get(tool).cloned(),
                 });
             }
             for tool in &review.removed {
@@ -125,6 +129,7 @@ impl Upstream {
                         kind: ChangeKind::Removed,
                         diff: None,
                         accepted: true,
+                        current: None,
                     });
                 }
             }
