@@ -230,13 +230,22 @@ pub fn load_plugins(
         .map(|l| l.memory_bytes)
         .max()
         .unwrap_or(Limits::default().memory_bytes);
-    let engine = PluginEngine::new(EngineOptions {
-        cache_dir: Some(data_dir.join("cache").join("plugins")),
-        max_memory_bytes: max_memory,
-        ..Default::default()
-    })?;
+    let engine = plugin_engine(data_dir, max_memory)?;
     PluginSet::load(&engine, dir, &|name, kind| {
         plugin_settings(config, name, kind)
+    })
+}
+
+/// The WebAssembly engine, caching compiled components in the data dir, with memory slots
+/// for instances of up to `max_memory_bytes`.
+pub fn plugin_engine(
+    data_dir: &Path,
+    max_memory_bytes: usize,
+) -> Result<PluginEngine, plugin::Error> {
+    PluginEngine::new(EngineOptions {
+        cache_dir: Some(data_dir.join("cache").join("plugins")),
+        max_memory_bytes,
+        ..Default::default()
     })
 }
 

@@ -12,13 +12,12 @@ use crate::activity::{ActivityRecord, RecordType, Source, Status};
 use crate::limits::{DEFAULT_MEMORY_BYTES, DEFAULT_TIMEOUT, Limits};
 use crate::plugin::limits::Bytes;
 use crate::plugin::suite::{self, Suite};
-use crate::plugin::{
-    EngineOptions, Plugin, PluginEngine, PluginKind, PluginSet, PluginSettings, PluginSource,
-};
+use crate::plugin::{Plugin, PluginKind, PluginSet, PluginSettings, PluginSource};
 use crate::policy::{
     AnnotationSource, Annotations, CallRequest, EffectiveAnnotations, OperationType, Outcome,
     SafetyClass, Tool, Verdict,
 };
+use crate::runtime::plugin_engine;
 
 use super::output::{Format, print_table};
 use super::{EXIT_FAILURE, Globals};
@@ -62,7 +61,7 @@ impl ListCommand {
         let config = crate::config::load(self.config.as_deref(), globals.home.as_deref())?.config;
         let data_dir = globals.data_dir(config.data_dir.as_deref());
         let dir = self.plugins.or(config.plugins.dir);
-        let engine = engine_with_memory(&data_dir, Limits::default().memory_bytes)?;
+        let engine = plugin_engine(&data_dir, Limits::default().memory_bytes)?;
         let set = PluginSet::load(&engine, dir.as_deref(), &|_, _| PluginSettings::default())?;
         let infos: Vec<_> = set.plugins().iter().map(|p| p.info().clone()).collect();
         match self.output {
@@ -136,7 +135,7 @@ impl CheckCommand {
             memory_bytes: self.memory_mib.saturating_mul(1 << 20),
             ..Limits::default()
         };
-        let engine = engine_with_memory(&globals.data_dir(None), limits.memory_bytes)?;
+        let engine = plugin_engine(&globals.data_dir(None), limits.memory_bytes)?;
         let bytes = std::fs::read(&self.file)
             .with_context(|| format!("cannot read {}", self.file.display()))?;
         let mut plugin = Plugin::load(
@@ -373,12 +372,4 @@ fn sample_records() -> Vec<ActivityRecord> {
         Vec::new(),
     );
     vec![read, blocked]
-}
-
-fn engine_with_memory(data_dir: &std::path::Path, max_memory_bytes: usize) -> Result<PluginEngine> {
-    Ok(PluginEngine::new(EngineOptions {
-        cache_dir: Some(data_dir.join("cache").join("plugins")),
-        max_memory_bytes,
-        ..Default::default()
-    })?)
 }

@@ -12,7 +12,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use crate::activity::Source;
-use crate::config::{self, Config};
+use crate::config;
 use crate::runtime::Runtime;
 use crate::trust::{Analysis, quote};
 use crate::upstream::{Approval, Status};
@@ -76,7 +76,7 @@ impl UpstreamCommand {
         runtime.block_on(async {
             match self {
                 Self::List(common) => {
-                    let (backend, _) = open(globals, &common, None).await?;
+                    let backend = open(globals, &common, None).await?;
                     let statuses: Vec<Status> = match &backend {
                         Backend::Remote(remote) => {
                             serde_json::from_value(remote.get("/upstreams", &[]).await?)
@@ -89,7 +89,7 @@ impl UpstreamCommand {
                     Ok(ExitCode::SUCCESS)
                 }
                 Self::Inspect(args) => {
-                    let (backend, _) = open(globals, &args.common, Some(&args.name)).await?;
+                    let backend = open(globals, &args.common, Some(&args.name)).await?;
                     let analysis: Analysis = match &backend {
                         Backend::Remote(remote) => serde_json::from_value(
                             remote
@@ -111,7 +111,7 @@ impl UpstreamCommand {
                     Ok(ExitCode::SUCCESS)
                 }
                 Self::Approve(args) => {
-                    let (backend, _) = open(globals, &args.common, Some(&args.name)).await?;
+                    let backend = open(globals, &args.common, Some(&args.name)).await?;
                     let tools = (!args.tools.is_empty()).then(|| args.tools.clone());
                     let by = approver();
                     let approval: Approval = match &backend {
@@ -146,11 +146,7 @@ impl UpstreamCommand {
 }
 
 /// The running server, or the proxy built here for `server` (or every server).
-async fn open(
-    globals: &Globals,
-    common: &Common,
-    server: Option<&str>,
-) -> Result<(Backend, Config)> {
+async fn open(globals: &Globals, common: &Common, server: Option<&str>) -> Result<Backend> {
     let loaded = config::load(common.config.as_deref(), globals.home.as_deref())?;
     let config = loaded.config;
     if let Some(name) = server
@@ -160,10 +156,10 @@ async fn open(
     }
     let data_dir = globals.data_dir(config.data_dir.as_deref());
     if let Some(remote) = Remote::find(&config, &data_dir).await? {
-        return Ok((Backend::Remote(remote), config));
+        return Ok(Backend::Remote(remote));
     }
-    let runtime = Runtime::build_for_one(config.clone(), &data_dir, server).await?;
-    Ok((Backend::Local(Box::new(runtime)), config))
+    let runtime = Runtime::build_for_one(config, &data_dir, server).await?;
+    Ok(Backend::Local(Box::new(runtime)))
 }
 
 async fn close(backend: Backend) {

@@ -31,25 +31,9 @@ impl Proxy {
     async fn analyze(&self, upstream: &Arc<Upstream>) -> Analysis {
         let tools = upstream.tools();
         let review = upstream.review();
-        let listed: Vec<Tool> = tools.values().cloned().collect();
-        let others = self.other_tools(upstream.name());
-        let scan = match &self.scanner {
-            None => Err("no scanner plugin is loaded".to_owned()),
-            Some(scanner) => {
-                let scanner = scanner.clone();
-                match tokio::task::spawn_blocking(move || {
-                    scanner
-                        .scan(&listed, &others)
-                        .map(|f| (scanner.name().to_owned(), f))
-                })
-                .await
-                {
-                    Ok(Ok(found)) => Ok(found),
-                    Ok(Err(fault)) => Err(format!("the scanner failed: {fault}")),
-                    Err(e) => Err(format!("the scanner failed: {e}")),
-                }
-            }
-        };
+        let scan = self
+            .scan(upstream.name(), tools.values().cloned().collect())
+            .await;
         Analysis::new(
             upstream.name(),
             upstream.is_quarantined(),
@@ -57,6 +41,30 @@ impl Proxy {
             &review,
             scan,
         )
+    }
+
+    /// Runs the scanner over `tools` of `server` (against every other server's tools), off
+    /// the async threads: the scanner's name and findings, or why there are none.
+    async fn scan(
+        &self,
+        server: &str,
+        tools: Vec<Tool>,
+    ) -> Result<(String, Vec<trust::Finding>), String> {
+        let Some(scanner) = self.scanner.clone() else {
+            return Err("no scanner plugin is loaded".to_owned());
+        };
+        let others = self.other_tools(server);
+        let scanned = tokio::task::spawn_blocking(move || {
+            scanner
+                .scan(&tools, &others)
+                .map(|found| (scanner.name().to_owned(), found))
+        })
+        .await;
+        match scanned {
+            Ok(Ok(found)) => Ok(found),
+            Ok(Err(fault)) => Err(format!("the scanner failed: {fault}")),
+            Err(e) => Err(format!("the scanner failed: {e}")),
+        }
     }
 
     /// A call to a quarantined server: not sent; the caller gets the analysis.
@@ -94,12 +102,15 @@ impl Proxy {
                 detail.push_str(&format!("\n  {line}"));
             }
         }
-        let analysis = self.analyze(upstream).await;
-        for finding in analysis
-            .findings()
-            .into_iter()
-            .filter(|f| f.tool == tool.name)
-        {
+        // Only this tool is scanned: the rest of the server is not what is held.
+        let mut findings = self
+            .scan(server, vec![tool.clone()])
+            .await
+            .map(|(_, found)| found)
+            .unwrap_or_default();
+        findings.retain(|f| f.tool == tool.name);
+        findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
+        for finding in findings {
             detail.push_str(&format!(
                 "\n  [{}] {}: {}",
                 finding.severity,
@@ -173,21 +184,12 @@ impl Proxy {
             .collect()
     }
 
-    /// The scanner's findings for one tool (against every other server's tools), as JSON
-    /// for a record: a list, or a string saying why there is none.
+    /// The scanner's findings for one tool, as JSON for a record: a list, or a string
+    /// saying why there is none.
     async fn scan_one(&self, tool: &Tool) -> serde_json::Value {
-        let Some(scanner) = self.scanner.clone() else {
-            return json!("no scanner plugin is loaded");
-        };
-        let others = self.other_tools(&tool.server);
-        let tool = tool.clone();
-        let scanned =
-            tokio::task::spawn_blocking(move || scanner.scan(std::slice::from_ref(&tool), &others))
-                .await;
-        match scanned {
-            Ok(Ok(findings)) => serde_json::to_value(findings).unwrap_or_default(),
-            Ok(Err(fault)) => json!(format!("the scanner failed: {fault}")),
-            Err(e) => json!(format!("the scanner failed: {e}")),
+        match self.scan(&tool.server, vec![tool.clone()]).await {
+            Ok((_, findings)) => serde_json::to_value(findings).unwrap_or_default(),
+            Err(why) => json!(why),
         }
     }
 }
@@ -235,10 +237,7 @@ fn cut(message: &str) -> String {
     if message.len() <= MAX_RECORDED_MESSAGE {
         return message.to_owned();
     }
-    let mut end = MAX_RECORDED_MESSAGE;
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = message.floor_char_boundary(MAX_RECORDED_MESSAGE);
     format!("{}…", &message[..end])
 }
 

@@ -185,10 +185,6 @@ impl Upstream {
             .collect()
     }
 
-    pub fn config(&self) -> &ServerConfig {
-        &self.config
-    }
-
     /// Whether the server is usable at all (not disabled, not quarantined).
     pub fn check_usable(&self) -> Result<(), Error> {
         if !self.config.enabled {
@@ -268,7 +264,6 @@ pub struct Upstreams {
     shutdown: CancellationToken,
     tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
     changes: std::sync::Mutex<Option<mpsc::UnboundedReceiver<ToolChange>>>,
-    trust: Arc<TrustStore>,
 }
 
 impl Upstreams {
@@ -323,7 +318,6 @@ impl Upstreams {
             shutdown,
             tasks: std::sync::Mutex::new(tasks),
             changes: std::sync::Mutex::new(Some(receiver)),
-            trust,
         })
     }
 
@@ -334,10 +328,6 @@ impl Upstreams {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take()
-    }
-
-    pub fn trust(&self) -> &Arc<TrustStore> {
-        &self.trust
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<Upstream>> {

@@ -13,7 +13,7 @@ use crate::index::{ToolDoc, param_names};
 use crate::policy::Tool;
 use crate::trust::{self, Review, ToolDiff, ToolStanding, fingerprint};
 
-use super::{Upstream, read, write};
+use super::{Upstream, write};
 
 /// What happened to a tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -256,10 +256,5 @@ impl Upstream {
             approved_by: by.to_owned(),
             approved_at: now,
         })
-    }
-
-    /// The tools of this server as the scanner and the reviewer see them.
-    pub fn listed_tools(&self) -> Vec<Tool> {
-        read(&self.tools).values().cloned().collect()
     }
 }
