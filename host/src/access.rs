@@ -4,9 +4,13 @@
 //! A request passes when its `Host` is a loopback name (`localhost`, `127.0.0.1`, `[::1]`,
 //! with or without a numeric port) or one of the configured `allowed_hosts`, and its
 //! `Origin`, if any, is an http(s) origin on such a host or one of `allowed_origins`
-//! (`scheme://host:*` allows any port). Depends on nothing else in the crate.
+//! (`scheme://host:*` allows any port).
+//!
+//! Also the bearer token of `/mcp` ([`check_bearer`]) and the constant-time comparison of
+//! secrets ([`secret_matches`]) the API key shares. Depends on nothing else in the crate.
 
 use http::HeaderMap;
+use subtle::ConstantTimeEq;
 
 /// The loopback host names, as `Host` carries them.
 pub const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
@@ -79,6 +83,37 @@ pub fn origin_allowed(origin: &str, extra: &[String]) -> bool {
         })
 }
 
+/// Constant-time equality of two secrets (the time taken does not tell how much matched).
+pub fn secret_matches(expected: &str, given: &str) -> bool {
+    expected.as_bytes().ct_eq(given.as_bytes()).into()
+}
+
+/// `Ok` when the request carries `Authorization: Bearer <expected>` (exactly one such
+/// header); otherwise what is wrong and how to fix it.
+pub fn check_bearer(expected: &str, headers: &HeaderMap) -> Result<(), String> {
+    let mut values = headers.get_all(http::header::AUTHORIZATION).iter();
+    let (Some(value), None) = (values.next(), values.next()) else {
+        return Err(
+            "this endpoint needs a bearer token: send `Authorization: Bearer <token>` with the \
+             token set in http.auth_token (or MCPPROXY_AUTH_TOKEN) where mcpproxy runs"
+                .into(),
+        );
+    };
+    let token = value
+        .to_str()
+        .ok()
+        .and_then(|v| {
+            let (scheme, token) = v.split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+        })
+        .ok_or("the Authorization header must be `Bearer <token>`")?;
+    if secret_matches(expected, token) {
+        Ok(())
+    } else {
+        Err("the bearer token is wrong; use the http.auth_token of this mcpproxy".into())
+    }
+}
+
 /// The loopback origins in the `scheme://host:*` form rmcp's own check takes.
 pub fn loopback_origin_patterns() -> Vec<String> {
     ["http", "https"]
@@ -147,6 +182,24 @@ mod tests {
         headers.append("host", "evil.example".parse().unwrap());
         let err = Access::default().check(&headers).unwrap_err();
         assert!(err.contains("more than one host header"), "{err}");
+    }
+
+    #[test]
+    fn bearer_token_must_match_exactly_once() {
+        let token = "0123456789abcdef0123";
+        let mut headers = HeaderMap::new();
+        assert!(check_bearer(token, &headers).unwrap_err().contains("needs a bearer token"));
+        headers.insert("authorization", format!("Bearer {token}").parse().unwrap());
+        assert_eq!(check_bearer(token, &headers), Ok(()));
+        headers.insert("authorization", format!("bearer {token}").parse().unwrap());
+        assert_eq!(check_bearer(token, &headers), Ok(()));
+        headers.insert("authorization", "Bearer 0123456789abcdef0124".parse().unwrap());
+        assert!(check_bearer(token, &headers).unwrap_err().contains("wrong"));
+        headers.insert("authorization", format!("Basic {token}").parse().unwrap());
+        assert!(check_bearer(token, &headers).unwrap_err().contains("Bearer <token>"));
+        headers.insert("authorization", format!("Bearer {token}").parse().unwrap());
+        headers.append("authorization", "Bearer other".parse().unwrap());
+        assert!(check_bearer(token, &headers).is_err());
     }
 
     #[test]

@@ -6,7 +6,10 @@
 //! - [`policy`]: the vocabulary of a call and the pipeline: annotator and validator stages,
 //!   verdicts, the combined evaluation;
 //! - [`grant`], [`limits`], [`access`]: small rules shared by several modules (the hosts a
-//!   sink may reach, plugin resource limits, the loopback Host/Origin check);
+//!   sink may reach, plugin resource limits, the loopback Host/Origin check and the bearer
+//!   token);
+//! - [`listener`]: the TCP listener under `/mcp` and `/api/v1` (connection cap, header-read
+//!   timeout, graceful shutdown);
 //! - [`activity`]: the audit trail: records, the redb journal, queries, retention, and the
 //!   delivery of records to sinks;
 //! - [`config`]: reads and validates `mcp_config.json`;
@@ -29,6 +32,7 @@ pub mod config;
 pub mod grant;
 pub mod index;
 pub mod limits;
+pub mod listener;
 pub mod mcp;
 pub mod plugin;
 pub mod policy;

@@ -14,7 +14,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::access::Access;
 use crate::api::{self, ApiState, key};
-use crate::config::{self, is_plugin_name};
+use crate::config::{self, Config, is_plugin_name, is_secret_text};
+use crate::listener;
 use crate::mcp::{self, ProxyServer};
 use crate::runtime::Runtime;
 
@@ -22,6 +23,10 @@ use super::Globals;
 
 /// How long a sink's in-flight batch may finish at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// How long open HTTP connections may take to finish at shutdown.
+const CONNECTION_GRACE: Duration = Duration::from_secs(2);
+/// Sets (or replaces) `http.auth_token`, so the token need not be written in the file.
+const AUTH_TOKEN_ENV: &str = "MCPPROXY_AUTH_TOKEN";
 
 #[derive(Debug, Args)]
 pub struct ServeCommand {
@@ -76,6 +81,17 @@ impl ServeCommand {
         }
         let data_dir = globals.data_dir(config.data_dir.as_deref());
         let listen = self.listen.unwrap_or(config.listen);
+        if !self.stdio {
+            auth_token_from_env(&mut config)?;
+            if !listen.ip().is_loopback() && config.http.auth_token.is_none() {
+                bail!(
+                    "refusing to listen on {listen}: it is not a loopback address, so anyone who can \
+                     reach it could call your tools. Set http.auth_token in mcp_config.json (or \
+                     {AUTH_TOKEN_ENV}) so clients must send `Authorization: Bearer <token>`, or \
+                     listen on 127.0.0.1"
+                );
+            }
+        }
 
         let runtime = Runtime::build(config, &data_dir, self.plugins.clone())?;
         runtime.close_interrupted().await;
@@ -111,21 +127,46 @@ impl ServeCommand {
                 api_key: Arc::from(api_key),
                 access: Arc::new(access.clone()),
             };
-            let app = mcp::http::router(runtime.proxy.clone(), &access, shutdown.child_token())
+            let http = &runtime.config.http;
+            let endpoint = mcp::http::Endpoint {
+                access: access.clone(),
+                auth_token: http.auth_token.clone(),
+                sessions: mcp::sessions::SessionBounds {
+                    max_sessions: http.max_sessions,
+                    max_sessions_per_client: http.max_sessions_per_client,
+                    idle: http.session_idle,
+                },
+            };
+            let app = mcp::http::router(runtime.proxy.clone(), endpoint, shutdown.child_token())
                 .merge(api::router(api_state));
-            let listener = tokio::net::TcpListener::bind(listen)
+            let bounds = listener::Bounds {
+                max_connections: http.max_connections,
+                header_timeout: http.header_timeout,
+                shutdown_grace: CONNECTION_GRACE,
+            };
+            let wanted = bounds.max_connections as u64 + listener::RESERVED_FDS;
+            if let Some(fds) = listener::raise_fd_limit(wanted)
+                && fds < wanted
+            {
+                tracing::warn!(
+                    "this process may open {fds} files, fewer than http.max_connections ({}) plus {} for its own use: raise `ulimit -n` or lower http.max_connections",
+                    bounds.max_connections,
+                    listener::RESERVED_FDS
+                );
+            }
+            let socket = tokio::net::TcpListener::bind(listen)
                 .await
                 .with_context(|| {
                     format!(
                         "cannot listen on {listen}: is another mcpproxy running? use --listen ADDR"
                     )
                 })?;
-            let bound = listener
+            let bound = socket
                 .local_addr()
                 .context("cannot read the bound address")?;
             if !bound.ip().is_loopback() {
                 tracing::warn!(
-                    "listening on {bound}, which is not a loopback address: anyone who can reach it can use your tools"
+                    "listening on {bound}, which is not a loopback address: /mcp needs the bearer token, /api/v1 the API key"
                 );
             }
             eprintln!(
@@ -133,11 +174,7 @@ impl ServeCommand {
                 env!("CARGO_PKG_VERSION")
             );
             let server_shutdown = shutdown.clone();
-            let server = tokio::spawn(async move {
-                axum::serve(listener, app)
-                    .with_graceful_shutdown(async move { server_shutdown.cancelled().await })
-                    .await
-            });
+            let server = tokio::spawn(listener::serve(socket, app, bounds, server_shutdown));
             summary(&runtime, loaded.path.as_deref()).await;
             match server.await {
                 Ok(Ok(())) => {}
@@ -150,6 +187,24 @@ impl ServeCommand {
         runtime.shutdown().await;
         Ok(())
     }
+}
+
+/// Takes the bearer token from the environment when it is set there.
+fn auth_token_from_env(config: &mut Config) -> Result<()> {
+    let Some(token) = std::env::var_os(AUTH_TOKEN_ENV) else {
+        return Ok(());
+    };
+    let token = token
+        .into_string()
+        .ok()
+        .filter(|t| is_secret_text(t) && t.len() >= 16)
+        .with_context(|| {
+            format!(
+                "{AUTH_TOKEN_ENV} must be at least 16 characters with no spaces or control characters"
+            )
+        })?;
+    config.http.auth_token = Some(token);
+    Ok(())
 }
 
 async fn summary(runtime: &Runtime, config_path: Option<&std::path::Path>) {

@@ -128,6 +128,8 @@ pub struct Config {
     pub plugins: PluginsConfig,
     pub activity: ActivityConfig,
     pub upstream: UpstreamConfig,
+    /// `http`: who may use the HTTP listener, and how much of it.
+    pub http: HttpConfig,
 }
 
 impl Default for Config {
@@ -144,6 +146,7 @@ impl Default for Config {
             plugins: PluginsConfig::default(),
             activity: ActivityConfig::default(),
             upstream: UpstreamConfig::default(),
+            http: HttpConfig::default(),
         }
     }
 }
@@ -162,6 +165,7 @@ impl fmt::Debug for Config {
             .field("plugins", &self.plugins)
             .field("activity", &self.activity)
             .field("upstream", &self.upstream)
+            .field("http", &self.http)
             .finish()
     }
 }
@@ -474,6 +478,66 @@ impl Default for UpstreamConfig {
             advertise_roots: false,
         }
     }
+}
+
+/// `http`: the HTTP listener's authentication and bounds. Every bound exists so that no
+/// caller can take the listener away from the others (see docs/security.md).
+#[derive(Clone, PartialEq, Eq)]
+pub struct HttpConfig {
+    /// The bearer token `/mcp` requires (`Authorization: Bearer <token>`); `None` means
+    /// none, which is allowed only on a loopback `listen`.
+    pub auth_token: Option<String>,
+    /// Open TCP connections at most; past it, a new connection gets a 503 and is closed.
+    pub max_connections: usize,
+    /// MCP sessions at most, over all clients.
+    pub max_sessions: usize,
+    /// MCP sessions at most from one client IP address.
+    pub max_sessions_per_client: usize,
+    /// How long a connection may take to send a request's headers, and how long an idle
+    /// keep-alive connection stays open.
+    pub header_timeout: Duration,
+    /// A session with no traffic for this long is closed (the client re-initializes).
+    pub session_idle: Duration,
+}
+
+impl HttpConfig {
+    pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+    pub const DEFAULT_MAX_SESSIONS: usize = 1024;
+    pub const DEFAULT_MAX_SESSIONS_PER_CLIENT: usize = 256;
+    pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+    pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(1800);
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            auth_token: None,
+            max_connections: Self::DEFAULT_MAX_CONNECTIONS,
+            max_sessions: Self::DEFAULT_MAX_SESSIONS,
+            max_sessions_per_client: Self::DEFAULT_MAX_SESSIONS_PER_CLIENT,
+            header_timeout: Self::DEFAULT_HEADER_TIMEOUT,
+            session_idle: Self::DEFAULT_SESSION_IDLE,
+        }
+    }
+}
+
+impl fmt::Debug for HttpConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpConfig")
+            .field("auth_token", &self.auth_token.as_ref().map(|_| Hidden))
+            .field("max_connections", &self.max_connections)
+            .field("max_sessions", &self.max_sessions)
+            .field("max_sessions_per_client", &self.max_sessions_per_client)
+            .field("header_timeout", &self.header_timeout)
+            .field("session_idle", &self.session_idle)
+            .finish()
+    }
+}
+
+/// Whether a secret (API key, bearer token) is usable as written in a header: non-empty,
+/// no spaces or control characters.
+pub fn is_secret_text(text: &str) -> bool {
+    !text.is_empty() && !text.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
 /// A configuration and the file it came from.

@@ -30,6 +30,7 @@ pub(super) struct RawConfig {
     pub plugins: Option<RawPlugins>,
     pub activity: Option<RawActivity>,
     pub upstream: Option<RawUpstream>,
+    pub http: Option<RawHttp>,
 }
 
 /// `mcpServers`: canonically a list; the Claude Desktop form maps names to servers.
@@ -155,6 +156,17 @@ pub(super) struct RawUpstream {
     pub advertise_roots: Option<bool>,
 }
 
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+pub(super) struct RawHttp {
+    pub auth_token: Option<String>,
+    pub max_connections: Option<u64>,
+    pub max_sessions: Option<u64>,
+    pub max_sessions_per_client: Option<u64>,
+    pub header_timeout_ms: Option<u64>,
+    pub session_idle_secs: Option<u64>,
+}
+
 /// A struct derived with `remote = "Self"`: its derived deserializer is an inherent function.
 trait Derived<'de>: Sized {
     fn derived<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error>;
@@ -202,6 +214,7 @@ object_only!(
     RawRetention,
     RawDelivery,
     RawUpstream,
+    RawHttp,
 );
 
 /// Why the text could not be read as a [`RawConfig`].

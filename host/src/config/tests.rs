@@ -68,6 +68,18 @@ fn full_example_reads_every_key() {
     assert_eq!(config.allowed_origins, ["https://app.example.com"]);
     assert_eq!(config.allowed_hosts, ["proxy.lan:9090"]);
     assert_eq!(config.tool_call_timeout, Duration::from_secs(30));
+    assert_eq!(
+        config.http,
+        crate::config::HttpConfig {
+            auth_token: Some("0123456789abcdef0123456789abcdef".into()),
+            max_connections: 512,
+            max_sessions: 64,
+            max_sessions_per_client: 8,
+            header_timeout: Duration::from_secs(5),
+            session_idle: Duration::from_secs(600),
+        }
+    );
+    assert!(!format!("{config:?}").contains("0123456789abcdef"));
 
     let [github, remote] = &config.servers[..] else {
         panic!("two servers: {:?}", config.servers)

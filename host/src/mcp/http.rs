@@ -1,58 +1,193 @@
-//! The HTTP listener: MCP streamable HTTP at `/mcp`, with DNS-rebinding protection (only
-//! loopback `Host` and `Origin` values unless configured otherwise) and a bounded body.
+//! MCP over streamable HTTP at `/mcp`: rmcp's service behind one gate that, in order,
+//! refuses a foreign `Host`/`Origin` (DNS-rebinding protection, [`crate::access`]), checks
+//! the bearer token when one is configured, refuses a new session past the session bounds
+//! ([`super::sessions`]), and reads the body within [`MAX_REQUEST_BODY_BYTES`]. A body that
+//! is not JSON gets a JSON-RPC `-32700` parse error, and JSON that is not a JSON-RPC message
+//! a `-32600`, instead of rmcp's bare `415`.
 
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use axum::Router;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use axum::body::{Body, Bytes};
+use axum::extract::{ConnectInfo, Request};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http::{HeaderValue, Method, StatusCode, header};
+use http_body_util::BodyExt;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::ProxyServer;
-use crate::access::{Access, LOOPBACK_HOSTS, loopback_origin_patterns};
+use super::sessions::{BoundedSessions, SessionBounds, with_client};
+use crate::access::{Access, LOOPBACK_HOSTS, check_bearer, loopback_origin_patterns};
 use crate::proxy::Proxy;
 
 /// The largest MCP request body accepted.
 pub const MAX_REQUEST_BODY_BYTES: usize = 4 << 20;
 
+/// Who may use `/mcp`, and how many sessions it keeps.
+#[derive(Clone)]
+pub struct Endpoint {
+    /// The Host/Origin rule.
+    pub access: Access,
+    /// The bearer token every request must carry, if any.
+    pub auth_token: Option<String>,
+    pub sessions: SessionBounds,
+}
+
+/// What the gate needs for each request.
+struct Gate {
+    access: Access,
+    auth_token: Option<String>,
+    sessions: Arc<BoundedSessions>,
+}
+
 /// The `/mcp` router.
-pub fn router(proxy: Arc<Proxy>, access: &Access, shutdown: CancellationToken) -> Router {
+pub fn router(proxy: Arc<Proxy>, endpoint: Endpoint, shutdown: CancellationToken) -> Router {
     let mut config = StreamableHttpServerConfig::default();
     // rmcp checks too; the same lists, so both agree.
     config.allowed_hosts = LOOPBACK_HOSTS
         .into_iter()
         .chain(["::1"])
         .map(String::from)
-        .chain(access.allowed_hosts.iter().cloned())
+        .chain(endpoint.access.allowed_hosts.iter().cloned())
         .collect();
     config.allowed_origins = loopback_origin_patterns()
         .into_iter()
-        .chain(access.allowed_origins.iter().cloned())
+        .chain(endpoint.access.allowed_origins.iter().cloned())
         .collect();
     config.max_request_body_bytes = MAX_REQUEST_BODY_BYTES;
     config.cancellation_token = shutdown;
+    let sessions = Arc::new(BoundedSessions::new(endpoint.sessions));
     let service = StreamableHttpService::new(
         move || Ok(ProxyServer::new(proxy.clone())),
-        Arc::new(LocalSessionManager::default()),
+        sessions.clone(),
         config,
     );
-    let access = Arc::new(access.clone());
+    let gate = Arc::new(Gate {
+        access: endpoint.access,
+        auth_token: endpoint.auth_token,
+        sessions,
+    });
     Router::new()
         .nest_service("/mcp", service)
         .layer(axum::middleware::from_fn(move |request, next| {
-            check_host_and_origin(access.clone(), request, next)
+            guard(gate.clone(), request, next)
         }))
 }
 
-/// The loopback rule of [`crate::access`], applied before rmcp sees the request.
-async fn check_host_and_origin(
-    access: Arc<Access>,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    match access.check(request.headers()) {
-        Ok(()) => next.run(request).await,
-        Err(message) => (http::StatusCode::FORBIDDEN, message).into_response(),
+/// The address requests without one (a router used without the listener) count against.
+const UNKNOWN_CLIENT: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+
+async fn guard(gate: Arc<Gate>, request: Request, next: Next) -> Response {
+    if let Err(message) = gate.access.check(request.headers()) {
+        return (StatusCode::FORBIDDEN, message).into_response();
     }
+    if let Some(token) = &gate.auth_token
+        && let Err(message) = check_bearer(token, request.headers())
+    {
+        let mut response = (StatusCode::UNAUTHORIZED, message).into_response();
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"mcpproxy\""),
+        );
+        return response;
+    }
+    let client = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(UNKNOWN_CLIENT, |info| info.0.ip());
+    if request.method() != Method::POST {
+        return with_client(client, next.run(request)).await;
+    }
+    if !request.headers().contains_key("mcp-session-id")
+        && let Err(message) = gate.sessions.admit(client)
+    {
+        return jsonrpc_error(StatusCode::SERVICE_UNAVAILABLE, None, -32000, &message);
+    }
+    let json_body = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+        });
+    let (parts, body) = request.into_parts();
+    let body = match http_body_util::Limited::new(body, MAX_REQUEST_BODY_BYTES)
+        .collect()
+        .await
+    {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            return jsonrpc_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                None,
+                -32600,
+                &format!(
+                    "the request body is larger than {} MiB, the most /mcp accepts",
+                    MAX_REQUEST_BODY_BYTES >> 20
+                ),
+            );
+        }
+        Err(e) => {
+            return jsonrpc_error(
+                StatusCode::BAD_REQUEST,
+                None,
+                -32700,
+                &format!("cannot read the request body: {e}"),
+            );
+        }
+    };
+    let request = Request::from_parts(parts, Body::from(body.clone()));
+    let response = with_client(client, next.run(request)).await;
+    if response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE && json_body {
+        // rmcp answers 415 for a JSON body it cannot parse as a JSON-RPC message.
+        return malformed(&body);
+    }
+    response
+}
+
+/// The JSON-RPC error for a body rmcp could not read as a message.
+fn malformed(body: &Bytes) -> Response {
+    match serde_json::from_slice::<Value>(body) {
+        Err(e) => jsonrpc_error(
+            StatusCode::BAD_REQUEST,
+            None,
+            -32700,
+            &format!("Parse error: the body is not valid JSON ({e}); send one JSON-RPC message"),
+        ),
+        Ok(Value::Array(_)) => jsonrpc_error(
+            StatusCode::BAD_REQUEST,
+            None,
+            -32600,
+            "Invalid Request: JSON-RPC batches (arrays) are not supported; send one message per request",
+        ),
+        Ok(value) => {
+            let id = value
+                .get("id")
+                .filter(|id| id.is_string() || id.is_number())
+                .cloned();
+            jsonrpc_error(
+                StatusCode::BAD_REQUEST,
+                id,
+                -32600,
+                "Invalid Request: the body is JSON but not a JSON-RPC 2.0 message; a request needs \
+                 \"jsonrpc\": \"2.0\", an \"id\" and a \"method\" (a notification has no \"id\")",
+            )
+        }
+    }
+}
+
+/// A JSON-RPC error response with an HTTP status.
+fn jsonrpc_error(status: StatusCode, id: Option<Value>, code: i64, message: &str) -> Response {
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": id.unwrap_or(Value::Null),
+        "error": {"code": code, "message": message},
+    });
+    (status, axum::Json(body)).into_response()
 }

@@ -6,6 +6,7 @@
 //! own results pass through unchanged. Protocol misuse (an unknown tool) is a JSON-RPC error.
 
 pub mod http;
+pub mod sessions;
 mod tools;
 
 use std::sync::Arc;

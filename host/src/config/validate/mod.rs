@@ -15,7 +15,10 @@ use self::activity::activity_from;
 use self::plugins::plugins_from;
 use self::servers::servers_from;
 use super::raw::{self, Failure, RawConfig};
-use super::{Config, Error, IntentConfig, MAX_TOOL_CALL_TIMEOUT_MS, Result, UpstreamConfig};
+use super::{
+    Config, Error, HttpConfig, IntentConfig, MAX_TOOL_CALL_TIMEOUT_MS, Result, UpstreamConfig,
+    is_secret_text,
+};
 
 /// The longest `upstream.reconnect_*_ms` accepted: one hour.
 const MAX_RECONNECT_MS: u64 = 3_600_000;
@@ -169,7 +172,7 @@ fn build(raw: RawConfig, ctx: &Context<'_>) -> Result<Config> {
         config.data_dir = Some(ctx.path("data_dir", &dir)?);
     }
     if let Some(key) = raw.api_key {
-        if key.is_empty() || key.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        if !is_secret_text(&key) {
             return Err(ctx.err(
                 "api_key",
                 "the API key must be non-empty, with no spaces or control characters (or leave api_key out to have one generated)",
@@ -225,7 +228,58 @@ fn build(raw: RawConfig, ctx: &Context<'_>) -> Result<Config> {
     if let Some(upstream) = raw.upstream {
         config.upstream = upstream_from(upstream, ctx)?;
     }
+    if let Some(http) = raw.http {
+        config.http = http_from(http, ctx)?;
+    }
     Ok(config)
+}
+
+/// The most of `http.max_connections` and `http.max_sessions`.
+const MAX_HTTP_BOUND: u64 = 1_000_000;
+
+fn http_from(raw: raw::RawHttp, ctx: &Context<'_>) -> Result<HttpConfig> {
+    let mut http = HttpConfig::default();
+    if let Some(token) = raw.auth_token {
+        if !is_secret_text(&token) || token.len() < 16 {
+            return Err(ctx.err(
+                "http.auth_token",
+                "the token must be at least 16 characters with no spaces or control characters \
+                 (e.g. the output of `openssl rand -hex 32`)",
+            ));
+        }
+        http.auth_token = Some(token);
+    }
+    let count = |key: &str, v: u64| -> Result<usize> {
+        let v = ctx.range(key, v, 1, MAX_HTTP_BOUND, "")?;
+        Ok(usize::try_from(v).unwrap_or(usize::MAX))
+    };
+    if let Some(v) = raw.max_connections {
+        http.max_connections = count("http.max_connections", v)?;
+    }
+    if let Some(v) = raw.max_sessions {
+        http.max_sessions = count("http.max_sessions", v)?;
+    }
+    if let Some(v) = raw.max_sessions_per_client {
+        http.max_sessions_per_client = count("http.max_sessions_per_client", v)?;
+    }
+    if http.max_sessions_per_client > http.max_sessions {
+        return Err(ctx.err(
+            "http.max_sessions_per_client",
+            format!(
+                "{} is more than http.max_sessions ({}): one client cannot have more sessions than all of them",
+                http.max_sessions_per_client, http.max_sessions
+            ),
+        ));
+    }
+    if let Some(v) = raw.header_timeout_ms {
+        let v = ctx.range("http.header_timeout_ms", v, 100, 600_000, " milliseconds (10 minutes)")?;
+        http.header_timeout = Duration::from_millis(v);
+    }
+    if let Some(v) = raw.session_idle_secs {
+        let v = ctx.range("http.session_idle_secs", v, 10, 604_800, " seconds (7 days)")?;
+        http.session_idle = Duration::from_secs(v);
+    }
+    Ok(http)
 }
 
 fn tool_call_timeout(ctx: &Context<'_>, key: &str, ms: u64) -> Result<Duration> {
