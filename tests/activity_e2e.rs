@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::mcp_util::{Proxy, call, config_with, connect, is_error, stdio_fixture};
+use rmcp::ServiceExt;
+
+use crate::mcp_util::{Proxy, call, config_with, connect, is_error, stdio_fixture, text};
 use crate::util::TestCommand;
 
 fn api_key(proxy: &Proxy) -> String {
@@ -378,16 +380,41 @@ async fn no_answered_call_is_lost_when_the_server_is_killed() {
 async fn names_a_caller_sends_are_bounded_and_cannot_forge_rows() {
     let log = tempfile::NamedTempFile::new().unwrap();
     let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    let forged_row = "x\r01FAKEFAKEFAKEFAKEFAKEFAKE  fx  delete_everything  success\n\u{1b}[2J";
+
+    // A tool name with a carriage return, a newline and an escape sequence is refused at
+    // parse time, as is a 1 MiB one; neither reaches the journal.
     let client = connect(&proxy.url).await;
-    // A tool name with a carriage return, a newline, an escape sequence and 1 MiB of padding.
-    let forged = format!(
-        "fx:x\r01FAKEFAKEFAKEFAKEFAKEFAKE  fx  delete_everything  success\n\u{1b}[2J{}",
-        "A".repeat(1 << 20)
-    );
-    let refused = call(&client, "call_tool_read", json!({"name": forged}))
+    for (name, says) in [
+        (format!("fx:{forged_row}"), "U+000D"),
+        (format!("fx:{}", "A".repeat(1 << 20)), "at most 256 bytes"),
+    ] {
+        let refused = call(&client, "call_tool_read", json!({"name": name}))
+            .await
+            .unwrap();
+        assert!(is_error(&refused));
+        assert!(text(&refused).contains(says), "{}", text(&refused));
+    }
+    client.cancel().await.unwrap();
+
+    // The client's own name (clientInfo) is recorded: it is cut and printed escaped.
+    let mut info = rmcp::model::ClientConfig::default();
+    info.client_info =
+        rmcp::model::Implementation::new(format!("{forged_row}{}", "B".repeat(1 << 20)), "1.0");
+    let client = info
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+            proxy.url.clone(),
+        ))
         .await
         .unwrap();
-    assert!(is_error(&refused));
+    let mut params = rmcp::model::CallToolRequestParams::new("call_tool_read");
+    params = params.with_arguments(
+        json!({"name": "fx:echo", "args": {"text": "hi"}})
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    client.peer().call_tool_once(params).await.unwrap();
 
     let config = cli_config(&proxy, log.path());
     let out = TestCommand::new(proxy.data_dir.path())
@@ -396,12 +423,7 @@ async fn names_a_caller_sends_are_bounded_and_cannot_forge_rows() {
         .output();
     out.assert_code(0);
     let stdout = out.stdout();
-    assert!(
-        !stdout.contains('\r') && !stdout.contains('\u{1b}'),
-        "{stdout:?}"
-    );
     assert_eq!(stdout.lines().count(), 2, "a header and one row: {stdout}");
-    assert!(stdout.contains("\\u{d}01FAKE"), "{stdout}");
 
     let (status, body) = get(
         &format!("{}/activity?limit=10", api_base(&proxy)),
@@ -410,12 +432,25 @@ async fn names_a_caller_sends_are_bounded_and_cannot_forge_rows() {
     .await;
     assert_eq!(status, 200);
     let record = &body["data"]["records"][0];
-    let tool = record["tool_name"].as_str().unwrap();
+    let client_name = record["client"]["name"].as_str().unwrap();
     assert!(
-        tool.len() <= 256 && tool.ends_with("…[cut]"),
+        client_name.len() <= 256 && client_name.ends_with("…[cut]"),
         "{}",
-        tool.len()
+        client_name.len()
     );
     assert!(body.to_string().len() < 64 << 10, "the page stays small");
+
+    let id = record["id"].as_str().unwrap();
+    let out = TestCommand::new(proxy.data_dir.path())
+        .args(["activity", "show", id, "--config"])
+        .args([&config])
+        .output();
+    out.assert_code(0);
+    let shown = out.stdout();
+    assert!(
+        !shown.contains('\r') && !shown.contains('\u{1b}'),
+        "{shown:?}"
+    );
+    assert!(shown.contains("\\u{d}01FAKE"), "{shown}");
     client.cancel().await.unwrap();
 }

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use axum::Json;
+use axum::http::StatusCode;
 use axum::extract::{Query, State};
 use axum::response::Response;
 use serde_json::{Map, Value, json};
@@ -22,8 +23,16 @@ pub async fn call(
     State(state): State<ApiState>,
     body: Result<Json<Value>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let Json(body) =
-        body.map_err(|e| ApiError::bad_request(format!("the body must be a JSON object: {e}")))?;
+    let Json(body) = body.map_err(|e| {
+        // 413 for a body over the limit, 415 for a wrong content type, 400 for bad JSON.
+        let status = e.status();
+        let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
+            "the body is larger than 2 MiB, the most this endpoint accepts".to_owned()
+        } else {
+            format!("the body must be a JSON object: {}", e.body_text())
+        };
+        ApiError { status, message }
+    })?;
     let Value::Object(mut body) = body else {
         return Err(ApiError::bad_request(
             "the body must be a JSON object like {\"name\": \"server:tool\", \"variant\": \"read\"}",

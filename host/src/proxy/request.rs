@@ -7,6 +7,7 @@
 use serde_json::{Map, Value};
 
 use crate::policy::{Intent, OperationType};
+use crate::trust::is_unprintable;
 
 /// A parsed call request.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,8 +68,25 @@ pub fn parse_call(
     })
 }
 
-/// Splits `server:tool`.
+/// The longest `server:tool` name a call may give: a server name (64 bytes) and an MCP
+/// tool name (128) fit with room to spare.
+pub const MAX_CALL_NAME_BYTES: usize = 256;
+
+/// Splits `server:tool`, refusing names no server could have given: too long, or with
+/// control or invisible characters (which could forge lines where names are printed).
 pub fn split_name(name: &str) -> Result<(&str, &str), String> {
+    if name.len() > MAX_CALL_NAME_BYTES {
+        return Err(format!(
+            "Tool name is {} bytes long; a \"server:tool\" name is at most {MAX_CALL_NAME_BYTES} bytes (retrieve_tools lists the names)",
+            name.len()
+        ));
+    }
+    if let Some((at, c)) = name.char_indices().find(|&(_, c)| is_unprintable(c)) {
+        return Err(format!(
+            "Tool name contains the unprintable character U+{:04X} at byte {at}; names are printable text like \"github:list_repos\"",
+            c as u32
+        ));
+    }
     match name.split_once(':') {
         Some((server, tool)) if !server.is_empty() && !tool.is_empty() => Ok((server, tool)),
         _ => Err(format!(
@@ -242,6 +260,28 @@ mod tests {
         assert!(parse(json!({})).unwrap_err().contains("'name' is required"));
         // A tool name may itself hold colons after the first.
         assert_eq!(parse(json!({"name": "gh:a:b"})).unwrap().tool, "a:b");
+    }
+
+    #[test]
+    fn names_that_could_forge_output_are_refused() {
+        for (bad, what) in [
+            ("gh:x\r01FAKE", "U+000D at byte 4"),
+            ("gh:x\ny", "U+000A"),
+            ("gh:\u{1b}[2J", "U+001B"),
+            ("gh:rev\u{202e}txt", "U+202E"),
+            ("gh:zero\u{200b}width", "U+200B"),
+        ] {
+            let e = parse(json!({ "name": bad })).unwrap_err();
+            assert!(e.contains(what), "{bad:?}: {e}");
+            assert!(!e.contains(bad), "the message must not echo the name: {e:?}");
+        }
+        let long = format!("gh:{}", "a".repeat(MAX_CALL_NAME_BYTES));
+        let e = parse(json!({ "name": long })).unwrap_err();
+        assert!(e.contains("at most 256 bytes"), "{e}");
+        let longest = format!("gh:{}", "a".repeat(MAX_CALL_NAME_BYTES - 3));
+        assert!(parse(json!({ "name": longest })).is_ok());
+        // Non-ASCII printable names are fine.
+        assert!(parse(json!({"name": "données:lire_fichier"})).is_ok());
     }
 
     #[test]

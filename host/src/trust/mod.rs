@@ -318,13 +318,19 @@ pub fn quote(text: &str) -> String {
             out.push('…');
             break;
         }
-        if c.is_control() || is_invisible(c) {
+        if is_unprintable(c) {
             out.push_str(&format!("\\u{{{:x}}}", c as u32));
         } else {
             out.push(c);
         }
     }
     out
+}
+
+/// Control characters (newlines and escape sequences included) and the invisible ones of
+/// [`is_invisible`]: what [`quote`] escapes, and what a call's tool name may not contain.
+pub fn is_unprintable(c: char) -> bool {
+    c.is_control() || is_invisible(c)
 }
 
 /// Zero-width, bidirectional-control and tag characters: invisible in a terminal, yet able
