@@ -23,6 +23,9 @@ mod call_cli;
 mod journal_compat;
 /// Validators in other languages (JavaScript via componentize-js) and instance reuse.
 mod languages;
+/// `/mcp` and the listener under attack: the bearer token, session and connection bounds,
+/// malformed requests.
+mod listener_e2e;
 /// The proxy in front of the official npm MCP servers.
 mod npm_e2e;
 /// The proxy end to end: the binary, the fixture upstream, an MCP client.

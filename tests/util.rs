@@ -40,6 +40,11 @@ impl TestCommand {
         self
     }
 
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.cmd.env(key, value);
+        self
+    }
+
     pub fn output(mut self) -> CmdOutput {
         let output = self.cmd.output().expect("run mcpproxy");
         CmdOutput(output)

@@ -188,15 +188,26 @@ mod tests {
     fn bearer_token_must_match_exactly_once() {
         let token = "0123456789abcdef0123";
         let mut headers = HeaderMap::new();
-        assert!(check_bearer(token, &headers).unwrap_err().contains("needs a bearer token"));
+        assert!(
+            check_bearer(token, &headers)
+                .unwrap_err()
+                .contains("needs a bearer token")
+        );
         headers.insert("authorization", format!("Bearer {token}").parse().unwrap());
         assert_eq!(check_bearer(token, &headers), Ok(()));
         headers.insert("authorization", format!("bearer {token}").parse().unwrap());
         assert_eq!(check_bearer(token, &headers), Ok(()));
-        headers.insert("authorization", "Bearer 0123456789abcdef0124".parse().unwrap());
+        headers.insert(
+            "authorization",
+            "Bearer 0123456789abcdef0124".parse().unwrap(),
+        );
         assert!(check_bearer(token, &headers).unwrap_err().contains("wrong"));
         headers.insert("authorization", format!("Basic {token}").parse().unwrap());
-        assert!(check_bearer(token, &headers).unwrap_err().contains("Bearer <token>"));
+        assert!(
+            check_bearer(token, &headers)
+                .unwrap_err()
+                .contains("Bearer <token>")
+        );
         headers.insert("authorization", format!("Bearer {token}").parse().unwrap());
         headers.append("authorization", "Bearer other".parse().unwrap());
         assert!(check_bearer(token, &headers).is_err());

@@ -67,9 +67,7 @@ pub async fn serve(
             Ok(accepted) => accepted,
             Err(e) if is_connection_error(&e) => continue,
             Err(e) => {
-                warnings.warn(|| {
-                    tracing::warn!("cannot accept a connection ({e}); retrying")
-                });
+                warnings.warn(|| tracing::warn!("cannot accept a connection ({e}); retrying"));
                 tokio::time::sleep(ACCEPT_BACKOFF).await;
                 continue;
             }
@@ -160,8 +158,7 @@ impl RateLimitedWarning {
     fn warn(&self, log: impl FnOnce()) {
         let now = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
         let last = self.last_ms.load(Ordering::Relaxed);
-        let due = last == u64::MAX
-            || now.saturating_sub(last) >= WARN_INTERVAL.as_millis() as u64;
+        let due = last == u64::MAX || now.saturating_sub(last) >= WARN_INTERVAL.as_millis() as u64;
         if due
             && self
                 .last_ms
@@ -274,7 +271,10 @@ mod tests {
             .await
             .expect("the idle connection was not closed")
             .ok();
-        assert!(buf.is_empty() || buf.starts_with(b"HTTP/1.1 408"), "{buf:?}");
+        assert!(
+            buf.is_empty() || buf.starts_with(b"HTTP/1.1 408"),
+            "{buf:?}"
+        );
         shutdown.cancel();
         server.await.unwrap().unwrap();
     }

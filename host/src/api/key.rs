@@ -3,7 +3,6 @@
 
 use std::path::{Path, PathBuf};
 
-
 /// The file the generated key lives in.
 pub fn key_path(data_dir: &Path) -> PathBuf {
     data_dir.join("api_key")

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use axum::Json;
-use axum::http::StatusCode;
 use axum::extract::{Query, State};
+use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 

@@ -222,8 +222,14 @@ mod tests {
         let b: IpAddr = "10.0.0.2".parse().unwrap();
         let (a1, _t1) = with_client(a, sessions.create_session()).await.unwrap();
         let (_a2, _t2) = with_client(a, sessions.create_session()).await.unwrap();
-        let err = with_client(a, sessions.create_session()).await.err().unwrap();
-        assert!(err.to_string().contains("http.max_sessions_per_client"), "{err}");
+        let err = with_client(a, sessions.create_session())
+            .await
+            .err()
+            .unwrap();
+        assert!(
+            err.to_string().contains("http.max_sessions_per_client"),
+            "{err}"
+        );
         assert!(sessions.admit(a).is_err());
         assert!(sessions.admit(b).is_ok());
         let (_b1, _t3) = with_client(b, sessions.create_session()).await.unwrap();

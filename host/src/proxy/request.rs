@@ -273,7 +273,10 @@ mod tests {
         ] {
             let e = parse(json!({ "name": bad })).unwrap_err();
             assert!(e.contains(what), "{bad:?}: {e}");
-            assert!(!e.contains(bad), "the message must not echo the name: {e:?}");
+            assert!(
+                !e.contains(bad),
+                "the message must not echo the name: {e:?}"
+            );
         }
         let long = format!("gh:{}", "a".repeat(MAX_CALL_NAME_BYTES));
         let e = parse(json!({ "name": long })).unwrap_err();

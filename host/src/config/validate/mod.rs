@@ -272,11 +272,23 @@ fn http_from(raw: raw::RawHttp, ctx: &Context<'_>) -> Result<HttpConfig> {
         ));
     }
     if let Some(v) = raw.header_timeout_ms {
-        let v = ctx.range("http.header_timeout_ms", v, 100, 600_000, " milliseconds (10 minutes)")?;
+        let v = ctx.range(
+            "http.header_timeout_ms",
+            v,
+            100,
+            600_000,
+            " milliseconds (10 minutes)",
+        )?;
         http.header_timeout = Duration::from_millis(v);
     }
     if let Some(v) = raw.session_idle_secs {
-        let v = ctx.range("http.session_idle_secs", v, 10, 604_800, " seconds (7 days)")?;
+        let v = ctx.range(
+            "http.session_idle_secs",
+            v,
+            10,
+            604_800,
+            " seconds (7 days)",
+        )?;
         http.session_idle = Duration::from_secs(v);
     }
     Ok(http)

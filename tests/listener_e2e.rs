@@ -1,0 +1,294 @@
+//! End-to-end: the HTTP listener as an attacker who can reach it finds it. A non-loopback
+//! listen needs a bearer token; `/mcp` checks it; sessions are bounded per client address
+//! and memory stays bounded under a session flood; 1,100 idle sockets do not take the
+//! listener away; malformed requests get JSON-RPC errors, oversized ones 413.
+
+use std::net::TcpStream;
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Value, json};
+
+use crate::mcp_util::{Proxy, call, connect, is_error};
+use crate::util::TestCommand;
+
+const TOKEN: &str = "a-test-token-0123456789abcdef";
+
+fn initialize_body() -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "flood", "version": "1"}
+        }
+    })
+}
+
+fn post(
+    client: &reqwest::Client,
+    url: &str,
+    body: impl Into<reqwest::Body>,
+) -> reqwest::RequestBuilder {
+    client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(body)
+}
+
+/// The proxy's resident memory in KiB, from /proc.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+#[test]
+fn a_non_loopback_listen_is_refused_without_a_bearer_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = TestCommand::new(dir.path())
+        .args(["serve", "--listen", "0.0.0.0:0"])
+        .output();
+    assert_eq!(out.code(), Some(2), "{}", out.stderr());
+    let stderr = out.stderr();
+    assert!(
+        stderr.contains("refusing to listen on 0.0.0.0:0"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("http.auth_token"), "{stderr}");
+    assert!(stderr.contains("MCPPROXY_AUTH_TOKEN"), "{stderr}");
+
+    let out = TestCommand::new(dir.path())
+        .env("MCPPROXY_AUTH_TOKEN", "short")
+        .args(["serve", "--listen", "0.0.0.0:0"])
+        .output();
+    assert_eq!(out.code(), Some(2));
+    assert!(
+        out.stderr().contains("at least 16 characters"),
+        "{}",
+        out.stderr()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mcp_wants_the_bearer_token_when_one_is_set() {
+    let proxy = Proxy::start(&json!({"http": {"auth_token": TOKEN}}), &[]);
+    let http = reqwest::Client::new();
+
+    let response = post(&http, &proxy.url, initialize_body().to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 401);
+    assert!(response.headers().contains_key("www-authenticate"));
+    assert!(
+        response
+            .text()
+            .await
+            .unwrap()
+            .contains("Authorization: Bearer")
+    );
+
+    let response = post(&http, &proxy.url, initialize_body().to_string())
+        .bearer_auth("a-wrong-token-0123456789abcdef")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 401);
+    assert!(response.text().await.unwrap().contains("wrong"));
+
+    // A client that sends it works as before.
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(proxy.url.clone()).auth_header(TOKEN),
+    );
+    let client = ().serve(transport).await.expect("connect with the token");
+    let result = call(&client, "retrieve_tools", json!({"query": "anything"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&result));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_flood_is_refused_past_the_bound_and_memory_stays_bounded() {
+    let proxy = Proxy::start(
+        &json!({"http": {"max_sessions": 200, "max_sessions_per_client": 100}}),
+        &[],
+    );
+    let pid = proxy.proc.child.id();
+    let http = reqwest::Client::new();
+    let body = initialize_body().to_string();
+    let before = rss_kib(pid);
+
+    let mut opened = Vec::new();
+    let mut refused = 0;
+    for _ in 0..5000 {
+        let response = post(&http, &proxy.url, body.clone()).send().await.unwrap();
+        match response.status().as_u16() {
+            200 => opened.push(
+                response.headers()["mcp-session-id"]
+                    .to_str()
+                    .unwrap()
+                    .to_owned(),
+            ),
+            503 => {
+                refused += 1;
+                if refused == 1 {
+                    let answer: Value = response.json().await.unwrap();
+                    let message = answer["error"]["message"].as_str().unwrap();
+                    assert!(
+                        message.contains("http.max_sessions_per_client"),
+                        "{message}"
+                    );
+                }
+            }
+            other => panic!(
+                "unexpected status {other}: {}",
+                response.text().await.unwrap()
+            ),
+        }
+    }
+    assert_eq!(opened.len(), 100);
+    assert_eq!(refused, 4900);
+    let after = rss_kib(pid);
+    // 5,000 open sessions took ~300 MB before the bound; 100 take a few.
+    assert!(
+        after < before + 100 * 1024,
+        "RSS grew from {before} KiB to {after} KiB"
+    );
+
+    // Closing sessions frees their slots.
+    for id in opened.drain(..10) {
+        let response = http
+            .delete(&proxy.url)
+            .header("mcp-session-id", id)
+            .send()
+            .await
+            .unwrap();
+        assert!(response.status().is_success(), "{}", response.status());
+    }
+    let client = connect(&proxy.url).await;
+    let result = call(&client, "retrieve_tools", json!({"query": "x"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&result));
+    client.cancel().await.unwrap();
+}
+
+/// Lets this process hold more sockets than the usual soft limit of 1,024.
+fn raise_own_fd_limit(wanted: u64) {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain libc calls on a struct we own.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0);
+        if limit.rlim_cur < wanted && limit.rlim_max >= wanted {
+            limit.rlim_cur = wanted;
+            assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &limit), 0);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_listener_answers_while_1100_idle_sockets_are_open() {
+    raise_own_fd_limit(4096);
+    let proxy = Proxy::start(&json!({}), &[]);
+    let addr = proxy
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let idle: Vec<TcpStream> = (0..1100)
+        .map(|_| TcpStream::connect(&addr).expect("open an idle socket"))
+        .collect();
+    // They are accepted (the proxy holds them) but send nothing.
+    std::thread::sleep(Duration::from_millis(200));
+
+    let client = connect(&proxy.url).await;
+    let result = call(&client, "retrieve_tools", json!({"query": "x"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&result));
+    client.cancel().await.unwrap();
+    drop(idle);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn malformed_and_oversized_requests_get_errors_that_say_what_is_wrong() {
+    let proxy = Proxy::start(&json!({}), &[]);
+    let http = reqwest::Client::new();
+
+    let response = post(&http, &proxy.url, "{oops").send().await.unwrap();
+    assert_eq!(response.status(), 400);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["error"]["code"], -32700, "{answer}");
+    assert_eq!(answer["id"], Value::Null);
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not valid JSON")
+    );
+
+    let response = post(&http, &proxy.url, r#"{"id": 7, "hello": "world"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert_eq!(answer["id"], 7);
+
+    let response = post(&http, &proxy.url, "[1, 2]").send().await.unwrap();
+    let answer: Value = response.json().await.unwrap();
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("batches"),
+        "{answer}"
+    );
+
+    let huge = format!("{{\"pad\": \"{}\"}}", "x".repeat(5 << 20));
+    let response = post(&http, &proxy.url, huge).send().await.unwrap();
+    assert_eq!(response.status(), 413);
+    let answer: Value = response.json().await.unwrap();
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("4 MiB"),
+        "{answer}"
+    );
+
+    // The REST API says 413 too for a body over its limit.
+    let key = std::fs::read_to_string(proxy.data_dir.path().join("api_key")).unwrap();
+    let api = proxy.url.trim_end_matches("/mcp").to_owned() + "/api/v1/tools/call";
+    let body = json!({"name": "x:y", "variant": "read", "args": {"pad": "y".repeat(3 << 20)}});
+    let response = http
+        .post(&api)
+        .header("x-api-key", key.trim())
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 413);
+    let answer: Value = response.json().await.unwrap();
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .contains("larger than 2 MiB"),
+        "{answer}"
+    );
+}
