@@ -377,3 +377,90 @@ fn the_second_start_loads_compiled_plugins_from_the_cache() {
             .all(|p| p.info().compile == CacheOutcome::Compiled)
     );
 }
+
+/// Calls past the engine's instance slots wait for one instead of failing at once; a call
+/// that cannot get one within the wait is refused as overloaded, not blamed on the plugin.
+#[test]
+fn calls_past_the_instance_slots_queue_then_get_the_overload_result() {
+    let engine = PluginEngine::new(EngineOptions {
+        max_instances: 4,
+        ..Default::default()
+    })
+    .unwrap();
+    // Each call holds its slot for its whole deadline.
+    let spinner = load(
+        &engine,
+        "spin_loop",
+        Limits {
+            timeout: Duration::from_millis(100),
+            ..Limits::default()
+        },
+    );
+    let pipeline = Pipeline::new(Vec::new(), validators(&[spinner]));
+    let messages: Vec<String> = std::thread::scope(|scope| {
+        let calls: Vec<_> = (0..40)
+            .map(|_| {
+                scope.spawn(|| {
+                    let eval = pipeline.evaluate(
+                        OperationType::Read,
+                        tool("list_items", None),
+                        None,
+                        json!({}),
+                    );
+                    eval.outcome.message.unwrap_or_default()
+                })
+            })
+            .collect();
+        calls.into_iter().map(|c| c.join().unwrap()).collect()
+    });
+    // 40 calls on 4 slots: every one ran (and hit its deadline), none failed to start.
+    for message in &messages {
+        assert!(
+            message.contains("ran past its deadline of 100 ms"),
+            "{message}"
+        );
+    }
+
+    // One slot, held for 6 s: a second call gives up after the 5 s wait.
+    let engine = PluginEngine::new(EngineOptions {
+        max_instances: 1,
+        ..Default::default()
+    })
+    .unwrap();
+    let spinner = load(
+        &engine,
+        "spin_loop",
+        Limits {
+            timeout: Duration::from_secs(6),
+            ..Limits::default()
+        },
+    );
+    let pipeline = Pipeline::new(Vec::new(), validators(&[spinner]));
+    let (first, second) = std::thread::scope(|scope| {
+        let evaluate = || {
+            pipeline
+                .evaluate(
+                    OperationType::Read,
+                    tool("list_items", None),
+                    None,
+                    json!({}),
+                )
+                .outcome
+                .message
+                .unwrap_or_default()
+        };
+        let first = scope.spawn(evaluate);
+        std::thread::sleep(Duration::from_millis(500));
+        let second = scope.spawn(evaluate);
+        (first.join().unwrap(), second.join().unwrap())
+    });
+    assert!(first.contains("ran past its deadline"), "{first}");
+    assert!(
+        second.starts_with("Call refused because mcpproxy is overloaded: all 1 WebAssembly instance slots were busy for 5 s"),
+        "{second}"
+    );
+    assert!(
+        !second.contains("test-spin-loop"),
+        "the plugin is not blamed: {second}"
+    );
+}

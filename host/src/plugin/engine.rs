@@ -3,6 +3,7 @@
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
@@ -14,6 +15,7 @@ use super::bindings::validator_world::ValidatorPlugin;
 use super::host::PluginCtx;
 use super::limits::{DEFAULT_MEMORY_BYTES, Limits};
 use super::sink::{SinkCtx, sink_linker};
+use super::slots::SlotSignal;
 
 /// How often the epoch advances; deadlines are whole ticks, so this is their granularity.
 pub const EPOCH_TICK: Duration = Duration::from_millis(1);
@@ -63,6 +65,10 @@ pub struct PluginEngine {
     sink_linker: Linker<SinkCtx>,
     cache_dir: Option<PathBuf>,
     engine_hash: u64,
+    /// Instances the pool holds at once.
+    max_instances: u32,
+    /// Wakes calls waiting for an instance slot.
+    slot_signal: Arc<SlotSignal>,
 }
 
 impl PluginEngine {
@@ -103,6 +109,8 @@ impl PluginEngine {
             sink_linker,
             cache_dir: options.cache_dir,
             engine_hash,
+            max_instances: instances,
+            slot_signal: Arc::default(),
         })
     }
 
@@ -154,6 +162,15 @@ impl PluginEngine {
         let digest = Sha256::digest(bytes);
         let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
         Some(dir.join(format!("{hex}-{:016x}.cwasm", self.engine_hash)))
+    }
+
+    /// Instances the pool holds at once.
+    pub fn max_instances(&self) -> u32 {
+        self.max_instances
+    }
+
+    pub(crate) fn slot_signal(&self) -> &Arc<SlotSignal> {
+        &self.slot_signal
     }
 
     /// A store for one call: the plugin's context, its memory cap and its deadline.

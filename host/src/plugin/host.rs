@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::bindings::{wit_host, wit_types};
 use super::limits::MemoryLimiter;
+use super::slots::SlotSignal;
 
 /// Log lines one instance may write; a plugin cannot flood the proxy's log.
 pub const MAX_LOG_LINES_PER_CALL: u32 = 32;
@@ -17,6 +18,16 @@ pub struct PluginCtx {
     settings: Arc<str>,
     pub(crate) limiter: MemoryLimiter,
     log_lines: u32,
+    /// Told when this context's store is dropped, so calls waiting for a slot try again.
+    pub(crate) slot_signal: Option<Arc<SlotSignal>>,
+}
+
+impl Drop for PluginCtx {
+    fn drop(&mut self) {
+        if let Some(signal) = &self.slot_signal {
+            signal.released();
+        }
+    }
 }
 
 impl PluginCtx {
@@ -26,6 +37,7 @@ impl PluginCtx {
             settings,
             limiter: MemoryLimiter::new(memory_cap),
             log_lines: 0,
+            slot_signal: None,
         }
     }
 

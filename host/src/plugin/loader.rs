@@ -9,6 +9,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Instant;
 
 use wasmtime::component::{Component, InstancePre};
 use wasmtime::{Store, Trap};
@@ -28,6 +29,7 @@ use super::engine::PluginEngine;
 use super::host::PluginCtx;
 use super::limits::{Limits, MemoryCapExceeded};
 use super::sink::{SinkRunner, wit_record};
+use super::slots::{SLOT_WAIT, is_pool_exhausted};
 use super::warm_pool::{Warm, WarmPool};
 use super::{Error, Fault, PluginFault, PluginInfo, PluginKind, PluginSource};
 
@@ -390,14 +392,13 @@ impl Plugin {
     fn run<B, R>(
         &self,
         settings: Arc<str>,
-        instantiate: impl FnOnce(&mut Store<PluginCtx>) -> wasmtime::Result<B>,
+        instantiate: impl Fn(&mut Store<PluginCtx>) -> wasmtime::Result<B>,
         warm: &WarmPool<B>,
         call: impl FnOnce(&B, &mut Store<PluginCtx>) -> wasmtime::Result<R>,
     ) -> Result<R, PluginFault> {
         let classify = |e| self.fault(classify(e, &self.limits));
         if !self.reuses_instances() {
-            let mut store = self.store(settings);
-            let bindings = instantiate(&mut store).map_err(classify)?;
+            let (bindings, mut store) = self.instantiate(settings, &instantiate)?;
             return call(&bindings, &mut store).map_err(classify);
         }
         let mut instance = match warm.take() {
@@ -407,8 +408,7 @@ impl Plugin {
                 instance
             }
             None => {
-                let mut store = self.store(settings);
-                let bindings = instantiate(&mut store).map_err(classify)?;
+                let (bindings, store) = self.instantiate(settings, &instantiate)?;
                 Warm { store, bindings }
             }
         };
@@ -416,6 +416,37 @@ impl Plugin {
         let result = call(&instance.bindings, &mut instance.store).map_err(classify)?;
         warm.put(instance);
         Ok(result)
+    }
+
+    /// A fresh instance in a fresh store. When every instance slot of the engine is in use,
+    /// waits for one (up to [`SLOT_WAIT`]) instead of failing the call at once; the deadline
+    /// starts once the instance is being made.
+    fn instantiate<B>(
+        &self,
+        settings: Arc<str>,
+        instantiate: &impl Fn(&mut Store<PluginCtx>) -> wasmtime::Result<B>,
+    ) -> Result<(B, Store<PluginCtx>), PluginFault> {
+        let give_up = Instant::now() + SLOT_WAIT;
+        loop {
+            let mut store = self.store(settings.clone());
+            match instantiate(&mut store) {
+                Ok(bindings) => {
+                    // Holds a slot now: its drop wakes whoever waits for one.
+                    store.data_mut().slot_signal = Some(self.engine.slot_signal().clone());
+                    return Ok((bindings, store));
+                }
+                Err(e) if is_pool_exhausted(&e) => {
+                    drop(store);
+                    if !self.engine.slot_signal().wait_until(give_up) {
+                        return Err(self.fault(Fault::Overloaded {
+                            slots: self.engine.max_instances(),
+                            wait: SLOT_WAIT,
+                        }));
+                    }
+                }
+                Err(e) => return Err(self.fault(classify(e, &self.limits))),
+            }
+        }
     }
 
     fn store(&self, settings: Arc<str>) -> wasmtime::Store<PluginCtx> {

@@ -22,6 +22,7 @@ mod host;
 pub mod limits;
 mod loader;
 mod sink;
+mod slots;
 mod stages;
 pub mod suite;
 mod warm_pool;
@@ -188,6 +189,16 @@ pub enum Fault {
     Trap(String),
     #[error("could not be started: {0}")]
     Instantiate(String),
+    /// Every instance slot stayed in use for the whole wait: the proxy, not the plugin, is
+    /// the cause.
+    #[error(
+        "found all {slots} WebAssembly instance slots busy for {} s (mcpproxy is overloaded)",
+        wait.as_secs()
+    )]
+    Overloaded {
+        slots: u32,
+        wait: std::time::Duration,
+    },
 }
 
 /// A [`Fault`] with the plugin it happened in: what a fail-closed rejection reports.

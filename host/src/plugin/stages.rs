@@ -14,9 +14,17 @@ use super::{Plugin, PluginFault, PluginKind, PluginSet};
 
 impl From<PluginFault> for policy::Fault {
     fn from(fault: PluginFault) -> Self {
+        let detail = match fault.fault {
+            super::Fault::Overloaded { slots, wait } => format!(
+                "all {slots} WebAssembly instance slots were busy for {} s",
+                wait.as_secs()
+            ),
+            _ => fault.to_string(),
+        };
         Self {
             stage: fault.plugin.clone(),
-            detail: fault.to_string(),
+            overloaded: matches!(fault.fault, super::Fault::Overloaded { .. }),
+            detail,
         }
     }
 }

@@ -249,6 +249,12 @@ impl Pipeline {
 
 /// The rejection text for a call whose plugin faulted.
 fn fail_closed(fault: &Fault) -> String {
+    if fault.overloaded {
+        return format!(
+            "Call refused because mcpproxy is overloaded: {fault}, so the call could not be judged \
+             and was not made; retry in a moment or send fewer calls at once"
+        );
+    }
     format!("Call blocked because the {fault}; the proxy fails closed when a policy plugin faults")
 }
 
@@ -353,6 +359,7 @@ mod tests {
         Fault {
             stage: stage.to_owned(),
             detail: format!("validator plugin '{stage}' trapped: unreachable"),
+            overloaded: false,
         }
     }
 

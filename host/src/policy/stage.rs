@@ -28,4 +28,7 @@ pub struct Fault {
     pub stage: String,
     /// What happened, as a full sentence fragment, e.g. `validator plugin 'x' trapped: ...`.
     pub detail: String,
+    /// The stage could not run at all because the proxy is overloaded (no fault of the
+    /// stage): the call is refused all the same, with a message that says so.
+    pub overloaded: bool,
 }
