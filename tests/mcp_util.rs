@@ -129,6 +129,28 @@ impl Proxy {
 
     /// Like [`Proxy::start`], with a data dir that may hold an earlier run's state.
     pub fn start_in(config: &Value, extra_args: &[&str], data_dir: tempfile::TempDir) -> Self {
+        let proxy = Self::start_listening(config, extra_args, data_dir);
+        let servers = config["mcpServers"].as_array().map_or(0, Vec::len);
+        if servers == 0 {
+            proxy.proc.wait_for_line(Duration::from_secs(30), |l| {
+                l.starts_with("upstreams: none")
+            });
+        }
+        for _ in 0..servers {
+            proxy
+                .proc
+                .wait_for_line(Duration::from_secs(60), |l| l.starts_with("upstream "));
+        }
+        proxy
+    }
+
+    /// Starts `mcpproxy serve` and returns as soon as it listens, while its upstreams may
+    /// still be connecting.
+    pub fn start_listening(
+        config: &Value,
+        extra_args: &[&str],
+        data_dir: tempfile::TempDir,
+    ) -> Self {
         let config_path = data_dir.path().join("mcp_config.json");
         std::fs::write(&config_path, config.to_string()).expect("write config");
         let mut child = Command::new(env!("CARGO_BIN_EXE_mcpproxy"))
@@ -158,15 +180,6 @@ impl Proxy {
             .expect("url")
             .trim()
             .to_owned();
-        let servers = config["mcpServers"].as_array().map_or(0, Vec::len);
-        if servers == 0 {
-            proc.wait_for_line(Duration::from_secs(30), |l| {
-                l.starts_with("upstreams: none")
-            });
-        }
-        for _ in 0..servers {
-            proc.wait_for_line(Duration::from_secs(60), |l| l.starts_with("upstream "));
-        }
         Self {
             proc,
             url,

@@ -39,3 +39,5 @@ mod serve_cli;
 mod sinks_e2e;
 /// Quarantine and tool pinning: review, rug pulls, approval, across restarts.
 mod trust_e2e;
+/// An upstream's life with the proxy: waited for while it connects, killed with the proxy.
+mod upstream_lifecycle;

@@ -8,7 +8,7 @@ mod request;
 mod review;
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rmcp::model::CallToolResult;
 use serde::Serialize;
@@ -150,7 +150,7 @@ impl Proxy {
     pub async fn call(&self, input: CallInput, context: CallContext) -> CallOutcome {
         let started = Instant::now();
         let draft = self.activity.draft(&input, &context);
-        match self.judge(input).await {
+        match self.judge(input, context.timeout).await {
             Judged::Refused(message) => {
                 let record = draft.refused(&message, started);
                 self.append(record).await;
@@ -181,9 +181,13 @@ impl Proxy {
                 }
                 let pending = draft.judged(&evaluation, Status::Pending, started);
                 let arguments = evaluation.request.args.as_object().cloned();
+                // Time spent waiting for a connecting upstream counts against the call.
+                let timeout = upstream
+                    .call_timeout(context.timeout)
+                    .saturating_sub(started.elapsed());
                 let (_, result) = tokio::join!(
                     self.append(pending.clone()),
-                    upstream.call(&evaluation.request.tool.name, arguments, context.timeout)
+                    upstream.call(&evaluation.request.tool.name, arguments, Some(timeout))
                 );
                 self.journal
                     .submit(record::completed(pending, &result, started));
@@ -207,8 +211,9 @@ impl Proxy {
         }
     }
 
-    /// Resolves the tool and runs the policy pipeline; contacts no upstream.
-    async fn judge(&self, input: CallInput) -> Judged {
+    /// Resolves the tool and runs the policy pipeline; contacts no upstream. A server still
+    /// connecting (just after start) is waited for, within the call's timeout.
+    async fn judge(&self, input: CallInput, timeout: Option<Duration>) -> Judged {
         let Some(upstream) = self.upstreams.get(&input.server) else {
             let known: Vec<&str> = self.upstreams.names().collect();
             return Judged::Refused(format!(
@@ -228,6 +233,11 @@ impl Proxy {
         }
         if let Err(e) = upstream.check_usable() {
             return Judged::Refused(e.to_string());
+        }
+        if matches!(upstream.state(), State::Disconnected | State::Connecting) {
+            upstream
+                .wait_while_connecting(upstream.call_timeout(timeout))
+                .await;
         }
         // The tool as the server describes it now: annotations are never a stale copy.
         let Some(tool) = upstream.tool(&input.tool) else {

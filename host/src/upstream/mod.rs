@@ -200,6 +200,25 @@ impl Upstream {
         Ok(())
     }
 
+    /// The deadline of a call: the one asked for, else the server's, else the default.
+    pub fn call_timeout(&self, requested: Option<Duration>) -> Duration {
+        requested
+            .or(self.config.tool_call_timeout)
+            .unwrap_or(self.default_timeout)
+    }
+
+    /// Waits while the server is still connecting (as just after start), up to `timeout`;
+    /// returns at once in any other state. `true` when it is ready.
+    pub async fn wait_while_connecting(&self, timeout: Duration) -> bool {
+        let mut states = self.subscribe();
+        let _ = tokio::time::timeout(
+            timeout,
+            states.wait_for(|s| !matches!(s, State::Disconnected | State::Connecting)),
+        )
+        .await;
+        matches!(self.state(), State::Ready)
+    }
+
     /// Calls a tool on the server with the server's timeout.
     pub async fn call(
         &self,
@@ -218,9 +237,7 @@ impl Upstream {
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
         }
-        let timeout = timeout
-            .or(self.config.tool_call_timeout)
-            .unwrap_or(self.default_timeout);
+        let timeout = self.call_timeout(timeout);
         match tokio::time::timeout(timeout, peer.call_tool_once(params)).await {
             Err(_) => Err(Error::Timeout {
                 server: self.config.name.clone(),

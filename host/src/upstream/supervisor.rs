@@ -180,6 +180,33 @@ async fn refresh_tools(
     Ok(())
 }
 
+/// Has the kernel kill a stdio server when this process dies, even by `kill -9` (which no
+/// cleanup code survives): a server that ignores the end of its stdin would otherwise run on.
+#[cfg(target_os = "linux")]
+fn die_with_this_process(cmd: &mut tokio::process::Command) {
+    // SAFETY: getpid is async-signal-safe.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the closure runs in the child between fork and exec and calls only
+    // async-signal-safe functions (prctl, getppid); it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent died between fork and prctl: nobody will send the signal.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::other(
+                    "mcpproxy exited while starting the server",
+                ));
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_this_process(_cmd: &mut tokio::process::Command) {}
+
 async fn connect(upstream: &Arc<Upstream>) -> Result<Session, String> {
     let handler = UpstreamClient {
         upstream: Arc::downgrade(upstream),
@@ -196,6 +223,7 @@ async fn connect(upstream: &Arc<Upstream>) -> Result<Session, String> {
             if let Some(dir) = working_dir {
                 cmd.current_dir(dir);
             }
+            die_with_this_process(&mut cmd);
             let mut wrapped = CommandWrap::from(cmd);
             // Its own process group, so children it spawns (npx → node) end with it.
             wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);

@@ -54,6 +54,15 @@ struct Cli {
     /// "annotations"}` overrides, re-read on every listing (a "rug pull").
     #[arg(long, value_name = "FILE")]
     tool_overrides: Option<PathBuf>,
+    /// Wait this long before serving (a slow server, as just after a proxy starts).
+    #[arg(long, value_name = "MS")]
+    startup_delay_ms: Option<u64>,
+    /// Over stdio, keep running after stdin closes (a server that ignores EOF).
+    #[arg(long)]
+    ignore_eof: bool,
+    /// Write this process's id to FILE at start.
+    #[arg(long, value_name = "FILE")]
+    pid_file: Option<PathBuf>,
 }
 
 #[tokio::main]
@@ -68,11 +77,22 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
 
+    if let Some(path) = &cli.pid_file {
+        std::fs::write(path, std::process::id().to_string()).context("write the pid file")?;
+    }
+    if let Some(ms) = cli.startup_delay_ms {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
     let fixture = Fixture::new(cli.name, cli.call_log.map(CallLog::new), cli.tool_overrides);
-    match cli.http {
+    let served = match cli.http {
         Some(addr) => serve_http(fixture, &addr).await,
         None => serve_stdio(fixture).await,
+    };
+    if cli.ignore_eof {
+        tracing::info!("ignoring the end of stdin; running until killed");
+        std::future::pending::<()>().await;
     }
+    served
 }
 
 /// Serve one session over stdin/stdout until stdin reaches EOF.
