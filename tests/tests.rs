@@ -28,6 +28,9 @@ mod languages;
 mod listener_e2e;
 /// The proxy in front of the official npm MCP servers.
 mod npm_e2e;
+/// Property tests (random inputs, proptest): call arguments and intents, config text, the
+/// record codec. No input panics; every accepted one keeps the invariants.
+mod properties;
 /// The proxy end to end: the binary, the fixture upstream, an MCP client.
 mod proxy_e2e;
 /// The opt-in safety-routing validator: every class x variant, and through real MCP.
