@@ -1,7 +1,8 @@
 //! Property tests: what a client, a config author or a stored record can put in front of
 //! the parsers, generated at random (proptest; a failing case is shrunk and saved in
-//! `properties.proptest-regressions` beside this file, and replayed first from then on). No input panics, and every accepted input keeps the
-//! invariants the rest of the proxy relies on.
+//! `properties.proptest-regressions` beside this file, and replayed first from then on).
+//! No input panics, and every accepted input keeps the invariants the rest of the proxy
+//! relies on.
 
 use mcpproxy::activity::ActivityRecord;
 use mcpproxy::activity::record::{MAX_NAME_BYTES, MAX_TEXT_BYTES};
