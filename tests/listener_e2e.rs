@@ -292,3 +292,46 @@ async fn malformed_and_oversized_requests_get_errors_that_say_what_is_wrong() {
         "{answer}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn four_hundred_concurrent_calls_all_complete_or_get_the_overload_result() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let proxy = Proxy::start(
+        &crate::mcp_util::config_with(vec![crate::mcp_util::stdio_fixture("fx", log.path())]),
+        &[],
+    );
+    let mut clients = Vec::new();
+    for _ in 0..8 {
+        clients.push(std::sync::Arc::new(connect(&proxy.url).await));
+    }
+    let mut calls = Vec::new();
+    for i in 0..400 {
+        let client = clients[i % clients.len()].clone();
+        calls.push(tokio::spawn(async move {
+            call(
+                &client,
+                "call_tool_read",
+                json!({"name": "fx:echo", "args": {"text": format!("c{i}")}}),
+            )
+            .await
+        }));
+    }
+    let mut completed = 0;
+    for (i, handle) in calls.into_iter().enumerate() {
+        let result = handle.await.unwrap().expect("every call is answered");
+        let text = crate::mcp_util::text(&result);
+        if is_error(&result) {
+            assert!(text.contains("mcpproxy is overloaded"), "call {i}: {text}");
+        } else {
+            assert!(text.contains(&format!("c{i}")), "call {i}: {text}");
+            completed += 1;
+        }
+    }
+    // On any machine this test runs on, the 256 instance slots are enough once calls queue.
+    assert_eq!(completed, 400);
+    for client in clients {
+        if let Ok(client) = std::sync::Arc::try_unwrap(client) {
+            client.cancel().await.unwrap();
+        }
+    }
+}
