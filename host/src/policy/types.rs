@@ -71,6 +71,10 @@ pub mod variant_tool_name {
 }
 
 /// The values `intent.data_sensitivity` may take.
+/// The longest qualified tool name (`server:tool`) the proxy lists or calls: a server name
+/// (at most 64 bytes) and a tool name fit, with room beyond MCP's advised 128 for the tool.
+pub const MAX_QUALIFIED_NAME_BYTES: usize = 256;
+
 pub const DATA_SENSITIVITIES: [&str; 4] = ["public", "internal", "private", "unknown"];
 
 /// Whether `value` is one of [`DATA_SENSITIVITIES`].

@@ -68,9 +68,8 @@ pub fn parse_call(
     })
 }
 
-/// The longest `server:tool` name a call may give: a server name (64 bytes) and an MCP
-/// tool name (128) fit with room to spare.
-pub const MAX_CALL_NAME_BYTES: usize = 256;
+/// The longest `server:tool` name a call may give.
+pub const MAX_CALL_NAME_BYTES: usize = crate::policy::MAX_QUALIFIED_NAME_BYTES;
 
 /// Splits `server:tool`, refusing names no server could have given: too long, or with
 /// control or invisible characters (which could forge lines where names are printed).

@@ -16,6 +16,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Transport;
 use crate::index::ToolIndex;
+use crate::policy::MAX_QUALIFIED_NAME_BYTES;
+use crate::trust::{is_unprintable, quote};
 
 use super::{State, Upstream, tool_from_mcp, write};
 
@@ -171,13 +173,34 @@ async fn refresh_tools(
         .map_err(|_| "tools/list did not answer".to_owned())?
         .map_err(|e| format!("tools/list failed: {e}"))?;
     let name = upstream.name();
-    let tools: BTreeMap<String, crate::policy::Tool> = listed
+    let (listable, unlistable): (Vec<_>, Vec<_>) = listed
         .iter()
+        .partition(|t| is_listable_tool_name(name, &t.name));
+    if !unlistable.is_empty() {
+        let names: Vec<String> = unlistable.iter().map(|t| quote(&t.name)).collect();
+        tracing::warn!(
+            server = name,
+            "ignoring {} tool(s) whose names have control or invisible characters or are too long to call: {}",
+            names.len(),
+            names.join(", ")
+        );
+    }
+    let tools: BTreeMap<String, crate::policy::Tool> = listable
+        .into_iter()
         .map(|t| (t.name.to_string(), tool_from_mcp(name, t)))
         .collect();
     let review = upstream.vet(&tools);
     upstream.publish(tools, review);
     Ok(())
+}
+
+/// Whether a tool's name can be listed and called: printable (no control, bidirectional or
+/// zero-width characters, which could forge what a terminal shows) and short enough that
+/// `server:tool` fits [`MAX_QUALIFIED_NAME_BYTES`].
+fn is_listable_tool_name(server: &str, tool: &str) -> bool {
+    !tool.is_empty()
+        && server.len() + 1 + tool.len() <= MAX_QUALIFIED_NAME_BYTES
+        && !tool.chars().any(is_unprintable)
 }
 
 /// Has the kernel kill a stdio server when this process dies, even by `kill -9` (which no
@@ -268,5 +291,29 @@ async fn connect(upstream: &Arc<Upstream>) -> Result<Session, String> {
                 super::reach::hide_url_password(&message, url)
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tools_with_names_that_could_forge_output_or_not_be_called_are_not_listed() {
+        assert!(is_listable_tool_name("fs", "read_file"));
+        assert!(is_listable_tool_name("fs", "lire_données"));
+        for bad in [
+            "",
+            "x\r01FAKE",
+            "x\n",
+            "\u{1b}[2J",
+            "rev\u{202e}txt",
+            "zero\u{200b}w",
+        ] {
+            assert!(!is_listable_tool_name("fs", bad), "{bad:?}");
+        }
+        let longest = "a".repeat(MAX_QUALIFIED_NAME_BYTES - "fs:".len());
+        assert!(is_listable_tool_name("fs", &longest));
+        assert!(!is_listable_tool_name("fs", &format!("{longest}a")));
     }
 }
