@@ -1,7 +1,9 @@
 //! Repair: saving the readable records of a damaged journal into a new file.
 //!
 //! [`Journal::repair`] opens the damaged file on its own (it refuses, with
-//! [`Error::Locked`], while a server holds it) and reads the records table in key order.
+//! [`Error::Locked`], while a server holds it; if redb cannot open the file, it opens a copy
+//! marked for redb's own recovery, see [`open_copy_for_recovery`]) and reads the records
+//! table in key order.
 //! When a read fails (redb reports corruption or panics on a damaged page), it skips ahead:
 //! it probes start points further and further in time past the last record it read, then
 //! narrows down to the first one that reads again, and goes on from there, counting one
@@ -148,6 +150,44 @@ fn damaged_name(path: &Path) -> PathBuf {
     aside
 }
 
+/// Offset of redb's flag byte in the file header (after its 9-byte magic number) and its
+/// "recovery required" bit.
+const REDB_FLAGS_OFFSET: u64 = 9;
+const REDB_RECOVERY_REQUIRED: u8 = 2;
+
+/// A copy of `path` marked "recovery required", for a file redb cannot open. A cleanly
+/// closed redb file keeps its page allocator's state in pages of its own, read at open; when
+/// those are damaged, opening fails. Opening a copy with the flag set makes redb rebuild that
+/// state from the tables instead (the damaged file itself is never written).
+fn open_copy_for_recovery(path: &Path) -> Result<PathBuf> {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    let copy = path.with_file_name(format!(
+        "{}.repair-source",
+        path.file_name().map_or_else(
+            || "activity.redb".into(),
+            |n| n.to_string_lossy().into_owned()
+        )
+    ));
+    let io = |source| Error::Io {
+        path: copy.clone(),
+        source,
+    };
+    std::fs::copy(path, &copy).map_err(io)?;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&copy)
+        .map_err(io)?;
+    let mut flags = [0u8; 1];
+    file.seek(SeekFrom::Start(REDB_FLAGS_OFFSET)).map_err(io)?;
+    file.read_exact(&mut flags).map_err(io)?;
+    file.seek(SeekFrom::Start(REDB_FLAGS_OFFSET)).map_err(io)?;
+    file.write_all(&[flags[0] | REDB_RECOVERY_REQUIRED])
+        .map_err(io)?;
+    file.sync_all().map_err(io)?;
+    Ok(copy)
+}
+
 impl Journal {
     /// Saves the readable records of the journal at `path` into a new journal file and moves
     /// the old file aside (see the module docs). Offline only: a file another process holds
@@ -158,7 +198,20 @@ impl Journal {
             let path = path.to_path_buf();
             move |source| Error::Io { path, source }
         };
-        let db = open_database(path, 64 << 20)?;
+        let (db, source_copy) = match open_database(path, 64 << 20) {
+            Ok(db) => (db, None),
+            Err(Error::Damaged { .. }) => {
+                let copy = open_copy_for_recovery(path)?;
+                match open_database(&copy, 64 << 20) {
+                    Ok(db) => (db, Some(copy)),
+                    Err(e) => {
+                        let _ = std::fs::remove_file(&copy);
+                        return Err(e);
+                    }
+                }
+            }
+            Err(e) => return Err(e),
+        };
         let (rows, unreadable_ranges) = salvage(&db);
         let sinks = guard(path, || outbox::read_sinks(&db)).unwrap_or_else(|e| {
             tracing::warn!(
@@ -175,6 +228,9 @@ impl Journal {
             })
         };
         drop(db);
+        if let Some(copy) = source_copy {
+            std::fs::remove_file(&copy).map_err(io(&copy))?;
+        }
         let mut records = Vec::with_capacity(rows.len());
         let mut unreadable_records = 0;
         for (key, json) in &rows {
