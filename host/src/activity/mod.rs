@@ -101,6 +101,18 @@ pub enum Error {
         /// What failed.
         detail: String,
     },
+    /// Repair could not open the damaged file at all, even for redb's own recovery.
+    #[error(
+        "the activity journal {path} is too damaged to open ({detail}); nothing could be saved \
+         from it. To start a new journal, stop mcpproxy and move the file aside (it is kept for \
+         inspection), e.g. `mv {path} {path}.damaged`"
+    )]
+    Unrecoverable {
+        /// The journal file.
+        path: PathBuf,
+        /// What failed.
+        detail: String,
+    },
     /// The writer thread is gone (journal dropped or the thread died).
     #[error("activity journal writer has stopped")]
     Closed,

@@ -206,7 +206,13 @@ impl Journal {
                     Ok(db) => (db, Some(copy)),
                     Err(e) => {
                         let _ = std::fs::remove_file(&copy);
-                        return Err(e);
+                        return Err(match e {
+                            Error::Damaged { detail, .. } => Error::Unrecoverable {
+                                path: path.to_path_buf(),
+                                detail,
+                            },
+                            e => e,
+                        });
                     }
                 }
             }
