@@ -105,5 +105,6 @@ pub fn record(rng: &mut Rng, ms: u64, id: String) -> ActivityRecord {
         }),
         dry_run: false,
         details: None,
+        summarised: false,
     }
 }

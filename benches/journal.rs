@@ -52,6 +52,7 @@ fn options(durability: Durability) -> JournalOptions {
             max_records: 0,
             max_bytes: 0,
             max_undelivered_bytes: 0,
+            ..Retention::default()
         },
         ..JournalOptions::default()
     }

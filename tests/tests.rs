@@ -21,6 +21,8 @@ mod activity_e2e;
 mod call_cli;
 /// A journal written by an older release reads the same.
 mod journal_compat;
+/// The audit trail under flood (minimum age, pressure mode, alert) and damage (repair).
+mod journal_hardening;
 /// Validators in other languages (JavaScript via componentize-js) and instance reuse.
 mod languages;
 /// `/mcp` and the listener under attack: the bearer token, session and connection bounds,

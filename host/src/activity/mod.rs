@@ -5,7 +5,9 @@
 //! - [`journal`]: the redb-backed [`Journal`] with one writer thread doing group commit;
 //! - [`query`]: indexed, newest-first, filtered paging ([`Filter`], [`Page`]);
 //! - [`outbox`]: per-sink cursors over finished records, in commit order, for delivery;
-//! - [`retention`]: deletion by age / count / size, held back by undelivered records;
+//! - [`retention`]: deletion by age / count / size, held back by undelivered records and, for
+//!   size and count, by `min_age`; pressure mode (summarised records) and its `alert` record;
+//! - [`repair`]: copying the readable records of a damaged journal into a new file;
 //! - [`delivery`]: the background tasks that feed the outbox to sinks.
 //!
 //! The record is built from the policy's own types ([`crate::policy`]); this module imports
@@ -22,6 +24,7 @@ pub mod journal;
 pub mod outbox;
 pub mod query;
 pub mod record;
+pub mod repair;
 pub mod retention;
 
 use std::path::PathBuf;
@@ -33,6 +36,7 @@ pub use record::{
     ActivityRecord, ClientRecord, RecordType, Source, Status, cap_arguments, format_timestamp,
     new_id, now_ms, parse_timestamp,
 };
+pub use repair::RepairReport;
 pub use retention::Retention;
 
 /// Errors of the activity journal.
@@ -76,6 +80,39 @@ pub enum Error {
     /// A sink name the journal has no cursor for.
     #[error("no activity sink named '{0}' is registered in the journal")]
     UnknownSink(String),
+    /// Another process holds the journal file (redb allows one at a time).
+    #[error(
+        "the activity journal {path} is in use by another process (a running `mcpproxy serve`?); \
+         stop that process, or give this command the --config/--data-dir that server uses so \
+         it asks the server instead of reading the file"
+    )]
+    Locked {
+        /// The journal file.
+        path: PathBuf,
+    },
+    /// The file is damaged: redb reported corruption or panicked reading a page.
+    #[error(
+        "the activity journal {path} is damaged ({detail}); run 'mcpproxy activity repair' to \
+         save its readable records into a new journal"
+    )]
+    Damaged {
+        /// The journal file.
+        path: PathBuf,
+        /// What failed.
+        detail: String,
+    },
+    /// Repair could not open the damaged file at all, even for redb's own recovery.
+    #[error(
+        "the activity journal {path} is too damaged to open ({detail}); nothing could be saved \
+         from it. To start a new journal, stop mcpproxy and move the file aside (it is kept for \
+         inspection), e.g. `mv {path} {path}.damaged`"
+    )]
+    Unrecoverable {
+        /// The journal file.
+        path: PathBuf,
+        /// What failed.
+        detail: String,
+    },
     /// The writer thread is gone (journal dropped or the thread died).
     #[error("activity journal writer has stopped")]
     Closed,

@@ -84,46 +84,48 @@ impl Journal {
     /// its cursor dropped. Returns the unregistered sinks with their undelivered counts, for
     /// the caller to warn about. With no sink left, the outbox is emptied and no longer kept.
     pub fn register_sinks(&self, names: &[String]) -> Result<Vec<(String, u64)>> {
-        // Turn the outbox on first: a commit racing this registration then gets a number,
-        // at worst one at or below the new cursor, which is fine (the sink starts after it).
-        if !names.is_empty() {
-            self.outbox_on
-                .store(true, std::sync::atomic::Ordering::SeqCst);
-        }
-        let mut txn = self.db.begin_write()?;
-        txn.set_durability(redb::Durability::Immediate)?;
-        let mut removed = Vec::new();
-        {
-            let last = txn
-                .open_table(META)?
-                .get(LAST_SEQ)?
-                .map_or(0, |g| g.value());
-            let mut sinks = txn.open_table(SINKS)?;
-            let existing = read_states(&sinks)?;
-            for (name, state) in &existing {
-                if !names.contains(name) {
-                    sinks.remove(name.as_str())?;
-                    removed.push((name.clone(), last.saturating_sub(state.cursor)));
+        self.guard(|| {
+            // Turn the outbox on first: a commit racing this registration then gets a number,
+            // at worst one at or below the new cursor, which is fine (the sink starts after it).
+            if !names.is_empty() {
+                self.outbox_on
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            let mut txn = self.db.begin_write()?;
+            txn.set_durability(redb::Durability::Immediate)?;
+            let mut removed = Vec::new();
+            {
+                let last = txn
+                    .open_table(META)?
+                    .get(LAST_SEQ)?
+                    .map_or(0, |g| g.value());
+                let mut sinks = txn.open_table(SINKS)?;
+                let existing = read_states(&sinks)?;
+                for (name, state) in &existing {
+                    if !names.contains(name) {
+                        sinks.remove(name.as_str())?;
+                        removed.push((name.clone(), last.saturating_sub(state.cursor)));
+                    }
+                }
+                for name in names {
+                    if !existing.iter().any(|(n, _)| n == name) {
+                        let state = SinkState {
+                            cursor: last,
+                            registered_ms: now_ms(),
+                            ..SinkState::default()
+                        };
+                        sinks.insert(name.as_str(), encode(&state)?.as_slice())?;
+                    }
                 }
             }
-            for name in names {
-                if !existing.iter().any(|(n, _)| n == name) {
-                    let state = SinkState {
-                        cursor: last,
-                        registered_ms: now_ms(),
-                        ..SinkState::default()
-                    };
-                    sinks.insert(name.as_str(), encode(&state)?.as_slice())?;
-                }
+            trim(&txn)?;
+            txn.commit()?;
+            if names.is_empty() {
+                self.outbox_on
+                    .store(false, std::sync::atomic::Ordering::SeqCst);
             }
-        }
-        trim(&txn)?;
-        txn.commit()?;
-        if names.is_empty() {
-            self.outbox_on
-                .store(false, std::sync::atomic::Ordering::SeqCst);
-        }
-        Ok(removed)
+            Ok(removed)
+        })
     }
 
     /// Up to `max_records` records (and about `max_bytes` of JSON, at least one record) after
@@ -135,33 +137,35 @@ impl Journal {
         max_records: usize,
         max_bytes: usize,
     ) -> Result<Option<SinkBatch>> {
-        let txn = self.db.begin_read()?;
-        let sinks = txn.open_table(SINKS)?;
-        let Some(state) = sinks.get(sink)?.map(|g| decode(g.value())).transpose()? else {
-            return Err(Error::UnknownSink(sink.to_owned()));
-        };
-        let outbox = txn.open_table(OUTBOX)?;
-        let records = txn.open_table(RECORDS)?;
-        let mut batch = SinkBatch {
-            records: Vec::new(),
-            last_seq: state.cursor,
-        };
-        let mut bytes = 0;
-        for row in outbox.range((Bound::Excluded(state.cursor), Bound::Unbounded))? {
-            if batch.records.len() >= max_records.max(1) || (bytes >= max_bytes && bytes > 0) {
-                break;
+        self.guard(|| {
+            let txn = self.db.begin_read()?;
+            let sinks = txn.open_table(SINKS)?;
+            let Some(state) = sinks.get(sink)?.map(|g| decode(g.value())).transpose()? else {
+                return Err(Error::UnknownSink(sink.to_owned()));
+            };
+            let outbox = txn.open_table(OUTBOX)?;
+            let records = txn.open_table(RECORDS)?;
+            let mut batch = SinkBatch {
+                records: Vec::new(),
+                last_seq: state.cursor,
+            };
+            let mut bytes = 0;
+            for row in outbox.range((Bound::Excluded(state.cursor), Bound::Unbounded))? {
+                if batch.records.len() >= max_records.max(1) || (bytes >= max_bytes && bytes > 0) {
+                    break;
+                }
+                let (seq, key) = row?;
+                let key = key.value();
+                batch.last_seq = seq.value();
+                if let Some(json) = records.get(key)?
+                    && let Some(rec) = parse_row(&key, json.value())
+                {
+                    bytes += json.value().len();
+                    batch.records.push(rec);
+                }
             }
-            let (seq, key) = row?;
-            let key = key.value();
-            batch.last_seq = seq.value();
-            if let Some(json) = records.get(key)?
-                && let Some(rec) = parse_row(&key, json.value())
-            {
-                bytes += json.value().len();
-                batch.records.push(rec);
-            }
-        }
-        Ok((batch.last_seq > state.cursor).then_some(batch))
+            Ok((batch.last_seq > state.cursor).then_some(batch))
+        })
     }
 
     /// Records that `sink` delivered everything up to `last_seq` (`count` records): moves its
@@ -186,48 +190,53 @@ impl Journal {
     }
 
     fn update_sink(&self, sink: &str, change: impl FnOnce(&mut SinkState)) -> Result<()> {
-        let mut txn = self.db.begin_write()?;
-        txn.set_durability(redb::Durability::Immediate)?;
-        {
-            let mut sinks = txn.open_table(SINKS)?;
-            let Some(mut state) = sinks.get(sink)?.map(|g| decode(g.value())).transpose()? else {
-                return Err(Error::UnknownSink(sink.to_owned()));
-            };
-            change(&mut state);
-            sinks.insert(sink, encode(&state)?.as_slice())?;
-        }
-        trim(&txn)?;
-        txn.commit()?;
-        Ok(())
+        self.guard(|| {
+            let mut txn = self.db.begin_write()?;
+            txn.set_durability(redb::Durability::Immediate)?;
+            {
+                let mut sinks = txn.open_table(SINKS)?;
+                let Some(mut state) = sinks.get(sink)?.map(|g| decode(g.value())).transpose()?
+                else {
+                    return Err(Error::UnknownSink(sink.to_owned()));
+                };
+                change(&mut state);
+                sinks.insert(sink, encode(&state)?.as_slice())?;
+            }
+            trim(&txn)?;
+            txn.commit()?;
+            Ok(())
+        })
     }
 
     /// Every registered sink with its backlog and lag, by name.
     pub fn sink_status(&self) -> Result<Vec<SinkStatus>> {
-        let txn = self.db.begin_read()?;
-        let sinks = txn.open_table(SINKS)?;
-        let outbox = txn.open_table(OUTBOX)?;
-        let last = txn
-            .open_table(META)?
-            .get(LAST_SEQ)?
-            .map_or(0, |g| g.value());
-        let now = now_ms();
-        let mut out = Vec::new();
-        for (name, state) in read_states(&sinks)? {
-            let first = outbox
-                .range((Bound::Excluded(state.cursor), Bound::Unbounded))?
-                .next()
-                .transpose()?
-                .map(|(_, key)| key.value());
-            let oldest_ms = first.map(|key| key_ms(&key));
-            out.push(SinkStatus {
-                name,
-                backlog: last.saturating_sub(state.cursor),
-                oldest_undelivered: oldest_ms.map(format_timestamp),
-                lag_ms: oldest_ms.map(|ms| now.saturating_sub(ms)),
-                state,
-            });
-        }
-        Ok(out)
+        self.guard(|| {
+            let txn = self.db.begin_read()?;
+            let sinks = txn.open_table(SINKS)?;
+            let outbox = txn.open_table(OUTBOX)?;
+            let last = txn
+                .open_table(META)?
+                .get(LAST_SEQ)?
+                .map_or(0, |g| g.value());
+            let now = now_ms();
+            let mut out = Vec::new();
+            for (name, state) in read_states(&sinks)? {
+                let first = outbox
+                    .range((Bound::Excluded(state.cursor), Bound::Unbounded))?
+                    .next()
+                    .transpose()?
+                    .map(|(_, key)| key.value());
+                let oldest_ms = first.map(|key| key_ms(&key));
+                out.push(SinkStatus {
+                    name,
+                    backlog: last.saturating_sub(state.cursor),
+                    oldest_undelivered: oldest_ms.map(format_timestamp),
+                    lag_ms: oldest_ms.map(|ms| now.saturating_sub(ms)),
+                    state,
+                });
+            }
+            Ok(out)
+        })
     }
 
     /// Whether any sink is registered (the writer keeps the outbox only then).
@@ -306,6 +315,60 @@ pub(super) fn drop_undelivered(txn: &WriteTransaction, key: &[u8; 16]) -> Result
     }
     tracing::debug!(id = %key_id(key), "deleted an undelivered record");
     Ok(hit)
+}
+
+/// The registered sinks of a journal being repaired.
+pub(super) fn read_sinks(db: &redb::Database) -> Result<Vec<(String, SinkState)>> {
+    let txn = db.begin_read()?;
+    read_states(&txn.open_table(SINKS)?)
+}
+
+/// The keys of the records some sink of a journal being repaired had not delivered, in
+/// delivery order.
+pub(super) fn read_undelivered(db: &redb::Database) -> Result<Vec<[u8; 16]>> {
+    let txn = db.begin_read()?;
+    let outbox = txn.open_table(OUTBOX)?;
+    let mut keys = Vec::new();
+    for row in outbox.iter()? {
+        keys.push(row?.1.value());
+    }
+    Ok(keys)
+}
+
+/// Registers `sinks` in a repaired journal with their history but a cursor of 0, and queues
+/// `keys` (those of its records that are in the journal) for all of them: a sink delivers
+/// again whatever some sink had not delivered (ids let the remote drop repeats). Returns how
+/// many were queued.
+pub(super) fn restore(
+    db: &redb::Database,
+    sinks: &[(String, SinkState)],
+    keys: &[[u8; 16]],
+) -> Result<usize> {
+    let mut txn = db.begin_write()?;
+    txn.set_durability(redb::Durability::Immediate)?;
+    {
+        let mut table = txn.open_table(SINKS)?;
+        for (name, state) in sinks {
+            let state = SinkState {
+                cursor: 0,
+                ..state.clone()
+            };
+            table.insert(name.as_str(), encode(&state)?.as_slice())?;
+        }
+    }
+    let present: Vec<[u8; 16]> = {
+        let records = txn.open_table(RECORDS)?;
+        let mut present = Vec::with_capacity(keys.len());
+        for key in keys {
+            if records.get(*key)?.is_some() {
+                present.push(*key);
+            }
+        }
+        present
+    };
+    enqueue(&txn, &present)?;
+    txn.commit()?;
+    Ok(present.len())
 }
 
 fn read_states<T: ReadableTable<&'static str, &'static [u8]>>(

@@ -35,8 +35,10 @@ pub struct Filter {
     pub tool: Option<String>,
     /// `pending` | `success` | `error` | `blocked`.
     pub status: Option<String>,
-    /// `tool_call` | `policy_decision`.
+    /// `tool_call` | `policy_decision` | `tool_change` | `approval` | `alert`.
     pub record_type: Option<String>,
+    /// MCP session id (exact; not indexed: checked on each candidate).
+    pub session: Option<String>,
     /// Inclusive lower bound, unix ms.
     pub start_ms: Option<u64>,
     /// Inclusive upper bound, unix ms.
@@ -67,7 +69,10 @@ impl Filter {
                     .is_some_and(|have| have.eq_ignore_ascii_case(w))
             })
         };
-        self.server.as_deref().is_none_or(|s| rec.server_name == s)
+        self.session
+            .as_deref()
+            .is_none_or(|s| rec.session_id.as_deref() == Some(s))
+            && self.server.as_deref().is_none_or(|s| rec.server_name == s)
             && ci(&self.status, rec.status.as_str())
             && ci(&self.record_type, rec.record_type.as_str())
             && tool_ok()
@@ -243,6 +248,10 @@ impl Journal {
     /// Records matching `filter`, newest first: skips `offset` matches, returns up to `limit`
     /// (the caller caps it; the REST API uses 1000) and whether more match.
     pub fn query(&self, filter: &Filter, limit: usize, offset: usize) -> Result<Page> {
+        self.guard(|| self.read_page(filter, limit, offset))
+    }
+
+    fn read_page(&self, filter: &Filter, limit: usize, offset: usize) -> Result<Page> {
         let page = Page::default();
         if filter
             .start_ms
@@ -399,6 +408,7 @@ mod tests {
                 max_age: std::time::Duration::ZERO,
                 max_records: 0,
                 max_bytes: 0,
+                ..Retention::default()
             },
             ..JournalOptions::default()
         };
@@ -462,6 +472,7 @@ mod tests {
                     tool: a.tool.clone().or(b.tool.clone()),
                     status: a.status.clone().or(b.status.clone()),
                     record_type: a.record_type.clone().or(b.record_type.clone()),
+                    session: a.session.clone().or(b.session.clone()),
                     start_ms: a.start_ms.or(b.start_ms),
                     end_ms: a.end_ms.or(b.end_ms),
                 });

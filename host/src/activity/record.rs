@@ -36,6 +36,9 @@ pub enum RecordType {
     ToolChange,
     /// A person approved a server (clearing its quarantine) or tools' changes.
     Approval,
+    /// The proxy warns about itself: the journal is full of records too young to delete and
+    /// new records are stored summarised (see `retention`); the `details` say what to do.
+    Alert,
 }
 
 impl RecordType {
@@ -46,6 +49,7 @@ impl RecordType {
             Self::PolicyDecision => "policy_decision",
             Self::ToolChange => "tool_change",
             Self::Approval => "approval",
+            Self::Alert => "alert",
         }
     }
 }
@@ -63,6 +67,8 @@ pub enum Source {
     Api,
     /// The upstream server itself (a tool change it made).
     Upstream,
+    /// The proxy itself (an `alert` about the journal).
+    Proxy,
 }
 
 impl Source {
@@ -73,6 +79,7 @@ impl Source {
             Self::Cli => "cli",
             Self::Api => "api",
             Self::Upstream => "upstream",
+            Self::Proxy => "proxy",
         }
     }
 }
@@ -185,10 +192,15 @@ pub struct ActivityRecord {
     /// The call was judged but not executed.
     #[serde(default)]
     pub dry_run: bool,
-    /// What a `tool_change` or `approval` record is about (the diff, the approved tools);
-    /// absent on tool calls.
+    /// What a `tool_change`, `approval` or `alert` record is about (the diff, the approved
+    /// tools, the advice); absent on tool calls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<Value>,
+    /// The record was stored summarised while the journal was under pressure: arguments,
+    /// details and free text were cut to a few hundred bytes (see
+    /// [`ActivityRecord::summarised`]). Absent when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub summarised: bool,
 }
 
 impl ActivityRecord {
@@ -320,6 +332,83 @@ impl ActivityRecord {
         }
         fields
     }
+}
+
+/// The longest name-like field kept in a summarised record, in bytes.
+pub const SUMMARY_NAME_BYTES: usize = 64;
+/// The longest free-text field, argument preview or details preview kept in a summarised
+/// record, in JSON bytes.
+pub const SUMMARY_TEXT_BYTES: usize = 96;
+
+impl ActivityRecord {
+    /// The record as stored while the journal is under pressure (the journal is over its size
+    /// or count limit and everything in it is younger than `min_age`): the identity fields
+    /// (id, type, source, server, tool, variant, intent type, decision, status, sizes,
+    /// timestamps, session, request, client) stay; names are cut to [`SUMMARY_NAME_BYTES`];
+    /// the arguments, details and free text (reason, messages, error) to
+    /// [`SUMMARY_TEXT_BYTES`] of JSON, each cut marked `…[cut]` (or `_truncated` for JSON
+    /// values); only the first warning is kept. `summarised` is set. Whatever the input, the
+    /// result's JSON stays under 2 KiB.
+    pub fn summarised(&self) -> Self {
+        let mut rec = self.clone();
+        rec.summarised = true;
+        for (text, max) in rec.text_fields_mut() {
+            let max = if max == MAX_NAME_BYTES {
+                SUMMARY_NAME_BYTES
+            } else {
+                SUMMARY_TEXT_BYTES
+            };
+            cut_json(text, max);
+        }
+        rec.verdict.warnings.truncate(1);
+        if let Some(args) = &rec.arguments
+            && args.to_string().len() > SUMMARY_TEXT_BYTES
+        {
+            rec.arguments = Some(preview(args));
+            rec.arguments_truncated = true;
+        }
+        if let Some(details) = &rec.details
+            && details.to_string().len() > SUMMARY_TEXT_BYTES
+        {
+            rec.details = Some(preview(details));
+        }
+        rec
+    }
+}
+
+/// `{"_truncated": true, "_preview": "<the start of the JSON>"}`, the preview at most
+/// [`SUMMARY_TEXT_BYTES`] once escaped.
+fn preview(value: &Value) -> Value {
+    let mut json = value.to_string();
+    cut_json(&mut json, SUMMARY_TEXT_BYTES);
+    serde_json::json!({ "_truncated": true, "_preview": json })
+}
+
+/// Cuts `text` so that its JSON string form (escapes counted, quotes not) is at most `max`
+/// bytes, and marks the cut. Control characters escape to six bytes, so a byte bound alone
+/// would not bound the stored JSON.
+fn cut_json(text: &mut String, max: usize) {
+    let escaped = |c: char| match c {
+        '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+        c if (c as u32) < 0x20 => 6,
+        c => c.len_utf8(),
+    };
+    let total: usize = text.chars().map(escaped).sum();
+    if total <= max {
+        return;
+    }
+    let budget = max.saturating_sub(CUT_MARK.len());
+    let mut used = 0;
+    let mut end = 0;
+    for (i, c) in text.char_indices() {
+        used += escaped(c);
+        if used > budget {
+            break;
+        }
+        end = i + c.len_utf8();
+    }
+    text.truncate(end);
+    text.push_str(CUT_MARK);
 }
 
 /// Cuts `text` to at most `max` bytes (at a char boundary) and marks the cut.
@@ -492,6 +581,7 @@ mod tests {
             }),
             dry_run: false,
             details: None,
+            summarised: false,
         }
     }
 
@@ -612,6 +702,72 @@ mod tests {
         // Untouched fields stay as they were.
         assert_eq!(bounded.id, rec.id);
         assert_eq!(bounded.arguments, rec.arguments);
+    }
+
+    #[test]
+    fn a_summarised_record_stays_under_2_kib_and_keeps_its_identity() {
+        let huge = "\u{1}é\"".repeat(1 << 20);
+        let mut rec = full_record();
+        rec.server_name = huge.clone();
+        rec.tool_name = huge.clone();
+        rec.session_id = Some(huge.clone());
+        rec.request_id = Some(huge.clone());
+        rec.client = Some(ClientRecord {
+            name: huge.clone(),
+            version: huge.clone(),
+        });
+        let intent = rec.intent.as_mut().unwrap();
+        intent.reason = Some(huge.clone());
+        intent.data_sensitivity = Some(huge.clone());
+        rec.error_message = Some(huge.clone());
+        rec.verdict.plugin = Some(huge.clone());
+        rec.verdict.message = Some(huge.clone());
+        rec.verdict.warnings = vec![
+            Warning {
+                plugin: huge.clone(),
+                message: huge.clone(),
+            };
+            100
+        ];
+        rec.arguments = Some(json!({"text": huge, "n": [1, 2, 3]}));
+        rec.details = Some(json!({"diff": huge}));
+        // The journal bounds first, then summarises: both orders must stay small.
+        for summary in [rec.summarised(), rec.bounded().summarised()] {
+            let json = serde_json::to_string(&summary).unwrap();
+            assert!(json.len() <= 2048, "{} bytes: {json}", json.len());
+            assert!(summary.summarised);
+            assert!(summary.arguments_truncated);
+            assert_eq!(summary.arguments.as_ref().unwrap()["_truncated"], true);
+            assert_eq!(summary.details.as_ref().unwrap()["_truncated"], true);
+            assert!(summary.error_message.as_ref().unwrap().ends_with("…[cut]"));
+            assert_eq!(summary.verdict.warnings.len(), 1);
+            // Identity stays.
+            assert_eq!(summary.id, rec.id);
+            assert_eq!(summary.record_type, rec.record_type);
+            assert_eq!(summary.status, rec.status);
+            assert_eq!(summary.tool_variant, rec.tool_variant);
+            assert_eq!(summary.intent_type(), rec.intent_type());
+            assert_eq!(summary.verdict.decision, rec.verdict.decision);
+            assert_eq!(summary.timestamp, rec.timestamp);
+            assert_eq!(summary.duration_ms, rec.duration_ms);
+            let back: ActivityRecord = serde_json::from_str(&json).unwrap();
+            assert_eq!(back, summary);
+        }
+        // Short identity fields are kept whole.
+        let small = full_record().summarised();
+        assert_eq!(small.server_name, "github");
+        assert_eq!(small.session_id.as_deref(), Some("s1"));
+        assert_eq!(small.arguments, full_record().arguments);
+        assert!(!small.arguments_truncated);
+        let v = serde_json::to_value(&small).unwrap();
+        assert_eq!(v["summarised"], true);
+        assert!(
+            serde_json::to_value(full_record())
+                .unwrap()
+                .get("summarised")
+                .is_none(),
+            "absent unless set"
+        );
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! `GET /api/v1/activity` (filtered, newest first), `GET /api/v1/activity/{id}` and
+//! `GET /api/v1/activity` (filtered, newest first; a damaged journal answers 500 with a
+//! message naming `mcpproxy activity repair`), `GET /api/v1/activity/{id}` and
 //! `GET /api/v1/activity/sinks` (each sink's cursor, backlog, lag and errors).
 
 use std::collections::HashMap;
@@ -22,6 +23,7 @@ const PARAMS: &[&str] = &[
     "tool",
     "status",
     "type",
+    "session",
     "start_time",
     "end_time",
     "limit",
@@ -88,8 +90,15 @@ pub fn parse_query(query: &HashMap<String, String>) -> Result<(Filter, usize, us
         status: one_of("status", &["pending", "success", "error", "blocked"])?,
         record_type: one_of(
             "type",
-            &["tool_call", "policy_decision", "tool_change", "approval"],
+            &[
+                "tool_call",
+                "policy_decision",
+                "tool_change",
+                "approval",
+                "alert",
+            ],
         )?,
+        session: text("session")?,
         start_ms: time("start_time")?,
         end_ms: time("end_time")?,
     };
@@ -112,7 +121,7 @@ pub async fn list(
     let page = tokio::task::spawn_blocking(move || journal.query(&filter, limit, offset))
         .await
         .map_err(|e| ApiError::internal("the activity query failed", e))?
-        .map_err(|e| ApiError::internal("the activity query failed", e))?;
+        .map_err(|e| journal_error("the activity query failed", e))?;
     Ok(ok(json!({
         "records": page.records,
         "limit": limit,
@@ -134,7 +143,7 @@ pub async fn show(
         Ok(record) => record,
         // Not a ULID: no record can have it.
         Err(crate::activity::Error::InvalidId(_)) => None,
-        Err(e) => return Err(ApiError::internal("reading the activity record failed", e)),
+        Err(e) => return Err(journal_error("reading the activity record failed", e)),
     };
     match record {
         Some(record) => Ok(ok(record)),
@@ -144,12 +153,27 @@ pub async fn show(
     }
 }
 
+/// A journal error as a 500: a damaged journal is named with what to do (`mcpproxy activity
+/// repair`), anything else only logged.
+fn journal_error(context: &str, error: crate::activity::Error) -> ApiError {
+    match error {
+        e @ crate::activity::Error::Damaged { .. } => {
+            tracing::error!("{context}: {e}");
+            ApiError {
+                status: axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                message: format!("{context}: {e}"),
+            }
+        }
+        e => ApiError::internal(context, e),
+    }
+}
+
 /// `GET /activity/sinks`: every registered sink's delivery status.
 pub async fn sinks(State(state): State<ApiState>) -> Result<Response, ApiError> {
     let report = match &state.delivery {
         Some(delivery) => delivery.report(),
         None => crate::activity::delivery::offline_report(&state.journal),
     }
-    .map_err(|e| ApiError::internal("cannot read the sinks' status", e))?;
+    .map_err(|e| journal_error("cannot read the sinks' status", e))?;
     Ok(ok(report))
 }

@@ -1,5 +1,11 @@
-//! `mcpproxy activity list`, `show` and `sinks`: the audit trail and its delivery to sinks,
-//! read from the running server's REST API when one is up, else from the journal file.
+//! `mcpproxy activity list`, `show`, `sinks` and `repair`: the audit trail and its delivery
+//! to sinks, read from the running server's REST API when one is up, else from the journal
+//! file; `repair` saves the readable records of a damaged journal file (offline only).
+//!
+//! The library turns a panic of redb on a damaged page into an error; these commands also
+//! keep the panic's own report off the terminal (a panic hook that stays silent for panics
+//! raised inside redb, set only for the `activity` commands), so the user sees one message
+//! saying what to do.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,6 +32,9 @@ pub enum ActivityCommand {
     Show(ShowCommand),
     /// Show each sink's delivery: backlog, lag, last delivery and last error.
     Sinks(SinksCommand),
+    /// Save the readable records of a damaged journal into a new journal file (the damaged
+    /// file is kept aside as activity.redb.damaged-<time>). Stop the server first.
+    Repair(RepairCommand),
 }
 
 /// Output formats of the activity commands.
@@ -60,6 +69,12 @@ pub struct ListCommand {
     /// Only records with this status.
     #[arg(long, value_parser = ["pending", "success", "error", "blocked"])]
     status: Option<String>,
+    /// Only records of this type.
+    #[arg(long = "type", value_parser = ["tool_call", "policy_decision", "tool_change", "approval", "alert"])]
+    record_type: Option<String>,
+    /// Only records of this MCP session.
+    #[arg(long)]
+    session: Option<String>,
     /// Only records at or after this time (RFC 3339).
     #[arg(long, value_name = "TIME")]
     since: Option<String>,
@@ -89,6 +104,12 @@ pub struct ShowCommand {
 }
 
 #[derive(Debug, Args)]
+pub struct RepairCommand {
+    #[command(flatten)]
+    source: Source,
+}
+
+#[derive(Debug, Args)]
 pub struct SinksCommand {
     #[command(flatten)]
     source: Source,
@@ -99,6 +120,7 @@ pub struct SinksCommand {
 
 impl ActivityCommand {
     pub fn run(self, globals: &Globals) -> Result<ExitCode> {
+        quiet_redb_panics();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -108,9 +130,25 @@ impl ActivityCommand {
                 Self::List(cmd) => cmd.run(globals).await,
                 Self::Show(cmd) => cmd.run(globals).await,
                 Self::Sinks(cmd) => cmd.run(globals).await,
+                Self::Repair(cmd) => cmd.run(globals).await,
             }
         })
     }
+}
+
+/// Keeps the report of a panic raised inside redb (a damaged page, which the journal turns
+/// into an error) off stderr; any other panic is reported as before.
+fn quiet_redb_panics() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let in_redb = info.location().is_some_and(|l| {
+            let file = l.file().replace('\\', "/");
+            file.contains("/redb-") || file.contains("/redb/")
+        });
+        if !in_redb {
+            previous(info);
+        }
+    }));
 }
 
 /// Where records come from: the server, or the journal file.
@@ -134,12 +172,9 @@ async fn open(source: &Source, globals: &Globals) -> Result<Store> {
             config.listen
         );
     }
-    let journal = Journal::open(&path, JournalOptions::default()).with_context(|| {
-        format!(
-            "cannot open {} (if a server is running with another config or data dir, pass the same --config/--data-dir)",
-            path.display()
-        )
-    })?;
+    // The error says what is wrong (held by another process, damaged, unreadable) and what
+    // to do; no context is added, so nothing is said twice.
+    let journal = Journal::open(&path, JournalOptions::default())?;
     Ok(Store::Local(journal))
 }
 
@@ -162,6 +197,8 @@ impl ListCommand {
                     ("server", &self.server),
                     ("tool", &self.tool),
                     ("status", &self.status),
+                    ("type", &self.record_type),
+                    ("session", &self.session),
                     ("start_time", &self.since),
                 ] {
                     if let Some(v) = value {
@@ -177,7 +214,8 @@ impl ListCommand {
                     server: self.server.clone(),
                     tool: self.tool.clone(),
                     status: self.status.clone(),
-                    record_type: None,
+                    record_type: self.record_type.clone(),
+                    session: self.session.clone(),
                     start_ms,
                     end_ms: None,
                 };
@@ -228,8 +266,21 @@ impl ListCommand {
     }
 }
 
-/// `📖 read`, `✏️ write`, `⚠️ destructive` (or the word alone).
+/// `📖 read`, `✏️ write`, `⚠️ destructive` (or the word alone); `🚨 alert` for an alert
+/// record; a summarised record's label ends in `(summarised)`.
 fn intent_label(record: &Value, icons: bool) -> String {
+    let label = intent_word(record, icons);
+    if record["summarised"] == Value::Bool(true) {
+        format!("{label} (summarised)")
+    } else {
+        label
+    }
+}
+
+fn intent_word(record: &Value, icons: bool) -> String {
+    if record["type"] == "alert" {
+        return if icons { "🚨 alert" } else { "alert" }.to_owned();
+    }
     let op = record["intent"]["operation_type"].as_str().unwrap_or("-");
     if !icons {
         return op.to_owned();
@@ -348,6 +399,42 @@ fn print_record(record: &Value) {
             quote(&client.name),
             quote(&client.version)
         );
+    }
+}
+
+impl RepairCommand {
+    async fn run(self, globals: &Globals) -> Result<ExitCode> {
+        let loaded = config::load(self.source.config.as_deref(), globals.home.as_deref())?;
+        let data_dir = globals.data_dir(loaded.config.data_dir.as_deref());
+        if Remote::find(&loaded.config, &data_dir).await?.is_some() {
+            bail!(
+                "a server is running on {} with this journal; stop it (Ctrl-C or kill its process), \
+                 then run `mcpproxy activity repair` again",
+                loaded.config.listen
+            );
+        }
+        let path = journal_path(&data_dir);
+        if !path.exists() {
+            bail!("nothing to repair: {} does not exist", path.display());
+        }
+        let report = tokio::task::spawn_blocking(move || Journal::repair(&path))
+            .await
+            .context("the repair task failed")??;
+        println!(
+            "saved {} records into a new journal; {} unreadable ranges skipped, {} unreadable records left out",
+            report.saved, report.unreadable_ranges, report.unreadable_records
+        );
+        if report.sinks > 0 {
+            println!(
+                "{} sinks carried over; {} records queued for them again",
+                report.sinks, report.requeued
+            );
+        }
+        println!(
+            "the damaged file is kept as {}",
+            report.damaged_copy.display()
+        );
+        Ok(ExitCode::SUCCESS)
     }
 }
 

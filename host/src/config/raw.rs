@@ -133,6 +133,8 @@ pub(super) struct RawActivity {
 #[serde(deny_unknown_fields, remote = "Self")]
 pub(super) struct RawRetention {
     pub max_age_days: Option<u64>,
+    pub min_age_hours: Option<u64>,
+    pub interval_seconds: Option<u64>,
     pub max_records: Option<u64>,
     pub max_bytes: Option<u64>,
     pub max_undelivered_bytes: Option<u64>,

@@ -168,6 +168,7 @@ fn full_example_reads_every_key() {
             max_records: 5000,
             max_bytes: 10_485_760,
             max_undelivered_bytes: 4 << 30,
+            ..RetentionConfig::default()
         }
     );
     assert_eq!(activity.max_argument_bytes, 1024);

@@ -59,6 +59,7 @@ impl ActivitySettings {
             client: context.client.clone(),
             dry_run: context.dry_run,
             details: None,
+            summarised: false,
         }
     }
 }

@@ -16,6 +16,17 @@
 //! fail its neighbours. Reads (`get`, `query`, `stats`) run on the caller's thread in redb read
 //! transactions; a page of 50 takes ~0.2 ms, so calling them inline from async code is fine.
 //!
+//! Damage: redb may panic (`unreachable!`) or report corruption when it reads a damaged
+//! page. Every read and write runs under [`guard`], which turns either into
+//! [`Error::Damaged`] (a message pointing at `mcpproxy activity repair`); no panic hook is
+//! installed. A write that hits damage fails (the proxy refuses the call: fail closed) and
+//! the writer stops touching the file, answering every later write with the same error, so
+//! it never waits on a transaction a panic left behind.
+//!
+//! Compaction: redb files never shrink on their own. [`Journal::open`] compacts the file
+//! when much of it is free space (see [`compact_if_worthwhile`]); a running server's file
+//! therefore follows retention down at its next start (or `mcpproxy activity repair`).
+//!
 //! This file holds the public API ([`Journal`], [`JournalOptions`], [`Durability`],
 //! [`JournalStats`]); the parts live in:
 //!
@@ -23,6 +34,7 @@
 //! - `writer`: the writer thread (group commit, syncs) and the transaction helpers;
 //! - `tests` and `crash_tests`: the unit tests and the `kill -9` crash tests.
 
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -81,8 +93,6 @@ pub struct JournalOptions {
     pub cache_bytes: usize,
     /// Limits applied by [`Journal::run_retention`].
     pub retention: Retention,
-    /// Period of [`Journal::spawn_retention`]; default 60 s.
-    pub retention_interval: Duration,
     /// Records deleted per retention transaction; default 10 000.
     pub retention_batch: usize,
 }
@@ -93,7 +103,6 @@ impl Default for JournalOptions {
             durability: Durability::Sync,
             cache_bytes: 64 << 20,
             retention: Retention::default(),
-            retention_interval: Duration::from_secs(60),
             retention_batch: 10_000,
         }
     }
@@ -126,6 +135,9 @@ pub struct Journal {
     /// Whether the writer queues finished records for sinks (see `outbox`).
     pub(super) outbox_on: Arc<AtomicBool>,
     writer: Option<JoinHandle<()>>,
+    /// Set by retention while the journal is over its limits with only records younger than
+    /// `min_age` left: new records are stored summarised (see `retention`).
+    pub(super) pressure: AtomicBool,
 }
 
 impl std::fmt::Debug for Journal {
@@ -150,18 +162,8 @@ impl Journal {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(io)?;
         }
-        let shown = path.display().to_string();
-        let repair_logged = AtomicBool::new(false);
-        let db = Database::builder()
-            .set_cache_size(options.cache_bytes)
-            .set_repair_callback(move |_session| {
-                if !repair_logged.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(path = %shown, "activity journal was not closed cleanly; repairing");
-                }
-            })
-            .create(path)?;
-        let db = Arc::new(db);
-        {
+        let mut db = open_database(path, options.cache_bytes)?;
+        guard(path, || {
             let txn = db.begin_write()?;
             txn.open_table(RECORDS)?;
             for def in INDEXES {
@@ -172,15 +174,29 @@ impl Journal {
             txn.open_table(outbox::OUTBOX_KEYS)?;
             txn.open_table(outbox::SINKS)?;
             txn.commit()?;
+            Ok(())
+        })?;
+        match compact_if_worthwhile(&mut db, path) {
+            Ok(Some((before, after))) => tracing::info!(
+                path = %path.display(),
+                "compacted the activity journal from {before} to {after} bytes"
+            ),
+            Ok(None) => {}
+            Err(e @ Error::Damaged { .. }) => return Err(e),
+            Err(e) => tracing::warn!("activity journal compaction skipped: {e}"),
         }
-        let outbox_on = Arc::new(AtomicBool::new(outbox::any_sink(&db)?));
+        let db = Arc::new(db);
+        let outbox_on = Arc::new(AtomicBool::new(guard(path, || outbox::any_sink(&db))?));
         let (tx, rx) = mpsc::channel();
         let writer_db = db.clone();
         let durability = options.durability;
         let writer_outbox = outbox_on.clone();
+        let writer_path = path.to_path_buf();
         let writer = std::thread::Builder::new()
             .name("activity-writer".into())
-            .spawn(move || writer_loop(&writer_db, &rx, durability, &writer_outbox))
+            .spawn(move || {
+                writer_loop(&writer_db, &writer_path, &rx, durability, &writer_outbox);
+            })
             .map_err(io)?;
         Ok(Arc::new(Self {
             db,
@@ -190,6 +206,7 @@ impl Journal {
             slots: Arc::new(Semaphore::new(MAX_QUEUED)),
             outbox_on,
             writer: Some(writer),
+            pressure: AtomicBool::new(false),
         }))
     }
 
@@ -208,8 +225,19 @@ impl Journal {
         tx.send(command).map_err(|_| Error::Closed)
     }
 
+    /// Whether retention found the journal under pressure (see `retention`): new records
+    /// are stored summarised until it is not.
+    pub fn under_pressure(&self) -> bool {
+        self.pressure.load(Ordering::Relaxed)
+    }
+
+    /// Runs a read (or write) of the file under [`guard`].
+    pub(super) fn guard<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        guard(&self.path, f)
+    }
+
     async fn put(&self, record: &ActivityRecord) -> Result<()> {
-        let mut put = Put::new(record)?;
+        let mut put = Put::new(record, self.under_pressure())?;
         let slot = self.slots.clone().acquire_owned().await;
         put.slot = Some(slot.map_err(|_| Error::Closed)?);
         match self.options.durability {
@@ -243,7 +271,7 @@ impl Journal {
     /// queue slot if one is free but never waits for one, so it is not held back by
     /// [`MAX_QUEUED`].
     pub fn submit(&self, record: ActivityRecord) {
-        let queued = Put::new(&record).and_then(|mut put| {
+        let queued = Put::new(&record, self.under_pressure()).and_then(|mut put| {
             put.slot = self.slots.clone().try_acquire_owned().ok();
             self.send(Command::Put(put))
         });
@@ -266,6 +294,10 @@ impl Journal {
     /// that does not parse is [`Error::Corrupt`].
     pub fn get(&self, id: &str) -> Result<Option<ActivityRecord>> {
         let key = parse_key(id)?;
+        self.guard(|| self.get_key(id, key))
+    }
+
+    fn get_key(&self, id: &str, key: [u8; 16]) -> Result<Option<ActivityRecord>> {
         let txn = self.db.begin_read()?;
         let table = txn.open_table(RECORDS)?;
         let Some(row) = table.get(key)? else {
@@ -281,8 +313,10 @@ impl Journal {
 
     /// Number of records.
     pub fn len(&self) -> Result<u64> {
-        let txn = self.db.begin_read()?;
-        Ok(txn.open_table(RECORDS)?.len()?)
+        self.guard(|| {
+            let txn = self.db.begin_read()?;
+            Ok(txn.open_table(RECORDS)?.len()?)
+        })
     }
 
     /// Whether the journal holds no record.
@@ -292,6 +326,10 @@ impl Journal {
 
     /// Counts, sizes and the time span.
     pub fn stats(&self) -> Result<JournalStats> {
+        self.guard(|| self.read_stats())
+    }
+
+    fn read_stats(&self) -> Result<JournalStats> {
         let txn = self.db.begin_read()?;
         let table = txn.open_table(RECORDS)?;
         let ts = |row: Option<(redb::AccessGuard<'_, [u8; 16]>, _)>| {
@@ -353,13 +391,129 @@ impl Journal {
     #[doc(hidden)]
     pub fn bulk_load(&self, records: &[ActivityRecord]) -> Result<()> {
         for chunk in records.chunks(MAX_BATCH) {
-            let puts = chunk.iter().map(Put::new).collect::<Result<Vec<_>>>()?;
+            let puts = chunk
+                .iter()
+                .map(|r| Put::new(r, false))
+                .collect::<Result<Vec<_>>>()?;
             let refs: Vec<&Put> = puts.iter().collect();
             let outbox = self.outbox_on.load(Ordering::SeqCst);
-            commit_puts(&self.db, &refs, redb::Durability::Immediate, outbox)?;
+            self.guard(|| commit_puts(&self.db, &refs, redb::Durability::Immediate, outbox))?;
         }
         Ok(())
     }
+}
+
+/// Opens the redb file, telling a file another process holds ([`Error::Locked`]) from a
+/// damaged one ([`Error::Damaged`]) and from an I/O failure ([`Error::Io`]).
+pub(super) fn open_database(path: &Path, cache_bytes: usize) -> Result<Database> {
+    let shown = path.display().to_string();
+    let repair_logged = AtomicBool::new(false);
+    let mut builder = Database::builder();
+    builder
+        .set_cache_size(cache_bytes)
+        .set_repair_callback(move |_session| {
+            if !repair_logged.swap(true, Ordering::Relaxed) {
+                tracing::warn!(path = %shown, "activity journal was not closed cleanly; repairing");
+            }
+        });
+    let opened = std::panic::catch_unwind(AssertUnwindSafe(|| builder.create(path)));
+    let damaged = |detail: String| Error::Damaged {
+        path: path.to_path_buf(),
+        detail,
+    };
+    match opened {
+        Ok(Ok(db)) => Ok(db),
+        Ok(Err(redb::DatabaseError::DatabaseAlreadyOpen)) => Err(Error::Locked {
+            path: path.to_path_buf(),
+        }),
+        Ok(Err(redb::DatabaseError::Storage(redb::StorageError::Io(source)))) => Err(Error::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+        Ok(Err(
+            e @ (redb::DatabaseError::RepairAborted
+            | redb::DatabaseError::Storage(redb::StorageError::Corrupted(_))),
+        )) => Err(damaged(e.to_string())),
+        Ok(Err(e)) => Err(e.into()),
+        Err(panic) => Err(damaged(panic_text(panic.as_ref()))),
+    }
+}
+
+/// Runs `f` (a transaction on the journal at `path`), turning a panic inside redb and a
+/// corruption error into [`Error::Damaged`]. redb panics on some damaged pages instead of
+/// returning an error; the transaction is dropped while unwinding, so nothing stays held.
+pub(super) fn guard<T>(path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    let damaged = |detail: String| Error::Damaged {
+        path: path.to_path_buf(),
+        detail,
+    };
+    match std::panic::catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Err(Error::Storage(redb::Error::Corrupted(detail)))) => Err(damaged(detail)),
+        Ok(Err(Error::Storage(e @ redb::Error::LockPoisoned(_)))) => Err(damaged(format!(
+            "an earlier read failed and left it unusable: {e}"
+        ))),
+        Ok(result) => result,
+        Err(panic) => Err(damaged(panic_text(panic.as_ref()))),
+    }
+}
+
+/// The message of a caught panic.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    let text = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown failure".to_owned());
+    format!("reading a page failed: {text}")
+}
+
+/// Free space worth giving back: more than this, or more than a quarter of the file.
+const COMPACT_FREE_BYTES: u64 = 64 << 20;
+/// Files smaller than this are never compacted (not worth the rewrite).
+const COMPACT_MIN_FILE: u64 = 1 << 20;
+
+/// Compacts `db` when a large part of its file is free space: more than
+/// [`COMPACT_FREE_BYTES`] or a quarter of the file (files under [`COMPACT_MIN_FILE`] are
+/// left alone). Needs the only handle on the database with no transaction open, hence only
+/// at open. Returns the file size before and after, when it compacted.
+pub(super) fn compact_if_worthwhile(db: &mut Database, path: &Path) -> Result<Option<(u64, u64)>> {
+    let file_len = |path: &Path| {
+        std::fs::metadata(path)
+            .map(|m| m.len())
+            .map_err(|source| Error::Io {
+                path: path.to_path_buf(),
+                source,
+            })
+    };
+    let before = file_len(path)?;
+    if before < COMPACT_MIN_FILE {
+        return Ok(None);
+    }
+    // Cheap first look: the logical data against the file; the page walk only if it may pay.
+    let data_bytes = guard(path, || {
+        let txn = db.begin_read()?;
+        Ok(txn
+            .open_table(META)?
+            .get(DATA_BYTES)?
+            .map_or(0, |g| g.value()))
+    })?;
+    if data_bytes.saturating_mul(4) / 3 >= before {
+        return Ok(None);
+    }
+    let free = guard(path, || {
+        let txn = db.begin_write()?;
+        let stats = txn.stats()?;
+        txn.abort()?;
+        Ok(stats.fragmented_bytes())
+    })?;
+    if free < COMPACT_FREE_BYTES && free.saturating_mul(4) < before {
+        return Ok(None);
+    }
+    guard(path, || {
+        db.compact()
+            .map_err(|e| Error::Write(format!("compaction failed: {e}")))
+    })?;
+    Ok(Some((before, file_len(path)?)))
 }
 
 impl Drop for Journal {

@@ -1,7 +1,11 @@
 //! The journal's writer thread: the queued commands, group commit of everything queued into
 //! one transaction (falling back to one record per transaction on failure), the `Immediate`
 //! syncs of Async mode, and the transaction helpers that apply puts.
+//!
+//! Every transaction runs under [`guard`]: if one finds the file damaged, the writer answers
+//! that write and every later one with [`Error::Damaged`] and no longer touches the file.
 
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Instant;
@@ -13,7 +17,7 @@ use super::schema::{
     DATA_BYTES, IDX_STATUS, INDEXES, IndexKeys, META, N_INDEXES, RECORDS, index_keys, key_id,
     parse_key, row_cost,
 };
-use super::{Durability, MAX_BATCH};
+use super::{Durability, MAX_BATCH, guard};
 use crate::activity::outbox;
 use crate::activity::record::{ActivityRecord, Status};
 use crate::activity::{Error, Result};
@@ -31,11 +35,12 @@ pub(super) struct Put {
 }
 
 impl Put {
-    /// Serializes `record`, bounded ([`ActivityRecord::bounded`]), and computes its key and
-    /// index keys.
-    pub(super) fn new(record: &ActivityRecord) -> Result<Self> {
-        let record = record.bounded();
-        let record = record.as_ref();
+    /// Serializes `record`, bounded ([`ActivityRecord::bounded`]) and, with `summarise`,
+    /// summarised ([`ActivityRecord::summarised`]), and computes its key and index keys.
+    pub(super) fn new(record: &ActivityRecord, summarise: bool) -> Result<Self> {
+        let bounded = record.bounded();
+        let summary = summarise.then(|| bounded.summarised());
+        let record = summary.as_ref().unwrap_or(bounded.as_ref());
         let key = parse_key(&record.id)?;
         let json = serde_json::to_vec(record).map_err(|source| Error::Encode {
             id: record.id.clone(),
@@ -137,7 +142,11 @@ fn sync(db: &Database) -> Result<()> {
 fn ack(put: Put, result: &Result<()>) {
     match (put.ack, result) {
         (Some(ack), result) => {
-            let _ = ack.send(result.as_ref().map(|_| ()).map_err(ToString::to_string));
+            let _ = ack.send(result.as_ref().map(|_| ()).map_err(|e| match e {
+                // Already a write failure's text: do not prefix it twice.
+                Error::Write(text) => text.clone(),
+                e => e.to_string(),
+            }));
         }
         (None, Err(e)) => {
             tracing::error!(id = %key_id(&put.key), "activity record was not written: {e}");
@@ -148,6 +157,7 @@ fn ack(put: Put, result: &Result<()>) {
 
 pub(super) fn writer_loop(
     db: &Database,
+    path: &Path,
     rx: &Receiver<Command>,
     durability: Durability,
     outbox_on: &AtomicBool,
@@ -158,7 +168,9 @@ pub(super) fn writer_loop(
     };
     // Async mode: when the oldest not-yet-fsync'd commit happened.
     let mut unsynced_since: Option<Instant> = None;
-    let sync_or_log = |unsynced: &mut Option<Instant>| match sync(db) {
+    // Set once a transaction found the file damaged: from then on nothing touches it.
+    let mut damaged: Option<String> = None;
+    let sync_or_log = |unsynced: &mut Option<Instant>| match guard(path, || sync(db)) {
         Ok(()) => {
             *unsynced = None;
             Ok(())
@@ -206,6 +218,15 @@ pub(super) fn writer_loop(
                 None
             };
         }
+        if let Some(message) = &damaged {
+            for put in puts {
+                ack(put, &Err(Error::Write(message.clone())));
+            }
+            for done in flushes {
+                let _ = done.send(Err(message.clone()));
+            }
+            continue;
+        }
         let immediate = match flush_every {
             None => true,
             Some(flush) => {
@@ -221,8 +242,17 @@ pub(super) fn writer_loop(
             };
             let refs: Vec<&Put> = puts.iter().collect();
             let outbox = outbox_on.load(Ordering::SeqCst);
-            let result = commit_puts(db, &refs, durability, outbox);
+            let result = guard(path, || commit_puts(db, &refs, durability, outbox));
             match result {
+                Err(e @ Error::Damaged { .. }) => {
+                    tracing::error!("activity records cannot be written: {e}");
+                    let message = e.to_string();
+                    for put in puts {
+                        ack(put, &Err(Error::Write(message.clone())));
+                    }
+                    flush_result = Err(e);
+                    damaged = Some(message);
+                }
                 Ok(()) => {
                     if immediate {
                         unsynced_since = None;
@@ -237,7 +267,7 @@ pub(super) fn writer_loop(
                         puts.len()
                     );
                     for put in puts {
-                        let result = commit_puts(db, &[&put], durability, outbox);
+                        let result = guard(path, || commit_puts(db, &[&put], durability, outbox));
                         if result.is_ok() && !immediate {
                             unsynced_since.get_or_insert_with(Instant::now);
                         }

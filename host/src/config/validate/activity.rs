@@ -11,6 +11,10 @@ use crate::config::{ActivityConfig, DEFAULT_ASYNC_FLUSH, Durability, Result, Ret
 const MAX_ASYNC_FLUSH_MS: u64 = 60_000;
 /// The longest `activity.retention.max_age_days` accepted: a century.
 const MAX_AGE_DAYS: u64 = 36_500;
+/// The longest `activity.retention.min_age_hours` accepted: ten years.
+const MAX_MIN_AGE_HOURS: u64 = 87_600;
+/// The longest `activity.retention.interval_seconds` accepted: a day.
+const MAX_RETENTION_INTERVAL_SECONDS: u64 = 86_400;
 /// The largest `activity.max_argument_bytes` accepted.
 const MAX_ARGUMENT_BYTES: u64 = 16 << 20;
 
@@ -47,6 +51,42 @@ pub(super) fn activity_from(raw: raw::RawActivity, ctx: &Context<'_>) -> Result<
                 " days",
             )?;
             r.max_age = Duration::from_secs(d * 24 * 60 * 60);
+        }
+        if let Some(h) = retention.min_age_hours {
+            let h = ctx.range(
+                "activity.retention.min_age_hours",
+                h,
+                0,
+                MAX_MIN_AGE_HOURS,
+                " hours",
+            )?;
+            r.min_age = Duration::from_secs(h * 60 * 60);
+        }
+        if retention.min_age_hours.is_none() {
+            // The default minimum age gives way to a shorter max_age the user chose.
+            r.min_age = r.min_age.min(r.max_age);
+        } else if r.min_age > r.max_age {
+            return Err(ctx.err(
+                "activity.retention.min_age_hours",
+                format!(
+                    "{} hours is longer than activity.retention.max_age_days ({} days): records \
+                     must be allowed to age out; lower min_age_hours to at most {} or raise \
+                     max_age_days",
+                    r.min_age.as_secs() / 3600,
+                    r.max_age.as_secs() / 86_400,
+                    r.max_age.as_secs() / 3600
+                ),
+            ));
+        }
+        if let Some(s) = retention.interval_seconds {
+            let s = ctx.range(
+                "activity.retention.interval_seconds",
+                s,
+                1,
+                MAX_RETENTION_INTERVAL_SECONDS,
+                " seconds",
+            )?;
+            r.interval = Duration::from_secs(s);
         }
         if let Some(n) = retention.max_records {
             r.max_records = ctx.at_least_one("activity.retention.max_records", n)?;

@@ -1,0 +1,293 @@
+//! Repair: saving the readable records of a damaged journal into a new file.
+//!
+//! [`Journal::repair`] opens the damaged file on its own (it refuses, with
+//! [`Error::Locked`], while a server holds it; if redb cannot open the file, it opens a copy
+//! marked for redb's own recovery, see [`open_copy_for_recovery`]) and reads the records
+//! table in key order.
+//! When a read fails (redb reports corruption or panics on a damaged page), it skips ahead:
+//! it probes start points further and further in time past the last record it read, then
+//! narrows down to the first one that reads again, and goes on from there, counting one
+//! unreadable range. Rows whose JSON does not parse are counted and left out. The records
+//! it saved are written, with their index entries, into a fresh file beside the old one;
+//! the registered sinks are carried over with their history and every saved record one of
+//! them had not delivered is queued again (all saved records, when the outbox itself is
+//! unreadable). Then the damaged file is moved aside as `<name>.damaged-<UTC time>` (never
+//! deleted) and the new file takes its name.
+
+use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+use std::path::{Path, PathBuf};
+
+use redb::{Database, ReadableDatabase};
+use serde::Serialize;
+
+use super::journal::{RECORDS, guard, key_ms, open_database};
+use super::outbox;
+use super::record::ActivityRecord;
+use super::{Error, Journal, JournalOptions, Result, Retention};
+
+/// What [`Journal::repair`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RepairReport {
+    /// Records copied into the new journal.
+    pub saved: u64,
+    /// Stretches of the records table that could not be read.
+    pub unreadable_ranges: u64,
+    /// Rows that were read but did not parse as records.
+    pub unreadable_records: u64,
+    /// Sinks carried over.
+    pub sinks: usize,
+    /// Records queued again for the sinks.
+    pub requeued: usize,
+    /// Where the damaged file now is.
+    pub damaged_copy: PathBuf,
+}
+
+/// Largest ULID timestamp.
+const MAX_MS: u64 = (1 << 48) - 1;
+
+/// The smallest storage key at `ms`.
+fn key_at(ms: u64) -> [u8; 16] {
+    ulid::Ulid::from_parts(ms.min(MAX_MS), 0).to_bytes()
+}
+
+/// The rows read so far, by key (a damaged page may repeat or reorder rows).
+type Rows = BTreeMap<[u8; 16], Vec<u8>>;
+
+/// Reads rows from `from` on into `rows` until the end (`Ok(true)`) or a failure
+/// (`Ok(false)`); `last` is the last key read.
+fn read_from(db: &Database, from: [u8; 16], rows: &mut Rows, last: &mut Option<[u8; 16]>) -> bool {
+    let read = std::panic::catch_unwind(AssertUnwindSafe(|| -> Result<()> {
+        let txn = db.begin_read()?;
+        let table = txn.open_table(RECORDS)?;
+        for row in table.range(from..)? {
+            let (key, value) = row?;
+            let key = key.value();
+            rows.insert(key, value.value().to_vec());
+            *last = Some(key);
+        }
+        Ok(())
+    }));
+    matches!(read, Ok(Ok(())))
+}
+
+/// Whether a walk starting at `from` reads its first row (or finds none) without failing.
+fn readable_from(db: &Database, from: [u8; 16]) -> bool {
+    let probe = std::panic::catch_unwind(AssertUnwindSafe(|| -> Result<()> {
+        let txn = db.begin_read()?;
+        let table = txn.open_table(RECORDS)?;
+        if let Some(row) = table.range(from..)?.next() {
+            row?;
+        }
+        Ok(())
+    }));
+    matches!(probe, Ok(Ok(())))
+}
+
+/// The first millisecond after `failed_ms` from which the table reads again, if any: doubling
+/// steps forward, then bisection back to the boundary.
+fn skip_past(db: &Database, failed_ms: u64) -> Option<u64> {
+    let mut step = 1u64;
+    let mut bad = failed_ms;
+    let good = loop {
+        let at = failed_ms.saturating_add(step).min(MAX_MS);
+        if readable_from(db, key_at(at)) {
+            break at;
+        }
+        if at == MAX_MS {
+            return None;
+        }
+        bad = at;
+        step = step.saturating_mul(2);
+    };
+    let (mut bad, mut good) = (bad, good);
+    while good - bad > 1 {
+        let mid = bad + (good - bad) / 2;
+        if readable_from(db, key_at(mid)) {
+            good = mid;
+        } else {
+            bad = mid;
+        }
+    }
+    Some(good)
+}
+
+/// Every row of the records table that can be read, and how many ranges could not.
+fn salvage(db: &Database) -> (Rows, u64) {
+    let mut rows = Rows::new();
+    let mut ranges = 0;
+    let mut from = [0u8; 16];
+    loop {
+        let mut last = None;
+        if read_from(db, from, &mut rows, &mut last) {
+            return (rows, ranges);
+        }
+        ranges += 1;
+        let failed_ms = last.map_or_else(|| key_ms(&from), |k| key_ms(&k));
+        match skip_past(db, failed_ms) {
+            Some(ms) if key_at(ms) > from => from = key_at(ms),
+            _ => return (rows, ranges),
+        }
+    }
+}
+
+/// `activity.redb.damaged-20261123T101500Z` beside `path`.
+fn damaged_name(path: &Path) -> PathBuf {
+    let fmt = time::macros::format_description!("[year][month][day]T[hour][minute][second]Z");
+    let stamp = time::OffsetDateTime::now_utc()
+        .format(&fmt)
+        .unwrap_or_else(|_| "unknown-time".to_owned());
+    let name = path.file_name().map_or_else(
+        || "activity.redb".into(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let mut aside = path.with_file_name(format!("{name}.damaged-{stamp}"));
+    let mut n = 1;
+    while aside.exists() {
+        aside = path.with_file_name(format!("{name}.damaged-{stamp}-{n}"));
+        n += 1;
+    }
+    aside
+}
+
+/// Offset of redb's flag byte in the file header (after its 9-byte magic number) and its
+/// "recovery required" bit.
+const REDB_FLAGS_OFFSET: u64 = 9;
+const REDB_RECOVERY_REQUIRED: u8 = 2;
+
+/// A copy of `path` marked "recovery required", for a file redb cannot open. A cleanly
+/// closed redb file keeps its page allocator's state in pages of its own, read at open; when
+/// those are damaged, opening fails. Opening a copy with the flag set makes redb rebuild that
+/// state from the tables instead (the damaged file itself is never written).
+fn open_copy_for_recovery(path: &Path) -> Result<PathBuf> {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    let copy = path.with_file_name(format!(
+        "{}.repair-source",
+        path.file_name().map_or_else(
+            || "activity.redb".into(),
+            |n| n.to_string_lossy().into_owned()
+        )
+    ));
+    let io = |source| Error::Io {
+        path: copy.clone(),
+        source,
+    };
+    std::fs::copy(path, &copy).map_err(io)?;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&copy)
+        .map_err(io)?;
+    let mut flags = [0u8; 1];
+    file.seek(SeekFrom::Start(REDB_FLAGS_OFFSET)).map_err(io)?;
+    file.read_exact(&mut flags).map_err(io)?;
+    file.seek(SeekFrom::Start(REDB_FLAGS_OFFSET)).map_err(io)?;
+    file.write_all(&[flags[0] | REDB_RECOVERY_REQUIRED])
+        .map_err(io)?;
+    file.sync_all().map_err(io)?;
+    Ok(copy)
+}
+
+impl Journal {
+    /// Saves the readable records of the journal at `path` into a new journal file and moves
+    /// the old file aside (see the module docs). Offline only: a file another process holds
+    /// is [`Error::Locked`]; a file redb cannot open at all is [`Error::Damaged`] and stays
+    /// where it is. Blocking; call it outside any journal of the same file.
+    pub fn repair(path: &Path) -> Result<RepairReport> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| Error::Io { path, source }
+        };
+        let (db, source_copy) = match open_database(path, 64 << 20) {
+            Ok(db) => (db, None),
+            Err(Error::Damaged { .. }) => {
+                let copy = open_copy_for_recovery(path)?;
+                match open_database(&copy, 64 << 20) {
+                    Ok(db) => (db, Some(copy)),
+                    Err(e) => {
+                        let _ = std::fs::remove_file(&copy);
+                        return Err(match e {
+                            Error::Damaged { detail, .. } => Error::Unrecoverable {
+                                path: path.to_path_buf(),
+                                detail,
+                            },
+                            e => e,
+                        });
+                    }
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        let (rows, unreadable_ranges) = salvage(&db);
+        let sinks = guard(path, || outbox::read_sinks(&db)).unwrap_or_else(|e| {
+            tracing::warn!(
+                "the sinks of the damaged journal cannot be read; they are not carried over: {e}"
+            );
+            Vec::new()
+        });
+        let undelivered = if sinks.is_empty() {
+            Vec::new()
+        } else {
+            guard(path, || outbox::read_undelivered(&db)).unwrap_or_else(|e| {
+                tracing::warn!("the outbox of the damaged journal cannot be read; every saved record is queued for the sinks again: {e}");
+                rows.keys().copied().collect()
+            })
+        };
+        drop(db);
+        if let Some(copy) = source_copy {
+            std::fs::remove_file(&copy).map_err(io(&copy))?;
+        }
+        let mut records = Vec::with_capacity(rows.len());
+        let mut unreadable_records = 0;
+        for (key, json) in &rows {
+            match serde_json::from_slice::<ActivityRecord>(json) {
+                Ok(rec) if super::journal::parse_key(&rec.id).is_ok_and(|k| k == *key) => {
+                    records.push(rec);
+                }
+                _ => unreadable_records += 1,
+            }
+        }
+
+        let fresh = path.with_file_name(format!(
+            "{}.repairing",
+            path.file_name().map_or_else(
+                || "activity.redb".into(),
+                |n| n.to_string_lossy().into_owned()
+            )
+        ));
+        if fresh.exists() {
+            std::fs::remove_file(&fresh).map_err(io(&fresh))?;
+        }
+        let options = JournalOptions {
+            retention: Retention {
+                max_age: std::time::Duration::ZERO,
+                min_age: std::time::Duration::ZERO,
+                max_records: 0,
+                max_bytes: 0,
+                max_undelivered_bytes: 0,
+                ..Retention::default()
+            },
+            ..JournalOptions::default()
+        };
+        let requeued = {
+            let journal = Journal::open(&fresh, options)?;
+            journal.bulk_load(&records)?;
+            if sinks.is_empty() {
+                0
+            } else {
+                journal.guard(|| outbox::restore(&journal.db, &sinks, &undelivered))?
+            }
+        };
+        let damaged_copy = damaged_name(path);
+        std::fs::rename(path, &damaged_copy).map_err(io(path))?;
+        std::fs::rename(&fresh, path).map_err(io(path))?;
+        Ok(RepairReport {
+            saved: records.len() as u64,
+            unreadable_ranges,
+            unreadable_records,
+            sinks: sinks.len(),
+            requeued,
+            damaged_copy,
+        })
+    }
+}
