@@ -13,6 +13,11 @@
 //! them had not delivered is queued again (all saved records, when the outbox itself is
 //! unreadable). Then the damaged file is moved aside as `<name>.damaged-<UTC time>` (never
 //! deleted) and the new file takes its name.
+//!
+//! When redb cannot open the file even marked for recovery (damage in the pages it reads at
+//! open), repair falls back to [`scan_for_records`]: it reads the file's raw bytes and keeps
+//! every complete record JSON it finds there (a record is stored as its JSON, which starts
+//! with its id). That finds no sink state, so no sink is carried over.
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
@@ -131,6 +136,84 @@ fn salvage(db: &Database) -> (Rows, u64) {
     }
 }
 
+/// Record JSON as the journal stores it starts with its id.
+const RECORD_START: &[u8] = b"{\"id\":\"";
+/// The scan reads the file this much at a time...
+const SCAN_CHUNK: usize = 64 << 20;
+/// ...with this much more, so a record that starts near the end of a chunk is read whole
+/// (arguments are capped at 16 MiB, the rest of a record at well under 1 MiB).
+const SCAN_OVERLAP: usize = 17 << 20;
+
+/// Every complete record JSON in the raw bytes of `path`, one per id, and how many places
+/// looked like the start of a record but did not parse. A page freed by an update may still
+/// hold a record's older version: a finished record wins over a `pending` one.
+fn scan_for_records(path: &Path) -> Result<(Vec<ActivityRecord>, u64)> {
+    use std::io::{Read, Seek, SeekFrom};
+    let io = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
+    let mut found: BTreeMap<[u8; 16], ActivityRecord> = BTreeMap::new();
+    let mut unparsable = 0u64;
+    let mut offset = 0u64;
+    let mut buf = Vec::new();
+    while offset < len {
+        buf.clear();
+        file.seek(SeekFrom::Start(offset)).map_err(io)?;
+        (&mut file)
+            .take((SCAN_CHUNK + SCAN_OVERLAP) as u64)
+            .read_to_end(&mut buf)
+            .map_err(io)?;
+        let last = offset + buf.len() as u64 >= len;
+        // Starts in the overlap belong to the next chunk.
+        let starts_end = if last {
+            buf.len()
+        } else {
+            SCAN_CHUNK.min(buf.len())
+        };
+        let mut at = 0;
+        while let Some(pos) = find(&buf[at..starts_end], RECORD_START) {
+            let start = at + pos;
+            at = start + 1;
+            let mut values =
+                serde_json::Deserializer::from_slice(&buf[start..]).into_iter::<ActivityRecord>();
+            let record = match values.next() {
+                Some(Ok(record)) => record,
+                _ => {
+                    unparsable += 1;
+                    continue;
+                }
+            };
+            let Ok(key) = super::journal::parse_key(&record.id) else {
+                unparsable += 1;
+                continue;
+            };
+            let newer = |old: &ActivityRecord| {
+                old.status == super::record::Status::Pending
+                    && record.status != super::record::Status::Pending
+            };
+            match found.get(&key) {
+                Some(old) if !newer(old) => {}
+                _ => {
+                    found.insert(key, record);
+                }
+            }
+        }
+        if last {
+            break;
+        }
+        offset += SCAN_CHUNK as u64;
+    }
+    Ok((found.into_values().collect(), unparsable))
+}
+
+/// The first position of `needle` in `haystack`.
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
 /// `activity.redb.damaged-20261123T101500Z` beside `path`.
 fn damaged_name(path: &Path) -> PathBuf {
     let fmt = time::macros::format_description!("[year][month][day]T[hour][minute][second]Z");
@@ -206,13 +289,24 @@ impl Journal {
                     Ok(db) => (db, Some(copy)),
                     Err(e) => {
                         let _ = std::fs::remove_file(&copy);
-                        return Err(match e {
-                            Error::Damaged { detail, .. } => Error::Unrecoverable {
+                        let Error::Damaged { detail, .. } = e else {
+                            return Err(e);
+                        };
+                        let (records, unreadable) = scan_for_records(path)?;
+                        if records.is_empty() {
+                            return Err(Error::Unrecoverable {
                                 path: path.to_path_buf(),
                                 detail,
-                            },
-                            e => e,
-                        });
+                            });
+                        }
+                        return Self::replace_with(
+                            path,
+                            records,
+                            1,
+                            unreadable,
+                            Vec::new(),
+                            Vec::new(),
+                        );
                     }
                 }
             }
@@ -247,6 +341,30 @@ impl Journal {
                 _ => unreadable_records += 1,
             }
         }
+        Self::replace_with(
+            path,
+            records,
+            unreadable_ranges,
+            unreadable_records,
+            sinks,
+            undelivered,
+        )
+    }
+
+    /// Writes `records` (and the sinks' state) into a fresh file, moves the damaged one aside
+    /// and puts the fresh one in its place.
+    fn replace_with(
+        path: &Path,
+        records: Vec<ActivityRecord>,
+        unreadable_ranges: u64,
+        unreadable_records: u64,
+        sinks: Vec<(String, outbox::SinkState)>,
+        undelivered: Vec<[u8; 16]>,
+    ) -> Result<RepairReport> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| Error::Io { path, source }
+        };
 
         let fresh = path.with_file_name(format!(
             "{}.repairing",
