@@ -30,6 +30,8 @@ mod languages;
 mod listener_e2e;
 /// The proxy in front of the official npm MCP servers.
 mod npm_e2e;
+/// `/healthz`, `/readyz` and `/metrics` (read by the reference OpenMetrics parser).
+mod observability_e2e;
 /// Property tests (random inputs, proptest): call arguments and intents, config text, the
 /// record codec. No input panics; every accepted one keeps the invariants.
 mod properties;

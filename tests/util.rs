@@ -80,3 +80,23 @@ impl CmdOutput {
         self
     }
 }
+
+/// The Python of `tests/python/.venv` (made by `.ci/run` from `tests/python/requirements.txt`),
+/// or `None` with a note when it is missing, unless `MCPPROXY_REQUIRE_PYTHON` is set (as in
+/// CI), which makes a missing one a failure.
+pub fn test_python() -> Option<PathBuf> {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/.venv/bin/python");
+    if python.exists() {
+        return Some(python);
+    }
+    assert!(
+        std::env::var_os("MCPPROXY_REQUIRE_PYTHON").is_none(),
+        "{} is missing: python3 -m venv tests/python/.venv && tests/python/.venv/bin/pip install -r tests/python/requirements.txt",
+        python.display()
+    );
+    eprintln!(
+        "skipped: no {} (python3 -m venv tests/python/.venv && tests/python/.venv/bin/pip install -r tests/python/requirements.txt)",
+        python.display()
+    );
+    None
+}

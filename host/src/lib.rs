@@ -34,6 +34,7 @@ pub mod index;
 pub mod limits;
 pub mod listener;
 pub mod mcp;
+pub mod metrics;
 pub mod plugin;
 pub mod policy;
 pub mod proxy;

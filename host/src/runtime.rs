@@ -12,6 +12,7 @@ use crate::activity::{self, Journal, JournalOptions};
 use crate::config::Config;
 use crate::index::{self, ToolIndex};
 use crate::limits::Limits;
+use crate::metrics::Metrics;
 use crate::plugin::{self, EngineOptions, Plugin, PluginEngine, PluginKind, PluginSet};
 use crate::policy::Pipeline;
 use crate::proxy::{ActivitySettings, Proxy};
@@ -114,7 +115,8 @@ impl Runtime {
             plugin::validators(&validators),
         );
         let scanner = plugins.of_kind(PluginKind::Scanner).next().cloned();
-        let journal = open_journal(&config, data_dir)?;
+        let metrics = Arc::new(Metrics::new());
+        let journal = open_journal(&config, data_dir, Some(&metrics))?;
         journal.spawn_retention();
         let trust = Arc::new(TrustStore::open(data_dir)?);
         let index = Arc::new(ToolIndex::new()?);
@@ -132,7 +134,8 @@ impl Runtime {
         };
         let proxy = Arc::new(
             Proxy::new(Arc::new(pipeline), upstreams, index, journal, activity)
-                .with_scanner(scanner.clone().map(|s| s as Arc<dyn ToolScanner>)),
+                .with_scanner(scanner.clone().map(|s| s as Arc<dyn ToolScanner>))
+                .with_metrics(metrics),
         );
         if let Some(changes) = changes {
             proxy.record_tool_changes(changes);
@@ -250,10 +253,21 @@ pub fn plugin_engine(
 }
 
 /// Opens (or creates) the journal with the config's durability and retention.
-pub fn open_journal(config: &Config, data_dir: &Path) -> Result<Arc<Journal>> {
+/// Opens the journal of `data_dir` with the config's durability and retention; with
+/// `metrics`, each group commit is timed into them.
+pub fn open_journal(
+    config: &Config,
+    data_dir: &Path,
+    metrics: Option<&Arc<Metrics>>,
+) -> Result<Arc<Journal>> {
+    let on_commit = metrics.map(|metrics| {
+        let metrics = metrics.clone();
+        activity::CommitObserver(Arc::new(move |took| metrics.journal_commit(took)))
+    });
     let options = JournalOptions {
         durability: config.activity.durability,
         retention: config.activity.retention.clone(),
+        on_commit,
         ..Default::default()
     };
     let path = journal_path(data_dir);

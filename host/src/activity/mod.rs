@@ -29,7 +29,7 @@ pub mod retention;
 
 use std::path::PathBuf;
 
-pub use journal::{Durability, Journal, JournalOptions, JournalStats};
+pub use journal::{CommitObserver, Durability, Journal, JournalOptions, JournalStats};
 pub use outbox::{SinkBatch, SinkState, SinkStatus};
 pub use query::{Filter, Page};
 pub use record::{

@@ -1,6 +1,8 @@
 //! The REST API under `/api/v1` (same listener as `/mcp`): the activity log, tool search
 //! and calls (for `mcpproxy call` and scripts), upstream review and approval, and the
-//! proxy's status. Every route needs the API key (`X-API-Key` header or `?apikey=`);
+//! proxy's status; beside it `GET /metrics` (Prometheus text, with the key unless
+//! `http.metrics_public`), `GET /healthz` and `GET /readyz` (no key, no data). Every
+//! `/api/v1` route needs the API key (`X-API-Key` header or `?apikey=`);
 //! responses use the envelope `{success, data, error}`. Errors say what was wrong and how
 //! to fix it; internal failures are logged and reported without their details.
 
@@ -36,6 +38,8 @@ pub struct ApiState {
     pub api_key: Arc<str>,
     /// `Host` and `Origin` values accepted besides loopback (DNS-rebinding protection).
     pub access: Arc<Access>,
+    /// `GET /metrics` without the key (`http.metrics_public`).
+    pub metrics_public: bool,
 }
 
 /// `/api/v1/...`, with the key check on every route.
@@ -62,8 +66,114 @@ pub fn router(state: ApiState) -> Router {
             state.clone(),
             check_host_and_origin,
         ))
+        .with_state(state.clone());
+    let probes = Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route(
+            "/metrics",
+            get(metrics).layer(axum::middleware::from_fn_with_state(
+                state.clone(),
+                require_key_unless_public,
+            )),
+        )
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            check_host_and_origin,
+        ))
         .with_state(state);
-    Router::new().nest("/api/v1", routes)
+    Router::new().nest("/api/v1", routes).merge(probes)
+}
+
+/// `GET /healthz`: the process answers. No key: it says nothing but "ok".
+async fn healthz() -> Response {
+    (StatusCode::OK, "ok\n").into_response()
+}
+
+/// `GET /readyz`: 200 when the journal can be read and no enabled upstream is still on
+/// its first connection attempt; 503 otherwise. No key: it shows states, not data.
+async fn readyz(State(state): State<ApiState>) -> Response {
+    let journal = match state.journal.stats() {
+        Ok(_) => "ok".to_owned(),
+        Err(e) => e.to_string(),
+    };
+    let upstreams: serde_json::Map<String, serde_json::Value> = state
+        .proxy
+        .upstreams()
+        .statuses()
+        .into_iter()
+        .map(|s| (s.name, json!(s.state.to_string())))
+        .collect();
+    let connecting = upstreams
+        .values()
+        .any(|s| s == "connecting" || s == "disconnected");
+    let ready = journal == "ok" && !connecting;
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        Json(json!({"ready": ready, "journal": journal, "upstreams": upstreams})),
+    )
+        .into_response()
+}
+
+/// `GET /metrics`: the Prometheus (OpenMetrics) text, gauges read now.
+async fn metrics(State(state): State<ApiState>) -> Response {
+    let metrics = state.proxy.metrics();
+    metrics.set_upstreams(state.proxy.upstreams().statuses().into_iter().map(|s| {
+        let state = if s.quarantined {
+            "quarantined".to_owned()
+        } else {
+            // `error: <why>` as a label would be one label set per message.
+            let state = s.state.to_string();
+            match state.split_once(':') {
+                Some((kind, _)) => kind.to_owned(),
+                None => state,
+            }
+        };
+        crate::metrics::UpstreamGauge {
+            server: s.name,
+            state,
+            tools: s.tools as u64,
+        }
+    }));
+    if let Ok(stats) = state.journal.stats() {
+        metrics.set_journal(stats.file_bytes, stats.records);
+    }
+    let sinks = match &state.delivery {
+        Some(delivery) => delivery.report(),
+        None => crate::activity::delivery::offline_report(&state.journal),
+    };
+    if let Ok(sinks) = sinks {
+        metrics.set_sinks(sinks.into_iter().map(|s| crate::metrics::SinkGauge {
+            sink: s.status.name,
+            backlog: s.status.backlog,
+            lag: std::time::Duration::from_millis(s.status.lag_ms.unwrap_or(0)),
+        }));
+    }
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            crate::metrics::CONTENT_TYPE,
+        )],
+        metrics.encode(),
+    )
+        .into_response()
+}
+
+async fn require_key_unless_public(
+    State(state): State<ApiState>,
+    query: Query<HashMap<String, String>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if state.metrics_public {
+        return next.run(request).await;
+    }
+    require_key(State(state), query, request, next).await
 }
 
 /// An API error: a status and a message for the caller.

@@ -126,6 +126,7 @@ impl ServeCommand {
                 delivery: Some(delivery.clone()),
                 api_key: Arc::from(api_key),
                 access: Arc::new(access.clone()),
+                metrics_public: runtime.config.http.metrics_public,
             };
             let http = &runtime.config.http;
             let endpoint = mcp::http::Endpoint {

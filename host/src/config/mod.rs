@@ -498,6 +498,8 @@ pub struct HttpConfig {
     pub header_timeout: Duration,
     /// A session with no traffic for this long is closed (the client re-initializes).
     pub session_idle: Duration,
+    /// `GET /metrics` answers without the API key.
+    pub metrics_public: bool,
 }
 
 impl HttpConfig {
@@ -517,6 +519,7 @@ impl Default for HttpConfig {
             max_sessions_per_client: Self::DEFAULT_MAX_SESSIONS_PER_CLIENT,
             header_timeout: Self::DEFAULT_HEADER_TIMEOUT,
             session_idle: Self::DEFAULT_SESSION_IDLE,
+            metrics_public: false,
         }
     }
 }
@@ -530,6 +533,7 @@ impl fmt::Debug for HttpConfig {
             .field("max_sessions_per_client", &self.max_sessions_per_client)
             .field("header_timeout", &self.header_timeout)
             .field("session_idle", &self.session_idle)
+            .field("metrics_public", &self.metrics_public)
             .finish()
     }
 }

@@ -167,6 +167,7 @@ pub(super) struct RawHttp {
     pub max_sessions_per_client: Option<u64>,
     pub header_timeout_ms: Option<u64>,
     pub session_idle_secs: Option<u64>,
+    pub metrics_public: Option<bool>,
 }
 
 /// A struct derived with `remote = "Self"`: its derived deserializer is an inherent function.

@@ -77,6 +77,7 @@ fn full_example_reads_every_key() {
             max_sessions_per_client: 8,
             header_timeout: Duration::from_secs(5),
             session_idle: Duration::from_secs(600),
+            metrics_public: true,
         }
     );
     assert!(!format!("{config:?}").contains("0123456789abcdef"));

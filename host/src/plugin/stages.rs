@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::policy::{self, CallRequest, Inference, Pipeline, Tool, Verdict};
+use crate::policy::{self, CallRequest, FaultKind, Inference, Pipeline, Tool, Verdict};
 use crate::trust::{self, Finding, ToolScanner};
 
 use super::bindings::wit_scanner;
@@ -21,10 +21,17 @@ impl From<PluginFault> for policy::Fault {
             ),
             _ => fault.to_string(),
         };
+        let kind = match fault.fault {
+            super::Fault::Deadline(_) => FaultKind::Deadline,
+            super::Fault::Memory(_) => FaultKind::Memory,
+            super::Fault::Trap(_) => FaultKind::Trap,
+            super::Fault::Instantiate(_) => FaultKind::Start,
+            super::Fault::Overloaded { .. } => FaultKind::Overloaded,
+        };
         Self {
             stage: fault.plugin.clone(),
-            overloaded: matches!(fault.fault, super::Fault::Overloaded { .. }),
             detail,
+            kind,
         }
     }
 }

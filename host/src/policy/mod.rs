@@ -11,5 +11,5 @@ mod stage;
 mod types;
 
 pub use pipeline::{Evaluation, Judgement, Outcome, Pipeline, Warning};
-pub use stage::{Annotator, Fault, Validator};
+pub use stage::{Annotator, Fault, FaultKind, Validator};
 pub use types::*;

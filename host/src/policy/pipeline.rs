@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::stage::{Annotator, Fault, Validator};
+use super::stage::{Annotator, Fault, FaultKind, Validator};
 use super::types::*;
 
 /// The active annotators and validators, in the order they run.
@@ -88,6 +88,8 @@ impl Outcome {
 pub struct Evaluation {
     pub request: CallRequest,
     pub outcome: Outcome,
+    /// The stage fault the call was rejected for, if one was.
+    pub fault: Option<Fault>,
 }
 
 /// What an [`Evaluation`] comes to for the people reading it later: the effective
@@ -209,15 +211,27 @@ impl Pipeline {
             effective,
             args,
         };
-        let outcome = match annotate_fault {
-            Some(fault) => Outcome::rejected(&fault.stage, fail_closed(&fault), Vec::new()),
-            None => self.validate(&request),
+        let (outcome, fault) = match annotate_fault {
+            Some(fault) => (
+                Outcome::rejected(&fault.stage, fail_closed(&fault), Vec::new()),
+                Some(fault),
+            ),
+            None => self.judge(&request),
         };
-        Evaluation { request, outcome }
+        Evaluation {
+            request,
+            outcome,
+            fault,
+        }
     }
 
     /// Runs the validator chain on a prepared request.
     pub fn validate(&self, request: &CallRequest) -> Outcome {
+        self.judge(request).0
+    }
+
+    /// The validator chain's outcome, and the fault it was rejected for, if any.
+    fn judge(&self, request: &CallRequest) -> (Outcome, Option<Fault>) {
         let mut warnings = Vec::new();
         for validator in &self.validators {
             match validator.validate(request) {
@@ -227,15 +241,17 @@ impl Pipeline {
                     message,
                 }),
                 Ok(Verdict::Reject(message)) => {
-                    return Outcome::rejected(validator.name(), message, warnings);
+                    return (Outcome::rejected(validator.name(), message, warnings), None);
                 }
                 Err(fault) => {
                     tracing::warn!(plugin = validator.name(), "plugin fault: {fault}");
-                    return Outcome::rejected(validator.name(), fail_closed(&fault), warnings);
+                    let outcome =
+                        Outcome::rejected(validator.name(), fail_closed(&fault), warnings);
+                    return (outcome, Some(fault));
                 }
             }
         }
-        match warnings.last() {
+        let outcome = match warnings.last() {
             None => Outcome::allow(),
             Some(last) => Outcome {
                 decision: Decision::Warn,
@@ -243,13 +259,14 @@ impl Pipeline {
                 message: Some(last.message.clone()),
                 warnings,
             },
-        }
+        };
+        (outcome, None)
     }
 }
 
 /// The rejection text for a call whose plugin faulted.
 fn fail_closed(fault: &Fault) -> String {
-    if fault.overloaded {
+    if fault.kind == FaultKind::Overloaded {
         return format!(
             "Call refused because mcpproxy is overloaded: {fault}, so the call could not be judged \
              and was not made; retry in a moment or send fewer calls at once"
@@ -359,7 +376,7 @@ mod tests {
         Fault {
             stage: stage.to_owned(),
             detail: format!("validator plugin '{stage}' trapped: unreachable"),
-            overloaded: false,
+            kind: FaultKind::Trap,
         }
     }
 

@@ -28,7 +28,33 @@ pub struct Fault {
     pub stage: String,
     /// What happened, as a full sentence fragment, e.g. `validator plugin 'x' trapped: ...`.
     pub detail: String,
+    pub kind: FaultKind,
+}
+
+/// What kind of failure a [`Fault`] is (a metric label, and the wording of the rejection).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FaultKind {
+    /// The stage ran past its deadline.
+    Deadline,
+    /// The stage went over its memory cap.
+    Memory,
+    /// The stage trapped (crashed).
+    Trap,
+    /// The stage could not be started.
+    Start,
     /// The stage could not run at all because the proxy is overloaded (no fault of the
     /// stage): the call is refused all the same, with a message that says so.
-    pub overloaded: bool,
+    Overloaded,
+}
+
+impl FaultKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Deadline => "deadline",
+            Self::Memory => "memory",
+            Self::Trap => "trap",
+            Self::Start => "start",
+            Self::Overloaded => "overloaded",
+        }
+    }
 }

@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use crate::activity::{ClientRecord, Journal, Source, Status};
 use crate::index::ToolIndex;
+use crate::metrics::Metrics;
 use crate::policy::{
     Annotations, EffectiveAnnotations, Evaluation, Pipeline, SafetyClass, call_with,
 };
@@ -71,6 +72,24 @@ pub enum CallOutcome {
     },
 }
 
+impl CallOutcome {
+    /// How the call ended and the policy's decision, as metric labels.
+    fn labels(&self) -> (&'static str, &'static str) {
+        let decision = |evaluation: &Evaluation| evaluation.outcome.decision.as_str();
+        match self {
+            Self::Refused(_) => ("refused", "none"),
+            Self::Held { .. } => ("held", "none"),
+            Self::Blocked(evaluation) => ("blocked", decision(evaluation)),
+            Self::DryRun(evaluation) => ("dry_run", decision(evaluation)),
+            Self::Called { evaluation, result } => match result {
+                Ok(result) if result.is_error == Some(true) => ("tool_error", decision(evaluation)),
+                Ok(_) => ("success", decision(evaluation)),
+                Err(_) => ("upstream_error", decision(evaluation)),
+            },
+        }
+    }
+}
+
 /// The pipeline's answer, before any upstream is contacted.
 enum Judged {
     Refused(String),
@@ -104,6 +123,7 @@ pub struct Proxy {
     journal: Arc<Journal>,
     activity: ActivitySettings,
     scanner: Option<Arc<dyn ToolScanner>>,
+    metrics: Arc<Metrics>,
 }
 
 impl Proxy {
@@ -121,7 +141,18 @@ impl Proxy {
             journal,
             activity,
             scanner: None,
+            metrics: Arc::default(),
         }
+    }
+
+    /// Counts calls, policy time and plugin faults into `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// Sets the scanner behind the security analysis of quarantined servers and changed
@@ -149,6 +180,25 @@ impl Proxy {
     /// with the outcome right after.
     pub async fn call(&self, input: CallInput, context: CallContext) -> CallOutcome {
         let started = Instant::now();
+        // Only configured servers become metric labels: a caller cannot add label sets.
+        let server = match self.upstreams.get(&input.server) {
+            Some(_) => input.server.clone(),
+            None => "(unknown)".to_owned(),
+        };
+        let variant = input.variant.tool_name();
+        let outcome = self.call_recorded(input, context, started).await;
+        let (status, decision) = outcome.labels();
+        self.metrics
+            .call(&server, variant, status, decision, started.elapsed());
+        outcome
+    }
+
+    async fn call_recorded(
+        &self,
+        input: CallInput,
+        context: CallContext,
+        started: Instant,
+    ) -> CallOutcome {
         let draft = self.activity.draft(&input, &context);
         match self.judge(input, context.timeout).await {
             Judged::Refused(message) => {
@@ -258,12 +308,19 @@ impl Proxy {
         let pipeline = self.pipeline.clone();
         let (variant, intent) = (input.variant, input.intent);
         let args = serde_json::Value::Object(input.args);
+        let judged_at = Instant::now();
         let evaluation = match tokio::task::spawn_blocking(move || {
             pipeline.evaluate(variant, tool, intent, args)
         })
         .await
         {
-            Ok(evaluation) => evaluation,
+            Ok(evaluation) => {
+                self.metrics.policy(judged_at.elapsed());
+                if let Some(fault) = &evaluation.fault {
+                    self.metrics.plugin_fault(&fault.stage, fault.kind.as_str());
+                }
+                evaluation
+            }
             Err(e) => {
                 return Judged::Refused(format!(
                     "the policy pipeline failed: {e}; the call was not sent"

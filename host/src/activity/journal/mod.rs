@@ -95,6 +95,18 @@ pub struct JournalOptions {
     pub retention: Retention,
     /// Records deleted per retention transaction; default 10 000.
     pub retention_batch: usize,
+    /// Told how long each group commit took (for metrics); default none.
+    pub on_commit: Option<CommitObserver>,
+}
+
+/// A callback told the duration of each group commit.
+#[derive(Clone)]
+pub struct CommitObserver(pub Arc<dyn Fn(Duration) + Send + Sync>);
+
+impl std::fmt::Debug for CommitObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CommitObserver")
+    }
 }
 
 impl Default for JournalOptions {
@@ -104,6 +116,7 @@ impl Default for JournalOptions {
             cache_bytes: 64 << 20,
             retention: Retention::default(),
             retention_batch: 10_000,
+            on_commit: None,
         }
     }
 }
@@ -192,10 +205,18 @@ impl Journal {
         let durability = options.durability;
         let writer_outbox = outbox_on.clone();
         let writer_path = path.to_path_buf();
+        let on_commit = options.on_commit.clone();
         let writer = std::thread::Builder::new()
             .name("activity-writer".into())
             .spawn(move || {
-                writer_loop(&writer_db, &writer_path, &rx, durability, &writer_outbox);
+                writer_loop(
+                    &writer_db,
+                    &writer_path,
+                    &rx,
+                    durability,
+                    &writer_outbox,
+                    on_commit.as_ref(),
+                );
             })
             .map_err(io)?;
         Ok(Arc::new(Self {

@@ -161,6 +161,7 @@ pub(super) fn writer_loop(
     rx: &Receiver<Command>,
     durability: Durability,
     outbox_on: &AtomicBool,
+    on_commit: Option<&super::CommitObserver>,
 ) {
     let flush_every = match durability {
         Durability::Sync => None,
@@ -242,7 +243,11 @@ pub(super) fn writer_loop(
             };
             let refs: Vec<&Put> = puts.iter().collect();
             let outbox = outbox_on.load(Ordering::SeqCst);
+            let started = Instant::now();
             let result = guard(path, || commit_puts(db, &refs, durability, outbox));
+            if let (Ok(()), Some(observer)) = (&result, on_commit) {
+                (observer.0)(started.elapsed());
+            }
             match result {
                 Err(e @ Error::Damaged { .. }) => {
                     tracing::error!("activity records cannot be written: {e}");

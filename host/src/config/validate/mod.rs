@@ -291,6 +291,9 @@ fn http_from(raw: raw::RawHttp, ctx: &Context<'_>) -> Result<HttpConfig> {
         )?;
         http.session_idle = Duration::from_secs(v);
     }
+    if let Some(public) = raw.metrics_public {
+        http.metrics_public = public;
+    }
     Ok(http)
 }
 
