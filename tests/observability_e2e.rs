@@ -212,3 +212,129 @@ async fn metrics_can_be_made_public_and_readiness_waits_for_upstreams() {
     assert_eq!(metrics.status(), 200);
     assert!(metrics.text().await.unwrap().ends_with("# EOF\n"));
 }
+
+/// A config whose `listen` is the proxy's own address, so the CLI finds the server.
+fn cli_config(proxy: &Proxy, log: &std::path::Path) -> std::path::PathBuf {
+    let addr = proxy
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp");
+    let mut config = config_with(vec![stdio_fixture("fx", log)]);
+    config["listen"] = json!(addr);
+    let path = proxy.data_dir.path().join("cli_config.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn export_and_stats_through_the_server_and_offline() {
+    use crate::util::TestCommand;
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    let client = connect(&proxy.url).await;
+    for text in ["a,b", "x"] {
+        let result = call(
+            &client,
+            "call_tool_read",
+            json!({"name": "fx:echo", "args": {"text": text}}),
+        )
+        .await
+        .unwrap();
+        assert!(!is_error(&result));
+    }
+    // Blocked: a destructive tool through the read variant.
+    call(
+        &client,
+        "call_tool_read",
+        json!({"name": "fx:delete_note", "args": {"id": "n"}}),
+    )
+    .await
+    .unwrap();
+    // Refused: no such tool; its name would be a formula in a spreadsheet.
+    call(&client, "call_tool_read", json!({"name": "fx:=1+1"}))
+        .await
+        .unwrap();
+    client.cancel().await.unwrap();
+    let config = cli_config(&proxy, log.path());
+    let cli = |args: &[&str]| {
+        TestCommand::new(proxy.data_dir.path())
+            .args(args)
+            .args(["--config"])
+            .args([&config])
+            .output()
+    };
+
+    let check = |jsonl: String, csv: String, stats: String| {
+        let records: Vec<Value> = jsonl
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("one JSON record per line"))
+            .collect();
+        let calls: Vec<&Value> = records
+            .iter()
+            .filter(|r| r["type"] == "tool_call")
+            .collect();
+        assert_eq!(calls.len(), 4, "{jsonl}");
+        assert!(
+            records
+                .windows(2)
+                .all(|w| w[0]["id"].as_str() < w[1]["id"].as_str()),
+            "oldest first"
+        );
+        let mut lines = csv.lines();
+        assert!(
+            lines.next().unwrap().starts_with("id,timestamp,type,"),
+            "{csv}"
+        );
+        assert_eq!(csv.lines().count(), records.len() + 1, "{csv}");
+        let stats: Value = serde_json::from_str(&stats).unwrap();
+        assert_eq!(stats["calls"], 4, "{stats}");
+        assert_eq!(stats["by_server"][0]["key"], "fx");
+        let blocked = stats["by_status"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["key"] == "blocked")
+            .expect("a blocked group");
+        assert_eq!(blocked["calls"], 1);
+    };
+
+    // Through the running server (it holds the journal).
+    let jsonl = cli(&["activity", "export", "--since", "1h"]);
+    jsonl.assert_code(0);
+    let csv = cli(&["activity", "export", "--format", "csv"]);
+    csv.assert_code(0);
+    assert!(
+        csv.stdout().contains(",\"'=1+1\""),
+        "a formula is defused: {}",
+        csv.stdout()
+    );
+    let stats = cli(&["activity", "stats", "-o", "json"]);
+    stats.assert_code(0);
+    check(jsonl.stdout(), csv.stdout(), stats.stdout());
+    let table = cli(&["activity", "stats"]);
+    table.assert_code(0);
+    assert!(
+        table.stdout().contains("4 calls from"),
+        "{}",
+        table.stdout()
+    );
+
+    let bad = cli(&["activity", "export", "--since", "5x"]);
+    assert_eq!(bad.code(), Some(2));
+    assert!(
+        bad.stderr().contains("--since '5x'") && bad.stderr().contains("7d"),
+        "{}",
+        bad.stderr()
+    );
+    let none = cli(&["activity", "export", "--until", "1h"]);
+    none.assert_code(0);
+    assert_eq!(none.stdout(), "", "nothing is older than an hour");
+
+    // Offline, from the journal file, the same.
+    proxy.proc.kill();
+    let jsonl = cli(&["activity", "export"]);
+    jsonl.assert_code(0);
+    let csv = cli(&["activity", "export", "--format", "csv"]);
+    let stats = cli(&["activity", "stats", "-o", "json"]);
+    check(jsonl.stdout(), csv.stdout(), stats.stdout());
+}

@@ -20,12 +20,14 @@
 //! are the sinks' outbox and cursors.
 
 pub mod delivery;
+pub mod export;
 pub mod journal;
 pub mod outbox;
 pub mod query;
 pub mod record;
 pub mod repair;
 pub mod retention;
+pub mod stats;
 
 use std::path::PathBuf;
 

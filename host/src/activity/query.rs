@@ -245,6 +245,48 @@ impl Journal {
         })
     }
 
+    /// Up to `limit` records matching `filter`, oldest first, after the record with id
+    /// `after` (from the start when `None`): for reading the whole journal (export) or
+    /// following it (watch) a chunk at a time, in bounded memory.
+    pub fn scan_after(
+        &self,
+        filter: &Filter,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ActivityRecord>> {
+        let after = after.map(parse_key).transpose()?;
+        self.guard(|| {
+            let (lo, hi) = key_bounds(filter.start_ms, filter.end_ms);
+            let lo = match after {
+                Some(after) if after >= lo => after,
+                _ => lo,
+            };
+            let mut out = Vec::new();
+            if lo > hi {
+                return Ok(out);
+            }
+            let txn = self.db.begin_read()?;
+            let records = txn.open_table(RECORDS)?;
+            for row in records.range(lo..=hi)? {
+                let (key, value) = row?;
+                let key = key.value();
+                if Some(key) == after {
+                    continue;
+                }
+                let Some(rec) = parse_row(&key, value.value()) else {
+                    continue;
+                };
+                if filter.matches(&rec) {
+                    out.push(rec);
+                    if out.len() >= limit {
+                        break;
+                    }
+                }
+            }
+            Ok(out)
+        })
+    }
+
     /// Records matching `filter`, newest first: skips `offset` matches, returns up to `limit`
     /// (the caller caps it; the REST API uses 1000) and whether more match.
     pub fn query(&self, filter: &Filter, limit: usize, offset: usize) -> Result<Page> {

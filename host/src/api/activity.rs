@@ -1,13 +1,16 @@
 //! `GET /api/v1/activity` (filtered, newest first; a damaged journal answers 500 with a
-//! message naming `mcpproxy activity repair`), `GET /api/v1/activity/{id}` and
+//! message naming `mcpproxy activity repair`), `GET /api/v1/activity/export` (every
+//! matching record as JSON Lines or CSV, streamed), `GET /api/v1/activity/{id}` and
 //! `GET /api/v1/activity/sinks` (each sink's cursor, backlog, lag and errors).
 
 use std::collections::HashMap;
 
+use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use crate::activity::export::ExportFormat;
 use crate::activity::{Filter, parse_timestamp};
 
 use super::{ApiError, ApiState, ok};
@@ -32,13 +35,21 @@ const PARAMS: &[&str] = &[
 
 /// Parses the query of `GET /activity` into a filter and a page.
 pub fn parse_query(query: &HashMap<String, String>) -> Result<(Filter, usize, usize), ApiError> {
+    parse_query_of(query, PARAMS)
+}
+
+/// Parses a query into a filter and a page, allowing only the parameters in `params`.
+fn parse_query_of(
+    query: &HashMap<String, String>,
+    params: &[&str],
+) -> Result<(Filter, usize, usize), ApiError> {
     if let Some(unknown) = query
         .keys()
-        .find(|k| *k != "apikey" && !PARAMS.contains(&k.as_str()))
+        .find(|k| *k != "apikey" && !params.contains(&k.as_str()))
     {
         return Err(ApiError::bad_request(format!(
             "unknown parameter '{unknown}'; use {}",
-            PARAMS.join(", ")
+            params.join(", ")
         )));
     }
     let one_of = |key: &str, allowed: &[&str]| -> Result<Option<String>, ApiError> {
@@ -151,6 +162,102 @@ pub async fn show(
             "no activity record with id '{id}'; `mcpproxy activity list` shows the ids"
         ))),
     }
+}
+
+/// The parameters of `GET /activity/export`: the filters, and `format`.
+const EXPORT_PARAMS: &[&str] = &[
+    "intent_type",
+    "server",
+    "tool",
+    "status",
+    "type",
+    "session",
+    "start_time",
+    "end_time",
+    "format",
+];
+
+/// Records read per chunk by an export.
+const EXPORT_CHUNK: usize = 1000;
+
+/// `GET /activity/export?format=jsonl|csv&<filters>`: every matching record, oldest first,
+/// streamed a chunk at a time (memory stays flat however many records match).
+pub async fn export(
+    State(state): State<ApiState>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    let format: ExportFormat = match query.get("format") {
+        None => ExportFormat::Jsonl,
+        Some(f) => f.parse().map_err(ApiError::bad_request)?,
+    };
+    let (filter, _, _) = parse_query_of(&query, EXPORT_PARAMS)?;
+    let journal = state.journal.clone();
+    // The first chunk is read before answering, so a damaged journal is a clean 500.
+    let first = {
+        let (journal, filter) = (journal.clone(), filter.clone());
+        tokio::task::spawn_blocking(move || journal.scan_after(&filter, None, EXPORT_CHUNK))
+            .await
+            .map_err(|e| ApiError::internal("the activity export failed", e))?
+            .map_err(|e| journal_error("the activity export failed", e))?
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+    tokio::task::spawn_blocking(move || {
+        let mut chunk = first;
+        let mut buf = format.header().as_bytes().to_vec();
+        loop {
+            for record in &chunk {
+                format.write(record, &mut buf);
+            }
+            if !buf.is_empty()
+                && tx
+                    .blocking_send(Ok(Bytes::from(std::mem::take(&mut buf))))
+                    .is_err()
+            {
+                return; // the client went away
+            }
+            if chunk.len() < EXPORT_CHUNK {
+                return;
+            }
+            let after = chunk.last().map(|r| r.id.clone());
+            chunk = match journal.scan_after(&filter, after.as_deref(), EXPORT_CHUNK) {
+                Ok(chunk) => chunk,
+                Err(e) => {
+                    tracing::error!("the activity export stopped: {e}");
+                    // Cuts the response short, so the client sees it incomplete.
+                    let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
+                    return;
+                }
+            };
+        }
+    });
+    let body = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    });
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, format.content_type())],
+        axum::body::Body::from_stream(body),
+    )
+        .into_response())
+}
+
+/// `GET /activity/stats?<filters>`: tool calls by server, tool, variant, status and
+/// decision, with p50/p99 durations.
+pub async fn stats(
+    State(state): State<ApiState>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    let params: Vec<&str> = EXPORT_PARAMS
+        .iter()
+        .copied()
+        .filter(|p| *p != "format")
+        .collect();
+    let (filter, _, _) = parse_query_of(&query, &params)?;
+    let journal = state.journal.clone();
+    let stats = tokio::task::spawn_blocking(move || journal.call_stats(&filter))
+        .await
+        .map_err(|e| ApiError::internal("the activity statistics failed", e))?
+        .map_err(|e| journal_error("the activity statistics failed", e))?;
+    Ok(ok(stats))
 }
 
 /// A journal error as a 500: a damaged journal is named with what to do (`mcpproxy activity

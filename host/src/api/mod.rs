@@ -48,6 +48,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/status", get(status))
         .route("/activity", get(activity::list))
         .route("/activity/sinks", get(activity::sinks))
+        .route("/activity/export", get(activity::export))
+        .route("/activity/stats", get(activity::stats))
         .route("/activity/{id}", get(activity::show))
         .route("/tools", get(tools::list))
         .route("/tools/search", get(tools::search))

@@ -14,7 +14,10 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use serde_json::Value;
 
-use crate::activity::{ActivityRecord, Filter, Journal, JournalOptions, parse_timestamp};
+use crate::activity::export::ExportFormat;
+use crate::activity::{
+    ActivityRecord, Filter, Journal, JournalOptions, format_timestamp, now_ms, parse_timestamp,
+};
 use crate::config::{self, Config};
 
 use super::Globals;
@@ -32,6 +35,11 @@ pub enum ActivityCommand {
     Show(ShowCommand),
     /// Show each sink's delivery: backlog, lag, last delivery and last error.
     Sinks(SinksCommand),
+    /// Write every matching record, oldest first, as JSON Lines or CSV (streamed: memory
+    /// stays flat however many records match).
+    Export(ExportCommand),
+    /// Tool calls by server, tool, variant, status and decision, with p50/p99 durations.
+    Stats(StatsCommand),
     /// Save the readable records of a damaged journal into a new journal file (the damaged
     /// file is kept aside as activity.redb.damaged-<time>). Stop the server first.
     Repair(RepairCommand),
@@ -53,10 +61,9 @@ pub struct Source {
     config: Option<PathBuf>,
 }
 
-#[derive(Debug, Args)]
-pub struct ListCommand {
-    #[command(flatten)]
-    source: Source,
+/// The filters `list`, `export` and `stats` share.
+#[derive(Debug, Clone, Args)]
+pub struct FilterArgs {
     /// Only calls with this operation type.
     #[arg(long, value_parser = ["read", "write", "destructive"])]
     intent_type: Option<String>,
@@ -75,9 +82,99 @@ pub struct ListCommand {
     /// Only records of this MCP session.
     #[arg(long)]
     session: Option<String>,
-    /// Only records at or after this time (RFC 3339).
+    /// Only records at or after this time: a duration ago (`30m`, `1h`, `7d`) or an RFC 3339
+    /// time (`2026-11-22T04:10:00Z`).
     #[arg(long, value_name = "TIME")]
     since: Option<String>,
+    /// Only records at or before this time (as --since).
+    #[arg(long, value_name = "TIME")]
+    until: Option<String>,
+}
+
+impl FilterArgs {
+    /// The journal filter, with --since and --until resolved against now.
+    fn filter(&self) -> Result<Filter> {
+        let time = |flag: &str, value: &Option<String>| {
+            value
+                .as_deref()
+                .map(|v| parse_time_arg(v).map_err(|e| anyhow::anyhow!("--{flag} '{v}': {e}")))
+                .transpose()
+        };
+        let filter = Filter {
+            intent_type: self.intent_type.clone(),
+            server: self.server.clone(),
+            tool: self.tool.clone(),
+            status: self.status.clone(),
+            record_type: self.record_type.clone(),
+            session: self.session.clone(),
+            start_ms: time("since", &self.since)?,
+            end_ms: time("until", &self.until)?,
+        };
+        if let (Some(start), Some(end)) = (filter.start_ms, filter.end_ms)
+            && start > end
+        {
+            bail!("--since is after --until");
+        }
+        Ok(filter)
+    }
+
+    /// The same filter as REST query parameters.
+    fn query(&self) -> Result<Vec<(&'static str, String)>> {
+        let filter = self.filter()?;
+        let mut query = Vec::new();
+        for (key, value) in [
+            ("intent_type", &filter.intent_type),
+            ("server", &filter.server),
+            ("tool", &filter.tool),
+            ("status", &filter.status),
+            ("type", &filter.record_type),
+            ("session", &filter.session),
+        ] {
+            if let Some(v) = value {
+                query.push((key, v.clone()));
+            }
+        }
+        if let Some(ms) = filter.start_ms {
+            query.push(("start_time", format_timestamp(ms)));
+        }
+        if let Some(ms) = filter.end_ms {
+            query.push(("end_time", format_timestamp(ms)));
+        }
+        Ok(query)
+    }
+}
+
+/// A time given on the command line: a duration ago (`90s`, `30m`, `1h`, `7d`, `2w`) or an
+/// RFC 3339 timestamp; unix milliseconds.
+fn parse_time_arg(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let unit_ms: Option<u64> = match text.chars().last() {
+        Some('s') => Some(1_000),
+        Some('m') => Some(60_000),
+        Some('h') => Some(3_600_000),
+        Some('d') => Some(86_400_000),
+        Some('w') => Some(7 * 86_400_000),
+        _ => None,
+    };
+    let digits = &text[..text.len().saturating_sub(1)];
+    if let Some(unit) = unit_ms
+        && !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+    {
+        let n: u64 = digits
+            .parse()
+            .map_err(|_| format!("'{digits}' is too large"))?;
+        return Ok(now_ms().saturating_sub(n.saturating_mul(unit)));
+    }
+    parse_timestamp(text).map_err(|e| format!("{e}; or a duration ago: 90s, 30m, 1h, 7d, 2w"))
+}
+
+#[derive(Debug, Args)]
+pub struct ListCommand {
+    #[command(flatten)]
+    source: Source,
+    #[command(flatten)]
+    filters: FilterArgs,
     /// How many records.
     #[arg(short = 'n', long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=1000))]
     limit: u64,
@@ -101,6 +198,153 @@ pub struct ShowCommand {
     /// Output format.
     #[arg(short, long, value_enum, default_value_t)]
     output: Format,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportCommand {
+    #[command(flatten)]
+    source: Source,
+    #[command(flatten)]
+    filters: FilterArgs,
+    /// `jsonl`: every field, one record per line; `csv`: one row per record with the
+    /// columns a spreadsheet wants.
+    #[arg(long, default_value = "jsonl", value_parser = ["jsonl", "csv"])]
+    format: String,
+}
+
+/// Records read per chunk by a local export.
+const EXPORT_CHUNK: usize = 1000;
+
+impl ExportCommand {
+    async fn run(self, globals: &Globals) -> Result<ExitCode> {
+        use std::io::Write;
+        let format: ExportFormat = self
+            .format
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!(e))?;
+        let store = open(&self.source, globals).await?;
+        let stdout = std::io::stdout();
+        let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+        let written = match &store {
+            Store::Remote(remote) => {
+                let mut query = self.filters.query()?;
+                query.push(("format", self.format.clone()));
+                let mut response = remote.get_stream("/activity/export", &query).await?;
+                let mut written = Ok(());
+                while let Some(chunk) = response
+                    .chunk()
+                    .await
+                    .context("the export from the server stopped before its end")?
+                {
+                    written = out.write_all(&chunk);
+                    if written.is_err() {
+                        break;
+                    }
+                }
+                written
+            }
+            Store::Local(journal) => {
+                let filter = self.filters.filter()?;
+                let mut buf = format.header().as_bytes().to_vec();
+                let mut after: Option<String> = None;
+                loop {
+                    let chunk = journal.scan_after(&filter, after.as_deref(), EXPORT_CHUNK)?;
+                    for record in &chunk {
+                        format.write(record, &mut buf);
+                    }
+                    if let Err(e) = out.write_all(&buf) {
+                        break Err(e);
+                    }
+                    buf.clear();
+                    if chunk.len() < EXPORT_CHUNK {
+                        break Ok(());
+                    }
+                    after = chunk.last().map(|r| r.id.clone());
+                }
+            }
+        };
+        match written.and_then(|()| out.flush()) {
+            Ok(()) => Ok(ExitCode::SUCCESS),
+            // `export | head`: the reader has what it wanted.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+            Err(e) => Err(e).context("cannot write the export"),
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct StatsCommand {
+    #[command(flatten)]
+    source: Source,
+    #[command(flatten)]
+    filters: FilterArgs,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t)]
+    output: Format,
+}
+
+impl StatsCommand {
+    async fn run(self, globals: &Globals) -> Result<ExitCode> {
+        let store = open(&self.source, globals).await?;
+        let stats: Value = match &store {
+            Store::Remote(remote) => {
+                remote
+                    .get("/activity/stats", &self.filters.query()?)
+                    .await?
+            }
+            Store::Local(journal) => {
+                serde_json::to_value(journal.call_stats(&self.filters.filter()?)?)?
+            }
+        };
+        match self.output {
+            Format::Json => println!("{}", serde_json::to_string_pretty(&stats)?),
+            Format::Yaml => print!("{}", to_yaml(&stats)),
+            Format::Table => print_stats(&stats),
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// The statistics as one table per grouping.
+fn print_stats(stats: &Value) {
+    let calls = stats["calls"].as_u64().unwrap_or(0);
+    if calls == 0 {
+        eprintln!("no matching calls");
+        return;
+    }
+    println!(
+        "{calls} calls from {} to {}; p50 {} ms, p99 {} ms",
+        quote(stats["first"].as_str().unwrap_or("?")),
+        quote(stats["last"].as_str().unwrap_or("?")),
+        stats["p50_ms"],
+        stats["p99_ms"]
+    );
+    for (title, key) in [
+        ("SERVER", "by_server"),
+        ("TOOL", "by_tool"),
+        ("VARIANT", "by_variant"),
+        ("STATUS", "by_status"),
+        ("DECISION", "by_decision"),
+    ] {
+        let rows: Vec<Vec<String>> = stats[key]
+            .as_array()
+            .map(|groups| {
+                groups
+                    .iter()
+                    .map(|g| {
+                        vec![
+                            quote(g["key"].as_str().unwrap_or("")),
+                            g["calls"].to_string(),
+                            format!("{} ms", g["p50_ms"]),
+                            format!("{} ms", g["p99_ms"]),
+                        ]
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        println!();
+        print_table(&[title, "CALLS", "P50", "P99"], &rows);
+    }
 }
 
 #[derive(Debug, Args)]
@@ -131,6 +375,8 @@ impl ActivityCommand {
                 Self::Show(cmd) => cmd.run(globals).await,
                 Self::Sinks(cmd) => cmd.run(globals).await,
                 Self::Repair(cmd) => cmd.run(globals).await,
+                Self::Export(cmd) => cmd.run(globals).await,
+                Self::Stats(cmd) => cmd.run(globals).await,
             }
         })
     }
@@ -181,44 +427,18 @@ async fn open(source: &Source, globals: &Globals) -> Result<Store> {
 impl ListCommand {
     async fn run(self, globals: &Globals) -> Result<ExitCode> {
         let store = open(&self.source, globals).await?;
-        let start_ms = self
-            .since
-            .as_deref()
-            .map(|s| parse_timestamp(s).map_err(|e| anyhow::anyhow!("--since '{s}': {e}")))
-            .transpose()?;
         let records: Vec<Value> = match &store {
             Store::Remote(remote) => {
                 let mut query = vec![
                     ("limit", self.limit.to_string()),
                     ("offset", self.offset.to_string()),
                 ];
-                for (key, value) in [
-                    ("intent_type", &self.intent_type),
-                    ("server", &self.server),
-                    ("tool", &self.tool),
-                    ("status", &self.status),
-                    ("type", &self.record_type),
-                    ("session", &self.session),
-                    ("start_time", &self.since),
-                ] {
-                    if let Some(v) = value {
-                        query.push((key, v.clone()));
-                    }
-                }
+                query.extend(self.filters.query()?);
                 let data = remote.get("/activity", &query).await?;
                 data["records"].as_array().cloned().unwrap_or_default()
             }
             Store::Local(journal) => {
-                let filter = Filter {
-                    intent_type: self.intent_type.clone(),
-                    server: self.server.clone(),
-                    tool: self.tool.clone(),
-                    status: self.status.clone(),
-                    record_type: self.record_type.clone(),
-                    session: self.session.clone(),
-                    start_ms,
-                    end_ms: None,
-                };
+                let filter = self.filters.filter()?;
                 let page = journal.query(&filter, self.limit as usize, self.offset as usize)?;
                 page.records
                     .iter()

@@ -67,6 +67,36 @@ impl Remote {
         self.send(request).await
     }
 
+    /// GETs a path that answers with a stream rather than the JSON envelope (an export);
+    /// an error answer becomes the API's error message. The 30 s limit of the other
+    /// requests does not apply: a stream takes as long as it takes.
+    pub async fn get_stream(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+    ) -> Result<reqwest::Response> {
+        let response = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .query(query)
+            .header("X-API-Key", &self.key)
+            .timeout(Duration::from_secs(24 * 3600))
+            .send()
+            .await
+            .with_context(|| format!("cannot reach mcpproxy at {}", self.base))?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        Err(anyhow!(
+            "{}",
+            body["error"]
+                .as_str()
+                .map_or_else(|| format!("mcpproxy answered {status}"), str::to_owned)
+        ))
+    }
+
     /// POSTs a JSON body; like [`Remote::get`].
     pub async fn post(&self, path: &str, body: &Value, timeout: Duration) -> Result<Value> {
         let request = self

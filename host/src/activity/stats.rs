@@ -1,0 +1,200 @@
+//! Call statistics over a window of the journal: how many calls by server, tool, variant,
+//! status and policy decision, with the median and 99th-percentile durations of each
+//! group. Read a chunk at a time, so memory grows with the number of groups and calls'
+//! durations (4 bytes a call), not with the records' size.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::query::Filter;
+use super::record::{ActivityRecord, RecordType};
+use super::{Journal, Result};
+
+/// Records read per chunk.
+const CHUNK: usize = 1000;
+
+/// One group's numbers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Group {
+    /// The group's key: a server name, `server:tool`, a variant, a status or a decision.
+    pub key: String,
+    pub calls: u64,
+    pub p50_ms: u32,
+    pub p99_ms: u32,
+}
+
+/// Calls in a window, grouped five ways; each list is sorted by calls, most first.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CallStats {
+    /// Tool calls counted (records of other types are left out).
+    pub calls: u64,
+    /// The first and last counted call's time (RFC 3339), if any.
+    pub first: Option<String>,
+    pub last: Option<String>,
+    pub p50_ms: u32,
+    pub p99_ms: u32,
+    pub by_server: Vec<Group>,
+    pub by_tool: Vec<Group>,
+    pub by_variant: Vec<Group>,
+    pub by_status: Vec<Group>,
+    pub by_decision: Vec<Group>,
+}
+
+/// Durations per key, as the calls are read.
+#[derive(Default)]
+struct Tally {
+    all: Vec<u32>,
+    groups: [BTreeMap<String, Vec<u32>>; 5],
+}
+
+impl Tally {
+    fn add(&mut self, record: &ActivityRecord) {
+        let ms = u32::try_from(record.duration_ms).unwrap_or(u32::MAX);
+        self.all.push(ms);
+        let keys = [
+            record.server_name.clone(),
+            format!("{}:{}", record.server_name, record.tool_name),
+            record
+                .tool_variant
+                .map_or_else(|| "(none)".to_owned(), |v| v.tool_name().to_owned()),
+            record.status.as_str().to_owned(),
+            record.verdict.decision.as_str().to_owned(),
+        ];
+        for (group, key) in self.groups.iter_mut().zip(keys) {
+            group.entry(key).or_default().push(ms);
+        }
+    }
+}
+
+/// The `q`-quantile (0.0 to 1.0) of `durations`, nearest rank; 0 for none.
+fn quantile(durations: &mut [u32], q: f64) -> u32 {
+    if durations.is_empty() {
+        return 0;
+    }
+    durations.sort_unstable();
+    let rank = ((q * durations.len() as f64).ceil() as usize).clamp(1, durations.len());
+    durations[rank - 1]
+}
+
+fn groups(map: BTreeMap<String, Vec<u32>>) -> Vec<Group> {
+    let mut out: Vec<Group> = map
+        .into_iter()
+        .map(|(key, mut durations)| Group {
+            key,
+            calls: durations.len() as u64,
+            p50_ms: quantile(&mut durations, 0.5),
+            p99_ms: quantile(&mut durations, 0.99),
+        })
+        .collect();
+    out.sort_by(|a, b| b.calls.cmp(&a.calls).then_with(|| a.key.cmp(&b.key)));
+    out
+}
+
+impl Journal {
+    /// The statistics of the tool calls matching `filter` (its type filter is ignored:
+    /// only tool calls are counted).
+    pub fn call_stats(&self, filter: &Filter) -> Result<CallStats> {
+        let filter = Filter {
+            record_type: Some(RecordType::ToolCall.as_str().to_owned()),
+            ..filter.clone()
+        };
+        let mut tally = Tally::default();
+        let (mut first, mut last) = (None, None);
+        let mut after: Option<String> = None;
+        loop {
+            let chunk = self.scan_after(&filter, after.as_deref(), CHUNK)?;
+            for record in &chunk {
+                if first.is_none() {
+                    first = Some(record.timestamp.clone());
+                }
+                last = Some(record.timestamp.clone());
+                tally.add(record);
+            }
+            if chunk.len() < CHUNK {
+                break;
+            }
+            after = chunk.last().map(|r| r.id.clone());
+        }
+        let Tally {
+            mut all,
+            groups: [server, tool, variant, status, decision],
+        } = tally;
+        Ok(CallStats {
+            calls: all.len() as u64,
+            first,
+            last,
+            p50_ms: quantile(&mut all, 0.5),
+            p99_ms: quantile(&mut all, 0.99),
+            by_server: groups(server),
+            by_tool: groups(tool),
+            by_variant: groups(variant),
+            by_status: groups(status),
+            by_decision: groups(decision),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::activity::JournalOptions;
+    use crate::activity::record::{Source, Status};
+    use crate::activity::test_util::open_temp;
+    use crate::policy::OperationType;
+
+    #[test]
+    fn quantiles_use_the_nearest_rank() {
+        let mut d: Vec<u32> = (1..=100).collect();
+        assert_eq!(quantile(&mut d, 0.5), 50);
+        assert_eq!(quantile(&mut d, 0.99), 99);
+        assert_eq!(quantile(&mut [7], 0.99), 7);
+        assert_eq!(quantile(&mut [], 0.5), 0);
+    }
+
+    #[tokio::test]
+    async fn calls_are_counted_by_group_and_other_records_left_out() {
+        let (_dir, journal) = open_temp(JournalOptions::default());
+        let mut records = Vec::new();
+        for i in 0..30u64 {
+            let mut rec = ActivityRecord::new(
+                RecordType::ToolCall,
+                Source::Mcp,
+                if i % 3 == 0 { "gh" } else { "fs" },
+                "read",
+            );
+            rec.tool_variant = Some(OperationType::Read);
+            rec.status = if i == 0 {
+                Status::Blocked
+            } else {
+                Status::Success
+            };
+            rec.duration_ms = i;
+            records.push(rec);
+        }
+        records.push(ActivityRecord::new(
+            RecordType::ToolChange,
+            Source::Upstream,
+            "fs",
+            "read",
+        ));
+        journal.bulk_load(&records).unwrap();
+        let stats = journal.call_stats(&Filter::default()).unwrap();
+        assert_eq!(stats.calls, 30);
+        assert_eq!(stats.by_server[0].key, "fs");
+        assert_eq!(stats.by_server[0].calls, 20);
+        assert_eq!(stats.by_server[1].calls, 10);
+        assert_eq!(stats.by_tool[0].key, "fs:read");
+        assert_eq!(stats.by_variant[0].key, "call_tool_read");
+        let blocked = stats.by_status.iter().find(|g| g.key == "blocked").unwrap();
+        assert_eq!(blocked.calls, 1);
+        assert_eq!(stats.p50_ms, 14);
+        assert_eq!(stats.p99_ms, 29);
+
+        let only_gh = Filter {
+            server: Some("gh".into()),
+            ..Filter::default()
+        };
+        assert_eq!(journal.call_stats(&only_gh).unwrap().calls, 10);
+    }
+}
