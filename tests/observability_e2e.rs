@@ -338,3 +338,139 @@ async fn export_and_stats_through_the_server_and_offline() {
     let stats = cli(&["activity", "stats", "-o", "json"]);
     check(jsonl.stdout(), csv.stdout(), stats.stdout());
 }
+
+/// Not a test: the number behind docs/benchmarks.md's export line. Loads 1,000,000 records
+/// into a journal, exports them as JSON Lines and as CSV, and prints each run's peak RSS
+/// (`getrusage` of the child). Run with
+/// `cargo test --release --test integration -- --ignored measure_export_memory --nocapture`.
+#[test]
+#[ignore]
+fn measure_export_memory() {
+    use mcpproxy::activity::{ActivityRecord, Journal, JournalOptions, RecordType, Source, Status};
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let _guard = runtime.enter();
+    let records = 1_000_000usize;
+    {
+        let journal =
+            Journal::open(&dir.path().join("activity.redb"), JournalOptions::default()).unwrap();
+        for start in (0..records).step_by(50_000) {
+            let batch: Vec<ActivityRecord> = (start..start + 50_000)
+                .map(|i| {
+                    let mut rec =
+                        ActivityRecord::new(RecordType::ToolCall, Source::Mcp, "fx", "echo");
+                    rec.status = Status::Success;
+                    rec.duration_ms = (i % 97) as u64;
+                    rec.arguments = Some(json!({"i": i, "text": "x".repeat(200)}));
+                    rec
+                })
+                .collect();
+            journal.bulk_load(&batch).unwrap();
+        }
+    }
+    let file = std::fs::metadata(dir.path().join("activity.redb"))
+        .unwrap()
+        .len();
+    eprintln!("journal: {records} records, {} MiB", file >> 20);
+    for format in ["jsonl", "csv"] {
+        let started = std::time::Instant::now();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mcpproxy"))
+            .args(["activity", "export", "--format", format, "--data-dir"])
+            .arg(dir.path())
+            .env("HOME", dir.path())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = 0usize;
+        let mut reader = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        while std::io::BufRead::read_line(&mut reader, &mut line).unwrap() > 0 {
+            lines += 1;
+            line.clear();
+        }
+        assert!(child.wait().unwrap().success());
+        // SAFETY: a zeroed rusage is a valid value; getrusage fills the struct we own.
+        let mut usage = unsafe { std::mem::zeroed::<libc::rusage>() };
+        unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
+        eprintln!(
+            "export --format {format}: {lines} lines in {:.1} s; peak RSS of the children so far {} MiB",
+            started.elapsed().as_secs_f64(),
+            usage.ru_maxrss >> 10
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn watch_follows_new_calls_and_the_stream_resumes_after_last_event_id() {
+    use std::io::BufRead;
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    let config = cli_config(&proxy, log.path());
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_mcpproxy"))
+        .args([
+            "activity", "watch", "-o", "jsonl", "--server", "fx", "--config",
+        ])
+        .arg(&config)
+        .env("MCPPROXY_DATA_DIR", proxy.data_dir.path())
+        .env("HOME", proxy.data_dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(watch.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    assert!(line.contains("following new activity"), "{line}");
+
+    let client = connect(&proxy.url).await;
+    for text in ["first", "second"] {
+        call(
+            &client,
+            "call_tool_read",
+            json!({"name": "fx:echo", "args": {"text": text}}),
+        )
+        .await
+        .unwrap();
+    }
+    client.cancel().await.unwrap();
+    let stdout = watch.stdout.take().unwrap();
+    let lines = std::thread::spawn(move || {
+        std::io::BufReader::new(stdout)
+            .lines()
+            .take(2)
+            .map(|l| l.unwrap())
+            .collect::<Vec<_>>()
+    });
+    let lines = tokio::task::spawn_blocking(move || lines.join().unwrap())
+        .await
+        .unwrap();
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let records: Vec<Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records[0]["arguments"]["text"], "first");
+    assert_eq!(records[1]["arguments"]["text"], "second");
+    assert_eq!(records[1]["status"], "success", "shown once finished");
+
+    // A client that reconnects with Last-Event-ID gets what came after it.
+    let mut response = reqwest::Client::new()
+        .get(format!("{}/api/v1/activity/stream", base(&proxy)))
+        .header("x-api-key", api_key(&proxy))
+        .header("last-event-id", records[0]["id"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut text = String::new();
+    while !text.contains("\n\n") {
+        let chunk = response.chunk().await.unwrap().expect("an event");
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(text.contains("event: record"), "{text}");
+    assert!(
+        text.contains(&format!("id: {}", records[1]["id"].as_str().unwrap())),
+        "{text}"
+    );
+}

@@ -36,7 +36,7 @@ pub use outbox::{SinkBatch, SinkState, SinkStatus};
 pub use query::{Filter, Page};
 pub use record::{
     ActivityRecord, ClientRecord, RecordType, Source, Status, cap_arguments, format_timestamp,
-    new_id, now_ms, parse_timestamp,
+    new_id, now_ms, parse_record_id, parse_timestamp,
 };
 pub use repair::RepairReport;
 pub use retention::Retention;

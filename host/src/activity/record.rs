@@ -423,6 +423,11 @@ fn cut(text: &mut String, max: usize) {
 
 static GENERATOR: Mutex<ulid::Generator> = Mutex::new(ulid::Generator::new());
 
+/// The unix milliseconds of a record id, or `None` when `id` is not a record id (a ULID).
+pub fn parse_record_id(id: &str) -> Option<u64> {
+    ulid::Ulid::from_string(id).ok().map(|u| u.timestamp_ms())
+}
+
 /// A new ULID (26 chars) and its unix milliseconds. Ids are strictly increasing within
 /// the process, even within one millisecond or if the clock steps back.
 pub fn new_id() -> (String, u64) {

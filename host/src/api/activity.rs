@@ -260,6 +260,134 @@ pub async fn stats(
     Ok(ok(stats))
 }
 
+/// How often the live feed looks for new records.
+const STREAM_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+/// A record still `pending` after this long no longer holds the feed's cursor back.
+const STREAM_PENDING_PATIENCE_MS: u64 = 10 * 60 * 1000;
+
+/// `GET /activity/stream?<filters>`: Server-Sent Events, one `record` event per finished
+/// record (id = the record's id, data = its JSON), from now on, or from `start_time`, or
+/// after the `Last-Event-ID` a reconnecting client sends. A record is sent once it is
+/// finished (not `pending`), so a call shows with its outcome.
+pub async fn stream(
+    State(state): State<ApiState>,
+    headers: axum::http::HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    let params: Vec<&str> = EXPORT_PARAMS
+        .iter()
+        .copied()
+        .filter(|p| *p != "format")
+        .collect();
+    let (filter, _, _) = parse_query_of(&query, &params)?;
+    let resume = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    if let Some(id) = &resume
+        && crate::activity::parse_record_id(id).is_none()
+    {
+        return Err(ApiError::bad_request(format!(
+            "Last-Event-ID '{id}' is not a record id"
+        )));
+    }
+    let journal = state.journal.clone();
+    // Without a start, the feed begins after the newest record now.
+    let cursor = match (&resume, filter.start_ms) {
+        (Some(id), _) => Some(id.clone()),
+        (None, Some(_)) => None,
+        (None, None) => {
+            let journal = journal.clone();
+            tokio::task::spawn_blocking(move || journal.query(&Filter::default(), 1, 0))
+                .await
+                .map_err(|e| ApiError::internal("the activity feed failed", e))?
+                .map_err(|e| journal_error("the activity feed failed", e))?
+                .records
+                .first()
+                .map(|r| r.id.clone())
+        }
+    };
+    let feed = Feed {
+        journal,
+        filter,
+        cursor,
+        sent: std::collections::BTreeSet::new(),
+        ready: std::collections::VecDeque::new(),
+    };
+    let events = futures::stream::unfold(feed, |mut feed| async move {
+        loop {
+            if let Some(event) = feed.ready.pop_front() {
+                return Some((Ok::<_, std::convert::Infallible>(event), feed));
+            }
+            tokio::time::sleep(STREAM_POLL).await;
+            let (journal, filter, cursor) = (
+                feed.journal.clone(),
+                feed.filter.clone(),
+                feed.cursor.clone(),
+            );
+            let chunk = tokio::task::spawn_blocking(move || {
+                journal.scan_after(&filter, cursor.as_deref(), 500)
+            })
+            .await;
+            match chunk {
+                Ok(Ok(chunk)) => feed.take(chunk),
+                Ok(Err(e)) => {
+                    tracing::error!("the activity feed stopped: {e}");
+                    return None;
+                }
+                Err(_) => return None,
+            }
+        }
+    });
+    Ok(axum::response::sse::Sse::new(events)
+        .keep_alive(axum::response::sse::KeepAlive::default())
+        .into_response())
+}
+
+/// The live feed's state between polls.
+struct Feed {
+    journal: std::sync::Arc<crate::activity::Journal>,
+    filter: Filter,
+    /// Every record up to this id was sent or skipped for good.
+    cursor: Option<String>,
+    /// Records after the cursor already sent (the cursor waits behind a pending one).
+    sent: std::collections::BTreeSet<String>,
+    ready: std::collections::VecDeque<axum::response::sse::Event>,
+}
+
+impl Feed {
+    fn take(&mut self, chunk: Vec<crate::activity::ActivityRecord>) {
+        let now = crate::activity::now_ms();
+        let mut held = false;
+        for record in chunk {
+            let pending = record.status == crate::activity::Status::Pending
+                && crate::activity::parse_record_id(&record.id)
+                    .is_some_and(|ms| now.saturating_sub(ms) < STREAM_PENDING_PATIENCE_MS);
+            if pending {
+                held = true;
+                continue;
+            }
+            if !self.sent.contains(&record.id) {
+                if let Ok(data) = serde_json::to_string(&record) {
+                    self.ready.push_back(
+                        axum::response::sse::Event::default()
+                            .event("record")
+                            .id(record.id.clone())
+                            .data(data),
+                    );
+                }
+                if held {
+                    self.sent.insert(record.id.clone());
+                }
+            }
+            if !held {
+                self.sent.remove(&record.id);
+                self.cursor = Some(record.id);
+            }
+        }
+    }
+}
+
 /// A journal error as a 500: a damaged journal is named with what to do (`mcpproxy activity
 /// repair`), anything else only logged.
 fn journal_error(context: &str, error: crate::activity::Error) -> ApiError {

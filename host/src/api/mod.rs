@@ -50,6 +50,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/activity/sinks", get(activity::sinks))
         .route("/activity/export", get(activity::export))
         .route("/activity/stats", get(activity::stats))
+        .route("/activity/stream", get(activity::stream))
         .route("/activity/{id}", get(activity::show))
         .route("/tools", get(tools::list))
         .route("/tools/search", get(tools::search))

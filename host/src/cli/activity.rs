@@ -40,6 +40,8 @@ pub enum ActivityCommand {
     Export(ExportCommand),
     /// Tool calls by server, tool, variant, status and decision, with p50/p99 durations.
     Stats(StatsCommand),
+    /// Follow new records as calls finish (from the running server), until Ctrl-C.
+    Watch(WatchCommand),
     /// Save the readable records of a damaged journal into a new journal file (the damaged
     /// file is kept aside as activity.redb.damaged-<time>). Stop the server first.
     Repair(RepairCommand),
@@ -348,6 +350,95 @@ fn print_stats(stats: &Value) {
 }
 
 #[derive(Debug, Args)]
+pub struct WatchCommand {
+    #[command(flatten)]
+    source: Source,
+    #[command(flatten)]
+    filters: FilterArgs,
+    /// `table`: one line per record; `jsonl`: each record as one JSON line.
+    #[arg(short, long, default_value = "table", value_parser = ["table", "jsonl"])]
+    output: String,
+    /// Words instead of icons for the intent.
+    #[arg(long)]
+    no_icons: bool,
+}
+
+impl WatchCommand {
+    async fn run(self, globals: &Globals) -> Result<ExitCode> {
+        use std::io::Write;
+        let Store::Remote(remote) = open(&self.source, globals).await? else {
+            bail!(
+                "no mcpproxy is running on this config's listen address: `activity watch` follows a running server (`mcpproxy serve`); `activity list` reads the journal"
+            );
+        };
+        let mut response = remote
+            .get_stream("/activity/stream", &self.filters.query()?)
+            .await?;
+        eprintln!("following new activity; Ctrl-C to stop");
+        let mut pending = String::new();
+        let stdout = std::io::stdout();
+        loop {
+            let chunk = tokio::select! {
+                chunk = response.chunk() => chunk.context("the server's activity feed stopped")?,
+                _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
+            };
+            let Some(chunk) = chunk else {
+                bail!("the server closed the activity feed (did it stop?)");
+            };
+            pending.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = pending.find("\n\n") {
+                let event: String = pending.drain(..end + 2).collect();
+                let data: String = event
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                if data.is_empty() {
+                    continue; // a keep-alive comment
+                }
+                let Ok(record) = serde_json::from_str::<Value>(&data) else {
+                    continue;
+                };
+                let line = if self.output == "jsonl" {
+                    data
+                } else {
+                    watch_line(&record, !self.no_icons)
+                };
+                let mut out = stdout.lock();
+                if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+                    return Ok(ExitCode::SUCCESS); // `watch | head`
+                }
+            }
+        }
+    }
+}
+
+/// One record as one line of `activity watch`: time, server:tool, intent, status, duration,
+/// and the verdict's reason when the policy did not simply allow; caller text escaped.
+fn watch_line(record: &Value, icons: bool) -> String {
+    let text = |key: &str| quote(record[key].as_str().unwrap_or(""));
+    let time: String = text("timestamp")
+        .replace('T', " ")
+        .chars()
+        .take(23)
+        .collect();
+    let mut line = format!(
+        "{time}  {}:{}  {}  {}  {}ms",
+        text("server_name"),
+        text("tool_name"),
+        intent_label(record, icons),
+        text("status"),
+        record["duration_ms"].as_u64().unwrap_or(0)
+    );
+    if let Some(message) = record["verdict"]["message"].as_str() {
+        line.push_str("  ");
+        line.push_str(&quote(message));
+    }
+    line
+}
+
+#[derive(Debug, Args)]
 pub struct RepairCommand {
     #[command(flatten)]
     source: Source,
@@ -377,6 +468,7 @@ impl ActivityCommand {
                 Self::Repair(cmd) => cmd.run(globals).await,
                 Self::Export(cmd) => cmd.run(globals).await,
                 Self::Stats(cmd) => cmd.run(globals).await,
+                Self::Watch(cmd) => cmd.run(globals).await,
             }
         })
     }
