@@ -143,10 +143,13 @@ fn quiet_on_closed_stdout() {
 fn init_logging(verbose: u8, serving: bool) {
     // rmcp logs every request and response, arguments included, at debug: that stays off
     // at -v and -vv (secrets in arguments are redacted in the journal, not in its lines), as
-    // do the compiler's traces; RUST_LOG can still ask for them.
+    // do the compiler's traces; RUST_LOG can still ask for them. By default rmcp says
+    // nothing: its errors repeat what mcpproxy's own one line per upstream failure says
+    // (`cannot connect to upstream ...`), and its warnings answer clients' unsupported
+    // requests, which is not the operator's concern.
     let default = match verbose {
-        0 if serving => "info,rmcp=warn",
-        0 => "warn",
+        0 if serving => "info,rmcp=off",
+        0 => "warn,rmcp=off",
         1 => "debug,rmcp=info,cranelift_codegen=info,wasmtime=info,wasmtime_cranelift=info",
         _ => {
             "trace,rmcp=info,cranelift_codegen=info,wasmtime=info,wasmtime_cranelift=info,regalloc2=info"
