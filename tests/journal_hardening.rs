@@ -77,11 +77,13 @@ async fn a_flood_of_large_calls_cannot_erase_an_earlier_destructive_call() {
         message.contains("mcpproxy activity list --session"),
         "{message}"
     );
+    // The alert fires once retention first finds the journal over 256 KiB, which takes
+    // about 30 of these records; it names the flooding session as the busiest.
     assert!(
         alert["details"]["top_sessions"][0]["records"]
             .as_u64()
             .unwrap()
-            >= 50,
+            >= 30,
         "{alert}"
     );
 

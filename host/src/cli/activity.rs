@@ -21,7 +21,7 @@ use crate::activity::{
 use crate::config::{self, Config};
 
 use super::Globals;
-use super::output::{print_table, to_yaml, verdict_line};
+use super::output::{local_time, print_table, to_yaml, verdict_line};
 use super::remote::Remote;
 use crate::policy::Outcome;
 use crate::runtime::journal_path;
@@ -189,6 +189,9 @@ pub struct ListCommand {
     /// Words instead of icons for the intent.
     #[arg(long)]
     no_icons: bool,
+    /// Times in UTC instead of the local time zone.
+    #[arg(long)]
+    utc: bool,
 }
 
 #[derive(Debug, Args)]
@@ -547,18 +550,13 @@ impl ListCommand {
                     .map(|r| {
                         vec![
                             r["id"].as_str().unwrap_or("").to_owned(),
-                            r["timestamp"]
-                                .as_str()
-                                .unwrap_or("")
-                                .replace('T', " ")
-                                .chars()
-                                .take(19)
-                                .collect(),
+                            local_time(r["timestamp"].as_str().unwrap_or(""), self.utc),
                             r["server_name"].as_str().unwrap_or("").to_owned(),
                             r["tool_name"].as_str().unwrap_or("").to_owned(),
                             intent_label(r, !self.no_icons),
-                            r["status"].as_str().unwrap_or("").to_owned(),
+                            status_label(r),
                             format!("{}ms", r["duration_ms"].as_u64().unwrap_or(0)),
+                            reason(r),
                         ]
                     })
                     .collect();
@@ -568,6 +566,7 @@ impl ListCommand {
                     print_table(
                         &[
                             "ID", "TIME", "SERVER", "TOOL", "INTENT", "STATUS", "DURATION",
+                            "REASON",
                         ],
                         &rows,
                     );
@@ -575,6 +574,30 @@ impl ListCommand {
             }
         }
         Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// The STATUS column: the record's status, or `dry-run` for a dry run (which never reached
+/// the upstream, whatever the policy said).
+fn status_label(record: &Value) -> String {
+    if record["dry_run"] == Value::Bool(true) {
+        "dry-run".to_owned()
+    } else {
+        record["status"].as_str().unwrap_or("").to_owned()
+    }
+}
+
+/// The REASON column: why the policy warned or rejected, else the error; empty for a plain
+/// success.
+fn reason(record: &Value) -> String {
+    let decision = record["verdict"]["decision"].as_str().unwrap_or("allow");
+    let message = record["verdict"]["message"].as_str();
+    match (decision, message) {
+        ("warn" | "reject", Some(message)) => message.to_owned(),
+        _ => record["error_message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
     }
 }
 

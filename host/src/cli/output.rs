@@ -14,11 +14,17 @@ pub enum Format {
 /// and plugins, so control, bidirectional and zero-width characters are shown escaped
 /// ([`crate::trust::quote`]): no cell can move the cursor, clear the screen or print a row
 /// of its own.
+///
+/// On a terminal, the last column is cut (ending in `…`) so that no line is wider than the
+/// terminal; piped output is never cut.
 pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
-    let rows: Vec<Vec<String>> = rows
+    let mut rows: Vec<Vec<String>> = rows
         .iter()
         .map(|row| row.iter().map(|cell| quote(cell)).collect())
         .collect();
+    if let Some(columns) = terminal_width() {
+        fit_last_column(header, &mut rows, columns);
+    }
     let rows = rows.as_slice();
     let mut widths: Vec<usize> = header.iter().map(|h| display_width(h)).collect();
     for row in rows {
@@ -45,6 +51,114 @@ pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
     for row in rows {
         line(row.iter().map(String::as_str).collect());
     }
+}
+
+/// Cuts each row's last cell so the row fits in `columns` (with the two-space gaps).
+fn fit_last_column(header: &[&str], rows: &mut [Vec<String>], columns: usize) {
+    let Some(last) = header.len().checked_sub(1) else {
+        return;
+    };
+    let mut widths: Vec<usize> = header.iter().map(|h| display_width(h)).collect();
+    for row in rows.iter() {
+        for (i, cell) in row.iter().enumerate().take(last) {
+            if let Some(w) = widths.get_mut(i) {
+                *w = (*w).max(display_width(cell));
+            }
+        }
+    }
+    let used: usize = widths[..last].iter().map(|w| w + 2).sum();
+    let room = columns.saturating_sub(used).max(8);
+    for row in rows.iter_mut() {
+        if let Some(cell) = row.get_mut(last)
+            && display_width(cell) > room
+        {
+            let mut cut = String::new();
+            for c in cell.chars() {
+                if display_width(&cut) + display_width(c.encode_utf8(&mut [0; 4])) + 1 > room {
+                    break;
+                }
+                cut.push(c);
+            }
+            cut.push('…');
+            *cell = cut;
+        }
+    }
+}
+
+/// The width of the terminal stdout is, or `None` when stdout is not a terminal.
+pub fn terminal_width() -> Option<usize> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    #[cfg(unix)]
+    {
+        // SAFETY: TIOCGWINSZ writes a winsize into the struct we own.
+        let mut size: libc::winsize = unsafe { std::mem::zeroed() };
+        if unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) } == 0
+            && size.ws_col > 0
+        {
+            return Some(usize::from(size.ws_col));
+        }
+    }
+    std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok())
+}
+
+/// A record's RFC 3339 UTC timestamp as the reader's local time with its zone
+/// (`2026-11-23 23:16:57 CET`), or in UTC with `utc`; the text unchanged if it is not a
+/// timestamp.
+pub fn local_time(timestamp: &str, utc: bool) -> String {
+    let Ok(ms) = crate::activity::parse_timestamp(timestamp) else {
+        return timestamp.to_owned();
+    };
+    let secs = i64::try_from(ms / 1000).unwrap_or(i64::MAX);
+    let (offset, zone) = if utc {
+        (0, "UTC".to_owned())
+    } else {
+        local_offset(secs)
+    };
+    match time::OffsetDateTime::from_unix_timestamp(secs.saturating_add(i64::from(offset))) {
+        Ok(t) => format!(
+            "{:04}-{:02}-{:02} {:02}:{:02}:{:02} {zone}",
+            t.year(),
+            u8::from(t.month()),
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second()
+        ),
+        Err(_) => timestamp.to_owned(),
+    }
+}
+
+/// The local zone's offset from UTC in seconds at `secs`, and its name (`CET`, or
+/// `+01:00` when the system gives none); UTC when it cannot be found.
+fn local_offset(secs: i64) -> (i32, String) {
+    #[cfg(unix)]
+    {
+        let time: libc::time_t = secs as libc::time_t;
+        // SAFETY: localtime_r reads `time` and fills the tm we own; tm_zone, when set,
+        // points to a static zone name.
+        let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+        if !unsafe { libc::localtime_r(&time, &mut tm) }.is_null() {
+            let offset = i32::try_from(tm.tm_gmtoff).unwrap_or(0);
+            let name = if tm.tm_zone.is_null() {
+                String::new()
+            } else {
+                unsafe { std::ffi::CStr::from_ptr(tm.tm_zone) }
+                    .to_string_lossy()
+                    .into_owned()
+            };
+            let name = if name.is_empty() {
+                format!("{:+03}:{:02}", offset / 3600, (offset.abs() % 3600) / 60)
+            } else {
+                name
+            };
+            return (offset, name);
+        }
+    }
+    let _ = secs;
+    (0, "UTC".to_owned())
 }
 
 /// Terminal columns a cell takes: emoji are two wide, variation selectors none. Enough
@@ -137,6 +251,31 @@ fn yaml_key(key: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_last_column_is_cut_to_fit() {
+        let mut rows = vec![
+            vec!["a".to_owned(), "x".repeat(100)],
+            vec!["b".to_owned(), "short".to_owned()],
+        ];
+        fit_last_column(&["ID", "REASON"], &mut rows, 40);
+        assert_eq!(display_width(&rows[0][1]), 36);
+        assert!(rows[0][1].ends_with('…'));
+        assert_eq!(rows[1][1], "short");
+    }
+
+    #[test]
+    fn times_show_in_utc_with_the_zone_named() {
+        assert_eq!(
+            local_time("2026-11-23T22:16:57.661Z", true),
+            "2026-11-23 22:16:57 UTC"
+        );
+        assert_eq!(local_time("not a time", true), "not a time");
+        // Local time: whatever the zone, it ends in a zone name.
+        let local = local_time("2026-11-23T22:16:57.661Z", false);
+        assert!(local.starts_with("2026-11-2"), "{local}");
+        assert!(local.len() > "2026-11-23 22:16:57 ".len(), "{local}");
+    }
     use serde_json::json;
 
     #[test]
