@@ -48,3 +48,5 @@ mod sinks_e2e;
 mod trust_e2e;
 /// An upstream's life with the proxy: waited for while it connects, killed with the proxy.
 mod upstream_lifecycle;
+/// The page at `/` in a real headless browser (chromium through chromedriver).
+mod web_e2e;

@@ -21,7 +21,8 @@
 //! - [`upstream`]: one MCP client session per upstream server;
 //! - [`proxy`]: the shared core: resolve, judge, call, record; search;
 //! - [`runtime`]: builds the running proxy from a [`config::Config`];
-//! - [`mcp`], [`api`]: the MCP server (HTTP and stdio) and the REST API under `/api/v1`;
+//! - [`mcp`], [`api`], [`web`]: the MCP server (HTTP and stdio), the REST API under
+//!   `/api/v1` and the page at `/`;
 //! - [`cli`]: the `mcpproxy` command line.
 
 pub mod access;
@@ -41,3 +42,4 @@ pub mod proxy;
 pub mod runtime;
 pub mod trust;
 pub mod upstream;
+pub mod web;

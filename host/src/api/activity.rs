@@ -267,8 +267,8 @@ const STREAM_PENDING_PATIENCE_MS: u64 = 10 * 60 * 1000;
 
 /// `GET /activity/stream?<filters>`: Server-Sent Events, one `record` event per finished
 /// record (id = the record's id, data = its JSON), from now on, or from `start_time`, or
-/// after the `Last-Event-ID` a reconnecting client sends. A record is sent once it is
-/// finished (not `pending`), so a call shows with its outcome.
+/// after the record `after` names, or after the `Last-Event-ID` a reconnecting client sends.
+/// A record is sent once it is finished (not `pending`), so a call shows with its outcome.
 pub async fn stream(
     State(state): State<ApiState>,
     headers: axum::http::HeaderMap,
@@ -279,16 +279,20 @@ pub async fn stream(
         .copied()
         .filter(|p| *p != "format")
         .collect();
+    let mut query = query;
+    let after = query.remove("after");
     let (filter, _, _) = parse_query_of(&query, &params)?;
+    // A reconnecting client's Last-Event-ID wins over the `after` it first asked for.
     let resume = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
+        .map(str::to_owned)
+        .or(after);
     if let Some(id) = &resume
         && crate::activity::parse_record_id(id).is_none()
     {
         return Err(ApiError::bad_request(format!(
-            "Last-Event-ID '{id}' is not a record id"
+            "'{id}' (Last-Event-ID or after) is not a record id"
         )));
     }
     let journal = state.journal.clone();

@@ -139,7 +139,8 @@ impl ServeCommand {
                 },
             };
             let app = mcp::http::router(runtime.proxy.clone(), endpoint, shutdown.child_token())
-                .merge(api::router(api_state));
+                .merge(api::router(api_state))
+                .merge(crate::web::router(Arc::new(access.clone())));
             let bounds = listener::Bounds {
                 max_connections: http.max_connections,
                 header_timeout: http.header_timeout,
@@ -174,6 +175,7 @@ impl ServeCommand {
                 "mcpproxy {} listening on http://{bound}/mcp",
                 env!("CARGO_PKG_VERSION")
             );
+            eprintln!("page: http://{bound}/ (`mcpproxy api-key` prints the key it asks for)");
             let server_shutdown = shutdown.clone();
             let server = tokio::spawn(listener::serve(socket, app, bounds, server_shutdown));
             summary(&runtime, loaded.path.as_deref()).await;

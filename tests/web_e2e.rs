@@ -1,0 +1,288 @@
+//! End-to-end: the page at `/` in a real headless browser (Debian's chromium, driven through
+//! chromedriver's WebDriver API). The page loads with the key, shows the upstream server,
+//! shows a call made through MCP in its live feed, and its status filter works. A
+//! screenshot is saved under `target/` and its path printed.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::mcp_util::{Proxy, call, config_with, connect, stdio_fixture};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
+/// The browser and its driver, or `None` with a note when they are not installed, unless
+/// `MCPPROXY_REQUIRE_BROWSER` is set (as in CI).
+fn browser_installed() -> bool {
+    if Path::new(CHROMIUM).exists() && Path::new(CHROMEDRIVER).exists() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("MCPPROXY_REQUIRE_BROWSER").is_none(),
+        "{CHROMIUM} and {CHROMEDRIVER} are required: apt-get install chromium chromium-driver"
+    );
+    eprintln!(
+        "skipped: no {CHROMIUM} or {CHROMEDRIVER} (apt-get install chromium chromium-driver)"
+    );
+    false
+}
+
+struct Driver {
+    child: Child,
+    base: String,
+    session: String,
+    http: reqwest::Client,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Driver {
+    async fn start(profile: &Path) -> Self {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(CHROMEDRIVER)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromedriver");
+        let base = format!("http://127.0.0.1:{port}");
+        let http = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while http.get(format!("{base}/status")).send().await.is_err() {
+            assert!(Instant::now() < deadline, "chromedriver did not start");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let mut driver = Self {
+            child,
+            base,
+            session: String::new(),
+            http,
+        };
+        let profile = profile.display().to_string();
+        let created = driver
+            .post(
+                "/session",
+                json!({"capabilities": {"alwaysMatch": {
+                    "browserName": "chrome",
+                    "goog:chromeOptions": {
+                        "binary": CHROMIUM,
+                        "args": [
+                            "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                            "--disable-quic", "--no-first-run", "--disable-background-networking",
+                            "--disable-component-update", "--disable-sync",
+                            "--window-size=1280,1000", format!("--user-data-dir={profile}"),
+                        ]
+                    }
+                }}}),
+            )
+            .await;
+        driver.session = created["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no session: {created}"))
+            .to_owned();
+        driver
+    }
+
+    async fn post(&self, path: &str, body: Value) -> Value {
+        let url = if self.session.is_empty() {
+            format!("{}{path}", self.base)
+        } else {
+            format!("{}/session/{}{path}", self.base, self.session)
+        };
+        let answer: Value = self
+            .http
+            .post(url)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        answer["value"].clone()
+    }
+
+    async fn script(&self, script: &str) -> Value {
+        self.post("/execute/sync", json!({"script": script, "args": []}))
+            .await
+    }
+
+    /// Polls `script` until `done` accepts its answer; panics with the last answer after
+    /// 20 s.
+    async fn wait_for(&self, script: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let answer = self.script(script).await;
+            if done(&answer) {
+                return answer;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "gave up waiting; the page shows {answer}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn screenshot(&self, to: &Path) {
+        let png = self
+            .http
+            .get(format!("{}/session/{}/screenshot", self.base, self.session))
+            .send()
+            .await
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap();
+        let bytes = base64_decode(png["value"].as_str().expect("screenshot data"));
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::write(to, bytes).unwrap();
+    }
+}
+
+/// Standard base64, as WebDriver sends screenshots.
+fn base64_decode(text: &str) -> Vec<u8> {
+    let value = |c: u8| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' => 62,
+        b'/' => 63,
+        _ => panic!("not base64: {c}"),
+    };
+    let bytes: Vec<u8> = text
+        .bytes()
+        .filter(|c| *c != b'=' && !c.is_ascii_whitespace())
+        .collect();
+    let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
+    for chunk in bytes.chunks(4) {
+        let v: Vec<u32> = chunk.iter().map(|c| u32::from(value(*c))).collect();
+        let n = v.iter().fold(0u32, |acc, x| (acc << 6) | x) << (6 * (4 - v.len()));
+        let got = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
+        out.extend_from_slice(&got[..v.len() - 1]);
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_page_shows_servers_a_live_call_and_filters() {
+    if !browser_installed() {
+        return;
+    }
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    let key = std::fs::read_to_string(proxy.data_dir.path().join("api_key")).unwrap();
+    let base = proxy.url.trim_end_matches("/mcp").to_owned();
+    let profile = tempfile::tempdir().unwrap();
+    let driver = Driver::start(profile.path()).await;
+
+    driver
+        .post(
+            "/url",
+            json!({"url": format!("{base}/#key={}", key.trim())}),
+        )
+        .await;
+    // The key is taken from the address and the page connects: the server is listed.
+    let servers = driver
+        .wait_for(
+            "return document.querySelector('#upstreams tbody').innerText",
+            |t| {
+                t.as_str()
+                    .is_some_and(|t| t.contains("fx") && t.contains("ready"))
+            },
+        )
+        .await;
+    assert!(servers.as_str().unwrap().contains("trusted"), "{servers}");
+    assert_eq!(
+        driver.script("return location.hash").await,
+        "",
+        "the key does not stay in the address"
+    );
+
+    // A call made through MCP shows in the live feed.
+    let client = connect(&proxy.url).await;
+    call(
+        &client,
+        "call_tool_read",
+        json!({"name": "fx:echo", "args": {"text": "hello page"}}),
+    )
+    .await
+    .unwrap();
+    let started = Instant::now();
+    driver
+        .wait_for(
+            "return document.querySelector('#feed tbody').innerText",
+            |t| {
+                t.as_str()
+                    .is_some_and(|t| t.contains("echo") && t.contains("success"))
+            },
+        )
+        .await;
+    eprintln!("the call showed in the page after {:?}", started.elapsed());
+
+    // The status filter: only blocked calls, and a new blocked one arrives live.
+    driver
+        .script(
+            "const s = document.getElementById('f-status'); s.value = 'blocked'; \
+             s.dispatchEvent(new Event('change')); return true",
+        )
+        .await;
+    driver
+        .wait_for(
+            "return document.querySelector('#feed tbody').innerText",
+            |t| t.as_str().is_some_and(|t| !t.contains("echo")),
+        )
+        .await;
+    call(
+        &client,
+        "call_tool_read",
+        json!({"name": "fx:delete_note", "args": {"id": "n"}}),
+    )
+    .await
+    .unwrap();
+    let feed = driver
+        .wait_for(
+            "return document.querySelector('#feed tbody').innerText",
+            |t| t.as_str().is_some_and(|t| t.contains("delete_note")),
+        )
+        .await;
+    let feed = feed.as_str().unwrap();
+    assert!(feed.contains("blocked") && !feed.contains("echo"), "{feed}");
+    client.cancel().await.unwrap();
+
+    // A record's detail.
+    driver
+        .script("document.querySelector('#feed tbody tr').click(); return true")
+        .await;
+    let detail = driver
+        .wait_for(
+            "return document.getElementById('detail-json').textContent",
+            |t| {
+                t.as_str()
+                    .is_some_and(|t| t.contains("\"tool_name\": \"delete_note\""))
+            },
+        )
+        .await;
+    assert!(
+        detail.as_str().unwrap().contains("marked destructive"),
+        "{detail}"
+    );
+
+    let shot = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/web-page.png");
+    driver.screenshot(&shot).await;
+    println!("screenshot: {}", shot.canonicalize().unwrap().display());
+    assert!(std::fs::metadata(&shot).unwrap().len() > 1000);
+}
