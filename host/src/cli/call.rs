@@ -279,22 +279,51 @@ fn print_report(report: &CallReport, format: CallFormat) -> ExitCode {
     }
 }
 
+/// The result's content blocks; its `structuredContent` too, unless a text block already
+/// says the same (MCP servers send structured results a second time as text).
 fn print_result(result: &Value) {
+    let mut texts = Vec::new();
     if let Some(content) = result["content"].as_array() {
         for block in content {
             match block["type"].as_str() {
-                Some("text") => println!("{}", block["text"].as_str().unwrap_or("")),
+                Some("text") => {
+                    let text = block["text"].as_str().unwrap_or("");
+                    println!("{}", quote_multiline(text));
+                    texts.push(text);
+                }
                 Some(kind) => println!("[{kind} content: {} bytes]", block.to_string().len()),
                 None => println!("{block}"),
             }
         }
     }
-    if let Some(structured) = result.get("structuredContent").filter(|v| !v.is_null()) {
+    let said = |structured: &Value| {
+        texts
+            .iter()
+            .any(|t| serde_json::from_str::<Value>(t).is_ok_and(|v| &v == structured))
+    };
+    if let Some(structured) = result
+        .get("structuredContent")
+        .filter(|v| !v.is_null() && !said(v))
+    {
         println!(
             "{}",
             serde_json::to_string_pretty(structured).unwrap_or_default()
         );
     }
+}
+
+/// Text from an upstream, whole, with its line breaks and tabs kept but every other control
+/// or invisible character (escape sequences included) shown escaped.
+fn quote_multiline(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c != '\n' && c != '\t' && crate::trust::is_unprintable(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn print_dry_run(report: &CallReport) {
@@ -319,4 +348,17 @@ fn print_dry_run(report: &CallReport) {
     }
     println!("Safety class: {}", report.safety_class.unwrap_or_default());
     println!("Verdict:      {}", verdict_line(&verdict));
+}
+
+#[cfg(test)]
+mod output_tests {
+    use super::quote_multiline;
+
+    #[test]
+    fn upstream_text_keeps_its_lines_but_not_its_escape_sequences() {
+        assert_eq!(quote_multiline("a\n\tb"), "a\n\tb");
+        assert_eq!(quote_multiline("x\u{1b}[2Jy\r"), "x\\u{1b}[2Jy\\u{d}");
+        let long = "z".repeat(5000);
+        assert_eq!(quote_multiline(&long), long, "never cut");
+    }
 }
