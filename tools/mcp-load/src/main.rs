@@ -5,16 +5,21 @@
 //!     [--requests 2000] [--concurrency 1] [--warmup 200] [--sessions 1] [-o text|json]
 //! mcp-load --scenario proxy-overhead --fixture target/release/mcp-fixture \
 //!     --mcpproxy target/release/mcpproxy [--requests 3000] [--proxy-config JSON]
+//! mcp-load --scenario soak --fixture target/release/mcp-fixture \
+//!     --mcpproxy target/release/mcpproxy --plugins DIR-WITH-trap.wasm \
+//!     [--faulting-calls 10000] [--churn-sessions 20000] [-c 8] [--idle 2]
 //! ```
 //!
 //! The first form calls one tool N times with C calls in flight and reports
 //! throughput and latency percentiles. The second starts `mcp-fixture` and
-//! `mcpproxy` on loopback and compares a direct call with a proxied one
-//! (see `docs/benchmarks.md`). Exits 1 if any measured call failed, 2 if the
-//! run could not be made at all.
+//! `mcpproxy` on loopback and compares a direct call with a proxied one; the
+//! third starts them with a faulting validator and reports the proxy's memory
+//! after faulting calls and session churn (see `docs/benchmarks.md`). Exits 1
+//! if any measured call failed, 2 if the run could not be made at all.
 
 mod run;
 mod scenario;
+mod soak;
 mod stats;
 
 use std::path::PathBuf;
@@ -48,9 +53,10 @@ struct Cli {
     #[arg(long, short = 'n', value_name = "N", default_value_t = 2000)]
     requests: usize,
 
-    /// Calls in flight at once (ignored by --scenario, which uses 1 and 16).
-    #[arg(long, short = 'c', value_name = "C", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
-    concurrency: u32,
+    /// Calls in flight at once [default: 1; soak: 8] (proxy-overhead ignores it
+    /// and uses 1 and 16).
+    #[arg(long, short = 'c', value_name = "C", value_parser = clap::value_parser!(u32).range(1..))]
+    concurrency: Option<u32>,
 
     /// Unmeasured calls made first; any failure among them stops the run.
     #[arg(long, value_name = "W", default_value_t = 200)]
@@ -84,6 +90,28 @@ struct Cli {
     /// object, e.g. '{"activity":{"durability":"async"}}'.
     #[arg(long, value_name = "JSON", default_value = "{}", requires = "scenario")]
     proxy_config: String,
+
+    /// A directory of extra plugins, passed to `mcpproxy serve --plugins` (for
+    /// --scenario; soak needs one holding a faulting validator such as trap.wasm).
+    #[arg(
+        long,
+        value_name = "DIR",
+        requires = "scenario",
+        required_if_eq("scenario", "soak")
+    )]
+    plugins: Option<PathBuf>,
+
+    /// Faulting calls the soak makes (after --warmup).
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    faulting_calls: usize,
+
+    /// Sessions the soak opens and closes.
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    churn_sessions: usize,
+
+    /// Seconds the soak idles before its last memory reading.
+    #[arg(long, value_name = "SECS", default_value_t = 2)]
+    idle: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -96,6 +124,8 @@ enum Format {
 enum Scenario {
     /// Direct to mcp-fixture vs through mcpproxy, at concurrency 1 and 16.
     ProxyOverhead,
+    /// mcpproxy's memory before and after faulting plugin calls and session churn.
+    Soak,
 }
 
 #[tokio::main]
@@ -126,6 +156,7 @@ async fn run_cli(cli: Cli) -> Result<bool> {
             sessions: cli.sessions as usize,
             call_timeout,
             proxy_config: parse_object("--proxy-config", &cli.proxy_config)?,
+            plugins: cli.plugins,
         };
         let summary = scenario::proxy_overhead(&opts).await?;
         let json = serde_json::to_string_pretty(&summary).context("cannot encode the summary")?;
@@ -146,6 +177,42 @@ async fn run_cli(cli: Cli) -> Result<bool> {
         return Ok(summary.errors() == 0);
     }
 
+    if let Some(Scenario::Soak) = cli.scenario {
+        let (Some(fixture), Some(mcpproxy), Some(plugins)) =
+            (cli.fixture, cli.mcpproxy, cli.plugins)
+        else {
+            bail!("--scenario soak needs --fixture PATH, --mcpproxy PATH and --plugins DIR");
+        };
+        let opts = soak::Options {
+            fixture,
+            mcpproxy,
+            plugins,
+            proxy_config: parse_object("--proxy-config", &cli.proxy_config)?,
+            warmup: cli.warmup,
+            calls: cli.faulting_calls,
+            sessions: cli.churn_sessions,
+            concurrency: cli.concurrency.unwrap_or(8) as usize,
+            idle: Duration::from_secs(cli.idle),
+            call_timeout,
+        };
+        let summary = soak::soak(&opts).await?;
+        let json = serde_json::to_string_pretty(&summary).context("cannot encode the summary")?;
+        if cli.output == Format::Text {
+            print!("{}", soak::table(&summary));
+            println!();
+        }
+        println!("{json}");
+        for phase in summary.phases.iter().filter(|p| p.errors > 0) {
+            eprintln!(
+                "mcp-load: soak {}: {} errors; first: {}",
+                phase.phase,
+                phase.errors,
+                phase.first_error.as_deref().unwrap_or("?")
+            );
+        }
+        return Ok(summary.errors() == 0);
+    }
+
     let (Some(url), Some(tool)) = (cli.url, cli.tool) else {
         bail!("--url and --tool are required");
     };
@@ -154,7 +221,7 @@ async fn run_cli(cli: Cli) -> Result<bool> {
         tool,
         args: parse_object("--args", &cli.args)?,
         requests: cli.requests,
-        concurrency: cli.concurrency as usize,
+        concurrency: cli.concurrency.unwrap_or(1) as usize,
         warmup: cli.warmup,
         sessions: cli.sessions as usize,
         call_timeout,
@@ -240,6 +307,50 @@ mod tests {
             .is_ok()
         );
         assert!(Cli::try_parse_from(["mcp-load", "--tool", "echo"]).is_err());
+        // soak also needs --plugins; its own options are accepted.
+        let soak = [
+            "mcp-load",
+            "--scenario",
+            "soak",
+            "--fixture",
+            "f",
+            "--mcpproxy",
+            "m",
+        ];
+        assert!(Cli::try_parse_from(soak).is_err());
+        let cli = Cli::try_parse_from(soak.into_iter().chain([
+            "--plugins",
+            "dir",
+            "--faulting-calls",
+            "100",
+            "--churn-sessions",
+            "50",
+            "-c",
+            "4",
+            "--idle",
+            "0",
+            "-o",
+            "json",
+        ]));
+        let cli = cli.unwrap();
+        assert_eq!(cli.scenario, Some(Scenario::Soak));
+        assert_eq!(cli.plugins, Some(PathBuf::from("dir")));
+        assert_eq!(
+            (cli.faulting_calls, cli.churn_sessions, cli.idle),
+            (100, 50, 0)
+        );
+        assert_eq!(cli.concurrency, Some(4));
+        let cli = Cli::try_parse_from(soak.into_iter().chain(["--plugins", "d"])).unwrap();
+        assert_eq!(
+            (cli.faulting_calls, cli.churn_sessions, cli.idle),
+            (10_000, 20_000, 2)
+        );
+        assert_eq!(cli.concurrency, None);
+        // --plugins is for scenarios only.
+        assert!(
+            Cli::try_parse_from(["mcp-load", "--url", "u", "--tool", "t", "--plugins", "d"])
+                .is_err()
+        );
         assert!(Cli::try_parse_from(["mcp-load", "--url", "u", "--tool", "t", "-c", "0"]).is_err());
     }
 }

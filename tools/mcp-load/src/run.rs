@@ -131,10 +131,10 @@ pub async fn run(spec: &LoadSpec) -> Result<Report> {
     })
 }
 
-type Client = RunningService<RoleClient, ClientConfig>;
+pub(crate) type Client = RunningService<RoleClient, ClientConfig>;
 
 /// Opens `sessions` MCP sessions to `url`, one after another.
-async fn connect(url: &str, sessions: usize) -> Result<Vec<Client>> {
+pub(crate) async fn connect(url: &str, sessions: usize) -> Result<Vec<Client>> {
     let mut clients = Vec::with_capacity(sessions);
     for _ in 0..sessions {
         let handler = ClientConfig::new(
@@ -258,7 +258,7 @@ async fn call(peer: &Peer<RoleClient>, params: CallToolRequestParams) -> Result<
 }
 
 /// The text blocks of a result, joined and cut to a readable length.
-fn result_text(result: &CallToolResult) -> String {
+pub(crate) fn result_text(result: &CallToolResult) -> String {
     const MAX: usize = 500;
     let text: Vec<&str> = result
         .content

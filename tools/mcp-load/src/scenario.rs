@@ -24,7 +24,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(90);
 /// The concurrency levels measured for each path.
 const CONCURRENCY: [usize; 2] = [1, 16];
 /// The upstream's name in mcpproxy's config; the proxied tool is `fx:echo`.
-const SERVER: &str = "fx";
+pub(crate) const SERVER: &str = "fx";
 
 /// What the scenario needs besides the common load options.
 #[derive(Debug, Clone)]
@@ -37,6 +37,8 @@ pub struct Options {
     pub call_timeout: Duration,
     /// Extra top-level keys for mcpproxy's generated config (e.g. `activity`).
     pub proxy_config: JsonObject,
+    /// Passed to `mcpproxy serve --plugins`, if given.
+    pub plugins: Option<PathBuf>,
 }
 
 /// One measured case: which path and its report.
@@ -74,8 +76,14 @@ pub async fn proxy_overhead(opts: &Options) -> Result<Summary> {
         .context("cannot create a temporary directory")?;
 
     let (mut fixture, fixture_url) = start_fixture(&opts.fixture).await?;
-    let (mut proxy, proxy_url) =
-        start_proxy(&opts.mcpproxy, &fixture_url, &opts.proxy_config, dir.path()).await?;
+    let (mut proxy, proxy_url) = start_proxy(
+        &opts.mcpproxy,
+        &fixture_url,
+        &opts.proxy_config,
+        opts.plugins.as_deref(),
+        dir.path(),
+    )
+    .await?;
 
     let result = measure(opts, &fixture_url, &proxy_url).await;
 
@@ -122,7 +130,7 @@ async fn measure(opts: &Options, fixture_url: &str, proxy_url: &str) -> Result<V
     Ok(cases)
 }
 
-fn object(value: serde_json::Value) -> Result<JsonObject> {
+pub(crate) fn object(value: serde_json::Value) -> Result<JsonObject> {
     match value {
         serde_json::Value::Object(map) => Ok(map),
         other => bail!("expected a JSON object, got {other}"),
@@ -130,7 +138,7 @@ fn object(value: serde_json::Value) -> Result<JsonObject> {
 }
 
 /// Starts `mcp-fixture --http 127.0.0.1:0` and reads its URL from stdout.
-async fn start_fixture(binary: &Path) -> Result<(Child, String)> {
+pub(crate) async fn start_fixture(binary: &Path) -> Result<(Child, String)> {
     let mut child = Command::new(binary)
         .args(["--http", "127.0.0.1:0"])
         .env_remove("RUST_LOG")
@@ -154,12 +162,14 @@ async fn start_fixture(binary: &Path) -> Result<(Child, String)> {
     Ok((child, url))
 }
 
-/// Starts `mcpproxy serve` in front of the fixture; returns once the upstream is
-/// ready, with the proxy's URL read from its stderr.
-async fn start_proxy(
+/// Starts `mcpproxy serve` in front of the fixture (with `--plugins DIR` when
+/// `plugins` is given); returns once the upstream is ready, with the proxy's URL
+/// read from its stderr.
+pub(crate) async fn start_proxy(
     binary: &Path,
     fixture_url: &str,
     extra: &JsonObject,
+    plugins: Option<&Path>,
     dir: &Path,
 ) -> Result<(Child, String)> {
     let config = dir.join("mcp_config.json");
@@ -178,13 +188,18 @@ async fn start_proxy(
     std::fs::write(&config, body.to_string())
         .with_context(|| format!("cannot write {}", config.display()))?;
 
-    let mut child = Command::new(binary)
+    let mut command = Command::new(binary);
+    command
         .arg("serve")
         .arg("--config")
         .arg(&config)
         .args(["--listen", "127.0.0.1:0"])
         .arg("--data-dir")
-        .arg(&data)
+        .arg(&data);
+    if let Some(plugins) = plugins {
+        command.arg("--plugins").arg(plugins);
+    }
+    let mut child = command
         // Keep the user's ~/.mcpproxy and environment out of the measurement.
         .env("HOME", dir)
         .env_remove("MCPPROXY_CONFIG")
