@@ -350,7 +350,11 @@ fn measure_export_memory() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let _guard = runtime.enter();
-    let records = 1_000_000usize;
+    // MCPPROXY_EXPORT_RECORDS measures another size (a multiple of 50,000).
+    let records: usize = std::env::var("MCPPROXY_EXPORT_RECORDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1_000_000);
     {
         let journal =
             Journal::open(&dir.path().join("activity.redb"), JournalOptions::default()).unwrap();
