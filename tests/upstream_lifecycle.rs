@@ -69,3 +69,90 @@ fn a_stdio_upstream_that_ignores_eof_dies_with_a_killed_proxy() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reply_over_16_mib_fails_its_call_at_once_saying_why() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let huge = json!({
+        "name": "fx",
+        "command": fixture_bin(),
+        "args": ["--call-log", log.path()],
+        // "ab" nine million times: an 18 MB reply.
+        "env": {"MCP_FIXTURE_ECHO_REPEAT": "9000000"},
+        "tool_call_timeout_ms": 60000,
+    });
+    let proxy = Proxy::start(&config_with(vec![huge]), &[]);
+    let client = connect(&proxy.url).await;
+    let started = Instant::now();
+    let result = call(
+        &client,
+        "call_tool_read",
+        json!({"name": "fx:echo", "args": {"text": "ab"}}),
+    )
+    .await
+    .unwrap();
+    let message = text(&result);
+    assert!(
+        is_error(&result),
+        "{} bytes: {}",
+        message.len(),
+        &message[..message.len().min(200)]
+    );
+    assert!(message.contains("larger than 16 MiB"), "{message}");
+    eprintln!("refused after {:?}", started.elapsed());
+    // The session is still good: a small reply goes through.
+    let result = call(&client, "call_tool_read", json!({"name": "fx:get_status"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&result), "{}", text(&result));
+    client.cancel().await.unwrap();
+}
+
+#[test]
+fn a_stdio_request_over_16_mib_is_answered_with_an_error() {
+    use std::io::{BufRead, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let mut proxy = std::process::Command::new(env!("CARGO_BIN_EXE_mcpproxy"))
+        .args(["serve", "--stdio", "--data-dir"])
+        .arg(dir.path())
+        .env("HOME", dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = proxy.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(proxy.stdout.take().unwrap());
+    let mut send = |message: &str| {
+        stdin.write_all(message.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    };
+    send(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+    );
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains("\"id\":1"), "{line}");
+    send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    let padding = "p".repeat(17 << 20);
+    send(&format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"retrieve_tools","arguments":{{"query":"{padding}"}}}}}}"#
+    ));
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    let answer: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(answer["id"], 2, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("larger than 16 MiB"), "{answer}");
+    // The next request is read as usual.
+    send(r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#);
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    assert!(
+        line.contains("\"id\":3") && line.contains("retrieve_tools"),
+        "{line}"
+    );
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+}

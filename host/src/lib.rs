@@ -33,6 +33,7 @@ pub mod config;
 pub mod grant;
 pub mod index;
 pub mod limits;
+pub mod line_guard;
 pub mod listener;
 pub mod mcp;
 pub mod metrics;

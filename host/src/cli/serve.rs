@@ -105,8 +105,13 @@ impl ServeCommand {
                 env!("CARGO_PKG_VERSION")
             );
             summary(&runtime, loaded.path.as_deref()).await;
+            // A request over 16 MiB is answered with an error instead of being dropped.
+            let stdin = crate::line_guard::LineGuard::new(
+                tokio::io::stdin(),
+                crate::line_guard::oversized_request,
+            );
             let service = ProxyServer::new(runtime.proxy.clone())
-                .serve(rmcp::transport::stdio())
+                .serve((stdin, tokio::io::stdout()))
                 .await
                 .context("cannot start MCP on stdio")?;
             let token = service.cancellation_token();

@@ -170,6 +170,14 @@ impl ServerHandler for ProxyServer {
         }
         match request.name.as_ref() {
             tools::RETRIEVE_TOOLS => Ok(self.retrieve_tools(&arguments).await.into()),
+            crate::line_guard::OVERSIZED_REQUEST_TOOL => Err(ErrorData::invalid_request(
+                format!(
+                    "the request was larger than {} MiB, the most mcpproxy reads on stdio; send \
+                     smaller arguments",
+                    (crate::line_guard::MAX_LINE_BYTES >> 20) + 1
+                ),
+                None,
+            )),
             tools::LEGACY_CALL_TOOL => {
                 Err(ErrorData::invalid_params(LEGACY_CALL_TOOL_MESSAGE, None))
             }

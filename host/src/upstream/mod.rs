@@ -11,6 +11,7 @@
 //! approves it; on other servers, tools that are new or changed since they were pinned are
 //! held back, and each change is reported on the [`Upstreams::take_changes`] channel.
 
+mod child;
 mod convert;
 mod reach;
 mod supervisor;

@@ -1,15 +1,13 @@
 //! The task that owns one upstream's session: connect, list tools, watch, reconnect.
 
 use std::collections::{BTreeMap, HashMap};
-use std::process::Stdio;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, ServiceExt};
 use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
@@ -70,9 +68,10 @@ pub(super) async fn run(
                 .unwrap_or_else(|_| Err(format!("no answer within {} s", CONNECT_TIMEOUT.as_secs()))),
         };
         match connected {
-            Ok(session) => {
+            Ok((session, child)) => {
                 backoff = initial;
                 let ended = serve_session(&upstream, session, &shutdown).await;
+                drop(child);
                 *write(&upstream.peer) = None;
                 if let Err(e) = index.remove_server(&name) {
                     tracing::warn!(server = %name, "cannot drop tools from the index: {e}");
@@ -203,34 +202,11 @@ fn is_listable_tool_name(server: &str, tool: &str) -> bool {
         && !tool.chars().any(is_unprintable)
 }
 
-/// Has the kernel kill a stdio server when this process dies, even by `kill -9` (which no
-/// cleanup code survives): a server that ignores the end of its stdin would otherwise run on.
-#[cfg(target_os = "linux")]
-fn die_with_this_process(cmd: &mut tokio::process::Command) {
-    // SAFETY: getpid is async-signal-safe.
-    let parent = unsafe { libc::getpid() };
-    // SAFETY: the closure runs in the child between fork and exec and calls only
-    // async-signal-safe functions (prctl, getppid); it allocates nothing.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The parent died between fork and prctl: nobody will send the signal.
-            if libc::getppid() != parent {
-                return Err(std::io::Error::other(
-                    "mcpproxy exited while starting the server",
-                ));
-            }
-            Ok(())
-        });
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn die_with_this_process(_cmd: &mut tokio::process::Command) {}
-
-async fn connect(upstream: &Arc<Upstream>) -> Result<Session, String> {
+/// A session with the server, and its process when it is a stdio server (dropped when the
+/// session is over).
+async fn connect(
+    upstream: &Arc<Upstream>,
+) -> Result<(Session, Option<super::child::ChildGuard>), String> {
     let handler = UpstreamClient {
         upstream: Arc::downgrade(upstream),
     };
@@ -246,14 +222,10 @@ async fn connect(upstream: &Arc<Upstream>) -> Result<Session, String> {
             if let Some(dir) = working_dir {
                 cmd.current_dir(dir);
             }
-            die_with_this_process(&mut cmd);
-            let mut wrapped = CommandWrap::from(cmd);
-            // Its own process group, so children it spawns (npx → node) end with it.
-            wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
-            let (transport, stderr) = TokioChildProcess::builder(wrapped)
-                .stderr(Stdio::piped())
-                .spawn()
-                .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+            let (child, pipes) =
+                super::child::spawn(cmd).map_err(|e| format!("cannot start `{command}`: {e}"))?;
+            let stderr = pipes.stderr;
+            let transport = (pipes.stdout, pipes.stdin);
             if let Some(stderr) = stderr {
                 let server = upstream.name().to_owned();
                 tokio::spawn(async move {
@@ -263,10 +235,11 @@ async fn connect(upstream: &Arc<Upstream>) -> Result<Session, String> {
                     }
                 });
             }
-            handler
+            let session = handler
                 .serve(transport)
                 .await
-                .map_err(|e| format!("MCP initialize with `{command}` failed: {e}"))
+                .map_err(|e| format!("MCP initialize with `{command}` failed: {e}"))?;
+            Ok((session, Some(child)))
         }
         Transport::Http { url, headers } => {
             let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
@@ -280,7 +253,7 @@ async fn connect(upstream: &Arc<Upstream>) -> Result<Session, String> {
             }
             config.custom_headers = custom;
             let transport = StreamableHttpClientTransport::from_config(config);
-            handler.serve(transport).await.map_err(|e| {
+            let session = handler.serve(transport).await.map_err(|e| {
                 let message = match &e {
                     rmcp::service::ClientInitializeError::TransportError { error, .. } => {
                         super::reach::describe_http_failure(url.as_str(), error.error.as_ref())
@@ -289,7 +262,8 @@ async fn connect(upstream: &Arc<Upstream>) -> Result<Session, String> {
                 };
                 // The message goes to logs, the startup summary and /api/v1/status.
                 super::reach::hide_url_password(&message, url)
-            })
+            })?;
+            Ok((session, None))
         }
     }
 }

@@ -313,7 +313,15 @@ impl Tools {
                     Some(json!({ "status": "ok", "server": self.server_name }));
                 result
             }
-            "echo" => text(parse::<TextArgs>(name, arguments)?.text),
+            // MCP_FIXTURE_ECHO_REPEAT=N answers with the text N times (a huge reply).
+            "echo" => {
+                let echoed = parse::<TextArgs>(name, arguments)?.text;
+                let repeat = std::env::var("MCP_FIXTURE_ECHO_REPEAT")
+                    .ok()
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(1);
+                text(echoed.repeat(repeat))
+            }
             "update_note" => {
                 let NoteArgs { id, text: note } = parse(name, arguments)?;
                 self.notes_mut().insert(id.clone(), note);
