@@ -46,3 +46,5 @@ mod sinks_e2e;
 mod trust_e2e;
 /// An upstream's life with the proxy: waited for while it connects, killed with the proxy.
 mod upstream_lifecycle;
+/// The deny-all WASI of validators, annotators and scanners, proved from a guest.
+mod wasi_sandbox;
