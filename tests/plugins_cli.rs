@@ -289,3 +289,102 @@ fn a_reader_that_goes_away_ends_the_output_quietly() {
     assert_eq!(out.status.code(), Some(0), "{}: {stderr}", out.status);
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// `plugins check --cases`: an author's own table, against the compiled default validator.
+#[test]
+fn check_runs_the_authors_own_cases_and_fails_on_a_wrong_expectation() {
+    let data = tempfile::tempdir().unwrap();
+    let cases = data.path().join("cases.json");
+    std::fs::write(
+        &cases,
+        r#"[
+          {"name": "a read of a destructive tool is refused",
+           "variant": "read",
+           "tool": {"server": "github", "name": "delete_repo",
+                    "annotations": {"destructiveHint": true}},
+           "expect": "reject", "message": "use call_tool_destructive"},
+          {"name": "a prefix-inferred delete is refused too",
+           "variant": "read", "tool": {"server": "github", "name": "delete_branch"},
+           "expect": "reject", "message": "inferred destructive by prefix-annotator"},
+          {"variant": "read", "tool": {"name": "list_items",
+                                       "annotations": {"readOnlyHint": true}},
+           "intent": {"operation_type": "read"}, "expect": "allow"},
+          {"name": "lenient settings turn the mismatch into a warning",
+           "variant": "read",
+           "tool": {"server": "github", "name": "delete_repo",
+                    "annotations": {"destructiveHint": true}},
+           "settings": {"strict_server_validation": false},
+           "expect": "warn"}
+        ]"#,
+    )
+    .unwrap();
+    let out = TestCommand::new(data.path())
+        .args(["plugins", "check"])
+        .args([artifact("intent_matrix")])
+        .args(["--cases".as_ref(), cases.as_os_str()])
+        .output();
+    out.assert_code(0);
+    let stdout = out.stdout();
+    assert!(
+        stdout.contains("PASS  a read of a destructive tool is refused"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("PASS  case 2: call_tool_read of example:list_items"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.lines().any(|l| l == "4 passed, 0 failed"),
+        "{stdout}"
+    );
+
+    // The same table says the opposite: every case fails, and the exit status says so.
+    let wrong = std::fs::read_to_string(&cases)
+        .unwrap()
+        .replace("\"expect\": \"reject\"", "\"expect\": \"allow\"")
+        .replace(", \"message\": \"use call_tool_destructive\"", "")
+        .replace(
+            ", \"message\": \"inferred destructive by prefix-annotator\"",
+            "",
+        );
+    std::fs::write(&cases, wrong).unwrap();
+    let out = TestCommand::new(data.path())
+        .args(["plugins", "check"])
+        .args([artifact("intent_matrix")])
+        .args(["--cases".as_ref(), cases.as_os_str()])
+        .output();
+    out.assert_code(1);
+    let stdout = out.stdout();
+    assert!(
+        stdout.contains("FAIL  a read of a destructive tool is refused\n      expected allow"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.lines().any(|l| l == "2 passed, 2 failed"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn check_names_the_case_and_the_key_of_a_bad_cases_file() {
+    let data = tempfile::tempdir().unwrap();
+    let cases = data.path().join("cases.json");
+    std::fs::write(
+        &cases,
+        r#"[{"variant": "read", "tool": {"name": "a"}, "expect": "allow"},
+            {"variant": "read", "tool": {"name": "a"}, "expect": "allowed"}]"#,
+    )
+    .unwrap();
+    let out = TestCommand::new(data.path())
+        .args(["plugins", "check"])
+        .args([artifact("intent_matrix")])
+        .args(["--cases".as_ref(), cases.as_os_str()])
+        .output();
+    assert_ne!(out.code(), Some(0));
+    assert!(
+        out.stderr()
+            .contains("case 1: key `expect`: unknown variant `allowed`"),
+        "{}",
+        out.stderr()
+    );
+}

@@ -1,4 +1,5 @@
-//! `mcpproxy plugins list` and `mcpproxy plugins check`.
+//! `mcpproxy plugins list` and `mcpproxy plugins check` (with a suite or the author's own
+//! cases).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,6 +11,7 @@ use serde_json::json;
 
 use crate::activity::{ActivityRecord, RecordType, Source, Status};
 use crate::limits::{DEFAULT_MEMORY_BYTES, DEFAULT_TIMEOUT, Limits};
+use crate::plugin::cases;
 use crate::plugin::limits::Bytes;
 use crate::plugin::suite::{self, Suite};
 use crate::plugin::{Plugin, PluginKind, PluginSet, PluginSettings, PluginSource};
@@ -92,9 +94,15 @@ pub struct CheckCommand {
     #[arg(value_name = "FILE.wasm")]
     file: PathBuf,
 
-    /// Run a conformance suite: `matrix` for validators, `prefix` for annotators.
+    /// Run a conformance suite: `matrix` for validators, `prefix` for annotators. For a
+    /// plugin that replaces a default one.
     #[arg(long, value_name = "SUITE")]
     suite: Option<Suite>,
+
+    /// Run your own cases against a validator: a JSON array of calls and the verdict each
+    /// must get (see docs/plugins.md, "Testing a plugin").
+    #[arg(long, value_name = "CASES.json")]
+    cases: Option<PathBuf>,
 
     /// The deadline per call, in milliseconds [default: 50; 30000 for a sink, 5000 for a
     /// scanner].
@@ -155,6 +163,7 @@ impl CheckCommand {
         if self.timeout_ms.is_none() {
             limits.timeout = plugin.kind().default_timeout();
         }
+        let default_settings = settings.clone();
         plugin.configure(&PluginSettings { limits, settings });
         let info = plugin.info().clone();
         let plugin = std::sync::Arc::new(plugin);
@@ -174,6 +183,19 @@ impl CheckCommand {
             ),
             Some(suite) => Some(suite::run(suite, &plugin)),
             None => None,
+        };
+        let suite_results = match &self.cases {
+            Some(_) if info.kind != PluginKind::Validator => bail!(
+                "--cases is for validator plugins, and {} is {} plugin",
+                self.file.display(),
+                info.kind.with_article()
+            ),
+            Some(path) => {
+                let mut results = suite_results.unwrap_or_default();
+                results.extend(run_cases(&engine, &plugin, path, &default_settings)?);
+                Some(results)
+            }
+            None => suite_results,
         };
         let failed = suite_results.iter().flatten().filter(|r| !r.passed).count();
         let ok = smoke.is_ok() && failed == 0;
@@ -229,6 +251,42 @@ impl CheckCommand {
             ExitCode::from(EXIT_FAILURE)
         })
     }
+}
+
+/// Runs the author's cases in `path` against a validator. Each tool gets the effective
+/// annotations the default annotators give it, as under `serve`; a case without its own
+/// settings runs with `settings` (the check's `--settings`).
+fn run_cases(
+    engine: &crate::plugin::PluginEngine,
+    plugin: &Plugin,
+    path: &std::path::Path,
+    settings: &serde_json::Value,
+) -> Result<Vec<suite::CaseResult>> {
+    let user_cases = cases::load(path)?;
+    let defaults = PluginSet::load(engine, None, &|_, _| PluginSettings::default())?;
+    let pipeline = defaults.pipeline();
+    Ok(user_cases
+        .into_iter()
+        .map(|case| {
+            let effective = pipeline.annotate(&case.tool).unwrap_or_else(|fault| {
+                tracing::warn!("the default annotator faulted on a case: {fault}");
+                EffectiveAnnotations::unknown()
+            });
+            suite::MatrixCase {
+                name: case.name,
+                settings: case.settings.unwrap_or_else(|| settings.clone()),
+                request: CallRequest {
+                    variant: case.variant,
+                    tool: case.tool,
+                    intent: case.intent,
+                    effective,
+                    args: case.args,
+                },
+                expect: case.expect,
+            }
+            .run(plugin)
+        })
+        .collect())
 }
 
 /// One call with a simple input, to show the plugin runs under the limits.

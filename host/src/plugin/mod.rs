@@ -14,9 +14,11 @@
 //! Parts: `engine` (wasmtime, compile cache, stores), `loader` (load, identify, call),
 //! `warm_pool` (reused instances), `host` (the imports a plugin gets), `wasi` (the empty
 //! WASI of validators, annotators and scanners), `limits`
-//! (enforcement), `suite` (conformance suites for `plugins check`).
+//! (enforcement), `suite` (conformance suites for `plugins check`), `cases` (an author's own
+//! cases for `plugins check --cases`).
 
 mod bindings;
+pub mod cases;
 mod conv;
 mod embedded;
 mod engine;
