@@ -255,7 +255,7 @@ async fn a_python_validator_rejects_secrets_and_fails_closed_when_it_raises() {
     copy_cwasm(&persistent_cache(), &cache);
 
     let check = TestCommand::new(data.path())
-        .args(["plugins", "check"])
+        .args(["plugins", "check", "--timeout-ms", "10000"])
         .args([plugins.path().join("secret_guard.wasm")])
         .output();
     check.assert_code(0);
@@ -280,6 +280,8 @@ async fn a_python_validator_rejects_secrets_and_fails_closed_when_it_raises() {
             // Not a regular expression: re.compile raises on calls of run_job only.
             "tool_patterns": {"fx:run_job": {"broken": "("}},
         }},
+        // Room for a debug build of the proxy on a loaded machine (release: ~1.4 ms a call).
+        "plugin_limits": {"secret-guard": {"timeout_ms": 10_000}},
     });
     let plugins_dir = plugins.path().to_str().unwrap();
     let proxy = Proxy::start_in(&config, &["--plugins", plugins_dir], data);

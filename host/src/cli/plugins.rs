@@ -1,5 +1,5 @@
-//! `mcpproxy plugins list` and `mcpproxy plugins check` (with a suite or the author's own
-//! cases).
+//! `mcpproxy plugins list`, `plugins check` (with a suite or the author's own cases),
+//! `plugins wit` and `plugins new`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,10 +11,10 @@ use serde_json::json;
 
 use crate::activity::{ActivityRecord, RecordType, Source, Status};
 use crate::limits::{DEFAULT_MEMORY_BYTES, DEFAULT_TIMEOUT, Limits};
-use crate::plugin::cases;
 use crate::plugin::limits::Bytes;
 use crate::plugin::suite::{self, Suite};
 use crate::plugin::{Plugin, PluginKind, PluginSet, PluginSettings, PluginSource};
+use crate::plugin::{cases, template};
 use crate::policy::{
     AnnotationSource, Annotations, CallRequest, EffectiveAnnotations, OperationType, Outcome,
     SafetyClass, Tool, Verdict,
@@ -31,6 +31,10 @@ pub enum PluginsCommand {
     /// Load a plugin file, say which world it implements, call it once under the limits,
     /// and optionally run a conformance suite against it.
     Check(CheckCommand),
+    /// Write the plugin contract (`wit/`, as this binary was built against) into DIR.
+    Wit(WitCommand),
+    /// Start a plugin project: source, build script, README (build, check, load) and wit/.
+    New(NewCommand),
 }
 
 impl PluginsCommand {
@@ -38,7 +42,83 @@ impl PluginsCommand {
         match self {
             Self::List(cmd) => cmd.run(globals),
             Self::Check(cmd) => cmd.run(globals),
+            Self::Wit(cmd) => cmd.run(),
+            Self::New(cmd) => cmd.run(),
         }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct WitCommand {
+    /// Where to write the contract (created if missing).
+    #[arg(value_name = "DIR")]
+    dir: PathBuf,
+}
+
+impl WitCommand {
+    fn run(self) -> Result<ExitCode> {
+        let files = template::write_wit(&self.dir)?;
+        println!(
+            "wrote {} files of mcpproxy:plugin@0.1.0 (and the WASI 0.2 packages it uses) to {}",
+            files.len(),
+            self.dir.display()
+        );
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum LangArg {
+    Rust,
+    Python,
+    Js,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum NewKind {
+    Validator,
+    Annotator,
+}
+
+#[derive(Debug, Args)]
+pub struct NewCommand {
+    /// The plugin's name (lowercase letters, digits and '-'), also its directory's.
+    #[arg(value_name = "NAME")]
+    name: String,
+
+    /// The language of the project.
+    #[arg(long, value_enum)]
+    lang: LangArg,
+
+    /// What the plugin is.
+    #[arg(long, value_enum, default_value = "validator")]
+    kind: NewKind,
+
+    /// Where to write it [default: ./NAME].
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+}
+
+impl NewCommand {
+    fn run(self) -> Result<ExitCode> {
+        let dir = self.dir.unwrap_or_else(|| PathBuf::from(&self.name));
+        let lang = match self.lang {
+            LangArg::Rust => template::Lang::Rust,
+            LangArg::Python => template::Lang::Python,
+            LangArg::Js => template::Lang::Js,
+        };
+        let kind = match self.kind {
+            NewKind::Validator => PluginKind::Validator,
+            NewKind::Annotator => PluginKind::Annotator,
+        };
+        template::new_project(&dir, &self.name, lang, kind)?;
+        println!(
+            "wrote the {kind} '{}' to {}; see its README.md: bash build.sh, then \
+             mcpproxy plugins check",
+            self.name,
+            dir.display()
+        );
+        Ok(ExitCode::SUCCESS)
     }
 }
 

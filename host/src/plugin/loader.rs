@@ -33,6 +33,11 @@ use super::slots::{SLOT_WAIT, is_pool_exhausted};
 use super::warm_pool::{Warm, WarmPool};
 use super::{Error, Fault, PluginFault, PluginInfo, PluginKind, PluginSource};
 
+/// The deadline of the `metadata.info()` call that identifies a plugin at load. Loading is
+/// once per start, on no call's path: a heavy guest (a Python or JavaScript runtime) may
+/// take longer to start than a call's deadline allows, more so in a debug build.
+pub const LOAD_INFO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// What the operator configured for one plugin.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PluginSettings {
@@ -510,7 +515,10 @@ impl PluginSet {
                     engine,
                     &bytes,
                     PluginSource::File(path.clone()),
-                    Limits::default(),
+                    Limits {
+                        timeout: LOAD_INFO_TIMEOUT,
+                        ..Limits::default()
+                    },
                 )?;
                 if let Some(pos) = loaded.iter().position(|p| p.name() == plugin.name()) {
                     if pos >= embedded_count {

@@ -15,7 +15,7 @@
 //! `warm_pool` (reused instances), `host` (the imports a plugin gets), `wasi` (the empty
 //! WASI of validators, annotators and scanners), `limits`
 //! (enforcement), `suite` (conformance suites for `plugins check`), `cases` (an author's own
-//! cases for `plugins check --cases`).
+//! cases for `plugins check --cases`), `template` (`plugins wit` and `plugins new`).
 
 mod bindings;
 pub mod cases;
@@ -29,6 +29,7 @@ mod sink;
 mod slots;
 mod stages;
 pub mod suite;
+pub mod template;
 mod warm_pool;
 mod wasi;
 
