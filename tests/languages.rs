@@ -510,7 +510,8 @@ fn per_call(plugin: &Plugin, req: &CallRequest, calls: usize) -> (f64, f64) {
     (mean, samples[samples.len() / 2])
 }
 
-/// Per-call cost of a Rust validator and the JavaScript one, fresh instance and reused.
+/// Per-call cost of the Rust validators and the JavaScript and Python ones, fresh instance
+/// and reused.
 /// Run it optimised: `cargo test --release -p mcpproxy --test integration
 /// languages::measure_per_call_cost -- --ignored --nocapture`.
 #[test]
@@ -531,6 +532,9 @@ fn measure_per_call_cost() {
     ];
     if let Some(js) = js_component() {
         plugins.push(("js data-guard", std::fs::read(&js).unwrap(), js));
+    }
+    if let Some(py) = py_component() {
+        plugins.push(("python secret-guard", std::fs::read(&py).unwrap(), py));
     }
     let settings = json!({"allowed_root": "/tmp"});
     for (label, bytes, path) in plugins {
