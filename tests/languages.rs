@@ -1,6 +1,7 @@
-//! Validators in other languages: the JavaScript example `plugins/examples/js-data-guard`,
-//! built from source with componentize-js, loaded with `--plugins` into a real
-//! `mcpproxy serve` and driven through real MCP. Also instance reuse
+//! Validators in other languages: the JavaScript example `plugins/examples/js-data-guard`
+//! (built from source with componentize-js) and the Python example
+//! `plugins/examples/py-secret-guard` (componentize-py), each loaded with `--plugins` into a
+//! real `mcpproxy serve` and driven through real MCP. Also instance reuse
 //! (`PluginSettings::reuse_instance`), which heavy guests want, and a per-call cost
 //! measurement (`measure_per_call_cost`, ignored by default).
 
@@ -26,63 +27,84 @@ fn repo() -> PathBuf {
         .to_path_buf()
 }
 
-fn js_example() -> PathBuf {
-    repo().join("plugins/examples/js-data-guard")
+/// An example plugin in another language: where it lives, what its toolchain installs,
+/// and where its `build.sh` puts the component.
+struct Example {
+    dir: &'static str,
+    /// A file the toolchain's install leaves behind (the build is skipped without it).
+    installed: &'static str,
+    /// Relative to the repository root.
+    out: &'static str,
+    /// The sources the component is built from, relative to `dir`.
+    sources: &'static [&'static str],
 }
 
-/// Where `build.sh` puts the component by default (`.ci/run` builds it there).
-fn js_component_path() -> PathBuf {
-    repo().join("target/js-example/data_guard.wasm")
+const JS: Example = Example {
+    dir: "plugins/examples/js-data-guard",
+    installed: "node_modules/.bin/componentize-js",
+    out: "target/js-example/data_guard.wasm",
+    sources: &["src", "package.json", "package-lock.json", "build.sh"],
+};
+
+const PY: Example = Example {
+    dir: "plugins/examples/py-secret-guard",
+    installed: ".venv/bin/componentize-py",
+    out: "target/py-example/secret_guard.wasm",
+    sources: &["src", "requirements.txt", "build.sh"],
+};
+
+impl Example {
+    fn dir(&self) -> PathBuf {
+        repo().join(self.dir)
+    }
+
+    /// The component, built from source when it is missing or older than its sources.
+    /// `None` (the test is skipped) when the toolchain is not installed here; on CI (`CI`
+    /// set, as `.ci/run` runs) the build always runs, and a failure fails the test.
+    fn build(&self) -> Option<PathBuf> {
+        let out = repo().join(self.out);
+        let installed = self.dir().join(self.installed).exists();
+        if !installed && std::env::var_os("CI").is_none() {
+            eprintln!(
+                "SKIPPED: the toolchain of {} is not installed; run `bash {}/build.sh` to \
+                 run this test",
+                self.dir, self.dir
+            );
+            return None;
+        }
+        if !self.is_up_to_date(&out) {
+            let status = Command::new("bash")
+                .arg(self.dir().join("build.sh"))
+                .arg(&out)
+                .status()
+                .unwrap_or_else(|e| panic!("run {}/build.sh: {e}", self.dir));
+            assert!(status.success(), "{}/build.sh failed: {status}", self.dir);
+        }
+        assert!(out.is_file(), "{} missing after build.sh", out.display());
+        Some(out)
+    }
+
+    /// Whether `out` is newer than every source it is built from.
+    fn is_up_to_date(&self, out: &Path) -> bool {
+        let Ok(built) = out.metadata().and_then(|m| m.modified()) else {
+            return false;
+        };
+        self.sources
+            .iter()
+            .map(|s| self.dir().join(s))
+            .chain([repo().join("wit")])
+            .all(|s| newest(&s).is_some_and(|t| t <= built))
+    }
 }
 
-/// The JS example's component, built from source when it is missing or older than its
-/// sources. `None` (the test is skipped) when the JS toolchain is not installed here; on CI
-/// (`CI` set) the build always runs, and a failure fails the test.
 fn js_component() -> Option<PathBuf> {
     static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let out = js_component_path();
-            let installed = js_example()
-                .join("node_modules/.bin/componentize-js")
-                .exists();
-            if !installed && std::env::var_os("CI").is_none() {
-                eprintln!(
-                    "SKIPPED: the JavaScript toolchain is not installed; run \
-                     `bash plugins/examples/js-data-guard/build.sh` to run this test"
-                );
-                return None;
-            }
-            if !is_up_to_date(&out) {
-                let status = Command::new("bash")
-                    .arg(js_example().join("build.sh"))
-                    .arg(&out)
-                    .status()
-                    .expect("run plugins/examples/js-data-guard/build.sh");
-                assert!(status.success(), "build.sh failed: {status}");
-            }
-            assert!(out.is_file(), "{} missing after build.sh", out.display());
-            Some(out)
-        })
-        .clone()
+    BUILT.get_or_init(|| JS.build()).clone()
 }
 
-/// Whether `out` is newer than every source it is built from.
-fn is_up_to_date(out: &Path) -> bool {
-    let Ok(built) = out.metadata().and_then(|m| m.modified()) else {
-        return false;
-    };
-    let example = js_example();
-    let sources = [
-        example.join("src"),
-        example.join("package.json"),
-        example.join("package-lock.json"),
-        example.join("build.sh"),
-        repo().join("wit"),
-    ];
-    sources
-        .iter()
-        .all(|s| newest(s).is_some_and(|t| t <= built))
+fn py_component() -> Option<PathBuf> {
+    static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    BUILT.get_or_init(|| PY.build()).clone()
 }
 
 fn newest(path: &Path) -> Option<SystemTime> {
@@ -97,9 +119,9 @@ fn newest(path: &Path) -> Option<SystemTime> {
 }
 
 /// Compiled components kept across test runs: a debug build of the engine needs minutes to
-/// compile the 12 MB JavaScript component, a cache hit milliseconds.
+/// compile a 12 MB JavaScript or 18 MB Python component, a cache hit milliseconds.
 fn persistent_cache() -> PathBuf {
-    repo().join("target/js-example/compile-cache")
+    repo().join("target/example-compile-cache")
 }
 
 fn copy_cwasm(from: &Path, to: &Path) {
@@ -215,6 +237,116 @@ async fn a_javascript_validator_rejects_and_allows_through_mcp() {
         .map(|l| l["tool"].clone())
         .collect();
     assert_eq!(called, [json!("run_job"), json!("echo")]);
+    client.cancel().await.unwrap();
+}
+
+/// The Python example through real MCP: secrets in arguments are refused, clean calls pass,
+/// and a validator that raises (a bad pattern in its settings for one tool) rejects that
+/// call, failing closed, while the next call works.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_python_validator_rejects_secrets_and_fails_closed_when_it_raises() {
+    let Some(component) = py_component() else {
+        return;
+    };
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(&component, plugins.path().join("secret_guard.wasm")).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let cache = data.path().join("cache/plugins");
+    copy_cwasm(&persistent_cache(), &cache);
+
+    let check = TestCommand::new(data.path())
+        .args(["plugins", "check", "--timeout-ms", "10000"])
+        .args([plugins.path().join("secret_guard.wasm")])
+        .output();
+    check.assert_code(0);
+    assert!(
+        check
+            .stdout()
+            .contains("validator plugin 'secret-guard' 0.1.0")
+            && check
+                .stdout()
+                .contains("call: ok (call_tool_read of example:list_items: allow)"),
+        "{}",
+        check.stdout()
+    );
+    copy_cwasm(&cache, &persistent_cache());
+
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut config = config_with(vec![stdio_fixture("fx", log.path())]);
+    config["plugins"] = json!({
+        "validators": ["intent-matrix", "secret-guard"],
+        "settings": {"secret-guard": {
+            "extra_patterns": {"an internal ticket token": "TKT-[0-9]{6}"},
+            // Not a regular expression: re.compile raises on calls of run_job only.
+            "tool_patterns": {"fx:run_job": {"broken": "("}},
+        }},
+        // Room for a debug build of the proxy on a loaded machine (release: ~1.4 ms a call).
+        "plugin_limits": {"secret-guard": {"timeout_ms": 10_000}},
+    });
+    let plugins_dir = plugins.path().to_str().unwrap();
+    let proxy = Proxy::start_in(&config, &["--plugins", plugins_dir], data);
+    let client = connect(&proxy.url).await;
+    let echo = |text: &str| json!({"name": "fx:echo", "args": {"text": text}});
+
+    for (input, what) in [
+        (
+            "deploy with AKIAIOSFODNN7EXAMPLE please",
+            "an AWS access key ID",
+        ),
+        (
+            "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n",
+            "a private key",
+        ),
+        (
+            "token 9fQ2xLr7Vb3KpZ8mWc1TyH6sJd4NaE0uGq5R",
+            "a high-entropy token",
+        ),
+        ("see TKT-123456", "an internal ticket token"),
+    ] {
+        let result = call(&client, "call_tool_read", echo(input)).await.unwrap();
+        assert!(is_error(&result), "{input}: {}", text(&result));
+        assert_eq!(
+            text(&result),
+            format!(
+                "Argument 'text' of tool 'fx:echo' looks like it holds {what}; secrets may \
+                 not be sent to tools. Remove it, or refer to the secret by name and let the \
+                 tool read it from its own configuration"
+            )
+        );
+    }
+    // A git commit hash and a long path are not secrets.
+    let clean = "commit 4b825dc642cb6eb9a060e54bf8d69288fbee4904 in /home/user/projects/mcpproxy";
+    let result = call(&client, "call_tool_read", echo(clean)).await.unwrap();
+    assert!(!is_error(&result), "{}", text(&result));
+    assert_eq!(text(&result), clean);
+
+    // The plugin raises on run_job: the call is rejected, naming the plugin.
+    let raised = call(
+        &client,
+        "call_tool_write",
+        json!({"name": "fx:run_job", "args": {"job": "nightly"}}),
+    )
+    .await
+    .unwrap();
+    assert!(is_error(&raised), "{}", text(&raised));
+    assert!(
+        text(&raised)
+            .starts_with("Call blocked because the validator plugin 'secret-guard' trapped"),
+        "{}",
+        text(&raised)
+    );
+    // ... and the next call gets a fresh instance that works.
+    let result = call(&client, "call_tool_read", echo("hello again"))
+        .await
+        .unwrap();
+    assert!(!is_error(&result), "{}", text(&result));
+    assert_eq!(text(&result), "hello again");
+
+    let called: Vec<Value> = crate::mcp_util::call_log_lines(log.path())
+        .into_iter()
+        .map(|l| l["arguments"]["text"].clone())
+        .collect();
+    assert_eq!(called, [json!(clean), json!("hello again")]);
     client.cancel().await.unwrap();
 }
 
@@ -378,7 +510,8 @@ fn per_call(plugin: &Plugin, req: &CallRequest, calls: usize) -> (f64, f64) {
     (mean, samples[samples.len() / 2])
 }
 
-/// Per-call cost of a Rust validator and the JavaScript one, fresh instance and reused.
+/// Per-call cost of the Rust validators and the JavaScript and Python ones, fresh instance
+/// and reused.
 /// Run it optimised: `cargo test --release -p mcpproxy --test integration
 /// languages::measure_per_call_cost -- --ignored --nocapture`.
 #[test]
@@ -399,6 +532,9 @@ fn measure_per_call_cost() {
     ];
     if let Some(js) = js_component() {
         plugins.push(("js data-guard", std::fs::read(&js).unwrap(), js));
+    }
+    if let Some(py) = py_component() {
+        plugins.push(("python secret-guard", std::fs::read(&py).unwrap(), py));
     }
     let settings = json!({"allowed_root": "/tmp"});
     for (label, bytes, path) in plugins {

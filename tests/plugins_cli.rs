@@ -289,3 +289,187 @@ fn a_reader_that_goes_away_ends_the_output_quietly() {
     assert_eq!(out.status.code(), Some(0), "{}: {stderr}", out.status);
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// `plugins check --cases`: an author's own table, against the compiled default validator.
+#[test]
+fn check_runs_the_authors_own_cases_and_fails_on_a_wrong_expectation() {
+    let data = tempfile::tempdir().unwrap();
+    let cases = data.path().join("cases.json");
+    std::fs::write(
+        &cases,
+        r#"[
+          {"name": "a read of a destructive tool is refused",
+           "variant": "read",
+           "tool": {"server": "github", "name": "delete_repo",
+                    "annotations": {"destructiveHint": true}},
+           "expect": "reject", "message": "use call_tool_destructive"},
+          {"name": "a prefix-inferred delete is refused too",
+           "variant": "read", "tool": {"server": "github", "name": "delete_branch"},
+           "expect": "reject", "message": "inferred destructive by prefix-annotator"},
+          {"variant": "read", "tool": {"name": "list_items",
+                                       "annotations": {"readOnlyHint": true}},
+           "intent": {"operation_type": "read"}, "expect": "allow"},
+          {"name": "lenient settings turn the mismatch into a warning",
+           "variant": "read",
+           "tool": {"server": "github", "name": "delete_repo",
+                    "annotations": {"destructiveHint": true}},
+           "settings": {"strict_server_validation": false},
+           "expect": "warn"}
+        ]"#,
+    )
+    .unwrap();
+    let out = TestCommand::new(data.path())
+        .args(["plugins", "check"])
+        .args([artifact("intent_matrix")])
+        .args(["--cases".as_ref(), cases.as_os_str()])
+        .output();
+    out.assert_code(0);
+    let stdout = out.stdout();
+    assert!(
+        stdout.contains("PASS  a read of a destructive tool is refused"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("PASS  case 2: call_tool_read of example:list_items"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.lines().any(|l| l == "4 passed, 0 failed"),
+        "{stdout}"
+    );
+
+    // The same table says the opposite: every case fails, and the exit status says so.
+    let wrong = std::fs::read_to_string(&cases)
+        .unwrap()
+        .replace("\"expect\": \"reject\"", "\"expect\": \"allow\"")
+        .replace(", \"message\": \"use call_tool_destructive\"", "")
+        .replace(
+            ", \"message\": \"inferred destructive by prefix-annotator\"",
+            "",
+        );
+    std::fs::write(&cases, wrong).unwrap();
+    let out = TestCommand::new(data.path())
+        .args(["plugins", "check"])
+        .args([artifact("intent_matrix")])
+        .args(["--cases".as_ref(), cases.as_os_str()])
+        .output();
+    out.assert_code(1);
+    let stdout = out.stdout();
+    assert!(
+        stdout.contains("FAIL  a read of a destructive tool is refused\n      expected allow"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.lines().any(|l| l == "2 passed, 2 failed"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn check_names_the_case_and_the_key_of_a_bad_cases_file() {
+    let data = tempfile::tempdir().unwrap();
+    let cases = data.path().join("cases.json");
+    std::fs::write(
+        &cases,
+        r#"[{"variant": "read", "tool": {"name": "a"}, "expect": "allow"},
+            {"variant": "read", "tool": {"name": "a"}, "expect": "allowed"}]"#,
+    )
+    .unwrap();
+    let out = TestCommand::new(data.path())
+        .args(["plugins", "check"])
+        .args([artifact("intent_matrix")])
+        .args(["--cases".as_ref(), cases.as_os_str()])
+        .output();
+    assert_ne!(out.code(), Some(0));
+    assert!(
+        out.stderr()
+            .contains("case 1: key `expect`: unknown variant `allowed`"),
+        "{}",
+        out.stderr()
+    );
+}
+
+/// `plugins wit DIR` writes the contract a plugin builds against.
+#[test]
+fn wit_writes_the_contract_out() {
+    let data = tempfile::tempdir().unwrap();
+    let out_dir = data.path().join("contract");
+    let out = TestCommand::new(data.path())
+        .args(["plugins", "wit"])
+        .args([&out_dir])
+        .output();
+    out.assert_code(0);
+    let repo_wit = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
+    for file in ["worlds.wit", "types.wit", "deps/cli/cli.wit"] {
+        assert_eq!(
+            std::fs::read_to_string(out_dir.join(file)).unwrap(),
+            std::fs::read_to_string(repo_wit.join(file)).unwrap(),
+            "{file}"
+        );
+    }
+}
+
+/// `plugins new --lang rust`: the project builds as its README says (cargo, offline from the
+/// local registry cache) against the written-out wit/, and passes its own cases.
+#[test]
+fn a_new_rust_validator_builds_as_written_and_passes_its_cases() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().join("no-blocked");
+    let out = TestCommand::new(data.path())
+        .args(["plugins", "new", "no-blocked", "--lang", "rust", "--dir"])
+        .args([&dir])
+        .output();
+    out.assert_code(0);
+    for file in [
+        "README.md",
+        "build.sh",
+        "Cargo.toml",
+        "src/lib.rs",
+        "cases.json",
+        "wit/worlds.wit",
+    ] {
+        assert!(dir.join(file).is_file(), "{file} missing: {}", out.stdout());
+    }
+    let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    assert!(readme.contains("bash build.sh"), "{readme}");
+    assert!(
+        readme.contains("mcpproxy plugins check no_blocked.wasm --cases cases.json"),
+        "{readme}"
+    );
+
+    // A target dir kept across runs (the build is the same every time).
+    let target = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/template-build");
+    let mut build = std::process::Command::new("bash");
+    build
+        .arg(dir.join("build.sh"))
+        .env("CARGO_NET_OFFLINE", "true")
+        .env("CARGO_TARGET_DIR", &target);
+    for var in ["RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_TARGET"] {
+        build.env_remove(var);
+    }
+    let status = build.status().expect("run build.sh");
+    assert!(
+        status.success(),
+        "build.sh of the new project failed: {status}"
+    );
+
+    let out = TestCommand::new(data.path())
+        .args(["plugins", "check"])
+        .args([dir.join("no_blocked.wasm")])
+        .args(["--cases".as_ref(), dir.join("cases.json").as_os_str()])
+        .output();
+    out.assert_code(0);
+    let stdout = out.stdout();
+    assert!(
+        stdout.contains("validator plugin 'no-blocked' 0.1.0"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("PASS  a blocked tool is refused"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.lines().any(|l| l == "2 passed, 0 failed"),
+        "{stdout}"
+    );
+}

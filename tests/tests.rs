@@ -48,5 +48,7 @@ mod sinks_e2e;
 mod trust_e2e;
 /// An upstream's life with the proxy: waited for while it connects, killed with the proxy.
 mod upstream_lifecycle;
+/// The deny-all WASI of validators, annotators and scanners, proved from a guest.
+mod wasi_sandbox;
 /// The page at `/` in a real headless browser (chromium through chromedriver).
 mod web_e2e;

@@ -1,4 +1,5 @@
-//! `mcpproxy plugins list` and `mcpproxy plugins check`.
+//! `mcpproxy plugins list`, `plugins check` (with a suite or the author's own cases),
+//! `plugins wit` and `plugins new`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,6 +14,7 @@ use crate::limits::{DEFAULT_MEMORY_BYTES, DEFAULT_TIMEOUT, Limits};
 use crate::plugin::limits::Bytes;
 use crate::plugin::suite::{self, Suite};
 use crate::plugin::{Plugin, PluginKind, PluginSet, PluginSettings, PluginSource};
+use crate::plugin::{cases, template};
 use crate::policy::{
     AnnotationSource, Annotations, CallRequest, EffectiveAnnotations, OperationType, Outcome,
     SafetyClass, Tool, Verdict,
@@ -29,6 +31,10 @@ pub enum PluginsCommand {
     /// Load a plugin file, say which world it implements, call it once under the limits,
     /// and optionally run a conformance suite against it.
     Check(CheckCommand),
+    /// Write the plugin contract (`wit/`, as this binary was built against) into DIR.
+    Wit(WitCommand),
+    /// Start a plugin project: source, build script, README (build, check, load) and wit/.
+    New(NewCommand),
 }
 
 impl PluginsCommand {
@@ -36,7 +42,83 @@ impl PluginsCommand {
         match self {
             Self::List(cmd) => cmd.run(globals),
             Self::Check(cmd) => cmd.run(globals),
+            Self::Wit(cmd) => cmd.run(),
+            Self::New(cmd) => cmd.run(),
         }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct WitCommand {
+    /// Where to write the contract (created if missing).
+    #[arg(value_name = "DIR")]
+    dir: PathBuf,
+}
+
+impl WitCommand {
+    fn run(self) -> Result<ExitCode> {
+        let files = template::write_wit(&self.dir)?;
+        println!(
+            "wrote {} files of mcpproxy:plugin@0.1.0 (and the WASI 0.2 packages it uses) to {}",
+            files.len(),
+            self.dir.display()
+        );
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum LangArg {
+    Rust,
+    Python,
+    Js,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum NewKind {
+    Validator,
+    Annotator,
+}
+
+#[derive(Debug, Args)]
+pub struct NewCommand {
+    /// The plugin's name (lowercase letters, digits and '-'), also its directory's.
+    #[arg(value_name = "NAME")]
+    name: String,
+
+    /// The language of the project.
+    #[arg(long, value_enum)]
+    lang: LangArg,
+
+    /// What the plugin is.
+    #[arg(long, value_enum, default_value = "validator")]
+    kind: NewKind,
+
+    /// Where to write it [default: ./NAME].
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+}
+
+impl NewCommand {
+    fn run(self) -> Result<ExitCode> {
+        let dir = self.dir.unwrap_or_else(|| PathBuf::from(&self.name));
+        let lang = match self.lang {
+            LangArg::Rust => template::Lang::Rust,
+            LangArg::Python => template::Lang::Python,
+            LangArg::Js => template::Lang::Js,
+        };
+        let kind = match self.kind {
+            NewKind::Validator => PluginKind::Validator,
+            NewKind::Annotator => PluginKind::Annotator,
+        };
+        template::new_project(&dir, &self.name, lang, kind)?;
+        println!(
+            "wrote the {kind} '{}' to {}; see its README.md: bash build.sh, then \
+             mcpproxy plugins check",
+            self.name,
+            dir.display()
+        );
+        Ok(ExitCode::SUCCESS)
     }
 }
 
@@ -92,9 +174,15 @@ pub struct CheckCommand {
     #[arg(value_name = "FILE.wasm")]
     file: PathBuf,
 
-    /// Run a conformance suite: `matrix` for validators, `prefix` for annotators.
+    /// Run a conformance suite: `matrix` for validators, `prefix` for annotators. For a
+    /// plugin that replaces a default one.
     #[arg(long, value_name = "SUITE")]
     suite: Option<Suite>,
+
+    /// Run your own cases against a validator: a JSON array of calls and the verdict each
+    /// must get (see docs/plugins.md, "Testing a plugin").
+    #[arg(long, value_name = "CASES.json")]
+    cases: Option<PathBuf>,
 
     /// The deadline per call, in milliseconds [default: 50; 30000 for a sink, 5000 for a
     /// scanner].
@@ -155,6 +243,7 @@ impl CheckCommand {
         if self.timeout_ms.is_none() {
             limits.timeout = plugin.kind().default_timeout();
         }
+        let default_settings = settings.clone();
         plugin.configure(&PluginSettings { limits, settings });
         let info = plugin.info().clone();
         let plugin = std::sync::Arc::new(plugin);
@@ -174,6 +263,19 @@ impl CheckCommand {
             ),
             Some(suite) => Some(suite::run(suite, &plugin)),
             None => None,
+        };
+        let suite_results = match &self.cases {
+            Some(_) if info.kind != PluginKind::Validator => bail!(
+                "--cases is for validator plugins, and {} is {} plugin",
+                self.file.display(),
+                info.kind.with_article()
+            ),
+            Some(path) => {
+                let mut results = suite_results.unwrap_or_default();
+                results.extend(run_cases(&engine, &plugin, path, &default_settings)?);
+                Some(results)
+            }
+            None => suite_results,
         };
         let failed = suite_results.iter().flatten().filter(|r| !r.passed).count();
         let ok = smoke.is_ok() && failed == 0;
@@ -229,6 +331,42 @@ impl CheckCommand {
             ExitCode::from(EXIT_FAILURE)
         })
     }
+}
+
+/// Runs the author's cases in `path` against a validator. Each tool gets the effective
+/// annotations the default annotators give it, as under `serve`; a case without its own
+/// settings runs with `settings` (the check's `--settings`).
+fn run_cases(
+    engine: &crate::plugin::PluginEngine,
+    plugin: &Plugin,
+    path: &std::path::Path,
+    settings: &serde_json::Value,
+) -> Result<Vec<suite::CaseResult>> {
+    let user_cases = cases::load(path)?;
+    let defaults = PluginSet::load(engine, None, &|_, _| PluginSettings::default())?;
+    let pipeline = defaults.pipeline();
+    Ok(user_cases
+        .into_iter()
+        .map(|case| {
+            let effective = pipeline.annotate(&case.tool).unwrap_or_else(|fault| {
+                tracing::warn!("the default annotator faulted on a case: {fault}");
+                EffectiveAnnotations::unknown()
+            });
+            suite::MatrixCase {
+                name: case.name,
+                settings: case.settings.unwrap_or_else(|| settings.clone()),
+                request: CallRequest {
+                    variant: case.variant,
+                    tool: case.tool,
+                    intent: case.intent,
+                    effective,
+                    args: case.args,
+                },
+                expect: case.expect,
+            }
+            .run(plugin)
+        })
+        .collect())
 }
 
 /// One call with a simple input, to show the plugin runs under the limits.

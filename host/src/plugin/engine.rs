@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
-use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::component::types::ComponentItem;
+use wasmtime::component::{Component, HasSelf, Linker, LinkerInstance, ResourceType};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
 
 use super::Error;
@@ -95,6 +96,9 @@ impl PluginEngine {
         let mut linker = Linker::new(&engine);
         ValidatorPlugin::add_to_linker::<PluginCtx, HasSelf<PluginCtx>>(&mut linker, |ctx| ctx)
             .map_err(|e| Error::Engine(format!("{e:#}")))?;
+        // WASI 0.2 with nothing granted (see `wasi`): language runtimes that import it load.
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+            .map_err(|e| Error::Engine(format!("{e:#}")))?;
 
         let sink_linker = sink_linker(&engine).map_err(|e| Error::Engine(format!("{e:#}")))?;
 
@@ -118,11 +122,22 @@ impl PluginEngine {
         &self.engine
     }
 
-    /// The linker for one component: the host interface, plus every other import the
-    /// component names (WASI included) defined as a trap. Plugins get no capabilities.
+    /// The linker for one component: the host interface and WASI 0.2 with an empty context
+    /// (no files, environment or sockets; see `wasi`), plus every other import the
+    /// component names (`wasi:http`, say) defined as a function that traps.
+    ///
+    /// Not `Linker::define_unknown_imports_as_traps`: it looks names up exactly, so a guest
+    /// importing `wasi:cli/environment@0.2.6` would get traps in place of the 0.2.x WASI
+    /// the linker holds under another patch version.
     pub(crate) fn linker_for(&self, component: &Component) -> wasmtime::Result<Linker<PluginCtx>> {
         let mut linker = self.linker.clone();
-        linker.define_unknown_imports_as_traps(component)?;
+        let ty = component.component_type();
+        let mut root = linker.root();
+        for (name, import) in ty.imports(&self.engine) {
+            if !is_linked_interface(name) {
+                stub_as_trap(&mut root, name, &import.ty, &self.engine, None)?;
+            }
+        }
         Ok(linker)
     }
 
@@ -198,6 +213,59 @@ impl PluginEngine {
     }
 }
 
+/// Whether `name` (`pkg:ns/interface@version`) is one the plugin linker provides, in any
+/// semver-compatible version: the `mcpproxy:plugin` interfaces and WASI 0.2's cli, clocks,
+/// filesystem, io, random and sockets.
+fn is_linked_interface(name: &str) -> bool {
+    if name.starts_with("mcpproxy:plugin/") {
+        return true;
+    }
+    let Some(rest) = name.strip_prefix("wasi:") else {
+        return false;
+    };
+    let Some((package, version)) = rest.split_once('@') else {
+        return false;
+    };
+    let namespace = package.split('/').next().unwrap_or_default();
+    matches!(
+        namespace,
+        "cli" | "clocks" | "filesystem" | "io" | "random" | "sockets"
+    ) && version.starts_with("0.2.")
+}
+
+/// Defines `name` in `linker` as something that exists and traps when called: a function,
+/// an instance of such functions, or a resource type no function can make.
+fn stub_as_trap(
+    linker: &mut LinkerInstance<'_, PluginCtx>,
+    name: &str,
+    item: &ComponentItem,
+    engine: &Engine,
+    parent: Option<&str>,
+) -> wasmtime::Result<()> {
+    match item {
+        ComponentItem::ComponentFunc(_) => {
+            let full = match parent {
+                Some(parent) => format!("{parent}#{name}"),
+                None => name.to_owned(),
+            };
+            linker.func_new(name, move |_, _, _, _| {
+                wasmtime::bail!("`{full}` is not available to plugins")
+            })
+        }
+        ComponentItem::ComponentInstance(instance) => {
+            let mut inner = linker.instance(name)?;
+            for (export, item) in instance.exports(engine) {
+                stub_as_trap(&mut inner, export, &item.ty, engine, Some(name))?;
+            }
+            Ok(())
+        }
+        ComponentItem::Resource(_) => {
+            linker.resource(name, ResourceType::host::<()>(), |_, _| Ok(()))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Ticks a deadline lasts: rounded up, plus one for the tick already under way.
 fn deadline_ticks(timeout: Duration) -> u64 {
     let tick = EPOCH_TICK.as_nanos().max(1);
@@ -253,6 +321,17 @@ pub(crate) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_linked_interfaces_are_recognised_in_any_compatible_version() {
+        assert!(is_linked_interface("wasi:cli/environment@0.2.6"));
+        assert!(is_linked_interface("wasi:filesystem/preopens@0.2.0"));
+        assert!(is_linked_interface("mcpproxy:plugin/host@0.1.0"));
+        assert!(!is_linked_interface("wasi:http/outgoing-handler@0.2.6"));
+        assert!(!is_linked_interface("wasi:cli/environment@0.3.0"));
+        assert!(!is_linked_interface("wasi:keyvalue/store@0.2.0-draft"));
+        assert!(!is_linked_interface("other:pkg/iface"));
+    }
 
     #[test]
     fn deadline_rounds_up_and_adds_the_current_tick() {

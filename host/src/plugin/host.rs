@@ -1,23 +1,85 @@
 //! What the proxy offers a plugin at run time: the `mcpproxy:plugin/host` imports (`log`,
-//! `config`) and the per-store state behind them. No policy logic lives here.
+//! `config`), the per-call log budget they share with the plugin's stdout and stderr, and
+//! the per-store state behind them (its WASI, which grants nothing, is in `wasi`). No policy
+//! logic lives here.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::bindings::{wit_host, wit_types};
+use wasmtime_wasi::{WasiCtxView, WasiView};
+
+use super::bindings::wit_host::{self, LogLevel};
+use super::bindings::wit_types;
 use super::limits::MemoryLimiter;
 use super::slots::SlotSignal;
+use super::wasi::PluginWasi;
 
-/// Log lines one instance may write; a plugin cannot flood the proxy's log.
+/// Log lines one instance may write per call (`host.log`, stdout and stderr together); a
+/// plugin cannot flood the proxy's log.
 pub const MAX_LOG_LINES_PER_CALL: u32 = 32;
 /// Longest log line kept, in bytes; the rest is cut.
 pub const MAX_LOG_LINE_BYTES: usize = 4096;
 
+/// A plugin's way into the proxy's log, shared by `host.log` and its stdout and stderr: the
+/// per-call line budget and the line-length cap live here, once.
+#[derive(Debug)]
+pub(crate) struct PluginLog {
+    plugin: Arc<str>,
+    lines: AtomicU32,
+}
+
+impl PluginLog {
+    pub(crate) fn new(plugin: Arc<str>) -> Self {
+        Self {
+            plugin,
+            lines: AtomicU32::new(0),
+        }
+    }
+
+    /// A fresh budget, for the next call of a reused instance.
+    pub(crate) fn begin_call(&self) {
+        self.lines.store(0, Ordering::Relaxed);
+    }
+
+    /// Lines written (or attempted) in this call.
+    pub(crate) fn lines(&self) -> u32 {
+        self.lines.load(Ordering::Relaxed)
+    }
+
+    /// Whether the budget is spent: further lines would be dropped.
+    pub(crate) fn exhausted(&self) -> bool {
+        self.lines() >= MAX_LOG_LINES_PER_CALL
+    }
+
+    /// Writes one line, cut to [`MAX_LOG_LINE_BYTES`], unless the call's budget is spent
+    /// (the first line past it says so, once).
+    pub(crate) fn write(&self, level: LogLevel, message: &str) {
+        let n = self.lines.fetch_add(1, Ordering::Relaxed).saturating_add(1);
+        if n > MAX_LOG_LINES_PER_CALL {
+            if n == MAX_LOG_LINES_PER_CALL + 1 {
+                tracing::warn!(plugin = %self.plugin, "plugin log limit reached; further lines of this call are dropped");
+            }
+            return;
+        }
+        let message = truncate(message, MAX_LOG_LINE_BYTES);
+        let plugin = &*self.plugin;
+        match level {
+            LogLevel::Trace => tracing::trace!(plugin, "{message}"),
+            LogLevel::Debug => tracing::debug!(plugin, "{message}"),
+            LogLevel::Info => tracing::info!(plugin, "{message}"),
+            LogLevel::Warn => tracing::warn!(plugin, "{message}"),
+            LogLevel::Error => tracing::error!(plugin, "{message}"),
+        }
+    }
+}
+
 /// The state of one plugin instance (one call, or a series of calls when it is reused).
 pub struct PluginCtx {
-    plugin: Arc<str>,
     settings: Arc<str>,
     pub(crate) limiter: MemoryLimiter,
-    log_lines: u32,
+    log: Arc<PluginLog>,
+    /// WASI with nothing granted (see `wasi`); built on the guest's first WASI call.
+    wasi: PluginWasi,
     /// Told when this context's store is dropped, so calls waiting for a slot try again.
     pub(crate) slot_signal: Option<Arc<SlotSignal>>,
 }
@@ -33,10 +95,10 @@ impl Drop for PluginCtx {
 impl PluginCtx {
     pub fn new(plugin: Arc<str>, settings: Arc<str>, memory_cap: usize) -> Self {
         Self {
-            plugin,
             settings,
             limiter: MemoryLimiter::new(memory_cap),
-            log_lines: 0,
+            log: Arc::new(PluginLog::new(plugin)),
+            wasi: PluginWasi::new(),
             slot_signal: None,
         }
     }
@@ -45,30 +107,21 @@ impl PluginCtx {
     /// budget.
     pub(crate) fn begin_call(&mut self, settings: Arc<str>) {
         self.settings = settings;
-        self.log_lines = 0;
+        self.log.begin_call();
+    }
+}
+
+impl WasiView for PluginCtx {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        self.wasi.view(&self.log)
     }
 }
 
 impl wit_types::Host for PluginCtx {}
 
 impl wit_host::Host for PluginCtx {
-    fn log(&mut self, level: wit_host::LogLevel, message: String) {
-        self.log_lines += 1;
-        if self.log_lines > MAX_LOG_LINES_PER_CALL {
-            if self.log_lines == MAX_LOG_LINES_PER_CALL + 1 {
-                tracing::warn!(plugin = %self.plugin, "plugin log limit reached; further lines of this call are dropped");
-            }
-            return;
-        }
-        let message = truncate(&message, MAX_LOG_LINE_BYTES);
-        let plugin = &*self.plugin;
-        match level {
-            wit_host::LogLevel::Trace => tracing::trace!(plugin, "{message}"),
-            wit_host::LogLevel::Debug => tracing::debug!(plugin, "{message}"),
-            wit_host::LogLevel::Info => tracing::info!(plugin, "{message}"),
-            wit_host::LogLevel::Warn => tracing::warn!(plugin, "{message}"),
-            wit_host::LogLevel::Error => tracing::error!(plugin, "{message}"),
-        }
+    fn log(&mut self, level: LogLevel, message: String) {
+        self.log.write(level, &message);
     }
 
     fn config(&mut self) -> String {
@@ -102,9 +155,9 @@ mod tests {
     fn log_lines_are_bounded_per_call() {
         let mut ctx = PluginCtx::new("p".into(), "{}".into(), 1 << 20);
         for _ in 0..100 {
-            ctx.log(wit_host::LogLevel::Debug, "x".repeat(10_000));
+            ctx.log(LogLevel::Debug, "x".repeat(10_000));
         }
-        assert_eq!(ctx.log_lines, 100);
+        assert_eq!(ctx.log.lines(), 100);
     }
 
     #[test]

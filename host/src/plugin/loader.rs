@@ -33,6 +33,11 @@ use super::slots::{SLOT_WAIT, is_pool_exhausted};
 use super::warm_pool::{Warm, WarmPool};
 use super::{Error, Fault, PluginFault, PluginInfo, PluginKind, PluginSource};
 
+/// The deadline of the `metadata.info()` call that identifies a plugin at load. Loading is
+/// once per start, on no call's path: a heavy guest (a Python or JavaScript runtime) may
+/// take longer to start than a call's deadline allows, more so in a debug build.
+pub const LOAD_INFO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// What the operator configured for one plugin.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PluginSettings {
@@ -510,7 +515,10 @@ impl PluginSet {
                     engine,
                     &bytes,
                     PluginSource::File(path.clone()),
-                    Limits::default(),
+                    Limits {
+                        timeout: LOAD_INFO_TIMEOUT,
+                        ..Limits::default()
+                    },
                 )?;
                 if let Some(pos) = loaded.iter().position(|p| p.name() == plugin.name()) {
                     if pos >= embedded_count {
@@ -599,12 +607,16 @@ fn kind_from_exports(
         .collect();
     let kinds: Vec<PluginKind> = exports
         .iter()
-        .filter_map(|name| match name.as_str() {
-            VALIDATOR_EXPORT => Some(PluginKind::Validator),
-            ANNOTATOR_EXPORT => Some(PluginKind::Annotator),
-            SINK_EXPORT => Some(PluginKind::Sink),
-            SCANNER_EXPORT => Some(PluginKind::Scanner),
-            _ => None,
+        .filter_map(|name| {
+            [
+                (VALIDATOR_EXPORT, PluginKind::Validator),
+                (ANNOTATOR_EXPORT, PluginKind::Annotator),
+                (SINK_EXPORT, PluginKind::Sink),
+                (SCANNER_EXPORT, PluginKind::Scanner),
+            ]
+            .into_iter()
+            .find(|(export, _)| same_interface(name, export))
+            .map(|(_, kind)| kind)
         })
         .collect();
     match kinds.as_slice() {
@@ -625,6 +637,27 @@ fn kind_from_exports(
                 .collect::<Vec<_>>()
                 .join(", "),
         }),
+    }
+}
+
+/// Whether the export `name` is the interface `ours` in a compatible version: the same
+/// `package/interface` and the same `0.minor` line, any patch (the contract's versioning
+/// rule, docs/plugins.md: `0.1.x` only grows).
+fn same_interface(name: &str, ours: &str) -> bool {
+    let line = |s: &str| -> Option<(String, String)> {
+        let (iface, version) = s.split_once('@')?;
+        let mut parts = version.split('.');
+        let (major, minor) = (parts.next()?, parts.next()?);
+        let line = if major == "0" {
+            format!("0.{minor}")
+        } else {
+            major.to_owned()
+        };
+        Some((iface.to_owned(), line))
+    };
+    match (line(name), line(ours)) {
+        (Some(a), Some(b)) => a == b,
+        _ => name == ours,
     }
 }
 
@@ -667,6 +700,16 @@ mod tests {
         assert!(!is_plugin_name("-x"));
         assert!(!is_plugin_name("a_b"));
         assert!(!is_plugin_name(&"a".repeat(65)));
+    }
+
+    #[test]
+    fn exports_are_matched_by_interface_and_version_line() {
+        let ours = "mcpproxy:plugin/validator@0.1.0";
+        assert!(same_interface("mcpproxy:plugin/validator@0.1.0", ours));
+        assert!(same_interface("mcpproxy:plugin/validator@0.1.3", ours));
+        assert!(!same_interface("mcpproxy:plugin/validator@0.2.0", ours));
+        assert!(!same_interface("mcpproxy:plugin/annotator@0.1.0", ours));
+        assert!(!same_interface("mcpproxy:plugin/validator", ours));
     }
 
     #[test]

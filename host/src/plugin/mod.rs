@@ -2,7 +2,8 @@
 //!
 //! This module owns loading components (embedded defaults and `--plugins DIR`), telling
 //! which world each implements, and running them safely: a fresh instance per call from a
-//! pre-instantiated template, a deadline, a memory cap and no capabilities. A plugin
+//! pre-instantiated template, a deadline, a memory cap and no capabilities (WASI is linked,
+//! empty: clocks and randomness only, stdout and stderr into the log). A plugin
 //! that traps, overruns its deadline or its memory fails *closed*: the call it was judging
 //! gets a [`PluginFault`] naming the plugin and what happened, and nothing else is affected.
 //!
@@ -11,10 +12,13 @@
 //! makes loaded components the pipeline's [`crate::policy::Annotator`]s and
 //! [`crate::policy::Validator`]s; `sink` makes them [`crate::activity::delivery::Sink`]s.
 //! Parts: `engine` (wasmtime, compile cache, stores), `loader` (load, identify, call),
-//! `warm_pool` (reused instances), `host` (the imports a plugin gets), `limits`
-//! (enforcement), `suite` (conformance suites for `plugins check`).
+//! `warm_pool` (reused instances), `host` (the imports a plugin gets), `wasi` (the empty
+//! WASI of validators, annotators and scanners), `limits`
+//! (enforcement), `suite` (conformance suites for `plugins check`), `cases` (an author's own
+//! cases for `plugins check --cases`), `template` (`plugins wit` and `plugins new`).
 
 mod bindings;
+pub mod cases;
 mod conv;
 mod embedded;
 mod engine;
@@ -25,7 +29,9 @@ mod sink;
 mod slots;
 mod stages;
 pub mod suite;
+pub mod template;
 mod warm_pool;
+mod wasi;
 
 use std::fmt;
 use std::path::PathBuf;
