@@ -11,14 +11,11 @@ use crate::mcp_util::{Proxy, call, config_with, connect, is_error, stdio_fixture
 use crate::util::TestCommand;
 
 fn api_key(proxy: &Proxy) -> String {
-    std::fs::read_to_string(proxy.data_dir.path().join("api_key"))
-        .expect("the API key file exists after start")
-        .trim()
-        .to_owned()
+    proxy.api_key()
 }
 
 fn api_base(proxy: &Proxy) -> String {
-    proxy.url.trim_end_matches("/mcp").to_owned() + "/api/v1"
+    proxy.base() + "/api/v1"
 }
 
 async fn get(url: &str, key: Option<&str>) -> (u16, Value) {
@@ -31,17 +28,8 @@ async fn get(url: &str, key: Option<&str>) -> (u16, Value) {
     (status, response.json().await.expect("JSON body"))
 }
 
-/// A config whose `listen` is the proxy's own address, so the CLI finds the server.
 fn cli_config(proxy: &Proxy, log: &std::path::Path) -> std::path::PathBuf {
-    let addr = proxy
-        .url
-        .trim_start_matches("http://")
-        .trim_end_matches("/mcp");
-    let mut config = config_with(vec![stdio_fixture("fx", log)]);
-    config["listen"] = json!(addr);
-    let path = proxy.data_dir.path().join("cli_config.json");
-    std::fs::write(&path, config.to_string()).unwrap();
-    path
+    proxy.cli_config(log)
 }
 
 #[tokio::test(flavor = "multi_thread")]

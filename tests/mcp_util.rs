@@ -188,6 +188,32 @@ impl Proxy {
     }
 }
 
+impl Proxy {
+    /// The API key the server generated in its data dir.
+    pub fn api_key(&self) -> String {
+        std::fs::read_to_string(self.data_dir.path().join("api_key"))
+            .expect("the API key file exists after start")
+            .trim()
+            .to_owned()
+    }
+
+    /// `http://ADDR`, where `/api/v1`, `/metrics` and the page are.
+    pub fn base(&self) -> String {
+        self.url.trim_end_matches("/mcp").to_owned()
+    }
+
+    /// A config for the CLI with a stdio fixture `fx` (logging to `log`) and `listen` set to
+    /// this server's address, so `mcpproxy activity ...` finds the server; written in the
+    /// data dir.
+    pub fn cli_config(&self, log: &Path) -> PathBuf {
+        let mut config = config_with(vec![stdio_fixture("fx", log)]);
+        config["listen"] = serde_json::json!(self.base().trim_start_matches("http://"));
+        let path = self.data_dir.path().join("cli_config.json");
+        std::fs::write(&path, config.to_string()).expect("write the CLI config");
+        path
+    }
+}
+
 /// A config with the given upstream servers.
 pub fn config_with(servers: Vec<Value>) -> Value {
     serde_json::json!({ "mcpServers": servers })

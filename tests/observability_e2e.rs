@@ -12,14 +12,11 @@ use crate::mcp_util::{Proxy, call, config_with, connect, is_error, stdio_fixture
 use crate::util::test_python;
 
 fn base(proxy: &Proxy) -> String {
-    proxy.url.trim_end_matches("/mcp").to_owned()
+    proxy.base()
 }
 
 fn api_key(proxy: &Proxy) -> String {
-    std::fs::read_to_string(proxy.data_dir.path().join("api_key"))
-        .unwrap()
-        .trim()
-        .to_owned()
+    proxy.api_key()
 }
 
 /// Every sample of an OpenMetrics text, as the reference parser reads it:
@@ -213,17 +210,8 @@ async fn metrics_can_be_made_public_and_readiness_waits_for_upstreams() {
     assert!(metrics.text().await.unwrap().ends_with("# EOF\n"));
 }
 
-/// A config whose `listen` is the proxy's own address, so the CLI finds the server.
 fn cli_config(proxy: &Proxy, log: &std::path::Path) -> std::path::PathBuf {
-    let addr = proxy
-        .url
-        .trim_start_matches("http://")
-        .trim_end_matches("/mcp");
-    let mut config = config_with(vec![stdio_fixture("fx", log)]);
-    config["listen"] = json!(addr);
-    let path = proxy.data_dir.path().join("cli_config.json");
-    std::fs::write(&path, config.to_string()).unwrap();
-    path
+    proxy.cli_config(log)
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -19,8 +19,8 @@ use super::{ApiError, ApiState, ok};
 pub const DEFAULT_LIMIT: usize = 50;
 pub const MAX_LIMIT: usize = 1000;
 
-/// The query parameters of `GET /activity` (besides `apikey`, which the key check reads).
-const PARAMS: &[&str] = &[
+/// The filters every activity query takes (besides `apikey`, which the key check reads).
+const FILTER_PARAMS: &[&str] = &[
     "intent_type",
     "server",
     "tool",
@@ -29,13 +29,11 @@ const PARAMS: &[&str] = &[
     "session",
     "start_time",
     "end_time",
-    "limit",
-    "offset",
 ];
 
 /// Parses the query of `GET /activity` into a filter and a page.
 pub fn parse_query(query: &HashMap<String, String>) -> Result<(Filter, usize, usize), ApiError> {
-    parse_query_of(query, PARAMS)
+    parse_query_of(query, &[FILTER_PARAMS, &["limit", "offset"]].concat())
 }
 
 /// Parses a query into a filter and a page, allowing only the parameters in `params`.
@@ -164,19 +162,6 @@ pub async fn show(
     }
 }
 
-/// The parameters of `GET /activity/export`: the filters, and `format`.
-const EXPORT_PARAMS: &[&str] = &[
-    "intent_type",
-    "server",
-    "tool",
-    "status",
-    "type",
-    "session",
-    "start_time",
-    "end_time",
-    "format",
-];
-
 /// Records read per chunk by an export.
 const EXPORT_CHUNK: usize = 1000;
 
@@ -190,7 +175,7 @@ pub async fn export(
         None => ExportFormat::Jsonl,
         Some(f) => f.parse().map_err(ApiError::bad_request)?,
     };
-    let (filter, _, _) = parse_query_of(&query, EXPORT_PARAMS)?;
+    let (filter, _, _) = parse_query_of(&query, &[FILTER_PARAMS, &["format"]].concat())?;
     let journal = state.journal.clone();
     // The first chunk is read before answering, so a damaged journal is a clean 500.
     let first = {
@@ -246,12 +231,7 @@ pub async fn stats(
     State(state): State<ApiState>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    let params: Vec<&str> = EXPORT_PARAMS
-        .iter()
-        .copied()
-        .filter(|p| *p != "format")
-        .collect();
-    let (filter, _, _) = parse_query_of(&query, &params)?;
+    let (filter, _, _) = parse_query_of(&query, FILTER_PARAMS)?;
     let journal = state.journal.clone();
     let stats = tokio::task::spawn_blocking(move || journal.call_stats(&filter))
         .await
@@ -274,14 +254,9 @@ pub async fn stream(
     headers: axum::http::HeaderMap,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    let params: Vec<&str> = EXPORT_PARAMS
-        .iter()
-        .copied()
-        .filter(|p| *p != "format")
-        .collect();
     let mut query = query;
     let after = query.remove("after");
-    let (filter, _, _) = parse_query_of(&query, &params)?;
+    let (filter, _, _) = parse_query_of(&query, FILTER_PARAMS)?;
     // A reconnecting client's Last-Event-ID wins over the `after` it first asked for.
     let resume = headers
         .get("last-event-id")
