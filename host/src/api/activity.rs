@@ -127,16 +127,38 @@ pub async fn list(
 ) -> Result<Response, ApiError> {
     let (filter, limit, offset) = parse_query(&query)?;
     let journal = state.journal.clone();
-    let page = tokio::task::spawn_blocking(move || journal.query(&filter, limit, offset))
+    let mut page = tokio::task::spawn_blocking(move || journal.query(&filter, limit, offset))
         .await
         .map_err(|e| ApiError::internal("the activity query failed", e))?
         .map_err(|e| journal_error("the activity query failed", e))?;
+    let cut = within_budget(&page.records, MAX_PAGE_BYTES);
+    if cut < page.records.len() {
+        page.records.truncate(cut);
+        page.has_more = true;
+    }
     Ok(ok(json!({
         "records": page.records,
         "limit": limit,
         "offset": offset,
         "has_more": page.has_more,
     })))
+}
+
+/// The most record JSON one page of `GET /activity` carries: past it, the page ends early
+/// with `has_more` (a page always holds at least one record). Each record is bounded, but a
+/// thousand records with large arguments would still be a large answer.
+pub const MAX_PAGE_BYTES: usize = 8 << 20;
+
+/// How many of `records`, from the first, fit in `budget` bytes of JSON (at least one).
+fn within_budget(records: &[crate::activity::ActivityRecord], budget: usize) -> usize {
+    let mut used = 0;
+    for (i, record) in records.iter().enumerate() {
+        used += serde_json::to_vec(record).map_or(0, |json| json.len());
+        if used > budget && i > 0 {
+            return i;
+        }
+    }
+    records.len()
 }
 
 pub async fn show(
@@ -390,4 +412,21 @@ pub async fn sinks(State(state): State<ApiState>) -> Result<Response, ApiError> 
     }
     .map_err(|e| journal_error("cannot read the sinks' status", e))?;
     Ok(ok(report))
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use super::*;
+    use crate::activity::{ActivityRecord, RecordType, Source};
+
+    #[test]
+    fn a_page_ends_at_its_byte_budget_but_holds_at_least_one_record() {
+        let mut record = ActivityRecord::new(RecordType::ToolCall, Source::Mcp, "fx", "echo");
+        record.arguments = Some(json!({"text": "x".repeat(1000)}));
+        let records = vec![record; 10];
+        let one = serde_json::to_vec(&records[0]).unwrap().len();
+        assert_eq!(within_budget(&records, one * 3 + 1), 3);
+        assert_eq!(within_budget(&records, 1), 1);
+        assert_eq!(within_budget(&records, usize::MAX), 10);
+    }
 }
