@@ -195,13 +195,11 @@ fn case(item: &Value, index: usize, file: &str) -> Result<UserCase, CasesError> 
     let raw: RawCase = serde_path_to_error::deserialize(item).map_err(|e| {
         let key = e.path().to_string();
         let reason = e.into_inner().to_string();
-        // serde names a missing or unknown key in the message, not in the path.
-        let key = match (key.as_str(), field_in(&reason)) {
+        // serde names a missing key in the message only; the path ends at its parent.
+        let key = match (key.as_str(), missing_field(&reason)) {
             (".", Some(field)) => field,
-            (path, Some(field)) if reason.starts_with("unknown field") => {
-                format!("{path}.{field}")
-            }
-            (path, _) => path.to_owned(),
+            (path, Some(field)) => format!("{path}.{field}"),
+            (path, None) => path.to_owned(),
         };
         error(key, reason)
     })?;
@@ -254,11 +252,9 @@ fn case(item: &Value, index: usize, file: &str) -> Result<UserCase, CasesError> 
     })
 }
 
-/// The key a serde message names: "missing field `x`", "unknown field `x`, expected ...".
-fn field_in(reason: &str) -> Option<String> {
-    let rest = reason
-        .strip_prefix("missing field `")
-        .or_else(|| reason.strip_prefix("unknown field `"))?;
+/// The key a serde "missing field `x`" message names.
+fn missing_field(reason: &str) -> Option<String> {
+    let rest = reason.strip_prefix("missing field `")?;
     rest.split('`').next().map(str::to_owned)
 }
 
