@@ -296,10 +296,12 @@ async fn malformed_and_oversized_requests_get_errors_that_say_what_is_wrong() {
 #[tokio::test(flavor = "multi_thread")]
 async fn four_hundred_concurrent_calls_all_complete_or_get_the_overload_result() {
     let log = tempfile::NamedTempFile::new().unwrap();
-    let proxy = Proxy::start(
-        &crate::mcp_util::config_with(vec![crate::mcp_util::stdio_fixture("fx", log.path())]),
-        &[],
-    );
+    let mut config =
+        crate::mcp_util::config_with(vec![crate::mcp_util::stdio_fixture("fx", log.path())]);
+    // This test is about waiting for instance slots, not deadlines: 400 calls on 2 cores
+    // can keep one instance off the CPU for longer than the default 50 ms.
+    config["plugins"] = json!({"limits": {"timeout_ms": 10000}});
+    let proxy = Proxy::start(&config, &[]);
     let mut clients = Vec::new();
     for _ in 0..8 {
         clients.push(std::sync::Arc::new(connect(&proxy.url).await));

@@ -499,7 +499,11 @@ impl PluginSet {
                 engine,
                 embedded.bytes,
                 PluginSource::Embedded,
-                Limits::default(),
+                // Asking who it is happens once, at load: a loaded machine must not fail it.
+                Limits {
+                    timeout: LOAD_INFO_TIMEOUT,
+                    ..Limits::default()
+                },
             )?;
             plugin.info.opt_in = embedded.opt_in;
             loaded.push(plugin);
