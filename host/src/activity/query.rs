@@ -211,6 +211,9 @@ pub(super) fn parse_row(key: &[u8; 16], json: &[u8]) -> Option<ActivityRecord> {
     }
 }
 
+/// Records read at a time by [`Journal::for_each_chunk`] (an export, the statistics).
+pub const SCAN_CHUNK: usize = 1000;
+
 impl Journal {
     fn plan(&self, filter: &Filter, txn: &redb::ReadTransaction) -> Result<Plan> {
         let lower = |s: &String| s.to_ascii_lowercase();
@@ -243,6 +246,25 @@ impl Journal {
         } else {
             Plan::Records
         })
+    }
+
+    /// Calls `visit` with every record matching `filter` after the record with id `after`
+    /// (from the start when `None`), oldest first, [`SCAN_CHUNK`] records at a time, so
+    /// memory stays flat however many match; stops early when `visit` returns `false`.
+    pub fn for_each_chunk(
+        &self,
+        filter: &Filter,
+        after: Option<&str>,
+        mut visit: impl FnMut(&[ActivityRecord]) -> bool,
+    ) -> Result<()> {
+        let mut after = after.map(str::to_owned);
+        loop {
+            let chunk = self.scan_after(filter, after.as_deref(), SCAN_CHUNK)?;
+            if chunk.is_empty() || !visit(&chunk) || chunk.len() < SCAN_CHUNK {
+                return Ok(());
+            }
+            after = chunk.last().map(|r| r.id.clone());
+        }
     }
 
     /// Up to `limit` records matching `filter`, oldest first, after the record with id

@@ -1,6 +1,6 @@
 //! Call statistics over a window of the journal: how many calls by server, tool, variant,
 //! status and policy decision, with the median and 99th-percentile durations of each
-//! group. Read a chunk at a time, so memory grows with the number of groups and calls'
+//! group. Read a chunk at a time ([`Journal::for_each_chunk`]), so memory grows with the number of groups and calls'
 //! durations (4 bytes a call), not with the records' size.
 
 use std::collections::BTreeMap;
@@ -10,9 +10,6 @@ use serde::Serialize;
 use super::query::Filter;
 use super::record::{ActivityRecord, RecordType};
 use super::{Journal, Result};
-
-/// Records read per chunk.
-const CHUNK: usize = 1000;
 
 /// One group's numbers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -101,21 +98,16 @@ impl Journal {
         };
         let mut tally = Tally::default();
         let (mut first, mut last) = (None, None);
-        let mut after: Option<String> = None;
-        loop {
-            let chunk = self.scan_after(&filter, after.as_deref(), CHUNK)?;
-            for record in &chunk {
+        self.for_each_chunk(&filter, None, |chunk| {
+            for record in chunk {
                 if first.is_none() {
                     first = Some(record.timestamp.clone());
                 }
                 last = Some(record.timestamp.clone());
                 tally.add(record);
             }
-            if chunk.len() < CHUNK {
-                break;
-            }
-            after = chunk.last().map(|r| r.id.clone());
-        }
+            true
+        })?;
         let Tally {
             mut all,
             groups: [server, tool, variant, status, decision],
@@ -196,5 +188,45 @@ mod tests {
             ..Filter::default()
         };
         assert_eq!(journal.call_stats(&only_gh).unwrap().calls, 10);
+    }
+}
+
+#[cfg(test)]
+mod chunk_tests {
+    use crate::activity::query::SCAN_CHUNK;
+    use crate::activity::record::{ActivityRecord, RecordType, Source};
+    use crate::activity::test_util::open_temp;
+    use crate::activity::{Filter, JournalOptions};
+
+    #[tokio::test]
+    async fn every_record_is_visited_once_in_order_a_chunk_at_a_time() {
+        let (_dir, journal) = open_temp(JournalOptions::default());
+        let records: Vec<ActivityRecord> = (0..2 * SCAN_CHUNK + 500)
+            .map(|_| ActivityRecord::new(RecordType::ToolCall, Source::Mcp, "fs", "read"))
+            .collect();
+        journal.bulk_load(&records).unwrap();
+        let mut seen = Vec::new();
+        let mut chunks = 0;
+        journal
+            .for_each_chunk(&Filter::default(), None, |chunk| {
+                chunks += 1;
+                seen.extend(chunk.iter().map(|r| r.id.clone()));
+                true
+            })
+            .unwrap();
+        assert_eq!(chunks, 3);
+        assert_eq!(
+            seen,
+            records.iter().map(|r| r.id.clone()).collect::<Vec<_>>()
+        );
+        // Stopping early reads no further chunk.
+        let mut chunks = 0;
+        journal
+            .for_each_chunk(&Filter::default(), None, |_| {
+                chunks += 1;
+                false
+            })
+            .unwrap();
+        assert_eq!(chunks, 1);
     }
 }

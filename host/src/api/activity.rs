@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use crate::activity::export::ExportFormat;
+use crate::activity::query::SCAN_CHUNK;
 use crate::activity::{Filter, parse_timestamp};
 
 use super::{ApiError, ApiState, ok};
@@ -184,9 +185,6 @@ pub async fn show(
     }
 }
 
-/// Records read per chunk by an export.
-const EXPORT_CHUNK: usize = 1000;
-
 /// `GET /activity/export?format=jsonl|csv&<filters>`: every matching record, oldest first,
 /// streamed a chunk at a time (memory stays flat however many records match).
 pub async fn export(
@@ -202,39 +200,30 @@ pub async fn export(
     // The first chunk is read before answering, so a damaged journal is a clean 500.
     let first = {
         let (journal, filter) = (journal.clone(), filter.clone());
-        tokio::task::spawn_blocking(move || journal.scan_after(&filter, None, EXPORT_CHUNK))
+        tokio::task::spawn_blocking(move || journal.scan_after(&filter, None, SCAN_CHUNK))
             .await
             .map_err(|e| ApiError::internal("the activity export failed", e))?
             .map_err(|e| journal_error("the activity export failed", e))?
     };
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
     tokio::task::spawn_blocking(move || {
-        let mut chunk = first;
-        let mut buf = format.header().as_bytes().to_vec();
-        loop {
-            for record in &chunk {
+        // `false` once the client went away.
+        let send = |chunk: &[crate::activity::ActivityRecord], mut buf: Vec<u8>| {
+            for record in chunk {
                 format.write(record, &mut buf);
             }
-            if !buf.is_empty()
-                && tx
-                    .blocking_send(Ok(Bytes::from(std::mem::take(&mut buf))))
-                    .is_err()
-            {
-                return; // the client went away
-            }
-            if chunk.len() < EXPORT_CHUNK {
-                return;
-            }
-            let after = chunk.last().map(|r| r.id.clone());
-            chunk = match journal.scan_after(&filter, after.as_deref(), EXPORT_CHUNK) {
-                Ok(chunk) => chunk,
-                Err(e) => {
-                    tracing::error!("the activity export stopped: {e}");
-                    // Cuts the response short, so the client sees it incomplete.
-                    let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
-                    return;
-                }
-            };
+            buf.is_empty() || tx.blocking_send(Ok(Bytes::from(buf))).is_ok()
+        };
+        if !send(&first, format.header().as_bytes().to_vec()) || first.len() < SCAN_CHUNK {
+            return;
+        }
+        let after = first.last().map(|r| r.id.clone());
+        if let Err(e) =
+            journal.for_each_chunk(&filter, after.as_deref(), |chunk| send(chunk, Vec::new()))
+        {
+            tracing::error!("the activity export stopped: {e}");
+            // Cuts the response short, so the client sees it incomplete.
+            let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
         }
     });
     let body = futures::stream::unfold(rx, |mut rx| async move {

@@ -217,9 +217,6 @@ pub struct ExportCommand {
     format: String,
 }
 
-/// Records read per chunk by a local export.
-const EXPORT_CHUNK: usize = 1000;
-
 impl ExportCommand {
     async fn run(self, globals: &Globals) -> Result<ExitCode> {
         use std::io::Write;
@@ -250,22 +247,19 @@ impl ExportCommand {
             }
             Store::Local(journal) => {
                 let filter = self.filters.filter()?;
-                let mut buf = format.header().as_bytes().to_vec();
-                let mut after: Option<String> = None;
-                loop {
-                    let chunk = journal.scan_after(&filter, after.as_deref(), EXPORT_CHUNK)?;
-                    for record in &chunk {
-                        format.write(record, &mut buf);
-                    }
-                    if let Err(e) = out.write_all(&buf) {
-                        break Err(e);
-                    }
-                    buf.clear();
-                    if chunk.len() < EXPORT_CHUNK {
-                        break Ok(());
-                    }
-                    after = chunk.last().map(|r| r.id.clone());
+                let mut written = out.write_all(format.header().as_bytes());
+                let mut buf = Vec::new();
+                if written.is_ok() {
+                    journal.for_each_chunk(&filter, None, |chunk| {
+                        buf.clear();
+                        for record in chunk {
+                            format.write(record, &mut buf);
+                        }
+                        written = out.write_all(&buf);
+                        written.is_ok()
+                    })?;
                 }
+                written
             }
         };
         match written.and_then(|()| out.flush()) {
