@@ -285,3 +285,145 @@ fn arguments_stay_out_of_the_log_even_at_vv() {
             .join("\n")
     );
 }
+
+/// Every command takes the same `-o table|json|jsonl`: `json` is one document, `jsonl` one
+/// compact value per line (each item of a list on its own line), `pretty` is still `table`.
+#[test]
+fn one_output_vocabulary_across_commands() {
+    let setup = Setup::without_server();
+    setup
+        .run(&["call", "tool-read", "fx:echo", "-j", r#"{"text": "a"}"#])
+        .assert_code(0);
+    setup
+        .run(&[
+            "call",
+            "tool-read",
+            "fx:echo",
+            "-j",
+            r#"{"text": "b"}"#,
+            "-o",
+            "pretty",
+        ])
+        .assert_code(0);
+
+    let jsonl = |args: &[&str]| -> Vec<Value> {
+        let mut args = args.to_vec();
+        args.extend(["-o", "jsonl"]);
+        let out = setup.run(&args);
+        out.assert_code(0);
+        out.stdout()
+            .lines()
+            .map(|line| {
+                serde_json::from_str(line).unwrap_or_else(|e| {
+                    panic!("{args:?}: not one JSON value per line ({e}): {line}")
+                })
+            })
+            .collect()
+    };
+    let json = |args: &[&str]| -> Value {
+        let mut args = args.to_vec();
+        args.extend(["-o", "json"]);
+        let out = setup.run(&args);
+        out.assert_code(0);
+        serde_json::from_str(&out.stdout())
+            .unwrap_or_else(|e| panic!("{args:?}: not one JSON document ({e})"))
+    };
+
+    // Lists: as many lines as the JSON document has items, the same items.
+    for args in [
+        &["activity", "list"][..],
+        &["tools", "list", "--server", "fx"],
+        &["upstream", "list"],
+        &["plugins", "list"],
+    ] {
+        let lines = jsonl(args);
+        let document = json(args);
+        let items = document.as_array().expect("a list");
+        assert!(!items.is_empty(), "{args:?}");
+        assert_eq!(&lines, items, "{args:?}");
+    }
+    assert_eq!(jsonl(&["activity", "list"]).len(), 2);
+
+    // Single results: one line.
+    let result = jsonl(&["call", "tool-read", "fx:echo", "-j", r#"{"text": "c"}"#]);
+    assert_eq!(result.len(), 1);
+    assert_eq!(result[0]["content"][0]["text"], "c");
+    let stats = jsonl(&["activity", "stats"]);
+    assert_eq!(stats.len(), 1);
+    assert_eq!(stats, vec![json(&["activity", "stats"])]);
+    let id = json(&["activity", "list"])[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(jsonl(&["activity", "show", &id]).len(), 1);
+
+    // A word outside the vocabulary is refused with the words it takes.
+    let out = setup.run(&["activity", "list", "-o", "xml"]);
+    out.assert_code(2);
+    assert!(
+        out.stderr().contains("table, json, jsonl"),
+        "{}",
+        out.stderr()
+    );
+}
+
+/// Colour on a terminal only: `--color always` paints the status words, piped output (the
+/// default `auto`) and `NO_COLOR` on a real terminal (a pty from `script`) get none.
+#[test]
+fn colour_only_on_a_terminal_and_never_with_no_color() {
+    let setup = Setup::without_server();
+    setup
+        .run(&["call", "tool-read", "fx:echo", "-j", r#"{"text": "a"}"#])
+        .assert_code(0);
+    setup
+        .run(&[
+            "call",
+            "tool-read",
+            "fx:delete_note",
+            "-j",
+            r#"{"id": "n1"}"#,
+        ])
+        .assert_code(3);
+
+    let out = setup.run(&["activity", "list", "--color", "always"]);
+    out.assert_code(0);
+    assert!(
+        out.stdout().contains("\x1b[32msuccess\x1b[0m"),
+        "{}",
+        out.stdout()
+    );
+    assert!(
+        out.stdout().contains("\x1b[31mblocked\x1b[0m"),
+        "{}",
+        out.stdout()
+    );
+    let piped = setup.run(&["activity", "list"]);
+    assert!(!piped.stdout().contains('\x1b'), "{}", piped.stdout());
+
+    // Through a pseudo-terminal: coloured unless NO_COLOR is set.
+    let on_a_terminal = |no_color: Option<&str>| -> String {
+        let command = format!(
+            "{} activity list --config {} --data-dir {}",
+            env!("CARGO_BIN_EXE_mcpproxy"),
+            setup.config.display(),
+            setup.data_dir.display()
+        );
+        let mut script = std::process::Command::new("script");
+        script
+            .args(["-qec", &command, "/dev/null"])
+            .env("HOME", &setup.data_dir)
+            .env("TERM", "xterm")
+            .env_remove("RUST_LOG")
+            .env_remove("NO_COLOR");
+        if let Some(value) = no_color {
+            script.env("NO_COLOR", value);
+        }
+        let out = script.output().expect("run `script` (util-linux)");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(on_a_terminal(None).contains("\x1b[32msuccess"));
+    assert!(!on_a_terminal(Some("1")).contains("\x1b[3"));
+    // An empty NO_COLOR does not count (no-color.org).
+    assert!(on_a_terminal(Some("")).contains("\x1b[31mblocked"));
+}

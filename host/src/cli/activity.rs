@@ -21,7 +21,10 @@ use crate::activity::{
 use crate::config::{self, Config};
 
 use super::Globals;
-use super::output::{local_time, print_table, to_yaml, verdict_line};
+use super::output::{
+    Format, Tone, local_time, paint, print_data, print_table, print_table_toned, to_yaml,
+    verdict_line,
+};
 use super::remote::Remote;
 use crate::policy::Outcome;
 use crate::runtime::journal_path;
@@ -45,15 +48,6 @@ pub enum ActivityCommand {
     /// Save the readable records of a damaged journal into a new journal file (the damaged
     /// file is kept aside as activity.redb.damaged-<time>). Stop the server first.
     Repair(RepairCommand),
-}
-
-/// Output formats of the activity commands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum Format {
-    #[default]
-    Table,
-    Json,
-    Yaml,
 }
 
 #[derive(Debug, Args)]
@@ -295,10 +289,8 @@ impl StatsCommand {
                 serde_json::to_value(journal.call_stats(&self.filters.filter()?)?)?
             }
         };
-        match self.output {
-            Format::Json => println!("{}", serde_json::to_string_pretty(&stats)?),
-            Format::Yaml => print!("{}", to_yaml(&stats)),
-            Format::Table => print_stats(&stats),
+        if !print_data(&stats, self.output)? {
+            print_stats(&stats);
         }
         Ok(ExitCode::SUCCESS)
     }
@@ -352,9 +344,10 @@ pub struct WatchCommand {
     source: Source,
     #[command(flatten)]
     filters: FilterArgs,
-    /// `table`: one line per record; `jsonl`: each record as one JSON line.
-    #[arg(short, long, default_value = "table", value_parser = ["table", "jsonl"])]
-    output: String,
+    /// `table`: one line per record; `jsonl` (or `json`): each record as one compact JSON
+    /// line, as it arrives.
+    #[arg(short, long, value_enum, default_value_t)]
+    output: Format,
     /// Words instead of icons for the intent.
     #[arg(long)]
     no_icons: bool,
@@ -397,10 +390,10 @@ impl WatchCommand {
                 let Ok(record) = serde_json::from_str::<Value>(&data) else {
                     continue;
                 };
-                let line = if self.output == "jsonl" {
-                    data
-                } else {
-                    watch_line(&record, !self.no_icons)
+                let line = match self.output {
+                    Format::Json | Format::Jsonl => record.to_string(),
+                    Format::Yaml => format!("---\n{}", to_yaml(&record).trim_end()),
+                    Format::Table => watch_line(&record, !self.no_icons),
                 };
                 let mut out = stdout.lock();
                 if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
@@ -420,12 +413,13 @@ fn watch_line(record: &Value, icons: bool) -> String {
         .chars()
         .take(23)
         .collect();
+    let status = status_label(record);
     let mut line = format!(
         "{time}  {}:{}  {}  {}  {}ms",
         text("server_name"),
         text("tool_name"),
         intent_label(record, icons),
-        text("status"),
+        paint(&quote(&status), Tone::of_word(&status)),
         record["duration_ms"].as_u64().unwrap_or(0)
     );
     if let Some(message) = record["verdict"]["message"].as_str() {
@@ -535,10 +529,8 @@ impl ListCommand {
                     .collect::<Result<_, _>>()?
             }
         };
-        match self.output {
-            Format::Json => println!("{}", serde_json::to_string_pretty(&records)?),
-            Format::Yaml => print!("{}", to_yaml(&Value::Array(records))),
-            Format::Table => {
+        if !print_data(&records, self.output)? {
+            {
                 let rows: Vec<Vec<String>> = records
                     .iter()
                     .map(|r| {
@@ -557,12 +549,13 @@ impl ListCommand {
                 if rows.is_empty() {
                     eprintln!("no matching activity");
                 } else {
-                    print_table(
+                    print_table_toned(
                         &[
                             "ID", "TIME", "SERVER", "TOOL", "INTENT", "STATUS", "DURATION",
                             "REASON",
                         ],
                         &rows,
+                        |column, cell| (column == 5).then(|| Tone::of_word(cell)).flatten(),
                     );
                 }
             }
@@ -639,10 +632,8 @@ impl ShowCommand {
                 ),
             },
         };
-        match self.output {
-            Format::Json => println!("{}", serde_json::to_string_pretty(&record)?),
-            Format::Yaml => print!("{}", to_yaml(&record)),
-            Format::Table => print_record(&record),
+        if !print_data(&record, self.output)? {
+            print_record(&record);
         }
         Ok(ExitCode::SUCCESS)
     }
@@ -777,15 +768,15 @@ impl SinksCommand {
             }
         };
         let list = sinks.as_array().cloned().unwrap_or_default();
-        match self.output {
-            Format::Json => println!("{}", serde_json::to_string_pretty(&sinks)?),
-            Format::Yaml => print!("{}", to_yaml(&sinks)),
-            Format::Table if list.is_empty() => eprintln!(
+        if print_data(&sinks, self.output)? {
+        } else if list.is_empty() {
+            eprintln!(
                 "no sinks: add one to plugins.sinks in the config, or run `mcpproxy serve --sink NAME` (see docs/sinks.md)"
-            ),
-            Format::Table => {
+            );
+        } else {
+            {
                 let rows: Vec<Vec<String>> = list.iter().map(sink_row).collect();
-                print_table(
+                print_table_toned(
                     &[
                         "SINK",
                         "STATE",
@@ -796,6 +787,7 @@ impl SinksCommand {
                         "LAST ERROR",
                     ],
                     &rows,
+                    |column, cell| (column == 1).then(|| Tone::of_word(cell)).flatten(),
                 );
             }
         }

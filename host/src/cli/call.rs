@@ -16,8 +16,9 @@ use crate::mcp::LEGACY_CALL_TOOL_MESSAGE;
 use crate::policy::{OperationType, is_data_sensitivity};
 use crate::proxy::{CallContext, CallReport, Ending, parse_call, split_name};
 use crate::runtime::Runtime;
+use crate::trust::quote;
 
-use super::output::verdict_line;
+use super::output::{Format, Tone, paint_err, print_data, verdict_line};
 use super::remote::Remote;
 use super::{EXIT_USAGE, Globals};
 
@@ -42,14 +43,6 @@ pub enum CallCommand {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         rest: Vec<String>,
     },
-}
-
-/// Output of `mcpproxy call`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum CallFormat {
-    #[default]
-    Pretty,
-    Json,
 }
 
 #[derive(Debug, Args)]
@@ -85,9 +78,10 @@ pub struct CallArgs {
     /// Show the verdict without calling the upstream (nothing changes; it is recorded).
     #[arg(long)]
     dry_run: bool,
-    /// Output: readable, or the raw JSON result.
+    /// Output: `table` (readable), or the tool's result as `json` (indented) or `jsonl`
+    /// (one line); a call that did not reach the tool prints its report instead.
     #[arg(short, long, value_enum, default_value_t)]
-    output: CallFormat,
+    output: Format,
     /// The config file.
     #[arg(long, env = "MCPPROXY_CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,
@@ -216,30 +210,38 @@ impl CallArgs {
 }
 
 /// Prints the outcome and maps it to the exit status.
-fn print_report(report: &CallReport, format: CallFormat) -> ExitCode {
-    if format == CallFormat::Json {
+fn print_report(report: &CallReport, format: Format) -> ExitCode {
+    if format != Format::Table {
         let shown = match (&report.outcome, &report.result) {
             (Ending::Success | Ending::ToolError, Some(result)) => result.clone(),
             _ => serde_json::to_value(report).unwrap_or(Value::Null),
         };
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&shown).unwrap_or_default()
-        );
+        if let Err(e) = print_data(&shown, format) {
+            eprintln!("error: cannot print the result: {e}");
+        }
     }
     let message = report.message.as_deref().unwrap_or("");
     match report.outcome {
         Ending::Success | Ending::ToolError => {
-            if format == CallFormat::Pretty
+            if format == Format::Table
                 && let Some(result) = &report.result
             {
                 print_result(result);
             }
             for w in report.verdict.iter().flat_map(|v| &v.warnings) {
-                eprintln!("warning ({}): {}", w.plugin, w.message);
+                eprintln!(
+                    "{} ({}): {}",
+                    paint_err("warning", Some(Tone::Caution)),
+                    quote(&w.plugin),
+                    quote(&w.message)
+                );
             }
             if report.outcome == Ending::ToolError {
-                eprintln!("error: {} answered with an error", report.tool);
+                eprintln!(
+                    "{} {} answered with an error",
+                    paint_err("error:", Some(Tone::Bad)),
+                    quote(&report.tool)
+                );
                 ExitCode::from(EXIT_TOOL_ERROR)
             } else {
                 ExitCode::SUCCESS
@@ -251,23 +253,40 @@ fn print_report(report: &CallReport, format: CallFormat) -> ExitCode {
                 .as_ref()
                 .and_then(|v| v.plugin.as_deref())
                 .unwrap_or("policy");
-            eprintln!("rejected by {plugin}: {message}");
+            eprintln!(
+                "{} {}: {}",
+                paint_err("rejected by", Some(Tone::Bad)),
+                quote(plugin),
+                quote(message)
+            );
             ExitCode::from(EXIT_REJECTED)
         }
         Ending::Refused => {
-            eprintln!("error: {message}");
+            eprintln!(
+                "{} {}",
+                paint_err("error:", Some(Tone::Bad)),
+                quote(message)
+            );
             ExitCode::from(EXIT_USAGE)
         }
         Ending::Held => {
-            eprintln!("held: {message}");
+            eprintln!(
+                "{} {}",
+                paint_err("held:", Some(Tone::Caution)),
+                quote(message)
+            );
             ExitCode::from(EXIT_REJECTED)
         }
         Ending::UpstreamError => {
-            eprintln!("error: {message}");
+            eprintln!(
+                "{} {}",
+                paint_err("error:", Some(Tone::Bad)),
+                quote(message)
+            );
             ExitCode::from(EXIT_UPSTREAM)
         }
         Ending::DryRun => {
-            if format == CallFormat::Pretty {
+            if format == Format::Table {
                 print_dry_run(report);
             }
             if report.allowed() {

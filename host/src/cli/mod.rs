@@ -37,6 +37,10 @@ pub struct Cli {
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
 
+    /// Colour: auto (on a terminal, unless NO_COLOR is set), always or never.
+    #[arg(long, global = true, value_enum, default_value_t, value_name = "WHEN")]
+    color: output::ColorChoice,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -91,6 +95,7 @@ impl Globals {
 /// Parses the command line, runs the command, and maps the result to an exit status.
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
+    output::init_colour(cli.color);
     let serving = matches!(cli.command, Command::Serve(_));
     init_logging(cli.verbose, serving);
     quiet_on_closed_stdout();
@@ -112,7 +117,10 @@ pub fn run() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!(
+                "{} {err:#}",
+                output::paint_err("error:", Some(output::Tone::Bad))
+            );
             ExitCode::from(EXIT_USAGE)
         }
     }
@@ -160,6 +168,6 @@ fn init_logging(verbose: u8, serving: bool) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_ansi(output::stderr_colour())
         .try_init();
 }

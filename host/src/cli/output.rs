@@ -1,13 +1,130 @@
-//! Output helpers shared by commands: the `-o` format and plain-text tables.
+//! Output helpers shared by commands: the one `-o table|json|jsonl` vocabulary, colour on
+//! a terminal, and plain-text tables.
+
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde::Serialize;
 
 use crate::trust::quote;
 
-/// How a command prints its result.
+/// How a command prints its result: the same words for every command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Format {
+    /// For people: a table or readable text (colour on a terminal).
     #[default]
+    #[value(alias = "pretty")]
     Table,
+    /// One indented JSON document (a list for commands that list).
     Json,
+    /// Compact JSON, one value per line: each item of a list on a line of its own.
+    Jsonl,
+    /// YAML, kept for scripts written against earlier versions of `activity`.
+    #[value(hide = true)]
+    Yaml,
+}
+
+/// Prints `value` in the machine-readable `format` and returns true; returns false for
+/// [`Format::Table`], whose readable form each command prints itself.
+pub fn print_data<T: Serialize + ?Sized>(value: &T, format: Format) -> serde_json::Result<bool> {
+    match format {
+        Format::Table => return Ok(false),
+        Format::Json => println!("{}", serde_json::to_string_pretty(value)?),
+        Format::Yaml => print!("{}", to_yaml(&serde_json::to_value(value)?)),
+        Format::Jsonl => match serde_json::to_value(value)? {
+            serde_json::Value::Array(items) => {
+                for item in items {
+                    println!("{item}");
+                }
+            }
+            single => println!("{single}"),
+        },
+    }
+    Ok(true)
+}
+
+/// When to colour output (`--color`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ColorChoice {
+    /// On a terminal, unless `NO_COLOR` is set (to anything but an empty string) or
+    /// `TERM` is `dumb`.
+    #[default]
+    Auto,
+    Always,
+    Never,
+}
+
+static COLOUR_STDOUT: AtomicBool = AtomicBool::new(false);
+static COLOUR_STDERR: AtomicBool = AtomicBool::new(false);
+
+/// Decides, once per process, whether stdout and stderr get colour.
+pub fn init_colour(choice: ColorChoice) {
+    let env_allows = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        && std::env::var_os("TERM").is_none_or(|t| t != "dumb");
+    let decide = |terminal: bool| match choice {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => terminal && env_allows,
+    };
+    COLOUR_STDOUT.store(decide(std::io::stdout().is_terminal()), Ordering::Relaxed);
+    COLOUR_STDERR.store(decide(std::io::stderr().is_terminal()), Ordering::Relaxed);
+}
+
+/// Whether stderr gets colour (the log uses it too).
+pub fn stderr_colour() -> bool {
+    COLOUR_STDERR.load(Ordering::Relaxed)
+}
+
+/// What a coloured word means: the colour follows from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tone {
+    /// Allowed, succeeded, ready (green).
+    Good,
+    /// Rejected, failed, unreachable (red).
+    Bad,
+    /// Warned, held, pending, a dry run (yellow).
+    Caution,
+}
+
+impl Tone {
+    fn sgr(self) -> &'static str {
+        match self {
+            Tone::Good => "32",
+            Tone::Bad => "31",
+            Tone::Caution => "33",
+        }
+    }
+
+    /// The tone of a status, decision or state word mcpproxy prints; `None` for others.
+    pub fn of_word(word: &str) -> Option<Tone> {
+        match word {
+            "success" | "allow" | "ready" | "ok" | "pass" | "passed" => Some(Tone::Good),
+            "error" | "failed" | "fail" | "blocked" | "reject" | "refused" | "disconnected"
+            | "alert" => Some(Tone::Bad),
+            "warn" | "held" | "pending" | "dry-run" | "connecting" | "quarantined" | "disabled" => {
+                Some(Tone::Caution)
+            }
+            _ => None,
+        }
+    }
+}
+
+fn paint_if(on: bool, text: &str, tone: Option<Tone>) -> String {
+    match tone {
+        Some(tone) if on && !text.is_empty() => format!("\x1b[{}m{text}\x1b[0m", tone.sgr()),
+        _ => text.to_owned(),
+    }
+}
+
+/// `text` in its tone's colour when stdout is coloured. Only mcpproxy's own words are
+/// painted; text from callers, upstreams and plugins is escaped before it gets here.
+pub fn paint(text: &str, tone: Option<Tone>) -> String {
+    paint_if(COLOUR_STDOUT.load(Ordering::Relaxed), text, tone)
+}
+
+/// [`paint`] for stderr (`error:`, `warning:` and verdict lines).
+pub fn paint_err(text: &str, tone: Option<Tone>) -> String {
+    paint_if(stderr_colour(), text, tone)
 }
 
 /// Prints rows as left-aligned columns under a header. Cells come from callers, upstreams
@@ -18,6 +135,16 @@ pub enum Format {
 /// On a terminal, the last column is cut (ending in `…`) so that no line is wider than the
 /// terminal; piped output is never cut.
 pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
+    print_table_toned(header, rows, |_, _| None);
+}
+
+/// [`print_table`], with cells coloured by `tone(column, cell)` when stdout is coloured
+/// (the width is measured before the colour codes are added).
+pub fn print_table_toned(
+    header: &[&str],
+    rows: &[Vec<String>],
+    tone: impl Fn(usize, &str) -> Option<Tone>,
+) {
     let mut rows: Vec<Vec<String>> = rows
         .iter()
         .map(|row| row.iter().map(|cell| quote(cell)).collect())
@@ -34,22 +161,25 @@ pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
             }
         }
     }
-    let line = |cells: Vec<&str>| {
+    let line = |cells: Vec<&str>, toned: bool| {
         let mut out = String::new();
         for (i, cell) in cells.iter().enumerate() {
-            if i + 1 == cells.len() {
-                out.push_str(cell);
+            let shown = if toned {
+                paint(cell, tone(i, cell))
             } else {
+                (*cell).to_owned()
+            };
+            out.push_str(&shown);
+            if i + 1 < cells.len() {
                 let pad = widths[i].saturating_sub(display_width(cell));
-                out.push_str(cell);
                 out.push_str(&" ".repeat(pad + 2));
             }
         }
         println!("{}", out.trim_end());
     };
-    line(header.to_vec());
+    line(header.to_vec(), false);
     for row in rows {
-        line(row.iter().map(String::as_str).collect());
+        line(row.iter().map(String::as_str).collect(), true);
     }
 }
 
@@ -87,7 +217,6 @@ fn fit_last_column(header: &[&str], rows: &mut [Vec<String>], columns: usize) {
 
 /// The width of the terminal stdout is, or `None` when stdout is not a terminal.
 pub fn terminal_width() -> Option<usize> {
-    use std::io::IsTerminal;
     if !std::io::stdout().is_terminal() {
         return None;
     }
@@ -277,6 +406,21 @@ mod tests {
         assert!(local.len() > "2026-11-23 22:16:57 ".len(), "{local}");
     }
     use serde_json::json;
+
+    #[test]
+    fn colour_only_when_on_and_only_for_known_words() {
+        assert_eq!(
+            paint_if(true, "success", Tone::of_word("success")),
+            "\x1b[32msuccess\x1b[0m"
+        );
+        assert_eq!(
+            paint_if(true, "blocked", Tone::of_word("blocked")),
+            "\x1b[31mblocked\x1b[0m"
+        );
+        assert_eq!(paint_if(false, "blocked", Some(Tone::Bad)), "blocked");
+        assert_eq!(paint_if(true, "github", Tone::of_word("github")), "github");
+        assert_eq!(paint_if(true, "", Some(Tone::Bad)), "");
+    }
 
     #[test]
     fn icons_count_as_two_columns() {

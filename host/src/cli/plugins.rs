@@ -21,7 +21,7 @@ use crate::policy::{
 };
 use crate::runtime::plugin_engine;
 
-use super::output::{Format, print_table};
+use super::output::{Format, Tone, paint, print_data, print_table};
 use super::{EXIT_FAILURE, Globals};
 
 #[derive(Debug, Subcommand)]
@@ -146,9 +146,8 @@ impl ListCommand {
         let engine = plugin_engine(&data_dir, Limits::default().memory_bytes)?;
         let set = PluginSet::load(&engine, dir.as_deref(), &|_, _| PluginSettings::default())?;
         let infos: Vec<_> = set.plugins().iter().map(|p| p.info().clone()).collect();
-        match self.output {
-            Format::Json => println!("{}", serde_json::to_string_pretty(&infos)?),
-            Format::Table => {
+        if !print_data(&infos, self.output)? {
+            {
                 let rows: Vec<Vec<String>> = infos
                     .iter()
                     .map(|i| {
@@ -281,7 +280,7 @@ impl CheckCommand {
         let ok = smoke.is_ok() && failed == 0;
 
         match self.output {
-            Format::Json => {
+            Format::Json | Format::Jsonl | Format::Yaml => {
                 let report = json!({
                     "plugin": info,
                     "limits": limits,
@@ -290,7 +289,7 @@ impl CheckCommand {
                     "suite": suite_results,
                     "passed": ok,
                 });
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                print_data(&report, self.output)?;
             }
             Format::Table => {
                 println!(
@@ -307,17 +306,20 @@ impl CheckCommand {
                     Bytes(limits.memory_bytes)
                 );
                 match &smoke {
-                    Ok(result) => println!("call: ok ({result})"),
-                    Err(e) => println!("call: FAILED: {e}"),
+                    Ok(result) => println!("call: {} ({result})", paint("ok", Some(Tone::Good))),
+                    Err(e) => println!("call: {}: {e}", paint("FAILED", Some(Tone::Bad))),
                 }
                 if let Some(results) = &suite_results {
                     for r in results {
                         if r.passed {
-                            println!("PASS  {}", r.name);
+                            println!("{}  {}", paint("PASS", Some(Tone::Good)), r.name);
                         } else {
                             println!(
-                                "FAIL  {}\n      expected {}\n      got      {}",
-                                r.name, r.expected, r.got
+                                "{}  {}\n      expected {}\n      got      {}",
+                                paint("FAIL", Some(Tone::Bad)),
+                                r.name,
+                                r.expected,
+                                r.got
                             );
                         }
                     }

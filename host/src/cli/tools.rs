@@ -11,7 +11,7 @@ use crate::config;
 use crate::proxy::RetrievedTool;
 
 use super::Globals;
-use super::output::{Format, print_table};
+use super::output::{Format, print_data, print_table};
 use super::remote::Remote;
 use crate::runtime::Runtime;
 
@@ -116,8 +116,7 @@ async fn fetch(
 }
 
 fn print(tools: &[RetrievedTool], format: Format, with_score: bool) -> Result<()> {
-    if format == Format::Json {
-        println!("{}", serde_json::to_string_pretty(tools)?);
+    if print_data(tools, format)? {
         return Ok(());
     }
     if tools.is_empty() {

@@ -18,7 +18,7 @@ use crate::trust::{Analysis, quote};
 use crate::upstream::{Approval, Status};
 
 use super::Globals;
-use super::output::{Format, print_table};
+use super::output::{Format, Tone, print_data, print_table_toned};
 use super::remote::Remote;
 
 #[derive(Debug, Subcommand)]
@@ -104,9 +104,8 @@ impl UpstreamCommand {
                             .map_err(|e| anyhow!(e))?,
                     };
                     close(backend).await;
-                    match args.common.output {
-                        Format::Json => println!("{}", serde_json::to_string_pretty(&analysis)?),
-                        Format::Table => print!("{}", analysis.to_text()),
+                    if !print_data(&analysis, args.common.output)? {
+                        print!("{}", analysis.to_text());
                     }
                     Ok(ExitCode::SUCCESS)
                 }
@@ -134,9 +133,8 @@ impl UpstreamCommand {
                         }
                     };
                     close(backend).await;
-                    match args.common.output {
-                        Format::Json => println!("{}", serde_json::to_string_pretty(&approval)?),
-                        Format::Table => print_approval(&approval),
+                    if !print_data(&approval, args.common.output)? {
+                        print_approval(&approval);
                     }
                     Ok(ExitCode::SUCCESS)
                 }
@@ -185,8 +183,7 @@ fn approver() -> String {
 }
 
 fn print_list(statuses: &[Status], format: Format) -> Result<()> {
-    if format == Format::Json {
-        println!("{}", serde_json::to_string_pretty(statuses)?);
+    if print_data(statuses, format)? {
         return Ok(());
     }
     if statuses.is_empty() {
@@ -213,7 +210,15 @@ fn print_list(statuses: &[Status], format: Format) -> Result<()> {
             ]
         })
         .collect();
-    print_table(&["NAME", "STATE", "TOOLS", "QUARANTINED", "HELD"], &rows);
+    print_table_toned(
+        &["NAME", "STATE", "TOOLS", "QUARANTINED", "HELD"],
+        &rows,
+        |column, cell| match (column, cell) {
+            (1, state) => Tone::of_word(state),
+            (3, "yes") => Some(Tone::Caution),
+            _ => None,
+        },
+    );
     Ok(())
 }
 
