@@ -45,6 +45,8 @@ mod serve_cli;
 /// restarts, an ungranted host, and sinks that trap or hang.
 mod sinks_e2e;
 /// Quarantine and tool pinning: review, rug pulls, approval, across restarts.
+/// Trace export over OTLP/HTTP.
+mod telemetry_e2e;
 mod trust_e2e;
 /// An upstream's life with the proxy: waited for while it connects, killed with the proxy.
 mod upstream_lifecycle;

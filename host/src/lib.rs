@@ -3,6 +3,7 @@
 //! Modules, from the bottom of the graph up (each imports only modules listed before it;
 //! `docs/architecture.md` draws the graph):
 //!
+//! - [`spans`]: the tracing target of the spans exported as traces;
 //! - [`policy`]: the vocabulary of a call and the pipeline: annotator and validator stages,
 //!   verdicts, the combined evaluation;
 //! - [`grant`], [`limits`], [`access`]: small rules shared by several modules (the hosts a
@@ -13,6 +14,7 @@
 //! - [`activity`]: the audit trail: records, the redb journal, queries, retention, and the
 //!   delivery of records to sinks;
 //! - [`config`]: reads and validates `mcp_config.json`;
+//! - [`telemetry`]: exports the [`spans`] to an OpenTelemetry collector (OTLP), if configured;
 //! - [`plugin`]: loads and runs WebAssembly components (the `wit/` contract) as policy
 //!   stages and sinks;
 //! - [`trust`]: approved servers and pinned tools (quarantine, rug-pull protection), and
@@ -41,6 +43,8 @@ pub mod plugin;
 pub mod policy;
 pub mod proxy;
 pub mod runtime;
+pub mod spans;
+pub mod telemetry;
 pub mod trust;
 pub mod upstream;
 pub mod web;

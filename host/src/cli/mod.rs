@@ -71,6 +71,8 @@ enum Command {
 /// Global options every command can read.
 #[derive(Debug, Clone)]
 pub struct Globals {
+    /// `-v` given this many times.
+    pub verbose: u8,
     /// `--data-dir`, if given.
     pub data_dir_flag: Option<PathBuf>,
     /// The user's home directory, for `~` and the default paths.
@@ -96,10 +98,14 @@ impl Globals {
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
     output::init_colour(cli.color);
-    let serving = matches!(cli.command, Command::Serve(_));
-    init_logging(cli.verbose, serving);
+    // `serve` starts the log itself once it has read the config (which may add trace
+    // export to it).
+    if !matches!(cli.command, Command::Serve(_)) {
+        init_logging(cli.verbose, false, None);
+    }
     quiet_on_closed_stdout();
     let globals = Globals {
+        verbose: cli.verbose,
         data_dir_flag: cli.data_dir,
         home: std::env::var_os("HOME")
             .filter(|h| !h.is_empty())
@@ -148,7 +154,12 @@ fn quiet_on_closed_stdout() {
     }));
 }
 
-fn init_logging(verbose: u8, serving: bool) {
+/// The log on stderr, and the export of [`crate::spans`] as traces when `traces` is given.
+fn init_logging(verbose: u8, serving: bool, traces: Option<&crate::telemetry::TraceExport>) {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+
     // rmcp logs every request and response, arguments included, at debug: that stays off
     // at -v and -vv (secrets in arguments are redacted in the journal, not in its lines), as
     // do the compiler's traces; RUST_LOG can still ask for them. By default rmcp says
@@ -164,10 +175,19 @@ fn init_logging(verbose: u8, serving: bool) {
         }
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default))
+        // The call spans are for trace export only; the log never prints them.
+        .add_directive(
+            format!("{}=off", crate::spans::TARGET)
+                .parse()
+                .expect("a valid directive"),
+        );
+    let log = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(output::stderr_colour())
+        .with_filter(filter);
+    let _ = tracing_subscriber::registry()
+        .with(log)
+        .with(traces.map(|t| t.layer()))
         .try_init();
 }

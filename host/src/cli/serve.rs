@@ -54,17 +54,35 @@ pub struct ServeCommand {
 
 impl ServeCommand {
     pub fn run(self, globals: &Globals) -> Result<ExitCode> {
+        let loaded = config::load(self.config.as_deref(), globals.home.as_deref());
+        // The trace exporter's client and thread are made outside the async runtime.
+        let traces = match loaded
+            .as_ref()
+            .ok()
+            .and_then(|l| l.config.telemetry.otlp.as_ref())
+        {
+            Some(otlp) => Some(crate::telemetry::TraceExport::start(otlp)?),
+            None => None,
+        };
+        super::init_logging(globals.verbose, true, traces.as_ref());
+        if let Some(traces) = &traces {
+            tracing::info!("exporting traces to {}", traces.url());
+        }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .thread_name("mcpproxy")
             .build()
             .context("cannot start the async runtime")?;
-        runtime.block_on(self.serve(globals))?;
+        let served = runtime.block_on(self.serve(globals, loaded?));
+        drop(runtime);
+        if let Some(traces) = traces {
+            traces.shutdown();
+        }
+        served?;
         Ok(ExitCode::SUCCESS)
     }
 
-    async fn serve(self, globals: &Globals) -> Result<()> {
-        let loaded = config::load(self.config.as_deref(), globals.home.as_deref())?;
+    async fn serve(self, globals: &Globals, loaded: config::Loaded) -> Result<()> {
         let mut config = loaded.config;
         for name in &self.sinks {
             if !is_plugin_name(name) {

@@ -130,6 +130,8 @@ pub struct Config {
     pub upstream: UpstreamConfig,
     /// `http`: who may use the HTTP listener, and how much of it.
     pub http: HttpConfig,
+    /// `telemetry`: where traces go (nowhere by default).
+    pub telemetry: TelemetryConfig,
 }
 
 impl Default for Config {
@@ -147,6 +149,7 @@ impl Default for Config {
             activity: ActivityConfig::default(),
             upstream: UpstreamConfig::default(),
             http: HttpConfig::default(),
+            telemetry: TelemetryConfig::default(),
         }
     }
 }
@@ -166,6 +169,7 @@ impl fmt::Debug for Config {
             .field("activity", &self.activity)
             .field("upstream", &self.upstream)
             .field("http", &self.http)
+            .field("telemetry", &self.telemetry)
             .finish()
     }
 }
@@ -534,6 +538,47 @@ impl fmt::Debug for HttpConfig {
             .field("header_timeout", &self.header_timeout)
             .field("session_idle", &self.session_idle)
             .field("metrics_public", &self.metrics_public)
+            .finish()
+    }
+}
+
+/// `telemetry`: trace export. Off unless `otlp_endpoint` is set.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TelemetryConfig {
+    pub otlp: Option<OtlpConfig>,
+}
+
+/// Where and how spans are exported over OTLP/HTTP (protobuf).
+#[derive(Clone, PartialEq)]
+pub struct OtlpConfig {
+    /// The collector's traces URL: `otlp_endpoint` as written when it has a path, else
+    /// with `/v1/traces` added (`http://127.0.0.1:4318` → `http://127.0.0.1:4318/v1/traces`).
+    pub traces_url: String,
+    /// Headers sent with each export (an API key, say); their values are secrets.
+    pub headers: BTreeMap<String, String>,
+    /// The `service.name` resource attribute.
+    pub service_name: String,
+    /// The share of calls traced, 0.0 to 1.0 (a call's spans are kept or dropped together).
+    pub sample_ratio: f64,
+    /// How often finished spans are sent.
+    pub export_interval: Duration,
+}
+
+impl OtlpConfig {
+    pub const DEFAULT_SERVICE_NAME: &str = "mcpproxy";
+    pub const DEFAULT_EXPORT_INTERVAL: Duration = Duration::from_secs(5);
+}
+
+impl fmt::Debug for OtlpConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let headers: BTreeMap<&str, Hidden> =
+            self.headers.keys().map(|k| (k.as_str(), Hidden)).collect();
+        f.debug_struct("OtlpConfig")
+            .field("traces_url", &self.traces_url)
+            .field("headers", &headers)
+            .field("service_name", &self.service_name)
+            .field("sample_ratio", &self.sample_ratio)
+            .field("export_interval", &self.export_interval)
             .finish()
     }
 }

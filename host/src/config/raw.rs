@@ -31,6 +31,7 @@ pub(super) struct RawConfig {
     pub activity: Option<RawActivity>,
     pub upstream: Option<RawUpstream>,
     pub http: Option<RawHttp>,
+    pub telemetry: Option<RawTelemetry>,
 }
 
 /// `mcpServers`: canonically a list; the Claude Desktop form maps names to servers.
@@ -170,6 +171,16 @@ pub(super) struct RawHttp {
     pub metrics_public: Option<bool>,
 }
 
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+pub(super) struct RawTelemetry {
+    pub otlp_endpoint: Option<String>,
+    pub otlp_headers: Option<BTreeMap<String, String>>,
+    pub service_name: Option<String>,
+    pub sample_ratio: Option<f64>,
+    pub export_interval_ms: Option<u64>,
+}
+
 /// A struct derived with `remote = "Self"`: its derived deserializer is an inherent function.
 trait Derived<'de>: Sized {
     fn derived<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error>;
@@ -218,6 +229,7 @@ object_only!(
     RawDelivery,
     RawUpstream,
     RawHttp,
+    RawTelemetry,
 );
 
 /// Why the text could not be read as a [`RawConfig`].

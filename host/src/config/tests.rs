@@ -585,3 +585,49 @@ fn a_config_file_too_large_to_be_one_is_refused_without_reading_it_all() {
     assert!(err.contains("larger than 4 MiB"), "{err}");
     assert!(err.starts_with(&path.display().to_string()), "{err}");
 }
+
+#[test]
+fn telemetry_is_off_unless_an_endpoint_is_given() {
+    assert_eq!(parse("{}").telemetry, TelemetryConfig::default());
+    assert_eq!(parse(r#"{"telemetry": {}}"#).telemetry.otlp, None);
+    let config = parse(
+        r#"{"telemetry": {"otlp_endpoint": "http://127.0.0.1:4318",
+            "otlp_headers": {"x-api-key": "s3cret"}, "sample_ratio": 0.25,
+            "export_interval_ms": 250, "service_name": "laptop"}}"#,
+    );
+    let otlp = config.telemetry.otlp.expect("export on");
+    assert_eq!(otlp.traces_url, "http://127.0.0.1:4318/v1/traces");
+    assert_eq!(otlp.sample_ratio, 0.25);
+    assert_eq!(otlp.export_interval, Duration::from_millis(250));
+    assert_eq!(otlp.service_name, "laptop");
+    // Header values are secrets: Debug output names the header only.
+    let debug = format!("{otlp:?}");
+    assert!(
+        debug.contains("x-api-key") && !debug.contains("s3cret"),
+        "{debug}"
+    );
+}
+
+#[test]
+fn telemetry_mistakes_are_named() {
+    assert_eq!(
+        error(r#"{"telemetry": {"sample_ratio": 0.5}}"#),
+        "t.json: telemetry.sample_ratio: has no effect without telemetry.otlp_endpoint (the collector's OTLP/HTTP address, e.g. http://127.0.0.1:4318): set it to export traces, or remove this key"
+    );
+    assert_eq!(
+        error(r#"{"telemetry": {"otlp_endpoint": "127.0.0.1:4318"}}"#),
+        "t.json: telemetry.otlp_endpoint: '127.0.0.1:4318' is not an http:// or https:// URL, e.g. 'http://127.0.0.1:4318'"
+    );
+    assert_eq!(
+        error(r#"{"telemetry": {"otlp_endpoint": "http://h:4318", "sample_ratio": 2}}"#),
+        "t.json: telemetry.sample_ratio: 2 is out of range: use 0.0 (no call traced) to 1.0 (every call)"
+    );
+    assert_eq!(
+        error(r#"{"telemetry": {"otlp_endpoint": "http://h:4318", "otlp_headers": {"a b": "x"}}}"#),
+        "t.json: telemetry.otlp_headers.a b: is not a valid header name: use letters, digits and - (e.g. x-api-key)"
+    );
+    assert!(
+        error(r#"{"telemetry": {"otlp_endpoint": "http://h", "exporter": "x"}}"#)
+            .contains("telemetry.exporter")
+    );
+}

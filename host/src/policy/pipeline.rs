@@ -158,7 +158,12 @@ impl Pipeline {
         };
         let mut inferred = None;
         for annotator in &self.annotators {
-            if let Some(inference) = annotator.infer(seen)? {
+            let span = plugin_span("annotate", annotator.name());
+            let inferred_here = span.in_scope(|| annotator.infer(seen));
+            if inferred_here.is_err() {
+                span.record("otel.status_code", "ERROR");
+            }
+            if let Some(inference) = inferred_here? {
                 inferred = Some((annotator.name(), inference));
                 break;
             }
@@ -234,7 +239,21 @@ impl Pipeline {
     fn judge(&self, request: &CallRequest) -> (Outcome, Option<Fault>) {
         let mut warnings = Vec::new();
         for validator in &self.validators {
-            match validator.validate(request) {
+            let span = plugin_span("validate", validator.name());
+            let verdict = span.in_scope(|| validator.validate(request));
+            span.record(
+                "mcpproxy.verdict",
+                match &verdict {
+                    Ok(Verdict::Allow) => "allow",
+                    Ok(Verdict::Warn(_)) => "warn",
+                    Ok(Verdict::Reject(_)) => "reject",
+                    Err(_) => "fault",
+                },
+            );
+            if verdict.is_err() {
+                span.record("otel.status_code", "ERROR");
+            }
+            match verdict {
                 Ok(Verdict::Allow) => {}
                 Ok(Verdict::Warn(message)) => warnings.push(Warning {
                     plugin: validator.name().to_owned(),
@@ -284,6 +303,19 @@ fn class_of(annotations: &Annotations) -> SafetyClass {
     } else {
         SafetyClass::WriteCapable
     }
+}
+
+/// The span of one annotator's or validator's run (see [`crate::spans`]).
+fn plugin_span(stage: &'static str, plugin: &str) -> tracing::Span {
+    tracing::info_span!(
+        target: crate::spans::TARGET,
+        "plugin",
+        otel.name = %format_args!("{stage} {plugin}"),
+        otel.status_code = tracing::field::Empty,
+        mcpproxy.stage = stage,
+        mcpproxy.plugin = plugin,
+        mcpproxy.verdict = tracing::field::Empty,
+    )
 }
 
 #[cfg(test)]

@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use rmcp::model::CallToolResult;
 use serde::Serialize;
+use tracing::Instrument;
+use tracing::field::Empty;
 
 use crate::activity::{ClientRecord, Journal, Source, Status};
 use crate::index::ToolIndex;
@@ -186,8 +188,33 @@ impl Proxy {
             None => "(unknown)".to_owned(),
         };
         let variant = input.variant.tool_name();
-        let outcome = self.call_recorded(input, context, started).await;
+        let span = tracing::info_span!(
+            target: crate::spans::TARGET,
+            "call",
+            otel.name = %format_args!("{variant} {server}:{}", input.tool),
+            otel.kind = "server",
+            otel.status_code = Empty,
+            mcp.method.name = "tools/call",
+            mcpproxy.server = %server,
+            mcpproxy.tool = %input.tool,
+            mcpproxy.variant = variant,
+            mcpproxy.source = context.source.as_str(),
+            mcpproxy.session_id = context.session_id.as_deref(),
+            mcpproxy.dry_run = context.dry_run,
+            mcpproxy.status = Empty,
+            mcpproxy.decision = Empty,
+            mcpproxy.activity_id = Empty,
+        );
+        let outcome = self
+            .call_recorded(input, context, started)
+            .instrument(span.clone())
+            .await;
         let (status, decision) = outcome.labels();
+        span.record("mcpproxy.status", status);
+        span.record("mcpproxy.decision", decision);
+        if !matches!(status, "success" | "dry_run") {
+            span.record("otel.status_code", "ERROR");
+        }
         self.metrics
             .call(&server, variant, status, decision, started.elapsed());
         outcome
@@ -200,6 +227,7 @@ impl Proxy {
         started: Instant,
     ) -> CallOutcome {
         let draft = self.activity.draft(&input, &context);
+        tracing::Span::current().record("mcpproxy.activity_id", draft.id.as_str());
         match self.judge(input, context.timeout).await {
             Judged::Refused(message) => {
                 let record = draft.refused(&message, started);
@@ -235,10 +263,32 @@ impl Proxy {
                 let timeout = upstream
                     .call_timeout(context.timeout)
                     .saturating_sub(started.elapsed());
+                let tool = &evaluation.request.tool.name;
+                let upstream_span = tracing::info_span!(
+                    target: crate::spans::TARGET,
+                    "upstream",
+                    otel.name = %format_args!("tools/call {tool}"),
+                    otel.kind = "client",
+                    otel.status_code = Empty,
+                    mcpproxy.server = upstream.name(),
+                    mcpproxy.tool = %tool,
+                    mcpproxy.outcome = Empty,
+                );
                 let (_, result) = tokio::join!(
                     self.append(pending.clone()),
-                    upstream.call(&evaluation.request.tool.name, arguments, Some(timeout))
+                    upstream
+                        .call(tool, arguments, Some(timeout))
+                        .instrument(upstream_span.clone())
                 );
+                let outcome = match &result {
+                    Ok(r) if r.is_error == Some(true) => "tool_error",
+                    Ok(_) => "success",
+                    Err(_) => "error",
+                };
+                upstream_span.record("mcpproxy.outcome", outcome);
+                if outcome != "success" {
+                    upstream_span.record("otel.status_code", "ERROR");
+                }
                 self.journal
                     .submit(record::completed(pending, &result, started));
                 CallOutcome::Called { evaluation, result }
@@ -256,7 +306,14 @@ impl Proxy {
     }
 
     async fn append(&self, record: crate::activity::ActivityRecord) {
-        if let Err(e) = self.journal.append(record).await {
+        let span = tracing::info_span!(
+            target: crate::spans::TARGET,
+            "journal",
+            otel.name = "journal append",
+            otel.status_code = Empty,
+        );
+        if let Err(e) = self.journal.append(record).instrument(span.clone()).await {
+            span.record("otel.status_code", "ERROR");
             tracing::error!("cannot write the activity record: {e}");
         }
     }
@@ -309,12 +366,20 @@ impl Proxy {
         let (variant, intent) = (input.variant, input.intent);
         let args = serde_json::Value::Object(input.args);
         let judged_at = Instant::now();
+        let span = tracing::info_span!(
+            target: crate::spans::TARGET,
+            "policy",
+            otel.name = "policy",
+            mcpproxy.decision = Empty,
+        );
+        let policy_span = span.clone();
         let evaluation = match tokio::task::spawn_blocking(move || {
-            pipeline.evaluate(variant, tool, intent, args)
+            policy_span.in_scope(|| pipeline.evaluate(variant, tool, intent, args))
         })
         .await
         {
             Ok(evaluation) => {
+                span.record("mcpproxy.decision", evaluation.outcome.decision.as_str());
                 self.metrics.policy(judged_at.elapsed());
                 if let Some(fault) = &evaluation.fault {
                     self.metrics.plugin_fault(&fault.stage, fault.kind.as_str());

@@ -1,12 +1,13 @@
 //! Stage two: checks a [`RawConfig`] and builds the [`Config`], filling in defaults. Each
 //! check names the key path of the value it refuses and says what would be accepted.
 //!
-//! Parts: `servers` (`mcpServers`), `plugins` and `activity`; the top-level keys,
+//! Parts: `servers` (`mcpServers`), `plugins`, `activity` and `telemetry`; the top-level keys,
 //! `intent_declaration` and `upstream` are checked here.
 
 mod activity;
 mod plugins;
 mod servers;
+mod telemetry;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -14,6 +15,7 @@ use std::time::Duration;
 use self::activity::activity_from;
 use self::plugins::plugins_from;
 use self::servers::servers_from;
+use self::telemetry::telemetry_from;
 use super::raw::{self, Failure, RawConfig};
 use super::{
     Config, Error, HttpConfig, IntentConfig, MAX_TOOL_CALL_TIMEOUT_MS, Result, UpstreamConfig,
@@ -230,6 +232,9 @@ fn build(raw: RawConfig, ctx: &Context<'_>) -> Result<Config> {
     }
     if let Some(http) = raw.http {
         config.http = http_from(http, ctx)?;
+    }
+    if let Some(telemetry) = raw.telemetry {
+        config.telemetry = telemetry_from(telemetry, ctx)?;
     }
     Ok(config)
 }

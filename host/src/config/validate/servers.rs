@@ -259,7 +259,7 @@ fn check_server_name(name: &str) -> std::result::Result<(), String> {
 }
 
 /// An `http://` or `https://` URL with a host.
-fn check_url(url: &str) -> std::result::Result<(), String> {
+pub(super) fn check_url(url: &str) -> std::result::Result<(), String> {
     let lower = url.to_ascii_lowercase();
     let Some(rest) = lower
         .strip_prefix("http://")
@@ -282,7 +282,7 @@ fn check_url(url: &str) -> std::result::Result<(), String> {
 }
 
 /// An HTTP token (RFC 9110 section 5.6.2).
-fn is_header_name(name: &str) -> bool {
+pub(super) fn is_header_name(name: &str) -> bool {
     !name.is_empty()
         && name
             .chars()
