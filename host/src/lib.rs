@@ -25,6 +25,8 @@
 //! - [`runtime`]: builds the running proxy from a [`config::Config`];
 //! - [`mcp`], [`api`], [`web`]: the MCP server (HTTP and stdio), the REST API under
 //!   `/api/v1` and the page at `/`;
+//! - [`control`]: one owner per data dir: the owner's control socket, and the front-ends
+//!   (a stdio bridge, a TCP relay) of every other process on the data dir;
 //! - [`cli`]: the `mcpproxy` command line.
 
 pub mod access;
@@ -32,6 +34,7 @@ pub mod activity;
 pub mod api;
 pub mod cli;
 pub mod config;
+pub mod control;
 pub mod grant;
 pub mod index;
 pub mod limits;

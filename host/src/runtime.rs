@@ -43,13 +43,25 @@ pub enum Error {
         kind: PluginKind,
         loaded: String,
     },
-    #[error(
-        "cannot open the activity journal {} (is another mcpproxy using this data dir?): {source}",
-        path.display()
-    )]
+    #[error("cannot open the activity journal {}: {source}", path.display())]
     Journal {
         path: PathBuf,
         source: activity::Error,
+    },
+    /// Another process holds the journal: the data dir has an owner (or a one-shot command
+    /// such as `mcpproxy call` is using it).
+    #[error(
+        "the data dir {} is in use by {}, and only one mcpproxy process may own a data dir. \
+         It does not answer on its control socket {} (a one-shot command such as `mcpproxy call`, \
+         or a server still starting or stopping): wait for it to finish, or stop it, and try again; \
+         or use another --data-dir",
+        data_dir.display(),
+        holder.as_ref().map_or_else(|| "another process".to_owned(), |h| h.to_string()),
+        crate::control::socket_path(data_dir).display()
+    )]
+    Held {
+        data_dir: PathBuf,
+        holder: Option<crate::control::holder::Holder>,
     },
     #[error("cannot create the tool index: {0}")]
     Index(#[from] index::Error),
@@ -271,7 +283,13 @@ pub fn open_journal(
         ..Default::default()
     };
     let path = journal_path(data_dir);
-    Journal::open(&path, options).map_err(|source| Error::Journal { path, source })
+    Journal::open(&path, options).map_err(|source| match source {
+        activity::Error::Locked { .. } => Error::Held {
+            data_dir: data_dir.to_owned(),
+            holder: crate::control::holder::find(&path),
+        },
+        source => Error::Journal { path, source },
+    })
 }
 
 /// The active plugins of a kind: the configured list in its order, or every loaded one

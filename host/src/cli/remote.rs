@@ -1,5 +1,7 @@
 //! Talking to a running `mcpproxy serve` through its REST API, for commands that work both
-//! with and without a server (they read the journal file directly when none is up).
+//! with and without a server (they read the journal file directly when none is up). The
+//! data dir's owner is asked on its control socket (`<data_dir>/mcpproxy.sock`, whether it
+//! serves HTTP or stdio); without one, a server on the config's `listen` address.
 
 use std::path::Path;
 use std::time::Duration;
@@ -24,6 +26,27 @@ impl Remote {
         let Some(key) = key::load_existing(data_dir, config.api_key.as_deref()) else {
             return Ok(None);
         };
+        if crate::control::connect(data_dir).await.is_some() {
+            let socket = crate::control::socket_path(data_dir);
+            let http = reqwest::Client::builder()
+                .timeout(Duration::from_secs(30))
+                .unix_socket(socket.clone())
+                .build()
+                .context("cannot make an HTTP client")?;
+            let remote = Self {
+                base: "http://localhost/api/v1".to_owned(),
+                key,
+                http,
+            };
+            return match remote.get("/status", &[]).await {
+                Ok(_) => Ok(Some(remote)),
+                Err(e) => Err(e.context(format!(
+                    "the mcpproxy that owns {} answers on {} but not as expected",
+                    data_dir.display(),
+                    socket.display()
+                ))),
+            };
+        }
         let mut addr = config.listen;
         if addr.ip().is_unspecified() {
             addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());

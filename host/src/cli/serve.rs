@@ -25,6 +25,9 @@ use super::Globals;
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// How long open HTTP connections may take to finish at shutdown.
 const CONNECTION_GRACE: Duration = Duration::from_secs(2);
+/// How long a starting `serve` waits for the process that holds the journal to answer on
+/// its control socket.
+const OWNER_START_WAIT: Duration = Duration::from_secs(10);
 /// Sets (or replaces) `http.auth_token`, so the token need not be written in the file.
 const AUTH_TOKEN_ENV: &str = "MCPPROXY_AUTH_TOKEN";
 
@@ -111,16 +114,66 @@ impl ServeCommand {
             }
         }
 
-        let runtime = Runtime::build(config, &data_dir, self.plugins.clone())?;
-        runtime.close_interrupted().await;
-        let delivery = Arc::new(runtime.start_delivery()?);
         let shutdown = CancellationToken::new();
         tokio::spawn(signal_shutdown(shutdown.clone()));
 
+        // An owner already runs on this data dir: be its front-end.
+        if let Some(owner) = crate::control::connect(&data_dir).await {
+            return self.front_end(owner, &data_dir, listen, shutdown).await;
+        }
+        let runtime = match Runtime::build(config, &data_dir, self.plugins.clone()) {
+            Ok(runtime) => runtime,
+            Err(crate::runtime::Error::Held { .. })
+                if let Some(owner) = wait_for_owner(&data_dir, &shutdown).await =>
+            {
+                // Another process became the owner as this one started.
+                return self.front_end(owner, &data_dir, listen, shutdown).await;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        runtime.close_interrupted().await;
+        let delivery = Arc::new(runtime.start_delivery()?);
+        let control = crate::control::owner::ControlSocket::bind(&data_dir)?;
+
+        let access = Access {
+            allowed_hosts: runtime.config.allowed_hosts.clone(),
+            allowed_origins: runtime.config.allowed_origins.clone(),
+        };
+        let api_key = key::load_or_create(&data_dir, runtime.config.api_key.as_deref())?;
+        let api_state = ApiState {
+            proxy: runtime.proxy.clone(),
+            journal: runtime.proxy.journal().clone(),
+            delivery: Some(delivery.clone()),
+            api_key: Arc::from(api_key),
+            access: Arc::new(access.clone()),
+            metrics_public: runtime.config.http.metrics_public,
+        };
+        let http = &runtime.config.http;
+        let endpoint = mcp::http::Endpoint {
+            access: access.clone(),
+            auth_token: http.auth_token.clone(),
+            sessions: mcp::sessions::SessionBounds {
+                max_sessions: http.max_sessions,
+                max_sessions_per_client: http.max_sessions_per_client,
+                idle: http.session_idle,
+            },
+        };
+        let app = mcp::http::router(runtime.proxy.clone(), endpoint, shutdown.child_token())
+            .merge(api::router(api_state))
+            .merge(crate::web::router(Arc::new(access.clone())));
+        let control_path = control.path().to_owned();
+        let control_server = tokio::spawn(control.serve(
+            app.clone(),
+            session_server(runtime.proxy.clone()),
+            shutdown.clone(),
+        ));
+
         if self.stdio {
             eprintln!(
-                "mcpproxy {} serving MCP on stdio",
-                env!("CARGO_PKG_VERSION")
+                "mcpproxy {} serving MCP on stdio; other mcpproxy processes on {} use it through {}",
+                env!("CARGO_PKG_VERSION"),
+                data_dir.display(),
+                control_path.display()
             );
             summary(&runtime, loaded.path.as_deref()).await;
             // A request over 16 MiB is answered with an error instead of being dropped.
@@ -135,35 +188,9 @@ impl ServeCommand {
             let token = service.cancellation_token();
             tokio::select! {
                 _ = shutdown.cancelled() => token.cancel(),
-                _ = service.waiting() => {}
+                _ = service.waiting() => shutdown.cancel(),
             }
         } else {
-            let access = Access {
-                allowed_hosts: runtime.config.allowed_hosts.clone(),
-                allowed_origins: runtime.config.allowed_origins.clone(),
-            };
-            let api_key = key::load_or_create(&data_dir, runtime.config.api_key.as_deref())?;
-            let api_state = ApiState {
-                proxy: runtime.proxy.clone(),
-                journal: runtime.proxy.journal().clone(),
-                delivery: Some(delivery.clone()),
-                api_key: Arc::from(api_key),
-                access: Arc::new(access.clone()),
-                metrics_public: runtime.config.http.metrics_public,
-            };
-            let http = &runtime.config.http;
-            let endpoint = mcp::http::Endpoint {
-                access: access.clone(),
-                auth_token: http.auth_token.clone(),
-                sessions: mcp::sessions::SessionBounds {
-                    max_sessions: http.max_sessions,
-                    max_sessions_per_client: http.max_sessions_per_client,
-                    idle: http.session_idle,
-                },
-            };
-            let app = mcp::http::router(runtime.proxy.clone(), endpoint, shutdown.child_token())
-                .merge(api::router(api_state))
-                .merge(crate::web::router(Arc::new(access.clone())));
             let bounds = listener::Bounds {
                 max_connections: http.max_connections,
                 header_timeout: http.header_timeout,
@@ -179,13 +206,7 @@ impl ServeCommand {
                     listener::RESERVED_FDS
                 );
             }
-            let socket = tokio::net::TcpListener::bind(listen)
-                .await
-                .with_context(|| {
-                    format!(
-                        "cannot listen on {listen}: is another mcpproxy running? use --listen ADDR"
-                    )
-                })?;
+            let socket = bind_tcp(listen).await?;
             let bound = socket
                 .local_addr()
                 .context("cannot read the bound address")?;
@@ -208,11 +229,97 @@ impl ServeCommand {
                 Err(e) => bail!("the HTTP server task failed: {e}"),
             }
         }
+        let _ = control_server.await;
         eprintln!("shutting down: closing upstream sessions, flushing the activity journal");
         delivery.shutdown(SHUTDOWN_GRACE).await;
         runtime.shutdown().await;
         Ok(())
     }
+
+    /// Serves as a front-end of the data dir's owner: stdio carried over its control
+    /// socket, or (when the owner serves stdio only) TCP connections relayed to it.
+    async fn front_end(
+        &self,
+        owner: tokio::net::UnixStream,
+        data_dir: &std::path::Path,
+        listen: SocketAddr,
+        shutdown: CancellationToken,
+    ) -> Result<()> {
+        if self.stdio {
+            eprintln!(
+                "mcpproxy {}: {} is owned by a running mcpproxy; this stdio session is forwarded to it (its upstreams, journal and policy)",
+                env!("CARGO_PKG_VERSION"),
+                data_dir.display()
+            );
+            let stdin = crate::line_guard::LineGuard::new(
+                tokio::io::stdin(),
+                crate::line_guard::oversized_request,
+            );
+            crate::control::bridge::run(data_dir, owner, stdin, tokio::io::stdout(), shutdown)
+                .await
+                .context("the stdio session to the owner failed")?;
+            return Ok(());
+        }
+        drop(owner);
+        if !listen.ip().is_loopback() {
+            bail!(
+                "{} is already owned by a running mcpproxy, and a second one may only relay to it on a loopback address, not {listen}: stop the owner and start this one alone to listen there",
+                data_dir.display()
+            );
+        }
+        let socket = bind_tcp(listen).await?;
+        let bound = socket
+            .local_addr()
+            .context("cannot read the bound address")?;
+        eprintln!(
+            "mcpproxy {}: {} is owned by a running mcpproxy (serving stdio); relaying http://{bound}/mcp to it",
+            env!("CARGO_PKG_VERSION"),
+            data_dir.display()
+        );
+        crate::control::relay::serve(socket, data_dir.to_owned(), shutdown).await;
+        Ok(())
+    }
+}
+
+/// Waits a little for a process that holds the journal to open its control socket (two
+/// `serve --stdio` started together: one becomes the owner, the other its front-end).
+async fn wait_for_owner(
+    data_dir: &std::path::Path,
+    shutdown: &CancellationToken,
+) -> Option<tokio::net::UnixStream> {
+    let deadline = tokio::time::Instant::now() + OWNER_START_WAIT;
+    while tokio::time::Instant::now() < deadline && !shutdown.is_cancelled() {
+        if let Some(owner) = crate::control::connect(data_dir).await {
+            return Some(owner);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
+async fn bind_tcp(listen: SocketAddr) -> Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| {
+            format!("cannot listen on {listen}: is another program using it? use --listen ADDR")
+        })
+}
+
+/// MCP sessions on the control socket: each served as on stdio.
+fn session_server(proxy: Arc<crate::proxy::Proxy>) -> crate::control::owner::SessionServer {
+    Arc::new(move |read, write| {
+        let proxy = proxy.clone();
+        Box::pin(async move {
+            let read =
+                crate::line_guard::LineGuard::new(read, crate::line_guard::oversized_request);
+            match ProxyServer::new(proxy).serve((read, write)).await {
+                Ok(service) => {
+                    let _ = service.waiting().await;
+                }
+                Err(e) => tracing::debug!("a forwarded stdio session did not start: {e}"),
+            }
+        })
+    })
 }
 
 /// Takes the bearer token from the environment when it is set there.

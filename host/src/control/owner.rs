@@ -1,0 +1,162 @@
+//! The owner's side of the control socket: bind it with mode 0600 and serve each
+//! connection as HTTP (the app of the TCP listener) or as an MCP session in
+//! newline-delimited JSON-RPC (what a front-end `serve --stdio` forwards).
+
+use std::future::Future;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::ConnectInfo;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+use super::{Error, check_length, socket_path};
+
+/// How long an HTTP client of the socket may take to send a request's headers.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long open connections may finish at shutdown.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// Serves one MCP session over a connection (its read and write halves).
+pub type SessionServer = Arc<
+    dyn Fn(
+            tokio::io::ReadHalf<BufReader<UnixStream>>,
+            tokio::io::WriteHalf<BufReader<UnixStream>>,
+        ) -> Pin<Box<dyn Future<Output = ()> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// The bound socket; its file is removed when this is dropped.
+pub struct ControlSocket {
+    listener: UnixListener,
+    path: PathBuf,
+    /// The socket file's inode, to remove only our own file.
+    inode: u64,
+}
+
+impl ControlSocket {
+    /// Binds `<data_dir>/mcpproxy.sock`. Call it only while holding the data dir's journal:
+    /// then no other owner can be running, and a socket file already there is one an owner
+    /// that died left behind, replaced here. The socket is bound under a temporary name,
+    /// given mode 0600, then renamed into place, so it is never reachable with wider
+    /// permissions.
+    pub fn bind(data_dir: &Path) -> Result<Self, Error> {
+        let path = socket_path(data_dir);
+        check_length(&path)?;
+        let temporary = data_dir.join(format!(".{}.{}", super::SOCKET_FILE, std::process::id()));
+        check_length(&temporary)?;
+        let failed = |source| Error::Bind {
+            path: path.clone(),
+            source,
+        };
+        let _ = std::fs::remove_file(&temporary);
+        let listener = UnixListener::bind(&temporary).map_err(failed)?;
+        std::fs::set_permissions(&temporary, std::fs::Permissions::from_mode(0o600))
+            .and_then(|()| std::fs::rename(&temporary, &path))
+            .map_err(|e| {
+                let _ = std::fs::remove_file(&temporary);
+                failed(e)
+            })?;
+        let inode = {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(&path).map_err(failed)?.ino()
+        };
+        Ok(Self {
+            listener,
+            path,
+            inode,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Accepts connections until `shutdown`, then gives open ones [`SHUTDOWN_GRACE`].
+    pub async fn serve(self, app: Router, sessions: SessionServer, shutdown: CancellationToken) {
+        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        let connections = tokio_util::task::TaskTracker::new();
+        loop {
+            let accepted = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                accepted = self.listener.accept() => accepted,
+            };
+            let stream = match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::debug!("control socket: cannot accept a connection: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let mut reader = BufReader::new(stream);
+            // The first byte decides the protocol; reading it waits for the client.
+            let first = match tokio::time::timeout(HEADER_TIMEOUT, reader.fill_buf()).await {
+                Ok(Ok(buf)) => buf.first().copied(),
+                _ => continue,
+            };
+            match first {
+                None => {}
+                Some(b'{') | Some(b' ') | Some(b'\n') | Some(b'\r') | Some(b'\t') => {
+                    let (read, write) = tokio::io::split(reader);
+                    let session = sessions(read, write);
+                    let ended = shutdown.clone();
+                    connections.spawn(async move {
+                        tokio::select! {
+                            _ = session => {}
+                            _ = ended.cancelled() => {}
+                        }
+                    });
+                }
+                Some(_) => {
+                    let app = app.clone();
+                    let service =
+                        hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+                            // Socket clients are local: they count as loopback ones.
+                            request
+                                .extensions_mut()
+                                .insert(ConnectInfo(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))));
+                            app.clone().oneshot(request)
+                        });
+                    let connection = hyper::server::conn::http1::Builder::new()
+                        .timer(TokioTimer::new())
+                        .header_read_timeout(HEADER_TIMEOUT)
+                        .serve_connection(TokioIo::new(reader), service);
+                    let connection = graceful.watch(connection);
+                    connections.spawn(async move {
+                        if let Err(e) = connection.await {
+                            tracing::debug!("control socket connection ended: {e}");
+                        }
+                    });
+                }
+            }
+        }
+        connections.close();
+        let _ = tokio::time::timeout(SHUTDOWN_GRACE, async {
+            graceful.shutdown().await;
+            connections.wait().await;
+        })
+        .await;
+    }
+}
+
+impl Drop for ControlSocket {
+    fn drop(&mut self) {
+        // Only our own socket: once the journal is released, a new owner may have put its
+        // own file in place.
+        use std::os::unix::fs::MetadataExt;
+        if std::fs::metadata(&self.path).is_ok_and(|m| m.ino() == self.inode) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
