@@ -84,12 +84,12 @@ where
             _ = shutdown.cancelled() => return Ok(()),
             line = ide.next_line() => {
                 let Some(line) = line? else { return Ok(()) };
-                if !session.from_ide(line, &mut owner, &mut output, &data_dir).await? {
+                if !session.forward_from_ide(line, &mut owner, &mut output, &data_dir).await? {
                     lost(&mut owner, &mut session, &mut output, &data_dir).await?;
                 }
             }
             line = next_line(&mut owner) => match line {
-                Some(line) => session.from_owner(line, &mut output).await?,
+                Some(line) => session.forward_from_owner(line, &mut output).await?,
                 None => lost(&mut owner, &mut session, &mut output, &data_dir).await?,
             },
             _ = retry.tick(), if owner.is_none() => {
@@ -139,7 +139,7 @@ async fn lost<W: AsyncWrite + Unpin>(
 impl Session {
     /// Forwards one line from the IDE, or answers it when no owner runs. Returns false if
     /// the owner could not take it (it went away).
-    async fn from_ide<W: AsyncWrite + Unpin>(
+    async fn forward_from_ide<W: AsyncWrite + Unpin>(
         &mut self,
         line: String,
         owner: &mut Option<Connection>,
@@ -174,7 +174,7 @@ impl Session {
     }
 
     /// Passes one line from the owner to the IDE, unless it answers a replayed request.
-    async fn from_owner<W: AsyncWrite + Unpin>(
+    async fn forward_from_owner<W: AsyncWrite + Unpin>(
         &mut self,
         line: String,
         output: &mut W,
