@@ -32,6 +32,8 @@ mod listener_e2e;
 mod npm_e2e;
 /// `/healthz`, `/readyz` and `/metrics` (read by the reference OpenMetrics parser).
 mod observability_e2e;
+/// One owner per data dir: stdio front-ends, the CLI and an HTTP relay beside it.
+mod owner_e2e;
 /// Property tests (random inputs, proptest): call arguments and intents, config text, the
 /// record codec. No input panics; every accepted one keeps the invariants.
 mod properties;

@@ -272,9 +272,12 @@ impl ServeCommand {
             .local_addr()
             .context("cannot read the bound address")?;
         eprintln!(
-            "mcpproxy {}: {} is owned by a running mcpproxy (serving stdio); relaying http://{bound}/mcp to it",
-            env!("CARGO_PKG_VERSION"),
+            "{} is owned by a running mcpproxy (serving stdio); this one relays HTTP to it",
             data_dir.display()
+        );
+        eprintln!(
+            "mcpproxy {} listening on http://{bound}/mcp",
+            env!("CARGO_PKG_VERSION")
         );
         crate::control::relay::serve(socket, data_dir.to_owned(), shutdown).await;
         Ok(())
