@@ -23,6 +23,7 @@
 //! );
 //! ```
 
+pub mod document;
 mod raw;
 mod validate;
 

@@ -322,7 +322,7 @@ impl Proxy {
     /// connecting (just after start) is waited for, within the call's timeout.
     async fn judge(&self, input: CallInput, timeout: Option<Duration>) -> Judged {
         let Some(upstream) = self.upstreams.get(&input.server) else {
-            let known: Vec<&str> = self.upstreams.names().collect();
+            let known = self.upstreams.names();
             return Judged::Refused(format!(
                 "Unknown server '{}' in '{}:{}'. Known servers: {}. Use retrieve_tools to find tools.",
                 input.server,
@@ -336,7 +336,7 @@ impl Proxy {
             ));
         };
         if upstream.is_quarantined() {
-            return self.held_quarantined(upstream).await;
+            return self.held_quarantined(&upstream).await;
         }
         if let Err(e) = upstream.check_usable() {
             return Judged::Refused(e.to_string());
@@ -360,7 +360,7 @@ impl Proxy {
             });
         };
         if !upstream.is_trusted(&input.tool) {
-            return self.held_changed(upstream, &tool).await;
+            return self.held_changed(&upstream, &tool).await;
         }
         let pipeline = self.pipeline.clone();
         let (variant, intent) = (input.variant, input.intent);
@@ -433,7 +433,7 @@ impl Proxy {
         if let Some(name) = &server
             && self.upstreams.get(name).is_none()
         {
-            let known: Vec<&str> = self.upstreams.names().collect();
+            let known = self.upstreams.names();
             return Err(format!(
                 "unknown server '{name}'; configured servers: {}",
                 if known.is_empty() {
@@ -447,6 +447,7 @@ impl Proxy {
         let pipeline = self.pipeline.clone();
         tokio::task::spawn_blocking(move || {
             upstreams
+                .all()
                 .iter()
                 .filter(|u| server.as_deref().is_none_or(|s| s == u.name()))
                 .flat_map(|u| u.trusted_tools())

@@ -173,6 +173,7 @@ impl Proxy {
     /// cross-server references against.
     fn other_tools(&self, server: &str) -> Vec<String> {
         self.upstreams()
+            .all()
             .iter()
             .filter(|u| u.name() != server)
             .flat_map(|u| {

@@ -13,6 +13,7 @@
 
 mod child;
 mod convert;
+pub mod log;
 mod reach;
 mod supervisor;
 mod vetting;
@@ -131,11 +132,36 @@ pub struct Upstream {
     /// Held-back tools already reported, with the fingerprint reported (a change is recorded
     /// once, not at every refresh).
     reported: std::sync::Mutex<BTreeMap<String, String>>,
+    /// The server's recent stderr lines (stdio servers).
+    log: std::sync::Mutex<log::Ring>,
 }
 
 impl Upstream {
     pub fn name(&self) -> &str {
         &self.config.name
+    }
+
+    /// The configuration it runs with.
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
+    /// The server's last `lines` stderr lines, oldest first, and how many it ever wrote.
+    pub fn recent_log(&self, lines: usize) -> (Vec<log::LogLine>, u64) {
+        self.log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .tail(lines)
+    }
+
+    fn log_line(&self, line: &str) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        self.log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(line, now);
     }
 
     pub fn state(&self) -> State {
@@ -276,12 +302,39 @@ impl Upstream {
     }
 }
 
-/// Every configured upstream, with their supervisors.
+/// Every configured upstream, with their supervisors. Servers can be added, removed and
+/// restarted while the proxy runs ([`Upstreams::apply`], [`Upstreams::restart`]).
 pub struct Upstreams {
-    servers: BTreeMap<String, Arc<Upstream>>,
+    servers: RwLock<BTreeMap<String, Running>>,
+    settings: UpstreamConfig,
+    default_timeout: Duration,
+    index: Arc<ToolIndex>,
+    trust: Arc<TrustStore>,
     shutdown: CancellationToken,
-    tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    changes_tx: mpsc::UnboundedSender<ToolChange>,
     changes: std::sync::Mutex<Option<mpsc::UnboundedReceiver<ToolChange>>>,
+}
+
+/// One upstream and its supervisor.
+struct Running {
+    upstream: Arc<Upstream>,
+    stop: CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// What [`Upstreams::apply`] changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Applied {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    /// Servers whose configuration changed, restarted with the new one.
+    pub restarted: Vec<String>,
+}
+
+impl Applied {
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.restarted.is_empty()
+    }
 }
 
 impl Upstreams {
@@ -294,49 +347,125 @@ impl Upstreams {
         index: Arc<ToolIndex>,
         trust: Arc<TrustStore>,
     ) -> Arc<Self> {
-        let shutdown = CancellationToken::new();
-        let mut map = BTreeMap::new();
-        let mut tasks = Vec::new();
-        let (changes, receiver) = mpsc::unbounded_channel();
-        for config in servers {
-            let initial = if !config.enabled {
-                State::Disabled
-            } else {
-                State::Disconnected
-            };
-            let approved = trust
-                .server(&config.name)
-                .is_some_and(|s| s.approved_at.is_some());
-            let upstream = Arc::new(Upstream {
-                config: config.clone(),
-                settings: *settings,
-                default_timeout,
-                state: watch::Sender::new(initial.clone()),
-                peer: RwLock::new(None),
-                tools: RwLock::new(Arc::new(BTreeMap::new())),
-                refresh: Notify::new(),
-                quarantined: AtomicBool::new(config.quarantined && !approved),
-                review: RwLock::new(Arc::new(Review::default())),
-                trust: trust.clone(),
-                index: index.clone(),
-                changes: changes.clone(),
-                reported: std::sync::Mutex::new(BTreeMap::new()),
-            });
-            if initial == State::Disconnected {
-                tasks.push(tokio::spawn(supervisor::run(
-                    upstream.clone(),
-                    index.clone(),
-                    shutdown.child_token(),
-                )));
-            }
-            map.insert(config.name.clone(), upstream);
-        }
-        Arc::new(Self {
-            servers: map,
-            shutdown,
-            tasks: std::sync::Mutex::new(tasks),
+        let (changes_tx, receiver) = mpsc::unbounded_channel();
+        let upstreams = Self {
+            servers: RwLock::new(BTreeMap::new()),
+            settings: *settings,
+            default_timeout,
+            index,
+            trust,
+            shutdown: CancellationToken::new(),
+            changes_tx,
             changes: std::sync::Mutex::new(Some(receiver)),
-        })
+        };
+        {
+            let mut map = write(&upstreams.servers);
+            for config in servers {
+                map.insert(config.name.clone(), upstreams.launch(config));
+            }
+        }
+        Arc::new(upstreams)
+    }
+
+    /// A new upstream for `config`, its supervisor started unless it is disabled.
+    fn launch(&self, config: &ServerConfig) -> Running {
+        let initial = if !config.enabled {
+            State::Disabled
+        } else {
+            State::Disconnected
+        };
+        let approved = self
+            .trust
+            .server(&config.name)
+            .is_some_and(|s| s.approved_at.is_some());
+        let upstream = Arc::new(Upstream {
+            config: config.clone(),
+            settings: self.settings,
+            default_timeout: self.default_timeout,
+            state: watch::Sender::new(initial.clone()),
+            peer: RwLock::new(None),
+            tools: RwLock::new(Arc::new(BTreeMap::new())),
+            refresh: Notify::new(),
+            quarantined: AtomicBool::new(config.quarantined && !approved),
+            review: RwLock::new(Arc::new(Review::default())),
+            trust: self.trust.clone(),
+            index: self.index.clone(),
+            changes: self.changes_tx.clone(),
+            reported: std::sync::Mutex::new(BTreeMap::new()),
+            log: std::sync::Mutex::new(log::Ring::default()),
+        });
+        let stop = self.shutdown.child_token();
+        let task = (initial == State::Disconnected).then(|| {
+            tokio::spawn(supervisor::run(
+                upstream.clone(),
+                self.index.clone(),
+                stop.clone(),
+            ))
+        });
+        Running {
+            upstream,
+            stop,
+            task,
+        }
+    }
+
+    /// Makes the running servers match `servers`: new ones start, removed ones stop (their
+    /// sessions closed, their processes ended, their tools out of the index), changed ones
+    /// restart with their new configuration; the others are not touched.
+    pub async fn apply(&self, servers: &[ServerConfig]) -> Applied {
+        let mut applied = Applied::default();
+        let mut stopping = Vec::new();
+        {
+            let mut map = write(&self.servers);
+            let wanted: BTreeMap<&str, &ServerConfig> =
+                servers.iter().map(|s| (s.name.as_str(), s)).collect();
+            let gone: Vec<String> = map
+                .keys()
+                .filter(|name| !wanted.contains_key(name.as_str()))
+                .cloned()
+                .collect();
+            for name in gone {
+                if let Some(running) = map.remove(&name) {
+                    stopping.push(running);
+                    applied.removed.push(name);
+                }
+            }
+            for (name, config) in wanted {
+                match map.get(name) {
+                    Some(running) if running.upstream.config == *config => {}
+                    Some(_) => {
+                        if let Some(old) = map.insert(name.to_owned(), self.launch(config)) {
+                            stopping.push(old);
+                        }
+                        applied.restarted.push(name.to_owned());
+                    }
+                    None => {
+                        map.insert(name.to_owned(), self.launch(config));
+                        applied.added.push(name.to_owned());
+                    }
+                }
+            }
+        }
+        for running in stopping {
+            stop(running).await;
+        }
+        applied
+    }
+
+    /// Stops `name`'s session and starts a new one with the same configuration (a new
+    /// process for a stdio server). `false` if there is no such server.
+    pub async fn restart(&self, name: &str) -> bool {
+        let old = {
+            let mut map = write(&self.servers);
+            let Some(config) = map.get(name).map(|r| r.upstream.config.clone()) else {
+                return false;
+            };
+            map.insert(name.to_owned(), self.launch(&config))
+        };
+        if let Some(old) = old {
+            stop(old).await;
+        }
+        true
     }
 
     /// The tool changes the supervisors notice (new, changed, removed tools), for the
@@ -348,21 +477,25 @@ impl Upstreams {
             .take()
     }
 
-    pub fn get(&self, name: &str) -> Option<&Arc<Upstream>> {
-        self.servers.get(name)
+    pub fn get(&self, name: &str) -> Option<Arc<Upstream>> {
+        read(&self.servers).get(name).map(|r| r.upstream.clone())
     }
 
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.servers.keys().map(String::as_str)
+    pub fn names(&self) -> Vec<String> {
+        read(&self.servers).keys().cloned().collect()
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<Upstream>> {
-        self.servers.values()
+    /// Every upstream, by name.
+    pub fn all(&self) -> Vec<Arc<Upstream>> {
+        read(&self.servers)
+            .values()
+            .map(|r| r.upstream.clone())
+            .collect()
     }
 
     pub fn statuses(&self) -> Vec<Status> {
-        self.servers
-            .values()
+        self.all()
+            .iter()
             .map(|u| Status {
                 name: u.config.name.clone(),
                 transport: u.transport_label().to_owned(),
@@ -383,8 +516,9 @@ impl Upstreams {
 
     /// Waits until no upstream is still on its first connection attempt, or the timeout.
     pub async fn settle(&self, timeout: Duration) {
+        let upstreams = self.all();
         let wait_all = async {
-            for upstream in self.servers.values() {
+            for upstream in &upstreams {
                 let mut rx = upstream.subscribe();
                 let _ = rx
                     .wait_for(|s| !matches!(s, State::Disconnected | State::Connecting))
@@ -397,11 +531,22 @@ impl Upstreams {
     /// Stops every supervisor, closes every session and ends child processes.
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
-        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
-        for task in tasks {
-            let _ = task.await;
+        let running: Vec<Running> = std::mem::take(&mut *write(&self.servers))
+            .into_values()
+            .collect();
+        for running in running {
+            stop(running).await;
         }
     }
+}
+
+/// Stops one supervisor and waits for it (its session closed, its tools out of the index).
+async fn stop(mut running: Running) {
+    running.stop.cancel();
+    if let Some(task) = running.task.take() {
+        let _ = task.await;
+    }
+    running.upstream.state.send_replace(State::Disconnected);
 }
 
 fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {

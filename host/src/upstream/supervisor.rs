@@ -23,6 +23,34 @@ use super::{State, Upstream, tool_from_mcp, write};
 /// same bound of its own.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The next line of a server's stderr, cut to [`super::log::MAX_LINE_BYTES`] (the rest of a
+/// longer line is read and dropped, never held); `None` at the end.
+async fn bounded_line<R: tokio::io::AsyncBufRead + Unpin>(reader: &mut R) -> Option<String> {
+    let mut line = Vec::new();
+    let mut read_any = false;
+    loop {
+        let buf = reader.fill_buf().await.ok()?;
+        if buf.is_empty() {
+            return read_any.then(|| String::from_utf8_lossy(&line).into_owned());
+        }
+        read_any = true;
+        let (chunk, found) = match buf.iter().position(|b| *b == b'\n') {
+            Some(i) => (&buf[..i], Some(i + 1)),
+            None => (buf, None),
+        };
+        let room = super::log::MAX_LINE_BYTES.saturating_sub(line.len());
+        line.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        let used = found.unwrap_or(buf.len());
+        reader.consume(used);
+        if found.is_some() {
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            return Some(String::from_utf8_lossy(&line).into_owned());
+        }
+    }
+}
+
 /// rmcp's client-side handler: reacts to what the upstream tells us.
 struct UpstreamClient {
     upstream: Weak<Upstream>,
@@ -227,11 +255,15 @@ async fn connect(
             let stderr = pipes.stderr;
             let transport = (pipes.stdout, pipes.stdin);
             if let Some(stderr) = stderr {
-                let server = upstream.name().to_owned();
+                let weak = Arc::downgrade(upstream);
                 tokio::spawn(async move {
-                    let mut lines = tokio::io::BufReader::new(stderr).lines();
-                    while let Ok(Some(line)) = lines.next_line().await {
-                        tracing::debug!(server = %server, "stderr: {line}");
+                    let mut reader = tokio::io::BufReader::new(stderr);
+                    while let Some(line) = bounded_line(&mut reader).await {
+                        let Some(upstream) = weak.upgrade() else {
+                            break;
+                        };
+                        tracing::debug!(server = %upstream.name(), "stderr: {}", quote(&line));
+                        upstream.log_line(&line);
                     }
                 });
             }
