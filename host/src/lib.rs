@@ -23,6 +23,8 @@
 //! - [`upstream`]: one MCP client session per upstream server;
 //! - [`proxy`]: the shared core: resolve, judge, call, record; search;
 //! - [`runtime`]: builds the running proxy from a [`config::Config`];
+//! - [`manage`]: changes to the upstream servers while running (tool, CLI, REST, hand
+//!   edits of the file): validated, written back, applied;
 //! - [`mcp`], [`api`], [`web`]: the MCP server (HTTP and stdio), the REST API under
 //!   `/api/v1` and the page at `/`;
 //! - [`control`]: one owner per data dir: the owner's control socket, and the front-ends
@@ -40,6 +42,7 @@ pub mod index;
 pub mod limits;
 pub mod line_guard;
 pub mod listener;
+pub mod manage;
 pub mod mcp;
 pub mod metrics;
 pub mod plugin;

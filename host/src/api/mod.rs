@@ -40,6 +40,8 @@ pub struct ApiState {
     pub access: Arc<Access>,
     /// `GET /metrics` without the key (`http.metrics_public`).
     pub metrics_public: bool,
+    /// Changes to the upstream servers, when this process can make them.
+    pub manager: Option<Arc<crate::manage::Manager>>,
 }
 
 /// `/api/v1/...`, with the key check on every route.
@@ -55,7 +57,13 @@ pub fn router(state: ApiState) -> Router {
         .route("/tools", get(tools::list))
         .route("/tools/search", get(tools::search))
         .route("/tools/call", post(tools::call))
-        .route("/upstreams", get(upstreams::list))
+        .route("/upstreams", get(upstreams::list).post(upstreams::add))
+        .route(
+            "/upstreams/{name}",
+            axum::routing::delete(upstreams::remove).patch(upstreams::patch),
+        )
+        .route("/upstreams/{name}/restart", post(upstreams::restart))
+        .route("/upstreams/{name}/logs", get(upstreams::logs))
         .route("/upstreams/{name}/analysis", get(upstreams::analysis))
         .route("/upstreams/{name}/approve", post(upstreams::approve))
         .fallback(not_found)
@@ -190,6 +198,13 @@ impl ApiError {
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self {
             status: StatusCode::BAD_REQUEST,
+            message: message.into(),
+        }
+    }
+
+    pub fn with_status(status: StatusCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
             message: message.into(),
         }
     }

@@ -1,6 +1,8 @@
 //! `GET /api/v1/upstreams`, `GET /api/v1/upstreams/{name}/analysis` and
 //! `POST /api/v1/upstreams/{name}/approve`: reviewing quarantined servers and tools that
-//! changed since approval, and approving them.
+//! changed since approval, and approving them. `POST /api/v1/upstreams`,
+//! `PATCH|DELETE /api/v1/upstreams/{name}`, `POST .../restart` and `GET .../logs`: changing
+//! the servers while running ([`crate::manage`]).
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -9,6 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::activity::Source;
+use crate::manage::{self, Actor, Change, Manager};
 
 use super::{ApiError, ApiState, ok};
 
@@ -73,4 +76,111 @@ pub async fn approve(
         .await
         .map_err(ApiError::bad_request)?;
     Ok(ok(approval))
+}
+
+fn manager(state: &ApiState) -> Result<&std::sync::Arc<Manager>, ApiError> {
+    state.manager.as_ref().ok_or_else(|| {
+        ApiError::with_status(
+            axum::http::StatusCode::CONFLICT,
+            "this mcpproxy cannot change its servers (it was started without a config file to write)",
+        )
+    })
+}
+
+fn change_error(e: manage::Error) -> ApiError {
+    use axum::http::StatusCode;
+    let status = match &e {
+        manage::Error::UnknownServer(_)
+        | manage::Error::Edit(crate::config::document::EditError::NoSuchServer(_)) => {
+            StatusCode::NOT_FOUND
+        }
+        manage::Error::Edit(crate::config::document::EditError::Exists(_)) => StatusCode::CONFLICT,
+        manage::Error::ReadOnly { .. } => StatusCode::FORBIDDEN,
+        manage::Error::Write { .. } | manage::Error::Read { .. } | manage::Error::NoConfigFile => {
+            return ApiError::internal("cannot change the config file", e);
+        }
+        _ => StatusCode::BAD_REQUEST,
+    };
+    ApiError::with_status(status, e.to_string())
+}
+
+/// `POST /upstreams` with a `mcpServers` entry (`name` included).
+pub async fn add(
+    State(state): State<ApiState>,
+    Json(entry): Json<Value>,
+) -> Result<Response, ApiError> {
+    let manager = manager(&state)?;
+    let Some(name) = entry.get("name").and_then(Value::as_str).map(str::to_owned) else {
+        return Err(ApiError::bad_request(
+            "the body is a server entry with its name: {\"name\": \"fs\", \"command\": \"npx\", \"args\": [...]}",
+        ));
+    };
+    let applied = manager
+        .change(Change::Add { name, entry }, Actor::Person)
+        .await
+        .map_err(change_error)?;
+    Ok(ok(manage::applied_json(&applied)))
+}
+
+/// `DELETE /upstreams/{name}`.
+pub async fn remove(
+    State(state): State<ApiState>,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    let applied = manager(&state)?
+        .change(Change::Remove { name }, Actor::Person)
+        .await
+        .map_err(change_error)?;
+    Ok(ok(manage::applied_json(&applied)))
+}
+
+/// `PATCH /upstreams/{name}` with a deep-merge patch of its entry.
+pub async fn patch(
+    State(state): State<ApiState>,
+    Path(name): Path<String>,
+    Json(patch): Json<Value>,
+) -> Result<Response, ApiError> {
+    if !patch.is_object() {
+        return Err(ApiError::bad_request(
+            "the body is an object of the fields to change, e.g. {\"enabled\": false}",
+        ));
+    }
+    let applied = manager(&state)?
+        .change(Change::Patch { name, patch }, Actor::Person)
+        .await
+        .map_err(change_error)?;
+    Ok(ok(manage::applied_json(&applied)))
+}
+
+/// `POST /upstreams/{name}/restart`.
+pub async fn restart(
+    State(state): State<ApiState>,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    manager(&state)?
+        .restart(&name)
+        .await
+        .map_err(change_error)?;
+    Ok(ok(serde_json::json!({"restarted": name})))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct LogsQuery {
+    lines: Option<usize>,
+}
+
+/// `GET /upstreams/{name}/logs?lines=N`: the last N (at most 500) stderr lines.
+pub async fn logs(
+    State(state): State<ApiState>,
+    Path(name): Path<String>,
+    axum::extract::Query(query): axum::extract::Query<LogsQuery>,
+) -> Result<Response, ApiError> {
+    let lines = query
+        .lines
+        .unwrap_or(50)
+        .clamp(1, crate::upstream::log::MAX_LINES);
+    let (lines, total) = manager(&state)?.logs(&name, lines).map_err(change_error)?;
+    Ok(ok(
+        serde_json::json!({"server": name, "lines": lines, "total_lines": total}),
+    ))
 }

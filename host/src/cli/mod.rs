@@ -8,6 +8,7 @@ mod output;
 mod plugins;
 mod remote;
 mod serve;
+mod servers;
 mod tools;
 mod upstream;
 
@@ -63,7 +64,8 @@ enum Command {
     /// Search and list upstream tools.
     #[command(subcommand)]
     Tools(tools::ToolsCommand),
-    /// Review and approve upstream servers: quarantine, tools changed since approval.
+    /// Upstream servers: list, add, remove, enable, disable, restart, logs, import; review and
+    /// approve them (quarantine, tools changed since approval).
     #[command(subcommand)]
     Upstream(upstream::UpstreamCommand),
 }

@@ -130,6 +130,25 @@ impl Remote {
         self.send(request).await
     }
 
+    /// PATCHes a JSON body; like [`Remote::get`].
+    pub async fn patch(&self, path: &str, body: &Value, timeout: Duration) -> Result<Value> {
+        let request = self
+            .http
+            .patch(format!("{}{path}", self.base))
+            .json(body)
+            .timeout(timeout);
+        self.send(request).await
+    }
+
+    /// DELETEs; like [`Remote::get`].
+    pub async fn delete(&self, path: &str, timeout: Duration) -> Result<Value> {
+        let request = self
+            .http
+            .delete(format!("{}{path}", self.base))
+            .timeout(timeout);
+        self.send(request).await
+    }
+
     async fn send(&self, request: reqwest::RequestBuilder) -> Result<Value> {
         let response = request
             .header("X-API-Key", &self.key)

@@ -16,6 +16,7 @@ use crate::access::Access;
 use crate::api::{self, ApiState, key};
 use crate::config::{self, Config, is_plugin_name, is_secret_text};
 use crate::listener;
+use crate::manage::Manager;
 use crate::mcp::{self, ProxyServer};
 use crate::runtime::Runtime;
 
@@ -86,7 +87,7 @@ impl ServeCommand {
     }
 
     async fn serve(self, globals: &Globals, loaded: config::Loaded) -> Result<()> {
-        let mut config = loaded.config;
+        let mut config = loaded.config.clone();
         for name in &self.sinks {
             if !is_plugin_name(name) {
                 bail!(
@@ -134,6 +135,24 @@ impl ServeCommand {
         runtime.close_interrupted().await;
         let delivery = Arc::new(runtime.start_delivery()?);
         let control = crate::control::owner::ControlSocket::bind(&data_dir)?;
+        let config_path = loaded.path.clone().or_else(|| {
+            globals
+                .home
+                .as_deref()
+                .map(|h| config::default_path(Some(h)))
+        });
+        let manager = Arc::new(Manager::new(
+            config_path,
+            globals.home.clone(),
+            runtime.proxy.upstreams().clone(),
+            loaded.config.clone(),
+        ));
+        if let Err(e) = crate::manage::watch(manager.clone(), shutdown.clone()) {
+            tracing::warn!(
+                "cannot watch the config file for edits (restart mcpproxy after editing it): {e}"
+            );
+        }
+        let mcp_server = ProxyServer::new(runtime.proxy.clone()).with_manager(manager.clone());
 
         let access = Access {
             allowed_hosts: runtime.config.allowed_hosts.clone(),
@@ -147,6 +166,7 @@ impl ServeCommand {
             api_key: Arc::from(api_key),
             access: Arc::new(access.clone()),
             metrics_public: runtime.config.http.metrics_public,
+            manager: Some(manager.clone()),
         };
         let http = &runtime.config.http;
         let endpoint = mcp::http::Endpoint {
@@ -158,13 +178,13 @@ impl ServeCommand {
                 idle: http.session_idle,
             },
         };
-        let app = mcp::http::router(runtime.proxy.clone(), endpoint, shutdown.child_token())
+        let app = mcp::http::router(mcp_server.clone(), endpoint, shutdown.child_token())
             .merge(api::router(api_state))
             .merge(crate::web::router(Arc::new(access.clone())));
         let control_path = control.path().to_owned();
         let control_server = tokio::spawn(control.serve(
             app.clone(),
-            session_server(runtime.proxy.clone()),
+            session_server(mcp_server.clone()),
             shutdown.clone(),
         ));
 
@@ -181,7 +201,8 @@ impl ServeCommand {
                 tokio::io::stdin(),
                 crate::line_guard::oversized_request,
             );
-            let service = ProxyServer::new(runtime.proxy.clone())
+            let service = mcp_server
+                .clone()
                 .serve((stdin, tokio::io::stdout()))
                 .await
                 .context("cannot start MCP on stdio")?;
@@ -309,13 +330,13 @@ async fn bind_tcp(listen: SocketAddr) -> Result<tokio::net::TcpListener> {
 }
 
 /// MCP sessions on the control socket: each served as on stdio.
-fn session_server(proxy: Arc<crate::proxy::Proxy>) -> crate::control::owner::SessionServer {
+fn session_server(server: ProxyServer) -> crate::control::owner::SessionServer {
     Arc::new(move |read, write| {
-        let proxy = proxy.clone();
+        let server = server.clone();
         Box::pin(async move {
             let read =
                 crate::line_guard::LineGuard::new(read, crate::line_guard::oversized_request);
-            match ProxyServer::new(proxy).serve((read, write)).await {
+            match server.serve((read, write)).await {
                 Ok(service) => {
                     let _ = service.waiting().await;
                 }

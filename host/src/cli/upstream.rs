@@ -1,5 +1,6 @@
 //! `mcpproxy upstream list | inspect NAME | approve NAME [--tool T]`: review quarantined
-//! servers and tools that changed since approval, and approve them. Through the running
+//! servers and tools that changed since approval, and approve them (the commands that
+//! change servers are in [`super::servers`]). Through the running
 //! server when one is up (approval takes effect there at once), else in-process on the data
 //! dir (the server is connected to list its tools).
 
@@ -30,6 +31,22 @@ pub enum UpstreamCommand {
     /// Approve a server (clears its quarantine, accepts every tool as it is now), or with
     /// --tool, accept those tools' changes.
     Approve(ApproveArgs),
+    /// Add a server (quarantined until approved): `add NAME -- COMMAND ARGS...` or
+    /// `add NAME --url URL`.
+    Add(super::servers::AddArgs),
+    /// Remove a server from the config (its session ends, its process stops).
+    Remove(super::servers::NameArgs),
+    /// Enable a server.
+    Enable(super::servers::NameArgs),
+    /// Disable a server (kept in the config, not connected).
+    Disable(super::servers::NameArgs),
+    /// End a server's session and start a new one (a new process for a stdio server).
+    Restart(super::servers::NameArgs),
+    /// A server's recent stderr lines (stdio servers), from the running mcpproxy.
+    Logs(super::servers::LogsArgs),
+    /// Import the servers of a Claude Desktop, Cursor or VS Code config file (quarantined);
+    /// shows what would be added unless --yes.
+    Import(super::servers::ImportArgs),
 }
 
 #[derive(Debug, Args)]
@@ -75,6 +92,13 @@ impl UpstreamCommand {
             .context("cannot start the async runtime")?;
         runtime.block_on(async {
             match self {
+                Self::Add(args) => super::servers::add(globals, args).await,
+                Self::Remove(args) => super::servers::remove(globals, args).await,
+                Self::Enable(args) => super::servers::set_enabled(globals, args, true).await,
+                Self::Disable(args) => super::servers::set_enabled(globals, args, false).await,
+                Self::Restart(args) => super::servers::restart(globals, args).await,
+                Self::Logs(args) => super::servers::logs(globals, args).await,
+                Self::Import(args) => super::servers::import(globals, args).await,
                 Self::List(common) => {
                     let backend = open(globals, &common, None).await?;
                     let statuses: Vec<Status> = match &backend {

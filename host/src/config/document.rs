@@ -264,7 +264,7 @@ impl Document {
         fields.remove("name");
         match self.root.get_mut("mcpServers") {
             Some(Node::Object(entries)) => {
-                entries.push((name.to_owned(), Node::from_value(&Value::Object(fields))));
+                entries.push((name.to_owned(), ordered_fields(fields)));
             }
             Some(Node::Array(items)) => items.push(named(name, fields)),
             Some(_) => return Err(EditError::ServersNotAList),
@@ -321,9 +321,36 @@ impl Document {
     }
 }
 
-/// A list entry: `name` first, then the fields.
+/// A list entry: `name` first, then the fields in the order the docs list them.
 fn named(name: &str, fields: serde_json::Map<String, Value>) -> Node {
     let mut entries = vec![("name".to_owned(), Node::Scalar(Value::String(name.into())))];
+    if let Node::Object(ordered) = ordered_fields(fields) {
+        entries.extend(ordered);
+    }
+    Node::Object(entries)
+}
+
+/// A server's fields as an object, the usual ones first in their usual order.
+fn ordered_fields(mut fields: serde_json::Map<String, Value>) -> Node {
+    const ORDER: [&str; 11] = [
+        "command",
+        "args",
+        "env",
+        "working_dir",
+        "url",
+        "headers",
+        "protocol",
+        "enabled",
+        "quarantined",
+        "auto_approve_tool_changes",
+        "tool_call_timeout_ms",
+    ];
+    let mut entries = Vec::new();
+    for key in ORDER {
+        if let Some(value) = fields.remove(key) {
+            entries.push((key.to_owned(), Node::from_value(&value)));
+        }
+    }
     entries.extend(fields.iter().map(|(k, v)| (k.clone(), Node::from_value(v))));
     Node::Object(entries)
 }

@@ -133,6 +133,8 @@ pub struct Config {
     pub http: HttpConfig,
     /// `telemetry`: where traces go (nowhere by default).
     pub telemetry: TelemetryConfig,
+    /// `management`: changing the upstream servers while running.
+    pub management: ManagementConfig,
 }
 
 impl Default for Config {
@@ -151,6 +153,7 @@ impl Default for Config {
             upstream: UpstreamConfig::default(),
             http: HttpConfig::default(),
             telemetry: TelemetryConfig::default(),
+            management: ManagementConfig::default(),
         }
     }
 }
@@ -171,6 +174,7 @@ impl fmt::Debug for Config {
             .field("upstream", &self.upstream)
             .field("http", &self.http)
             .field("telemetry", &self.telemetry)
+            .field("management", &self.management)
             .finish()
     }
 }
@@ -540,6 +544,25 @@ impl fmt::Debug for HttpConfig {
             .field("session_idle", &self.session_idle)
             .field("metrics_public", &self.metrics_public)
             .finish()
+    }
+}
+
+/// `management`: who may add, change and remove upstream servers while mcpproxy runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ManagementConfig {
+    /// MCP clients get the `upstream_servers` tool.
+    pub upstream_servers_tool: bool,
+    /// Servers can be listed and their logs read, but not changed (by the tool, the CLI
+    /// or the REST API); the file can still be edited by hand.
+    pub read_only: bool,
+}
+
+impl Default for ManagementConfig {
+    fn default() -> Self {
+        Self {
+            upstream_servers_tool: true,
+            read_only: false,
+        }
     }
 }
 

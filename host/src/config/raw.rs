@@ -32,6 +32,7 @@ pub(super) struct RawConfig {
     pub upstream: Option<RawUpstream>,
     pub http: Option<RawHttp>,
     pub telemetry: Option<RawTelemetry>,
+    pub management: Option<RawManagement>,
 }
 
 /// `mcpServers`: canonically a list; the Claude Desktop form maps names to servers.
@@ -181,6 +182,13 @@ pub(super) struct RawTelemetry {
     pub export_interval_ms: Option<u64>,
 }
 
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+pub(super) struct RawManagement {
+    pub upstream_servers_tool: Option<bool>,
+    pub read_only: Option<bool>,
+}
+
 /// A struct derived with `remote = "Self"`: its derived deserializer is an inherent function.
 trait Derived<'de>: Sized {
     fn derived<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error>;
@@ -230,6 +238,7 @@ object_only!(
     RawUpstream,
     RawHttp,
     RawTelemetry,
+    RawManagement,
 );
 
 /// Why the text could not be read as a [`RawConfig`].

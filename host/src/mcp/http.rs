@@ -22,7 +22,6 @@ use tokio_util::sync::CancellationToken;
 use super::ProxyServer;
 use super::sessions::{BoundedSessions, SessionBounds, with_client};
 use crate::access::{Access, LOOPBACK_HOSTS, check_bearer, loopback_origin_patterns};
-use crate::proxy::Proxy;
 
 /// The largest MCP request body accepted.
 pub const MAX_REQUEST_BODY_BYTES: usize = 4 << 20;
@@ -45,7 +44,7 @@ struct Gate {
 }
 
 /// The `/mcp` router.
-pub fn router(proxy: Arc<Proxy>, endpoint: Endpoint, shutdown: CancellationToken) -> Router {
+pub fn router(server: ProxyServer, endpoint: Endpoint, shutdown: CancellationToken) -> Router {
     let mut config = StreamableHttpServerConfig::default();
     // rmcp checks too; the same lists, so both agree.
     config.allowed_hosts = LOOPBACK_HOSTS
@@ -61,11 +60,7 @@ pub fn router(proxy: Arc<Proxy>, endpoint: Endpoint, shutdown: CancellationToken
     config.max_request_body_bytes = MAX_REQUEST_BODY_BYTES;
     config.cancellation_token = shutdown;
     let sessions = Arc::new(BoundedSessions::new(endpoint.sessions));
-    let service = StreamableHttpService::new(
-        move || Ok(ProxyServer::new(proxy.clone())),
-        sessions.clone(),
-        config,
-    );
+    let service = StreamableHttpService::new(move || Ok(server.clone()), sessions.clone(), config);
     let gate = Arc::new(Gate {
         access: endpoint.access,
         auth_token: endpoint.auth_token,

@@ -1,11 +1,13 @@
-//! The MCP server clients talk to: the built-in tools (`retrieve_tools` and the three call
-//! variants) over streamable HTTP at `/mcp` and over stdio.
+//! The MCP server clients talk to: the built-in tools (`retrieve_tools`, the three call
+//! variants and, when offered, `upstream_servers`) over streamable HTTP at `/mcp` and over
+//! stdio.
 //!
 //! Tool-level failures (a policy rejection, an upstream error, bad arguments) come back as a
 //! `CallToolResult` with `isError: true` and a message an agent can act on; the upstream's
 //! own results pass through unchanged. Protocol misuse (an unknown tool) is a JSON-RPC error.
 
 pub mod http;
+mod manage_tool;
 pub mod sessions;
 mod tools;
 
@@ -20,20 +22,49 @@ use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Map, Value, json};
 
 use crate::activity::{ClientRecord, Source};
+use crate::manage::Manager;
 use crate::policy::OperationType;
 use crate::proxy::{CallContext, CallOutcome, Proxy, parse_call};
 
-pub use tools::{LEGACY_CALL_TOOL_MESSAGE, builtin_tools};
+pub use tools::{LEGACY_CALL_TOOL_MESSAGE, builtin_tools, builtin_tools_with};
 
 /// One MCP session's handler; all sessions share the proxy.
 #[derive(Clone)]
 pub struct ProxyServer {
     proxy: Arc<Proxy>,
+    /// Offers `upstream_servers` when set (and `management.upstream_servers_tool` is on).
+    manager: Option<Arc<Manager>>,
 }
 
 impl ProxyServer {
     pub fn new(proxy: Arc<Proxy>) -> Self {
-        Self { proxy }
+        Self {
+            proxy,
+            manager: None,
+        }
+    }
+
+    /// Offers the `upstream_servers` tool, changing servers through `manager`, unless the
+    /// config turns the tool off.
+    pub fn with_manager(mut self, manager: Arc<Manager>) -> Self {
+        if manager.settings().upstream_servers_tool {
+            self.manager = Some(manager);
+        }
+        self
+    }
+
+    async fn upstream_servers(&self, arguments: &Map<String, Value>) -> CallToolResult {
+        let Some(manager) = &self.manager else {
+            return tool_error("upstream_servers is turned off (management.upstream_servers_tool)");
+        };
+        match manage_tool::run(manager, arguments).await {
+            Ok(body) => {
+                let mut result = CallToolResult::success(vec![Content::text(body.to_string())]);
+                result.structured_content = Some(body);
+                result
+            }
+            Err(message) => tool_error(&message),
+        }
     }
 
     async fn retrieve_tools(&self, arguments: &Map<String, Value>) -> CallToolResult {
@@ -147,7 +178,9 @@ impl ServerHandler for ProxyServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(builtin_tools()))
+        Ok(ListToolsResult::with_all_items(builtin_tools_with(
+            self.manager.is_some(),
+        )))
     }
 
     async fn call_tool(
@@ -170,6 +203,9 @@ impl ServerHandler for ProxyServer {
         }
         match request.name.as_ref() {
             tools::RETRIEVE_TOOLS => Ok(self.retrieve_tools(&arguments).await.into()),
+            tools::UPSTREAM_SERVERS if self.manager.is_some() => {
+                Ok(self.upstream_servers(&arguments).await.into())
+            }
             crate::line_guard::OVERSIZED_REQUEST_TOOL => Err(ErrorData::invalid_request(
                 format!(
                     "the request was larger than {} MiB, the most mcpproxy reads on stdio; send \

@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 use crate::policy::{DATA_SENSITIVITIES, OperationType};
 
 pub const RETRIEVE_TOOLS: &str = "retrieve_tools";
+pub const UPSTREAM_SERVERS: &str = "upstream_servers";
 /// The removed legacy tool; calling it gets a message naming the replacements.
 pub const LEGACY_CALL_TOOL: &str = "call_tool";
 
@@ -29,7 +30,54 @@ fn schema(value: Value) -> Arc<Map<String, Value>> {
     }
 }
 
-/// Every built-in tool, in the order `tools/list` shows them.
+/// Every built-in tool, in the order `tools/list` shows them; `upstream_servers` last when
+/// `management` is offered.
+pub fn builtin_tools_with(management: bool) -> Vec<Tool> {
+    let mut tools = builtin_tools();
+    if management {
+        tools.push(upstream_servers_tool());
+    }
+    tools
+}
+
+/// The tool that lists and changes the upstream servers. Annotated destructive, so IDEs ask
+/// before each use: adding a server starts a program.
+fn upstream_servers_tool() -> Tool {
+    let json_string = |what: &str| json!({"type": "string", "description": format!("{what} as a JSON string (\"null\" removes it in update/patch)")});
+    Tool::new(
+        UPSTREAM_SERVERS,
+        "Manage upstream MCP servers. Operations: list (servers with health), add (a new server; always quarantined until a person approves it), remove, update and patch (deep merge: only the fields given change; objects such as env and headers merge, arrays such as args are replaced, null removes a field), tail_log (a server's recent stderr lines). Changes are written to mcp_config.json and applied at once.",
+        schema(json!({
+            "type": "object",
+            "properties": {
+                "operation": {"type": "string", "enum": ["list", "add", "remove", "update", "patch", "tail_log"]},
+                "name": {"type": "string", "description": "The server's name (letters, digits, - and _); required except for list"},
+                "command": {"type": "string", "description": "add: the program of a stdio server"},
+                "args": {"type": "array", "items": {"type": "string"}, "description": "The program's arguments"},
+                "args_json": json_string("args"),
+                "env": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Environment variables of a stdio server"},
+                "env_json": json_string("env"),
+                "working_dir": {"type": "string"},
+                "url": {"type": "string", "description": "add: the URL of a streamable-HTTP server"},
+                "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+                "headers_json": json_string("headers"),
+                "enabled": {"type": "boolean"},
+                "tool_call_timeout_ms": {"type": "integer", "minimum": 1},
+                "lines": {"type": "integer", "minimum": 1, "maximum": 500, "default": 50, "description": "tail_log: how many lines"}
+            },
+            "required": ["operation"]
+        })),
+    )
+    .annotate(
+        ToolAnnotations::new()
+            .read_only(false)
+            .destructive(true)
+            .idempotent(false)
+            .open_world(false),
+    )
+}
+
+/// Every built-in tool but `upstream_servers`, in the order `tools/list` shows them.
 pub fn builtin_tools() -> Vec<Tool> {
     let mut tools = vec![Tool::new(
         RETRIEVE_TOOLS,

@@ -35,6 +35,11 @@ use crate::policy::Tool;
 use crate::trust::{Review, ToolStanding, TrustStore};
 
 pub use convert::tool_from_mcp;
+
+/// `url` with the password of its user info shown as `***`.
+pub fn hide_url_password(url: &str) -> String {
+    reach::hide_url_password(url, url)
+}
 pub use vetting::{Approval, ApproveError, ChangeKind, ToolChange};
 
 /// Why an upstream call did not produce a result.
@@ -450,6 +455,23 @@ impl Upstreams {
             stop(running).await;
         }
         applied
+    }
+
+    /// Forgets that a person approved `name` (its pinned tools stay), so a server whose
+    /// configuration changed without a person's review is quarantined again when it
+    /// restarts with `quarantined: true`.
+    pub fn revoke_approval(&self, name: &str) -> Result<(), crate::trust::Error> {
+        if self
+            .trust
+            .server(name)
+            .is_some_and(|s| s.approved_at.is_some())
+        {
+            self.trust.update(name, |server| {
+                server.approved_at = None;
+                server.approved_by = None;
+            })?;
+        }
+        Ok(())
     }
 
     /// Stops `name`'s session and starts a new one with the same configuration (a new

@@ -18,8 +18,8 @@ use self::servers::servers_from;
 use self::telemetry::telemetry_from;
 use super::raw::{self, Failure, RawConfig};
 use super::{
-    Config, Error, HttpConfig, IntentConfig, MAX_TOOL_CALL_TIMEOUT_MS, Result, UpstreamConfig,
-    is_secret_text,
+    Config, Error, HttpConfig, IntentConfig, MAX_TOOL_CALL_TIMEOUT_MS, ManagementConfig, Result,
+    UpstreamConfig, is_secret_text,
 };
 
 /// The longest `upstream.reconnect_*_ms` accepted: one hour.
@@ -235,6 +235,15 @@ fn build(raw: RawConfig, ctx: &Context<'_>) -> Result<Config> {
     }
     if let Some(telemetry) = raw.telemetry {
         config.telemetry = telemetry_from(telemetry, ctx)?;
+    }
+    if let Some(management) = raw.management {
+        let default = ManagementConfig::default();
+        config.management = ManagementConfig {
+            upstream_servers_tool: management
+                .upstream_servers_tool
+                .unwrap_or(default.upstream_servers_tool),
+            read_only: management.read_only.unwrap_or(default.read_only),
+        };
     }
     Ok(config)
 }

@@ -1,0 +1,492 @@
+//! `mcpproxy upstream add | remove | enable | disable | restart | logs | import`: changing the
+//! upstream servers. Through the data dir's owner when one runs (the change is applied at
+//! once); else the config file is edited directly (validated, written atomically) and the
+//! next `serve` starts with it. `restart` and `logs` need a running owner.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::Args;
+use serde_json::{Map, Value, json};
+
+use crate::config;
+use crate::manage::{Actor, Change, change_file};
+use crate::trust::quote;
+
+use super::Globals;
+use super::output::{Format, print_data, print_table};
+use super::remote::Remote;
+
+#[derive(Debug, Args)]
+pub struct Target {
+    /// The config file to change [default: ~/.mcpproxy/mcp_config.json].
+    #[arg(long, env = "MCPPROXY_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t)]
+    output: Format,
+}
+
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    /// The new server's name (letters, digits, '-' and '_').
+    name: String,
+    /// The URL of a streamable-HTTP server (instead of a command).
+    #[arg(long, value_name = "URL", conflicts_with = "command")]
+    url: Option<String>,
+    /// An environment variable of a stdio server (repeatable).
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    env: Vec<String>,
+    /// A header sent to an HTTP server (repeatable).
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    headers: Vec<String>,
+    /// Add it disabled.
+    #[arg(long)]
+    disabled: bool,
+    #[command(flatten)]
+    target: Target,
+    /// The command of a stdio server and its arguments, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct NameArgs {
+    /// The server's name.
+    name: String,
+    #[command(flatten)]
+    target: Target,
+}
+
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// The server's name.
+    name: String,
+    /// How many of the last lines (at most 500).
+    #[arg(short = 'n', long, default_value_t = 50)]
+    lines: usize,
+    /// Keep printing new lines until Ctrl-C.
+    #[arg(short, long)]
+    follow: bool,
+    #[command(flatten)]
+    target: Target,
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// A Claude Desktop (`claude_desktop_config.json`), Cursor (`mcp.json`) or VS Code
+    /// (`.vscode/mcp.json` or `settings.json`) config file.
+    #[arg(long = "from", value_name = "FILE")]
+    from: PathBuf,
+    /// Add them (quarantined); without it, only show what would be added.
+    #[arg(long)]
+    yes: bool,
+    #[command(flatten)]
+    target: Target,
+}
+
+/// Where changes go.
+enum Destination {
+    Owner(Remote),
+    File {
+        path: PathBuf,
+        home: Option<PathBuf>,
+    },
+}
+
+async fn destination(globals: &Globals, target: &Target) -> Result<Destination> {
+    let loaded = config::load(target.config.as_deref(), globals.home.as_deref())?;
+    let data_dir = globals.data_dir(loaded.config.data_dir.as_deref());
+    if let Some(remote) = Remote::find(&loaded.config, &data_dir).await? {
+        return Ok(Destination::Owner(remote));
+    }
+    let path = loaded
+        .path
+        .or_else(|| {
+            globals
+                .home
+                .as_deref()
+                .map(|h| config::default_path(Some(h)))
+        })
+        .context("no config file: pass --config FILE")?;
+    Ok(Destination::File {
+        path,
+        home: globals.home.clone(),
+    })
+}
+
+/// Makes one change, through the owner or in the file; prints what happened.
+async fn change(globals: &Globals, target: &Target, change: Change) -> Result<ExitCode> {
+    let destination = destination(globals, target).await?;
+    let answer = apply(&destination, change).await?;
+    if !print_data(&answer, target.output)? {
+        match &destination {
+            Destination::Owner(_) => println!("{}", answer["summary"].as_str().unwrap_or("done")),
+            Destination::File { path, .. } => println!(
+                "changed {} (no mcpproxy is running on this data dir: the next `mcpproxy serve` starts with it)",
+                path.display()
+            ),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn apply(destination: &Destination, change: Change) -> Result<Value> {
+    const TIMEOUT: Duration = Duration::from_secs(60);
+    match destination {
+        Destination::Owner(remote) => match change {
+            Change::Add { name, mut entry } => {
+                entry["name"] = Value::String(name);
+                remote.post("/upstreams", &entry, TIMEOUT).await
+            }
+            Change::Remove { name } => remote.delete(&format!("/upstreams/{name}"), TIMEOUT).await,
+            Change::Patch { name, patch } => {
+                remote
+                    .patch(&format!("/upstreams/{name}"), &patch, TIMEOUT)
+                    .await
+            }
+        },
+        Destination::File { path, home } => {
+            change_file(path, home.as_deref(), change, Actor::Person)?;
+            Ok(json!({"file": path}))
+        }
+    }
+}
+
+async fn owner(globals: &Globals, target: &Target, what: &str) -> Result<Remote> {
+    match destination(globals, target).await? {
+        Destination::Owner(remote) => Ok(remote),
+        Destination::File { .. } => bail!(
+            "no mcpproxy is running on this data dir: `upstream {what}` acts on a running one (start it with `mcpproxy serve`)"
+        ),
+    }
+}
+
+pub async fn add(globals: &Globals, args: AddArgs) -> Result<ExitCode> {
+    let mut entry = Map::new();
+    match (&args.url, args.command.split_first()) {
+        (Some(url), None) => {
+            entry.insert("url".into(), json!(url));
+        }
+        (None, Some((command, rest))) => {
+            entry.insert("command".into(), json!(command));
+            if !rest.is_empty() {
+                entry.insert("args".into(), json!(rest));
+            }
+        }
+        (None, None) => bail!(
+            "give the server's command after `--` (mcpproxy upstream add {} -- npx -y @modelcontextprotocol/server-filesystem /tmp) or --url URL",
+            args.name
+        ),
+        (Some(_), Some(_)) => bail!("give either --url or a command after `--`, not both"),
+    }
+    if !args.env.is_empty() {
+        entry.insert(
+            "env".into(),
+            Value::Object(pairs(&args.env, '=', "--env KEY=VALUE")?),
+        );
+    }
+    if !args.headers.is_empty() {
+        entry.insert(
+            "headers".into(),
+            Value::Object(pairs(&args.headers, ':', "--header 'Name: value'")?),
+        );
+    }
+    if args.disabled {
+        entry.insert("enabled".into(), json!(false));
+    }
+    // A server added from the command line is quarantined too: approve it after review.
+    entry.insert("quarantined".into(), json!(true));
+    let name = args.name.clone();
+    let code = change(
+        globals,
+        &args.target,
+        Change::Add {
+            name,
+            entry: Value::Object(entry),
+        },
+    )
+    .await?;
+    if args.target.output == Format::Table {
+        eprintln!(
+            "'{}' is quarantined until you approve it: `mcpproxy upstream inspect {0}`, then `mcpproxy upstream approve {0}`",
+            args.name
+        );
+    }
+    Ok(code)
+}
+
+fn pairs(items: &[String], separator: char, usage: &str) -> Result<Map<String, Value>> {
+    items
+        .iter()
+        .map(|item| {
+            let (key, value) = item
+                .split_once(separator)
+                .ok_or_else(|| anyhow!("'{item}' is not {usage}"))?;
+            Ok((key.trim().to_owned(), json!(value.trim())))
+        })
+        .collect()
+}
+
+pub async fn remove(globals: &Globals, args: NameArgs) -> Result<ExitCode> {
+    change(globals, &args.target, Change::Remove { name: args.name }).await
+}
+
+pub async fn set_enabled(globals: &Globals, args: NameArgs, enabled: bool) -> Result<ExitCode> {
+    let destination = destination(globals, &args.target).await?;
+    let name = args.name.clone();
+    let answer = apply(
+        &destination,
+        Change::Patch {
+            name: args.name,
+            patch: json!({"enabled": enabled}),
+        },
+    )
+    .await?;
+    if !print_data(&answer, args.target.output)? {
+        let done = if enabled { "enabled" } else { "disabled" };
+        match destination {
+            Destination::Owner(_) => println!("{done} '{name}'"),
+            Destination::File { path, .. } => println!(
+                "{done} '{name}' in {} (no mcpproxy is running on this data dir: the next `mcpproxy serve` starts with it)",
+                path.display()
+            ),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn restart(globals: &Globals, args: NameArgs) -> Result<ExitCode> {
+    let remote = owner(globals, &args.target, "restart").await?;
+    let answer = remote
+        .post(
+            &format!("/upstreams/{}/restart", args.name),
+            &json!({}),
+            Duration::from_secs(60),
+        )
+        .await?;
+    if !print_data(&answer, args.target.output)? {
+        println!("restarted '{}'", args.name);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn logs(globals: &Globals, args: LogsArgs) -> Result<ExitCode> {
+    let remote = owner(globals, &args.target, "logs").await?;
+    let path = format!("/upstreams/{}/logs", args.name);
+    let fetch = |lines: usize| {
+        let remote = &remote;
+        let path = &path;
+        async move {
+            let answer = remote.get(path, &[("lines", lines.to_string())]).await?;
+            let total = answer["total_lines"].as_u64().unwrap_or(0);
+            let lines: Vec<Value> = answer["lines"].as_array().cloned().unwrap_or_default();
+            anyhow::Ok((lines, total))
+        }
+    };
+    let (lines, mut seen) = fetch(args.lines.clamp(1, 500)).await?;
+    print_lines(&lines, args.target.output)?;
+    if !args.follow {
+        return Ok(ExitCode::SUCCESS);
+    }
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => break,
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+        }
+        let (lines, total) = fetch(500).await?;
+        let new = usize::try_from(total.saturating_sub(seen)).unwrap_or(usize::MAX);
+        let skip = lines.len().saturating_sub(new);
+        print_lines(&lines[skip..], args.target.output)?;
+        seen = total;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_lines(lines: &[Value], format: Format) -> Result<()> {
+    if format == Format::Table {
+        for line in lines {
+            // A server's stderr is its own text: escaped, so it cannot drive the terminal.
+            println!("{}", quote(line["line"].as_str().unwrap_or_default()));
+        }
+    } else if !lines.is_empty() {
+        print_data(
+            lines,
+            if format == Format::Json {
+                Format::Jsonl
+            } else {
+                format
+            },
+        )?;
+    }
+    Ok(())
+}
+
+pub async fn import(globals: &Globals, args: ImportArgs) -> Result<ExitCode> {
+    let text = std::fs::read_to_string(&args.from)
+        .with_context(|| format!("cannot read {}", args.from.display()))?;
+    let found = foreign_servers(&text).with_context(|| {
+        format!(
+            "{} is not a config file mcpproxy can import",
+            args.from.display()
+        )
+    })?;
+    let destination = destination(globals, &args.target).await?;
+    let existing: Vec<String> = match &destination {
+        Destination::Owner(remote) => remote
+            .get("/upstreams", &[])
+            .await?
+            .as_array()
+            .map(|list| {
+                list.iter()
+                    .filter_map(|s| s["name"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        Destination::File { path, .. } => {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            config::document::Document::parse(&text)
+                .map(|d| d.servers().into_iter().map(|(n, _)| n).collect())
+                .unwrap_or_default()
+        }
+    };
+    let mut rows = Vec::new();
+    let mut results = Vec::new();
+    for (name, entry) in found {
+        let what = entry["command"]
+            .as_str()
+            .map(|c| {
+                let args: Vec<&str> = entry["args"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                std::iter::once(c).chain(args).collect::<Vec<_>>().join(" ")
+            })
+            .or_else(|| entry["url"].as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let outcome = if existing.contains(&name) {
+            "exists: skipped".to_owned()
+        } else if !args.yes {
+            "would be added (quarantined)".to_owned()
+        } else {
+            match apply(
+                &destination,
+                Change::Add {
+                    name: name.clone(),
+                    entry,
+                },
+            )
+            .await
+            {
+                Ok(_) => "added (quarantined)".to_owned(),
+                Err(e) => format!("not added: {e:#}"),
+            }
+        };
+        results.push(json!({"name": name, "server": what, "outcome": outcome}));
+        rows.push(vec![name, what, outcome]);
+    }
+    if !print_data(&results, args.target.output)? {
+        if rows.is_empty() {
+            println!("no servers in {}", args.from.display());
+        } else {
+            print_table(&["NAME", "SERVER", "OUTCOME"], &rows);
+        }
+        if !args.yes && !rows.is_empty() {
+            eprintln!(
+                "nothing was changed: run again with --yes to add them, quarantined until you approve each"
+            );
+        }
+    }
+    let failed = results.iter().any(|r| {
+        r["outcome"]
+            .as_str()
+            .is_some_and(|o| o.starts_with("not added"))
+    });
+    Ok(if failed {
+        ExitCode::from(super::EXIT_FAILURE)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The servers of a Claude Desktop, Cursor or VS Code config, as mcpproxy entries
+/// (quarantined), with names made valid (`my server` becomes `my-server`).
+fn foreign_servers(text: &str) -> Result<Vec<(String, Value)>> {
+    let root: Value = serde_json::from_str(text).context("not JSON")?;
+    // Claude Desktop and Cursor: `mcpServers`; VS Code: `servers` (mcp.json) or
+    // `mcp.servers` (settings.json).
+    let servers = root
+        .get("mcpServers")
+        .or_else(|| root.get("servers"))
+        .or_else(|| root.get("mcp").and_then(|m| m.get("servers")))
+        .and_then(Value::as_object)
+        .context("no `mcpServers` (Claude Desktop, Cursor) or `servers` (VS Code) object")?;
+    let mut found = Vec::new();
+    for (name, server) in servers {
+        let mut entry = Map::new();
+        for key in ["command", "args", "env", "url", "headers"] {
+            if let Some(value) = server.get(key) {
+                entry.insert(key.to_owned(), value.clone());
+            }
+        }
+        if let Some(dir) = server.get("cwd") {
+            entry.insert("working_dir".into(), dir.clone());
+        }
+        if server.get("disabled") == Some(&Value::Bool(true)) {
+            entry.insert("enabled".into(), json!(false));
+        }
+        entry.insert("quarantined".into(), json!(true));
+        found.push((valid_name(name), Value::Object(entry)));
+    }
+    Ok(found)
+}
+
+fn valid_name(name: &str) -> String {
+    let cleaned: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(64)
+        .collect();
+    if cleaned.is_empty() {
+        "server".to_owned()
+    } else {
+        cleaned
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claude_cursor_and_vscode_shapes_are_read() {
+        let claude =
+            r#"{"mcpServers": {"fs": {"command": "npx", "args": ["-y", "x"], "env": {"A": "1"}}}}"#;
+        let found = foreign_servers(claude).unwrap();
+        assert_eq!(
+            found,
+            vec![(
+                "fs".to_owned(),
+                json!({"command": "npx", "args": ["-y", "x"], "env": {"A": "1"}, "quarantined": true})
+            )]
+        );
+        let vscode =
+            r#"{"servers": {"my server": {"type": "http", "url": "http://h/mcp"}}, "inputs": []}"#;
+        assert_eq!(
+            foreign_servers(vscode).unwrap(),
+            vec![(
+                "my-server".to_owned(),
+                json!({"url": "http://h/mcp", "quarantined": true})
+            )]
+        );
+        assert!(foreign_servers("{}").is_err());
+    }
+}

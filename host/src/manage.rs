@@ -1,0 +1,593 @@
+//! Changing the upstream servers while mcpproxy runs: from the `upstream_servers` tool, the
+//! CLI and the REST API, and from hand edits of the config file.
+//!
+//! Every change goes through the file: it is read, edited in place
+//! ([`crate::config::document`]), validated as a whole exactly as at startup, written back
+//! atomically, and only then applied to the running upstreams ([`Upstreams::apply`]): new
+//! servers start, removed ones stop, changed ones restart, the others are not touched. An
+//! edit that would make the file invalid is refused with the validation error and nothing
+//! changes. [`watch`] applies hand edits the same way; an invalid one is logged and the
+//! running servers stay as they are.
+//!
+//! What an MCP client may do is narrower than what a person may: a server it adds is always
+//! quarantined, and it can neither lift a quarantine nor turn on
+//! `auto_approve_tool_changes` (a person approves, with `mcpproxy upstream approve`).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::config::document::{Document, EditError, write_atomically};
+use crate::config::{self, Config, ManagementConfig, ServerConfig, Transport};
+use crate::upstream::log::LogLine;
+use crate::upstream::{Applied, State, Upstreams};
+
+/// Who asks for a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Actor {
+    /// An MCP client, through the `upstream_servers` tool.
+    Agent,
+    /// A person, through the CLI or the REST API.
+    Person,
+}
+
+/// A change to the servers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// A new server; `entry` is its `mcpServers` entry (without `name`).
+    Add {
+        name: String,
+        entry: Value,
+    },
+    Remove {
+        name: String,
+    },
+    /// A deep-merge patch of the server's entry.
+    Patch {
+        name: String,
+        patch: Value,
+    },
+}
+
+impl Change {
+    fn name(&self) -> &str {
+        match self {
+            Change::Add { name, .. } | Change::Remove { name } | Change::Patch { name, .. } => name,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "server management is read-only (management.read_only in the config): list and tail_log work; change servers by editing {}",
+        path.as_deref().map_or_else(|| "the config file".to_owned(), |p| p.display().to_string())
+    )]
+    ReadOnly { path: Option<PathBuf> },
+    #[error(
+        "there is no config file to change (no --config and no home directory): start mcpproxy with --config FILE"
+    )]
+    NoConfigFile,
+    #[error("{0}")]
+    Edit(#[from] EditError),
+    #[error("the change was not made: it would make the config invalid: {0}")]
+    Invalid(config::Error),
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The file as it is now is not a valid config (the message names the file).
+    #[error("{source}")]
+    Read {
+        path: PathBuf,
+        source: config::Error,
+    },
+    #[error("no upstream server named '{0}'; `list` shows the servers")]
+    UnknownServer(String),
+    #[error("{0}")]
+    NotForAgents(String),
+}
+
+/// One server as `list` shows it: its state and its configuration, with the values of
+/// `env` and `headers` and any URL password hidden.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerView {
+    pub name: String,
+    pub transport: &'static str,
+    #[serde(flatten)]
+    pub state: State,
+    pub enabled: bool,
+    pub quarantined: bool,
+    pub tools: usize,
+    /// Tools held back since they changed.
+    pub pending: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub args: Option<Vec<String>>,
+    /// The names of its environment variables (values hidden).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The names of its headers (values hidden).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<String>,
+}
+
+/// Changes the servers of one running proxy.
+pub struct Manager {
+    /// Where changes are written: the config file the proxy was started with, else the
+    /// default `~/.mcpproxy/mcp_config.json` (made on the first change).
+    path: Option<PathBuf>,
+    home: Option<PathBuf>,
+    upstreams: Arc<Upstreams>,
+    settings: ManagementConfig,
+    /// The configuration last applied: the file as loaded or as last written.
+    running: tokio::sync::Mutex<Config>,
+}
+
+impl Manager {
+    pub fn new(
+        path: Option<PathBuf>,
+        home: Option<PathBuf>,
+        upstreams: Arc<Upstreams>,
+        running: Config,
+    ) -> Self {
+        Self {
+            path,
+            home,
+            upstreams,
+            settings: running.management,
+            running: tokio::sync::Mutex::new(running),
+        }
+    }
+
+    pub fn settings(&self) -> ManagementConfig {
+        self.settings
+    }
+
+    /// The config file changes go to.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// Every server, by name.
+    pub fn list(&self) -> Vec<ServerView> {
+        self.upstreams
+            .all()
+            .iter()
+            .zip(self.upstreams.statuses())
+            .map(|(upstream, status)| view(upstream.config(), status))
+            .collect()
+    }
+
+    /// The server's last `lines` stderr lines (stdio servers), oldest first.
+    pub fn logs(&self, name: &str, lines: usize) -> Result<(Vec<LogLine>, u64), Error> {
+        let upstream = self
+            .upstreams
+            .get(name)
+            .ok_or_else(|| Error::UnknownServer(name.to_owned()))?;
+        Ok(upstream.recent_log(lines))
+    }
+
+    /// Ends the server's session and starts a new one (a new process for a stdio server).
+    pub async fn restart(&self, name: &str) -> Result<(), Error> {
+        if self.upstreams.restart(name).await {
+            Ok(())
+        } else {
+            Err(Error::UnknownServer(name.to_owned()))
+        }
+    }
+
+    /// Makes `change` in the config file and applies it.
+    pub async fn change(&self, change: Change, actor: Actor) -> Result<Applied, Error> {
+        if self.settings.read_only {
+            return Err(Error::ReadOnly {
+                path: self.path.clone(),
+            });
+        }
+        let path = self.path.clone().ok_or(Error::NoConfigFile)?;
+        let mut running = self.running.lock().await;
+        let name = change.name().to_owned();
+        let (config, requarantine) = change_file(&path, self.home.as_deref(), change, actor)?;
+        if requarantine && let Err(e) = self.upstreams.revoke_approval(&name) {
+            tracing::error!("cannot revoke the approval of '{name}': {e}");
+        }
+        let applied = self.upstreams.apply(&config.servers).await;
+        tracing::info!(
+            server = %name,
+            by = ?actor,
+            "upstream servers changed in {}: {}",
+            path.display(),
+            describe(&applied)
+        );
+        *running = config;
+        Ok(applied)
+    }
+
+    /// Reads the config file again (after a hand edit) and applies its servers. An invalid
+    /// file changes nothing.
+    pub async fn reload(&self) -> Result<Applied, Error> {
+        let path = self.path.clone().ok_or(Error::NoConfigFile)?;
+        let mut running = self.running.lock().await;
+        let config = config::load(Some(&path), self.home.as_deref())
+            .map_err(|source| Error::Read {
+                path: path.clone(),
+                source,
+            })?
+            .config;
+        let applied = self.upstreams.apply(&config.servers).await;
+        let mut others = config.clone();
+        others.servers = running.servers.clone();
+        if others != *running {
+            tracing::warn!(
+                "{} changed more than mcpServers: the other changes take effect when mcpproxy restarts",
+                path.display()
+            );
+        }
+        *running = config;
+        Ok(applied)
+    }
+}
+
+/// Makes `change` in the config file at `path` (made if missing): read, edited in place,
+/// validated as a whole, written back atomically. Returns the new configuration, and
+/// whether the server needs a person's approval again (an agent changed how it starts).
+/// Used by a running proxy ([`Manager::change`]) and by the CLI when none runs.
+pub fn change_file(
+    path: &Path,
+    home: Option<&Path>,
+    change: Change,
+    actor: Actor,
+) -> Result<(Config, bool), Error> {
+    let change = match actor {
+        Actor::Agent => for_an_agent(change)?,
+        Actor::Person => change,
+    };
+    let requarantine = matches!(
+        (&change, actor),
+        (Change::Patch { patch, .. }, Actor::Agent) if changes_launch(patch)
+    );
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => {
+            return Err(Error::Write {
+                path: path.to_owned(),
+                source: e,
+            });
+        }
+    };
+    if !text.trim().is_empty() {
+        // The file as it is must be valid: never build on a broken file.
+        validate(path, home, &text).map_err(|source| Error::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+    }
+    let mut document = Document::parse(&text)?;
+    match change {
+        Change::Add { name, entry } => document.add_server(&name, &entry)?,
+        Change::Remove { name } => document.remove_server(&name)?,
+        Change::Patch { name, patch } => document.patch_server(&name, &patch)?,
+    }
+    let text = document.to_text();
+    let config = validate(path, home, &text).map_err(Error::Invalid)?;
+    if config.management.read_only {
+        return Err(Error::ReadOnly {
+            path: Some(path.to_owned()),
+        });
+    }
+    write_atomically(path, &text).map_err(|source| Error::Write {
+        path: path.to_owned(),
+        source,
+    })?;
+    Ok((config, requarantine))
+}
+
+fn validate(path: &Path, home: Option<&Path>, text: &str) -> Result<Config, config::Error> {
+    let dir = path.parent().unwrap_or(Path::new(""));
+    let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());
+    Config::from_json_in(text, &path.display().to_string(), &dir, home)
+}
+
+/// What an agent may change: a server it adds is quarantined; it may not lift a
+/// quarantine or accept tool changes unseen.
+fn for_an_agent(change: Change) -> Result<Change, Error> {
+    let refuse = |key: &str| {
+        Error::NotForAgents(format!(
+            "an MCP client may not set '{key}': a person approves servers and tool changes, with `mcpproxy upstream approve NAME` or on the page"
+        ))
+    };
+    match change {
+        Change::Add { name, mut entry } => {
+            if entry.get("quarantined") == Some(&Value::Bool(false)) {
+                return Err(refuse("quarantined: false"));
+            }
+            if entry.get("auto_approve_tool_changes") == Some(&Value::Bool(true)) {
+                return Err(refuse("auto_approve_tool_changes: true"));
+            }
+            if let Some(fields) = entry.as_object_mut() {
+                fields.insert("quarantined".into(), Value::Bool(true));
+            }
+            Ok(Change::Add { name, entry })
+        }
+        Change::Patch { name, patch } => {
+            if patch
+                .get("quarantined")
+                .is_some_and(|q| q != &Value::Bool(true))
+            {
+                return Err(refuse("quarantined"));
+            }
+            if patch
+                .get("auto_approve_tool_changes")
+                .is_some_and(|a| a != &Value::Bool(false))
+            {
+                return Err(refuse("auto_approve_tool_changes"));
+            }
+            let mut patch = patch;
+            if changes_launch(&patch)
+                && let Some(fields) = patch.as_object_mut()
+            {
+                fields.insert("quarantined".into(), Value::Bool(true));
+            }
+            Ok(Change::Patch { name, patch })
+        }
+        remove @ Change::Remove { .. } => Ok(remove),
+    }
+}
+
+/// Whether a patch changes how the server is started or reached.
+fn changes_launch(patch: &Value) -> bool {
+    const LAUNCH: [&str; 7] = [
+        "command",
+        "args",
+        "env",
+        "working_dir",
+        "url",
+        "headers",
+        "protocol",
+    ];
+    patch
+        .as_object()
+        .is_some_and(|fields| fields.keys().any(|k| LAUNCH.contains(&k.as_str())))
+}
+
+fn view(config: &ServerConfig, status: crate::upstream::Status) -> ServerView {
+    let (transport, command, args, env, url, headers) = match &config.transport {
+        Transport::Stdio {
+            command, args, env, ..
+        } => (
+            "stdio",
+            Some(command.clone()),
+            Some(hide_secret_args(args)),
+            env.keys().cloned().collect(),
+            None,
+            Vec::new(),
+        ),
+        Transport::Http { url, headers } => (
+            "http",
+            None,
+            None,
+            Vec::new(),
+            Some(crate::upstream::hide_url_password(url)),
+            headers.keys().cloned().collect(),
+        ),
+    };
+    ServerView {
+        name: status.name,
+        transport,
+        state: status.state,
+        enabled: config.enabled,
+        quarantined: status.quarantined,
+        tools: status.tools,
+        pending: status.pending,
+        command,
+        args,
+        env,
+        url,
+        headers,
+    }
+}
+
+/// Arguments with secret-looking values hidden: the value after a flag such as `--token`
+/// or `--api-key`, and `KEY=value` where the key looks secret.
+fn hide_secret_args(args: &[String]) -> Vec<String> {
+    let secret = |key: &str| {
+        let key: String = key
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric())
+            .collect::<String>()
+            .to_ascii_lowercase();
+        config::DEFAULT_REDACT_KEYS
+            .iter()
+            .any(|k| key.contains(&k.replace('_', "")))
+            || key.ends_with("key")
+    };
+    let mut shown = Vec::with_capacity(args.len());
+    let mut hide_next = false;
+    for arg in args {
+        if hide_next {
+            shown.push("<hidden>".to_owned());
+            hide_next = false;
+            continue;
+        }
+        match arg.split_once('=') {
+            Some((key, _)) if secret(key) => shown.push(format!("{key}=<hidden>")),
+            _ => {
+                hide_next = arg.starts_with('-') && secret(arg);
+                shown.push(arg.clone());
+            }
+        }
+    }
+    shown
+}
+
+/// Watches the config file and applies hand edits ([`Manager::reload`]); an edit mcpproxy
+/// made itself finds nothing to change. Editors that save by writing a new file and
+/// renaming it are handled: the directory is watched and events are matched by name.
+pub fn watch(
+    manager: Arc<Manager>,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> Result<(), notify::Error> {
+    use notify::Watcher;
+    let Some(path) = manager.path().map(Path::to_owned) else {
+        return Ok(());
+    };
+    let Some(dir) = path.parent().map(Path::to_owned) else {
+        return Ok(());
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        dir
+    };
+    let file_name = path.file_name().map(|n| n.to_owned());
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if let Ok(event) = event
+            && !event.kind.is_access()
+            && event
+                .paths
+                .iter()
+                .any(|p| p.file_name() == file_name.as_deref())
+        {
+            let _ = tx.send(());
+        }
+    })?;
+    if !dir.exists() {
+        return Ok(());
+    }
+    watcher.watch(&dir, notify::RecursiveMode::NonRecursive)?;
+    tokio::spawn(async move {
+        let _watcher = watcher;
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                event = rx.recv() => if event.is_none() { break },
+            }
+            // An editor's save is several events: wait for them to settle.
+            tokio::time::sleep(SETTLE).await;
+            while rx.try_recv().is_ok() {}
+            match manager.reload().await {
+                Ok(applied) if applied.is_empty() => {}
+                Ok(applied) => tracing::info!(
+                    "applied the edit of {}: {}",
+                    path.display(),
+                    describe(&applied)
+                ),
+                Err(e) => tracing::error!(
+                    "ignored the edit of {}: {e}; the servers keep running as they were",
+                    path.display()
+                ),
+            }
+        }
+    });
+    Ok(())
+}
+
+/// How long after a change to the file it is read.
+const SETTLE: Duration = Duration::from_millis(200);
+
+/// `added fs; removed gh; restarted db`.
+pub fn describe(applied: &Applied) -> String {
+    let mut parts = Vec::new();
+    for (verb, names) in [
+        ("added", &applied.added),
+        ("removed", &applied.removed),
+        ("restarted", &applied.restarted),
+    ] {
+        if !names.is_empty() {
+            parts.push(format!("{verb} {}", names.join(", ")));
+        }
+    }
+    if parts.is_empty() {
+        "no server changed".to_owned()
+    } else {
+        parts.join("; ")
+    }
+}
+
+/// The JSON a change answers with.
+pub fn applied_json(applied: &Applied) -> Value {
+    json!({
+        "added": applied.added,
+        "removed": applied.removed,
+        "restarted": applied.restarted,
+        "summary": describe(applied),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_arguments_are_hidden() {
+        let args: Vec<String> = [
+            "-y",
+            "server",
+            "--token",
+            "abc",
+            "--api-key=xyz",
+            "GITHUB_TOKEN=t",
+            "--dir",
+            "/tmp",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(
+            hide_secret_args(&args),
+            [
+                "-y",
+                "server",
+                "--token",
+                "<hidden>",
+                "--api-key=<hidden>",
+                "GITHUB_TOKEN=<hidden>",
+                "--dir",
+                "/tmp"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_agent_cannot_lift_quarantine_or_accept_changes_unseen() {
+        let add = |entry: Value| Change::Add {
+            name: "x".into(),
+            entry,
+        };
+        assert_eq!(
+            for_an_agent(add(json!({"command": "c"}))).unwrap(),
+            add(json!({"command": "c", "quarantined": true}))
+        );
+        assert!(for_an_agent(add(json!({"command": "c", "quarantined": false}))).is_err());
+        assert!(
+            for_an_agent(add(
+                json!({"command": "c", "auto_approve_tool_changes": true})
+            ))
+            .is_err()
+        );
+        let patch = |patch: Value| Change::Patch {
+            name: "x".into(),
+            patch,
+        };
+        assert!(for_an_agent(patch(json!({"quarantined": false}))).is_err());
+        assert!(for_an_agent(patch(json!({"quarantined": null}))).is_err());
+        assert_eq!(
+            for_an_agent(patch(json!({"enabled": false}))).unwrap(),
+            patch(json!({"enabled": false}))
+        );
+        // Changing how a server starts puts it back in quarantine.
+        assert_eq!(
+            for_an_agent(patch(json!({"args": ["x"]}))).unwrap(),
+            patch(json!({"args": ["x"], "quarantined": true}))
+        );
+    }
+}
