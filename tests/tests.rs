@@ -28,6 +28,8 @@ mod languages;
 /// `/mcp` and the listener under attack: the bearer token, session and connection bounds,
 /// malformed requests.
 mod listener_e2e;
+/// Changing upstream servers while running: the upstream_servers tool, the CLI, hand edits.
+mod manage_e2e;
 /// The proxy in front of the official npm MCP servers.
 mod npm_e2e;
 /// `/healthz`, `/readyz` and `/metrics` (read by the reference OpenMetrics parser).

@@ -414,17 +414,16 @@ pub async fn import(globals: &Globals, args: ImportArgs) -> Result<ExitCode> {
 /// The servers of a Claude Desktop, Cursor or VS Code config, as mcpproxy entries
 /// (quarantined), with names made valid (`my server` becomes `my-server`).
 fn foreign_servers(text: &str) -> Result<Vec<(String, Value)>> {
-    let root: Value = serde_json::from_str(text).context("not JSON")?;
+    let _: Value = serde_json::from_str(text).context("not JSON")?;
     // Claude Desktop and Cursor: `mcpServers`; VS Code: `servers` (mcp.json) or
-    // `mcp.servers` (settings.json).
-    let servers = root
-        .get("mcpServers")
-        .or_else(|| root.get("servers"))
-        .or_else(|| root.get("mcp").and_then(|m| m.get("servers")))
-        .and_then(Value::as_object)
+    // `mcp.servers` (settings.json). Read in the file's order.
+    use config::document::object_entries;
+    let servers = object_entries(text, &["mcpServers"])
+        .or_else(|| object_entries(text, &["servers"]))
+        .or_else(|| object_entries(text, &["mcp", "servers"]))
         .context("no `mcpServers` (Claude Desktop, Cursor) or `servers` (VS Code) object")?;
     let mut found = Vec::new();
-    for (name, server) in servers {
+    for (name, server) in &servers {
         let mut entry = Map::new();
         for key in ["command", "args", "env", "url", "headers"] {
             if let Some(value) = server.get(key) {

@@ -321,6 +321,25 @@ impl Document {
     }
 }
 
+/// The entries of the object at `path` (object keys, in order) in any JSON text, in the
+/// order they are written: `None` if the text is not JSON or has no object there. For
+/// reading other programs' config files in their own order.
+pub fn object_entries(text: &str, path: &[&str]) -> Option<Vec<(String, Value)>> {
+    let mut node: Node = serde_json::from_str(text).ok()?;
+    for key in path {
+        node = node.remove(key)?;
+    }
+    match node {
+        Node::Object(entries) => Some(
+            entries
+                .into_iter()
+                .map(|(k, v)| (k, v.to_value()))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
 /// A list entry: `name` first, then the fields in the order the docs list them.
 fn named(name: &str, fields: serde_json::Map<String, Value>) -> Node {
     let mut entries = vec![("name".to_owned(), Node::Scalar(Value::String(name.into())))];

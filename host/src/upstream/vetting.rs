@@ -56,6 +56,10 @@ pub enum ApproveError {
         tool: String,
         listed: String,
     },
+    #[error(
+        "server '{server}' has not listed its tools yet ({state}): approve it once `mcpproxy upstream list` shows it ready, so that what you approve is the tools it really has"
+    )]
+    NotListed { server: String, state: String },
     #[error("cannot save the approval: {0}")]
     Save(String),
 }
@@ -206,6 +210,13 @@ impl Upstream {
         let name = self.name().to_owned();
         let listed = self.tools();
         let quarantined = self.is_quarantined();
+        let state = self.state();
+        if tools.is_none() && listed.is_empty() && state != super::State::Ready {
+            return Err(ApproveError::NotListed {
+                server: name,
+                state: state.to_string(),
+            });
+        }
         let chosen: Vec<Tool> = match tools {
             None => listed.values().cloned().collect(),
             Some(_) if quarantined => {

@@ -97,6 +97,7 @@ async fn main() -> anyhow::Result<()> {
 
 /// Serve one session over stdin/stdout until stdin reaches EOF.
 async fn serve_stdio(fixture: Fixture) -> anyhow::Result<()> {
+    tracing::info!("serving MCP on stdio");
     let running = match fixture.serve(stdio()).await {
         Ok(running) => running,
         Err(ServerInitializeError::ConnectionClosed(reason)) => {

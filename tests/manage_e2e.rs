@@ -1,0 +1,385 @@
+//! End-to-end: changing the upstream servers while mcpproxy runs. Through MCP (the
+//! `upstream_servers` tool), the CLI (`mcpproxy upstream add|remove|enable|disable|logs`)
+//! and hand edits of the file: each change lands in `mcp_config.json` and in
+//! `retrieve_tools` without a restart; an invalid hand edit is refused and the proxy keeps
+//! serving; servers are imported from Claude Desktop and Cursor config files.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::mcp_util::{Client, Proxy, call, config_with, connect, fixture_bin, is_error, text};
+use crate::util::{CmdOutput, TestCommand};
+
+fn config_file(proxy: &Proxy) -> PathBuf {
+    proxy.data_dir.path().join("mcp_config.json")
+}
+
+fn read_config(proxy: &Proxy) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(config_file(proxy)).unwrap()).unwrap()
+}
+
+fn server_entry(config: &Value, name: &str) -> Option<Value> {
+    config["mcpServers"]
+        .as_array()?
+        .iter()
+        .find(|s| s["name"] == name)
+        .cloned()
+}
+
+fn cli(proxy: &Proxy, args: &[&str]) -> CmdOutput {
+    TestCommand::new(proxy.data_dir.path())
+        .args(args)
+        .args(["--config"])
+        .args([config_file(proxy)])
+        .output()
+}
+
+async fn manage(client: &Client, arguments: Value) -> Value {
+    let result = call(client, "upstream_servers", arguments.clone())
+        .await
+        .unwrap_or_else(|e| panic!("{arguments}: {e}"));
+    assert!(!is_error(&result), "{arguments}: {}", text(&result));
+    serde_json::from_str(&text(&result)).unwrap()
+}
+
+/// The names of the tools `retrieve_tools` finds for `query`.
+async fn found(client: &Client, query: &str) -> Vec<String> {
+    let result = call(
+        client,
+        "retrieve_tools",
+        json!({"query": query, "limit": 100}),
+    )
+    .await
+    .unwrap();
+    let body: Value = serde_json::from_str(&text(&result)).unwrap();
+    body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Waits (up to 30 s) for `check` to hold, polling.
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !check().await {
+        assert!(Instant::now() < deadline, "never happened: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn fixture(name: &str, log: &Path) -> Value {
+    json!({
+        "command": fixture_bin(),
+        "args": ["--name", name, "--call-log", log],
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn upstream_servers_adds_patches_and_removes_through_mcp() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut first = fixture("fx", log.path());
+    first["name"] = json!("fx");
+    let proxy = Proxy::start(&config_with(vec![first]), &[]);
+    let client = connect(&proxy.url).await;
+
+    // Offered, and annotated so that IDEs ask first.
+    let tools = client.peer().list_all_tools().await.unwrap();
+    let tool = tools
+        .iter()
+        .find(|t| t.name == "upstream_servers")
+        .expect("upstream_servers is offered");
+    let annotations = tool.annotations.as_ref().unwrap();
+    assert_eq!(annotations.destructive_hint, Some(true));
+    assert_eq!(annotations.read_only_hint, Some(false));
+
+    // add: written to the file quarantined, started, its tools not searchable yet.
+    let log2 = tempfile::NamedTempFile::new().unwrap();
+    let mut add = fixture("fx2", log2.path());
+    add["operation"] = json!("add");
+    add["name"] = json!("fx2");
+    add["env_json"] = json!(r#"{"A": "1", "B": "2"}"#);
+    let answer = manage(&client, add).await;
+    assert_eq!(answer["added"], json!(["fx2"]), "{answer}");
+    let entry = server_entry(&read_config(&proxy), "fx2").expect("fx2 in the file");
+    assert_eq!(entry["quarantined"], true);
+    assert_eq!(entry["env"], json!({"A": "1", "B": "2"}));
+    let listed = manage(&client, json!({"operation": "list"})).await;
+    let fx2 = listed["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "fx2")
+        .unwrap()
+        .clone();
+    assert_eq!(fx2["quarantined"], true);
+    assert_eq!(
+        fx2["env"],
+        json!(["A", "B"]),
+        "env values are hidden: {fx2}"
+    );
+    assert!(
+        !found(&client, "frobnicate")
+            .await
+            .contains(&"fx2:frobnicate".to_owned())
+    );
+
+    // An agent cannot approve what it added.
+    let refused = call(
+        &client,
+        "upstream_servers",
+        json!({"operation": "patch", "name": "fx2", "quarantined": false}),
+    )
+    .await
+    .unwrap();
+    assert!(is_error(&refused));
+    assert!(
+        text(&refused).contains("a person approves"),
+        "{}",
+        text(&refused)
+    );
+
+    // A person approves (once it has listed its tools); the tools become searchable.
+    eventually("fx2 ready", async || {
+        serde_json::from_str::<Value>(&cli(&proxy, &["upstream", "list", "-o", "json"]).stdout())
+            .is_ok_and(|l| {
+                l.as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|s| s["name"] == "fx2" && s["state"] == "ready")
+            })
+    })
+    .await;
+    cli(&proxy, &["upstream", "approve", "fx2"]).assert_code(0);
+    eventually("fx2's tools searchable", async || {
+        found(&client, "frobnicate")
+            .await
+            .contains(&"fx2:frobnicate".to_owned())
+    })
+    .await;
+
+    // patch: maps merge, null removes, scalars replace; disabled leaves the index.
+    let answer = manage(
+        &client,
+        json!({"operation": "patch", "name": "fx2", "env_json": r#"{"B": null, "C": "3"}"#, "enabled": false}),
+    )
+    .await;
+    assert_eq!(answer["restarted"], json!(["fx2"]));
+    let entry = server_entry(&read_config(&proxy), "fx2").unwrap();
+    assert_eq!(entry["env"], json!({"A": "1", "C": "3"}));
+    assert_eq!(entry["enabled"], false);
+    eventually("fx2 gone from the index", async || {
+        !found(&client, "frobnicate")
+            .await
+            .contains(&"fx2:frobnicate".to_owned())
+    })
+    .await;
+
+    // tail_log: the server's stderr, from the running fx.
+    let logs = manage(
+        &client,
+        json!({"operation": "tail_log", "name": "fx", "lines": 5}),
+    )
+    .await;
+    assert!(
+        logs["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["line"].as_str().unwrap().contains("serving MCP on stdio")),
+        "{logs}"
+    );
+
+    // remove: out of the file and of the list.
+    let answer = manage(&client, json!({"operation": "remove", "name": "fx2"})).await;
+    assert_eq!(answer["removed"], json!(["fx2"]));
+    assert!(server_entry(&read_config(&proxy), "fx2").is_none());
+    let listed = manage(&client, json!({"operation": "list"})).await;
+    assert_eq!(listed["total"], 1);
+
+    // A change that would make the config invalid is refused and changes nothing.
+    let before = std::fs::read_to_string(config_file(&proxy)).unwrap();
+    let invalid = call(
+        &client,
+        "upstream_servers",
+        json!({"operation": "add", "name": "bad name", "command": "x"}),
+    )
+    .await
+    .unwrap();
+    assert!(is_error(&invalid));
+    assert!(
+        text(&invalid).contains("not a valid server name"),
+        "{}",
+        text(&invalid)
+    );
+    assert_eq!(
+        std::fs::read_to_string(config_file(&proxy)).unwrap(),
+        before
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cli_and_hand_edits_change_servers_without_a_restart() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut first = fixture("fx", log.path());
+    first["name"] = json!("fx");
+    let proxy = Proxy::start(&config_with(vec![first]), &[]);
+    let client = connect(&proxy.url).await;
+
+    // mcpproxy upstream add, through the running owner.
+    let log2 = tempfile::NamedTempFile::new().unwrap();
+    let bin = fixture_bin();
+    // (`--config` before `--`: everything after it is the server's command line.)
+    let out = TestCommand::new(proxy.data_dir.path())
+        .args(["upstream", "add", "cli2", "--config"])
+        .args([config_file(&proxy)])
+        .args(["--", bin.to_str().unwrap(), "--name", "cli2", "--call-log"])
+        .args([log2.path()])
+        .output();
+    out.assert_code(0);
+    assert!(out.stdout().contains("added cli2"), "{}", out.stdout());
+    let entry = server_entry(&read_config(&proxy), "cli2").unwrap();
+    assert_eq!(entry["quarantined"], true);
+    assert_eq!(entry["command"], bin.to_str().unwrap());
+    eventually("cli2 ready", async || {
+        serde_json::from_str::<Value>(&cli(&proxy, &["upstream", "list", "-o", "json"]).stdout())
+            .is_ok_and(|l| {
+                l.as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|s| s["name"] == "cli2" && s["state"] == "ready")
+            })
+    })
+    .await;
+    cli(&proxy, &["upstream", "approve", "cli2"]).assert_code(0);
+    eventually("cli2 searchable", async || {
+        found(&client, "frobnicate")
+            .await
+            .contains(&"cli2:frobnicate".to_owned())
+    })
+    .await;
+    let out = cli(&proxy, &["upstream", "logs", "cli2", "-n", "10"]);
+    out.assert_code(0);
+    assert!(
+        out.stdout().contains("serving MCP on stdio"),
+        "{}",
+        out.stdout()
+    );
+    cli(&proxy, &["upstream", "disable", "cli2"]).assert_code(0);
+    assert_eq!(
+        server_entry(&read_config(&proxy), "cli2").unwrap()["enabled"],
+        false
+    );
+    cli(&proxy, &["upstream", "remove", "cli2"]).assert_code(0);
+    assert!(server_entry(&read_config(&proxy), "cli2").is_none());
+
+    // A hand edit: a server added in the file starts (quarantined: false, a person wrote it).
+    let mut config = read_config(&proxy);
+    let mut hand = fixture("hand", log2.path());
+    hand["name"] = json!("hand");
+    config["mcpServers"].as_array_mut().unwrap().push(hand);
+    std::fs::write(
+        config_file(&proxy),
+        serde_json::to_string_pretty(&config).unwrap(),
+    )
+    .unwrap();
+    eventually("the hand-added server searchable", async || {
+        found(&client, "frobnicate")
+            .await
+            .contains(&"hand:frobnicate".to_owned())
+    })
+    .await;
+
+    // An invalid hand edit is refused: the servers keep running, calls work.
+    std::fs::write(
+        config_file(&proxy),
+        r#"{"mcpServers": [{"name": "no way", "command": "x"}]}"#,
+    )
+    .unwrap();
+    proxy.proc.wait_for_line(Duration::from_secs(30), |l| {
+        l.contains("ignored the edit of") && l.contains("not a valid server name")
+    });
+    let result = call(
+        &client,
+        "call_tool_read",
+        json!({"name": "hand:echo", "args_json": r#"{"text": "still here"}"#}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(text(&result), "still here");
+    assert!(
+        found(&client, "frobnicate")
+            .await
+            .contains(&"fx:frobnicate".to_owned())
+    );
+    client.cancel().await.unwrap();
+}
+
+#[test]
+fn servers_are_imported_from_claude_desktop_and_cursor_quarantined() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("mcp_config.json");
+    std::fs::write(&config, "{\"mcpServers\": []}\n").unwrap();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/import");
+    let run = |args: &[&str]| {
+        TestCommand::new(&dir.path().join("data"))
+            .args(["upstream", "import"])
+            .args(args)
+            .args(["--config"])
+            .args([&config])
+            .output()
+    };
+
+    // A preview changes nothing.
+    let claude = fixtures.join("claude_desktop_config.json");
+    let out = run(&["--from", claude.to_str().unwrap()]);
+    out.assert_code(0);
+    assert!(out.stdout().contains("would be added"), "{}", out.stdout());
+    assert!(out.stderr().contains("--yes"), "{}", out.stderr());
+    assert_eq!(
+        std::fs::read_to_string(&config).unwrap(),
+        "{\"mcpServers\": []}\n"
+    );
+
+    let out = run(&["--from", claude.to_str().unwrap(), "--yes"]);
+    out.assert_code(0);
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    let servers = written["mcpServers"].as_array().unwrap();
+    assert_eq!(servers.len(), 2);
+    assert_eq!(servers[0]["name"], "filesystem");
+    assert_eq!(servers[0]["command"], "npx");
+    assert_eq!(servers[1]["name"], "my-notes", "names are made valid");
+    assert_eq!(servers[1]["env"], json!({"NOTES_TOKEN": "secret-value"}));
+    assert!(servers.iter().all(|s| s["quarantined"] == true));
+
+    // Cursor: the HTTP server arrives, the name already present is skipped.
+    let cursor = fixtures.join("cursor_mcp.json");
+    let out = run(&["--from", cursor.to_str().unwrap(), "--yes", "-o", "json"]);
+    out.assert_code(0);
+    let outcomes: Value = serde_json::from_str(&out.stdout()).unwrap();
+    assert_eq!(
+        outcomes,
+        json!([
+            {"name": "github", "server": "https://api.githubcopilot.com/mcp/", "outcome": "added (quarantined)"},
+            {"name": "filesystem", "server": "npx -y @modelcontextprotocol/server-filesystem /home/me", "outcome": "exists: skipped"},
+        ])
+    );
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    let github = written["mcpServers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "github")
+        .unwrap()
+        .clone();
+    assert_eq!(github["url"], "https://api.githubcopilot.com/mcp/");
+    assert_eq!(github["quarantined"], true);
+
+    // Not a config file mcpproxy can import: said so.
+    let out = run(&["--from", config.to_str().unwrap()]);
+    assert_ne!(out.0.status.code(), Some(0));
+}
