@@ -383,3 +383,50 @@ fn servers_are_imported_from_claude_desktop_and_cursor_quarantined() {
     let out = run(&["--from", config.to_str().unwrap()]);
     assert_ne!(out.0.status.code(), Some(0));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_tool_can_be_made_read_only_or_turned_off() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut first = fixture("fx", log.path());
+    first["name"] = json!("fx");
+    let mut config = config_with(vec![first.clone()]);
+    config["management"] = json!({"read_only": true});
+    let proxy = Proxy::start(&config, &[]);
+    let client = connect(&proxy.url).await;
+    let listed = manage(&client, json!({"operation": "list"})).await;
+    assert_eq!(listed["total"], 1);
+    manage(&client, json!({"operation": "tail_log", "name": "fx"})).await;
+    let refused = call(
+        &client,
+        "upstream_servers",
+        json!({"operation": "patch", "name": "fx", "enabled": false}),
+    )
+    .await
+    .unwrap();
+    assert!(is_error(&refused));
+    assert!(text(&refused).contains("read-only"), "{}", text(&refused));
+    let out = cli(&proxy, &["upstream", "disable", "fx"]);
+    out.assert_code(2);
+    assert!(out.stderr().contains("read-only"), "{}", out.stderr());
+    // restart is not a change to the file: it works.
+    cli(&proxy, &["upstream", "restart", "fx"]).assert_code(0);
+    client.cancel().await.unwrap();
+
+    let mut config = config_with(vec![first]);
+    config["management"] = json!({"upstream_servers_tool": false});
+    let proxy = Proxy::start(&config, &[]);
+    let client = connect(&proxy.url).await;
+    let tools = client.peer().list_all_tools().await.unwrap();
+    assert_eq!(
+        tools.iter().map(|t| t.name.to_string()).collect::<Vec<_>>(),
+        [
+            "retrieve_tools",
+            "call_tool_read",
+            "call_tool_write",
+            "call_tool_destructive"
+        ]
+    );
+    let hidden = call(&client, "upstream_servers", json!({"operation": "list"})).await;
+    assert!(hidden.is_err(), "{hidden:?}");
+    client.cancel().await.unwrap();
+}

@@ -13,7 +13,7 @@ use crate::mcp_util::{
 const LEGACY: &str = "Tool 'call_tool' not found. Use call_tool_read, call_tool_write, or call_tool_destructive with matching intent.operation_type. See retrieve_tools for annotations and recommendations.";
 
 #[tokio::test(flavor = "multi_thread")]
-async fn tool_list_has_the_three_variants_and_no_call_tool() {
+async fn tool_list_has_the_three_variants_upstream_servers_and_no_call_tool() {
     let log = tempfile::NamedTempFile::new().unwrap();
     let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
     let client = connect(&proxy.url).await;
@@ -25,7 +25,8 @@ async fn tool_list_has_the_three_variants_and_no_call_tool() {
             "retrieve_tools",
             "call_tool_read",
             "call_tool_write",
-            "call_tool_destructive"
+            "call_tool_destructive",
+            "upstream_servers"
         ]
     );
     let read = &tools[1];
