@@ -58,6 +58,10 @@ pub fn router(server: ProxyServer, endpoint: Endpoint, shutdown: CancellationTok
         .chain(endpoint.access.allowed_origins.iter().cloned())
         .collect();
     config.max_request_body_bytes = MAX_REQUEST_BODY_BYTES;
+    // A plain JSON body for a request whose answer is one message (most tool calls), where
+    // the client accepts it: no event-stream framing to write and parse. A handler that
+    // sends a notification first (progress, logs) still answers as an event stream.
+    config.json_response = true;
     config.cancellation_token = shutdown;
     let sessions = Arc::new(BoundedSessions::new(endpoint.sessions));
     let service = StreamableHttpService::new(move || Ok(server.clone()), sessions.clone(), config);
