@@ -167,7 +167,11 @@ async fn serve_over_stdio_for_ides_that_spawn_their_servers() {
         .env("RUST_LOG", "warn");
     let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
     let tools = client.peer().list_all_tools().await.unwrap();
-    assert_eq!(tools.len(), 5, "the four built-in tools and upstream_servers");
+    assert_eq!(
+        tools.len(),
+        5,
+        "the four built-in tools and upstream_servers"
+    );
     // The upstream connects in the background; wait for it.
     let mut answer = String::new();
     for _ in 0..100 {

@@ -161,8 +161,7 @@ impl Manager {
         self.upstreams
             .all()
             .iter()
-            .zip(self.upstreams.statuses())
-            .map(|(upstream, status)| view(upstream.config(), status))
+            .map(|upstream| view(upstream.config(), upstream.status()))
             .collect()
     }
 

@@ -146,6 +146,26 @@ impl Upstream {
         &self.config.name
     }
 
+    /// A snapshot for status displays.
+    pub fn status(&self) -> Status {
+        let quarantined = self.is_quarantined();
+        Status {
+            name: self.config.name.clone(),
+            transport: self.transport_label().to_owned(),
+            state: self.state(),
+            tools: self.tools().len(),
+            quarantined,
+            pending: if quarantined {
+                Vec::new()
+            } else {
+                self.review()
+                    .pending()
+                    .map(|(name, _)| name.to_owned())
+                    .collect()
+            },
+        }
+    }
+
     /// The configuration it runs with.
     pub fn config(&self) -> &ServerConfig {
         &self.config
@@ -516,24 +536,7 @@ impl Upstreams {
     }
 
     pub fn statuses(&self) -> Vec<Status> {
-        self.all()
-            .iter()
-            .map(|u| Status {
-                name: u.config.name.clone(),
-                transport: u.transport_label().to_owned(),
-                state: u.state(),
-                tools: u.tools().len(),
-                quarantined: u.is_quarantined(),
-                pending: if u.is_quarantined() {
-                    Vec::new()
-                } else {
-                    u.review()
-                        .pending()
-                        .map(|(name, _)| name.to_owned())
-                        .collect()
-                },
-            })
-            .collect()
+        self.all().iter().map(|u| u.status()).collect()
     }
 
     /// Waits until no upstream is still on its first connection attempt, or the timeout.
