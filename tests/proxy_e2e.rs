@@ -553,3 +553,28 @@ async fn requests_from_foreign_origins_and_hosts_are_refused() {
         403
     );
 }
+
+/// The official MCP Python SDK over streamable HTTP: its calls work, and the DELETE that
+/// ends its session gets an answer it accepts (it logs `Session termination failed: 202`
+/// for rmcp's own 202).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_official_python_sdk_calls_and_ends_its_session_cleanly() {
+    let Some(python) = crate::util::test_python() else {
+        return;
+    };
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/http_calls.py");
+    let out = tokio::process::Command::new(&python)
+        .arg(script)
+        .args([proxy.url.as_str(), "3"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["texts"], json!(["http-0", "http-1", "http-2"]));
+    assert!(!stderr.contains("Session termination failed"), "{stderr}");
+}

@@ -98,6 +98,16 @@ async fn guard(gate: Arc<Gate>, request: Request, next: Next) -> Response {
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map_or(UNKNOWN_CLIENT, |info| info.0.ip());
+    if request.method() == Method::DELETE {
+        // rmcp answers a session's DELETE with 202; the official SDKs expect 200 or 204
+        // (and print `Session termination failed: 202` otherwise).
+        let mut response = with_client(client, next.run(request)).await;
+        if response.status() == StatusCode::ACCEPTED {
+            *response.status_mut() = StatusCode::NO_CONTENT;
+            *response.body_mut() = Body::empty();
+        }
+        return response;
+    }
     if request.method() != Method::POST {
         return with_client(client, next.run(request)).await;
     }
