@@ -8,15 +8,19 @@
 //! mcp-load --scenario soak --fixture target/release/mcp-fixture \
 //!     --mcpproxy target/release/mcpproxy --plugins DIR-WITH-trap.wasm \
 //!     [--faulting-calls 10000] [--churn-sessions 20000] [-c 8] [--idle 2]
+//! mcp-load --scenario compare --fixture target/release/mcp-fixture \
+//!     --mcpproxy target/release/mcpproxy [--peer PATH-TO-mcp-proxy] [--rounds 3]
 //! ```
 //!
 //! The first form calls one tool N times with C calls in flight and reports
 //! throughput and latency percentiles. The second starts `mcp-fixture` and
 //! `mcpproxy` on loopback and compares a direct call with a proxied one; the
 //! third starts them with a faulting validator and reports the proxy's memory
-//! after faulting calls and session churn (see `docs/benchmarks.md`). Exits 1
+//! after faulting calls and session churn; the fourth measures direct, mcpproxy and a peer
+//! proxy (the Python `mcp-proxy`) in interleaved rounds (see `docs/benchmarks.md`). Exits 1
 //! if any measured call failed, 2 if the run could not be made at all.
 
+mod compare;
 mod run;
 mod scenario;
 mod soak;
@@ -112,6 +116,14 @@ struct Cli {
     /// Seconds the soak idles before its last memory reading.
     #[arg(long, value_name = "SECS", default_value_t = 2)]
     idle: u64,
+
+    /// The peer proxy compare measures [default: `mcp-proxy` on the PATH].
+    #[arg(long, value_name = "PATH")]
+    peer: Option<PathBuf>,
+
+    /// Interleaved rounds compare makes; it reports the medians.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    rounds: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -126,6 +138,8 @@ enum Scenario {
     ProxyOverhead,
     /// mcpproxy's memory before and after faulting plugin calls and session churn.
     Soak,
+    /// Direct, mcpproxy and a peer proxy (Python `mcp-proxy`) in interleaved rounds.
+    Compare,
 }
 
 #[tokio::main]
@@ -174,6 +188,30 @@ async fn run_cli(cli: Cli) -> Result<bool> {
                 case.report.first_error.as_deref().unwrap_or("?")
             );
         }
+        return Ok(summary.errors() == 0);
+    }
+
+    if let Some(Scenario::Compare) = cli.scenario {
+        let (Some(fixture), Some(mcpproxy)) = (cli.fixture, cli.mcpproxy) else {
+            bail!("--scenario compare needs --fixture PATH and --mcpproxy PATH");
+        };
+        let opts = compare::Options {
+            fixture,
+            mcpproxy,
+            peer: compare::find_peer(cli.peer),
+            requests: cli.requests,
+            warmup: cli.warmup,
+            rounds: cli.rounds,
+            call_timeout,
+            proxy_config: parse_object("--proxy-config", &cli.proxy_config)?,
+        };
+        let summary = compare::compare(&opts).await?;
+        let json = serde_json::to_string_pretty(&summary).context("cannot encode the summary")?;
+        if cli.output == Format::Text {
+            print!("{}", compare::table(&summary));
+            println!();
+        }
+        println!("{json}");
         return Ok(summary.errors() == 0);
     }
 
@@ -352,5 +390,37 @@ mod tests {
                 .is_err()
         );
         assert!(Cli::try_parse_from(["mcp-load", "--url", "u", "--tool", "t", "-c", "0"]).is_err());
+    }
+
+    #[test]
+    fn compare_takes_a_peer_and_rounds() {
+        let cli = Cli::try_parse_from([
+            "mcp-load",
+            "--scenario",
+            "compare",
+            "--fixture",
+            "f",
+            "--mcpproxy",
+            "m",
+            "--peer",
+            "/venv/bin/mcp-proxy",
+            "--rounds",
+            "5",
+        ])
+        .unwrap();
+        assert_eq!(cli.scenario, Some(Scenario::Compare));
+        assert_eq!(cli.peer, Some(PathBuf::from("/venv/bin/mcp-proxy")));
+        assert_eq!(cli.rounds, 5);
+        let defaults = Cli::try_parse_from([
+            "mcp-load",
+            "--scenario",
+            "compare",
+            "--fixture",
+            "f",
+            "--mcpproxy",
+            "m",
+        ])
+        .unwrap();
+        assert_eq!((defaults.peer, defaults.rounds), (None, 3));
     }
 }

@@ -172,8 +172,6 @@ pub(crate) async fn start_proxy(
     plugins: Option<&Path>,
     dir: &Path,
 ) -> Result<(Child, String)> {
-    let config = dir.join("mcp_config.json");
-    let data = dir.join("data");
     if extra.contains_key("mcpServers") {
         bail!(
             "--proxy-config must not set mcpServers: the scenario points mcpproxy at its fixture"
@@ -184,7 +182,19 @@ pub(crate) async fn start_proxy(
         "mcpServers".into(),
         json!([{"name": SERVER, "url": fixture_url}]),
     );
-    let body = serde_json::Value::Object(body);
+    start_proxy_with(binary, &serde_json::Value::Object(body), plugins, dir).await
+}
+
+/// Starts `mcpproxy serve` with `body` as its config (whose servers include [`SERVER`]);
+/// returns once that upstream is ready, with the proxy's URL read from its stderr.
+pub(crate) async fn start_proxy_with(
+    binary: &Path,
+    body: &serde_json::Value,
+    plugins: Option<&Path>,
+    dir: &Path,
+) -> Result<(Child, String)> {
+    let config = dir.join("mcp_config.json");
+    let data = dir.join("data");
     std::fs::write(&config, body.to_string())
         .with_context(|| format!("cannot write {}", config.display()))?;
 
