@@ -252,15 +252,13 @@ pub fn change_file(
         (&change, actor),
         (Change::Patch { patch, .. }, Actor::Agent) if changes_launch(patch)
     );
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => {
-            return Err(Error::Write {
-                path: path.to_owned(),
-                source: e,
-            });
-        }
+    let text = if path.exists() {
+        config::read_bounded(path).map_err(|source| Error::Read {
+            path: path.to_owned(),
+            source,
+        })?
+    } else {
+        String::new()
     };
     if !text.trim().is_empty() {
         // The file as it is must be valid: never build on a broken file.

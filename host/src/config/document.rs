@@ -391,10 +391,13 @@ pub fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
         .unwrap_or_else(|| "mcp_config.json".to_owned());
     let temporary = dir.join(format!(".{file_name}.{}.tmp", std::process::id()));
     let result = (|| {
+        use std::os::unix::fs::OpenOptionsExt;
+        // Created with the final mode (never wider): the file may hold tokens.
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
+            .mode(0o600)
             .open(&temporary)?;
         file.set_permissions(std::fs::Permissions::from_mode(mode))?;
         file.write_all(text.as_bytes())?;

@@ -423,7 +423,8 @@ impl Default for ActivityConfig {
 pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
 
 /// Reads the config file, refusing one larger than [`MAX_CONFIG_BYTES`].
-fn read_bounded(path: &Path) -> Result<String> {
+/// The file's text, refused past [`MAX_CONFIG_BYTES`] (`--config /dev/zero` is not a config).
+pub fn read_bounded(path: &Path) -> Result<String> {
     use std::io::Read;
     let read_err = |io| Error::Read {
         path: path.to_owned(),
