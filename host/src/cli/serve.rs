@@ -134,7 +134,17 @@ impl ServeCommand {
         };
         runtime.close_interrupted().await;
         let delivery = Arc::new(runtime.start_delivery()?);
-        let control = crate::control::owner::ControlSocket::bind(&data_dir)?;
+        // Without the socket this process still serves; only other mcpproxy processes on
+        // the data dir cannot reach it (they say so).
+        let control = match crate::control::owner::ControlSocket::bind(&data_dir) {
+            Ok(control) => Some(control),
+            Err(e) => {
+                tracing::warn!(
+                    "{e}; other mcpproxy processes (IDE windows, the CLI) cannot use this one and will find the data dir busy"
+                );
+                None
+            }
+        };
         let config_path = loaded.path.clone().or_else(|| {
             globals
                 .home
@@ -181,20 +191,28 @@ impl ServeCommand {
         let app = mcp::http::router(mcp_server.clone(), endpoint, shutdown.child_token())
             .merge(api::router(api_state))
             .merge(crate::web::router(Arc::new(access.clone())));
-        let control_path = control.path().to_owned();
-        let control_server = tokio::spawn(control.serve(
-            app.clone(),
-            session_server(mcp_server.clone()),
-            shutdown.clone(),
-        ));
+        let control_path = control.as_ref().map(|c| c.path().to_owned());
+        let control_server = control.map(|control| {
+            tokio::spawn(control.serve(
+                app.clone(),
+                session_server(mcp_server.clone()),
+                shutdown.clone(),
+            ))
+        });
 
         if self.stdio {
-            eprintln!(
-                "mcpproxy {} serving MCP on stdio; other mcpproxy processes on {} use it through {}",
-                env!("CARGO_PKG_VERSION"),
-                data_dir.display(),
-                control_path.display()
-            );
+            match &control_path {
+                Some(path) => eprintln!(
+                    "mcpproxy {} serving MCP on stdio; other mcpproxy processes on {} use it through {}",
+                    env!("CARGO_PKG_VERSION"),
+                    data_dir.display(),
+                    path.display()
+                ),
+                None => eprintln!(
+                    "mcpproxy {} serving MCP on stdio",
+                    env!("CARGO_PKG_VERSION")
+                ),
+            }
             summary(&runtime, loaded.path.as_deref()).await;
             // A request over 16 MiB is answered with an error instead of being dropped.
             let stdin = crate::line_guard::LineGuard::new(
@@ -250,7 +268,9 @@ impl ServeCommand {
                 Err(e) => bail!("the HTTP server task failed: {e}"),
             }
         }
-        let _ = control_server.await;
+        if let Some(control_server) = control_server {
+            let _ = control_server.await;
+        }
         eprintln!("shutting down: closing upstream sessions, flushing the activity journal");
         delivery.shutdown(SHUTDOWN_GRACE).await;
         runtime.shutdown().await;

@@ -160,3 +160,38 @@ impl Drop for ControlSocket {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn binds_owner_only_replaces_a_stale_file_and_removes_its_own() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        // A file an owner that died left behind.
+        std::fs::write(socket_path(dir.path()), b"stale").unwrap();
+        let socket = ControlSocket::bind(dir.path()).unwrap();
+        let mode = std::fs::metadata(socket.path())
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert!(crate::control::connect(dir.path()).await.is_some());
+        drop(socket);
+        assert!(!socket_path(dir.path()).exists());
+        assert!(crate::control::connect(dir.path()).await.is_none());
+    }
+
+    #[test]
+    fn a_path_too_long_for_a_socket_is_named() {
+        let dir = std::path::PathBuf::from(format!("/tmp/{}", "d".repeat(120)));
+        match ControlSocket::bind(&dir) {
+            Err(Error::PathTooLong { len, .. }) => assert!(len > 107),
+            other => panic!(
+                "expected PathTooLong, got {:?}",
+                other.map(|s| s.path.clone())
+            ),
+        }
+    }
+}
