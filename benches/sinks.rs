@@ -50,6 +50,7 @@ fn load(engine: &PluginEngine, crate_name: &str, settings: serde_json::Value) ->
             reuse_instance: false,
         },
         settings,
+        reuse_chosen: true,
     });
     plugin
 }

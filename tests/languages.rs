@@ -549,6 +549,7 @@ fn measure_per_call_cost() {
                         reuse_instance,
                         ..Limits::default()
                     },
+                    reuse_chosen: true,
                 },
             );
             for private in [false, true] {

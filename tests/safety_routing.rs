@@ -93,6 +93,7 @@ fn every_class_and_variant_is_routed_by_the_strict_rules() {
                 reuse_instance,
                 ..Limits::default()
             },
+            reuse_chosen: true,
             ..Default::default()
         });
         for (class, variant, expected) in &table {

@@ -31,7 +31,7 @@ pub struct Limits {
     /// `memory_mib`, in bytes: the most linear memory one instance may hold.
     pub memory_bytes: usize,
     /// `reuse_instance`: keep warm instances between calls instead of a fresh one per call
-    /// (default false). Worth it for heavy guests (JavaScript), whose instantiation costs
+    /// (default false; the embedded stateless plugins reuse unless the config chooses). Worth it for heavy guests (JavaScript), whose instantiation costs
     /// about a millisecond. The trade-off: the plugin's memory, globals included, persists
     /// from one call to a later one, and idle instances keep their memory. An instance that
     /// faults is thrown away; the deadline is re-armed for every call. Sinks ignore it.

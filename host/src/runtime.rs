@@ -230,7 +230,11 @@ pub fn plugin_settings(config: &Config, name: &str, kind: PluginKind) -> plugin:
     {
         merged.extend(own);
     }
-    plugin::PluginSettings { limits, settings }
+    plugin::PluginSettings {
+        limits,
+        settings,
+        reuse_chosen: config.plugins.reuse_chosen(name),
+    }
 }
 
 /// The engine (sized for the largest memory cap configured, caching compiled components in
@@ -329,4 +333,44 @@ fn select(
             }),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reuse_of(config: &str) -> Vec<(String, bool)> {
+        let config = Config::from_json(config, "t.json").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let set = load_plugins(&config, dir.path(), None).unwrap();
+        set.plugins()
+            .iter()
+            .filter(|p| matches!(p.kind(), PluginKind::Annotator | PluginKind::Validator))
+            .map(|p| (p.name().to_owned(), p.limits().reuse_instance))
+            .collect()
+    }
+
+    #[test]
+    fn the_stateless_embedded_plugins_reuse_instances_unless_the_config_says() {
+        // By default: the embedded policy plugins keep nothing between calls, so reuse.
+        assert!(
+            reuse_of("{}").iter().all(|(_, reuse)| *reuse),
+            "{:?}",
+            reuse_of("{}")
+        );
+        // The operator's choice wins, per plugin or for all.
+        let one = reuse_of(
+            r#"{"plugins": {"plugin_limits": {"intent-matrix": {"reuse_instance": false}}}}"#,
+        );
+        assert!(
+            one.contains(&("intent-matrix".to_owned(), false)),
+            "{one:?}"
+        );
+        assert!(
+            one.contains(&("prefix-annotator".to_owned(), true)),
+            "{one:?}"
+        );
+        let all = reuse_of(r#"{"plugins": {"limits": {"reuse_instance": false}}}"#);
+        assert!(all.iter().all(|(_, reuse)| !*reuse), "{all:?}");
+    }
 }

@@ -243,7 +243,11 @@ impl CheckCommand {
             limits.timeout = plugin.kind().default_timeout();
         }
         let default_settings = settings.clone();
-        plugin.configure(&PluginSettings { limits, settings });
+        plugin.configure(&PluginSettings {
+            limits,
+            settings,
+            reuse_chosen: true,
+        });
         let info = plugin.info().clone();
         let plugin = std::sync::Arc::new(plugin);
 

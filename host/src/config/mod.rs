@@ -339,6 +339,10 @@ pub struct PluginsConfig {
     /// Plugins whose `plugin_limits` entry sets `timeout_ms` (sinks default to 30 s and
     /// scanners to 5 s, not to `limits.timeout_ms`, unless their own entry says otherwise).
     pub explicit_timeouts: std::collections::BTreeSet<String>,
+    /// Plugins whose `plugin_limits` entry sets `reuse_instance`.
+    pub explicit_reuse: std::collections::BTreeSet<String>,
+    /// `plugins.limits` sets `reuse_instance` for every plugin.
+    pub reuse_set_for_all: bool,
     /// Per-plugin settings, each a JSON object.
     pub settings: BTreeMap<String, serde_json::Value>,
 }
@@ -347,6 +351,12 @@ impl PluginsConfig {
     /// The limits that apply to the plugin called `name`.
     pub fn limits_for(&self, name: &str) -> LimitsConfig {
         self.plugin_limits.get(name).copied().unwrap_or(self.limits)
+    }
+
+    /// Whether the operator chose `reuse_instance` for `name` (in its `plugin_limits` entry
+    /// or in `plugins.limits`): then the embedded plugins' own default does not apply.
+    pub fn reuse_chosen(&self, name: &str) -> bool {
+        self.reuse_set_for_all || self.explicit_reuse.contains(name)
     }
 
     /// The limits of a plugin whose kind has a deadline of its own (sinks, scanners): as

@@ -7,6 +7,9 @@ pub(crate) struct Embedded {
     /// Loaded, but active only when the config names it (`plugins.validators`, ...):
     /// stricter policies a user turns on, like the sinks.
     pub(crate) opt_in: bool,
+    /// Keeps nothing between calls (a pure function of the call and its settings), so its
+    /// warm instances are reused by default ([`crate::limits::Limits::reuse_instance`]).
+    pub(crate) stateless: bool,
 }
 
 /// Every embedded plugin, in load order.
@@ -14,25 +17,31 @@ pub(crate) const EMBEDDED: &[Embedded] = &[
     Embedded {
         bytes: include_bytes!(concat!(env!("OUT_DIR"), "/prefix_annotator.wasm")),
         opt_in: false,
+        stateless: true,
     },
     Embedded {
         bytes: include_bytes!(concat!(env!("OUT_DIR"), "/intent_matrix.wasm")),
         opt_in: false,
+        stateless: true,
     },
     Embedded {
         bytes: include_bytes!(concat!(env!("OUT_DIR"), "/clickhouse_sink.wasm")),
         opt_in: true,
+        stateless: false,
     },
     Embedded {
         bytes: include_bytes!(concat!(env!("OUT_DIR"), "/http_sink.wasm")),
         opt_in: true,
+        stateless: false,
     },
     Embedded {
         bytes: include_bytes!(concat!(env!("OUT_DIR"), "/safety_routing.wasm")),
         opt_in: true,
+        stateless: true,
     },
     Embedded {
         bytes: include_bytes!(concat!(env!("OUT_DIR"), "/tool_scanner.wasm")),
         opt_in: false,
+        stateless: true,
     },
 ];

@@ -45,6 +45,9 @@ pub struct PluginSettings {
     pub limits: Limits,
     /// The JSON object the plugin's `config()` import returns.
     pub settings: serde_json::Value,
+    /// The operator chose `limits.reuse_instance` for this plugin; when false, an embedded
+    /// plugin that keeps no state between calls reuses its instances.
+    pub reuse_chosen: bool,
 }
 
 impl Default for PluginSettings {
@@ -52,6 +55,7 @@ impl Default for PluginSettings {
         Self {
             limits: Limits::default(),
             settings: serde_json::Value::Object(Default::default()),
+            reuse_chosen: false,
         }
     }
 }
@@ -72,6 +76,8 @@ pub struct Plugin {
     runner: Runner,
     limits: Limits,
     settings: Arc<str>,
+    /// An embedded plugin that keeps no state between calls.
+    stateless_embedded: bool,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -247,6 +253,7 @@ impl Plugin {
             runner,
             limits,
             settings: Arc::from("{}"),
+            stateless_embedded: false,
         })
     }
 
@@ -275,6 +282,9 @@ impl Plugin {
     /// Warm instances made under the old limits are dropped.
     pub fn configure(&mut self, settings: &PluginSettings) {
         self.limits = settings.limits;
+        if self.stateless_embedded && !settings.reuse_chosen {
+            self.limits.reuse_instance = true;
+        }
         self.settings = Arc::from(settings.settings.to_string());
         match &mut self.runner {
             Runner::Validator(_, warm) => warm.clear(),
@@ -506,6 +516,7 @@ impl PluginSet {
                 },
             )?;
             plugin.info.opt_in = embedded.opt_in;
+            plugin.stateless_embedded = embedded.stateless;
             loaded.push(plugin);
         }
         if let Some(dir) = dir {

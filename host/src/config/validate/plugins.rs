@@ -25,6 +25,7 @@ pub(super) fn plugins_from(raw: raw::RawPlugins, ctx: &Context<'_>) -> Result<Pl
         plugins.sinks = plugin_list(sinks, "plugins.sinks", ctx)?;
     }
     if let Some(limits) = raw.limits {
+        plugins.reuse_set_for_all = limits.reuse_instance.is_some();
         plugins.limits = limits_from(limits, plugins.limits, "plugins.limits", ctx)?;
     }
     for (name, limits) in raw.plugin_limits.unwrap_or_default() {
@@ -35,6 +36,9 @@ pub(super) fn plugins_from(raw: raw::RawPlugins, ctx: &Context<'_>) -> Result<Pl
         }
         if limits.timeout_ms.is_some() {
             plugins.explicit_timeouts.insert(name.clone());
+        }
+        if limits.reuse_instance.is_some() {
+            plugins.explicit_reuse.insert(name.clone());
         }
         let limits = limits_from(limits, plugins.limits, &key, ctx)?;
         plugins.plugin_limits.insert(name, limits);
