@@ -99,47 +99,15 @@ impl ControlSocket {
                     continue;
                 }
             };
-            let mut reader = BufReader::new(stream);
-            // The first byte decides the protocol; reading it waits for the client.
-            let first = match tokio::time::timeout(HEADER_TIMEOUT, reader.fill_buf()).await {
-                Ok(Ok(buf)) => buf.first().copied(),
-                _ => continue,
-            };
-            match first {
-                None => {}
-                Some(b'{') | Some(b' ') | Some(b'\n') | Some(b'\r') | Some(b'\t') => {
-                    let (read, write) = tokio::io::split(reader);
-                    let session = sessions(read, write);
-                    let ended = shutdown.clone();
-                    connections.spawn(async move {
-                        tokio::select! {
-                            _ = session => {}
-                            _ = ended.cancelled() => {}
-                        }
-                    });
-                }
-                Some(_) => {
-                    let app = app.clone();
-                    let service =
-                        hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
-                            // Socket clients are local: they count as loopback ones.
-                            request
-                                .extensions_mut()
-                                .insert(ConnectInfo(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))));
-                            app.clone().oneshot(request)
-                        });
-                    let connection = hyper::server::conn::http1::Builder::new()
-                        .timer(TokioTimer::new())
-                        .header_read_timeout(HEADER_TIMEOUT)
-                        .serve_connection(TokioIo::new(reader), service);
-                    let connection = graceful.watch(connection);
-                    connections.spawn(async move {
-                        if let Err(e) = connection.await {
-                            tracing::debug!("control socket connection ended: {e}");
-                        }
-                    });
-                }
-            }
+            // Telling the protocol apart waits for the client's first byte: done in the
+            // connection's own task, so a client that sends nothing holds up no other.
+            let app = app.clone();
+            let sessions = sessions.clone();
+            let ended = shutdown.clone();
+            let watcher = graceful.watcher();
+            connections.spawn(async move {
+                serve_connection(stream, app, sessions, watcher, ended).await;
+            });
         }
         connections.close();
         let _ = tokio::time::timeout(SHUTDOWN_GRACE, async {
@@ -147,6 +115,48 @@ impl ControlSocket {
             connections.wait().await;
         })
         .await;
+    }
+}
+
+/// One connection: an MCP session if it starts with JSON, else HTTP.
+async fn serve_connection(
+    stream: UnixStream,
+    app: Router,
+    sessions: SessionServer,
+    watcher: hyper_util::server::graceful::Watcher,
+    shutdown: CancellationToken,
+) {
+    let mut reader = BufReader::new(stream);
+    let first = match tokio::time::timeout(HEADER_TIMEOUT, reader.fill_buf()).await {
+        Ok(Ok(buf)) => buf.first().copied(),
+        _ => return,
+    };
+    match first {
+        None => {}
+        Some(b'{') | Some(b' ') | Some(b'\n') | Some(b'\r') | Some(b'\t') => {
+            let (read, write) = tokio::io::split(reader);
+            tokio::select! {
+                _ = sessions(read, write) => {}
+                _ = shutdown.cancelled() => {}
+            }
+        }
+        Some(_) => {
+            let service =
+                hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+                    // Socket clients are local: they count as loopback ones.
+                    request
+                        .extensions_mut()
+                        .insert(ConnectInfo(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))));
+                    app.clone().oneshot(request)
+                });
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .serve_connection(TokioIo::new(reader), service);
+            if let Err(e) = watcher.watch(connection).await {
+                tracing::debug!("control socket connection ended: {e}");
+            }
+        }
     }
 }
 
