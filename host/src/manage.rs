@@ -20,7 +20,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::config::document::{Document, EditError, write_atomically};
+use crate::config::document::{Document, EditError, LAUNCH_KEYS, write_atomically};
 use crate::config::{self, Config, ManagementConfig, ServerConfig, Transport};
 use crate::upstream::log::LogLine;
 use crate::upstream::{Applied, State, Upstreams};
@@ -341,18 +341,9 @@ fn for_an_agent(change: Change) -> Result<Change, Error> {
 
 /// Whether a patch changes how the server is started or reached.
 fn changes_launch(patch: &Value) -> bool {
-    const LAUNCH: [&str; 7] = [
-        "command",
-        "args",
-        "env",
-        "working_dir",
-        "url",
-        "headers",
-        "protocol",
-    ];
     patch
         .as_object()
-        .is_some_and(|fields| fields.keys().any(|k| LAUNCH.contains(&k.as_str())))
+        .is_some_and(|fields| fields.keys().any(|k| LAUNCH_KEYS.contains(&k.as_str())))
 }
 
 fn view(config: &ServerConfig, status: crate::upstream::Status) -> ServerView {

@@ -14,6 +14,26 @@ use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// The keys of an `mcpServers` entry besides `name`, in the order the docs list them and a
+/// server added by mcpproxy is written in: first how the server is started or reached
+/// ([`LAUNCH_KEYS`]), then how mcpproxy treats it.
+pub const SERVER_KEYS: [&str; 11] = [
+    "command",
+    "args",
+    "env",
+    "working_dir",
+    "url",
+    "headers",
+    "protocol",
+    "enabled",
+    "quarantined",
+    "auto_approve_tool_changes",
+    "tool_call_timeout_ms",
+];
+
+/// The keys of an `mcpServers` entry that say how the server is started or reached.
+pub const LAUNCH_KEYS: &[&str] = SERVER_KEYS.split_at(7).0;
+
 /// Why an edit could not be made.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum EditError {
@@ -351,21 +371,8 @@ fn named(name: &str, fields: serde_json::Map<String, Value>) -> Node {
 
 /// A server's fields as an object, the usual ones first in their usual order.
 fn ordered_fields(mut fields: serde_json::Map<String, Value>) -> Node {
-    const ORDER: [&str; 11] = [
-        "command",
-        "args",
-        "env",
-        "working_dir",
-        "url",
-        "headers",
-        "protocol",
-        "enabled",
-        "quarantined",
-        "auto_approve_tool_changes",
-        "tool_call_timeout_ms",
-    ];
     let mut entries = Vec::new();
-    for key in ORDER {
+    for key in SERVER_KEYS {
         if let Some(value) = fields.remove(key) {
             entries.push((key.to_owned(), Node::from_value(&value)));
         }
@@ -426,6 +433,22 @@ mod tests {
   ],
   "activity": {"durability": "async"}
 }"#;
+
+    #[test]
+    fn the_launch_keys_are_the_ones_that_start_or_reach_a_server() {
+        assert_eq!(
+            LAUNCH_KEYS,
+            [
+                "command",
+                "args",
+                "env",
+                "working_dir",
+                "url",
+                "headers",
+                "protocol"
+            ]
+        );
+    }
 
     #[test]
     fn keys_keep_their_order_and_untouched_parts_stay() {

@@ -4,25 +4,20 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::config::document::SERVER_KEYS;
 use crate::manage::{Actor, Change, Manager, applied_json};
 
 /// The most lines `tail_log` returns.
 const MAX_LINES: u64 = 500;
 const DEFAULT_LINES: u64 = 50;
 
-/// Fields of a server entry the tool passes on, with their `_json` string forms.
-const ENTRY_FIELDS: [&str; 10] = [
-    "command",
-    "args",
-    "env",
-    "working_dir",
-    "url",
-    "headers",
-    "protocol",
-    "enabled",
-    "tool_call_timeout_ms",
-    "quarantined",
-];
+/// Fields of a server entry the tool passes on, each also in a `_json` string form: every
+/// entry key but `auto_approve_tool_changes`, which is taken as given (a boolean).
+fn entry_fields() -> impl Iterator<Item = &'static str> {
+    SERVER_KEYS
+        .into_iter()
+        .filter(|key| *key != "auto_approve_tool_changes")
+}
 
 /// Runs one operation; the error is the message the agent reads.
 pub async fn run(manager: &Manager, arguments: &Map<String, Value>) -> Result<Value, String> {
@@ -91,7 +86,7 @@ pub async fn run(manager: &Manager, arguments: &Map<String, Value>) -> Result<Va
 /// field may be `null` (remove it).
 fn entry(arguments: &Map<String, Value>, patch: bool) -> Result<Value, String> {
     let mut fields = Map::new();
-    for field in ENTRY_FIELDS {
+    for field in entry_fields() {
         let json_key = format!("{field}_json");
         let value = match (arguments.get(field), arguments.get(&json_key)) {
             (Some(_), Some(_)) => {
@@ -112,14 +107,14 @@ fn entry(arguments: &Map<String, Value>, patch: bool) -> Result<Value, String> {
         !matches!(
             k.as_str(),
             "operation" | "name" | "lines" | "auto_approve_tool_changes"
-        ) && !ENTRY_FIELDS.contains(&k.as_str())
+        ) && !entry_fields().any(|field| field == k.as_str())
             && !k
                 .strip_suffix("_json")
-                .is_some_and(|base| ENTRY_FIELDS.contains(&base))
+                .is_some_and(|base| entry_fields().any(|field| field == base))
     }) {
         return Err(format!(
             "Unknown parameter '{unknown}' for upstream_servers; server fields are {}",
-            ENTRY_FIELDS.join(", ")
+            entry_fields().collect::<Vec<_>>().join(", ")
         ));
     }
     if let Some(value) = arguments.get("auto_approve_tool_changes") {
