@@ -71,6 +71,27 @@ async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
     }
 }
 
+/// Waits until `server` has listed its tools (approving earlier is refused), approves it
+/// from the CLI, and waits until its tools are searchable.
+async fn approve_when_ready(proxy: &Proxy, client: &Client, server: &str) {
+    eventually(&format!("{server} ready"), async || {
+        serde_json::from_str::<Value>(&cli(proxy, &["upstream", "list", "-o", "json"]).stdout())
+            .is_ok_and(|list| {
+                list.as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|s| s["name"] == server && s["state"] == "ready")
+            })
+    })
+    .await;
+    cli(proxy, &["upstream", "approve", server]).assert_code(0);
+    let tool = format!("{server}:frobnicate");
+    eventually(&format!("{server}'s tools searchable"), async || {
+        found(client, "frobnicate").await.contains(&tool)
+    })
+    .await;
+}
+
 fn fixture(name: &str, log: &Path) -> Value {
     json!({
         "command": fixture_bin(),
@@ -143,23 +164,7 @@ async fn upstream_servers_adds_patches_and_removes_through_mcp() {
     );
 
     // A person approves (once it has listed its tools); the tools become searchable.
-    eventually("fx2 ready", async || {
-        serde_json::from_str::<Value>(&cli(&proxy, &["upstream", "list", "-o", "json"]).stdout())
-            .is_ok_and(|l| {
-                l.as_array()
-                    .unwrap()
-                    .iter()
-                    .any(|s| s["name"] == "fx2" && s["state"] == "ready")
-            })
-    })
-    .await;
-    cli(&proxy, &["upstream", "approve", "fx2"]).assert_code(0);
-    eventually("fx2's tools searchable", async || {
-        found(&client, "frobnicate")
-            .await
-            .contains(&"fx2:frobnicate".to_owned())
-    })
-    .await;
+    approve_when_ready(&proxy, &client, "fx2").await;
 
     // patch: maps merge, null removes, scalars replace; disabled leaves the index.
     let answer = manage(
@@ -245,23 +250,7 @@ async fn the_cli_and_hand_edits_change_servers_without_a_restart() {
     let entry = server_entry(&read_config(&proxy), "cli2").unwrap();
     assert_eq!(entry["quarantined"], true);
     assert_eq!(entry["command"], bin.to_str().unwrap());
-    eventually("cli2 ready", async || {
-        serde_json::from_str::<Value>(&cli(&proxy, &["upstream", "list", "-o", "json"]).stdout())
-            .is_ok_and(|l| {
-                l.as_array()
-                    .unwrap()
-                    .iter()
-                    .any(|s| s["name"] == "cli2" && s["state"] == "ready")
-            })
-    })
-    .await;
-    cli(&proxy, &["upstream", "approve", "cli2"]).assert_code(0);
-    eventually("cli2 searchable", async || {
-        found(&client, "frobnicate")
-            .await
-            .contains(&"cli2:frobnicate".to_owned())
-    })
-    .await;
+    approve_when_ready(&proxy, &client, "cli2").await;
     let out = cli(&proxy, &["upstream", "logs", "cli2", "-n", "10"]);
     out.assert_code(0);
     assert!(

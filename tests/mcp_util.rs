@@ -47,6 +47,13 @@ pub struct Proc {
 }
 
 impl Proc {
+    /// Stops the process as an operator would (SIGTERM) and waits for it to exit.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        self.child.wait().expect("wait for the child")
+    }
+
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -189,6 +196,16 @@ impl Proxy {
 }
 
 impl Proxy {
+    /// Stops the server as an operator would (SIGTERM) and checks that it exited cleanly
+    /// (its journal flushed, its trace export sent).
+    pub fn stop(&mut self) {
+        let status = self.proc.terminate();
+        assert!(
+            status.success(),
+            "mcpproxy did not exit cleanly: {status:?}"
+        );
+    }
+
     /// The API key the server generated in its data dir.
     pub fn api_key(&self) -> String {
         std::fs::read_to_string(self.data_dir.path().join("api_key"))

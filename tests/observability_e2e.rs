@@ -3,13 +3,12 @@
 //! the reference OpenMetrics parser (Python `prometheus_client`), and its counters move
 //! with the calls made through MCP.
 
-use std::io::Write;
 use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
 use crate::mcp_util::{Proxy, call, config_with, connect, is_error, stdio_fixture};
-use crate::util::test_python;
+use crate::util::{run_python, test_python};
 
 fn base(proxy: &Proxy) -> String {
     proxy.base()
@@ -31,26 +30,9 @@ for family in text_string_to_metric_families(sys.stdin.read()):
         samples.append({"name": s.name, "labels": s.labels, "value": s.value})
 print(json.dumps(samples))
 "#;
-    let mut child = Command::new(python)
-        .args(["-c", script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run the parser");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "the OpenMetrics parser refused the text: {}\n{text}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let out = run_python(python, script, text.as_bytes())
+        .unwrap_or_else(|e| panic!("the OpenMetrics parser refused the text: {e}\n{text}"));
+    serde_json::from_slice(&out).unwrap()
 }
 
 fn sample(samples: &[Value], name: &str, labels: Value) -> Option<f64> {

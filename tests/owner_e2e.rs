@@ -29,13 +29,6 @@ fn processes_mentioning(needle: &Path) -> usize {
         .count()
 }
 
-fn stop(proxy: &mut Proxy) {
-    // SAFETY: signals our own child process.
-    unsafe { libc::kill(proxy.proc.child.id() as i32, libc::SIGTERM) };
-    let status = proxy.proc.child.wait().unwrap();
-    assert!(status.success(), "{status:?}");
-}
-
 /// `serve --stdio` driven line by line, as an IDE drives it.
 struct StdioSession {
     child: Child,
@@ -188,7 +181,7 @@ async fn two_ides_share_the_http_owner_its_upstream_and_its_journal() {
     out.assert_code(0);
     assert!(out.stdout().contains("cli"), "{}", out.stdout());
     assert_eq!(processes_mentioning(calls.path()), 1);
-    stop(&mut proxy);
+    proxy.stop();
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -201,7 +194,7 @@ async fn a_front_end_fails_clearly_while_no_owner_runs_and_goes_on_when_one_does
     let mut ide = StdioSession::start(&config_path, &data_dir);
     assert_eq!(echo_text(&ide.echo("before")), "before");
 
-    stop(&mut proxy);
+    proxy.stop();
     let answer = ide.echo("while stopped");
     let message = answer["error"]["message"].as_str().unwrap_or_default();
     assert!(
@@ -222,7 +215,7 @@ async fn a_front_end_fails_clearly_while_no_owner_runs_and_goes_on_when_one_does
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert_eq!(echo_text(&recovered), "after");
-    stop(&mut again);
+    again.stop();
 }
 
 #[tokio::test(flavor = "multi_thread")]

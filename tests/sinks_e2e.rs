@@ -723,9 +723,7 @@ async fn clickhouse_gets_every_record_exactly_once_through_outages_and_restarts(
         mut proc, data_dir, ..
     } = proxy;
     // A graceful stop (SIGTERM), as an operator would.
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(proc.child.id() as i32, libc::SIGTERM) };
-    let _ = proc.child.wait();
+    let _ = proc.terminate();
     let proxy = Proxy::start_in(&config, &["--sink", "clickhouse-sink"], data_dir);
     let s = &sinks_status(&proxy).await[0];
     assert_eq!(

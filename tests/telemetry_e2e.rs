@@ -4,15 +4,13 @@
 //! `policy` (one `plugin` span per plugin run), `journal` and `upstream` children; no
 //! argument reaches the collector. A collector that is down costs one log line, not calls.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::mcp_util::{Proxy, call, config_with, connect, stdio_fixture};
-use crate::util::test_python;
+use crate::util::{run_python, test_python};
 
 /// One request the receiver got.
 #[derive(Debug, Clone)]
@@ -61,12 +59,12 @@ async fn receiver() -> (String, Arc<Mutex<Vec<Export>>>) {
 /// `[{"trace", "id", "parent", "name", "kind", "status", "attributes", "service"}]`.
 fn decode(python: &std::path::Path, bodies: &[Vec<u8>]) -> Vec<Value> {
     let script = r#"
-import json, sys, base64
+import json, sys
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 spans = []
 for line in sys.stdin:
     request = ExportTraceServiceRequest()
-    request.ParseFromString(base64.b64decode(line))
+    request.ParseFromString(bytes.fromhex(line.strip()))
     for rs in request.resource_spans:
         resource = {a.key: a.value.string_value for a in rs.resource.attributes}
         for ss in rs.scope_spans:
@@ -84,59 +82,17 @@ for line in sys.stdin:
                 })
 print(json.dumps(spans))
 "#;
-    let mut child = Command::new(python)
-        .args(["-c", script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run the decoder");
+    // One export body per line, in hex.
     let mut input = String::new();
     for body in bodies {
-        input.push_str(&base64(body));
+        for byte in body {
+            input.push_str(&format!("{byte:02x}"));
+        }
         input.push('\n');
     }
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "the OTLP messages refused the export: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-/// Stops the proxy as an operator would (SIGTERM) and waits for it: the export flushes
-/// what is still queued on the way out.
-fn stop(proxy: &mut Proxy) {
-    // SAFETY: signals our own child process.
-    unsafe { libc::kill(proxy.proc.child.id() as i32, libc::SIGTERM) };
-    let status = proxy.proc.child.wait().unwrap();
-    assert!(status.success(), "{status:?}");
+    let out = run_python(python, script, input.as_bytes())
+        .unwrap_or_else(|e| panic!("the OTLP messages refused the export: {e}"));
+    serde_json::from_slice(&out).unwrap()
 }
 
 const OTLP_KIND_SERVER: u64 = 2;
@@ -187,7 +143,7 @@ async fn each_call_is_one_trace_with_policy_plugin_journal_and_upstream_spans() 
         .as_array()
         .expect("a page of records")
         .clone();
-    stop(&mut proxy);
+    proxy.stop();
 
     let exports = exports.lock().unwrap().clone();
     assert!(!exports.is_empty(), "nothing reached the collector");
@@ -306,7 +262,7 @@ async fn a_collector_that_is_down_costs_one_log_line_and_no_call() {
         tokio::time::sleep(Duration::from_millis(150)).await;
     }
     client.cancel().await.unwrap();
-    stop(&mut proxy);
+    proxy.stop();
     let rest: Vec<String> = proxy.proc.stderr_lines.try_iter().collect();
     let repeated = rest
         .iter()

@@ -81,6 +81,32 @@ impl CmdOutput {
     }
 }
 
+/// Runs `script` with `python -c`, `input` on its stdin: its stdout, or its stderr as the
+/// error when it exits unsuccessfully.
+pub fn run_python(python: &Path, script: &str, input: &[u8]) -> Result<Vec<u8>, String> {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = Command::new(python)
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run python");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input)
+        .expect("write to python");
+    let out = child.wait_with_output().expect("wait for python");
+    if out.status.success() {
+        Ok(out.stdout)
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
 /// The Python of `tests/python/.venv` (made by `.ci/run` from `tests/python/requirements.txt`),
 /// or `None` with a note when it is missing, unless `MCPPROXY_REQUIRE_PYTHON` is set (as in
 /// CI), which makes a missing one a failure.
