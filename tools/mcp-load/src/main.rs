@@ -155,6 +155,17 @@ async fn main() -> ExitCode {
     }
 }
 
+/// A scenario's summary: the table (for `-o text`), then the JSON.
+fn print_summary(output: Format, table: &str, summary: &impl serde::Serialize) -> Result<()> {
+    let json = serde_json::to_string_pretty(summary).context("cannot encode the summary")?;
+    if output == Format::Text {
+        print!("{table}");
+        println!();
+    }
+    println!("{json}");
+    Ok(())
+}
+
 /// Runs what the command line asks for; `Ok(false)` when some call failed.
 async fn run_cli(cli: Cli) -> Result<bool> {
     let call_timeout = Duration::from_secs(cli.timeout.max(1));
@@ -173,12 +184,7 @@ async fn run_cli(cli: Cli) -> Result<bool> {
             plugins: cli.plugins,
         };
         let summary = scenario::proxy_overhead(&opts).await?;
-        let json = serde_json::to_string_pretty(&summary).context("cannot encode the summary")?;
-        if cli.output == Format::Text {
-            print!("{}", scenario::table(&summary));
-            println!();
-        }
-        println!("{json}");
+        print_summary(cli.output, &scenario::table(&summary), &summary)?;
         for case in summary.cases.iter().filter(|c| c.report.errors > 0) {
             eprintln!(
                 "mcp-load: {} c={}: {} errors; first: {}",
@@ -206,12 +212,7 @@ async fn run_cli(cli: Cli) -> Result<bool> {
             proxy_config: parse_object("--proxy-config", &cli.proxy_config)?,
         };
         let summary = compare::compare(&opts).await?;
-        let json = serde_json::to_string_pretty(&summary).context("cannot encode the summary")?;
-        if cli.output == Format::Text {
-            print!("{}", compare::table(&summary));
-            println!();
-        }
-        println!("{json}");
+        print_summary(cli.output, &compare::table(&summary), &summary)?;
         return Ok(summary.errors() == 0);
     }
 
@@ -234,12 +235,7 @@ async fn run_cli(cli: Cli) -> Result<bool> {
             call_timeout,
         };
         let summary = soak::soak(&opts).await?;
-        let json = serde_json::to_string_pretty(&summary).context("cannot encode the summary")?;
-        if cli.output == Format::Text {
-            print!("{}", soak::table(&summary));
-            println!();
-        }
-        println!("{json}");
+        print_summary(cli.output, &soak::table(&summary), &summary)?;
         for phase in summary.phases.iter().filter(|p| p.errors > 0) {
             eprintln!(
                 "mcp-load: soak {}: {} errors; first: {}",
