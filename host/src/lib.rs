@@ -34,6 +34,7 @@
 pub mod access;
 pub mod activity;
 pub mod api;
+pub mod back_channel;
 pub mod cli;
 pub mod config;
 pub mod control;

@@ -39,6 +39,12 @@ pub enum RecordType {
     /// The proxy warns about itself: the journal is full of records too young to delete and
     /// new records are stored summarised (see `retention`); the `details` say what to do.
     Alert,
+    /// A resource read (`resources/read`): judged by the policy as a read, like a call.
+    ResourceRead,
+    /// A request an upstream sent to a client through the proxy (`elicitation/create`,
+    /// `sampling/createMessage`): `tool_name` is the method, `details` what was asked,
+    /// which call it belonged to and what the client answered.
+    ServerRequest,
 }
 
 impl RecordType {
@@ -50,6 +56,8 @@ impl RecordType {
             Self::ToolChange => "tool_change",
             Self::Approval => "approval",
             Self::Alert => "alert",
+            Self::ResourceRead => "resource_read",
+            Self::ServerRequest => "server_request",
         }
     }
 }

@@ -106,6 +106,8 @@ fn parse_query_of(
                 "tool_change",
                 "approval",
                 "alert",
+                "resource_read",
+                "server_request",
             ],
         )?,
         session: text("session")?,

@@ -50,6 +50,11 @@ pub struct ServeCommand {
     #[arg(long)]
     stdio: bool,
 
+    /// With --stdio: serve one upstream's tools, prompts and resources under their own
+    /// names (every call still judged and recorded), as /mcp/servers/NAME does over HTTP.
+    #[arg(long, value_name = "NAME", requires = "stdio")]
+    server: Option<String>,
+
     /// Feed the activity journal to this sink plugin too (repeatable; adds to the config's
     /// `plugins.sinks`; its settings come from `plugins.settings.NAME`).
     #[arg(long = "sink", value_name = "NAME")]
@@ -219,8 +224,17 @@ impl ServeCommand {
                 tokio::io::stdin(),
                 crate::line_guard::oversized_request,
             );
-            let service = mcp_server
-                .clone()
+            let mut stdio_server = mcp_server.for_new_session();
+            if let Some(server) = &self.server {
+                if runtime.proxy.upstreams().get(server).is_none() {
+                    bail!(
+                        "--server {server}: there is no upstream server of that name; configured: {}",
+                        runtime.proxy.upstreams().names().join(", ")
+                    );
+                }
+                stdio_server = stdio_server.for_server(server.clone());
+            }
+            let service = stdio_server
                 .serve((stdin, tokio::io::stdout()))
                 .await
                 .context("cannot start MCP on stdio")?;
@@ -286,6 +300,16 @@ impl ServeCommand {
         listen: SocketAddr,
         shutdown: CancellationToken,
     ) -> Result<()> {
+        if self.stdio
+            && let Some(server) = &self.server
+        {
+            bail!(
+                "{} is owned by a running mcpproxy, and --server {server} needs this process to \
+                 own it: connect the client to the owner's http://<listen>/mcp/servers/{server} \
+                 instead, or stop the owner",
+                data_dir.display()
+            );
+        }
         if self.stdio {
             eprintln!(
                 "mcpproxy {}: {} is owned by a running mcpproxy; this stdio session is forwarded to it (its upstreams, journal and policy)",
@@ -352,7 +376,7 @@ async fn bind_tcp(listen: SocketAddr) -> Result<tokio::net::TcpListener> {
 /// MCP sessions on the control socket: each served as on stdio.
 fn session_server(server: ProxyServer) -> crate::control::owner::SessionServer {
     Arc::new(move |read, write| {
-        let server = server.clone();
+        let server = server.for_new_session();
         Box::pin(async move {
             let read =
                 crate::line_guard::LineGuard::new(read, crate::line_guard::oversized_request);

@@ -1,4 +1,5 @@
-//! MCP over streamable HTTP at `/mcp`: rmcp's service behind one gate that, in order,
+//! MCP over streamable HTTP at `/mcp` (every upstream) and `/mcp/servers/NAME` (one
+//! upstream as it is): rmcp's service behind one gate that, in order,
 //! refuses a foreign `Host`/`Origin` (DNS-rebinding protection, [`crate::access`]), checks
 //! the bearer token when one is configured, refuses a new session past the session bounds
 //! ([`super::sessions`]), and reads the body within [`MAX_REQUEST_BODY_BYTES`]. A body that
@@ -64,14 +65,21 @@ pub fn router(server: ProxyServer, endpoint: Endpoint, shutdown: CancellationTok
     config.json_response = true;
     config.cancellation_token = shutdown;
     let sessions = Arc::new(BoundedSessions::new(endpoint.sessions));
-    let service = StreamableHttpService::new(move || Ok(server.clone()), sessions.clone(), config);
+    // One handler per session; the path of each request picks its view (`/mcp` or
+    // `/mcp/servers/NAME`).
+    let service = StreamableHttpService::new(
+        move || Ok(server.for_new_session()),
+        sessions.clone(),
+        config,
+    );
     let gate = Arc::new(Gate {
         access: endpoint.access,
         auth_token: endpoint.auth_token,
         sessions,
     });
     Router::new()
-        .nest_service("/mcp", service)
+        .route_service("/mcp", service.clone())
+        .route_service("/mcp/servers/{name}", service)
         .layer(axum::middleware::from_fn(move |request, next| {
             guard(gate.clone(), request, next)
         }))

@@ -1,11 +1,21 @@
-//! The MCP server clients talk to: the built-in tools (`retrieve_tools`, the three call
-//! variants and, when offered, `upstream_servers`) over streamable HTTP at `/mcp` and over
-//! stdio.
+//! The MCP server clients talk to, over streamable HTTP and stdio, in two views:
+//!
+//! - **Aggregate** (`/mcp`, `serve --stdio`): the built-in tools (`retrieve_tools`, the
+//!   three call variants and, when offered, `upstream_servers`), and every upstream's
+//!   prompts, resources and templates, named `server:name`.
+//! - **Direct** (`/mcp/servers/NAME`, `serve --stdio --server NAME`): one upstream's
+//!   trusted tools, prompts and resources under their own names; each tool call is judged
+//!   as the variant its effective annotations call for.
+//!
+//! Both pass on what upstreams send about a client's request (progress, log messages,
+//! elicitation and sampling requests, resource updates) through the [`crate::back_channel`].
 //!
 //! Tool-level failures (a policy rejection, an upstream error, bad arguments) come back as a
 //! `CallToolResult` with `isError: true` and a message an agent can act on; the upstream's
 //! own results pass through unchanged. Protocol misuse (an unknown tool) is a JSON-RPC error.
 
+mod client_session;
+mod direct;
 pub mod http;
 mod manage_tool;
 pub mod sessions;
@@ -14,19 +24,28 @@ mod tools;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock as Content,
-    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ContentBlock as Content, GetPromptRequestParams, GetPromptResponse, Implementation,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Map, Value, json};
 
 use crate::activity::{ClientRecord, Source};
+use crate::back_channel::{CallOrigin, forwardable_meta};
 use crate::manage::Manager;
 use crate::policy::OperationType;
-use crate::proxy::{CallContext, CallOutcome, Proxy, parse_call};
+use crate::proxy::{CallContext, CallOutcome, CatalogError, Proxy, Scope, parse_call};
+
+use client_session::SessionSlot;
 
 pub use tools::{LEGACY_CALL_TOOL_MESSAGE, builtin_tools, builtin_tools_with};
+
+/// The path prefix of the direct endpoints: `/mcp/servers/NAME`.
+pub const DIRECT_PATH_PREFIX: &str = "/mcp/servers/";
 
 /// One MCP session's handler; all sessions share the proxy.
 #[derive(Clone)]
@@ -34,13 +53,62 @@ pub struct ProxyServer {
     proxy: Arc<Proxy>,
     /// Offers `upstream_servers` when set (and `management.upstream_servers_tool` is on).
     manager: Option<Arc<Manager>>,
+    /// Every request sees this server only (`serve --stdio --server NAME`).
+    fixed_server: Option<String>,
+    session: Arc<SessionSlot>,
 }
 
 impl ProxyServer {
     pub fn new(proxy: Arc<Proxy>) -> Self {
         Self {
+            session: SessionSlot::new(proxy.clone()),
             proxy,
             manager: None,
+            fixed_server: None,
+        }
+    }
+
+    /// Serves the direct view of one upstream on every request.
+    pub fn for_server(mut self, server: String) -> Self {
+        self.fixed_server = Some(server);
+        self
+    }
+
+    /// The handler of a new session: the same views, a session of its own in the back channel.
+    pub fn for_new_session(&self) -> Self {
+        Self {
+            session: SessionSlot::new(self.proxy.clone()),
+            ..self.clone()
+        }
+    }
+
+    /// The upstream this request is for, when it came to a direct endpoint.
+    fn direct_server(&self, context: &RequestContext<RoleServer>) -> Option<String> {
+        if let Some(server) = &self.fixed_server {
+            return Some(server.clone());
+        }
+        let parts = context.extensions.get::<::http::request::Parts>()?;
+        parts
+            .uri
+            .path()
+            .strip_prefix(DIRECT_PATH_PREFIX)
+            .map(|name| name.trim_end_matches('/').to_owned())
+    }
+
+    /// Where the client request came from, for routing what the upstream sends about it.
+    fn origin(&self, context: &RequestContext<RoleServer>) -> CallOrigin {
+        CallOrigin {
+            session: self.session.key,
+            peer: context.peer.clone(),
+            request_id: context.id.clone(),
+            progress_token: context.meta.get_progress_token(),
+            capabilities: context.client_capabilities(),
+            meta: forwardable_meta(&context.meta),
+            cancelled: context.ct.clone(),
+            client: client_record(context),
+            session_id: session_id(context),
+            input_responses: None,
+            request_state: None,
         }
     }
 
@@ -109,49 +177,87 @@ impl ProxyServer {
         variant: OperationType,
         arguments: &Map<String, Value>,
         context: CallContext,
-    ) -> CallToolResult {
+    ) -> CallToolResponse {
         let input = match parse_call(variant, arguments) {
             Ok(input) => input,
-            Err(message) => return tool_error(&message),
+            Err(message) => return tool_error(&message).into(),
         };
-        match self.proxy.call(input, context).await {
-            CallOutcome::Refused(message) => tool_error(&message),
-            CallOutcome::Held { detail, .. } => tool_error(&detail),
-            CallOutcome::Blocked(evaluation) => tool_error(
-                evaluation
-                    .outcome
-                    .message
-                    .as_deref()
-                    .unwrap_or("Call blocked by policy"),
-            ),
-            CallOutcome::DryRun(_) => tool_error("dry runs are for the CLI; nothing was called"),
-            CallOutcome::Called { result, .. } => match result {
-                Ok(result) => result,
-                Err(e) => tool_error(&e.to_string()),
-            },
-        }
+        call_result(self.proxy.call(input, context).await)
     }
 }
 
-/// Who is calling, from the MCP request: session, request id, client name and version.
-fn call_context(context: &RequestContext<RoleServer>) -> CallContext {
-    let session_id = context
+/// What a client reads of a call's outcome: the upstream's result as it is, or an error
+/// result that says why there is none.
+fn call_result(outcome: CallOutcome) -> CallToolResponse {
+    let result = match outcome {
+        CallOutcome::InputRequired { result, .. } => {
+            return CallToolResponse::InputRequired(result);
+        }
+        CallOutcome::Refused(message) => tool_error(&message),
+        CallOutcome::Held { detail, .. } => tool_error(&detail),
+        CallOutcome::Blocked(evaluation) => tool_error(
+            evaluation
+                .outcome
+                .message
+                .as_deref()
+                .unwrap_or("Call blocked by policy"),
+        ),
+        CallOutcome::DryRun(_) => tool_error("dry runs are for the CLI; nothing was called"),
+        CallOutcome::Called { result, .. } => match result {
+            Ok(result) => result,
+            Err(e) => tool_error(&e.to_string()),
+        },
+    };
+    CallToolResponse::Complete(result)
+}
+
+fn session_id(context: &RequestContext<RoleServer>) -> Option<String> {
+    context
         .extensions
         .get::<::http::request::Parts>()
         .and_then(|parts| parts.headers.get("mcp-session-id"))
         .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let client = context.peer.peer_info().map(|info| ClientRecord {
-        name: info.client_info.name.clone(),
-        version: info.client_info.version.clone(),
-    });
-    CallContext {
-        source: Source::Mcp,
-        dry_run: false,
-        timeout: None,
-        session_id,
-        request_id: Some(context.id.to_string()),
-        client,
+        .map(str::to_owned)
+}
+
+fn client_record(context: &RequestContext<RoleServer>) -> Option<ClientRecord> {
+    context.client_info().map(|info| ClientRecord {
+        name: info.name,
+        version: info.version,
+    })
+}
+
+impl ProxyServer {
+    /// Who is calling, from the MCP request: session, request id, client name and version,
+    /// and the request itself for routing what the upstream sends back.
+    fn call_context(&self, context: &RequestContext<RoleServer>) -> CallContext {
+        CallContext {
+            source: Source::Mcp,
+            dry_run: false,
+            timeout: None,
+            session_id: session_id(context),
+            request_id: Some(context.id.to_string()),
+            client: client_record(context),
+            origin: Some(self.origin(context)),
+        }
+    }
+}
+
+/// A catalog failure as the JSON-RPC error a client expects: a name or URI that leads
+/// nowhere is `invalid params` (the spec's answer for an unknown prompt or resource),
+/// anything else an internal error with the reason.
+fn catalog_error(error: CatalogError) -> ErrorData {
+    match error {
+        CatalogError::NotFound(message) => ErrorData::invalid_params(message, None),
+        CatalogError::Refused(message) => ErrorData::invalid_request(message, None),
+        CatalogError::Upstream(e) => ErrorData::internal_error(e.to_string(), None),
+    }
+}
+
+fn scope_of(server: &Option<String>) -> Scope<'_> {
+    match server {
+        Some(server) => Scope::Server(server),
+        None => Scope::All,
     }
 }
 
@@ -164,20 +270,45 @@ impl ServerHandler for ProxyServer {
         let mut capabilities = ServerCapabilities::default();
         capabilities.tools = Some(Default::default());
         capabilities.logging = Some(Default::default());
+        capabilities.completions = Some(Default::default());
+        let mut prompts = rmcp::model::PromptsCapability::default();
+        prompts.list_changed = Some(true);
+        capabilities.prompts = Some(prompts);
+        let mut resources = rmcp::model::ResourcesCapability::default();
+        resources.list_changed = Some(true);
+        resources.subscribe = Some(true);
+        capabilities.resources = Some(resources);
+        let instructions = match &self.fixed_server {
+            Some(server) => format!(
+                "mcpproxy serves the tools, prompts and resources of the upstream server \
+                 '{server}' under their own names; every tool call passes mcpproxy's policy and \
+                 is recorded."
+            ),
+            None => {
+                "mcpproxy aggregates many MCP servers. Find tools with retrieve_tools, then call \
+                     them with call_tool_read, call_tool_write or call_tool_destructive as each \
+                     result's call_with says. Prompts and resources of every server are listed \
+                     as server:name."
+                    .to_owned()
+            }
+        };
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("mcpproxy", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "mcpproxy aggregates many MCP servers. Find tools with retrieve_tools, then call them \
-                 with call_tool_read, call_tool_write or call_tool_destructive as each result's \
-                 call_with says.",
-            )
+            .with_instructions(instructions)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.session.open(&context.peer);
     }
 
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        if let Some(server) = self.direct_server(&context) {
+            return self.direct_list_tools(&server).await;
+        }
         Ok(ListToolsResult::with_all_items(builtin_tools_with(
             self.manager.is_some(),
         )))
@@ -188,6 +319,9 @@ impl ServerHandler for ProxyServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if let Some(server) = self.direct_server(&context) {
+            return self.direct_call_tool(&server, request, &context).await;
+        }
         let arguments = request.arguments.unwrap_or_default();
         let variant = match request.name.as_ref() {
             "call_tool_read" => Some(OperationType::Read),
@@ -196,10 +330,12 @@ impl ServerHandler for ProxyServer {
             _ => None,
         };
         if let Some(variant) = variant {
-            let result = self
-                .call_variant(variant, &arguments, call_context(&context))
-                .await;
-            return Ok(result.into());
+            let mut call = self.call_context(&context);
+            if let Some(origin) = &mut call.origin {
+                origin.input_responses = request.input_responses;
+                origin.request_state = request.request_state;
+            }
+            return Ok(self.call_variant(variant, &arguments, call).await);
         }
         match request.name.as_ref() {
             tools::RETRIEVE_TOOLS => Ok(self.retrieve_tools(&arguments).await.into()),
@@ -227,14 +363,155 @@ impl ServerHandler for ProxyServer {
         }
     }
 
-    // `logging/setLevel` is deprecated by SEP-2577 but still sent by clients: answer it.
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let server = self.direct_server(&context);
+        let prompts = self
+            .proxy
+            .list_prompts(scope_of(&server))
+            .await
+            .map_err(catalog_error)?;
+        Ok(ListPromptsResult::with_all_items(prompts))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let server = self.direct_server(&context);
+        let origin = self.origin(&context);
+        self.proxy
+            .get_prompt(scope_of(&server), request, Some(&origin))
+            .await
+            .map_err(catalog_error)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let server = self.direct_server(&context);
+        let resources = self
+            .proxy
+            .list_resources(scope_of(&server))
+            .await
+            .map_err(catalog_error)?;
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let server = self.direct_server(&context);
+        let templates = self
+            .proxy
+            .list_resource_templates(scope_of(&server))
+            .await
+            .map_err(catalog_error)?;
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let server = self.direct_server(&context);
+        let call = self.call_context(&context);
+        self.proxy
+            .read_resource(scope_of(&server), request, call)
+            .await
+            .map_err(catalog_error)
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let server = self.direct_server(&context);
+        let origin = self.origin(&context);
+        self.proxy
+            .complete(scope_of(&server), request, Some(&origin))
+            .await
+            .map_err(catalog_error)
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let server = self.direct_server(&context);
+        let owner = self
+            .proxy
+            .resource_server(scope_of(&server), &request.uri)
+            .await
+            .map_err(catalog_error)?;
+        let first = self
+            .session
+            .back_channel()
+            .subscribe(self.session.key, &context.peer, &owner, &request.uri)
+            .map_err(|message| ErrorData::invalid_request(message, None))?;
+        if first && let Err(e) = self.proxy.subscribe(scope_of(&server), &request.uri).await {
+            self.session
+                .back_channel()
+                .unsubscribe(self.session.key, &owner, &request.uri);
+            return Err(catalog_error(e));
+        }
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let server = self.direct_server(&context);
+        let owner = self
+            .proxy
+            .resource_server(scope_of(&server), &request.uri)
+            .await
+            .map_err(catalog_error)?;
+        if self
+            .session
+            .back_channel()
+            .unsubscribe(self.session.key, &owner, &request.uri)
+        {
+            self.proxy
+                .unsubscribe(&owner, &request.uri)
+                .await
+                .map_err(catalog_error)?;
+        }
+        Ok(())
+    }
+
+    // `logging/setLevel` is deprecated by SEP-2577 but still sent by clients: the session
+    // gets upstream log messages at that level and above, tagged with their server.
     #[allow(deprecated)]
     async fn set_level(
         &self,
         request: rmcp::model::SetLevelRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         tracing::debug!(level = ?request.level, "client set the logging level");
+        let back_channel = self.session.back_channel();
+        back_channel.set_log_level(self.session.key, &context.peer, request.level);
+        if let Some(level) = back_channel.most_verbose_level() {
+            let server = self.direct_server(&context);
+            self.proxy
+                .set_upstream_log_level(scope_of(&server), level)
+                .await;
+        }
         Ok(())
     }
 }

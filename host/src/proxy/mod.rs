@@ -2,6 +2,9 @@
 //! `server:tool`, judge the call with the policy pipeline, send it upstream; and search the
 //! tool index with each hit's effective annotations and `call_with` advice.
 
+mod catalog;
+mod direct;
+mod forwarded;
 mod record;
 mod report;
 mod request;
@@ -16,6 +19,7 @@ use tracing::Instrument;
 use tracing::field::Empty;
 
 use crate::activity::{ClientRecord, Journal, Source, Status};
+use crate::back_channel::CallOrigin;
 use crate::index::ToolIndex;
 use crate::metrics::Metrics;
 use crate::policy::{
@@ -24,6 +28,8 @@ use crate::policy::{
 use crate::trust::ToolScanner;
 use crate::upstream::{self, State, Upstreams};
 
+pub use catalog::{CatalogError, RESOURCE_READ_TOOL, Scope};
+pub use direct::DirectTool;
 pub use record::ActivitySettings;
 pub use report::{CallReport, Ending};
 pub use request::{CallInput, parse_call, split_name};
@@ -39,6 +45,9 @@ pub struct CallContext {
     pub session_id: Option<String>,
     pub request_id: Option<String>,
     pub client: Option<ClientRecord>,
+    /// The MCP client request the call came from, when it came over MCP: what the upstream
+    /// sends about the call (progress, questions for the user) goes back there.
+    pub origin: Option<CallOrigin>,
 }
 
 impl CallContext {
@@ -50,6 +59,7 @@ impl CallContext {
             session_id: None,
             request_id: None,
             client: None,
+            origin: None,
         }
     }
 }
@@ -72,6 +82,12 @@ pub enum CallOutcome {
         evaluation: Evaluation,
         result: Result<CallToolResult, upstream::Error>,
     },
+    /// The policy let it through and the upstream needs input from the client before it
+    /// answers (2026-07-28 multi-round-trip); the client calls again with its answers.
+    InputRequired {
+        evaluation: Evaluation,
+        result: rmcp::model::InputRequiredResult,
+    },
 }
 
 impl CallOutcome {
@@ -83,6 +99,7 @@ impl CallOutcome {
             Self::Held { .. } => ("held", "none"),
             Self::Blocked(evaluation) => ("blocked", decision(evaluation)),
             Self::DryRun(evaluation) => ("dry_run", decision(evaluation)),
+            Self::InputRequired { evaluation, .. } => ("input_required", decision(evaluation)),
             Self::Called { evaluation, result } => match result {
                 Ok(result) if result.is_error == Some(true) => ("tool_error", decision(evaluation)),
                 Ok(_) => ("success", decision(evaluation)),
@@ -115,6 +132,16 @@ pub struct RetrievedTool {
     pub annotation_source: String,
     pub safety_class: SafetyClass,
     pub call_with: String,
+    /// The JSON Schema of the tool's `structuredContent`, when the server gave one.
+    #[serde(
+        default,
+        rename = "outputSchema",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub output_schema: Option<serde_json::Value>,
+    /// The tool's `_meta`, as the server sent it.
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<serde_json::Value>,
 }
 
 /// The shared proxy state.
@@ -136,6 +163,12 @@ impl Proxy {
         journal: Arc<Journal>,
         activity: ActivitySettings,
     ) -> Self {
+        upstreams
+            .back_channel()
+            .set_observer(Arc::new(forwarded::Recorder {
+                journal: journal.clone(),
+                settings: activity.clone(),
+            }));
         Self {
             pipeline,
             upstreams,
@@ -274,12 +307,22 @@ impl Proxy {
                     mcpproxy.tool = %tool,
                     mcpproxy.outcome = Empty,
                 );
-                let (_, result) = tokio::join!(
+                let (_, answer) = tokio::join!(
                     self.append(pending.clone()),
                     upstream
-                        .call(tool, arguments, Some(timeout))
+                        .call(tool, arguments, Some(timeout), context.origin.as_ref())
                         .instrument(upstream_span.clone())
                 );
+                let result = match answer {
+                    Ok(upstream::CallAnswer::Complete(result)) => Ok(result),
+                    Ok(upstream::CallAnswer::InputRequired(result)) => {
+                        upstream_span.record("mcpproxy.outcome", "input_required");
+                        self.journal
+                            .submit(record::input_required(pending, started));
+                        return CallOutcome::InputRequired { evaluation, result };
+                    }
+                    Err(e) => Err(e),
+                };
                 let outcome = match &result {
                     Ok(r) if r.is_error == Some(true) => "tool_error",
                     Ok(_) => "success",
@@ -362,6 +405,17 @@ impl Proxy {
         if !upstream.is_trusted(&input.tool) {
             return self.held_changed(&upstream, &tool).await;
         }
+        self.evaluate(upstream, tool, input).await
+    }
+
+    /// Runs the policy pipeline on a call of `tool` (on a blocking thread: plugins are
+    /// synchronous).
+    async fn evaluate(
+        &self,
+        upstream: Arc<upstream::Upstream>,
+        tool: crate::policy::Tool,
+        input: CallInput,
+    ) -> Judged {
         let pipeline = self.pipeline.clone();
         let (variant, intent) = (input.variant, input.intent);
         let args = serde_json::Value::Object(input.args);
@@ -393,7 +447,7 @@ impl Proxy {
             }
         };
         if evaluation.outcome.is_allowed() {
-            Judged::Allowed(upstream.clone(), evaluation)
+            Judged::Allowed(upstream, evaluation)
         } else {
             Judged::Blocked(evaluation)
         }
@@ -420,7 +474,7 @@ impl Proxy {
                     // The index holds trusted tools only; checked again against a race.
                     upstream
                         .is_trusted(&hit.name)
-                        .then(|| describe(&pipeline, tool, hit.score))
+                        .then(|| describe(&pipeline, &upstream, tool, hit.score))
                 })
                 .collect())
         })
@@ -450,8 +504,12 @@ impl Proxy {
                 .all()
                 .iter()
                 .filter(|u| server.as_deref().is_none_or(|s| s == u.name()))
-                .flat_map(|u| u.trusted_tools())
-                .map(|tool| describe(&pipeline, tool, 0.0))
+                .flat_map(|u| {
+                    u.trusted_tools()
+                        .into_iter()
+                        .map(|tool| describe(&pipeline, u, tool, 0.0))
+                        .collect::<Vec<_>>()
+                })
                 .collect()
         })
         .await
@@ -460,7 +518,16 @@ impl Proxy {
 }
 
 /// A tool with its effective annotations and `call_with` advice.
-fn describe(pipeline: &Pipeline, tool: crate::policy::Tool, score: f32) -> RetrievedTool {
+fn describe(
+    pipeline: &Pipeline,
+    upstream: &upstream::Upstream,
+    tool: crate::policy::Tool,
+    score: f32,
+) -> RetrievedTool {
+    let output_schema = upstream
+        .wire_tool(&tool.name)
+        .and_then(|t| t.output_schema)
+        .map(|schema| serde_json::Value::Object((*schema).clone()));
     let effective = pipeline.annotate(&tool).unwrap_or_else(|fault| {
         tracing::warn!(
             "annotator fault while listing {}: {fault}",
@@ -480,5 +547,7 @@ fn describe(pipeline: &Pipeline, tool: crate::policy::Tool, score: f32) -> Retri
         annotations: effective.annotations,
         annotation_source: effective.source.label().to_owned(),
         safety_class: effective.safety_class,
+        output_schema,
+        meta: tool.meta,
     }
 }

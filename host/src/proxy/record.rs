@@ -110,6 +110,15 @@ impl ActivityRecord {
     }
 }
 
+/// The pending record of a call the upstream answered with `input_required`: this round
+/// is done; the client's next call (with its answers) is a record of its own.
+pub(super) fn input_required(mut record: ActivityRecord, started: Instant) -> ActivityRecord {
+    record.duration_ms = elapsed_ms(started);
+    record.status = Status::Success;
+    record.details = Some(serde_json::json!({"input_required": true}));
+    record
+}
+
 /// The pending record completed with the upstream's answer.
 pub(super) fn completed(
     mut record: ActivityRecord,

@@ -85,6 +85,15 @@ impl CallReport {
                     report.message = evaluation.outcome.message.clone();
                 }
             }
+            CallOutcome::InputRequired { evaluation, .. } => {
+                report.judged(evaluation);
+                report.outcome = Ending::UpstreamError;
+                report.message = Some(
+                    "the server asked for input from the client first (2026-07-28 \
+                     input_required), which only an MCP client can give: call it over MCP"
+                        .to_owned(),
+                );
+            }
             CallOutcome::Called { evaluation, result } => {
                 report.judged(evaluation);
                 match result {

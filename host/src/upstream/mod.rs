@@ -23,12 +23,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use rmcp::model::{CallToolResponse, CallToolResult};
+use rmcp::model::{CallToolResult, ClientRequest, ServerResult};
+use rmcp::service::PeerRequestOptions;
 use rmcp::service::{Peer, RoleClient};
 use serde::Serialize;
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::back_channel::{BackChannel, CallOrigin};
 use crate::config::{ServerConfig, Transport, UpstreamConfig};
 use crate::index::ToolIndex;
 use crate::policy::Tool;
@@ -75,6 +77,17 @@ pub enum Error {
         tool: String,
         message: String,
     },
+}
+
+/// What a server answered a `tools/call`.
+#[derive(Debug, Clone)]
+pub enum CallAnswer {
+    /// The result.
+    Complete(CallToolResult),
+    /// The server needs input from the client first (2026-07-28 multi-round-trip): the
+    /// client answers the requests and calls again with `inputResponses` and
+    /// `requestState`.
+    InputRequired(rmcp::model::InputRequiredResult),
 }
 
 /// Where an upstream is in its life.
@@ -126,6 +139,9 @@ pub struct Upstream {
     state: watch::Sender<State>,
     peer: RwLock<Option<Peer<RoleClient>>>,
     tools: RwLock<Arc<BTreeMap<String, Tool>>>,
+    /// The same tools as the server sent them (title, icons, outputSchema, ...), for
+    /// clients that see the server as it is (the direct endpoint, `retrieve_tools`).
+    wire_tools: RwLock<Arc<BTreeMap<String, rmcp::model::Tool>>>,
     refresh: Notify,
     /// Quarantined now: the config says so and nobody approved it yet.
     quarantined: AtomicBool,
@@ -139,6 +155,11 @@ pub struct Upstream {
     reported: std::sync::Mutex<BTreeMap<String, String>>,
     /// The server's recent stderr lines (stdio servers).
     log: std::sync::Mutex<log::Ring>,
+    /// Routes from this server back to the clients whose calls it serves.
+    back_channel: Arc<BackChannel>,
+    /// What the server offers besides tools (prompts, resources, ...), from its
+    /// `initialize` answer.
+    capabilities: RwLock<Option<rmcp::model::ServerCapabilities>>,
 }
 
 impl Upstream {
@@ -204,6 +225,11 @@ impl Upstream {
     }
 
     /// Every tool the server has listed.
+    /// A tool as the server sent it.
+    pub fn wire_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        read(&self.wire_tools).get(name).cloned()
+    }
+
     pub fn tools(&self) -> Arc<BTreeMap<String, Tool>> {
         read(&self.tools).clone()
     }
@@ -271,52 +297,197 @@ impl Upstream {
         matches!(self.state(), State::Ready)
     }
 
-    /// Calls a tool on the server with the server's timeout.
+    /// The session's peer, if connected.
+    fn connected_peer(&self) -> Result<Peer<RoleClient>, Error> {
+        self.check_usable()?;
+        read(&self.peer).clone().ok_or_else(|| Error::NotConnected {
+            server: self.config.name.clone(),
+            state: self.state().to_string(),
+        })
+    }
+
+    /// Calls a tool on the server within `timeout` (else the server's own). With an
+    /// `origin`, the client's `_meta` goes along, what the server sends about this call
+    /// (progress, elicitation and sampling requests) is routed back to that client, and
+    /// the client's cancellation is forwarded as `notifications/cancelled`.
     pub async fn call(
         &self,
         tool: &str,
         arguments: Option<serde_json::Map<String, serde_json::Value>>,
         timeout: Option<Duration>,
-    ) -> Result<CallToolResult, Error> {
-        self.check_usable()?;
-        let peer = read(&self.peer)
-            .clone()
-            .ok_or_else(|| Error::NotConnected {
-                server: self.config.name.clone(),
-                state: self.state().to_string(),
-            })?;
+        origin: Option<&CallOrigin>,
+    ) -> Result<CallAnswer, Error> {
+        let peer = self.connected_peer()?;
         let mut params = rmcp::model::CallToolRequestParams::new(tool.to_owned());
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
         }
-        let timeout = self.call_timeout(timeout);
-        match tokio::time::timeout(timeout, peer.call_tool_once(params)).await {
-            Err(_) => Err(Error::Timeout {
+        if let Some(origin) = origin {
+            params.input_responses = origin.input_responses.clone();
+            params.request_state = origin.request_state.clone();
+        }
+        let request = ClientRequest::CallToolRequest(rmcp::model::Request::new(params));
+        let result = self.send(&peer, request, tool, timeout, origin).await?;
+        match result {
+            ServerResult::CallToolResult(result) => Ok(CallAnswer::Complete(result)),
+            ServerResult::InputRequiredResult(result) => Ok(CallAnswer::InputRequired(result)),
+            ServerResult::CreateTaskResult(_) => Err(Error::Call {
                 server: self.config.name.clone(),
                 tool: tool.to_owned(),
+                message: "the server answered with a task (the tasks extension), which mcpproxy \
+                          does not carry yet; call a tool that answers at once"
+                    .into(),
+            }),
+            _ => Err(Error::Call {
+                server: self.config.name.clone(),
+                tool: tool.to_owned(),
+                message: "the server answered tools/call with another kind of result".into(),
+            }),
+        }
+    }
+
+    /// Sends one request and waits for its answer within `timeout`, routing what the server
+    /// sends about it back to `origin` (see [`Upstream::call`]). `what` names the request in
+    /// errors (the tool, or the method).
+    async fn send(
+        &self,
+        peer: &Peer<RoleClient>,
+        request: ClientRequest,
+        what: &str,
+        timeout: Option<Duration>,
+        origin: Option<&CallOrigin>,
+    ) -> Result<ServerResult, Error> {
+        let timeout = self.call_timeout(timeout);
+        let mut options = PeerRequestOptions::with_timeout(timeout);
+        if let Some(meta) = origin.and_then(|o| o.meta.clone()) {
+            options = options.with_meta(meta);
+        }
+        let handle = peer
+            .send_request_with_option(request, options)
+            .await
+            .map_err(|e| self.connection_error(what, &e))?;
+        let request_id = handle.id.clone();
+        let _route = origin.map(|o| {
+            self.back_channel.register_call(
+                self.name(),
+                handle.id.clone(),
+                handle.progress_token.clone(),
+                o.clone(),
+            )
+        });
+        let cancelled = origin.map(|o| o.cancelled.clone()).unwrap_or_default();
+        let answer = tokio::select! {
+            answer = handle.await_response() => answer,
+            () = cancelled.cancelled() => {
+                let notice = rmcp::model::CancelledNotificationParam::new(
+                    Some(request_id),
+                    Some("the client cancelled the request".into()),
+                );
+                if let Err(e) = peer.notify_cancelled(notice).await {
+                    tracing::debug!(server = self.name(), "cannot forward the cancellation: {e}");
+                }
+                return Err(Error::Call {
+                    server: self.config.name.clone(),
+                    tool: what.to_owned(),
+                    message: "the client cancelled the request; the server was told".into(),
+                });
+            }
+        };
+        match answer {
+            Ok(result) => Ok(result),
+            Err(rmcp::ServiceError::Timeout { .. }) => Err(Error::Timeout {
+                server: self.config.name.clone(),
+                tool: what.to_owned(),
                 timeout,
             }),
-            Ok(Ok(CallToolResponse::Complete(result))) => Ok(result),
-            Ok(Ok(_)) => Err(Error::Call {
+            Err(rmcp::ServiceError::McpError(e)) => Err(Error::Call {
                 server: self.config.name.clone(),
-                tool: tool.to_owned(),
-                message: "the server asked for client input or answered with a task, which mcpproxy does not forward yet".into(),
-            }),
-            Ok(Err(rmcp::ServiceError::McpError(e))) => Err(Error::Call {
-                server: self.config.name.clone(),
-                tool: tool.to_owned(),
+                tool: what.to_owned(),
                 message: e.message.to_string(),
             }),
-            Ok(Err(e)) => {
-                // The session may be dead: let the supervisor look at it now.
-                self.refresh.notify_one();
-                Err(Error::Connection {
-                    server: self.config.name.clone(),
-                    tool: tool.to_owned(),
-                    message: e.to_string(),
-                })
-            }
+            Err(e) => Err(self.connection_error(what, &e)),
         }
+    }
+
+    fn connection_error(&self, what: &str, e: &rmcp::ServiceError) -> Error {
+        // The session may be dead: let the supervisor look at it now.
+        self.refresh.notify_one();
+        Error::Connection {
+            server: self.config.name.clone(),
+            tool: what.to_owned(),
+            message: e.to_string(),
+        }
+    }
+
+    /// Runs one listing (`what` names it in errors) within the server's call timeout.
+    async fn list<T, F>(
+        &self,
+        what: &str,
+        list: impl FnOnce(Peer<RoleClient>) -> F,
+    ) -> Result<T, Error>
+    where
+        F: std::future::Future<Output = Result<T, rmcp::ServiceError>>,
+    {
+        let peer = self.connected_peer()?;
+        let timeout = self.call_timeout(None);
+        match tokio::time::timeout(timeout, list(peer)).await {
+            Err(_) => Err(Error::Timeout {
+                server: self.config.name.clone(),
+                tool: what.to_owned(),
+                timeout,
+            }),
+            Ok(Ok(items)) => Ok(items),
+            Ok(Err(rmcp::ServiceError::McpError(e))) => Err(Error::Call {
+                server: self.config.name.clone(),
+                tool: what.to_owned(),
+                message: e.message.to_string(),
+            }),
+            Ok(Err(e)) => Err(self.connection_error(what, &e)),
+        }
+    }
+
+    /// Every prompt of the server (all pages).
+    pub async fn list_prompts(&self) -> Result<Vec<rmcp::model::Prompt>, Error> {
+        self.list("prompts/list", |peer| async move {
+            peer.list_all_prompts().await
+        })
+        .await
+    }
+
+    /// Every resource of the server (all pages).
+    pub async fn list_resources(&self) -> Result<Vec<rmcp::model::Resource>, Error> {
+        self.list("resources/list", |peer| async move {
+            peer.list_all_resources().await
+        })
+        .await
+    }
+
+    /// Every resource template of the server (all pages).
+    pub async fn list_resource_templates(
+        &self,
+    ) -> Result<Vec<rmcp::model::ResourceTemplate>, Error> {
+        self.list("resources/templates/list", |peer| async move {
+            peer.list_all_resource_templates().await
+        })
+        .await
+    }
+
+    /// What the server offers besides tools, from its `initialize` answer (`None` before
+    /// the first connection).
+    pub fn capabilities(&self) -> Option<rmcp::model::ServerCapabilities> {
+        read(&self.capabilities).clone()
+    }
+
+    /// Sends a request other than `tools/call` (prompts, resources, completion) and returns
+    /// the server's answer. `origin` routes what the server sends about it, as for calls.
+    pub async fn request(
+        &self,
+        request: ClientRequest,
+        origin: Option<&CallOrigin>,
+    ) -> Result<ServerResult, Error> {
+        let peer = self.connected_peer()?;
+        let method = request.method().to_owned();
+        self.send(&peer, request, &method, None, origin).await
     }
 
     fn transport_label(&self) -> &'static str {
@@ -338,6 +509,7 @@ pub struct Upstreams {
     shutdown: CancellationToken,
     changes_tx: mpsc::UnboundedSender<ToolChange>,
     changes: std::sync::Mutex<Option<mpsc::UnboundedReceiver<ToolChange>>>,
+    back_channel: Arc<BackChannel>,
 }
 
 /// One upstream and its supervisor.
@@ -382,6 +554,7 @@ impl Upstreams {
             shutdown: CancellationToken::new(),
             changes_tx,
             changes: std::sync::Mutex::new(Some(receiver)),
+            back_channel: BackChannel::new(),
         };
         {
             let mut map = write(&upstreams.servers);
@@ -410,6 +583,7 @@ impl Upstreams {
             state: watch::Sender::new(initial.clone()),
             peer: RwLock::new(None),
             tools: RwLock::new(Arc::new(BTreeMap::new())),
+            wire_tools: RwLock::new(Arc::new(BTreeMap::new())),
             refresh: Notify::new(),
             quarantined: AtomicBool::new(config.quarantined && !approved),
             review: RwLock::new(Arc::new(Review::default())),
@@ -418,6 +592,8 @@ impl Upstreams {
             changes: self.changes_tx.clone(),
             reported: std::sync::Mutex::new(BTreeMap::new()),
             log: std::sync::Mutex::new(log::Ring::default()),
+            back_channel: self.back_channel.clone(),
+            capabilities: RwLock::new(None),
         });
         let stop = self.shutdown.child_token();
         let task = (initial == State::Disconnected).then(|| {
@@ -517,6 +693,11 @@ impl Upstreams {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take()
+    }
+
+    /// The routes from upstreams back to clients (progress, logs, questions for the user).
+    pub fn back_channel(&self) -> &Arc<BackChannel> {
+        &self.back_channel
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<Upstream>> {

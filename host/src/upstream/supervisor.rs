@@ -1,17 +1,30 @@
 //! The task that owns one upstream's session: connect, list tools, watch, reconnect.
 
+// Logging and sampling are deprecated by SEP-2577 (2026-07-28), but the clients and servers
+// of earlier versions use them, and mcpproxy carries them.
+#![allow(deprecated)]
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
-use rmcp::service::{NotificationContext, RoleClient, RunningService};
+use rmcp::ErrorData;
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequestParams,
+    CreateMessageResult, ElicitRequestParams, ElicitResult, ElicitationCapability, Implementation,
+    LoggingMessageNotificationParam, ProgressNotificationParam, RequestId,
+    ResourceUpdatedNotificationParam, ServerRequest,
+};
+use rmcp::service::{
+    InboundStreamOrigin, NotificationContext, RequestContext, RoleClient, RunningService,
+};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, ServiceExt};
 use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 
+use crate::back_channel::{BackChannel, CallOrigin, ForwardedRequest, ask_client};
 use crate::config::Transport;
 use crate::index::ToolIndex;
 use crate::policy::MAX_QUALIFIED_NAME_BYTES;
@@ -51,16 +64,102 @@ async fn bounded_line<R: tokio::io::AsyncBufRead + Unpin>(reader: &mut R) -> Opt
     }
 }
 
-/// rmcp's client-side handler: reacts to what the upstream tells us.
+/// rmcp's client-side handler: reacts to what the upstream tells us, and passes what
+/// concerns a client on to it through the [`BackChannel`].
 struct UpstreamClient {
     upstream: Weak<Upstream>,
+    server: String,
+    back_channel: Arc<BackChannel>,
+}
+
+/// How long a client has to answer a question an upstream asked it (elicitation,
+/// sampling): a person may be typing.
+const CLIENT_ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The upstream request a server-to-client request arrived with, when the transport
+/// tells (streamable HTTP delivers it on that request's stream; stdio does not).
+fn associated_request(context: &RequestContext<RoleClient>) -> Option<RequestId> {
+    match context.extensions.get::<InboundStreamOrigin>() {
+        Some(InboundStreamOrigin::OutboundRequest(id)) => Some(id.clone()),
+        _ => None,
+    }
+}
+
+impl UpstreamClient {
+    /// Forwards one server-to-client request to the client whose call caused it, records
+    /// it, and answers the upstream with the client's answer or a clear error.
+    async fn forward(
+        &self,
+        method: &'static str,
+        params: serde_json::Value,
+        request: ServerRequest,
+        context: &RequestContext<RoleClient>,
+        supported: fn(&CallOrigin) -> bool,
+    ) -> Result<ClientResult, ErrorData> {
+        let started = std::time::Instant::now();
+        let origin = self
+            .back_channel
+            .origin_for_request(&self.server, associated_request(context).as_ref());
+        let mut forwarded = ForwardedRequest {
+            server: self.server.clone(),
+            method,
+            params,
+            origin: origin.clone(),
+            error: None,
+            outcome: None,
+            duration: Duration::ZERO,
+        };
+        let answer = match &origin {
+            None => Err(format!(
+                "mcpproxy cannot pass {method} on: no client call to server '{}' is in flight, so \
+                 there is nobody to ask",
+                self.server
+            )),
+            Some(origin) if !supported(origin) => Err(format!(
+                "{} does not support {method} (it did not declare the capability), so mcpproxy \
+                 cannot ask it; answer without it",
+                origin.describe_client()
+            )),
+            Some(origin) => ask_client(origin, request, CLIENT_ANSWER_TIMEOUT)
+                .await
+                .map_err(|e| e.to_string()),
+        };
+        forwarded.duration = started.elapsed();
+        match &answer {
+            Ok(result) => forwarded.outcome = Some(describe_answer(result)),
+            Err(message) => forwarded.error = Some(message.clone()),
+        }
+        self.back_channel.observe(forwarded);
+        answer.map_err(|message| ErrorData::internal_error(message, None))
+    }
+}
+
+/// A client's answer in one word, for the record.
+fn describe_answer(result: &ClientResult) -> String {
+    match result {
+        ClientResult::ElicitResult(r) => serde_json::to_value(&r.action)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_else(|| "answered".into()),
+        ClientResult::CreateMessageResult(_) => "message".into(),
+        _ => "answered".into(),
+    }
 }
 
 impl ClientHandler for UpstreamClient {
     fn get_info(&self) -> ClientConfig {
-        // No `roots`: server-filesystem would replace its allowed directories with ours.
+        // Elicitation and sampling are passed on to the client whose call caused them (a
+        // client without the capability gets the request refused with a clear error). No
+        // `roots`: the upstream session is shared by every client, and server-filesystem
+        // would replace its configured directories with whatever one client sent.
+        let mut capabilities = ClientCapabilities::default();
+        let mut elicitation = ElicitationCapability::default();
+        elicitation.form = Some(Default::default());
+        elicitation.url = Some(Default::default());
+        capabilities.elicitation = Some(elicitation);
+        capabilities.sampling = Some(Default::default());
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("mcpproxy", env!("CARGO_PKG_VERSION")),
         )
     }
@@ -74,6 +173,150 @@ impl ClientHandler for UpstreamClient {
             upstream.refresh.notify_one();
         }
     }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let params = serde_json::to_value(&request).unwrap_or_default();
+        let forwarded = ServerRequest::ElicitRequest(rmcp::model::Request::new(request));
+        match self
+            .forward(
+                "elicitation/create",
+                params,
+                forwarded,
+                &context,
+                CallOrigin::can_elicit,
+            )
+            .await?
+        {
+            ClientResult::ElicitResult(result) => Ok(result),
+            _ => Err(ErrorData::internal_error(
+                "the client answered elicitation/create with another kind of result",
+                None,
+            )),
+        }
+    }
+
+    #[allow(deprecated)]
+    async fn create_message(
+        &self,
+        request: CreateMessageRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        let params = serde_json::to_value(&request).unwrap_or_default();
+        let forwarded = ServerRequest::CreateMessageRequest(rmcp::model::Request::new(request));
+        match self
+            .forward(
+                "sampling/createMessage",
+                params,
+                forwarded,
+                &context,
+                CallOrigin::can_sample,
+            )
+            .await?
+        {
+            ClientResult::CreateMessageResult(result) => Ok(*result),
+            _ => Err(ErrorData::internal_error(
+                "the client answered sampling/createMessage with another kind of result",
+                None,
+            )),
+        }
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let Some(origin) = self
+            .back_channel
+            .origin_by_progress(&self.server, &params.progress_token)
+        else {
+            return;
+        };
+        let Some(token) = origin.progress_token.clone() else {
+            return;
+        };
+        let mut relayed = params;
+        relayed.progress_token = token;
+        relayed.message = relayed
+            .message
+            .map(|m| cap_text(&m, MAX_RELAYED_TEXT_BYTES));
+        if let Err(e) = origin.peer.notify_progress(relayed).await {
+            tracing::debug!(server = %self.server, "cannot relay progress: {e}");
+        }
+    }
+
+    #[allow(deprecated)]
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let receivers = self.back_channel.log_receivers(&self.server, params.level);
+        if receivers.is_empty() {
+            return;
+        }
+        let mut relayed = params;
+        // Tagged with the server, so a client can tell whose message it is.
+        relayed.logger = Some(match &relayed.logger {
+            Some(logger) => format!("{}:{}", self.server, cap_text(logger, 256)),
+            None => self.server.clone(),
+        });
+        if serde_json::to_vec(&relayed.data).map_or(0, |b| b.len()) > MAX_RELAYED_TEXT_BYTES {
+            relayed.data = serde_json::Value::String(format!(
+                "(a log message of more than {} KiB from server '{}' was not relayed)",
+                MAX_RELAYED_TEXT_BYTES >> 10,
+                self.server
+            ));
+        }
+        for peer in receivers {
+            if let Err(e) = peer.notify_logging_message(relayed.clone()).await {
+                tracing::debug!(server = %self.server, "cannot relay a log message: {e}");
+            }
+        }
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        for peer in self.back_channel.subscribers(&self.server, &params.uri) {
+            if let Err(e) = peer.notify_resource_updated(params.clone()).await {
+                tracing::debug!(server = %self.server, "cannot relay resources/updated: {e}");
+            }
+        }
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        for peer in self.back_channel.all_sessions() {
+            let _ = peer.notify_resource_list_changed().await;
+        }
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        for peer in self.back_channel.all_sessions() {
+            let _ = peer.notify_prompt_list_changed().await;
+        }
+    }
+}
+
+/// The most bytes of upstream text (a progress message, a log message) relayed to clients.
+const MAX_RELAYED_TEXT_BYTES: usize = 16 << 10;
+
+/// `text` cut to at most `max` bytes on a character boundary.
+fn cap_text(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
 }
 
 type Session = RunningService<RoleClient, UpstreamClient>;
@@ -150,6 +393,7 @@ async fn serve_session(
     let session_token = session.cancellation_token();
     let mut waiter = tokio::spawn(session.waiting());
     *write(&upstream.peer) = Some(peer.clone());
+    *write(&upstream.capabilities) = peer.peer_info().map(|info| info.capabilities.clone());
 
     if let Err(reason) = refresh_tools(upstream, &peer).await {
         session_token.cancel();
@@ -157,6 +401,20 @@ async fn serve_session(
         return SessionEnd::Lost(reason);
     }
     upstream.state.send_replace(State::Ready);
+    // Clients that asked for log messages before this (re)connection still want them.
+    if let Some(level) = upstream.back_channel.most_verbose_level()
+        && peer
+            .peer_info()
+            .is_some_and(|info| info.capabilities.logging.is_some())
+    {
+        #[allow(deprecated)]
+        if let Err(e) = peer
+            .set_level(rmcp::model::SetLevelRequestParams::new(level))
+            .await
+        {
+            tracing::debug!(server = upstream.name(), "logging/setLevel not taken: {e}");
+        }
+    }
     tracing::info!(
         server = upstream.name(),
         tools = upstream.tools().len(),
@@ -213,9 +471,15 @@ async fn refresh_tools(
         );
     }
     let tools: BTreeMap<String, crate::policy::Tool> = listable
-        .into_iter()
+        .iter()
         .map(|t| (t.name.to_string(), tool_from_mcp(name, t)))
         .collect();
+    *write(&upstream.wire_tools) = Arc::new(
+        listable
+            .into_iter()
+            .map(|t| (t.name.to_string(), t.clone()))
+            .collect(),
+    );
     let review = upstream.vet(&tools);
     upstream.publish(tools, review);
     Ok(())
@@ -237,6 +501,8 @@ async fn connect(
 ) -> Result<(Session, Option<super::child::ChildGuard>), String> {
     let handler = UpstreamClient {
         upstream: Arc::downgrade(upstream),
+        server: upstream.name().to_owned(),
+        back_channel: upstream.back_channel.clone(),
     };
     match &upstream.config.transport {
         Transport::Stdio {

@@ -1,0 +1,515 @@
+//! The back channel: the way from upstream sessions back to client sessions. One upstream
+//! session serves every client, so what an upstream sends on its own (progress, log
+//! messages, a question for the user, an updated resource) has to be routed to the client
+//! it concerns:
+//!
+//! - **Calls in flight**: each proxied call registers the upstream request id and progress
+//!   token it was sent with, next to the client request it came from ([`CallOrigin`]).
+//!   Progress, elicitation and sampling requests of the upstream find their client by those.
+//! - **Client sessions**: each MCP session of a client registers here while it is open, with
+//!   the logging level it asked for and the resources it subscribed to, so that upstream
+//!   log messages and `resources/updated` reach exactly the sessions that want them.
+//! - **Asking a client** ([`ask_client`]): a server-to-client request is sent on the stream
+//!   of the client request that caused it, within a deadline, so an upstream never waits on
+//!   a client forever.
+//!
+//! The module knows rmcp's peers and nothing of the proxy above it.
+
+// Logging and sampling are deprecated by SEP-2577 (2026-07-28), but the clients and servers
+// of earlier versions use them, and mcpproxy carries them.
+#![allow(deprecated)]
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::Duration;
+
+use rmcp::model::{
+    ClientCapabilities, ClientResult, GetExtensions, LoggingLevel, ProgressToken, RequestId,
+    RequestMetaObject, ServerRequest,
+};
+use rmcp::service::{OriginatingRequestId, Peer, RoleServer};
+use tokio_util::sync::CancellationToken;
+
+/// The most `_meta` bytes (as JSON) a client request may pass on to an upstream; a larger
+/// `_meta` is not forwarded.
+pub const MAX_FORWARDED_META_BYTES: usize = 16 << 10;
+
+/// At most this many resource subscriptions per client session.
+pub const MAX_SUBSCRIPTIONS_PER_SESSION: usize = 1024;
+
+/// One client session, for the life of its handler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SessionKey(u64);
+
+impl SessionKey {
+    /// A key no other session in this process has.
+    pub fn new() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Self(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+impl Default for SessionKey {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The client request a proxied call came from.
+#[derive(Debug, Clone)]
+pub struct CallOrigin {
+    pub session: SessionKey,
+    pub peer: Peer<RoleServer>,
+    /// The client's JSON-RPC request id.
+    pub request_id: RequestId,
+    /// The client's `progressToken`, when it asked for progress.
+    pub progress_token: Option<ProgressToken>,
+    /// What the client said it can do (elicitation, sampling).
+    pub capabilities: Option<ClientCapabilities>,
+    /// The request `_meta` to pass on to the upstream (see [`forwardable_meta`]).
+    pub meta: Option<RequestMetaObject>,
+    /// Cancelled when the client cancels its request (`notifications/cancelled`).
+    pub cancelled: CancellationToken,
+    /// The client's name and version, for records and messages.
+    pub client: Option<crate::activity::ClientRecord>,
+    /// The client's MCP session id (HTTP), for records.
+    pub session_id: Option<String>,
+    /// The answers a 2026-07-28 client sends with a repeated call after an
+    /// `input_required` result, and the server's state to resume from: passed on as sent.
+    pub input_responses: Option<rmcp::model::InputResponses>,
+    pub request_state: Option<String>,
+}
+
+impl CallOrigin {
+    pub fn can_elicit(&self) -> bool {
+        self.capabilities
+            .as_ref()
+            .is_some_and(|c| c.elicitation.is_some())
+    }
+
+    pub fn can_sample(&self) -> bool {
+        self.capabilities
+            .as_ref()
+            .is_some_and(|c| c.sampling.is_some())
+    }
+
+    /// How the client is named in messages: `client 'NAME'` or `the client`.
+    pub fn describe_client(&self) -> String {
+        match &self.client {
+            Some(client) => format!("client '{}'", crate::trust::quote(&client.name)),
+            None => "the client".to_owned(),
+        }
+    }
+}
+
+/// What a server-to-client request was, for the audit trail.
+#[derive(Debug, Clone)]
+pub struct ForwardedRequest {
+    pub server: String,
+    /// `elicitation/create`, `sampling/createMessage`.
+    pub method: &'static str,
+    /// The request's parameters (capped and redacted by the observer).
+    pub params: serde_json::Value,
+    /// The call it belonged to, if one was found.
+    pub origin: Option<CallOrigin>,
+    /// Why it was not forwarded, or what went wrong; `None` when the client answered.
+    pub error: Option<String>,
+    /// The client's answer (`accept`, `decline`, `cancel` for an elicitation).
+    pub outcome: Option<String>,
+    pub duration: Duration,
+}
+
+/// Told about every server-to-client request the back channel handled (the proxy records them).
+pub trait RequestObserver: Send + Sync {
+    fn forwarded(&self, request: ForwardedRequest);
+}
+
+struct InFlight {
+    server: String,
+    upstream_request: RequestId,
+    upstream_progress: ProgressToken,
+    origin: CallOrigin,
+}
+
+#[derive(Default)]
+struct Calls {
+    next: u64,
+    by_id: HashMap<u64, InFlight>,
+}
+
+struct ClientSession {
+    peer: Peer<RoleServer>,
+    log_level: Option<LoggingLevel>,
+    /// `(server, uri)` pairs.
+    subscriptions: BTreeSet<(String, String)>,
+}
+
+/// Every route back from upstreams to clients.
+#[derive(Default)]
+pub struct BackChannel {
+    calls: Mutex<Calls>,
+    sessions: Mutex<HashMap<SessionKey, ClientSession>>,
+    observer: OnceLock<Arc<dyn RequestObserver>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Maps and sets only; a panic elsewhere cannot leave them half-written.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Removes a call's routes when the call ends, however it ends.
+pub struct CallGuard {
+    back_channel: Arc<BackChannel>,
+    id: u64,
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        lock(&self.back_channel.calls).by_id.remove(&self.id);
+    }
+}
+
+impl BackChannel {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Sets who is told about server-to-client requests; only the first call counts.
+    pub fn set_observer(&self, observer: Arc<dyn RequestObserver>) {
+        let _ = self.observer.set(observer);
+    }
+
+    pub fn observe(&self, request: ForwardedRequest) {
+        if let Some(observer) = self.observer.get() {
+            observer.forwarded(request);
+        }
+    }
+
+    /// Routes what the upstream `server` sends about its request `upstream_request`
+    /// (progress token `upstream_progress`) to `origin`, until the guard is dropped.
+    pub fn register_call(
+        self: &Arc<Self>,
+        server: &str,
+        upstream_request: RequestId,
+        upstream_progress: ProgressToken,
+        origin: CallOrigin,
+    ) -> CallGuard {
+        let mut calls = lock(&self.calls);
+        calls.next += 1;
+        let id = calls.next;
+        calls.by_id.insert(
+            id,
+            InFlight {
+                server: server.to_owned(),
+                upstream_request,
+                upstream_progress,
+                origin,
+            },
+        );
+        CallGuard {
+            back_channel: self.clone(),
+            id,
+        }
+    }
+
+    /// The call of `server` that sent `token` upstream.
+    pub fn origin_by_progress(&self, server: &str, token: &ProgressToken) -> Option<CallOrigin> {
+        lock(&self.calls)
+            .by_id
+            .values()
+            .find(|c| c.server == server && &c.upstream_progress == token)
+            .map(|c| c.origin.clone())
+    }
+
+    /// The call a server-to-client request of `server` belongs to: the one with the
+    /// upstream request id the transport associated it with, else (stdio carries no
+    /// association) the newest call in flight to `server`.
+    pub fn origin_for_request(
+        &self,
+        server: &str,
+        upstream_request: Option<&RequestId>,
+    ) -> Option<CallOrigin> {
+        let calls = lock(&self.calls);
+        if let Some(id) = upstream_request
+            && let Some(call) = calls
+                .by_id
+                .values()
+                .find(|c| c.server == server && &c.upstream_request == id)
+        {
+            return Some(call.origin.clone());
+        }
+        calls
+            .by_id
+            .iter()
+            .filter(|(_, c)| c.server == server)
+            .max_by_key(|(id, _)| **id)
+            .map(|(_, c)| c.origin.clone())
+    }
+
+    /// Calls in flight, over all servers.
+    pub fn calls_in_flight(&self) -> usize {
+        lock(&self.calls).by_id.len()
+    }
+
+    /// Registers (or refreshes) an open client session.
+    pub fn open_session(&self, key: SessionKey, peer: &Peer<RoleServer>) {
+        lock(&self.sessions)
+            .entry(key)
+            .or_insert_with(|| ClientSession {
+                peer: peer.clone(),
+                log_level: None,
+                subscriptions: BTreeSet::new(),
+            });
+    }
+
+    /// Forgets a session; returns the `(server, uri)` subscriptions no other session
+    /// holds any more, which the caller unsubscribes upstream.
+    pub fn close_session(&self, key: SessionKey) -> Vec<(String, String)> {
+        let mut sessions = lock(&self.sessions);
+        let Some(closed) = sessions.remove(&key) else {
+            return Vec::new();
+        };
+        closed
+            .subscriptions
+            .into_iter()
+            .filter(|sub| !sessions.values().any(|s| s.subscriptions.contains(sub)))
+            .collect()
+    }
+
+    /// The session wants log messages at `level` and above.
+    pub fn set_log_level(&self, key: SessionKey, peer: &Peer<RoleServer>, level: LoggingLevel) {
+        self.open_session(key, peer);
+        if let Some(session) = lock(&self.sessions).get_mut(&key) {
+            session.log_level = Some(level);
+        }
+    }
+
+    /// The sessions a log message of `server` at `level` goes to: those that asked for
+    /// messages at that level (`logging/setLevel`), and those that never set a level but
+    /// have a call in flight to `server` (the message is likely about their call). Idle
+    /// sessions that set no level get none: upstream logs can be chatty.
+    pub fn log_receivers(&self, server: &str, level: LoggingLevel) -> Vec<Peer<RoleServer>> {
+        let waiting: Vec<(SessionKey, Peer<RoleServer>)> = lock(&self.calls)
+            .by_id
+            .values()
+            .filter(|c| c.server == server)
+            .map(|c| (c.origin.session, c.origin.peer.clone()))
+            .collect();
+        let mut sessions = lock(&self.sessions);
+        sessions.retain(|_, s| !s.peer.is_transport_closed());
+        let mut receivers: Vec<Peer<RoleServer>> = sessions
+            .values()
+            .filter(|s| s.log_level.is_some_and(|min| rank(level) >= rank(min)))
+            .map(|s| s.peer.clone())
+            .collect();
+        let mut added = BTreeSet::new();
+        for (key, peer) in waiting {
+            let unset = sessions.get(&key).is_none_or(|s| s.log_level.is_none());
+            if unset && added.insert(key) {
+                receivers.push(peer);
+            }
+        }
+        receivers
+    }
+
+    /// The most verbose level any open session asked for: what upstreams are asked to
+    /// send (each session still gets only its own level and above).
+    pub fn most_verbose_level(&self) -> Option<LoggingLevel> {
+        lock(&self.sessions)
+            .values()
+            .filter(|s| !s.peer.is_transport_closed())
+            .filter_map(|s| s.log_level)
+            .min_by_key(|level| rank(*level))
+    }
+
+    /// Every open session (for `list_changed` notifications).
+    pub fn all_sessions(&self) -> Vec<Peer<RoleServer>> {
+        let mut sessions = lock(&self.sessions);
+        sessions.retain(|_, s| !s.peer.is_transport_closed());
+        sessions.values().map(|s| s.peer.clone()).collect()
+    }
+
+    /// Subscribes the session to `uri` of `server`. `Ok(true)` when no session held that
+    /// subscription before (the caller subscribes upstream).
+    pub fn subscribe(
+        &self,
+        key: SessionKey,
+        peer: &Peer<RoleServer>,
+        server: &str,
+        uri: &str,
+    ) -> Result<bool, String> {
+        self.open_session(key, peer);
+        let mut sessions = lock(&self.sessions);
+        let entry = (server.to_owned(), uri.to_owned());
+        let first = !sessions.values().any(|s| s.subscriptions.contains(&entry));
+        let Some(session) = sessions.get_mut(&key) else {
+            return Ok(first);
+        };
+        if !session.subscriptions.contains(&entry)
+            && session.subscriptions.len() >= MAX_SUBSCRIPTIONS_PER_SESSION
+        {
+            return Err(format!(
+                "this session already has {MAX_SUBSCRIPTIONS_PER_SESSION} resource subscriptions, \
+                 the most mcpproxy keeps for one session; unsubscribe from some first"
+            ));
+        }
+        session.subscriptions.insert(entry);
+        Ok(first)
+    }
+
+    /// Drops the session's subscription; `true` when no session holds it any more.
+    pub fn unsubscribe(&self, key: SessionKey, server: &str, uri: &str) -> bool {
+        let mut sessions = lock(&self.sessions);
+        let entry = (server.to_owned(), uri.to_owned());
+        if let Some(session) = sessions.get_mut(&key) {
+            session.subscriptions.remove(&entry);
+        }
+        !sessions.values().any(|s| s.subscriptions.contains(&entry))
+    }
+
+    /// The sessions subscribed to `uri` of `server`.
+    pub fn subscribers(&self, server: &str, uri: &str) -> Vec<Peer<RoleServer>> {
+        let entry = (server.to_owned(), uri.to_owned());
+        lock(&self.sessions)
+            .values()
+            .filter(|s| s.subscriptions.contains(&entry))
+            .map(|s| s.peer.clone())
+            .collect()
+    }
+}
+
+/// Severity order of MCP log levels (syslog's).
+fn rank(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
+}
+
+/// The part of a client request's `_meta` that is the client's to pass on: everything but
+/// the progress token (the upstream gets one of the proxy's, mapped back by the back channel) and
+/// the `io.modelcontextprotocol/` keys of the client's own session. `None` when nothing
+/// is left, or when it is larger than [`MAX_FORWARDED_META_BYTES`].
+pub fn forwardable_meta(meta: &RequestMetaObject) -> Option<RequestMetaObject> {
+    let kept: serde_json::Map<String, serde_json::Value> = meta
+        .0
+        .iter()
+        .filter(|(key, _)| {
+            key.as_str() != "progressToken" && !key.starts_with("io.modelcontextprotocol/")
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if kept.is_empty() {
+        return None;
+    }
+    let size = serde_json::to_vec(&kept).map_or(usize::MAX, |b| b.len());
+    if size > MAX_FORWARDED_META_BYTES {
+        tracing::debug!(size, "a request _meta too large to forward was dropped");
+        return None;
+    }
+    Some(RequestMetaObject(kept.into()))
+}
+
+/// Why a server-to-client request got no answer from the client.
+#[derive(Debug, thiserror::Error)]
+pub enum AskError {
+    #[error("{client} did not answer within {} s", timeout.as_secs())]
+    Timeout { client: String, timeout: Duration },
+    #[error("{client} could not be asked: {message}")]
+    Failed { client: String, message: String },
+}
+
+/// Sends `request` to the client of `origin` on the stream of the request that caused
+/// it, and waits at most `timeout` for the answer. Also ends when the client cancels the
+/// call.
+pub async fn ask_client(
+    origin: &CallOrigin,
+    mut request: ServerRequest,
+    timeout: Duration,
+) -> Result<ClientResult, AskError> {
+    request
+        .extensions_mut()
+        .insert(OriginatingRequestId(origin.request_id.clone()));
+    let peer = origin.peer.clone();
+    let client = origin.describe_client();
+    // A task of its own: rmcp marks a request sent from inside a request handler with that
+    // handler's request id, which here would be the upstream's, not the client's.
+    let sent = tokio::spawn(async move { peer.send_request(request).await });
+    let abort = sent.abort_handle();
+    let result = tokio::select! {
+        joined = tokio::time::timeout(timeout, sent) => joined,
+        () = origin.cancelled.cancelled() => {
+            abort.abort();
+            return Err(AskError::Failed {
+                client,
+                message: "the call was cancelled".into(),
+            });
+        }
+    };
+    match result {
+        Err(_) => {
+            abort.abort();
+            Err(AskError::Timeout { client, timeout })
+        }
+        Ok(Err(join)) => Err(AskError::Failed {
+            client,
+            message: join.to_string(),
+        }),
+        Ok(Ok(Err(e))) => Err(AskError::Failed {
+            client,
+            message: e.to_string(),
+        }),
+        Ok(Ok(Ok(answer))) => Ok(answer),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forwardable_meta_drops_the_token_and_session_keys_and_caps_size() {
+        let mut meta = RequestMetaObject::default();
+        meta.0.insert("progressToken".into(), 7.into());
+        meta.0.insert(
+            "io.modelcontextprotocol/protocolVersion".into(),
+            "2026-07-28".into(),
+        );
+        meta.0.insert("traceparent".into(), "00-abc".into());
+        let kept = forwardable_meta(&meta).expect("traceparent stays");
+        assert_eq!(kept.0.len(), 1);
+        assert_eq!(kept.0["traceparent"], "00-abc");
+
+        let mut only_token = RequestMetaObject::default();
+        only_token.0.insert("progressToken".into(), 1.into());
+        assert!(forwardable_meta(&only_token).is_none());
+
+        let mut huge = RequestMetaObject::default();
+        huge.0.insert(
+            "blob".into(),
+            "x".repeat(MAX_FORWARDED_META_BYTES + 1).into(),
+        );
+        assert!(forwardable_meta(&huge).is_none());
+    }
+
+    #[test]
+    fn log_levels_are_ordered_by_severity() {
+        assert!(rank(LoggingLevel::Error) > rank(LoggingLevel::Warning));
+        assert!(rank(LoggingLevel::Debug) < rank(LoggingLevel::Info));
+        assert_eq!(rank(LoggingLevel::Emergency), 7);
+    }
+
+    #[test]
+    fn session_keys_are_unique() {
+        let a = SessionKey::new();
+        let b = SessionKey::new();
+        assert_ne!(a, b);
+    }
+}

@@ -1,0 +1,54 @@
+//! One client session's registration with the back channel: made when the session's handler is
+//! made, dropped with it. Dropping it forgets the session's log level and subscriptions,
+//! and unsubscribes upstream from resources no other session watches.
+
+use std::sync::Arc;
+
+use rmcp::service::{Peer, RoleServer};
+
+use crate::back_channel::{BackChannel, SessionKey};
+use crate::proxy::Proxy;
+
+/// A client session, known to the back channel while it lives.
+pub struct SessionSlot {
+    pub key: SessionKey,
+    proxy: Arc<Proxy>,
+}
+
+impl SessionSlot {
+    pub fn new(proxy: Arc<Proxy>) -> Arc<Self> {
+        Arc::new(Self {
+            key: SessionKey::new(),
+            proxy,
+        })
+    }
+
+    pub fn back_channel(&self) -> &Arc<BackChannel> {
+        self.proxy.upstreams().back_channel()
+    }
+
+    /// Makes the session known (for `list_changed` notifications).
+    pub fn open(&self, peer: &Peer<RoleServer>) {
+        self.back_channel().open_session(self.key, peer);
+    }
+}
+
+impl Drop for SessionSlot {
+    fn drop(&mut self) {
+        let orphaned = self.back_channel().close_session(self.key);
+        if orphaned.is_empty() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let proxy = self.proxy.clone();
+        runtime.spawn(async move {
+            for (server, uri) in orphaned {
+                if let Err(e) = proxy.unsubscribe(&server, &uri).await {
+                    tracing::debug!("cannot unsubscribe from {uri} of '{server}': {e}");
+                }
+            }
+        });
+    }
+}

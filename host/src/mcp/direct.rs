@@ -1,0 +1,66 @@
+//! The direct view's tools: one upstream's trusted tools under their own names. A call is
+//! judged as the variant the tool's effective annotations call for (`call_tool_read` for a
+//! read-only tool, and so on), with no declared intent, and recorded like any call.
+
+use rmcp::ErrorData;
+use rmcp::model::{CallToolRequestParams, CallToolResponse, ListToolsResult};
+use rmcp::service::{RequestContext, RoleServer};
+
+use crate::proxy::CallInput;
+
+use super::{ProxyServer, call_result, catalog_error};
+
+impl ProxyServer {
+    pub(super) async fn direct_list_tools(
+        &self,
+        server: &str,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = self
+            .proxy
+            .direct_tools(server)
+            .await
+            .map_err(catalog_error)?;
+        Ok(ListToolsResult::with_all_items(
+            tools.into_iter().map(|t| t.tool).collect(),
+        ))
+    }
+
+    pub(super) async fn direct_call_tool(
+        &self,
+        server: &str,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let variant = match self
+            .proxy
+            .direct_tool(server, &request.name)
+            .await
+            .map_err(catalog_error)?
+        {
+            Some(tool) => tool.variant,
+            None => {
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "Tool '{}' not found: server '{server}' has no tool of that name (tools/list shows its tools)",
+                        crate::trust::quote(&request.name)
+                    ),
+                    None,
+                ));
+            }
+        };
+        let input = CallInput {
+            variant,
+            server: server.to_owned(),
+            tool: request.name.to_string(),
+            args: request.arguments.clone().unwrap_or_default(),
+            intent: None,
+        };
+        let mut call = self.call_context(context);
+        if let Some(origin) = &mut call.origin {
+            origin.input_responses = request.input_responses;
+            origin.request_state = request.request_state;
+        }
+        let outcome = self.proxy.call(input, call).await;
+        Ok(call_result(outcome))
+    }
+}

@@ -1,0 +1,58 @@
+//! The audit record of each request an upstream sent to a client through the proxy
+//! (elicitation, sampling): what was asked (capped and redacted like call arguments), for
+//! which call, and what the client answered or why it was not asked.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use crate::activity::{ActivityRecord, Journal, RecordType, Source, Status, cap_arguments};
+use crate::back_channel::{ForwardedRequest, RequestObserver};
+
+use super::ActivitySettings;
+
+/// Writes a `server_request` record for every forwarded request.
+pub(super) struct Recorder {
+    pub(super) journal: Arc<Journal>,
+    pub(super) settings: ActivitySettings,
+}
+
+impl RequestObserver for Recorder {
+    fn forwarded(&self, request: ForwardedRequest) {
+        self.journal.submit(record(&request, &self.settings));
+    }
+}
+
+fn record(request: &ForwardedRequest, settings: &ActivitySettings) -> ActivityRecord {
+    let mut record = ActivityRecord::new(
+        RecordType::ServerRequest,
+        Source::Mcp,
+        request.server.as_str(),
+        request.method,
+    );
+    let (arguments, truncated) = cap_arguments(
+        &request.params,
+        settings.max_argument_bytes,
+        &settings.redact_keys,
+    );
+    record.arguments = (!arguments.is_null()).then_some(arguments);
+    record.arguments_truncated = truncated;
+    record.duration_ms = u64::try_from(request.duration.as_millis()).unwrap_or(u64::MAX);
+    match &request.error {
+        None => record.status = Status::Success,
+        Some(message) => {
+            record.status = Status::Error;
+            record.error_message = Some(message.chars().take(1000).collect());
+        }
+    }
+    if let Some(origin) = &request.origin {
+        record.session_id = origin.session_id.clone();
+        record.request_id = Some(origin.request_id.to_string());
+        record.client = origin.client.clone();
+    }
+    record.details = Some(json!({
+        "answer": request.outcome,
+        "routed_to_call": request.origin.is_some(),
+    }));
+    record
+}
