@@ -22,6 +22,8 @@ mod call_cli;
 /// Everything MCP carries (progress, elicitation, prompts, resources) through the proxy,
 /// against the official server-everything and the official Python SDK.
 mod everything_e2e;
+/// What the proxy passes on about a call: the request `_meta` and the client's cancellation.
+mod forwarding_e2e;
 /// A journal written by an older release reads the same.
 mod journal_compat;
 /// The audit trail under flood (minimum age, pressure mode, alert) and damage (repair).

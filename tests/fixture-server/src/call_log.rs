@@ -19,6 +19,12 @@ use serde::Serialize;
 struct Entry<'a> {
     tool: &'a str,
     arguments: &'a JsonObject,
+    /// The request's `_meta` without its progress token, when it had more.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    meta: Option<&'a JsonObject>,
+    /// A line of its own: the client cancelled this call (`notifications/cancelled`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    cancelled: bool,
 }
 
 /// Where to record tool calls; writes are serialized so lines never interleave.
@@ -37,9 +43,35 @@ impl CallLog {
         }
     }
 
-    /// Append `{"tool": tool, "arguments": {...}}` as one line and flush it.
-    pub fn record(&self, tool: &str, arguments: &JsonObject) -> std::io::Result<()> {
-        let mut line = serde_json::to_string(&Entry { tool, arguments })?;
+    /// Append `{"tool": tool, "arguments": {...}}` (and `"meta"` when the request carried
+    /// one) as one line and flush it.
+    pub fn record(
+        &self,
+        tool: &str,
+        arguments: &JsonObject,
+        meta: Option<&JsonObject>,
+    ) -> std::io::Result<()> {
+        self.append(&Entry {
+            tool,
+            arguments,
+            meta,
+            cancelled: false,
+        })
+    }
+
+    /// Append `{"tool": tool, "arguments": {...}, "cancelled": true}`: the call was
+    /// cancelled while it ran.
+    pub fn record_cancelled(&self, tool: &str, arguments: &JsonObject) -> std::io::Result<()> {
+        self.append(&Entry {
+            tool,
+            arguments,
+            meta: None,
+            cancelled: true,
+        })
+    }
+
+    fn append(&self, entry: &Entry<'_>) -> std::io::Result<()> {
+        let mut line = serde_json::to_string(entry)?;
         line.push('\n');
         let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
         let mut file = OpenOptions::new()

@@ -7,7 +7,7 @@ use std::{path::PathBuf, sync::Arc};
 use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+        CallToolRequestParams, CallToolResponse, Implementation, JsonObject, ListToolsResult,
         PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
     },
     service::RequestContext,
@@ -65,14 +65,28 @@ impl ServerHandler for Fixture {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let arguments = request.arguments.unwrap_or_default();
+        let meta: JsonObject = context
+            .meta
+            .0
+            .iter()
+            .filter(|(key, _)| key.as_str() != "progressToken")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         if let Some(log) = &self.call_log {
-            log.record(&request.name, &arguments).map_err(|error| {
-                McpError::internal_error(format!("cannot write the call log: {error}"), None)
-            })?;
+            log.record(&request.name, &arguments, (!meta.is_empty()).then_some(&meta))
+                .map_err(|error| {
+                    McpError::internal_error(format!("cannot write the call log: {error}"), None)
+                })?;
         }
-        self.tools
-            .call(&request.name, &arguments, &context)
-            .await
-            .map(CallToolResponse::from)
+        let result = self.tools.call(&request.name, &arguments, &context).await;
+        if context.ct.is_cancelled()
+            && let Some(log) = &self.call_log
+        {
+            log.record_cancelled(&request.name, &arguments)
+                .map_err(|error| {
+                    McpError::internal_error(format!("cannot write the call log: {error}"), None)
+                })?;
+        }
+        result.map(CallToolResponse::from)
     }
 }
