@@ -1,0 +1,175 @@
+//! The fixture's [`ServerHandler`]: advertises tools, prompts, resources (with
+//! subscriptions), completions and logging, and routes each request to the
+//! module for its concern. One [`Fixture`] serves one session; sessions share
+//! only [`Shared`] (the watched resource).
+
+use std::sync::Arc;
+
+use rmcp::{
+    ErrorData as McpError, RoleServer, ServerHandler,
+    model::{
+        CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
+        GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+        ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+        ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+        SubscribeRequestParams, UnsubscribeRequestParams,
+    },
+    service::RequestContext,
+};
+use serde_json::json;
+
+use crate::{completion, logging::LogLevel, prompts, resources, tools};
+
+/// State shared by every session.
+#[derive(Debug, Default)]
+pub struct Shared {
+    pub watched: resources::Watched,
+}
+
+/// State of one session.
+#[derive(Debug, Default)]
+pub struct Session {
+    pub log_level: LogLevel,
+    pub subscriptions: resources::Subscriptions,
+}
+
+/// One session's handler.
+#[derive(Debug, Clone)]
+pub struct Fixture {
+    name: Arc<str>,
+    pub shared: Arc<Shared>,
+    pub session: Arc<Session>,
+}
+
+impl Fixture {
+    /// A handler for a new session.
+    pub fn new(name: Arc<str>, shared: Arc<Shared>) -> Self {
+        Self {
+            name,
+            shared,
+            session: Arc::default(),
+        }
+    }
+}
+
+impl ServerHandler for Fixture {
+    fn get_info(&self) -> ServerConfig {
+        #[allow(deprecated)] // MCP logging (SEP-2577); the 2025-11-25 scenarios use it.
+        let capabilities = ServerCapabilities::builder()
+            .enable_logging()
+            .enable_completions()
+            .enable_prompts()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_tools()
+            .build();
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new(
+                self.name.as_ref(),
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions("The MCP conformance suite's test tools, prompts and resources.")
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(tools::list()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let arguments = request.arguments.clone().unwrap_or_default();
+        self.call_tool_named(&request.name, &arguments, &context)
+            .await
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        Ok(ListPromptsResult::with_all_items(prompts::list()))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        prompts::get(&request).map(GetPromptResponse::from)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        Ok(ListResourcesResult::with_all_items(resources::list()))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            resources::templates(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        resources::read(&request.uri, &self.shared.watched).map(ReadResourceResponse::from)
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if !resources::exists(&request.uri) {
+            return Err(McpError::resource_not_found(
+                format!("no resource {}", request.uri),
+                Some(json!({ "uri": request.uri })),
+            ));
+        }
+        self.session.subscriptions.subscribe(&request.uri);
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.session.subscriptions.unsubscribe(&request.uri);
+        Ok(())
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        completion::complete(&request)
+    }
+
+    #[allow(deprecated)] // MCP logging (SEP-2577); the 2025-11-25 scenarios use it.
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.session.log_level.set(request.level);
+        Ok(())
+    }
+}
