@@ -19,6 +19,9 @@ mod clickhouse_util;
 mod activity_e2e;
 /// `mcpproxy call` and `mcpproxy tools`, with and without a running server.
 mod call_cli;
+/// The MCP conformance suite against the conformance fixture, directly and through the
+/// direct endpoint `/mcp/servers/NAME`.
+mod conformance_e2e;
 /// A journal written by an older release reads the same.
 mod journal_compat;
 /// The audit trail under flood (minimum age, pressure mode, alert) and damage (repair).
