@@ -28,8 +28,18 @@ const PASS: &[&str] = &[
     "elicitation-sep1034-defaults",
     "elicitation-sep1330-enums",
     "http-header-validation",
+    "input-required-result-basic-elicitation",
+    "input-required-result-basic-list-roots",
+    "input-required-result-basic-sampling",
+    "input-required-result-capability-check",
     "input-required-result-ignore-extra-params",
     "input-required-result-missing-input-response",
+    "input-required-result-multi-round",
+    "input-required-result-multiple-input-requests",
+    "input-required-result-non-tool-request",
+    "input-required-result-request-state",
+    "input-required-result-result-type",
+    "input-required-result-tampered-state",
     "input-required-result-unsupported-methods",
     "input-required-result-validate-input",
     "json-schema-2020-12",
@@ -75,46 +85,6 @@ const FAIL: &[(&str, &str)] = &[
     (
         "http-custom-header-server-validation",
         "needs a tool with x-mcp-header parameter annotations (SEP-2243); the fixture has none",
-    ),
-    (
-        "input-required-result-basic-elicitation",
-        "InputRequiredResult tools (SEP-2322) not implemented",
-    ),
-    (
-        "input-required-result-basic-list-roots",
-        "InputRequiredResult tools (SEP-2322) not implemented",
-    ),
-    (
-        "input-required-result-basic-sampling",
-        "InputRequiredResult tools (SEP-2322) not implemented",
-    ),
-    (
-        "input-required-result-capability-check",
-        "InputRequiredResult tools (SEP-2322) not implemented",
-    ),
-    (
-        "input-required-result-multi-round",
-        "InputRequiredResult tools (SEP-2322) not implemented",
-    ),
-    (
-        "input-required-result-multiple-input-requests",
-        "InputRequiredResult tools (SEP-2322) not implemented",
-    ),
-    (
-        "input-required-result-non-tool-request",
-        "InputRequiredResult prompt (SEP-2322) not implemented",
-    ),
-    (
-        "input-required-result-request-state",
-        "InputRequiredResult tools (SEP-2322) not implemented",
-    ),
-    (
-        "input-required-result-result-type",
-        "InputRequiredResult tools (SEP-2322) not implemented",
-    ),
-    (
-        "input-required-result-tampered-state",
-        "InputRequiredResult tools (SEP-2322) not implemented",
     ),
     (
         "server-stateless",

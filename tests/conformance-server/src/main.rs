@@ -20,6 +20,7 @@ mod media;
 mod prompts;
 mod resources;
 mod server;
+mod state;
 mod tools;
 
 use std::{io::Write, sync::Arc};
@@ -64,7 +65,7 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     let name: Arc<str> = Arc::from(cli.name.as_str());
-    let shared = Arc::new(Shared::default());
+    let shared = Arc::new(Shared::new()?);
     match cli.http {
         Some(addr) => serve_http(name, shared, &addr).await,
         None => serve_stdio(Fixture::new(name, shared)).await,

@@ -1,7 +1,7 @@
 //! The fixture's [`ServerHandler`]: advertises tools, prompts, resources (with
 //! subscriptions), completions and logging, and routes each request to the
 //! module for its concern. One [`Fixture`] serves one session; sessions share
-//! only [`Shared`] (the watched resource).
+//! only [`Shared`] (the watched resource and the key sealing `requestState`).
 
 use std::sync::Arc;
 
@@ -18,12 +18,22 @@ use rmcp::{
 };
 use serde_json::json;
 
-use crate::{completion, logging::LogLevel, prompts, resources, tools};
+use crate::{completion, input, logging::LogLevel, prompts, resources, state::Sealer, tools};
 
 /// State shared by every session.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Shared {
     pub watched: resources::Watched,
+    pub sealer: Sealer,
+}
+
+impl Shared {
+    pub fn new() -> anyhow::Result<Self> {
+        Ok(Self {
+            watched: resources::Watched::default(),
+            sealer: Sealer::new()?,
+        })
+    }
 }
 
 /// State of one session.
@@ -76,7 +86,9 @@ impl ServerHandler for Fixture {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(tools::list()))
+        let mut all = tools::list();
+        all.extend(input::tools());
+        Ok(ListToolsResult::with_all_items(all))
     }
 
     async fn call_tool(
@@ -84,6 +96,9 @@ impl ServerHandler for Fixture {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        if input::is_tool(&request.name) {
+            return self.call_input_tool(&request, &context);
+        }
         let arguments = request.arguments.clone().unwrap_or_default();
         self.call_tool_named(&request.name, &arguments, &context)
             .await
@@ -94,7 +109,9 @@ impl ServerHandler for Fixture {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        Ok(ListPromptsResult::with_all_items(prompts::list()))
+        let mut all = prompts::list();
+        all.push(input::prompt());
+        Ok(ListPromptsResult::with_all_items(all))
     }
 
     async fn get_prompt(
@@ -102,6 +119,9 @@ impl ServerHandler for Fixture {
         request: GetPromptRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
+        if request.name == input::PROMPT {
+            return self.get_input_prompt(&request);
+        }
         prompts::get(&request).map(GetPromptResponse::from)
     }
 

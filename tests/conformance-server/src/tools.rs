@@ -337,7 +337,12 @@ impl Fixture {
                 text("Reconnection test completed")
             }
             TOUCH => self.touch_watched(context).await,
-            other => return self.call_input_tool(other, arguments, context).await,
+            other => {
+                return Err(McpError::invalid_params(
+                    format!("unknown tool: {other}"),
+                    Some(json!({ "name": other })),
+                ));
+            }
         };
         Ok(CallToolResponse::Complete(result))
     }
