@@ -65,6 +65,7 @@ const PASS: &[&str] = &[
     "server-session-lifecycle",
     "server-sse-multiple-streams",
     "server-sse-polling",
+    "server-stateless",
     // Passes with its one check skipped: it needs a task-capable server.
     "tasks-status-notifications",
     "tools-call-audio",
@@ -85,10 +86,6 @@ const FAIL: &[(&str, &str)] = &[
     (
         "http-custom-header-server-validation",
         "needs a tool with x-mcp-header parameter annotations (SEP-2243); the fixture has none",
-    ),
-    (
-        "server-stateless",
-        "diagnostic tools and subscriptions/listen (SEP-2575) not implemented",
     ),
     (
         "tasks-capability-negotiation",

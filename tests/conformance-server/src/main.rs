@@ -13,7 +13,9 @@
 //! `MCP_FIXTURE_LISTENING http://<addr>/mcp` once listening, and exits on
 //! SIGTERM or Ctrl-C. Logs always go to stderr.
 
+mod changes;
 mod completion;
+mod diagnostics;
 mod input;
 mod logging;
 mod media;

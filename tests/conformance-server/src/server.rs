@@ -1,7 +1,7 @@
 //! The fixture's [`ServerHandler`]: advertises tools, prompts, resources (with
 //! subscriptions), completions and logging, and routes each request to the
-//! module for its concern. One [`Fixture`] serves one session; sessions share
-//! only [`Shared`] (the watched resource and the key sealing `requestState`).
+//! module for its concern, including `subscriptions/listen` streams (protocol 2026-07-28). One [`Fixture`] serves one session; sessions share
+//! only [`Shared`] (the watched resource, the key sealing `requestState` and the change fan-out).
 
 use std::sync::Arc;
 
@@ -12,19 +12,23 @@ use rmcp::{
         GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
         ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
         ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
-        SubscribeRequestParams, UnsubscribeRequestParams,
+        SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
     },
-    service::RequestContext,
+    service::{RequestContext, SubscriptionContext},
 };
 use serde_json::json;
 
-use crate::{completion, input, logging::LogLevel, prompts, resources, state::Sealer, tools};
+use crate::{
+    changes::Changes, completion, diagnostics, input, logging::LogLevel, prompts, resources,
+    state::Sealer, tools,
+};
 
 /// State shared by every session.
 #[derive(Debug)]
 pub struct Shared {
     pub watched: resources::Watched,
     pub sealer: Sealer,
+    pub changes: Changes,
 }
 
 impl Shared {
@@ -32,6 +36,7 @@ impl Shared {
         Ok(Self {
             watched: resources::Watched::default(),
             sealer: Sealer::new()?,
+            changes: Changes::default(),
         })
     }
 }
@@ -69,9 +74,11 @@ impl ServerHandler for Fixture {
             .enable_logging()
             .enable_completions()
             .enable_prompts()
+            .enable_prompts_list_changed()
             .enable_resources()
             .enable_resources_subscribe()
             .enable_tools()
+            .enable_tool_list_changed()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new(
@@ -88,6 +95,7 @@ impl ServerHandler for Fixture {
     ) -> Result<ListToolsResult, McpError> {
         let mut all = tools::list();
         all.extend(input::tools());
+        all.extend(diagnostics::tools());
         Ok(ListToolsResult::with_all_items(all))
     }
 
@@ -98,6 +106,9 @@ impl ServerHandler for Fixture {
     ) -> Result<CallToolResponse, McpError> {
         if input::is_tool(&request.name) {
             return self.call_input_tool(&request, &context);
+        }
+        if diagnostics::is_tool(&request.name) {
+            return self.call_diagnostic_tool(&request, &context).await;
         }
         let arguments = request.arguments.clone().unwrap_or_default();
         self.call_tool_named(&request.name, &arguments, &context)
@@ -173,6 +184,17 @@ impl ServerHandler for Fixture {
     ) -> Result<(), McpError> {
         self.session.subscriptions.unsubscribe(&request.uri);
         Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(requested.clone())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        self.shared.changes.listen(context).await
     }
 
     async fn complete(

@@ -1,6 +1,7 @@
 //! The tools of the `tools-*`, `elicitation-*`, `json-schema-*` and
 //! `server-sse-*` scenarios, plus `touch_watched_resource`, which changes the
-//! watched resource so a subscribed client gets `notifications/resources/updated`.
+//! watched resource so a subscribed client gets `notifications/resources/updated`
+//! (on its session, or on its `subscriptions/listen` stream).
 //!
 //! Sampling and elicitation are real server-to-client requests on the session
 //! (`sampling/createMessage`, `elicitation/create`), sent as raw JSON so the
@@ -20,7 +21,7 @@ use rmcp::{
 };
 use serde_json::{Value, json};
 
-use crate::{media, resources, server::Fixture};
+use crate::{changes::Change, media, resources, server::Fixture};
 
 /// The pause between the steps of the logging and progress tools.
 const STEP: Duration = Duration::from_millis(50);
@@ -376,6 +377,10 @@ impl Fixture {
     /// Bumps the watched resource; notifies this session if it subscribed.
     async fn touch_watched(&self, context: &RequestContext<RoleServer>) -> CallToolResult {
         let revision = self.shared.watched.touch();
+        let streams = self
+            .shared
+            .changes
+            .publish(Change::ResourceUpdated(resources::WATCHED.to_owned()));
         let notified = if self.session.subscriptions.contains(resources::WATCHED) {
             context
                 .peer
@@ -386,7 +391,7 @@ impl Fixture {
             false
         };
         text(format!(
-            "{} is now at revision {revision}; subscriber notified: {notified}",
+            "{} is now at revision {revision}; subscribed session notified: {notified}; listen streams reached: {streams}",
             resources::WATCHED
         ))
     }
