@@ -27,6 +27,7 @@ const PASS: &[&str] = &[
     "dns-rebinding-protection",
     "elicitation-sep1034-defaults",
     "elicitation-sep1330-enums",
+    "http-custom-header-server-validation",
     "http-header-validation",
     "input-required-result-basic-elicitation",
     "input-required-result-basic-list-roots",
@@ -83,10 +84,6 @@ const PASS: &[&str] = &[
 
 /// The scenarios the fixture does not pass directly, and why (docs/conformance.md says more).
 const FAIL: &[(&str, &str)] = &[
-    (
-        "http-custom-header-server-validation",
-        "needs a tool with x-mcp-header parameter annotations (SEP-2243); the fixture has none",
-    ),
     (
         "tasks-capability-negotiation",
         "tasks extension (SEP-2663) not implemented",

@@ -12,7 +12,7 @@ use rmcp::{
         GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
         ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
         ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
-        SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+        SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
     },
     service::{RequestContext, SubscriptionContext},
 };
@@ -67,6 +67,14 @@ impl Fixture {
     }
 }
 
+/// Every tool, in listing order.
+fn all_tools() -> Vec<Tool> {
+    let mut all = tools::list();
+    all.extend(input::tools());
+    all.extend(diagnostics::tools());
+    all
+}
+
 impl ServerHandler for Fixture {
     fn get_info(&self) -> ServerConfig {
         #[allow(deprecated)] // MCP logging (SEP-2577); the 2025-11-25 scenarios use it.
@@ -93,10 +101,12 @@ impl ServerHandler for Fixture {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let mut all = tools::list();
-        all.extend(input::tools());
-        all.extend(diagnostics::tools());
-        Ok(ListToolsResult::with_all_items(all))
+        Ok(ListToolsResult::with_all_items(all_tools()))
+    }
+
+    /// rmcp's HTTP transport reads a tool's schema here to check its `Mcp-Param-*` headers.
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        all_tools().into_iter().find(|tool| tool.name == name)
     }
 
     async fn call_tool(

@@ -1,5 +1,6 @@
-//! The tools of the `tools-*`, `elicitation-*`, `json-schema-*` and
-//! `server-sse-*` scenarios, plus `touch_watched_resource`, which changes the
+//! The tools of the `tools-*`, `elicitation-*`, `json-schema-*`, `server-sse-*` and
+//! `http-custom-header-*` scenarios (the last one's `x-mcp-header` parameter is checked
+//! against its header by rmcp's HTTP transport), plus `touch_watched_resource`, which changes the
 //! watched resource so a subscribed client gets `notifications/resources/updated`
 //! (on its session, or on its `subscriptions/listen` stream).
 //!
@@ -53,6 +54,17 @@ fn message_argument() -> Value {
     })
 }
 
+/// A string parameter mirrored in the `Mcp-Param-Region` HTTP header (SEP-2243).
+fn header_argument() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "region": { "type": "string", "description": "A region name", "x-mcp-header": "Region" },
+        },
+        "required": ["region"],
+    })
+}
+
 /// The schema of `json-schema-2020-12`, keyword for keyword.
 fn json_schema_2020_12() -> Value {
     json!({
@@ -95,6 +107,7 @@ pub const ELICITATION_ENUMS: &str = "test_elicitation_sep1330_enums";
 pub const JSON_SCHEMA: &str = "json_schema_2020_12_tool";
 pub const RECONNECTION: &str = "test_reconnection";
 pub const TOUCH: &str = "touch_watched_resource";
+pub const CUSTOM_HEADER: &str = "test_custom_header";
 
 const SPECS: &[Spec] = &[
     Spec {
@@ -166,6 +179,11 @@ const SPECS: &[Spec] = &[
         name: RECONNECTION,
         description: "Answers after a short pause (SSE polling, SEP-1699)",
         schema: no_arguments,
+    },
+    Spec {
+        name: CUSTOM_HEADER,
+        description: "Echoes its region, which clients also send as the Mcp-Param-Region header",
+        schema: header_argument,
     },
     Spec {
         name: TOUCH,
@@ -338,6 +356,7 @@ impl Fixture {
                 text("Reconnection test completed")
             }
             TOUCH => self.touch_watched(context).await,
+            CUSTOM_HEADER => text(format!("region: {}", string_argument(arguments, "region")?)),
             other => {
                 return Err(McpError::invalid_params(
                     format!("unknown tool: {other}"),
