@@ -23,6 +23,7 @@ mod prompts;
 mod resources;
 mod server;
 mod state;
+mod tasks;
 mod tools;
 
 use std::{io::Write, sync::Arc};

@@ -1,34 +1,47 @@
 //! The fixture's [`ServerHandler`]: advertises tools, prompts, resources (with
-//! subscriptions), completions and logging, and routes each request to the
-//! module for its concern, including `subscriptions/listen` streams (protocol 2026-07-28). One [`Fixture`] serves one session; sessions share
-//! only [`Shared`] (the watched resource, the key sealing `requestState` and the change fan-out).
+//! subscriptions), completions, logging and the tasks extension, and routes each
+//! request to the module for its concern, including `subscriptions/listen` streams
+//! (protocol 2026-07-28) and `tasks/*`. One [`Fixture`] serves one session; sessions
+//! share only [`Shared`] (the watched resource, the key sealing `requestState`, the
+//! change fan-out and the tasks).
 
 use std::sync::Arc;
 
 use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
-        GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
-        ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-        ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
-        SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
+        CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams,
+        CompleteResult, GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult,
+        Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+        ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+        ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
+        UnsubscribeRequestParams, UpdateTaskParams,
     },
     service::{RequestContext, SubscriptionContext},
+    task_manager::TaskManager,
 };
 use serde_json::json;
 
 use crate::{
     changes::Changes, completion, diagnostics, input, logging::LogLevel, prompts, resources,
-    state::Sealer, tools,
+    state::Sealer, tasks, tools,
 };
 
 /// State shared by every session.
-#[derive(Debug)]
 pub struct Shared {
     pub watched: resources::Watched,
     pub sealer: Sealer,
     pub changes: Changes,
+    pub tasks: TaskManager,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("watched", &self.watched)
+            .field("changes", &self.changes)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Shared {
@@ -37,6 +50,7 @@ impl Shared {
             watched: resources::Watched::default(),
             sealer: Sealer::new()?,
             changes: Changes::default(),
+            tasks: TaskManager::new(),
         })
     }
 }
@@ -72,6 +86,7 @@ fn all_tools() -> Vec<Tool> {
     let mut all = tools::list();
     all.extend(input::tools());
     all.extend(diagnostics::tools());
+    all.extend(tasks::tools());
     all
 }
 
@@ -87,6 +102,7 @@ impl ServerHandler for Fixture {
             .enable_resources_subscribe()
             .enable_tools()
             .enable_tool_list_changed()
+            .enable_tasks()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new(
@@ -116,6 +132,9 @@ impl ServerHandler for Fixture {
     ) -> Result<CallToolResponse, McpError> {
         if input::is_tool(&request.name) {
             return self.call_input_tool(&request, &context);
+        }
+        if tasks::is_tool(&request.name) {
+            return self.call_task_tool(&request, &context).await;
         }
         if diagnostics::is_tool(&request.name) {
             return self.call_diagnostic_tool(&request, &context).await;
@@ -205,6 +224,35 @@ impl ServerHandler for Fixture {
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
         self.shared.changes.listen(context).await
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        self.shared
+            .tasks
+            .get_task(&request.task_id)
+            .map(GetTaskResult::new)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.shared
+            .tasks
+            .update_task(&request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.shared.tasks.cancel_task(&request.task_id)
     }
 
     async fn complete(
