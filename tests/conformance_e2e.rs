@@ -58,7 +58,6 @@ const PASS: &[&str] = &[
     "resources-templates-read",
     "resources-unsubscribe",
     "sep-2164-resource-not-found",
-    // The skills scenarios pass with every check skipped: the fixture declares no skills.
     "sep-2640-skills-directory",
     "sep-2640-skills-enumeration",
     "sep-2640-skills-manifest",

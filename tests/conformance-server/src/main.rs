@@ -22,6 +22,7 @@ mod media;
 mod prompts;
 mod resources;
 mod server;
+mod skills;
 mod state;
 mod tasks;
 mod tools;

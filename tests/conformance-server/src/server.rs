@@ -1,5 +1,5 @@
 //! The fixture's [`ServerHandler`]: advertises tools, prompts, resources (with
-//! subscriptions), completions, logging and the tasks extension, and routes each
+//! subscriptions), completions, logging and the tasks and skills extensions, and routes each
 //! request to the module for its concern, including `subscriptions/listen` streams
 //! (protocol 2026-07-28) and `tasks/*`. One [`Fixture`] serves one session; sessions
 //! share only [`Shared`] (the watched resource, the key sealing `requestState`, the
@@ -11,11 +11,13 @@ use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
     model::{
         CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams,
-        CompleteResult, GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult,
-        Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-        ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-        ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
-        UnsubscribeRequestParams, UpdateTaskParams,
+        CompleteResult, GetPromptRequestParams, GetPromptResponse, GetSkillRequestParams,
+        GetSkillResult, GetTaskParams, GetTaskResult, Implementation, ListPromptsResult,
+        ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult, ListToolsResult,
+        PaginatedRequestParams, ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult,
+        ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities,
+        ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
+        UpdateTaskParams,
     },
     service::{RequestContext, SubscriptionContext},
     task_manager::TaskManager,
@@ -24,7 +26,7 @@ use serde_json::json;
 
 use crate::{
     changes::Changes, completion, diagnostics, input, logging::LogLevel, prompts, resources,
-    state::Sealer, tasks, tools,
+    skills, state::Sealer, tasks, tools,
 };
 
 /// State shared by every session.
@@ -103,6 +105,7 @@ impl ServerHandler for Fixture {
             .enable_tools()
             .enable_tool_list_changed()
             .enable_tasks()
+            .enable_skills_with_directory_read()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new(
@@ -170,7 +173,9 @@ impl ServerHandler for Fixture {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        Ok(ListResourcesResult::with_all_items(resources::list()))
+        let mut all = resources::list();
+        all.extend(skills::resources());
+        Ok(ListResourcesResult::with_all_items(all))
     }
 
     async fn list_resource_templates(
@@ -188,6 +193,9 @@ impl ServerHandler for Fixture {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
+        if let Some(contents) = skills::read(&request.uri) {
+            return Ok(ReadResourceResult::new(vec![contents]).into());
+        }
         resources::read(&request.uri, &self.shared.watched).map(ReadResourceResponse::from)
     }
 
@@ -253,6 +261,30 @@ impl ServerHandler for Fixture {
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         self.shared.tasks.cancel_task(&request.task_id)
+    }
+
+    async fn list_skills(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListSkillsResult, McpError> {
+        Ok(ListSkillsResult::with_all_items(vec![skills::skill()]))
+    }
+
+    async fn get_skill(
+        &self,
+        request: GetSkillRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetSkillResult, McpError> {
+        skills::get(&request.uri).map(GetSkillResult::new)
+    }
+
+    async fn read_resource_directory(
+        &self,
+        request: ReadResourceDirectoryRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceDirectoryResult, McpError> {
+        skills::children(&request.uri).map(ReadResourceDirectoryResult::with_all_items)
     }
 
     async fn complete(
