@@ -1,9 +1,9 @@
 //! The fixture's [`ServerHandler`]: advertises tools, prompts, resources (with
-//! subscriptions), completions, logging and the tasks and skills extensions, and routes each
-//! request to the module for its concern, including `subscriptions/listen` streams
-//! (protocol 2026-07-28) and `tasks/*`. One [`Fixture`] serves one session; sessions
-//! share only [`Shared`] (the watched resource, the key sealing `requestState`, the
-//! change fan-out and the tasks).
+//! subscriptions), completions, logging and the tasks and skills extensions, and
+//! routes each request to the module for its concern, including
+//! `subscriptions/listen` streams (protocol 2026-07-28) and `tasks/*`. One
+//! [`Fixture`] serves one session; sessions share only [`Shared`] (the watched
+//! resource, the key sealing `requestState`, the change fan-out and the tasks).
 
 use std::sync::Arc;
 
@@ -204,7 +204,7 @@ impl ServerHandler for Fixture {
         request: SubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        if !resources::exists(&request.uri) {
+        if !resources::exists(&request.uri) && skills::read(&request.uri).is_none() {
             return Err(McpError::resource_not_found(
                 format!("no resource {}", request.uri),
                 Some(json!({ "uri": request.uri })),

@@ -9,8 +9,7 @@ use sha2::{Digest, Sha256};
 
 const BLOCK: usize = 64;
 
-/// The key states are sealed with.
-#[derive(Debug)]
+/// The key states are sealed with (deliberately not `Debug`: the key stays out of logs).
 pub struct Sealer {
     key: [u8; 32],
 }

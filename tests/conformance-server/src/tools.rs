@@ -1,13 +1,13 @@
 //! The tools of the `tools-*`, `elicitation-*`, `json-schema-*`, `server-sse-*` and
-//! `http-custom-header-*` scenarios (the last one's `x-mcp-header` parameter is checked
-//! against its header by rmcp's HTTP transport), plus `touch_watched_resource`, which changes the
-//! watched resource so a subscribed client gets `notifications/resources/updated`
-//! (on its session, or on its `subscriptions/listen` stream).
+//! `http-custom-header-*` scenarios (the last one's `x-mcp-header` parameter is
+//! checked against its header by rmcp's HTTP transport), plus
+//! `touch_watched_resource`, which changes the watched resource so a subscribed
+//! client gets `notifications/resources/updated` (on its session, or on its
+//! `subscriptions/listen` stream).
 //!
 //! Sampling and elicitation are real server-to-client requests on the session
-//! (`sampling/createMessage`, `elicitation/create`), sent as raw JSON so the
-//! wire carries exactly the schema each scenario describes (rmcp's typed
-//! elicitation schema cannot express the legacy `enumNames` form).
+//! (`sampling/createMessage`, `elicitation/create`), built as JSON so the wire
+//! carries exactly the messages and schemas the scenarios describe.
 
 use std::time::Duration;
 
