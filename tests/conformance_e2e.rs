@@ -4,7 +4,7 @@
 //! directly, where exactly the scenarios in [`PASS`] must pass, and through mcpproxy's
 //! direct endpoint `/mcp/servers/NAME`, where every scenario that passes directly must pass
 //! too. `tests/conformance/run.sh` runs the suite and writes the JSON summary read here;
-//! `docs/conformance.md` lists the scenarios and why the others cannot pass.
+//! `docs/conformance.md` lists the scenarios (and why any cannot pass).
 //!
 //! Without the suite installed the tests skip with a note, unless `MCPPROXY_REQUIRE_NODE22`
 //! is set (as in CI), which makes a missing suite a failure.
