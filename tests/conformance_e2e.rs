@@ -311,7 +311,6 @@ fn the_fixture_passes_the_expected_scenarios_directly() {
 }
 
 #[test]
-#[ignore = "needs the direct endpoint (issue 15)"]
 fn every_scenario_that_passes_directly_passes_through_the_direct_endpoint() {
     if !suite_installed() {
         return;

@@ -44,6 +44,7 @@ fn everything() -> Value {
 async fn records(proxy: &Proxy, record_type: &str) -> Vec<Value> {
     let url = format!("{}/api/v1/activity?type={record_type}", proxy.base());
     // The journal's writer commits in the background: a record may land a moment later.
+    let mut last = Value::Null;
     for _ in 0..50 {
         let body: Value = reqwest::Client::new()
             .get(&url)
@@ -54,16 +55,17 @@ async fn records(proxy: &Proxy, record_type: &str) -> Vec<Value> {
             .json()
             .await
             .unwrap();
-        let list = body["activities"]
+        let list = body["data"]["records"]
             .as_array()
-            .or_else(|| body["records"].as_array())
             .cloned()
             .unwrap_or_default();
         if !list.is_empty() {
             return list;
         }
+        last = body;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    eprintln!("no {record_type} records; the last answer: {last}");
     Vec::new()
 }
 

@@ -19,14 +19,14 @@ mod clickhouse_util;
 mod activity_e2e;
 /// `mcpproxy call` and `mcpproxy tools`, with and without a running server.
 mod call_cli;
+/// The MCP conformance suite against the conformance fixture, directly and through the
+/// direct endpoint `/mcp/servers/NAME`.
+mod conformance_e2e;
 /// Everything MCP carries (progress, elicitation, prompts, resources) through the proxy,
 /// against the official server-everything and the official Python SDK.
 mod everything_e2e;
 /// What the proxy passes on about a call: the request `_meta` and the client's cancellation.
 mod forwarding_e2e;
-/// The MCP conformance suite against the conformance fixture, directly and through the
-/// direct endpoint `/mcp/servers/NAME`.
-mod conformance_e2e;
 /// A journal written by an older release reads the same.
 mod journal_compat;
 /// The audit trail under flood (minimum age, pressure mode, alert) and damage (repair).

@@ -36,11 +36,11 @@ async def main() -> None:
             read, write, elicitation_callback=on_elicit, logging_callback=on_log
         ) as session:
             init = await session.initialize()
-            seen["capabilities"] = init.capabilities.model_dump(mode="json", exclude_none=True)
+            seen["capabilities"] = init.capabilities.model_dump(mode="json", by_alias=True, exclude_none=True)
             tools = await session.list_tools()
             seen["tools"] = sorted(t.name for t in tools.tools)
             seen["annotations"] = {
-                t.name: (t.annotations.model_dump(mode="json", exclude_none=True) if t.annotations else None)
+                t.name: (t.annotations.model_dump(mode="json", by_alias=True, exclude_none=True) if t.annotations else None)
                 for t in tools.tools
             }
 

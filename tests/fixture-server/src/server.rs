@@ -73,10 +73,14 @@ impl ServerHandler for Fixture {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         if let Some(log) = &self.call_log {
-            log.record(&request.name, &arguments, (!meta.is_empty()).then_some(&meta))
-                .map_err(|error| {
-                    McpError::internal_error(format!("cannot write the call log: {error}"), None)
-                })?;
+            log.record(
+                &request.name,
+                &arguments,
+                (!meta.is_empty()).then_some(&meta),
+            )
+            .map_err(|error| {
+                McpError::internal_error(format!("cannot write the call log: {error}"), None)
+            })?;
         }
         let result = self.tools.call(&request.name, &arguments, &context).await;
         if context.ct.is_cancelled()
