@@ -79,6 +79,11 @@ pub struct CallOrigin {
     /// `input_required` result, and the server's state to resume from: passed on as sent.
     pub input_responses: Option<rmcp::model::InputResponses>,
     pub request_state: Option<String>,
+    /// For a client on protocol 2026-07-28 or later: its version, capabilities and client
+    /// info as request `_meta`, so an upstream that speaks that version answers the request
+    /// the way the client expects (`resultType`, `input_required`). Passed on only to
+    /// upstreams that listed the version in `server/discover`.
+    pub protocol: Option<(rmcp::model::ProtocolVersion, RequestMetaObject)>,
 }
 
 impl CallOrigin {
@@ -415,6 +420,30 @@ pub fn forwardable_meta(meta: &RequestMetaObject) -> Option<RequestMetaObject> {
         return None;
     }
     Some(RequestMetaObject(kept.into()))
+}
+
+/// The per-request lifecycle `_meta` of a client on protocol 2026-07-28 or later (version,
+/// capabilities, client info, log level); `None` for a client of an earlier version.
+pub fn protocol_meta(
+    version: Option<rmcp::model::ProtocolVersion>,
+    capabilities: Option<ClientCapabilities>,
+    client: Option<rmcp::model::Implementation>,
+    request: &RequestMetaObject,
+) -> Option<(rmcp::model::ProtocolVersion, RequestMetaObject)> {
+    let version = version?;
+    if version.as_str() < rmcp::model::ProtocolVersion::V_2026_07_28.as_str() {
+        return None;
+    }
+    let mut meta = RequestMetaObject::default();
+    meta.set_protocol_version(version.clone());
+    meta.set_client_capabilities(capabilities.unwrap_or_default());
+    if let Some(client) = client {
+        meta.set_client_info(client);
+    }
+    if let Some(level) = request.log_level() {
+        meta.set_log_level(level);
+    }
+    Some((version, meta))
 }
 
 /// Why a server-to-client request got no answer from the client.

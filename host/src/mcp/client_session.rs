@@ -3,6 +3,7 @@
 //! and unsubscribes upstream from resources no other session watches.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rmcp::service::{Peer, RoleServer};
 
@@ -13,6 +14,9 @@ use crate::proxy::Proxy;
 pub struct SessionSlot {
     pub key: SessionKey,
     proxy: Arc<Proxy>,
+    /// Whether the back channel knows the session (rmcp also makes handlers it uses for
+    /// one look-up only; those never touch the back channel).
+    opened: AtomicBool,
 }
 
 impl SessionSlot {
@@ -20,10 +24,13 @@ impl SessionSlot {
         Arc::new(Self {
             key: SessionKey::new(),
             proxy,
+            opened: AtomicBool::new(false),
         })
     }
 
+    /// The back channel, with this session marked as known to it.
     pub fn back_channel(&self) -> &Arc<BackChannel> {
+        self.opened.store(true, Ordering::Relaxed);
         self.proxy.upstreams().back_channel()
     }
 
@@ -35,7 +42,14 @@ impl SessionSlot {
 
 impl Drop for SessionSlot {
     fn drop(&mut self) {
-        let orphaned = self.back_channel().close_session(self.key);
+        if !self.opened.load(Ordering::Relaxed) {
+            return;
+        }
+        let orphaned = self
+            .proxy
+            .upstreams()
+            .back_channel()
+            .close_session(self.key);
         if orphaned.is_empty() {
             return;
         }

@@ -6,7 +6,7 @@ use rmcp::ErrorData;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, ListToolsResult};
 use rmcp::service::{RequestContext, RoleServer};
 
-use crate::proxy::CallInput;
+use crate::proxy::{CallInput, CallOutcome};
 
 use super::{ProxyServer, call_result, catalog_error};
 
@@ -60,7 +60,13 @@ impl ProxyServer {
             origin.input_responses = request.input_responses;
             origin.request_state = request.request_state;
         }
-        let outcome = self.proxy.call(input, call).await;
-        Ok(call_result(outcome))
+        match self.proxy.call(input, call).await {
+            // A transparent hop: the server's JSON-RPC error reaches the client as it is.
+            CallOutcome::Called {
+                result: Err(crate::upstream::Error::Rejected { error, .. }),
+                ..
+            } => Err(error),
+            outcome => Ok(call_result(outcome)),
+        }
     }
 }

@@ -6,12 +6,13 @@
 //! is not JSON gets a JSON-RPC `-32700` parse error, and JSON that is not a JSON-RPC message
 //! a `-32600`, instead of rmcp's bare `415`.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{ConnectInfo, Request};
+use axum::extract::{ConnectInfo, Path, Request};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, Method, StatusCode, header};
@@ -19,6 +20,7 @@ use http_body_util::BodyExt;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
 
 use super::ProxyServer;
 use super::sessions::{BoundedSessions, SessionBounds, with_client};
@@ -65,8 +67,13 @@ pub fn router(server: ProxyServer, endpoint: Endpoint, shutdown: CancellationTok
     config.json_response = true;
     config.cancellation_token = shutdown;
     let sessions = Arc::new(BoundedSessions::new(endpoint.sessions));
-    // One handler per session; the path of each request picks its view (`/mcp` or
-    // `/mcp/servers/NAME`).
+    let direct = Arc::new(DirectServices {
+        server: server.clone(),
+        config: config.clone(),
+        sessions: sessions.clone(),
+        services: Mutex::new(HashMap::new()),
+    });
+    // One handler per session.
     let service = StreamableHttpService::new(
         move || Ok(server.for_new_session()),
         sessions.clone(),
@@ -78,11 +85,65 @@ pub fn router(server: ProxyServer, endpoint: Endpoint, shutdown: CancellationTok
         sessions,
     });
     Router::new()
-        .route_service("/mcp", service.clone())
-        .route_service("/mcp/servers/{name}", service)
+        .route_service("/mcp", service)
+        .route(
+            "/mcp/servers/{name}",
+            axum::routing::any(move |Path(name): Path<String>, request: Request| {
+                let direct = direct.clone();
+                async move { direct.serve(name, request).await }
+            }),
+        )
         .layer(axum::middleware::from_fn(move |request, next| {
             guard(gate.clone(), request, next)
         }))
+}
+
+type Service = StreamableHttpService<ProxyServer, BoundedSessions>;
+
+/// The direct endpoints: one rmcp service per upstream, made on first use, whose sessions
+/// see that upstream only (so rmcp's own checks, such as the `Mcp-Param-*` headers of a
+/// tool's `x-mcp-header` parameters, see that server's tools). They share `/mcp`'s session
+/// bounds.
+struct DirectServices {
+    server: ProxyServer,
+    config: StreamableHttpServerConfig,
+    sessions: Arc<BoundedSessions>,
+    services: Mutex<HashMap<String, Service>>,
+}
+
+impl DirectServices {
+    async fn serve(&self, name: String, request: Request) -> Response {
+        if self.server.proxy.upstreams().get(&name).is_none() {
+            let known = self.server.proxy.upstreams().names().join(", ");
+            return jsonrpc_error(
+                StatusCode::NOT_FOUND,
+                None,
+                -32602,
+                &format!(
+                    "there is no upstream server '{}' behind /mcp/servers/; configured servers: {known}",
+                    crate::trust::quote(&name)
+                ),
+            );
+        }
+        let service = {
+            let mut services = self.services.lock().unwrap_or_else(PoisonError::into_inner);
+            services
+                .entry(name.clone())
+                .or_insert_with(|| {
+                    let server = self.server.clone();
+                    StreamableHttpService::new(
+                        move || Ok(server.for_new_session().for_server(name.clone())),
+                        self.sessions.clone(),
+                        self.config.clone(),
+                    )
+                })
+                .clone()
+        };
+        match service.oneshot(request).await {
+            Ok(response) => response.map(Body::new),
+            Err(never) => match never {},
+        }
+    }
 }
 
 /// The address requests without one (a router used without the listener) count against.

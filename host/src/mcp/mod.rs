@@ -35,7 +35,7 @@ use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Map, Value, json};
 
 use crate::activity::{ClientRecord, Source};
-use crate::back_channel::{CallOrigin, forwardable_meta};
+use crate::back_channel::{CallOrigin, forwardable_meta, protocol_meta};
 use crate::manage::Manager;
 use crate::policy::OperationType;
 use crate::proxy::{CallContext, CallOutcome, CatalogError, Proxy, Scope, parse_call};
@@ -44,16 +44,14 @@ use client_session::SessionSlot;
 
 pub use tools::{LEGACY_CALL_TOOL_MESSAGE, builtin_tools, builtin_tools_with};
 
-/// The path prefix of the direct endpoints: `/mcp/servers/NAME`.
-pub const DIRECT_PATH_PREFIX: &str = "/mcp/servers/";
-
 /// One MCP session's handler; all sessions share the proxy.
 #[derive(Clone)]
 pub struct ProxyServer {
     proxy: Arc<Proxy>,
     /// Offers `upstream_servers` when set (and `management.upstream_servers_tool` is on).
     manager: Option<Arc<Manager>>,
-    /// Every request sees this server only (`serve --stdio --server NAME`).
+    /// Every request sees this server only (`/mcp/servers/NAME`, `serve --stdio --server
+    /// NAME`).
     fixed_server: Option<String>,
     session: Arc<SessionSlot>,
 }
@@ -83,16 +81,8 @@ impl ProxyServer {
     }
 
     /// The upstream this request is for, when it came to a direct endpoint.
-    fn direct_server(&self, context: &RequestContext<RoleServer>) -> Option<String> {
-        if let Some(server) = &self.fixed_server {
-            return Some(server.clone());
-        }
-        let parts = context.extensions.get::<::http::request::Parts>()?;
-        parts
-            .uri
-            .path()
-            .strip_prefix(DIRECT_PATH_PREFIX)
-            .map(|name| name.trim_end_matches('/').to_owned())
+    fn direct_server(&self, _context: &RequestContext<RoleServer>) -> Option<String> {
+        self.fixed_server.clone()
     }
 
     /// Where the client request came from, for routing what the upstream sends about it.
@@ -109,6 +99,12 @@ impl ProxyServer {
             session_id: session_id(context),
             input_responses: None,
             request_state: None,
+            protocol: protocol_meta(
+                context.protocol_version(),
+                context.client_capabilities(),
+                context.client_info(),
+                &context.meta,
+            ),
         }
     }
 
@@ -189,7 +185,7 @@ impl ProxyServer {
 /// What a client reads of a call's outcome: the upstream's result as it is, or an error
 /// result that says why there is none.
 fn call_result(outcome: CallOutcome) -> CallToolResponse {
-    let result = match outcome {
+    let mut result = match outcome {
         CallOutcome::InputRequired { result, .. } => {
             return CallToolResponse::InputRequired(result);
         }
@@ -208,6 +204,10 @@ fn call_result(outcome: CallOutcome) -> CallToolResponse {
             Err(e) => tool_error(&e.to_string()),
         },
     };
+    // A 2026-07-28 client expects `resultType`; rmcp drops it again for earlier versions.
+    result
+        .result_type
+        .get_or_insert(rmcp::model::ResultType::COMPLETE);
     CallToolResponse::Complete(result)
 }
 
@@ -248,6 +248,8 @@ impl ProxyServer {
 /// anything else an internal error with the reason.
 fn catalog_error(error: CatalogError) -> ErrorData {
     match error {
+        // The server's own JSON-RPC error, passed on as it is (code and data included).
+        CatalogError::Upstream(crate::upstream::Error::Rejected { error, .. }) => error,
         CatalogError::NotFound(message) => ErrorData::invalid_params(message, None),
         CatalogError::Refused(message) => ErrorData::invalid_request(message, None),
         CatalogError::Upstream(e) => ErrorData::internal_error(e.to_string(), None),
@@ -295,6 +297,17 @@ impl ServerHandler for ProxyServer {
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("mcpproxy", env!("CARGO_PKG_VERSION")))
             .with_instructions(instructions)
+    }
+
+    /// A tool of the direct view, for rmcp's checks of the `Mcp-Param-*` headers against
+    /// the tool's schema. The aggregate view's tools take no such parameters.
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        let server = self.fixed_server.as_ref()?;
+        let upstream = self.proxy.upstreams().get(server)?;
+        if upstream.is_quarantined() || !upstream.is_trusted(name) {
+            return None;
+        }
+        upstream.wire_tool(name)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -384,10 +397,17 @@ impl ServerHandler for ProxyServer {
     ) -> Result<GetPromptResponse, ErrorData> {
         let server = self.direct_server(&context);
         let origin = self.origin(&context);
-        self.proxy
+        let mut response = self
+            .proxy
             .get_prompt(scope_of(&server), request, Some(&origin))
             .await
-            .map_err(catalog_error)
+            .map_err(catalog_error)?;
+        if let GetPromptResponse::Complete(result) = &mut response {
+            result
+                .result_type
+                .get_or_insert(rmcp::model::ResultType::COMPLETE);
+        }
+        Ok(response)
     }
 
     async fn list_resources(
@@ -425,10 +445,17 @@ impl ServerHandler for ProxyServer {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let server = self.direct_server(&context);
         let call = self.call_context(&context);
-        self.proxy
+        let mut response = self
+            .proxy
             .read_resource(scope_of(&server), request, call)
             .await
-            .map_err(catalog_error)
+            .map_err(catalog_error)?;
+        if let ReadResourceResponse::Complete(result) = &mut response {
+            result
+                .result_type
+                .get_or_insert(rmcp::model::ResultType::COMPLETE);
+        }
+        Ok(response)
     }
 
     async fn complete(

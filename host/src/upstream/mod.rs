@@ -69,6 +69,14 @@ pub enum Error {
         tool: String,
         message: String,
     },
+    /// The server answered with a JSON-RPC error, kept whole (code, message, data) so a
+    /// transparent endpoint can pass it on as it is.
+    #[error("upstream server '{server}' returned an error for '{tool}': {}", error.message)]
+    Rejected {
+        server: String,
+        tool: String,
+        error: rmcp::ErrorData,
+    },
     #[error(
         "the connection to upstream server '{server}' failed during the call to '{tool}': {message}; it reconnects by itself"
     )]
@@ -160,6 +168,9 @@ pub struct Upstream {
     /// What the server offers besides tools (prompts, resources, ...), from its
     /// `initialize` answer.
     capabilities: RwLock<Option<rmcp::model::ServerCapabilities>>,
+    /// The protocol versions the server listed in `server/discover` (2026-07-28 and later);
+    /// empty for a server that does not answer it.
+    discovered_versions: RwLock<Vec<rmcp::model::ProtocolVersion>>,
 }
 
 impl Upstream {
@@ -359,7 +370,15 @@ impl Upstream {
     ) -> Result<ServerResult, Error> {
         let timeout = self.call_timeout(timeout);
         let mut options = PeerRequestOptions::with_timeout(timeout);
-        if let Some(meta) = origin.and_then(|o| o.meta.clone()) {
+        let mut meta = origin.and_then(|o| o.meta.clone()).unwrap_or_default();
+        if let Some((version, protocol)) = origin.and_then(|o| o.protocol.as_ref())
+            && read(&self.discovered_versions).contains(version)
+        {
+            for (key, value) in protocol.0.iter() {
+                meta.0.insert(key.clone(), value.clone());
+            }
+        }
+        if !meta.0.is_empty() {
             options = options.with_meta(meta);
         }
         let handle = peer
@@ -400,10 +419,10 @@ impl Upstream {
                 tool: what.to_owned(),
                 timeout,
             }),
-            Err(rmcp::ServiceError::McpError(e)) => Err(Error::Call {
+            Err(rmcp::ServiceError::McpError(error)) => Err(Error::Rejected {
                 server: self.config.name.clone(),
                 tool: what.to_owned(),
-                message: e.message.to_string(),
+                error,
             }),
             Err(e) => Err(self.connection_error(what, &e)),
         }
@@ -594,6 +613,7 @@ impl Upstreams {
             log: std::sync::Mutex::new(log::Ring::default()),
             back_channel: self.back_channel.clone(),
             capabilities: RwLock::new(None),
+            discovered_versions: RwLock::new(Vec::new()),
         });
         let stop = self.shutdown.child_token();
         let task = (initial == State::Disconnected).then(|| {

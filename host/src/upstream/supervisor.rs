@@ -134,6 +134,18 @@ impl UpstreamClient {
     }
 }
 
+/// What mcpproxy declares to upstreams: elicitation (form and URL) and sampling, which it
+/// passes on to the calling client; never roots.
+fn proxy_client_capabilities() -> ClientCapabilities {
+    let mut capabilities = ClientCapabilities::default();
+    let mut elicitation = ElicitationCapability::default();
+    elicitation.form = Some(Default::default());
+    elicitation.url = Some(Default::default());
+    capabilities.elicitation = Some(elicitation);
+    capabilities.sampling = Some(Default::default());
+    capabilities
+}
+
 /// A client's answer in one word, for the record.
 fn describe_answer(result: &ClientResult) -> String {
     match result {
@@ -152,14 +164,8 @@ impl ClientHandler for UpstreamClient {
         // client without the capability gets the request refused with a clear error). No
         // `roots`: the upstream session is shared by every client, and server-filesystem
         // would replace its configured directories with whatever one client sent.
-        let mut capabilities = ClientCapabilities::default();
-        let mut elicitation = ElicitationCapability::default();
-        elicitation.form = Some(Default::default());
-        elicitation.url = Some(Default::default());
-        capabilities.elicitation = Some(elicitation);
-        capabilities.sampling = Some(Default::default());
         ClientConfig::new(
-            capabilities,
+            proxy_client_capabilities(),
             Implementation::new("mcpproxy", env!("CARGO_PKG_VERSION")),
         )
     }
@@ -383,6 +389,29 @@ enum SessionEnd {
     Lost(String),
 }
 
+/// The protocol versions of 2026-07-28 and later the server implements, from
+/// `server/discover`; empty when it does not answer (a server of an earlier version).
+async fn discover_versions(
+    peer: &rmcp::service::Peer<RoleClient>,
+) -> Vec<rmcp::model::ProtocolVersion> {
+    let mut meta = rmcp::model::RequestMetaObject::default();
+    meta.set_protocol_version(rmcp::model::ProtocolVersion::V_2026_07_28);
+    meta.set_client_capabilities(proxy_client_capabilities());
+    meta.set_client_info(Implementation::new("mcpproxy", env!("CARGO_PKG_VERSION")));
+    match tokio::time::timeout(DISCOVER_TIMEOUT, peer.discover(meta)).await {
+        Ok(Ok(result)) => result
+            .supported_versions
+            .into_iter()
+            .filter(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str())
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// How long `server/discover` may take at connection; a server that does not know it
+/// usually answers at once with an error.
+const DISCOVER_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Lists tools, publishes them, and watches the session until it ends.
 async fn serve_session(
     upstream: &Arc<Upstream>,
@@ -394,6 +423,7 @@ async fn serve_session(
     let mut waiter = tokio::spawn(session.waiting());
     *write(&upstream.peer) = Some(peer.clone());
     *write(&upstream.capabilities) = peer.peer_info().map(|info| info.capabilities.clone());
+    *write(&upstream.discovered_versions) = discover_versions(&peer).await;
 
     if let Err(reason) = refresh_tools(upstream, &peer).await {
         session_token.cancel();
