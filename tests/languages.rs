@@ -1,7 +1,10 @@
 //! Validators in other languages: the JavaScript example `plugins/examples/js-data-guard`
-//! (built from source with componentize-js) and the Python example
-//! `plugins/examples/py-secret-guard` (componentize-py), each loaded with `--plugins` into a
-//! real `mcpproxy serve` and driven through real MCP. Also instance reuse
+//! (built from source with componentize-js), the Python example
+//! `plugins/examples/py-secret-guard` (componentize-py) and the C example
+//! `plugins/examples/c-tool-gate` (clang with wasi-libc, wit-bindgen, wasm-tools), each
+//! loaded with `--plugins` into a real `mcpproxy serve` and driven through real MCP. The C
+//! example also proves the contract's versioning rule: built against a grown `0.1.x` copy
+//! of `wit/`, it loads and judges the same. Also instance reuse
 //! (`PluginSettings::reuse_instance`), which heavy guests want, and a per-call cost
 //! measurement (`measure_per_call_cost`, ignored by default).
 
@@ -31,8 +34,11 @@ fn repo() -> PathBuf {
 /// and where its `build.sh` puts the component.
 struct Example {
     dir: &'static str,
-    /// A file the toolchain's install leaves behind (the build is skipped without it).
-    installed: &'static str,
+    /// Whether the toolchain is installed here (the build is skipped without it).
+    installed: fn() -> bool,
+    /// Set (as `.ci/run` does), a missing toolchain fails the test instead of skipping it;
+    /// so does `CI`.
+    require: &'static str,
     /// Relative to the repository root.
     out: &'static str,
     /// The sources the component is built from, relative to `dir`.
@@ -41,17 +47,49 @@ struct Example {
 
 const JS: Example = Example {
     dir: "plugins/examples/js-data-guard",
-    installed: "node_modules/.bin/componentize-js",
+    installed: || JS.dir().join("node_modules/.bin/componentize-js").exists(),
+    require: "MCPPROXY_REQUIRE_JS",
     out: "target/js-example/data_guard.wasm",
     sources: &["src", "package.json", "package-lock.json", "build.sh"],
 };
 
 const PY: Example = Example {
     dir: "plugins/examples/py-secret-guard",
-    installed: ".venv/bin/componentize-py",
+    installed: || PY.dir().join(".venv/bin/componentize-py").exists(),
+    require: "MCPPROXY_REQUIRE_PYTHON",
     out: "target/py-example/secret_guard.wasm",
     sources: &["src", "requirements.txt", "build.sh"],
 };
+
+const C: Example = Example {
+    dir: "plugins/examples/c-tool-gate",
+    installed: || {
+        let tools = c_tools();
+        Path::new("/usr/lib/wasm32-wasi/crt1-reactor.o").exists()
+            && ["clang", "wasm-ld"].iter().all(|tool| on_path(tool))
+            && tools.join("bin/wit-bindgen").exists()
+            && tools.join("bin/wasm-tools").exists()
+    },
+    require: "MCPPROXY_REQUIRE_C",
+    out: "target/c-example/tool_gate.wasm",
+    sources: &["src", "build.sh"],
+};
+
+/// Where the C example's build.sh keeps the tools it installs with cargo.
+fn c_tools() -> PathBuf {
+    if let Some(dir) = std::env::var_os("MCPPROXY_C_TOOLS") {
+        return dir.into();
+    }
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target"))
+        .join("c-toolchain")
+}
+
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
+}
 
 impl Example {
     fn dir(&self) -> PathBuf {
@@ -60,11 +98,12 @@ impl Example {
 
     /// The component, built from source when it is missing or older than its sources.
     /// `None` (the test is skipped) when the toolchain is not installed here; on CI (`CI`
-    /// set, as `.ci/run` runs) the build always runs, and a failure fails the test.
+    /// or the example's `require` variable set, as `.ci/run` does) the build always runs,
+    /// and a failure fails the test.
     fn build(&self) -> Option<PathBuf> {
         let out = repo().join(self.out);
-        let installed = self.dir().join(self.installed).exists();
-        if !installed && std::env::var_os("CI").is_none() {
+        let required = std::env::var_os("CI").is_some() || std::env::var_os(self.require).is_some();
+        if !(self.installed)() && !required {
             eprintln!(
                 "SKIPPED: the toolchain of {} is not installed; run `bash {}/build.sh` to \
                  run this test",
@@ -107,6 +146,11 @@ fn py_component() -> Option<PathBuf> {
     BUILT.get_or_init(|| PY.build()).clone()
 }
 
+fn c_component() -> Option<PathBuf> {
+    static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    BUILT.get_or_init(|| C.build()).clone()
+}
+
 fn newest(path: &Path) -> Option<SystemTime> {
     let meta = path.metadata().ok()?;
     if !meta.is_dir() {
@@ -120,11 +164,11 @@ fn newest(path: &Path) -> Option<SystemTime> {
 
 /// Compiled components kept across test runs: a debug build of the engine needs minutes to
 /// compile a 12 MB JavaScript or 18 MB Python component, a cache hit milliseconds.
-fn persistent_cache() -> PathBuf {
+pub(crate) fn persistent_cache() -> PathBuf {
     repo().join("target/example-compile-cache")
 }
 
-fn copy_cwasm(from: &Path, to: &Path) {
+pub(crate) fn copy_cwasm(from: &Path, to: &Path) {
     let Ok(entries) = std::fs::read_dir(from) else {
         return;
     };
@@ -350,6 +394,291 @@ async fn a_python_validator_rejects_secrets_and_fails_closed_when_it_raises() {
     client.cancel().await.unwrap();
 }
 
+/// The C example through real MCP, with its settings from the config: a denied tool, a tool
+/// that needs a reason (refused without one, allowed with one) and arguments over the size
+/// cap are refused with messages naming the rule; everything else passes. `plugins check`
+/// runs the example's own cases first (every rule, `warn_only`, and bad settings failing
+/// closed).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_c_validator_gates_tools_by_its_settings_through_mcp() {
+    let Some(component) = c_component() else {
+        return;
+    };
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(&component, plugins.path().join("tool_gate.wasm")).unwrap();
+    let data = tempfile::tempdir().unwrap();
+
+    let check = TestCommand::new(data.path())
+        .args(["plugins", "check"])
+        .args([plugins.path().join("tool_gate.wasm")])
+        .args(["--cases".as_ref(), C.dir().join("cases.json").as_os_str()])
+        .output();
+    check.assert_code(0);
+    let stdout = check.stdout();
+    assert!(
+        stdout.contains("validator plugin 'tool-gate' 0.1.0")
+            && stdout.contains("PASS  settings of the wrong shape fail closed, naming the key")
+            && stdout.lines().any(|l| l == "10 passed, 0 failed"),
+        "{stdout}"
+    );
+
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut config = config_with(vec![stdio_fixture("fx", log.path())]);
+    config["plugins"] = json!({
+        "validators": ["intent-matrix", "tool-gate"],
+        "settings": {"tool-gate": {
+            "deny": ["fx:delete_*", "*:wipe_*"],
+            "require_reason": ["fx:update_?ote"],
+            "max_args_bytes": 64,
+        }},
+    });
+    let plugins_dir = plugins.path().to_str().unwrap();
+    let proxy = Proxy::start_in(&config, &["--plugins", plugins_dir], data);
+    let client = connect(&proxy.url).await;
+
+    // intent-matrix allows a destructive call of a destructive tool; tool-gate denies it.
+    let denied = call(
+        &client,
+        "call_tool_destructive",
+        json!({"name": "fx:delete_note", "args": {"id": "n1"}}),
+    )
+    .await
+    .unwrap();
+    assert!(is_error(&denied), "{}", text(&denied));
+    assert_eq!(
+        text(&denied),
+        "Tool 'fx:delete_note' is denied by tool-gate's rule 'fx:delete_*'; use another tool, \
+         or ask the operator to change plugins.settings.tool-gate.deny"
+    );
+
+    let update = |reason: Option<&str>| {
+        let mut args = json!({"name": "fx:update_note", "args": {"id": "n1", "text": "hello"}});
+        if let Some(reason) = reason {
+            args["intent_reason"] = json!(reason);
+        }
+        args
+    };
+    let unexplained = call(&client, "call_tool_write", update(None))
+        .await
+        .unwrap();
+    assert!(is_error(&unexplained), "{}", text(&unexplained));
+    assert_eq!(
+        text(&unexplained),
+        "Tool 'fx:update_note' needs a reason (tool-gate's rule 'fx:update_?ote'): call it \
+         again with intent_reason saying why"
+    );
+    let explained = call(&client, "call_tool_write", update(Some("fix the greeting")))
+        .await
+        .unwrap();
+    assert!(!is_error(&explained), "{}", text(&explained));
+    assert_eq!(text(&explained), "updated n1");
+
+    // {"text":"..."} with 80 characters of text is 91 bytes, over the cap of 64.
+    let long = "x".repeat(80);
+    let too_big = call(
+        &client,
+        "call_tool_read",
+        json!({"name": "fx:echo", "args": {"text": long}}),
+    )
+    .await
+    .unwrap();
+    assert!(is_error(&too_big), "{}", text(&too_big));
+    assert_eq!(
+        text(&too_big),
+        "The arguments of tool 'fx:echo' are 91 bytes, over tool-gate's limit of 64; send \
+         less, e.g. a reference to the data instead of the data"
+    );
+    let small = call(
+        &client,
+        "call_tool_read",
+        json!({"name": "fx:echo", "args": {"text": "hi"}}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&small), "{}", text(&small));
+    assert_eq!(text(&small), "hi");
+
+    let called: Vec<Value> = crate::mcp_util::call_log_lines(log.path())
+        .into_iter()
+        .map(|l| l["tool"].clone())
+        .collect();
+    assert_eq!(called, [json!("update_note"), json!("echo")]);
+    client.cancel().await.unwrap();
+}
+
+/// The contract's versioning rule (docs/plugins.md, "Versioning of the contract"): within
+/// `0.1.x` the contract only grows, and the host matches interfaces by name and `0.1`
+/// line, so a plugin whose names carry another `0.1.x` than the host's loads and works. The
+/// C example is built from source against a grown copy of `wit/`: package `0.1.9`, a new
+/// host function it does not call and a new world. The component really names `@0.1.9`
+/// (read back with wasm-tools), and the `0.1.0` host loads it as a validator, links its
+/// `host@0.1.9` import, and it passes every one of its cases. A plugin that calls the new
+/// function is refused when it loads, naming what the host lacks.
+#[test]
+fn a_validator_built_against_a_grown_0_1_contract_loads_and_judges_the_same() {
+    if c_component().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let wit = dir.path().join("wit");
+    copy_dir(&repo().join("wit"), &wit);
+    let grow = |file: &str, from: &str, to: &str| {
+        let path = wit.join(file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(from), "{file} no longer holds {from:?}");
+        std::fs::write(&path, text.replace(from, to)).unwrap();
+    };
+    grow(
+        "worlds.wit",
+        "package mcpproxy:plugin@0.1.0;",
+        "package mcpproxy:plugin@0.1.9;\n\n\
+         /// Added in 0.1.9: a kind of plugin 0.1.0 does not know.\n\
+         world auditor-plugin {\n  import host;\n  export metadata;\n  export auditor;\n}",
+    );
+    grow(
+        "host.wit",
+        "  config: func() -> string;\n",
+        "  config: func() -> string;\n\n  /// Added in 0.1.9.\n  now-ms: func() -> u64;\n",
+    );
+    std::fs::write(
+        wit.join("auditor.wit"),
+        "/// Added in 0.1.9.\ninterface auditor {\n  note: func(line: string);\n}\n",
+    )
+    .unwrap();
+
+    let out = dir.path().join("tool_gate_0_1_9.wasm");
+    let status = Command::new("bash")
+        .arg(C.dir().join("build.sh"))
+        .arg(&out)
+        .env("MCPPROXY_WIT", &wit)
+        .status()
+        .expect("run build.sh");
+    assert!(
+        status.success(),
+        "build.sh against the grown wit/ failed: {status}"
+    );
+
+    let names = Command::new(c_tools().join("bin/wasm-tools"))
+        .args(["component", "wit"])
+        .arg(&out)
+        .output()
+        .expect("run wasm-tools component wit");
+    assert!(names.status.success(), "{names:?}");
+    let names = String::from_utf8_lossy(&names.stdout);
+    for name in [
+        "export mcpproxy:plugin/validator@0.1.9;",
+        "export mcpproxy:plugin/metadata@0.1.9;",
+        "import mcpproxy:plugin/host@0.1.9;",
+    ] {
+        assert!(names.contains(name), "{name} missing from:\n{names}");
+    }
+    assert!(!names.contains("@0.1.0"), "{names}");
+
+    let data = tempfile::tempdir().unwrap();
+    let check = TestCommand::new(data.path())
+        .args(["plugins", "check"])
+        .args([&out])
+        .args(["--cases".as_ref(), C.dir().join("cases.json").as_os_str()])
+        .output();
+    check.assert_code(0);
+    let stdout = check.stdout();
+    assert!(
+        stdout.contains("validator plugin 'tool-gate' 0.1.0")
+            && stdout.lines().any(|l| l == "10 passed, 0 failed"),
+        "{stdout}"
+    );
+
+    // A plugin that calls the addition needs a host that has it: this one refuses it when
+    // it loads, naming the function it lacks.
+    let uses_addition = build_c_validator(
+        &wit,
+        dir.path(),
+        r#"#include "validator_plugin.h"
+void exports_mcpproxy_plugin_metadata_info(exports_mcpproxy_plugin_metadata_plugin_info_t *ret) {
+    validator_plugin_string_dup(&ret->name, "uses-now");
+    validator_plugin_string_dup(&ret->version, "0.1.0");
+    validator_plugin_string_dup(&ret->description, "Calls host.now-ms, added in 0.1.9");
+}
+void exports_mcpproxy_plugin_validator_validate(
+    exports_mcpproxy_plugin_validator_call_request_t *request,
+    exports_mcpproxy_plugin_validator_verdict_t *ret) {
+    ret->tag = mcpproxy_plugin_host_now_ms() % 2 == 0 ? MCPPROXY_PLUGIN_TYPES_VERDICT_ALLOW
+                                                      : MCPPROXY_PLUGIN_TYPES_VERDICT_ALLOW;
+    exports_mcpproxy_plugin_validator_call_request_free(request);
+}
+"#,
+    );
+    let check = TestCommand::new(data.path())
+        .args(["plugins", "check"])
+        .args([&uses_addition])
+        .output();
+    check.assert_code(2);
+    let stderr = check.stderr();
+    assert!(
+        stderr.contains(&uses_addition.display().to_string()) && stderr.contains("now-ms"),
+        "{stderr}"
+    );
+}
+
+/// Builds `source` (C) into a validator component against `wit`, as the C example's
+/// build.sh does, with the tools it installed: wit-bindgen, clang, wasm-tools and the
+/// WASI preview1 reactor adapter.
+fn build_c_validator(wit: &Path, dir: &Path, source: &str) -> PathBuf {
+    let run = |cmd: &mut Command| {
+        let out = cmd.output().unwrap_or_else(|e| panic!("run {cmd:?}: {e}"));
+        assert!(out.status.success(), "{cmd:?}: {out:?}");
+    };
+    let tools = c_tools();
+    let bindings = dir.join("bindings");
+    run(Command::new(tools.join("bin/wit-bindgen"))
+        .arg("c")
+        .arg(wit)
+        .args(["--world", "validator-plugin", "--out-dir"])
+        .arg(&bindings));
+    std::fs::write(dir.join("plugin.c"), source).unwrap();
+    let core = dir.join("core.wasm");
+    run(Command::new("clang")
+        .args(["--target=wasm32-wasi", "-mexec-model=reactor", "-O2", "-I"])
+        .arg(&bindings)
+        .arg(dir.join("plugin.c"))
+        .arg(bindings.join("validator_plugin.c"))
+        .arg(bindings.join("validator_plugin_component_type.o"))
+        .arg("-o")
+        .arg(&core));
+    let adapter = std::fs::read_dir(&tools)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                n.starts_with("wasi_snapshot_preview1.reactor-") && n.ends_with(".wasm")
+            })
+        })
+        .expect("the adapter build.sh wrote");
+    let out = dir.join("plugin.wasm");
+    run(Command::new(tools.join("bin/wasm-tools"))
+        .args(["component", "new"])
+        .arg(&core)
+        .arg("--adapt")
+        .arg(format!("wasi_snapshot_preview1={}", adapter.display()))
+        .arg("-o")
+        .arg(&out));
+    out
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
 fn engine() -> PluginEngine {
     PluginEngine::new(EngineOptions::default()).expect("engine")
 }
@@ -510,34 +839,63 @@ fn per_call(plugin: &Plugin, req: &CallRequest, calls: usize) -> (f64, f64) {
     (mean, samples[samples.len() / 2])
 }
 
-/// Per-call cost of the Rust validators and the JavaScript and Python ones, fresh instance
-/// and reused.
+/// Per-call cost of the Rust validators and the JavaScript, Python and C ones, fresh
+/// instance and reused. The C example runs twice: with settings that allow the request and
+/// with settings that deny it.
 /// Run it optimised: `cargo test --release -p mcpproxy --test integration
 /// languages::measure_per_call_cost -- --ignored --nocapture`.
 #[test]
 #[ignore = "a measurement, not a check: run with --ignored --nocapture (in --release)"]
 fn measure_per_call_cost() {
     let engine = engine();
+    let data_guard = json!({"allowed_root": "/tmp"});
     let mut plugins = vec![
         (
             "rust safety-routing",
             artifact_bytes("safety_routing"),
             artifact("safety_routing"),
+            data_guard.clone(),
         ),
         (
             "rust intent-matrix",
             artifact_bytes("intent_matrix"),
             artifact("intent_matrix"),
+            data_guard.clone(),
         ),
     ];
     if let Some(js) = js_component() {
-        plugins.push(("js data-guard", std::fs::read(&js).unwrap(), js));
+        plugins.push((
+            "js data-guard",
+            std::fs::read(&js).unwrap(),
+            js,
+            data_guard.clone(),
+        ));
     }
     if let Some(py) = py_component() {
-        plugins.push(("python secret-guard", std::fs::read(&py).unwrap(), py));
+        plugins.push((
+            "python secret-guard",
+            std::fs::read(&py).unwrap(),
+            py,
+            data_guard,
+        ));
     }
-    let settings = json!({"allowed_root": "/tmp"});
-    for (label, bytes, path) in plugins {
+    if let Some(c) = c_component() {
+        let bytes = std::fs::read(&c).unwrap();
+        plugins.push((
+            "c tool-gate (allow)",
+            bytes.clone(),
+            c.clone(),
+            json!({"deny": ["*:delete_*", "*:wipe_*"], "require_reason": ["fx:run_*"],
+                   "max_args_bytes": 4096}),
+        ));
+        plugins.push((
+            "c tool-gate (deny)",
+            bytes,
+            c,
+            json!({"deny": ["fx:run_*"]}),
+        ));
+    }
+    for (label, bytes, path, settings) in plugins {
         for reuse_instance in [false, true] {
             let plugin = load_bytes(
                 &engine,
@@ -545,8 +903,11 @@ fn measure_per_call_cost() {
                 path.clone(),
                 PluginSettings {
                     settings: settings.clone(),
+                    // A deadline a descheduled call on a loaded machine cannot hit: the
+                    // measurement is of the cost, not of the limit.
                     limits: Limits {
                         reuse_instance,
+                        timeout: Duration::from_secs(10),
                         ..Limits::default()
                     },
                     reuse_chosen: true,

@@ -1,4 +1,6 @@
-//! `mcpproxy plugins list` / `plugins check` as a plugin author uses them.
+//! `mcpproxy plugins list` / `plugins check` / `plugins wit` / `plugins new` as a plugin
+//! author uses them, including the projects `plugins new` writes (Rust, Python, JavaScript)
+//! built with their own build.sh and checked against their own cases.
 
 use crate::util::{TestCommand, artifact};
 
@@ -472,4 +474,146 @@ fn a_new_rust_validator_builds_as_written_and_passes_its_cases() {
         stdout.lines().any(|l| l == "2 passed, 0 failed"),
         "{stdout}"
     );
+}
+
+/// A project `plugins new` wrote, built with its own `build.sh` (as its README says) and
+/// checked against its own `cases.json`. The project is written to a temporary directory,
+/// then copied over `target/template-projects/<lang>`, where the toolchain its build.sh
+/// installs (`keep`: a venv, node_modules) stays between runs; everything else there is
+/// replaced by the fresh project first.
+struct TemplateBuild {
+    lang: &'static str,
+    /// What build.sh installs into the project, kept between runs.
+    keep: &'static str,
+}
+
+impl TemplateBuild {
+    /// Writes, builds and checks `no-blocked`; `--timeout-ms` for a debug build of the proxy
+    /// running a heavy guest on a loaded machine.
+    fn builds_and_passes_its_cases(&self) {
+        let data = tempfile::tempdir().unwrap();
+        let fresh = data.path().join("no-blocked");
+        let out = TestCommand::new(data.path())
+            .args(["plugins", "new", "no-blocked", "--lang", self.lang, "--dir"])
+            .args([&fresh])
+            .output();
+        out.assert_code(0);
+        let readme = std::fs::read_to_string(fresh.join("README.md")).unwrap();
+        assert!(readme.contains("bash build.sh"), "{readme}");
+
+        let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let project = repo.join("target/template-projects").join(self.lang);
+        std::fs::create_dir_all(&project).unwrap();
+        for entry in std::fs::read_dir(&project).unwrap().flatten() {
+            if entry.file_name() != self.keep {
+                let path = entry.path();
+                if path.is_dir() {
+                    std::fs::remove_dir_all(&path).unwrap();
+                } else {
+                    std::fs::remove_file(&path).unwrap();
+                }
+            }
+        }
+        copy_tree(&fresh, &project);
+
+        let status = std::process::Command::new("bash")
+            .arg(project.join("build.sh"))
+            .status()
+            .expect("run build.sh");
+        assert!(
+            status.success(),
+            "build.sh of the new {} project failed: {status}",
+            self.lang
+        );
+
+        // Compiling a componentize-py or componentize-js component to native code takes a
+        // debug build of the proxy minutes; keep the compiled code between runs.
+        let cache = data.path().join("cache/plugins");
+        crate::languages::copy_cwasm(&crate::languages::persistent_cache(), &cache);
+        let out = TestCommand::new(data.path())
+            .args(["plugins", "check", "--timeout-ms", "10000"])
+            .args([project.join("no_blocked.wasm")])
+            .args(["--cases".as_ref(), project.join("cases.json").as_os_str()])
+            .output();
+        crate::languages::copy_cwasm(&cache, &crate::languages::persistent_cache());
+        out.assert_code(0);
+        let stdout = out.stdout();
+        assert!(
+            stdout.contains("validator plugin 'no-blocked' 0.1.0"),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains("PASS  a blocked tool is refused"),
+            "{stdout}"
+        );
+        assert!(
+            stdout.lines().any(|l| l == "2 passed, 0 failed"),
+            "{stdout}"
+        );
+    }
+}
+
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap().flatten() {
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// Whether `program --version` runs; when it does not, the test is skipped with a note,
+/// unless `CI` or `require` is set (as `.ci/run` does), which makes it a failure.
+fn toolchain(program: &str, args: &[&str], require: &str) -> bool {
+    let ok = std::process::Command::new(program)
+        .args(args)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none() && std::env::var_os(require).is_none(),
+            "`{program} {}` failed, and CI or {require} requires it",
+            args.join(" ")
+        );
+        eprintln!(
+            "SKIPPED: `{program} {}` failed; install it to run this test",
+            args.join(" ")
+        );
+    }
+    ok
+}
+
+/// `plugins new --lang python`: componentize-py (PyPI, pinned in the project's
+/// requirements.txt) in a venv, as the generated build.sh installs it.
+#[test]
+fn a_new_python_validator_builds_as_written_and_passes_its_cases() {
+    if !toolchain(
+        "python3",
+        &["-c", "import ensurepip, venv"],
+        "MCPPROXY_REQUIRE_PYTHON",
+    ) {
+        return;
+    }
+    TemplateBuild {
+        lang: "python",
+        keep: ".venv",
+    }
+    .builds_and_passes_its_cases();
+}
+
+/// `plugins new --lang js`: componentize-js (npm, pinned in the project's package.json),
+/// as the generated build.sh installs it.
+#[test]
+fn a_new_javascript_validator_builds_as_written_and_passes_its_cases() {
+    if !toolchain("npm", &["--version"], "MCPPROXY_REQUIRE_JS") {
+        return;
+    }
+    TemplateBuild {
+        lang: "js",
+        keep: "node_modules",
+    }
+    .builds_and_passes_its_cases();
 }

@@ -31,7 +31,8 @@ mod forwarding_e2e;
 mod journal_compat;
 /// The audit trail under flood (minimum age, pressure mode, alert) and damage (repair).
 mod journal_hardening;
-/// Validators in other languages (JavaScript via componentize-js) and instance reuse.
+/// Validators in other languages (JavaScript, Python and C examples built from source), the
+/// contract's versioning rule, and instance reuse.
 mod languages;
 /// `/mcp` and the listener under attack: the bearer token, session and connection bounds,
 /// malformed requests.
