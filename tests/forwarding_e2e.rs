@@ -5,8 +5,10 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, ClientRequest, Request, RequestMetaObject, ServerResult};
 use rmcp::service::PeerRequestOptions;
+use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::{Value, json};
 
 use crate::mcp_util::{Client, Proxy, call_log_lines, config_with, connect, stdio_fixture};

@@ -135,6 +135,25 @@ struct InFlight {
     upstream_request: RequestId,
     upstream_progress: ProgressToken,
     origin: CallOrigin,
+    relays: Arc<Relays>,
+}
+
+/// How many progress notifications of one call were relayed, and how many are being
+/// relayed now: rmcp hands each notification to a task of its own, so the last one can
+/// still be on its way when the call's response arrives.
+#[derive(Default)]
+pub struct Relays {
+    started: std::sync::atomic::AtomicUsize,
+    active: std::sync::atomic::AtomicUsize,
+}
+
+/// Held while one progress notification is relayed.
+pub struct RelayTicket(Arc<Relays>);
+
+impl Drop for RelayTicket {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 #[derive(Default)]
@@ -167,7 +186,31 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct CallGuard {
     back_channel: Arc<BackChannel>,
     id: u64,
+    relays: Arc<Relays>,
 }
+
+impl CallGuard {
+    /// Before the call's answer goes back: lets progress notifications the upstream sent
+    /// before its answer reach the client first. Free for a call that had no progress; for
+    /// one that had, a few scheduler turns and at most [`SETTLE_LIMIT`].
+    pub async fn settle(&self) {
+        if self.relays.started.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        for _ in 0..4 {
+            tokio::task::yield_now().await;
+        }
+        let deadline = tokio::time::Instant::now() + SETTLE_LIMIT;
+        while self.relays.active.load(Ordering::Acquire) > 0
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+}
+
+/// The longest a call's answer waits for its progress notifications to be relayed.
+pub const SETTLE_LIMIT: Duration = Duration::from_millis(50);
 
 impl Drop for CallGuard {
     fn drop(&mut self) {
@@ -200,6 +243,7 @@ impl BackChannel {
         upstream_progress: ProgressToken,
         origin: CallOrigin,
     ) -> CallGuard {
+        let relays = Arc::new(Relays::default());
         let mut calls = lock(&self.calls);
         calls.next += 1;
         let id = calls.next;
@@ -210,21 +254,32 @@ impl BackChannel {
                 upstream_request,
                 upstream_progress,
                 origin,
+                relays: relays.clone(),
             },
         );
         CallGuard {
             back_channel: self.clone(),
             id,
+            relays,
         }
     }
 
-    /// The call of `server` that sent `token` upstream.
-    pub fn origin_by_progress(&self, server: &str, token: &ProgressToken) -> Option<CallOrigin> {
+    /// The call of `server` that sent `token` upstream, and a ticket to hold while its
+    /// progress is relayed (see [`CallGuard::settle`]).
+    pub fn origin_by_progress(
+        &self,
+        server: &str,
+        token: &ProgressToken,
+    ) -> Option<(CallOrigin, RelayTicket)> {
         lock(&self.calls)
             .by_id
             .values()
             .find(|c| c.server == server && &c.upstream_progress == token)
-            .map(|c| c.origin.clone())
+            .map(|c| {
+                c.relays.started.fetch_add(1, Ordering::AcqRel);
+                c.relays.active.fetch_add(1, Ordering::AcqRel);
+                (c.origin.clone(), RelayTicket(c.relays.clone()))
+            })
     }
 
     /// The call a server-to-client request of `server` belongs to: the one with the

@@ -386,7 +386,7 @@ impl Upstream {
             .await
             .map_err(|e| self.connection_error(what, &e))?;
         let request_id = handle.id.clone();
-        let _route = origin.map(|o| {
+        let route = origin.map(|o| {
             self.back_channel.register_call(
                 self.name(),
                 handle.id.clone(),
@@ -396,7 +396,12 @@ impl Upstream {
         });
         let cancelled = origin.map(|o| o.cancelled.clone()).unwrap_or_default();
         let answer = tokio::select! {
-            answer = handle.await_response() => answer,
+            answer = handle.await_response() => {
+                if let Some(route) = &route {
+                    route.settle().await;
+                }
+                answer
+            }
             () = cancelled.cancelled() => {
                 let notice = rmcp::model::CancelledNotificationParam::new(
                     Some(request_id),

@@ -236,7 +236,7 @@ impl ClientHandler for UpstreamClient {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        let Some(origin) = self
+        let Some((origin, _relaying)) = self
             .back_channel
             .origin_by_progress(&self.server, &params.progress_token)
         else {
