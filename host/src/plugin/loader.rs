@@ -561,6 +561,7 @@ impl PluginSet {
                 Arc::new(plugin)
             })
             .collect();
+        super::engine::release_freed_memory();
         Ok(Self { plugins })
     }
 

@@ -1,7 +1,8 @@
 //! `--scenario compare` (issue 17): the same upstream (`mcp-fixture`'s `echo`) reached
 //! directly over HTTP, through mcpproxy, and through a peer proxy when one is installed
 //! (the Python `mcp-proxy` from PyPI), each proxy running the fixture over stdio as IDEs
-//! run their servers. Rounds are interleaved (direct, mcpproxy, peer, direct, ...) so that
+//! run their servers, and through a second mcpproxy that reaches the same fixture over
+//! HTTP (the path a remote MCP server takes; `mcpproxy (HTTP up)`). Rounds are interleaved (direct, mcpproxy, peer, direct, ...) so that
 //! a machine that gets busier or quieter affects every path alike; each number reported is
 //! the median over the rounds: p50 and p99 at concurrency 1, calls/s at concurrency 16,
 //! and the ratios between the paths.
@@ -18,6 +19,9 @@ use tokio::process::{Child, Command};
 
 use crate::run::{self, LoadSpec, Report};
 use crate::scenario::{SERVER, object, start_fixture};
+
+/// The path name of mcpproxy with the fixture as an HTTP upstream.
+const HTTP_UPSTREAM_PATH: &str = "mcpproxy (HTTP up)";
 
 /// How long the peer proxy may take to listen.
 const PEER_START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -83,7 +87,20 @@ pub async fn compare(opts: &Options) -> Result<Summary> {
         .tempdir()
         .context("cannot create a temporary directory")?;
     let (mut fixture, fixture_url) = start_fixture(&opts.fixture).await?;
-    let (mut proxy, proxy_url) = start_mcpproxy(opts, dir.path()).await?;
+    let stdio_dir = dir.path().join("stdio");
+    let http_dir = dir.path().join("http");
+    for sub in [&stdio_dir, &http_dir] {
+        std::fs::create_dir(sub).with_context(|| format!("cannot create {}", sub.display()))?;
+    }
+    let (mut proxy, proxy_url) = start_mcpproxy(opts, &stdio_dir).await?;
+    let (mut http_proxy, http_proxy_url) = crate::scenario::start_proxy(
+        &opts.mcpproxy,
+        &fixture_url,
+        &opts.proxy_config,
+        None,
+        &http_dir,
+    )
+    .await?;
     let mut peer_skipped = None;
     let mut peer = None;
     match &opts.peer {
@@ -99,6 +116,7 @@ pub async fn compare(opts: &Options) -> Result<Summary> {
         }
     }
     let echo = object(json!({"text": "hi"}))?;
+    let proxied = object(json!({"name": format!("{SERVER}:echo"), "args": {"text": "hi"}}))?;
     let mut targets = vec![
         Target {
             path: "direct".into(),
@@ -110,7 +128,13 @@ pub async fn compare(opts: &Options) -> Result<Summary> {
             path: "mcpproxy".into(),
             url: proxy_url,
             tool: "call_tool_read",
-            args: object(json!({"name": format!("{SERVER}:echo"), "args": {"text": "hi"}}))?,
+            args: proxied.clone(),
+        },
+        Target {
+            path: HTTP_UPSTREAM_PATH.into(),
+            url: http_proxy_url,
+            tool: "call_tool_read",
+            args: proxied,
         },
     ];
     if let Some((_, url)) = &peer {
@@ -126,6 +150,7 @@ pub async fn compare(opts: &Options) -> Result<Summary> {
         let _ = child.kill().await;
     }
     let _ = proxy.kill().await;
+    let _ = http_proxy.kill().await;
     let _ = fixture.kill().await;
     let paths = result?;
     Ok(Summary {
@@ -280,10 +305,17 @@ pub fn table(summary: &Summary) -> String {
             "mcpproxy adds {} µs at p50 (c=1) over direct\n",
             ours.c1_p50_us as i64 - direct.c1_p50_us as i64
         ));
+        if let Some(http) = summary.paths.iter().find(|p| p.path == HTTP_UPSTREAM_PATH) {
+            out.push_str(&format!(
+                "{} adds {} µs at p50 (c=1) over direct\n",
+                http.path,
+                http.c1_p50_us as i64 - direct.c1_p50_us as i64
+            ));
+        }
         for peer in summary
             .paths
             .iter()
-            .filter(|p| p.path != "direct" && p.path != "mcpproxy")
+            .filter(|p| !["direct", "mcpproxy", HTTP_UPSTREAM_PATH].contains(&p.path.as_str()))
         {
             out.push_str(&format!(
                 "{} adds {} µs at p50 (c=1) over direct; mcpproxy's calls/s at c=16 are {:.2}x its\n",

@@ -325,3 +325,46 @@ async fn reopen_after_drop_keeps_everything() {
         .unwrap();
     assert_eq!(j.len().unwrap(), 101);
 }
+
+/// A journal many times larger than its page cache ([`DEFAULT_CACHE_BYTES`] is small, so a
+/// proxy that has run for a while is always in this state) still answers every query right,
+/// after a reopen too: pages evicted from the cache are read back from the file.
+#[tokio::test]
+async fn a_journal_far_larger_than_its_cache_answers_right() {
+    let options = || JournalOptions {
+        durability: Durability::Async {
+            flush: Duration::from_millis(50),
+        },
+        cache_bytes: 64 << 10,
+        ..JournalOptions::default()
+    };
+    let (_dir, j) = open_temp(options());
+    let recs: Vec<_> = (0..3000)
+        .map(|i| {
+            let status = if i % 10 == 0 {
+                Status::Error
+            } else {
+                Status::Success
+            };
+            rec_at(1_700_000_000_000 + i, "s", "t", "read", status)
+        })
+        .collect();
+    for rec in &recs {
+        j.append(rec.clone()).await.unwrap();
+    }
+    j.flush().await.unwrap();
+    assert!(
+        j.stats().unwrap().file_bytes > 20 * (64 << 10),
+        "file ≫ cache"
+    );
+    let path = j.path().to_path_buf();
+    drop(j);
+    let j = Journal::open(&path, options()).unwrap();
+    assert_eq!(j.len().unwrap(), 3000);
+    let newest: Vec<_> = recs.iter().rev().take(50).cloned().collect();
+    assert_eq!(j.query(&Filter::default(), 50, 0).unwrap().records, newest);
+    let errors = j.query(&status_filter("error"), 1000, 0).unwrap().records;
+    assert_eq!(errors.len(), 300);
+    assert_eq!(j.get(&recs[0].id).unwrap().as_ref(), Some(&recs[0]));
+    check_indexes(&j);
+}
