@@ -128,8 +128,16 @@ async fn request_meta_and_cancellation_reach_the_upstream() {
 async fn the_direct_endpoint_names_what_is_missing() {
     let log = tempfile::NamedTempFile::new().unwrap();
     let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
-    let nobody = connect(&format!("{}/mcp/servers/nobody", proxy.base())).await;
-    let error = nobody.list_all_tools().await.unwrap_err().to_string();
+    let nobody = ()
+        .serve(StreamableHttpClientTransport::from_uri(format!(
+            "{}/mcp/servers/nobody",
+            proxy.base()
+        )))
+        .await;
+    let error = match nobody {
+        Ok(_) => panic!("a session with an unknown server opened"),
+        Err(e) => format!("{e:?}"),
+    };
     assert!(error.contains("no upstream server 'nobody'"), "{error}");
     assert!(
         error.contains("fx"),
