@@ -3,34 +3,15 @@
 //! answered by the official Python SDK, prompts, resources and templates, on the direct
 //! endpoint (`/mcp/servers/NAME`) and the aggregate one (`/mcp`, names `server:name`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use rmcp::model::{GetPromptRequestParams, ReadResourceRequestParams};
 use serde_json::{Value, json};
 
-use crate::mcp_util::{Proxy, call, config_with, connect, is_error, text};
-
-fn npm_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/npm")
-}
-
-/// Whether server-everything is installed; on CI its absence is a failure.
-fn everything_installed() -> bool {
-    let bin = npm_dir().join("node_modules/.bin/mcp-server-everything");
-    if bin.exists() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{} is missing: CI must run `npm ci --prefix tests/npm`",
-        bin.display()
-    );
-    eprintln!(
-        "SKIPPED: server-everything is not installed; run `npm ci --prefix tests/npm` to run this test"
-    );
-    false
-}
+use crate::mcp_util::{
+    Proxy, call, config_with, connect, is_error, npm_bin_installed, npm_dir, text,
+};
 
 fn everything() -> Value {
     json!({
@@ -75,7 +56,7 @@ async fn records(proxy: &Proxy, record_type: &str) -> Vec<Value> {
 /// and its prompts, resources and templates, readable.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_python_sdk_gets_progress_elicitation_prompts_and_resources_directly() {
-    if !everything_installed() {
+    if !npm_bin_installed("mcp-server-everything") {
         return;
     }
     let Some(python) = crate::util::test_python() else {
@@ -198,7 +179,7 @@ async fn the_python_sdk_gets_progress_elicitation_prompts_and_resources_directly
 /// elicitation gets a clear error from the tool, never a hang.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_aggregate_endpoint_routes_prompts_resources_and_refuses_elicitation_clearly() {
-    if !everything_installed() {
+    if !npm_bin_installed("mcp-server-everything") {
         return;
     }
     let proxy = Proxy::start(&config_with(vec![everything()]), &[]);

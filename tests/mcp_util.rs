@@ -289,3 +289,24 @@ pub fn call_log_lines(path: &Path) -> Vec<Value> {
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
 }
+
+/// `tests/npm`, where `.ci/run` installs the official MCP servers (`npm ci --prefix tests/npm`).
+pub fn npm_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/npm")
+}
+
+/// Whether the npm package that provides `bin` is installed in [`npm_dir`]; on CI its
+/// absence is a failure, elsewhere the test skips with a note.
+pub fn npm_bin_installed(bin: &str) -> bool {
+    let path = npm_dir().join("node_modules/.bin").join(bin);
+    if path.exists() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{} is missing: CI must run `npm ci --prefix tests/npm`",
+        path.display()
+    );
+    eprintln!("SKIPPED: {bin} is not installed; run `npm ci --prefix tests/npm` to run this test");
+    false
+}

@@ -1,36 +1,15 @@
 //! End-to-end against the official `@modelcontextprotocol/server-filesystem`, started with
 //! npx from `tests/npm` (installed by `.ci/run` with `npm ci --prefix tests/npm`).
 
-use std::path::{Path, PathBuf};
-
 use serde_json::json;
 
-use crate::mcp_util::{Proxy, call, config_with, connect, is_error, text};
-
-fn npm_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/npm")
-}
-
-/// Whether the npm packages are installed; on CI their absence is a failure.
-fn npm_packages_installed() -> bool {
-    let bin = npm_dir().join("node_modules/.bin/mcp-server-filesystem");
-    if bin.exists() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{} is missing: CI must run `npm ci --prefix tests/npm`",
-        bin.display()
-    );
-    eprintln!(
-        "SKIPPED: server-filesystem is not installed; run `npm ci --prefix tests/npm` to run this test"
-    );
-    false
-}
+use crate::mcp_util::{
+    Proxy, call, config_with, connect, is_error, npm_bin_installed, npm_dir, text,
+};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn server_filesystem_reads_pass_and_destructive_writes_need_the_destructive_variant() {
-    if !npm_packages_installed() {
+    if !npm_bin_installed("mcp-server-filesystem") {
         return;
     }
     let root = tempfile::tempdir().unwrap();

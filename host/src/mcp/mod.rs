@@ -80,9 +80,12 @@ impl ProxyServer {
         }
     }
 
-    /// The upstream this request is for, when it came to a direct endpoint.
-    fn direct_server(&self, _context: &RequestContext<RoleServer>) -> Option<String> {
-        self.fixed_server.clone()
+    /// Which servers this session sees: one on a direct endpoint, else all.
+    fn scope(&self) -> Scope<'_> {
+        match &self.fixed_server {
+            Some(server) => Scope::Server(server),
+            None => Scope::All,
+        }
     }
 
     /// Where the client request came from, for routing what the upstream sends about it.
@@ -256,13 +259,6 @@ fn catalog_error(error: CatalogError) -> ErrorData {
     }
 }
 
-fn scope_of(server: &Option<String>) -> Scope<'_> {
-    match server {
-        Some(server) => Scope::Server(server),
-        None => Scope::All,
-    }
-}
-
 fn tool_error(message: &str) -> CallToolResult {
     CallToolResult::error(vec![Content::text(message.to_owned())])
 }
@@ -317,10 +313,10 @@ impl ServerHandler for ProxyServer {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        context: RequestContext<RoleServer>,
+        _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        if let Some(server) = self.direct_server(&context) {
-            return self.direct_list_tools(&server).await;
+        if let Some(server) = &self.fixed_server {
+            return self.direct_list_tools(server).await;
         }
         Ok(ListToolsResult::with_all_items(builtin_tools_with(
             self.manager.is_some(),
@@ -332,8 +328,8 @@ impl ServerHandler for ProxyServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        if let Some(server) = self.direct_server(&context) {
-            return self.direct_call_tool(&server, request, &context).await;
+        if let Some(server) = &self.fixed_server {
+            return self.direct_call_tool(server, request, &context).await;
         }
         let arguments = request.arguments.unwrap_or_default();
         let variant = match request.name.as_ref() {
@@ -379,12 +375,11 @@ impl ServerHandler for ProxyServer {
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
-        context: RequestContext<RoleServer>,
+        _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        let server = self.direct_server(&context);
         let prompts = self
             .proxy
-            .list_prompts(scope_of(&server))
+            .list_prompts(self.scope())
             .await
             .map_err(catalog_error)?;
         Ok(ListPromptsResult::with_all_items(prompts))
@@ -395,11 +390,10 @@ impl ServerHandler for ProxyServer {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let server = self.direct_server(&context);
         let origin = self.origin(&context);
         let mut response = self
             .proxy
-            .get_prompt(scope_of(&server), request, Some(&origin))
+            .get_prompt(self.scope(), request, Some(&origin))
             .await
             .map_err(catalog_error)?;
         if let GetPromptResponse::Complete(result) = &mut response {
@@ -413,12 +407,11 @@ impl ServerHandler for ProxyServer {
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        context: RequestContext<RoleServer>,
+        _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let server = self.direct_server(&context);
         let resources = self
             .proxy
-            .list_resources(scope_of(&server))
+            .list_resources(self.scope())
             .await
             .map_err(catalog_error)?;
         Ok(ListResourcesResult::with_all_items(resources))
@@ -427,12 +420,11 @@ impl ServerHandler for ProxyServer {
     async fn list_resource_templates(
         &self,
         _request: Option<PaginatedRequestParams>,
-        context: RequestContext<RoleServer>,
+        _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        let server = self.direct_server(&context);
         let templates = self
             .proxy
-            .list_resource_templates(scope_of(&server))
+            .list_resource_templates(self.scope())
             .await
             .map_err(catalog_error)?;
         Ok(ListResourceTemplatesResult::with_all_items(templates))
@@ -443,11 +435,10 @@ impl ServerHandler for ProxyServer {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let server = self.direct_server(&context);
         let call = self.call_context(&context);
         let mut response = self
             .proxy
-            .read_resource(scope_of(&server), request, call)
+            .read_resource(self.scope(), request, call)
             .await
             .map_err(catalog_error)?;
         if let ReadResourceResponse::Complete(result) = &mut response {
@@ -463,10 +454,9 @@ impl ServerHandler for ProxyServer {
         request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        let server = self.direct_server(&context);
         let origin = self.origin(&context);
         self.proxy
-            .complete(scope_of(&server), request, Some(&origin))
+            .complete(self.scope(), request, Some(&origin))
             .await
             .map_err(catalog_error)
     }
@@ -477,10 +467,9 @@ impl ServerHandler for ProxyServer {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let server = self.direct_server(&context);
         let owner = self
             .proxy
-            .resource_server(scope_of(&server), &request.uri)
+            .resource_server(self.scope(), &request.uri)
             .await
             .map_err(catalog_error)?;
         let first = self
@@ -488,7 +477,7 @@ impl ServerHandler for ProxyServer {
             .back_channel()
             .subscribe(self.session.key, &context.peer, &owner, &request.uri)
             .map_err(|message| ErrorData::invalid_request(message, None))?;
-        if first && let Err(e) = self.proxy.subscribe(scope_of(&server), &request.uri).await {
+        if first && let Err(e) = self.proxy.subscribe(self.scope(), &request.uri).await {
             self.session
                 .back_channel()
                 .unsubscribe(self.session.key, &owner, &request.uri);
@@ -501,12 +490,11 @@ impl ServerHandler for ProxyServer {
     async fn unsubscribe(
         &self,
         request: UnsubscribeRequestParams,
-        context: RequestContext<RoleServer>,
+        _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let server = self.direct_server(&context);
         let owner = self
             .proxy
-            .resource_server(scope_of(&server), &request.uri)
+            .resource_server(self.scope(), &request.uri)
             .await
             .map_err(catalog_error)?;
         if self
@@ -534,10 +522,7 @@ impl ServerHandler for ProxyServer {
         let back_channel = self.session.back_channel();
         back_channel.set_log_level(self.session.key, &context.peer, request.level);
         if let Some(level) = back_channel.most_verbose_level() {
-            let server = self.direct_server(&context);
-            self.proxy
-                .set_upstream_log_level(scope_of(&server), level)
-                .await;
+            self.proxy.set_upstream_log_level(self.scope(), level).await;
         }
         Ok(())
     }

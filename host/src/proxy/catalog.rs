@@ -122,30 +122,50 @@ impl Proxy {
         Ok((upstream, local))
     }
 
-    /// Every prompt of the scope's servers.
-    pub async fn list_prompts(&self, scope: Scope<'_>) -> Result<Vec<Prompt>, CatalogError> {
+    /// What every server of the scope that offers it lists (`list`), each item's name
+    /// qualified with its server on the aggregate endpoint. There, a server that fails is
+    /// left out (and logged); on a direct endpoint its error is the answer.
+    async fn gather<T, F>(
+        &self,
+        scope: Scope<'_>,
+        offered: fn(&rmcp::model::ServerCapabilities) -> bool,
+        list: impl Fn(Arc<Upstream>) -> F,
+        name: fn(&mut T) -> &mut String,
+    ) -> Result<Vec<T>, CatalogError>
+    where
+        F: std::future::Future<Output = Result<Vec<T>, upstream::Error>>,
+    {
         let servers = self.catalog_servers(scope)?;
-        let listed = join_all(
-            servers
-                .iter()
-                .filter(|u| offers(u, |c| c.prompts.is_some()))
-                .map(|u| async move { (u.name().to_owned(), u.list_prompts().await) }),
-        )
+        let listed = join_all(servers.into_iter().filter(|u| offers(u, offered)).map(|u| {
+            let server = u.name().to_owned();
+            let listing = list(u);
+            async move { (server, listing.await) }
+        }))
         .await;
-        let mut prompts = Vec::new();
+        let mut items = Vec::new();
         for (server, result) in listed {
             match result {
-                Ok(items) => prompts.extend(items.into_iter().map(|mut p| {
-                    p.name = qualify(scope, &server, &p.name);
-                    p
+                Ok(listed) => items.extend(listed.into_iter().map(|mut item| {
+                    let qualified = qualify(scope, &server, name(&mut item));
+                    *name(&mut item) = qualified;
+                    item
                 })),
-                Err(e) if scope == Scope::All => {
-                    tracing::warn!("prompts of '{server}' left out: {e}")
-                }
+                Err(e) if scope == Scope::All => tracing::warn!("'{server}' left out: {e}"),
                 Err(e) => return Err(e.into()),
             }
         }
-        Ok(prompts)
+        Ok(items)
+    }
+
+    /// Every prompt of the scope's servers.
+    pub async fn list_prompts(&self, scope: Scope<'_>) -> Result<Vec<Prompt>, CatalogError> {
+        self.gather(
+            scope,
+            |c| c.prompts.is_some(),
+            |u| async move { u.list_prompts().await },
+            |p: &mut Prompt| &mut p.name,
+        )
+        .await
     }
 
     /// One prompt, from the server its name leads to.
@@ -170,28 +190,13 @@ impl Proxy {
 
     /// Every resource of the scope's servers.
     pub async fn list_resources(&self, scope: Scope<'_>) -> Result<Vec<Resource>, CatalogError> {
-        let servers = self.catalog_servers(scope)?;
-        let listed = join_all(
-            servers
-                .iter()
-                .filter(|u| offers(u, |c| c.resources.is_some()))
-                .map(|u| async move { (u.name().to_owned(), u.list_resources().await) }),
+        self.gather(
+            scope,
+            |c| c.resources.is_some(),
+            |u| async move { u.list_resources().await },
+            |r: &mut Resource| &mut r.name,
         )
-        .await;
-        let mut resources = Vec::new();
-        for (server, result) in listed {
-            match result {
-                Ok(items) => resources.extend(items.into_iter().map(|mut r| {
-                    r.name = qualify(scope, &server, &r.name);
-                    r
-                })),
-                Err(e) if scope == Scope::All => {
-                    tracing::warn!("resources of '{server}' left out: {e}")
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(resources)
+        .await
     }
 
     /// Every resource template of the scope's servers.
@@ -199,28 +204,13 @@ impl Proxy {
         &self,
         scope: Scope<'_>,
     ) -> Result<Vec<ResourceTemplate>, CatalogError> {
-        let servers = self.catalog_servers(scope)?;
-        let listed = join_all(
-            servers
-                .iter()
-                .filter(|u| offers(u, |c| c.resources.is_some()))
-                .map(|u| async move { (u.name().to_owned(), u.list_resource_templates().await) }),
+        self.gather(
+            scope,
+            |c| c.resources.is_some(),
+            |u| async move { u.list_resource_templates().await },
+            |t: &mut ResourceTemplate| &mut t.name,
         )
-        .await;
-        let mut templates = Vec::new();
-        for (server, result) in listed {
-            match result {
-                Ok(items) => templates.extend(items.into_iter().map(|mut t| {
-                    t.name = qualify(scope, &server, &t.name);
-                    t
-                })),
-                Err(e) if scope == Scope::All => {
-                    tracing::warn!("resource templates of '{server}' left out: {e}")
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(templates)
+        .await
     }
 
     /// The server a resource URI belongs to: on a direct endpoint its server; otherwise the
