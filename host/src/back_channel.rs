@@ -590,6 +590,171 @@ mod tests {
         assert_eq!(rank(LoggingLevel::Emergency), 7);
     }
 
+    /// A real client session's server-side peer (an rmcp server and client over an
+    /// in-memory pipe), to register in the back channel.
+    struct Quiet;
+    impl rmcp::ServerHandler for Quiet {}
+
+    async fn session() -> (
+        Peer<RoleServer>,
+        rmcp::service::RunningService<RoleServer, Quiet>,
+        rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    ) {
+        use rmcp::ServiceExt;
+        let (server_io, client_io) = tokio::io::duplex(64 << 10);
+        let server = tokio::spawn(async move { Quiet.serve(server_io).await });
+        let client = ().serve(client_io).await.expect("client session");
+        let server = server.await.expect("join").expect("server session");
+        (server.peer().clone(), server, client)
+    }
+
+    fn origin(session: SessionKey, peer: &Peer<RoleServer>, request: i64) -> CallOrigin {
+        CallOrigin {
+            session,
+            peer: peer.clone(),
+            request_id: RequestId::Number(request),
+            progress_token: Some(ProgressToken(rmcp::model::NumberOrString::Number(request))),
+            capabilities: None,
+            meta: None,
+            cancelled: CancellationToken::new(),
+            client: None,
+            session_id: None,
+            input_responses: None,
+            request_state: None,
+            protocol: None,
+        }
+    }
+
+    fn token(n: i64) -> ProgressToken {
+        ProgressToken(rmcp::model::NumberOrString::Number(n))
+    }
+
+    #[tokio::test]
+    async fn calls_are_found_by_progress_token_and_request_id_until_they_end() {
+        let (peer, _server, _client) = session().await;
+        let channel = BackChannel::new();
+        let key = SessionKey::new();
+        let first =
+            channel.register_call("fs", RequestId::Number(7), token(70), origin(key, &peer, 1));
+        let second =
+            channel.register_call("fs", RequestId::Number(8), token(80), origin(key, &peer, 2));
+        let other =
+            channel.register_call("gh", RequestId::Number(7), token(70), origin(key, &peer, 3));
+
+        let (found, ticket) = channel
+            .origin_by_progress("fs", &token(80))
+            .expect("by token");
+        assert_eq!(found.request_id, RequestId::Number(2));
+        drop(ticket);
+        assert!(channel.origin_by_progress("fs", &token(99)).is_none());
+        // The same token on another server is another call.
+        let (found, _) = channel.origin_by_progress("gh", &token(70)).expect("gh");
+        assert_eq!(found.request_id, RequestId::Number(3));
+
+        // Associated by request id; without one, the newest call to that server.
+        let by_id = channel
+            .origin_for_request("fs", Some(&RequestId::Number(7)))
+            .unwrap();
+        assert_eq!(by_id.request_id, RequestId::Number(1));
+        let newest = channel.origin_for_request("fs", None).unwrap();
+        assert_eq!(newest.request_id, RequestId::Number(2));
+
+        assert_eq!(channel.calls_in_flight(), 3);
+        drop(second);
+        assert_eq!(
+            channel.origin_for_request("fs", None).unwrap().request_id,
+            RequestId::Number(1)
+        );
+        drop((first, other));
+        assert_eq!(channel.calls_in_flight(), 0);
+        assert!(channel.origin_for_request("fs", None).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_call_settles_at_once_without_progress_and_waits_for_relays_in_flight() {
+        let (peer, _server, _client) = session().await;
+        let channel = BackChannel::new();
+        let call = channel.register_call(
+            "fs",
+            RequestId::Number(1),
+            token(1),
+            origin(SessionKey::new(), &peer, 1),
+        );
+        call.settle().await;
+        let (_, ticket) = channel.origin_by_progress("fs", &token(1)).unwrap();
+        let release = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            drop(ticket);
+        });
+        call.settle().await;
+        assert_eq!(
+            call.relays.active.load(Ordering::Acquire),
+            0,
+            "settle waited for the relay"
+        );
+        release.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn log_levels_pick_the_sessions_that_asked() {
+        let (quiet_peer, _s1, _c1) = session().await;
+        let (debug_peer, _s2, _c2) = session().await;
+        let (error_peer, _s3, _c3) = session().await;
+        let channel = BackChannel::new();
+        let (quiet, debug, error) = (SessionKey::new(), SessionKey::new(), SessionKey::new());
+        channel.open_session(quiet, &quiet_peer);
+        channel.set_log_level(debug, &debug_peer, LoggingLevel::Debug);
+        channel.set_log_level(error, &error_peer, LoggingLevel::Error);
+        assert_eq!(channel.most_verbose_level(), Some(LoggingLevel::Debug));
+        assert_eq!(channel.log_receivers("fs", LoggingLevel::Info).len(), 1);
+        assert_eq!(channel.log_receivers("fs", LoggingLevel::Critical).len(), 2);
+        // A session that set no level hears a server it has a call in flight to.
+        let _call = channel.register_call(
+            "fs",
+            RequestId::Number(1),
+            token(1),
+            origin(quiet, &quiet_peer, 1),
+        );
+        assert_eq!(channel.log_receivers("fs", LoggingLevel::Info).len(), 2);
+        assert_eq!(channel.log_receivers("gh", LoggingLevel::Info).len(), 1);
+        assert_eq!(channel.all_sessions().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn subscriptions_are_shared_counted_bounded_and_released_on_close() {
+        let (peer_a, _s1, _c1) = session().await;
+        let (peer_b, _s2, _c2) = session().await;
+        let channel = BackChannel::new();
+        let (a, b) = (SessionKey::new(), SessionKey::new());
+        assert_eq!(channel.subscribe(a, &peer_a, "fs", "file:///x"), Ok(true));
+        assert_eq!(channel.subscribe(b, &peer_b, "fs", "file:///x"), Ok(false));
+        assert_eq!(channel.subscribers("fs", "file:///x").len(), 2);
+        assert!(
+            !channel.unsubscribe(a, "fs", "file:///x"),
+            "b still holds it"
+        );
+        assert_eq!(channel.subscribers("fs", "file:///x").len(), 1);
+        assert_eq!(channel.subscribe(b, &peer_b, "fs", "file:///y"), Ok(true));
+        let mut orphaned = channel.close_session(b);
+        orphaned.sort();
+        assert_eq!(
+            orphaned,
+            vec![
+                ("fs".to_owned(), "file:///x".to_owned()),
+                ("fs".to_owned(), "file:///y".to_owned())
+            ]
+        );
+        for i in 0..MAX_SUBSCRIPTIONS_PER_SESSION {
+            assert!(
+                channel
+                    .subscribe(a, &peer_a, "fs", &format!("u{i}"))
+                    .is_ok()
+            );
+        }
+        let refused = channel.subscribe(a, &peer_a, "fs", "one-more").unwrap_err();
+        assert!(refused.contains("unsubscribe from some first"), "{refused}");
+    }
+
     #[test]
     fn session_keys_are_unique() {
         let a = SessionKey::new();
