@@ -82,7 +82,7 @@ pub struct CallOrigin {
     /// For a client on protocol 2026-07-28 or later: its version, capabilities and client
     /// info as request `_meta`, so an upstream that speaks that version answers the request
     /// the way the client expects (`resultType`, `input_required`). Passed on only to
-    /// upstreams that listed the version in `server/discover`.
+    /// stdio upstreams that listed the version in `server/discover`.
     pub protocol: Option<(rmcp::model::ProtocolVersion, RequestMetaObject)>,
 }
 

@@ -423,7 +423,11 @@ async fn serve_session(
     let mut waiter = tokio::spawn(session.waiting());
     *write(&upstream.peer) = Some(peer.clone());
     *write(&upstream.capabilities) = peer.peer_info().map(|info| info.capabilities.clone());
-    *write(&upstream.discovered_versions) = discover_versions(&peer).await;
+    // Only stdio servers are asked: over streamable HTTP, rmcp's client carries on in
+    // per-request mode after `server/discover`, and the session's next requests fail.
+    if matches!(upstream.config.transport, Transport::Stdio { .. }) {
+        *write(&upstream.discovered_versions) = discover_versions(&peer).await;
+    }
 
     if let Err(reason) = refresh_tools(upstream, &peer).await {
         session_token.cancel();
