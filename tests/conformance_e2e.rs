@@ -172,29 +172,8 @@ fn suite_installed() -> bool {
 /// The `mcp-conformance-fixture` binary, built on first use if this test run did not build it.
 fn fixture_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_BIN_EXE_mcpproxy"))
-            .parent()
-            .expect("binary dir")
-            .to_path_buf();
-        let bin = dir.join("mcp-conformance-fixture");
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-q", "-p", "mcp-conformance-fixture"])
-            .args(if dir.ends_with("release") {
-                vec!["--release"]
-            } else {
-                vec![]
-            })
-            .status()
-            .expect("run cargo build -p mcp-conformance-fixture");
-        assert!(
-            status.success(),
-            "cargo build -p mcp-conformance-fixture failed"
-        );
-        assert!(bin.is_file(), "{} missing after build", bin.display());
-        bin
-    })
-    .clone()
+    BIN.get_or_init(|| crate::mcp_util::workspace_bin("mcp-conformance-fixture"))
+        .clone()
 }
 
 /// The fixture serving streamable HTTP on a free loopback port, and its URL.

@@ -18,26 +18,29 @@ use serde_json::Value;
 /// The `mcp-fixture` binary, built on first use if this test run did not build it.
 pub fn fixture_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_BIN_EXE_mcpproxy"))
-            .parent()
-            .expect("binary dir")
-            .to_path_buf();
-        let bin = dir.join("mcp-fixture");
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-q", "-p", "mcp-fixture"])
-            .args(if dir.ends_with("release") {
-                vec!["--release"]
-            } else {
-                vec![]
-            })
-            .status()
-            .expect("run cargo build -p mcp-fixture");
-        assert!(status.success(), "cargo build -p mcp-fixture failed");
-        assert!(bin.is_file(), "{} missing after build", bin.display());
-        bin
-    })
-    .clone()
+    BIN.get_or_init(|| workspace_bin("mcp-fixture")).clone()
+}
+
+/// The binary of the workspace package `package` (whose binary has the same name), built with
+/// the profile of this test run, next to `mcpproxy`.
+pub fn workspace_bin(package: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_BIN_EXE_mcpproxy"))
+        .parent()
+        .expect("binary dir")
+        .to_path_buf();
+    let bin = dir.join(package);
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "-q", "-p", package])
+        .args(if dir.ends_with("release") {
+            vec!["--release"]
+        } else {
+            vec![]
+        })
+        .status()
+        .unwrap_or_else(|e| panic!("run cargo build -p {package}: {e}"));
+    assert!(status.success(), "cargo build -p {package} failed");
+    assert!(bin.is_file(), "{} missing after build", bin.display());
+    bin
 }
 
 /// Kills the child when dropped, so a failing test leaves no process behind.
