@@ -84,6 +84,9 @@ pub struct CallOrigin {
     /// the way the client expects (`resultType`, `input_required`). Passed on only to
     /// stdio upstreams that listed the version in `server/discover`.
     pub protocol: Option<(rmcp::model::ProtocolVersion, RequestMetaObject)>,
+    /// The request carries its own lifecycle (2026-07-28 without a session): nothing but
+    /// the request itself says who sent it.
+    pub stateless: bool,
 }
 
 impl CallOrigin {
@@ -91,6 +94,14 @@ impl CallOrigin {
         self.capabilities
             .as_ref()
             .is_some_and(|c| c.elicitation.is_some())
+    }
+
+    /// Whether the client declared the tasks extension (for its session or in this
+    /// request's `_meta`), so it can follow a task with `tasks/get`.
+    pub fn can_follow_tasks(&self) -> bool {
+        self.capabilities
+            .as_ref()
+            .is_some_and(ClientCapabilities::supports_tasks)
     }
 
     pub fn can_sample(&self) -> bool {
@@ -622,6 +633,7 @@ mod tests {
             input_responses: None,
             request_state: None,
             protocol: None,
+            stateless: false,
         }
     }
 

@@ -66,7 +66,7 @@ impl ProxyServer {
                 result: Err(crate::upstream::Error::Rejected { error, .. }),
                 ..
             } => Err(error),
-            outcome => Ok(call_result(outcome)),
+            outcome => Ok(call_result(outcome, self.scope())),
         }
     }
 }

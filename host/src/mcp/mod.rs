@@ -28,7 +28,7 @@ use rmcp::model::{
     ContentBlock as Content, GetPromptRequestParams, GetPromptResponse, Implementation,
     ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
     PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
-    ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
+    ServerConfig, SubscribeRequestParams, TASKS_EXTENSION_ID, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
@@ -38,7 +38,9 @@ use crate::activity::{ClientRecord, Source};
 use crate::back_channel::{CallOrigin, forwardable_meta, protocol_meta};
 use crate::manage::Manager;
 use crate::policy::OperationType;
-use crate::proxy::{CallContext, CallOutcome, CatalogError, Proxy, Scope, parse_call};
+use crate::proxy::{
+    CallContext, CallOutcome, CatalogError, Proxy, Scope, parse_call, shown_task_id,
+};
 
 use client_session::SessionSlot;
 
@@ -80,6 +82,21 @@ impl ProxyServer {
         }
     }
 
+    /// Whether `tasks/get`, `tasks/update` and `tasks/cancel` are offered: on the aggregate
+    /// endpoint always (any upstream may answer a call with a task), on a direct one when
+    /// the server declares the tasks extension.
+    fn offers_tasks(&self) -> bool {
+        match &self.fixed_server {
+            None => true,
+            Some(server) => self
+                .proxy
+                .upstreams()
+                .get(server)
+                .and_then(|u| u.capabilities())
+                .is_some_and(|c| c.supports_tasks()),
+        }
+    }
+
     /// Which servers this session sees: one on a direct endpoint, else all.
     fn scope(&self) -> Scope<'_> {
         match &self.fixed_server {
@@ -108,6 +125,7 @@ impl ProxyServer {
                 context.client_info(),
                 &context.meta,
             ),
+            stateless: is_stateless(context),
         }
     }
 
@@ -181,16 +199,22 @@ impl ProxyServer {
             Ok(input) => input,
             Err(message) => return tool_error(&message).into(),
         };
-        call_result(self.proxy.call(input, context).await)
+        call_result(self.proxy.call(input, context).await, self.scope())
     }
 }
 
 /// What a client reads of a call's outcome: the upstream's result as it is, or an error
-/// result that says why there is none.
-fn call_result(outcome: CallOutcome) -> CallToolResponse {
+/// result that says why there is none. A task's id is shown as `scope` shows it.
+fn call_result(outcome: CallOutcome, scope: Scope<'_>) -> CallToolResponse {
     let mut result = match outcome {
         CallOutcome::InputRequired { result, .. } => {
             return CallToolResponse::InputRequired(result);
+        }
+        CallOutcome::Task {
+            server, mut task, ..
+        } => {
+            task.task.task_id = shown_task_id(scope, &server, &task.task.task_id);
+            return CallToolResponse::Task(task);
         }
         CallOutcome::Refused(message) => tool_error(&message),
         CallOutcome::Held { detail, .. } => tool_error(&detail),
@@ -221,6 +245,16 @@ fn session_id(context: &RequestContext<RoleServer>) -> Option<String> {
         .and_then(|parts| parts.headers.get("mcp-session-id"))
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned)
+}
+
+/// Whether the request stands alone: over HTTP without an `Mcp-Session-Id` (rmcp makes a
+/// handler for each such request), or on a session that never initialized (2026-07-28
+/// inline lifecycle).
+fn is_stateless(context: &RequestContext<RoleServer>) -> bool {
+    match context.extensions.get::<::http::request::Parts>() {
+        Some(parts) => !parts.headers.contains_key("mcp-session-id"),
+        None => context.peer.peer_info().is_none(),
+    }
 }
 
 fn client_record(context: &RequestContext<RoleServer>) -> Option<ClientRecord> {
@@ -276,6 +310,12 @@ impl ServerHandler for ProxyServer {
         resources.list_changed = Some(true);
         resources.subscribe = Some(true);
         capabilities.resources = Some(resources);
+        if self.offers_tasks() {
+            capabilities
+                .extensions
+                .get_or_insert_default()
+                .insert(TASKS_EXTENSION_ID.to_owned(), Default::default());
+        }
         let instructions = match &self.fixed_server {
             Some(server) => format!(
                 "mcpproxy serves the tools, prompts and resources of the upstream server \
@@ -525,5 +565,41 @@ impl ServerHandler for ProxyServer {
             self.proxy.set_upstream_log_level(self.scope(), level).await;
         }
         Ok(())
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
+        let origin = self.origin(&context);
+        self.proxy
+            .get_task(self.scope(), request, &origin)
+            .await
+            .map_err(catalog_error)
+    }
+
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let origin = self.origin(&context);
+        self.proxy
+            .update_task(self.scope(), request, &origin)
+            .await
+            .map_err(catalog_error)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let origin = self.origin(&context);
+        self.proxy
+            .cancel_task(self.scope(), request, &origin)
+            .await
+            .map_err(catalog_error)
     }
 }

@@ -19,8 +19,8 @@ pub struct DirectTool {
 }
 
 impl Proxy {
-    /// The trusted tools of `server`, as its direct endpoint lists them. A quarantined
-    /// server lists none.
+    /// The trusted tools of `server`, as its direct endpoint lists them, in the server's
+    /// order. A quarantined server lists none.
     pub async fn direct_tools(&self, server: &str) -> Result<Vec<DirectTool>, CatalogError> {
         let upstream = self.direct_server(server)?;
         if upstream.is_quarantined() {
@@ -29,10 +29,13 @@ impl Proxy {
         let pipeline = self.pipeline.clone();
         tokio::task::spawn_blocking(move || {
             upstream
-                .trusted_tools()
-                .into_iter()
-                .filter_map(|tool| {
-                    let wire = upstream.wire_tool(&tool.name)?;
+                .wire_tools()
+                .tools
+                .iter()
+                .filter(|wire| upstream.is_trusted(&wire.name))
+                .filter_map(|wire| {
+                    let tool = upstream.tool(&wire.name)?;
+                    let wire = wire.clone();
                     let effective = pipeline.annotate(&tool).unwrap_or_else(|fault| {
                         tracing::warn!(
                             "annotator fault while listing {}: {fault}",

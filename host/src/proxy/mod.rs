@@ -9,6 +9,7 @@ mod record;
 mod report;
 mod request;
 mod review;
+mod tasks;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,6 +34,7 @@ pub use direct::DirectTool;
 pub use record::ActivitySettings;
 pub use report::{CallReport, Ending};
 pub use request::{CallInput, parse_call, split_name};
+pub use tasks::{LIFETIME_WITHOUT_TTL, MAX_TASK_ID_BYTES, MAX_TASKS, shown_task_id};
 
 /// Who is calling, for the audit record.
 #[derive(Debug, Clone)]
@@ -88,6 +90,13 @@ pub enum CallOutcome {
         evaluation: Evaluation,
         result: rmcp::model::InputRequiredResult,
     },
+    /// The policy let it through and the upstream runs it as a task (the tasks extension),
+    /// which the client follows with `tasks/get`; `task.taskId` is the server's own.
+    Task {
+        evaluation: Evaluation,
+        server: String,
+        task: rmcp::model::CreateTaskResult,
+    },
 }
 
 impl CallOutcome {
@@ -100,6 +109,7 @@ impl CallOutcome {
             Self::Blocked(evaluation) => ("blocked", decision(evaluation)),
             Self::DryRun(evaluation) => ("dry_run", decision(evaluation)),
             Self::InputRequired { evaluation, .. } => ("input_required", decision(evaluation)),
+            Self::Task { evaluation, .. } => ("task", decision(evaluation)),
             Self::Called { evaluation, result } => match result {
                 Ok(result) if result.is_error == Some(true) => ("tool_error", decision(evaluation)),
                 Ok(_) => ("success", decision(evaluation)),
@@ -153,6 +163,8 @@ pub struct Proxy {
     activity: ActivitySettings,
     scanner: Option<Arc<dyn ToolScanner>>,
     metrics: Arc<Metrics>,
+    /// The tasks clients follow through this proxy.
+    tasks: tasks::TaskRoutes,
 }
 
 impl Proxy {
@@ -177,6 +189,7 @@ impl Proxy {
             activity,
             scanner: None,
             metrics: Arc::default(),
+            tasks: tasks::TaskRoutes::default(),
         }
     }
 
@@ -320,6 +333,17 @@ impl Proxy {
                         self.journal
                             .submit(record::input_required(pending, started));
                         return CallOutcome::InputRequired { evaluation, result };
+                    }
+                    Ok(upstream::CallAnswer::Task(task)) => {
+                        upstream_span.record("mcpproxy.outcome", "task");
+                        return self.task_started(
+                            &upstream,
+                            task,
+                            pending,
+                            started,
+                            evaluation,
+                            context.origin.as_ref(),
+                        );
                     }
                     Err(e) => Err(e),
                 };

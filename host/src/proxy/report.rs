@@ -94,6 +94,15 @@ impl CallReport {
                         .to_owned(),
                 );
             }
+            CallOutcome::Task { evaluation, .. } => {
+                report.judged(evaluation);
+                report.outcome = Ending::UpstreamError;
+                report.message = Some(
+                    "the server runs the call as a task (the tasks extension), which only an MCP \
+                     client can follow: call it over MCP"
+                        .to_owned(),
+                );
+            }
             CallOutcome::Called { evaluation, result } => {
                 report.judged(evaluation);
                 match result {

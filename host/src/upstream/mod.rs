@@ -96,6 +96,27 @@ pub enum CallAnswer {
     /// client answers the requests and calls again with `inputResponses` and
     /// `requestState`.
     InputRequired(rmcp::model::InputRequiredResult),
+    /// The server runs the call as a task (the tasks extension): the client follows it
+    /// with `tasks/get`, answers its questions with `tasks/update`, may `tasks/cancel` it.
+    Task(rmcp::model::CreateTaskResult),
+}
+
+/// A server's tools as it listed them: in its order, found by name.
+#[derive(Debug, Default)]
+pub struct WireTools {
+    pub tools: Vec<rmcp::model::Tool>,
+    position: std::collections::HashMap<String, usize>,
+}
+
+impl WireTools {
+    pub fn new(tools: Vec<rmcp::model::Tool>) -> Self {
+        let position = tools
+            .iter()
+            .enumerate()
+            .map(|(at, t)| (t.name.to_string(), at))
+            .collect();
+        Self { tools, position }
+    }
 }
 
 /// Where an upstream is in its life.
@@ -149,7 +170,7 @@ pub struct Upstream {
     tools: RwLock<Arc<BTreeMap<String, Tool>>>,
     /// The same tools as the server sent them (title, icons, outputSchema, ...), for
     /// clients that see the server as it is (the direct endpoint, `retrieve_tools`).
-    wire_tools: RwLock<Arc<BTreeMap<String, rmcp::model::Tool>>>,
+    wire_tools: RwLock<Arc<WireTools>>,
     refresh: Notify,
     /// Quarantined now: the config says so and nobody approved it yet.
     quarantined: AtomicBool,
@@ -235,10 +256,19 @@ impl Upstream {
         read(&self.tools).get(name).cloned()
     }
 
-    /// Every tool the server has listed.
     /// A tool as the server sent it.
     pub fn wire_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
-        read(&self.wire_tools).get(name).cloned()
+        let listing = read(&self.wire_tools).clone();
+        listing
+            .position
+            .get(name)
+            .and_then(|&at| listing.tools.get(at))
+            .cloned()
+    }
+
+    /// The tools as the server sent them, in the order it listed them.
+    pub fn wire_tools(&self) -> Arc<WireTools> {
+        read(&self.wire_tools).clone()
     }
 
     pub fn tools(&self) -> Arc<BTreeMap<String, Tool>> {
@@ -342,13 +372,7 @@ impl Upstream {
         match result {
             ServerResult::CallToolResult(result) => Ok(CallAnswer::Complete(result)),
             ServerResult::InputRequiredResult(result) => Ok(CallAnswer::InputRequired(result)),
-            ServerResult::CreateTaskResult(_) => Err(Error::Call {
-                server: self.config.name.clone(),
-                tool: tool.to_owned(),
-                message: "the server answered with a task (the tasks extension), which mcpproxy \
-                          does not carry yet; call a tool that answers at once"
-                    .into(),
-            }),
+            ServerResult::CreateTaskResult(task) => Ok(CallAnswer::Task(task)),
             _ => Err(Error::Call {
                 server: self.config.name.clone(),
                 tool: tool.to_owned(),
@@ -607,7 +631,7 @@ impl Upstreams {
             state: watch::Sender::new(initial.clone()),
             peer: RwLock::new(None),
             tools: RwLock::new(Arc::new(BTreeMap::new())),
-            wire_tools: RwLock::new(Arc::new(BTreeMap::new())),
+            wire_tools: RwLock::new(Arc::default()),
             refresh: Notify::new(),
             quarantined: AtomicBool::new(config.quarantined && !approved),
             review: RwLock::new(Arc::new(Review::default())),

@@ -508,12 +508,9 @@ async fn refresh_tools(
         .iter()
         .map(|t| (t.name.to_string(), tool_from_mcp(name, t)))
         .collect();
-    *write(&upstream.wire_tools) = Arc::new(
-        listable
-            .into_iter()
-            .map(|t| (t.name.to_string(), t.clone()))
-            .collect(),
-    );
+    *write(&upstream.wire_tools) = Arc::new(super::WireTools::new(
+        listable.into_iter().cloned().collect(),
+    ));
     let review = upstream.vet(&tools);
     upstream.publish(tools, review);
     Ok(())
