@@ -34,9 +34,10 @@ impl SessionSlot {
         self.proxy.upstreams().back_channel()
     }
 
-    /// Makes the session known (for `list_changed` notifications).
-    pub fn open(&self, peer: &Peer<RoleServer>) {
-        self.back_channel().open_session(self.key, peer);
+    /// Makes the session known (for `list_changed` notifications), as a session of the
+    /// direct endpoint of `server` or, with `None`, of the aggregate one.
+    pub fn open(&self, peer: &Peer<RoleServer>, server: Option<&str>) {
+        self.back_channel().open_session(self.key, peer, server);
     }
 }
 

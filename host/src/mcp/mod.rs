@@ -27,10 +27,11 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
     ContentBlock as Content, GetPromptRequestParams, GetPromptResponse, Implementation,
     ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
-    ServerConfig, SubscribeRequestParams, TASKS_EXTENSION_ID, UnsubscribeRequestParams,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, SKILLS_EXTENSION_ID,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, TASKS_EXTENSION_ID,
+    UnsubscribeRequestParams,
 };
-use rmcp::service::{NotificationContext, RequestContext, RoleServer};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Map, Value, json};
 
@@ -82,19 +83,37 @@ impl ProxyServer {
         }
     }
 
-    /// Whether `tasks/get`, `tasks/update` and `tasks/cancel` are offered: on the aggregate
-    /// endpoint always (any upstream may answer a call with a task), on a direct one when
-    /// the server declares the tasks extension.
-    fn offers_tasks(&self) -> bool {
-        match &self.fixed_server {
-            None => true,
-            Some(server) => self
-                .proxy
-                .upstreams()
-                .get(server)
-                .and_then(|u| u.capabilities())
-                .is_some_and(|c| c.supports_tasks()),
-        }
+    /// The extensions this endpoint offers. Tasks: on the aggregate endpoint always (any
+    /// upstream may answer a call with a task), on a direct one when the server declares
+    /// them. Skills: on a direct endpoint, as the server declares them.
+    fn extensions(&self) -> Option<rmcp::model::ExtensionCapabilities> {
+        let Some(server) = &self.fixed_server else {
+            let mut extensions = rmcp::model::ExtensionCapabilities::new();
+            extensions.insert(TASKS_EXTENSION_ID.to_owned(), Default::default());
+            return Some(extensions);
+        };
+        let declared = self
+            .proxy
+            .upstreams()
+            .get(server)?
+            .capabilities()?
+            .extensions?;
+        let carried: rmcp::model::ExtensionCapabilities = declared
+            .into_iter()
+            .filter(|(id, _)| id == TASKS_EXTENSION_ID || id == SKILLS_EXTENSION_ID)
+            .collect();
+        (!carried.is_empty()).then_some(carried)
+    }
+
+    /// The server whose skills this endpoint serves (a direct endpoint's); the aggregate
+    /// endpoint declares no skills, so rmcp answers -32601 before asking.
+    fn skills_server(&self) -> Result<&str, ErrorData> {
+        self.fixed_server.as_deref().ok_or_else(|| {
+            ErrorData::invalid_request(
+                "skills are served on the direct endpoint of their server, /mcp/servers/NAME",
+                None,
+            )
+        })
     }
 
     /// Which servers this session sees: one on a direct endpoint, else all.
@@ -300,7 +319,10 @@ fn tool_error(message: &str) -> CallToolResult {
 impl ServerHandler for ProxyServer {
     fn get_info(&self) -> ServerConfig {
         let mut capabilities = ServerCapabilities::default();
-        capabilities.tools = Some(Default::default());
+        let mut tools = rmcp::model::ToolsCapability::default();
+        // A direct endpoint's tools are the server's: they change when its do.
+        tools.list_changed = self.fixed_server.is_some().then_some(true);
+        capabilities.tools = Some(tools);
         capabilities.logging = Some(Default::default());
         capabilities.completions = Some(Default::default());
         let mut prompts = rmcp::model::PromptsCapability::default();
@@ -310,11 +332,8 @@ impl ServerHandler for ProxyServer {
         resources.list_changed = Some(true);
         resources.subscribe = Some(true);
         capabilities.resources = Some(resources);
-        if self.offers_tasks() {
-            capabilities
-                .extensions
-                .get_or_insert_default()
-                .insert(TASKS_EXTENSION_ID.to_owned(), Default::default());
+        if let Some(extensions) = self.extensions() {
+            capabilities.extensions = Some(extensions);
         }
         let instructions = match &self.fixed_server {
             Some(server) => format!(
@@ -347,7 +366,8 @@ impl ServerHandler for ProxyServer {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        self.session.open(&context.peer);
+        self.session
+            .open(&context.peer, self.fixed_server.as_deref());
     }
 
     async fn list_tools(
@@ -599,6 +619,74 @@ impl ServerHandler for ProxyServer {
         let origin = self.origin(&context);
         self.proxy
             .cancel_task(self.scope(), request, &origin)
+            .await
+            .map_err(catalog_error)
+    }
+
+    /// `subscriptions/listen`: everything asked for is carried (rmcp keeps only what the
+    /// capabilities declare).
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        Some(requested.clone())
+    }
+
+    /// Serves one listen stream: registered with the back channel, with a stream opened on
+    /// each server this endpoint sees that speaks the client's version, until the client
+    /// ends it.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let origin = self.origin(context.request_context());
+        let guard = self
+            .session
+            .back_channel()
+            .add_listener(self.fixed_server.as_deref(), context.sink().clone())
+            .map_err(|message| ErrorData::invalid_request(message, None))?;
+        let streams = self
+            .proxy
+            .listen_upstreams(self.scope(), context.accepted(), &origin, &guard)
+            .await;
+        context.cancelled().await;
+        drop(streams);
+        drop(guard);
+        Ok(())
+    }
+
+    async fn list_skills(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListSkillsResult, ErrorData> {
+        let server = self.skills_server()?;
+        let origin = self.origin(&context);
+        self.proxy
+            .list_skills(server, request, &origin)
+            .await
+            .map_err(catalog_error)
+    }
+
+    async fn get_skill(
+        &self,
+        request: rmcp::model::GetSkillRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetSkillResult, ErrorData> {
+        let server = self.skills_server()?;
+        let origin = self.origin(&context);
+        self.proxy
+            .get_skill(server, request, &origin)
+            .await
+            .map_err(catalog_error)
+    }
+
+    async fn read_resource_directory(
+        &self,
+        request: rmcp::model::ReadResourceDirectoryRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceDirectoryResult, ErrorData> {
+        let server = self.skills_server()?;
+        let origin = self.origin(&context);
+        self.proxy
+            .read_resource_directory(server, request, &origin)
             .await
             .map_err(catalog_error)
     }

@@ -70,7 +70,10 @@ fn template_matches(template: &str, uri: &str) -> bool {
 
 impl Proxy {
     /// The servers a scope sees, usable now (enabled, not quarantined, connected).
-    fn catalog_servers(&self, scope: Scope<'_>) -> Result<Vec<Arc<Upstream>>, CatalogError> {
+    pub(super) fn catalog_servers(
+        &self,
+        scope: Scope<'_>,
+    ) -> Result<Vec<Arc<Upstream>>, CatalogError> {
         let usable = |u: &Arc<Upstream>| !u.is_quarantined() && u.check_usable().is_ok();
         match scope {
             Scope::All => Ok(self.upstreams.all().into_iter().filter(usable).collect()),
@@ -423,7 +426,8 @@ fn offers(upstream: &Upstream, has: impl Fn(&rmcp::model::ServerCapabilities) ->
     upstream.capabilities().is_some_and(|c| has(&c))
 }
 
-fn unexpected(upstream: &Upstream, method: &str) -> CatalogError {
+/// A server's answer of the wrong kind to `method`.
+pub(super) fn unexpected(upstream: &Upstream, method: &str) -> CatalogError {
     CatalogError::Upstream(upstream::Error::Call {
         server: upstream.name().to_owned(),
         tool: method.to_owned(),

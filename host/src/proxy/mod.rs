@@ -5,10 +5,12 @@
 mod catalog;
 mod direct;
 mod forwarded;
+mod listen;
 mod record;
 mod report;
 mod request;
 mod review;
+mod skills;
 mod tasks;
 
 use std::sync::Arc;

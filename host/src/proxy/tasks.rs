@@ -29,6 +29,7 @@ use crate::back_channel::{CallOrigin, SessionKey};
 use crate::policy::Evaluation;
 use crate::upstream::{self, Upstream};
 
+use super::catalog::unexpected;
 use super::{CallOutcome, CatalogError, Proxy, Scope};
 
 /// The longest task id accepted from a server.
@@ -294,7 +295,7 @@ impl Proxy {
                 result.task.task.task_id = shown;
                 Ok(result)
             }
-            _ => Err(unexpected_answer(&upstream, "tasks/get")),
+            _ => Err(unexpected(&upstream, "tasks/get")),
         }
     }
 
@@ -344,14 +345,6 @@ impl Proxy {
         let upstream = self.upstreams.get(&key.0).ok_or_else(|| unknown_task(id))?;
         Ok((upstream, key))
     }
-}
-
-fn unexpected_answer(upstream: &Upstream, method: &str) -> CatalogError {
-    CatalogError::Upstream(upstream::Error::Call {
-        server: upstream.name().to_owned(),
-        tool: method.to_owned(),
-        message: format!("the server answered {method} with another kind of result"),
-    })
 }
 
 /// Cancels a task mcpproxy does not pass on, without waiting or minding the answer.

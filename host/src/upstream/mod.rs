@@ -119,6 +119,39 @@ impl WireTools {
     }
 }
 
+/// A `subscriptions/listen` stream open on a server for one client stream; cancelled on
+/// the server when dropped.
+pub struct UpstreamStream {
+    id: rmcp::model::RequestId,
+    peer: Peer<RoleClient>,
+    _handle: rmcp::service::RequestHandle<RoleClient>,
+}
+
+impl UpstreamStream {
+    /// The id the server tags the stream's notifications with.
+    pub fn id(&self) -> &rmcp::model::RequestId {
+        &self.id
+    }
+}
+
+impl Drop for UpstreamStream {
+    fn drop(&mut self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let peer = self.peer.clone();
+        let notice = rmcp::model::CancelledNotificationParam::new(
+            Some(self.id.clone()),
+            Some("the client closed its subscriptions/listen stream".into()),
+        );
+        runtime.spawn(async move {
+            if let Err(e) = peer.notify_cancelled(notice).await {
+                tracing::debug!("cannot cancel an upstream listen stream: {e}");
+            }
+        });
+    }
+}
+
 /// Where an upstream is in its life.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(tag = "state", content = "detail", rename_all = "lowercase")]
@@ -536,6 +569,38 @@ impl Upstream {
         let peer = self.connected_peer()?;
         let method = request.method().to_owned();
         self.send(&peer, request, &method, None, origin).await
+    }
+
+    /// Opens `subscriptions/listen` on the server for a client stream of `origin` (protocol
+    /// 2026-07-28): `None` when the server does not speak the client's version (it then
+    /// announces changes on its session, if at all, and those reach every stream). What
+    /// the server sends on the stream arrives tagged with [`UpstreamStream::id`]; dropping
+    /// the stream cancels it on the server.
+    pub async fn listen(
+        &self,
+        filter: rmcp::model::SubscriptionFilter,
+        origin: &CallOrigin,
+    ) -> Result<Option<UpstreamStream>, Error> {
+        let Some((version, protocol)) = origin.protocol.as_ref() else {
+            return Ok(None);
+        };
+        if !read(&self.discovered_versions).contains(version) {
+            return Ok(None);
+        }
+        let peer = self.connected_peer()?;
+        let request = ClientRequest::SubscriptionsListenRequest(rmcp::model::Request::new(
+            rmcp::model::SubscriptionsListenRequestParams::new(filter),
+        ));
+        let options = PeerRequestOptions::no_options().with_meta(protocol.clone());
+        let handle = peer
+            .send_request_with_option(request, options)
+            .await
+            .map_err(|e| self.connection_error("subscriptions/listen", &e))?;
+        Ok(Some(UpstreamStream {
+            id: handle.id.clone(),
+            peer,
+            _handle: handle,
+        }))
     }
 
     fn transport_label(&self) -> &'static str {

@@ -13,7 +13,7 @@ use rmcp::model::{
     ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequestParams,
     CreateMessageResult, ElicitRequestParams, ElicitResult, ElicitationCapability, Implementation,
     LoggingMessageNotificationParam, ProgressNotificationParam, RequestId,
-    ResourceUpdatedNotificationParam, ServerRequest,
+    ResourceUpdatedNotificationParam, ServerNotification, ServerRequest,
 };
 use rmcp::service::{
     InboundStreamOrigin, NotificationContext, RequestContext, RoleClient, RunningService,
@@ -170,14 +170,34 @@ impl ClientHandler for UpstreamClient {
         )
     }
 
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        if let Some(upstream) = self.upstream.upgrade() {
-            tracing::info!(
-                server = upstream.name(),
-                "received tools/list_changed from upstream server"
-            );
+    /// The server's tools changed: listed again and vetted now, then announced to the
+    /// sessions of its direct endpoint and to the listen streams the change is for (the
+    /// aggregate endpoint's own tools do not change).
+    async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
+        let Some(upstream) = self.upstream.upgrade() else {
+            return;
+        };
+        tracing::info!(
+            server = upstream.name(),
+            "received tools/list_changed from upstream server"
+        );
+        if let Err(e) = refresh_tools(&upstream, &context.peer).await {
+            tracing::warn!(server = upstream.name(), "cannot list tools again: {e}");
             upstream.refresh.notify_one();
         }
+        let tag = context.meta.subscription_id();
+        if tag.is_none() {
+            for peer in self.back_channel.direct_sessions(&self.server) {
+                let _ = peer.notify_tool_list_changed().await;
+            }
+        }
+        self.back_channel
+            .announce(
+                &self.server,
+                tag.as_ref(),
+                ServerNotification::ToolListChangedNotification(Default::default()),
+            )
+            .await;
     }
 
     async fn create_elicitation(
@@ -288,25 +308,54 @@ impl ClientHandler for UpstreamClient {
     async fn on_resource_updated(
         &self,
         params: ResourceUpdatedNotificationParam,
-        _context: NotificationContext<RoleClient>,
+        context: NotificationContext<RoleClient>,
     ) {
-        for peer in self.back_channel.subscribers(&self.server, &params.uri) {
-            if let Err(e) = peer.notify_resource_updated(params.clone()).await {
-                tracing::debug!(server = %self.server, "cannot relay resources/updated: {e}");
+        let tag = context.meta.subscription_id();
+        if tag.is_none() {
+            for peer in self.back_channel.subscribers(&self.server, &params.uri) {
+                if let Err(e) = peer.notify_resource_updated(params.clone()).await {
+                    tracing::debug!(server = %self.server, "cannot relay resources/updated: {e}");
+                }
             }
         }
+        let notification = ServerNotification::ResourceUpdatedNotification(
+            rmcp::model::ResourceUpdatedNotification::new(params),
+        );
+        self.back_channel
+            .announce(&self.server, tag.as_ref(), notification)
+            .await;
     }
 
-    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        for peer in self.back_channel.all_sessions() {
-            let _ = peer.notify_resource_list_changed().await;
+    async fn on_resource_list_changed(&self, context: NotificationContext<RoleClient>) {
+        let tag = context.meta.subscription_id();
+        if tag.is_none() {
+            for peer in self.back_channel.all_sessions() {
+                let _ = peer.notify_resource_list_changed().await;
+            }
         }
+        self.back_channel
+            .announce(
+                &self.server,
+                tag.as_ref(),
+                ServerNotification::ResourceListChangedNotification(Default::default()),
+            )
+            .await;
     }
 
-    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        for peer in self.back_channel.all_sessions() {
-            let _ = peer.notify_prompt_list_changed().await;
+    async fn on_prompt_list_changed(&self, context: NotificationContext<RoleClient>) {
+        let tag = context.meta.subscription_id();
+        if tag.is_none() {
+            for peer in self.back_channel.all_sessions() {
+                let _ = peer.notify_prompt_list_changed().await;
+            }
         }
+        self.back_channel
+            .announce(
+                &self.server,
+                tag.as_ref(),
+                ServerNotification::PromptListChangedNotification(Default::default()),
+            )
+            .await;
     }
 }
 

@@ -9,6 +9,9 @@
 //! - **Client sessions**: each MCP session of a client registers here while it is open, with
 //!   the logging level it asked for and the resources it subscribed to, so that upstream
 //!   log messages and `resources/updated` reach exactly the sessions that want them.
+//! - **Listen streams** (`listeners`): each client `subscriptions/listen` stream (protocol
+//!   2026-07-28), with the streams opened upstream for it, so a change an upstream
+//!   announces reaches the streams that asked.
 //! - **Asking a client** ([`ask_client`]): a server-to-client request is sent on the stream
 //!   of the client request that caused it, within a deadline, so an upstream never waits on
 //!   a client forever.
@@ -18,6 +21,8 @@
 // Logging and sampling are deprecated by SEP-2577 (2026-07-28), but the clients and servers
 // of earlier versions use them, and mcpproxy carries them.
 #![allow(deprecated)]
+
+mod listeners;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,6 +35,8 @@ use rmcp::model::{
 };
 use rmcp::service::{OriginatingRequestId, Peer, RoleServer};
 use tokio_util::sync::CancellationToken;
+
+pub use listeners::{ListenerGuard, MAX_LISTENERS};
 
 /// The most `_meta` bytes (as JSON) a client request may pass on to an upstream; a larger
 /// `_meta` is not forwarded.
@@ -175,6 +182,8 @@ struct Calls {
 
 struct ClientSession {
     peer: Peer<RoleServer>,
+    /// The server the session sees (a direct endpoint); `None`: every server.
+    server: Option<String>,
     log_level: Option<LoggingLevel>,
     /// `(server, uri)` pairs.
     subscriptions: BTreeSet<(String, String)>,
@@ -185,6 +194,7 @@ struct ClientSession {
 pub struct BackChannel {
     calls: Mutex<Calls>,
     sessions: Mutex<HashMap<SessionKey, ClientSession>>,
+    listeners: Mutex<listeners::Listeners>,
     observer: OnceLock<Arc<dyn RequestObserver>>,
 }
 
@@ -324,14 +334,27 @@ impl BackChannel {
     }
 
     /// Registers (or refreshes) an open client session.
-    pub fn open_session(&self, key: SessionKey, peer: &Peer<RoleServer>) {
+    pub fn open_session(&self, key: SessionKey, peer: &Peer<RoleServer>, server: Option<&str>) {
         lock(&self.sessions)
             .entry(key)
             .or_insert_with(|| ClientSession {
                 peer: peer.clone(),
+                server: server.map(str::to_owned),
                 log_level: None,
                 subscriptions: BTreeSet::new(),
             });
+    }
+
+    /// The open sessions of the direct endpoint of `server` (for
+    /// `notifications/tools/list_changed`: only they see its tools).
+    pub fn direct_sessions(&self, server: &str) -> Vec<Peer<RoleServer>> {
+        let mut sessions = lock(&self.sessions);
+        sessions.retain(|_, s| !s.peer.is_transport_closed());
+        sessions
+            .values()
+            .filter(|s| s.server.as_deref() == Some(server))
+            .map(|s| s.peer.clone())
+            .collect()
     }
 
     /// Forgets a session; returns the `(server, uri)` subscriptions no other session
@@ -350,7 +373,7 @@ impl BackChannel {
 
     /// The session wants log messages at `level` and above.
     pub fn set_log_level(&self, key: SessionKey, peer: &Peer<RoleServer>, level: LoggingLevel) {
-        self.open_session(key, peer);
+        self.open_session(key, peer, None);
         if let Some(session) = lock(&self.sessions).get_mut(&key) {
             session.log_level = Some(level);
         }
@@ -410,7 +433,7 @@ impl BackChannel {
         server: &str,
         uri: &str,
     ) -> Result<bool, String> {
-        self.open_session(key, peer);
+        self.open_session(key, peer, None);
         let mut sessions = lock(&self.sessions);
         let entry = (server.to_owned(), uri.to_owned());
         let first = !sessions.values().any(|s| s.subscriptions.contains(&entry));
@@ -714,7 +737,7 @@ mod tests {
         let (error_peer, _s3, _c3) = session().await;
         let channel = BackChannel::new();
         let (quiet, debug, error) = (SessionKey::new(), SessionKey::new(), SessionKey::new());
-        channel.open_session(quiet, &quiet_peer);
+        channel.open_session(quiet, &quiet_peer, None);
         channel.set_log_level(debug, &debug_peer, LoggingLevel::Debug);
         channel.set_log_level(error, &error_peer, LoggingLevel::Error);
         assert_eq!(channel.most_verbose_level(), Some(LoggingLevel::Debug));
