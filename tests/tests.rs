@@ -57,6 +57,8 @@ mod serve_cli;
 /// Sinks: the audit trail into an HTTP receiver and a real ClickHouse, through outages,
 /// restarts, an ungranted host, and sinks that trap or hang.
 mod sinks_e2e;
+/// Tasks (the tasks extension) on the aggregate endpoint, as a 2026-07-28 client sends them.
+mod tasks_e2e;
 /// Quarantine and tool pinning: review, rug pulls, approval, across restarts.
 /// Trace export over OTLP/HTTP.
 mod telemetry_e2e;
