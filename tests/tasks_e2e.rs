@@ -62,10 +62,10 @@ async fn rpc(
         text.clone()
     } else {
         text.lines()
+            .rev()
             .filter_map(|l| l.strip_prefix("data:"))
             .map(str::trim)
-            .filter(|l| l.contains("\"id\""))
-            .last()
+            .find(|l| l.contains("\"id\""))
             .unwrap_or_default()
             .to_owned()
     };
