@@ -29,6 +29,8 @@
 //!   `/api/v1` and the page at `/`;
 //! - [`control`]: one owner per data dir: the owner's control socket, and the front-ends
 //!   (a stdio bridge, a TCP relay) of every other process on the data dir;
+//! - [`memory`]: the heap under glibc: malloc arenas capped at one per core, freed pages
+//!   given back;
 //! - [`cli`]: the `mcpproxy` command line.
 
 pub mod access;
@@ -45,6 +47,7 @@ pub mod line_guard;
 pub mod listener;
 pub mod manage;
 pub mod mcp;
+pub mod memory;
 pub mod metrics;
 pub mod plugin;
 pub mod policy;

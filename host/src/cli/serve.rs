@@ -63,6 +63,8 @@ pub struct ServeCommand {
 
 impl ServeCommand {
     pub fn run(self, globals: &Globals) -> Result<ExitCode> {
+        // Before any thread starts: a thread's first allocation picks its arena.
+        crate::memory::limit_arenas();
         let loaded = config::load(self.config.as_deref(), globals.home.as_deref());
         // The trace exporter's client and thread are made outside the async runtime.
         let traces = match loaded

@@ -306,21 +306,6 @@ fn write_cache_entry(path: &Path, component: &Component) -> std::io::Result<()> 
     std::fs::rename(&tmp, path)
 }
 
-/// Gives the memory the allocator holds free back to the kernel (glibc's `malloc_trim`).
-///
-/// Compiling the plugins (cranelift, on rayon's threads, each with its own malloc arena)
-/// frees memory that glibc keeps mapped: on a start that compiles the six embedded plugins
-/// this gives back ~8 MiB for good (anonymous RSS at idle 42–43 → 34 MiB). Called after
-/// loading the plugins; elsewhere than glibc a no-op.
-pub(crate) fn release_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: `malloc_trim` only returns free pages to the kernel; it takes the arenas'
-    // locks itself and touches no allocated block.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
 /// Creates a directory readable only by its owner (the cache holds native code).
 pub(crate) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     let mut builder = std::fs::DirBuilder::new();

@@ -561,7 +561,7 @@ impl PluginSet {
                 Arc::new(plugin)
             })
             .collect();
-        super::engine::release_freed_memory();
+        crate::memory::release_freed();
         Ok(Self { plugins })
     }
 
