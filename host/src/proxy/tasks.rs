@@ -185,10 +185,16 @@ fn resolve(scope: Scope<'_>, id: &str) -> Result<(String, String), CatalogError>
 }
 
 fn unknown_task(id: &str) -> CatalogError {
+    // No id mcpproxy hands out is longer (the server's name, ':' and the server's id); a
+    // longer one is not echoed back.
+    let named = if id.len() <= 2 * MAX_TASK_ID_BYTES {
+        format!("'{}'", crate::trust::quote(id))
+    } else {
+        format!("of {} bytes", id.len())
+    };
     CatalogError::NotFound(format!(
-        "unknown task '{}': no task of that id was started through this session, or it has \
-         expired (tasks/get takes the taskId a tools/call answered with)",
-        crate::trust::quote(id)
+        "unknown task {named}: no task of that id was started through this session, or it has \
+         expired (tasks/get takes the taskId a tools/call answered with)"
     ))
 }
 
@@ -207,7 +213,7 @@ impl Proxy {
     ) -> CallOutcome {
         let refusal = match origin {
             None => "the server answered with a task, which only an MCP client that declared \
-                     the tasks extension can follow: call it over MCP"
+                     the tasks extension can follow; the task was cancelled: call it over MCP"
                 .to_owned(),
             Some(origin) if !origin.can_follow_tasks() => {
                 "the server answered with a task although the client did not declare the tasks \
@@ -438,6 +444,13 @@ mod tests {
                 "{bad}"
             );
         }
+        let huge = unknown_task(&"x".repeat(1 << 20)).to_string();
+        assert!(
+            huge.len() < 300,
+            "a huge id is not echoed: {} bytes",
+            huge.len()
+        );
+        assert!(huge.contains("of 1048576 bytes"), "{huge}");
     }
 
     #[test]
