@@ -127,3 +127,144 @@ impl BackChannel {
         lock(&self.listeners).by_id.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use rmcp::model::{ProtocolVersion, SubscriptionFilter};
+    use rmcp::service::{RoleClient, RunningService, SubscriptionContext};
+    use rmcp::{ClientLifecycleMode, ErrorData, ServerHandler, ServiceExt};
+    use tokio::sync::mpsc;
+
+    use super::*;
+
+    /// A server that hands each listen stream's sink to the test and holds the stream open
+    /// until the client ends it.
+    struct Sinks(mpsc::UnboundedSender<SubscriptionSink>);
+
+    impl ServerHandler for Sinks {
+        fn get_info(&self) -> rmcp::model::ServerConfig {
+            let capabilities = rmcp::model::ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_prompts()
+                .enable_prompts_list_changed()
+                .build();
+            rmcp::model::ServerConfig::new(capabilities)
+        }
+
+        fn accepted_subscription_filter(
+            &self,
+            requested: &SubscriptionFilter,
+        ) -> Option<SubscriptionFilter> {
+            Some(requested.clone())
+        }
+
+        async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+            let _ = self.0.send(context.sink().clone());
+            context.cancelled().await;
+            Ok(())
+        }
+    }
+
+    /// A 2026-07-28 client session (server/discover, per-request `_meta`) to a [`Sinks`]
+    /// server over an in-memory pipe, and the server's sinks as streams open.
+    async fn session() -> (
+        RunningService<RoleClient, ()>,
+        mpsc::UnboundedReceiver<SubscriptionSink>,
+    ) {
+        let (server_io, client_io) = tokio::io::duplex(64 << 10);
+        let (sinks, opened) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            if let Ok(server) = Sinks(sinks).serve(server_io).await {
+                let _ = server.waiting().await;
+            }
+        });
+        let lifecycle = ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        };
+        let client = rmcp::serve_client_with_lifecycle((), client_io, lifecycle)
+            .await
+            .expect("client session");
+        (client, opened)
+    }
+
+    fn tools_changed() -> ServerNotification {
+        ServerNotification::ToolListChangedNotification(Default::default())
+    }
+
+    #[tokio::test]
+    async fn changes_reach_the_streams_that_see_the_server_or_the_one_tagged() {
+        let (client, mut opened) = session().await;
+        let filter = SubscriptionFilter::builder().tools_list_changed().build();
+        let mut direct = client.listen(filter.clone()).await.expect("listen");
+        let mut aggregate = client.listen(filter).await.expect("listen");
+        let channel = BackChannel::new();
+        let direct_guard = channel
+            .add_listener(Some("fx"), opened.recv().await.expect("sink"))
+            .expect("registered");
+        let _aggregate_guard = channel
+            .add_listener(None, opened.recv().await.expect("sink"))
+            .expect("registered");
+
+        // Untagged, from fx: both streams see fx.
+        channel.announce("fx", None, tools_changed()).await;
+        for stream in [&mut direct, &mut aggregate] {
+            let got = tokio::time::timeout(Duration::from_secs(5), stream.next()).await;
+            assert!(
+                matches!(
+                    got,
+                    Ok(Ok(Some(ServerNotification::ToolListChangedNotification(_))))
+                ),
+                "{got:?}"
+            );
+        }
+        // Untagged, from another server: only the stream that sees every server.
+        assert_eq!(channel.listeners_of("other", None).len(), 1);
+        // Tagged with an upstream stream opened for the direct one: only that one.
+        let upstream_request = RequestId::Number(7);
+        direct_guard.route("fx", upstream_request.clone());
+        assert_eq!(channel.listeners_of("fx", Some(&upstream_request)).len(), 1);
+        assert!(
+            channel
+                .listeners_of("fx", Some(&RequestId::Number(8)))
+                .is_empty(),
+            "an unknown tag reaches nobody"
+        );
+        drop(direct_guard);
+        assert!(
+            channel
+                .listeners_of("fx", Some(&upstream_request))
+                .is_empty(),
+            "a closed stream's routes go with it"
+        );
+        assert_eq!(channel.listener_count(), 1);
+    }
+
+    #[tokio::test]
+    async fn no_more_than_the_bound_of_streams_is_kept() {
+        let (client, mut opened) = session().await;
+        let filter = SubscriptionFilter::builder().tools_list_changed().build();
+        let _stream = client.listen(filter).await.expect("listen");
+        let sink = opened.recv().await.expect("sink");
+        let channel = BackChannel::new();
+        let guards: Vec<ListenerGuard> = (0..MAX_LISTENERS)
+            .map(|_| {
+                channel
+                    .add_listener(None, sink.clone())
+                    .expect("under the bound")
+            })
+            .collect();
+        let refused = channel
+            .add_listener(None, sink.clone())
+            .err()
+            .expect("past the bound");
+        assert!(refused.contains("256"), "{refused}");
+        drop(guards);
+        assert!(
+            channel.add_listener(None, sink).is_ok(),
+            "room again once closed"
+        );
+    }
+}
