@@ -39,10 +39,31 @@ struct Driver {
 }
 
 impl Drop for Driver {
+    /// Ends the WebDriver session first (chromedriver then closes the browser, which
+    /// killing chromedriver alone leaves running), then chromedriver.
     fn drop(&mut self) {
+        if !self.session.is_empty() {
+            let _ = end_session(&self.base, &self.session);
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `DELETE /session/ID` over a plain blocking connection (`Drop` cannot await), waiting up
+/// to 10 s for chromedriver's answer, which comes once the browser has quit.
+fn end_session(base: &str, session: &str) -> std::io::Result<()> {
+    use std::io::{Read, Write};
+    let address = base.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(address)?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        stream,
+        "DELETE /session/{session} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer)?;
+    Ok(())
 }
 
 impl Driver {

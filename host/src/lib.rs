@@ -29,7 +29,7 @@
 //!   `/api/v1` and the page at `/`;
 //! - [`control`]: one owner per data dir: the owner's control socket, and the front-ends
 //!   (a stdio bridge, a TCP relay) of every other process on the data dir;
-//! - [`memory`]: the heap under glibc: malloc arenas capped at one per core, freed pages
+//! - [`memory`]: the heap under glibc: malloc arenas capped at one per four cores, freed pages
 //!   given back;
 //! - [`cli`]: the `mcpproxy` command line.
 

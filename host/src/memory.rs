@@ -4,12 +4,14 @@
 //! glibc gives each new thread an arena of its own, up to eight per core, and keeps what
 //! an arena frees mapped. A proxy runs tokio's workers, a pool of blocking threads (the
 //! policy plugins run there) and cranelift's compile threads, so an idle `serve` held
-//! ~14 MiB of arenas it did not use (docs/benchmarks.md). [`limit_arenas`] caps them at one
-//! per core, which is as many as can allocate at the same moment; `GLIBC_TUNABLES` with
-//! `glibc.malloc.arena_max` still decides when it is set.
+//! ~14 MiB of arenas it did not use (docs/benchmarks.md). [`limit_arenas`] allows one
+//! arena per four cores (one on up to four cores): every arena beyond the first held ~12 MiB
+//! at idle, and on 2 cores one arena served as many calls per second as sixteen (glibc's
+//! per-thread caches take most small allocations without the arena's lock).
+//! `GLIBC_TUNABLES` with `glibc.malloc.arena_max` still decides when it is set.
 
-/// Caps malloc arenas at one per core. Call before the runtime starts its threads (arenas
-/// made before stay).
+/// Caps malloc arenas at one per four cores. Call before the runtime starts its threads
+/// (arenas made before stay).
 pub fn limit_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
@@ -17,8 +19,8 @@ pub fn limit_arenas() {
         if tuned {
             return;
         }
-        let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
-        let arenas = libc::c_int::try_from(cores).unwrap_or(libc::c_int::MAX);
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        let arenas = libc::c_int::try_from(cores.div_ceil(4)).unwrap_or(libc::c_int::MAX);
         // SAFETY: `mallopt` sets a tunable of the allocator under its own lock; it touches
         // no allocated block.
         unsafe {
