@@ -219,6 +219,9 @@ impl Journal {
         let writer = std::thread::Builder::new()
             .name("activity-writer".into())
             .spawn(move || {
+                if matches!(durability, Durability::Async { .. }) {
+                    writer::yield_to_calls();
+                }
                 writer_loop(
                     &writer_db,
                     &writer_path,

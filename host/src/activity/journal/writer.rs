@@ -155,6 +155,23 @@ fn ack(put: Put, result: &Result<()>) {
     }
 }
 
+/// Lowers the calling thread's scheduling priority (nice 10), so that on a busy machine the
+/// threads serving calls, and the upstreams they wait for, run first. For `durability:
+/// async` only: nobody waits for those commits, while with `sync` every allowed call waits.
+pub(super) fn yield_to_calls() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: `setpriority` on this thread's own id changes only its nice value.
+    unsafe {
+        let thread = libc::gettid() as libc::id_t;
+        if libc::setpriority(libc::PRIO_PROCESS, thread, 10) != 0 {
+            tracing::debug!(
+                "cannot lower the journal writer's priority: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+}
+
 pub(super) fn writer_loop(
     db: &Database,
     path: &Path,
