@@ -61,6 +61,8 @@ pub enum CacheOutcome {
 #[derive(Clone)]
 pub struct PluginEngine {
     engine: Engine,
+    /// Advances the epoch while a deadline may be running.
+    ticker: Arc<EpochTicker>,
     linker: Linker<PluginCtx>,
     /// Sinks' linker: the host interfaces plus WASI (empty) and `wasi:http`.
     sink_linker: Linker<SinkCtx>,
@@ -106,8 +108,9 @@ impl PluginEngine {
         engine.precompile_compatibility_hash().hash(&mut hasher);
         let engine_hash = hasher.finish();
 
-        spawn_epoch_ticker(&engine);
+        let ticker = EpochTicker::start(&engine);
         Ok(Self {
+            ticker,
             engine,
             linker,
             sink_linker,
@@ -202,6 +205,7 @@ impl PluginEngine {
     pub(crate) fn new_sink_store(&self, ctx: SinkCtx, limits: &Limits) -> Store<SinkCtx> {
         let mut store = Store::new(&self.engine, ctx);
         store.limiter(|ctx| &mut ctx.plugin.limiter);
+        self.ticker.keep_ticking(limits.timeout);
         store.set_epoch_deadline(deadline_ticks(limits.timeout));
         store.epoch_deadline_trap();
         store
@@ -209,6 +213,7 @@ impl PluginEngine {
 
     /// Starts a new deadline, counted from now: once per call, also on a reused store.
     pub(crate) fn arm_deadline(&self, store: &mut Store<PluginCtx>, limits: &Limits) {
+        self.ticker.keep_ticking(limits.timeout);
         store.set_epoch_deadline(deadline_ticks(limits.timeout));
     }
 }
@@ -275,22 +280,80 @@ fn deadline_ticks(timeout: Duration) -> u64 {
         .saturating_add(1)
 }
 
-fn spawn_epoch_ticker(engine: &Engine) {
-    let weak = engine.weak();
-    let spawned = std::thread::Builder::new()
-        .name("mcpproxy-epoch".into())
-        .spawn(move || {
-            while let Some(engine) = weak.upgrade() {
-                engine.increment_epoch();
-                drop(engine);
-                std::thread::sleep(EPOCH_TICK);
-            }
+/// The thread that advances the epoch, every [`EPOCH_TICK`] while a deadline armed in a
+/// store may still be running and not otherwise: an idle proxy does not wake a thousand
+/// times a second. The ticker counts its ticks; arming a deadline (`keep_ticking`) asks for
+/// ticks up to that deadline's epoch and wakes the thread, so every deadline still fires
+/// after as many ticks as before, however late the thread's sleeps end.
+pub(crate) struct EpochTicker {
+    /// Ticks made so far (the engine's epoch counts the same, from the same start).
+    ticks: std::sync::atomic::AtomicU64,
+    /// Tick up to this count: the latest armed deadline's epoch.
+    wanted: std::sync::atomic::AtomicU64,
+    thread: std::sync::OnceLock<std::thread::Thread>,
+}
+
+/// How long the idle ticker sleeps before it looks whether its engine is gone.
+const IDLE_CHECK: Duration = Duration::from_secs(1);
+
+impl EpochTicker {
+    fn start(engine: &Engine) -> Arc<Self> {
+        let ticker = Arc::new(Self {
+            ticks: std::sync::atomic::AtomicU64::new(0),
+            wanted: std::sync::atomic::AtomicU64::new(0),
+            thread: std::sync::OnceLock::new(),
         });
-    if let Err(e) = spawned {
-        // Without the ticker no deadline fires; say so loudly rather than run unbounded.
-        tracing::error!(
-            "cannot start the plugin deadline thread: {e}; plugin CPU limits are not enforced"
-        );
+        let weak = engine.weak();
+        let state = ticker.clone();
+        let spawned = std::thread::Builder::new()
+            .name("mcpproxy-epoch".into())
+            .spawn(move || {
+                while let Some(engine) = weak.upgrade() {
+                    if state.busy() {
+                        engine.increment_epoch();
+                        state
+                            .ticks
+                            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                        drop(engine);
+                        std::thread::sleep(EPOCH_TICK);
+                    } else {
+                        drop(engine);
+                        std::thread::park_timeout(IDLE_CHECK);
+                    }
+                }
+            });
+        match spawned {
+            Ok(handle) => {
+                let _ = ticker.thread.set(handle.thread().clone());
+            }
+            // Without the ticker no deadline fires; say so loudly rather than run unbounded.
+            Err(e) => tracing::error!(
+                "cannot start the plugin deadline thread: {e}; plugin CPU limits are not enforced"
+            ),
+        }
+        ticker
+    }
+
+    /// Whether a deadline armed so far has not been reached yet.
+    fn busy(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        self.ticks.load(Ordering::Acquire) < self.wanted.load(Ordering::Acquire)
+    }
+
+    /// Ticks until a deadline of `timeout` armed now has passed: [`deadline_ticks`] more,
+    /// and one over (the store's deadline counts from the engine's epoch, which may be a
+    /// tick ahead of `ticks` while the thread is between its two updates).
+    fn keep_ticking(&self, timeout: Duration) {
+        use std::sync::atomic::Ordering;
+        let target = self
+            .ticks
+            .load(Ordering::Acquire)
+            .saturating_add(deadline_ticks(timeout))
+            .saturating_add(1);
+        self.wanted.fetch_max(target, Ordering::AcqRel);
+        if let Some(thread) = self.thread.get() {
+            thread.unpark();
+        }
     }
 }
 
@@ -321,6 +384,34 @@ pub(crate) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ticker_ticks_only_until_the_armed_deadlines_epoch() {
+        use std::sync::atomic::Ordering;
+        let engine = Engine::new(Config::new().epoch_interruption(true)).expect("engine");
+        let ticker = EpochTicker::start(&engine);
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(
+            ticker.ticks.load(Ordering::Acquire),
+            0,
+            "no ticks while idle"
+        );
+        ticker.keep_ticking(Duration::from_millis(30));
+        let wanted = ticker.wanted.load(Ordering::Acquire);
+        assert_eq!(wanted, deadline_ticks(Duration::from_millis(30)) + 1);
+        // A shorter deadline armed later does not cut the longer one short.
+        ticker.keep_ticking(Duration::ZERO);
+        assert_eq!(ticker.wanted.load(Ordering::Acquire), wanted);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while ticker.busy() {
+            assert!(std::time::Instant::now() < deadline, "the ticker stalled");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Every tick the deadline needs was made, and then it stopped.
+        assert_eq!(ticker.ticks.load(Ordering::Acquire), wanted);
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(ticker.ticks.load(Ordering::Acquire), wanted);
+    }
 
     #[test]
     fn the_linked_interfaces_are_recognised_in_any_compatible_version() {
