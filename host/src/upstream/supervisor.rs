@@ -132,6 +132,28 @@ impl UpstreamClient {
         self.back_channel.observe(forwarded);
         answer.map_err(|message| ErrorData::internal_error(message, None))
     }
+
+    /// Relays a change the server announced. On its session (untagged), to `sessions` and
+    /// to every listen stream that sees the server; on a listen stream mcpproxy opened for
+    /// a client stream (tagged), to that client stream only.
+    async fn relay_change(
+        &self,
+        context: &NotificationContext<RoleClient>,
+        sessions: impl FnOnce() -> Vec<rmcp::service::Peer<rmcp::RoleServer>>,
+        notification: ServerNotification,
+    ) {
+        let tag = context.meta.subscription_id();
+        if tag.is_none() {
+            for peer in sessions() {
+                if let Err(e) = peer.send_notification(notification.clone()).await {
+                    tracing::debug!(server = %self.server, "cannot relay a change: {e}");
+                }
+            }
+        }
+        self.back_channel
+            .announce(&self.server, tag.as_ref(), notification)
+            .await;
+    }
 }
 
 /// What mcpproxy declares to upstreams: elicitation (form and URL) and sampling, which it
@@ -185,19 +207,12 @@ impl ClientHandler for UpstreamClient {
             tracing::warn!(server = upstream.name(), "cannot list tools again: {e}");
             upstream.refresh.notify_one();
         }
-        let tag = context.meta.subscription_id();
-        if tag.is_none() {
-            for peer in self.back_channel.direct_sessions(&self.server) {
-                let _ = peer.notify_tool_list_changed().await;
-            }
-        }
-        self.back_channel
-            .announce(
-                &self.server,
-                tag.as_ref(),
-                ServerNotification::ToolListChangedNotification(Default::default()),
-            )
-            .await;
+        self.relay_change(
+            &context,
+            || self.back_channel.direct_sessions(&self.server),
+            ServerNotification::ToolListChangedNotification(Default::default()),
+        )
+        .await;
     }
 
     async fn create_elicitation(
@@ -310,52 +325,29 @@ impl ClientHandler for UpstreamClient {
         params: ResourceUpdatedNotificationParam,
         context: NotificationContext<RoleClient>,
     ) {
-        let tag = context.meta.subscription_id();
-        if tag.is_none() {
-            for peer in self.back_channel.subscribers(&self.server, &params.uri) {
-                if let Err(e) = peer.notify_resource_updated(params.clone()).await {
-                    tracing::debug!(server = %self.server, "cannot relay resources/updated: {e}");
-                }
-            }
-        }
+        let subscribers = || self.back_channel.subscribers(&self.server, &params.uri);
         let notification = ServerNotification::ResourceUpdatedNotification(
-            rmcp::model::ResourceUpdatedNotification::new(params),
+            rmcp::model::ResourceUpdatedNotification::new(params.clone()),
         );
-        self.back_channel
-            .announce(&self.server, tag.as_ref(), notification)
-            .await;
+        self.relay_change(&context, subscribers, notification).await;
     }
 
     async fn on_resource_list_changed(&self, context: NotificationContext<RoleClient>) {
-        let tag = context.meta.subscription_id();
-        if tag.is_none() {
-            for peer in self.back_channel.all_sessions() {
-                let _ = peer.notify_resource_list_changed().await;
-            }
-        }
-        self.back_channel
-            .announce(
-                &self.server,
-                tag.as_ref(),
-                ServerNotification::ResourceListChangedNotification(Default::default()),
-            )
-            .await;
+        self.relay_change(
+            &context,
+            || self.back_channel.all_sessions(),
+            ServerNotification::ResourceListChangedNotification(Default::default()),
+        )
+        .await;
     }
 
     async fn on_prompt_list_changed(&self, context: NotificationContext<RoleClient>) {
-        let tag = context.meta.subscription_id();
-        if tag.is_none() {
-            for peer in self.back_channel.all_sessions() {
-                let _ = peer.notify_prompt_list_changed().await;
-            }
-        }
-        self.back_channel
-            .announce(
-                &self.server,
-                tag.as_ref(),
-                ServerNotification::PromptListChangedNotification(Default::default()),
-            )
-            .await;
+        self.relay_change(
+            &context,
+            || self.back_channel.all_sessions(),
+            ServerNotification::PromptListChangedNotification(Default::default()),
+        )
+        .await;
     }
 }
 
