@@ -1,6 +1,8 @@
-//! Sink delivery throughput: the same 1,000-record batches delivered through the sink plugins
-//! (a fresh instance per batch, wasi:http through the host's grant check) and posted natively
-//! (reqwest, the same bytes), into an in-process NDJSON receiver and into a real ClickHouse.
+//! Sink delivery throughput: the same 1,000-record batches, as the journal hands them to a sink
+//! (each record's stored JSON), delivered through the sink plugins (wasi:http through the
+//! host's grant check; the instance kept between the batches of a backlog, or a fresh one)
+//! and posted natively (reqwest, the same bytes), into an in-process NDJSON receiver and into
+//! a real ClickHouse.
 //!
 //! `cargo bench --bench sinks`. The ClickHouse pair runs when `clickhouse-server` is installed
 //! (the server is started on loopback by the bench). Criterion reports records/s (one element
@@ -11,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput};
-use mcpproxy::activity::ActivityRecord;
+use mcpproxy::activity::{ActivityRecord, SinkBatch};
 use mcpproxy::plugin::{EngineOptions, Limits, Plugin, PluginEngine, PluginSettings, PluginSource};
 
 #[path = "../tests/clickhouse_util.rs"]
@@ -79,8 +81,8 @@ async fn receiver(lines: Arc<AtomicU64>) -> String {
     format!("http://{addr}/ingest")
 }
 
-fn deliver(plugin: &Plugin, records: &[ActivityRecord]) {
-    match plugin.deliver(records) {
+fn deliver(plugin: &Plugin, batch: &SinkBatch) {
+    match plugin.deliver(batch) {
         Ok(Ok(())) => {}
         Ok(Err(reason)) => panic!("{} refused the batch: {reason}", plugin.name()),
         Err(fault) => panic!("{fault}"),
@@ -110,14 +112,17 @@ fn main() {
     let _guard = rt.enter();
     let engine = PluginEngine::new(EngineOptions::default()).expect("engine");
     let records = batch();
-    let ndjson: Vec<u8> = records
-        .iter()
-        .flat_map(|r| {
-            let mut line = serde_json::to_vec(r).expect("json");
-            line.push(b'\n');
-            line
-        })
-        .collect();
+    // As the journal hands a batch over while a backlog drains (more records behind it: the
+    // sink keeps its instance between batches), and as a single batch (a fresh instance).
+    let backlog = SinkBatch {
+        more: true,
+        ..SinkBatch::of(&records).expect("encode")
+    };
+    let single = SinkBatch {
+        more: false,
+        ..backlog.clone()
+    };
+    let ndjson = backlog.ndjson();
     let http = reqwest::Client::new();
 
     let lines = Arc::new(AtomicU64::new(0));
@@ -125,8 +130,11 @@ fn main() {
     let http_sink = load(&engine, "http_sink", serde_json::json!({"url": url}));
     let mut group = c.benchmark_group("sink_ndjson_receiver");
     group.throughput(Throughput::Elements(BATCH as u64));
-    group.bench_function("http-sink plugin", |b| {
-        b.iter(|| deliver(&http_sink, &records))
+    group.bench_function("http-sink plugin, backlog", |b| {
+        b.iter(|| deliver(&http_sink, &backlog))
+    });
+    group.bench_function("http-sink plugin, fresh instance", |b| {
+        b.iter(|| deliver(&http_sink, &single))
     });
     group.bench_function("native reqwest", |b| {
         b.iter(|| rt.block_on(post(&http, &url, ndjson.clone())))
@@ -144,7 +152,7 @@ fn main() {
         "clickhouse_sink",
         serde_json::json!({"url": ch.url(), "table": table}),
     );
-    deliver(&sink, &records[..1]); // creates the table
+    deliver(&sink, &SinkBatch::of(&records[..1]).expect("encode")); // creates the table
     let mut rows = Vec::new();
     for r in &records {
         let json = serde_json::to_string(r).expect("json");
@@ -162,7 +170,7 @@ fn main() {
     let mut group = c.benchmark_group("sink_clickhouse");
     group.throughput(Throughput::Elements(BATCH as u64));
     group.bench_function("clickhouse-sink plugin", |b| {
-        b.iter(|| deliver(&sink, &records))
+        b.iter(|| deliver(&sink, &backlog))
     });
     group.bench_function("native reqwest", |b| {
         b.iter(|| rt.block_on(post(&http, &insert_url, rows.clone())))

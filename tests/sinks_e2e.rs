@@ -26,6 +26,8 @@ struct Receiver {
     requests: Arc<AtomicUsize>,
     down: Arc<AtomicBool>,
     headers: Arc<Mutex<Vec<HeaderMap>>>,
+    /// The number of records in each batch stored.
+    batches: Arc<Mutex<Vec<usize>>>,
 }
 
 impl Receiver {
@@ -44,13 +46,15 @@ impl Receiver {
                 );
             }
             let text = String::from_utf8_lossy(&body);
-            let mut lines = r.lines.lock().unwrap();
+            let mut batch = Vec::new();
             for line in text.lines().filter(|l| !l.trim().is_empty()) {
                 match serde_json::from_str(line) {
-                    Ok(v) => lines.push(v),
+                    Ok(v) => batch.push(v),
                     Err(_) => return (StatusCode::BAD_REQUEST, "not NDJSON"),
                 }
             }
+            r.batches.lock().unwrap().push(batch.len());
+            r.lines.lock().unwrap().extend(batch);
             r.headers.lock().unwrap().push(headers);
             (StatusCode::OK, "ok")
         }
@@ -434,13 +438,12 @@ async fn records_too_big_for_a_sinks_memory_together_are_delivered_in_smaller_ba
     proc.kill();
 
     // Restarted with the receiver up and the sink allowed 4 MiB: its first batch (about
-    // `batch_bytes`, 4 MiB of records) cannot fit; a single record can.
+    // `batch_bytes`, 4 MiB of records: 7 of them) cannot fit; a single record can. (The
+    // warning that says so may come before the proxy reports its upstream ready, so the
+    // batches the receiver got are the evidence.)
     receiver.down.store(false, Ordering::SeqCst);
     config["plugins"]["plugin_limits"] = json!({"http-sink": {"memory_mib": 4}});
     let proxy = Proxy::start_in(&config, &[], data_dir);
-    proxy.proc.wait_for_line(Duration::from_secs(60), |l| {
-        l.contains("ran out of memory") && l.contains("retrying them")
-    });
     eventually(Duration::from_secs(60), "every record arrives", || async {
         receiver.ids().len() >= n
     })
@@ -448,6 +451,12 @@ async fn records_too_big_for_a_sinks_memory_together_are_delivered_in_smaller_ba
     tokio::time::sleep(Duration::from_millis(300)).await;
     let lines = receiver.lines.lock().unwrap().clone();
     assert_eq!(lines.len(), n, "each once");
+    let batches = receiver.batches.lock().unwrap().clone();
+    assert_eq!(
+        batches.iter().max(),
+        Some(&3),
+        "the batch of 7 that ran out of memory went as batches of 3: {batches:?}"
+    );
     let mut ids = receiver.ids();
     ids.sort();
     assert_eq!(ids, receiver.ids(), "in order");

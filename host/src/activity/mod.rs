@@ -5,6 +5,7 @@
 //! - [`journal`]: the redb-backed [`Journal`] with one writer thread doing group commit;
 //! - [`query`]: indexed, newest-first, filtered paging ([`Filter`], [`Page`]);
 //! - [`outbox`]: per-sink cursors over finished records, in commit order, for delivery;
+//! - [`batch`]: what a sink is handed, the records' stored JSON ([`SinkBatch`]);
 //! - [`retention`]: deletion by age / count / size, held back by undelivered records and, for
 //!   size and count, by `min_age`; pressure mode (summarised records) and its `alert` record;
 //! - [`repair`]: copying the readable records of a damaged journal into a new file;
@@ -19,6 +20,7 @@
 //! and the last outbox number; `activity_outbox`, `activity_outbox_keys` and `activity_sinks`
 //! are the sinks' outbox and cursors.
 
+pub mod batch;
 pub mod delivery;
 pub mod export;
 pub mod journal;
@@ -31,8 +33,9 @@ pub mod stats;
 
 use std::path::PathBuf;
 
+pub use batch::{SinkBatch, StoredRecord};
 pub use journal::{CommitObserver, Durability, Journal, JournalOptions, JournalStats};
-pub use outbox::{SinkBatch, SinkState, SinkStatus};
+pub use outbox::{SinkState, SinkStatus};
 pub use query::{Filter, Page};
 pub use record::{
     ActivityRecord, ClientRecord, RecordType, Source, Status, cap_arguments, format_timestamp,

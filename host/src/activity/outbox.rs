@@ -21,9 +21,9 @@ use redb::{
 };
 use serde::{Deserialize, Serialize};
 
+use super::batch::{SinkBatch, StoredRecord};
 use super::journal::{Journal, META, RECORDS, key_id, key_ms};
-use super::query::parse_row;
-use super::record::{ActivityRecord, format_timestamp, now_ms};
+use super::record::{format_timestamp, now_ms};
 use super::{Error, Result};
 
 /// Sequence number → record key, for every finished record some sink has yet to deliver.
@@ -68,14 +68,6 @@ pub struct SinkStatus {
     pub lag_ms: Option<u64>,
     #[serde(flatten)]
     pub state: SinkState,
-}
-
-/// The next records a sink should deliver.
-#[derive(Debug, Clone)]
-pub struct SinkBatch {
-    pub records: Vec<ActivityRecord>,
-    /// The sequence number to move the cursor to once `records` are delivered.
-    pub last_seq: u64,
 }
 
 impl Journal {
@@ -146,22 +138,24 @@ impl Journal {
             let outbox = txn.open_table(OUTBOX)?;
             let records = txn.open_table(RECORDS)?;
             let mut batch = SinkBatch {
-                records: Vec::new(),
+                rows: Vec::new(),
                 last_seq: state.cursor,
+                more: false,
             };
             let mut bytes = 0;
             for row in outbox.range((Bound::Excluded(state.cursor), Bound::Unbounded))? {
-                if batch.records.len() >= max_records.max(1) || (bytes >= max_bytes && bytes > 0) {
+                if batch.rows.len() >= max_records.max(1) || (bytes >= max_bytes && bytes > 0) {
+                    batch.more = true;
                     break;
                 }
                 let (seq, key) = row?;
                 let key = key.value();
                 batch.last_seq = seq.value();
                 if let Some(json) = records.get(key)?
-                    && let Some(rec) = parse_row(&key, json.value())
+                    && let Some(row) = StoredRecord::framed(&key, json.value())
                 {
-                    bytes += json.value().len();
-                    batch.records.push(rec);
+                    bytes += row.json.len();
+                    batch.rows.push(row);
                 }
             }
             Ok((batch.last_seq > state.cursor).then_some(batch))
@@ -434,7 +428,7 @@ mod tests {
         j.upsert(slow.clone()).await.unwrap();
 
         let batch = j.sink_batch("ch", 10, 1 << 20).unwrap().unwrap();
-        let ids: Vec<_> = batch.records.iter().map(|r| r.id.clone()).collect();
+        let ids: Vec<_> = batch.rows.iter().map(|r| r.id.clone()).collect();
         assert_eq!(ids, vec![fast.id.clone(), slow.id.clone()]);
         let status = &j.sink_status().unwrap()[0];
         assert_eq!(status.backlog, 2);
@@ -445,10 +439,12 @@ mod tests {
 
         // Partial delivery, then the rest.
         let one = j.sink_batch("ch", 1, 1 << 20).unwrap().unwrap();
-        assert_eq!(one.records.len(), 1);
+        assert_eq!(one.rows.len(), 1);
+        assert!(one.more, "stopped at the batch size with records behind it");
         j.sink_delivered("ch", one.last_seq, 1).unwrap();
         let rest = j.sink_batch("ch", 10, 1 << 20).unwrap().unwrap();
-        assert_eq!(rest.records[0].id, slow.id);
+        assert_eq!(rest.rows[0].id, slow.id);
+        assert!(!rest.more, "reached the end of the outbox");
         j.sink_failed("ch", "remote down").unwrap();
         let status = &j.sink_status().unwrap()[0];
         assert_eq!(status.state.failures, 1);
@@ -487,11 +483,7 @@ mod tests {
         j.sink_delivered("a", a.last_seq, 5).unwrap();
         assert!(j.sink_batch("a", 100, 1 << 20).unwrap().is_none());
         assert_eq!(
-            j.sink_batch("b", 100, 1 << 20)
-                .unwrap()
-                .unwrap()
-                .records
-                .len(),
+            j.sink_batch("b", 100, 1 << 20).unwrap().unwrap().rows.len(),
             5
         );
         assert!(matches!(
@@ -503,11 +495,7 @@ mod tests {
         let j = Journal::open(&path, JournalOptions::default()).unwrap();
         assert!(j.has_sinks(), "the outbox stays on across a restart");
         assert_eq!(
-            j.sink_batch("b", 100, 1 << 20)
-                .unwrap()
-                .unwrap()
-                .records
-                .len(),
+            j.sink_batch("b", 100, 1 << 20).unwrap().unwrap().rows.len(),
             5
         );
         // Dropping b from the config: its backlog is reported and trimmed.
@@ -537,8 +525,8 @@ mod tests {
                 .await
                 .unwrap();
         }
-        assert_eq!(j.sink_batch("a", 100, 1).unwrap().unwrap().records.len(), 1);
-        let some = j.sink_batch("a", 100, 1000).unwrap().unwrap().records.len();
+        assert_eq!(j.sink_batch("a", 100, 1).unwrap().unwrap().rows.len(), 1);
+        let some = j.sink_batch("a", 100, 1000).unwrap().unwrap().rows.len();
         assert!((2..10).contains(&some), "{some}");
     }
 }

@@ -593,7 +593,7 @@ mod tests {
             j.sink_batch("ch", 100, usize::MAX)
                 .unwrap()
                 .unwrap()
-                .records
+                .rows
                 .len(),
             2
         );

@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::activity::{ActivityRecord, RecordType, Source, Status};
+use crate::activity::{ActivityRecord, RecordType, SinkBatch, Source, Status};
 use crate::limits::{DEFAULT_MEMORY_BYTES, DEFAULT_TIMEOUT, Limits};
 use crate::plugin::limits::Bytes;
 use crate::plugin::suite::{self, Suite};
@@ -431,13 +431,16 @@ fn smoke_call(plugin: &Plugin) -> Result<String, String> {
         },
         PluginKind::Sink => Ok(match granted(plugin) {
             Some(hosts) => format!(
-                "sink loaded; it may reach {hosts}; pass --deliver to send two sample records \
-                 there"
+                "sink loaded ({}); it may reach {hosts}; pass --deliver to send two sample \
+                 records there",
+                plugin.world()
             ),
-            None => "sink loaded; its settings have no `url`, so it may reach no host: pass \
-                     --settings '{\"url\": \"http://...\"}' and --deliver to send two sample \
-                     records"
-                .into(),
+            None => format!(
+                "sink loaded ({}); its settings have no `url`, so it may reach no host: pass \
+                 --settings '{{\"url\": \"http://...\"}}' and --deliver to send two sample \
+                 records",
+                plugin.world()
+            ),
         }),
     }
 }
@@ -452,8 +455,10 @@ fn granted(plugin: &Plugin) -> Option<String> {
 /// a sink, for real, as `serve` would: on a blocking thread of a tokio runtime, which
 /// `wasi:http` needs for its I/O.
 fn deliver_samples(plugin: std::sync::Arc<Plugin>) -> Result<String, String> {
-    let batch = sample_records();
-    let ids: Vec<String> = batch.iter().map(|r| r.id.clone()).collect();
+    let records = sample_records();
+    let ids: Vec<String> = records.iter().map(|r| r.id.clone()).collect();
+    let batch =
+        SinkBatch::of(&records).map_err(|e| format!("cannot encode the sample records: {e}"))?;
     let hosts = granted(&plugin).unwrap_or_else(|| "no host".into());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)

@@ -2,9 +2,9 @@
 //! sees generated code; `conv` and `sink::record` map it to the crate's own types.
 //!
 //! One expansion per world we run. The validator world generates the shared `types` and
-//! `host` interfaces; the annotator, scanner and sink worlds reuse them through `with`, so every kind
-//! speaks the same Rust types. The sink world maps `wasi:http`, `wasi:io` and `wasi:clocks`
-//! to wasmtime-wasi(-http)'s own bindings, which `plugin::sink` links.
+//! `host` interfaces; the annotator, scanner and both sink worlds reuse them through `with`, so
+//! every kind speaks the same Rust types. The sink worlds map `wasi:http`, `wasi:io` and
+//! `wasi:clocks` to wasmtime-wasi(-http)'s own bindings, which `plugin::sink` links.
 
 pub(crate) mod validator_world {
     wasmtime::component::bindgen!({
@@ -50,11 +50,28 @@ pub(crate) mod sink_world {
     });
 }
 
+/// The sink world that takes JSON lines; the same mappings as `sink_world`.
+pub(crate) mod ndjson_sink_world {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "ndjson-sink-plugin",
+        with: {
+            "mcpproxy:plugin/host": crate::plugin::bindings::validator_world::mcpproxy::plugin::host,
+            "wasi:http": wasmtime_wasi_http::p2::bindings::http,
+            "wasi:io": wasmtime_wasi::p2::bindings::sync::io,
+            "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
+        },
+        require_store_data_send: true,
+    });
+}
+
 pub(crate) use annotator_world::exports::mcpproxy::plugin::annotator as wit_annotator;
 pub(crate) use annotator_world::{AnnotatorPlugin, AnnotatorPluginPre};
+pub(crate) use ndjson_sink_world::exports::mcpproxy::plugin::ndjson_sink as wit_ndjson_sink;
+pub(crate) use ndjson_sink_world::{NdjsonSinkPlugin, NdjsonSinkPluginPre};
 pub(crate) use scanner_world::exports::mcpproxy::plugin::scanner as wit_scanner;
 pub(crate) use scanner_world::{ScannerPlugin, ScannerPluginPre};
-pub(crate) use sink_world::SinkPluginPre;
+pub(crate) use sink_world::{SinkPlugin, SinkPluginPre};
 pub(crate) use validator_world::exports::mcpproxy::plugin::metadata as wit_metadata;
 pub(crate) use validator_world::mcpproxy::plugin::host as wit_host;
 pub(crate) use validator_world::mcpproxy::plugin::types as wit_types;
@@ -64,5 +81,6 @@ pub(crate) use validator_world::{ValidatorPlugin, ValidatorPluginPre};
 pub(crate) const VALIDATOR_EXPORT: &str = "mcpproxy:plugin/validator@0.1.0";
 pub(crate) const ANNOTATOR_EXPORT: &str = "mcpproxy:plugin/annotator@0.1.0";
 pub(crate) const SINK_EXPORT: &str = "mcpproxy:plugin/sink@0.1.0";
+pub(crate) const NDJSON_SINK_EXPORT: &str = "mcpproxy:plugin/ndjson-sink@0.1.0";
 pub(crate) const SCANNER_EXPORT: &str = "mcpproxy:plugin/scanner@0.1.0";
 pub(crate) const METADATA_EXPORT: &str = "mcpproxy:plugin/metadata@0.1.0";

@@ -205,14 +205,13 @@ impl PluginEngine {
     pub(crate) fn new_sink_store(&self, ctx: SinkCtx, limits: &Limits) -> Store<SinkCtx> {
         let mut store = Store::new(&self.engine, ctx);
         store.limiter(|ctx| &mut ctx.plugin.limiter);
-        self.ticker.keep_ticking(limits.timeout);
-        store.set_epoch_deadline(deadline_ticks(limits.timeout));
+        self.arm_deadline(&mut store, limits);
         store.epoch_deadline_trap();
         store
     }
 
     /// Starts a new deadline, counted from now: once per call, also on a reused store.
-    pub(crate) fn arm_deadline(&self, store: &mut Store<PluginCtx>, limits: &Limits) {
+    pub(crate) fn arm_deadline<T>(&self, store: &mut Store<T>, limits: &Limits) {
         self.ticker.keep_ticking(limits.timeout);
         store.set_epoch_deadline(deadline_ticks(limits.timeout));
     }

@@ -14,21 +14,21 @@ use std::time::Instant;
 use wasmtime::component::{Component, InstancePre};
 use wasmtime::{Store, Trap};
 
-use crate::activity::ActivityRecord;
+use crate::activity::SinkBatch;
 use crate::config::is_plugin_name;
 use crate::grant::Grant;
 use crate::policy::{CallRequest, Inference, Tool, Verdict};
 
 use super::bindings::{
-    ANNOTATOR_EXPORT, AnnotatorPlugin, AnnotatorPluginPre, METADATA_EXPORT, SCANNER_EXPORT,
-    SINK_EXPORT, ScannerPlugin, ScannerPluginPre, VALIDATOR_EXPORT, ValidatorPlugin,
-    ValidatorPluginPre, wit_metadata, wit_scanner, wit_types,
+    ANNOTATOR_EXPORT, AnnotatorPlugin, AnnotatorPluginPre, METADATA_EXPORT, NDJSON_SINK_EXPORT,
+    SCANNER_EXPORT, SINK_EXPORT, ScannerPlugin, ScannerPluginPre, VALIDATOR_EXPORT,
+    ValidatorPlugin, ValidatorPluginPre, wit_metadata, wit_scanner, wit_types,
 };
 use super::embedded::EMBEDDED;
 use super::engine::PluginEngine;
 use super::host::PluginCtx;
 use super::limits::{Limits, MemoryCapExceeded};
-use super::sink::{SinkRunner, wit_record};
+use super::sink::{SinkRunner, WarmSink};
 use super::slots::{SLOT_WAIT, is_pool_exhausted};
 use super::warm_pool::{Warm, WarmPool};
 use super::{Error, Fault, PluginFault, PluginInfo, PluginKind, PluginSource};
@@ -194,10 +194,18 @@ impl Plugin {
         origin: String,
         limits: Limits,
     ) -> Result<Self, Error> {
-        let runner = SinkRunner::new(engine.sink_linker(), &component).map_err(|e| {
+        // A component exporting both sink interfaces is run in the faster form.
+        let lines = exports(engine, &component)
+            .iter()
+            .any(|name| same_interface(name, NDJSON_SINK_EXPORT));
+        let runner = SinkRunner::new(engine.sink_linker(), &component, lines).map_err(|e| {
             Error::WorldMismatch {
                 origin: origin.clone(),
-                world: "sink-plugin",
+                world: if lines {
+                    "ndjson-sink-plugin"
+                } else {
+                    "sink-plugin"
+                },
                 reason: format!("{e:#}"),
             }
         })?;
@@ -273,6 +281,14 @@ impl Plugin {
         &self.limits
     }
 
+    /// The world the component implements, e.g. `validator-plugin` or `ndjson-sink-plugin`.
+    pub fn world(&self) -> &'static str {
+        match &self.runner {
+            Runner::Sink(sink) => sink.world(),
+            _ => world_name(self.kind()),
+        }
+    }
+
     /// Whether calls reuse warm instances ([`Limits::reuse_instance`]; never for sinks).
     pub fn reuses_instances(&self) -> bool {
         self.limits.reuse_instance && self.kind() != PluginKind::Sink
@@ -308,28 +324,58 @@ impl Plugin {
         }
     }
 
-    /// Delivers a batch through a sink plugin, in a fresh instance, under its limits (the
-    /// deadline bounds the whole call, HTTP waits included). `Ok(Err(reason))` is the sink
-    /// saying the batch is not stored; `Err` is a fault (trap, deadline, memory).
-    /// Blocking: call it from a blocking thread inside a tokio runtime (wasi-http's I/O
-    /// runs on that runtime).
-    pub fn deliver(&self, batch: &[ActivityRecord]) -> Result<Result<(), String>, PluginFault> {
+    /// Delivers a batch through a sink plugin under its limits (the deadline bounds the whole
+    /// call, HTTP waits included). `Ok(Err(reason))` is the sink saying the batch is not
+    /// stored; `Err` is a fault (trap, deadline, memory). A batch gets a fresh instance,
+    /// except while a backlog drains: after a stored batch with more records behind it
+    /// ([`SinkBatch::more`]) the instance is kept for the next one; a caught-up sink, a
+    /// refusal or a fault drops it. Blocking: call it from a blocking thread inside a tokio
+    /// runtime (wasi-http's I/O runs on that runtime).
+    pub fn deliver(&self, batch: &SinkBatch) -> Result<Result<(), String>, PluginFault> {
         let Runner::Sink(sink) = &self.runner else {
             return Err(self.not_a("a sink"));
         };
-        let records: Vec<_> = batch.iter().map(wit_record).collect();
-        let ctx = sink.store_data(
-            PluginCtx::new(
-                self.name.clone(),
-                self.settings.clone(),
-                self.limits.memory_bytes,
-            ),
-            self.name.clone(),
-            &self.limits,
-        );
-        let mut store = self.engine.new_sink_store(ctx, &self.limits);
-        sink.deliver(&mut store, &records)
-            .map_err(|e| self.fault(classify(e, &self.limits)))
+        let fault = |e| self.fault(classify(e, &self.limits));
+        let mut instance = match sink.take_warm() {
+            Some(mut instance) => {
+                instance
+                    .store
+                    .data_mut()
+                    .plugin
+                    .begin_call(self.settings.clone());
+                self.engine.arm_deadline(&mut instance.store, &self.limits);
+                instance
+            }
+            None => {
+                let ctx = sink.store_data(
+                    PluginCtx::new(
+                        self.name.clone(),
+                        self.settings.clone(),
+                        self.limits.memory_bytes,
+                    ),
+                    self.name.clone(),
+                    &self.limits,
+                );
+                let mut store = self.engine.new_sink_store(ctx, &self.limits);
+                let bindings = sink.instantiate(&mut store).map_err(fault)?;
+                WarmSink {
+                    store,
+                    bindings,
+                    lines: Vec::new(),
+                }
+            }
+        };
+        let outcome = SinkRunner::deliver(&mut instance, batch).map_err(fault)?;
+        if outcome.is_ok() && batch.more {
+            sink.keep_warm(instance);
+        }
+        Ok(outcome)
+    }
+
+    /// Whether a sink holds an instance kept for its next batch.
+    #[cfg(test)]
+    pub(crate) fn holds_warm_sink(&self) -> bool {
+        matches!(&self.runner, Runner::Sink(sink) if sink.has_warm())
     }
 
     /// Runs the validator on one call with its configured settings.
@@ -611,23 +657,29 @@ fn check_header(bytes: &[u8], origin: &str) -> Result<(), Error> {
     Ok(())
 }
 
+/// The names of the component's exports.
+fn exports(engine: &PluginEngine, component: &Component) -> Vec<String> {
+    component
+        .component_type()
+        .exports(engine.engine())
+        .map(|(name, _)| name.to_owned())
+        .collect()
+}
+
 fn kind_from_exports(
     engine: &PluginEngine,
     component: &Component,
     origin: &str,
 ) -> Result<PluginKind, Error> {
-    let exports: Vec<String> = component
-        .component_type()
-        .exports(engine.engine())
-        .map(|(name, _)| name.to_owned())
-        .collect();
-    let kinds: Vec<PluginKind> = exports
+    let exports = exports(engine, component);
+    let mut kinds: Vec<PluginKind> = exports
         .iter()
         .filter_map(|name| {
             [
                 (VALIDATOR_EXPORT, PluginKind::Validator),
                 (ANNOTATOR_EXPORT, PluginKind::Annotator),
                 (SINK_EXPORT, PluginKind::Sink),
+                (NDJSON_SINK_EXPORT, PluginKind::Sink),
                 (SCANNER_EXPORT, PluginKind::Scanner),
             ]
             .into_iter()
@@ -635,6 +687,8 @@ fn kind_from_exports(
             .map(|(_, kind)| kind)
         })
         .collect();
+    // Both sink forms are one kind.
+    kinds.dedup();
     match kinds.as_slice() {
         [kind] => Ok(*kind),
         [] => Err(Error::NoWorld {

@@ -1,5 +1,6 @@
-//! `clickhouse-sink`: an activity sink, a WebAssembly component of the `sink-plugin` world. It
-//! inserts each batch into a ClickHouse table with one `INSERT ... FORMAT JSONEachRow` over
+//! `clickhouse-sink`: an activity sink, a WebAssembly component of the `ndjson-sink-plugin`
+//! world (it gets each record's JSON as mcpproxy stores it). It inserts each batch into a
+//! ClickHouse table with one `INSERT ... FORMAT JSONEachRow` over
 //! ClickHouse's HTTP interface (works with ClickHouse 18.16 and later).
 //!
 //! With `create_table` (the default) the table is created when an insert finds it (or its
@@ -19,14 +20,13 @@ mod settings;
 
 wit_bindgen::generate!({
     path: "../../wit",
-    world: "sink-plugin",
+    world: "ndjson-sink-plugin",
     generate_all,
 });
 
 use exports::mcpproxy::plugin::metadata::{self, PluginInfo};
-use exports::mcpproxy::plugin::sink;
+use exports::mcpproxy::plugin::ndjson_sink::{self, NdjsonBatch};
 use mcpproxy::plugin::host::{self, LogLevel};
-use mcpproxy::plugin::types::ActivityRecord;
 use remote::{Context, Failure, Problem};
 use settings::Settings;
 
@@ -42,22 +42,29 @@ impl metadata::Guest for ClickHouseSink {
     }
 }
 
-impl sink::Guest for ClickHouseSink {
-    fn deliver(batch: Vec<ActivityRecord>) -> Result<(), String> {
-        if batch.is_empty() {
-            return Ok(());
-        }
+impl ndjson_sink::Guest for ClickHouseSink {
+    fn deliver(batch: NdjsonBatch) -> Result<(), String> {
+        let lines = std::str::from_utf8(&batch.lines).map_err(|e| {
+            format!(
+                "the batch {}..{} is not UTF-8 ({e}); mcpproxy sends UTF-8 JSON lines",
+                batch.first_id, batch.last_id
+            )
+        })?;
         let s = settings::parse(&host::config())?;
-        let mut rows = Vec::with_capacity(batch.iter().map(|r| r.json.len() * 2 + 256).sum());
-        for record in &batch {
-            schema::push_row(&mut rows, &record.id, record.timestamp_ms, &record.json);
+        let mut rows = Vec::with_capacity(lines.len() * 2 + 256 * batch.records as usize);
+        let mut count = 0;
+        for line in lines.split('\n').filter(|l| !l.trim().is_empty()) {
+            let id = schema::line_id(line);
+            schema::push_row(&mut rows, id, schema::ulid_ms(id), line);
+            count += 1;
+        }
+        if count == 0 {
+            return Ok(());
         }
         let insert = schema::insert(&s.database, &s.table);
         let doing = format!(
-            "inserting {} record(s) into {}.{}",
-            batch.len(),
-            s.database,
-            s.table
+            "inserting {count} record(s) into {}.{}",
+            s.database, s.table
         );
         let Some(failure) = run(&s, &insert, &rows, &doing)? else {
             return Ok(());

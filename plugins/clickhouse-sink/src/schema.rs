@@ -127,7 +127,8 @@ pub fn insert(database: &str, table: &str) -> String {
 }
 
 /// One record as a JSONEachRow line (with its `\n`), appended to `out`. `json` is the
-/// record's JSON; `id` and `timestamp_ms` are the WIT record's own fields. A record whose
+/// record's JSON; `id` and `timestamp_ms` its id and time as the caller read them (from the
+/// line's ULID). A record whose
 /// JSON does not parse still gets a row: its id, time and the raw text in `record`.
 pub fn push_row(out: &mut Vec<u8>, id: &str, timestamp_ms: u64, json: &str) {
     let parsed = serde_json::from_str::<Value>(json).unwrap_or(Value::Null);
@@ -172,6 +173,33 @@ pub fn push_row(out: &mut Vec<u8>, id: &str, timestamp_ms: u64, json: &str) {
     }
 }
 
+/// The id a record's JSON line starts with (`{"id":"<ULID>"`, as mcpproxy stores every
+/// record), or `""`.
+pub fn line_id(line: &str) -> &str {
+    line.strip_prefix("{\"id\":\"")
+        .and_then(|rest| rest.get(..26))
+        .filter(|id| id.bytes().all(|b| b.is_ascii_alphanumeric()))
+        .unwrap_or("")
+}
+
+/// The milliseconds since the Unix epoch a ULID's first ten characters hold (Crockford
+/// base32), or 0 when `id` is not a ULID.
+pub fn ulid_ms(id: &str) -> u64 {
+    const ALPHABET: &[u8] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+    if id.len() != 26 {
+        return 0;
+    }
+    let mut ms: u64 = 0;
+    for c in id.bytes().take(10) {
+        let Some(digit) = ALPHABET.iter().position(|a| *a == c.to_ascii_uppercase()) else {
+            return 0;
+        };
+        ms = (ms << 5) | digit as u64;
+    }
+    // 10 characters hold 50 bits; a ULID's time is 48: larger is not a ULID.
+    if ms >> 48 != 0 { 0 } else { ms }
+}
+
 fn lookup<'a>(value: &'a Value, path: &[&str]) -> Option<&'a Value> {
     path.iter().try_fold(value, |v, key| v.get(key))
 }
@@ -189,6 +217,25 @@ mod tests {
         assert_eq!(out.last(), Some(&b'\n'));
         assert_eq!(out.iter().filter(|b| **b == b'\n').count(), 1);
         serde_json::from_slice(&out).unwrap()
+    }
+
+    #[test]
+    fn ids_and_times_come_from_the_line() {
+        let line = r#"{"id":"01KAQ3V2B8ZKJ3M4N5P6Q7R8S9","type":"tool_call"}"#;
+        assert_eq!(line_id(line), "01KAQ3V2B8ZKJ3M4N5P6Q7R8S9");
+        assert_eq!(line_id(r#"{"type":"x"}"#), "");
+        assert_eq!(line_id(r#"{"id":"short"}"#), "");
+        // 01KAQ3V2B8: 2025-11-2x in ms, as the ulid crate encodes it.
+        let ms = ulid_ms("01KAQ3V2B8ZKJ3M4N5P6Q7R8S9");
+        assert!((1_763_000_000_000..1_765_000_000_000).contains(&ms), "{ms}");
+        assert_eq!(ulid_ms("00000000010000000000000000"), 1);
+        assert_eq!(ulid_ms("0000000001000000000000000"), 0, "25 characters");
+        assert_eq!(ulid_ms("8ZZZZZZZZZ0000000000000000"), 0, "over 48 bits");
+        assert_eq!(
+            ulid_ms("0000000U010000000000000000"),
+            0,
+            "U is not Crockford"
+        );
     }
 
     #[test]

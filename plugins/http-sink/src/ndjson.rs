@@ -1,24 +1,7 @@
-//! The request body (one record's JSON per line) and what a response means.
+//! What a response to a batch of NDJSON means.
 
 /// How much of an error response's body goes into the error message.
 pub const ERROR_EXCERPT_BYTES: usize = 300;
-
-/// NDJSON: each record's JSON on a line of its own, each line ending in `\n`. The records'
-/// JSON is compact already; a raw line break in one (only possible as insignificant
-/// whitespace in valid JSON) is turned into a space so it cannot split the record.
-pub fn body<'a>(records: impl IntoIterator<Item = &'a str>) -> Vec<u8> {
-    let mut out = Vec::new();
-    for json in records {
-        let json = json.trim();
-        if json.contains(['\n', '\r']) {
-            out.extend(json.replace(['\n', '\r'], " ").into_bytes());
-        } else {
-            out.extend_from_slice(json.as_bytes());
-        }
-        out.push(b'\n');
-    }
-    out
-}
 
 /// `Ok` for a 2xx status; otherwise a sentence quoting the status and the start of the
 /// body, with a hint for the common cases. `url` is the address as the operator wrote it.
@@ -45,18 +28,6 @@ pub fn outcome(url: &str, status: u16, body_excerpt: &str, records: usize) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn body_is_one_line_per_record() {
-        let b = body(["{\"id\":\"a\"}", " {\"id\":\"b\",\n\"x\":1} "]);
-        assert_eq!(
-            String::from_utf8(b).unwrap(),
-            "{\"id\":\"a\"}\n{\"id\":\"b\", \"x\":1}\n"
-        );
-        assert!(body([]).is_empty());
-        let b = body(["{\"t\":\"é\\n\"}"]);
-        assert_eq!(b, "{\"t\":\"é\\n\"}\n".as_bytes());
-    }
 
     #[test]
     fn outcomes() {

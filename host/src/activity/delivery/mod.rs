@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::{ActivityRecord, Error, Journal};
+use super::{Error, Journal, SinkBatch};
 
 use report::lock;
 pub use report::{Activity, Live, SinkReport, offline_report};
@@ -54,7 +54,7 @@ impl From<String> for Failure {
 pub trait Sink: Send + Sync + 'static {
     fn name(&self) -> &str;
     /// Stores `batch`, whole, or says why not. Blocking.
-    fn deliver(&self, batch: &[ActivityRecord]) -> Result<(), Failure>;
+    fn deliver(&self, batch: &SinkBatch) -> Result<(), Failure>;
     /// The hosts it may reach, for the status report.
     fn granted_hosts(&self) -> Vec<String> {
         Vec::new()
@@ -235,7 +235,7 @@ mod tests {
             self.gate.as_ref().map(|(_, deadline)| *deadline)
         }
 
-        fn deliver(&self, batch: &[ActivityRecord]) -> Result<(), Failure> {
+        fn deliver(&self, batch: &SinkBatch) -> Result<(), Failure> {
             self.attempts.fetch_add(1, Ordering::SeqCst);
             self.sizes.lock().unwrap().push(batch.len());
             if self.holds_at_most.is_some_and(|most| batch.len() > most) {
@@ -253,7 +253,7 @@ mod tests {
                 return Err(String::from("remote down").into());
             }
             let mut stored = self.stored.lock().unwrap();
-            stored.extend(batch.iter().map(|r| r.id.clone()));
+            stored.extend(batch.rows.iter().map(|r| r.id.clone()));
             Ok(())
         }
     }

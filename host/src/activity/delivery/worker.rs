@@ -121,18 +121,17 @@ impl Worker {
                 return Step::Failed;
             }
         };
-        let count = batch.records.len();
+        let count = batch.len();
         let last_seq = batch.last_seq;
-        let batch_first_id = batch.records.first().map(|r| r.id.clone());
-        let result = if batch.records.is_empty() {
+        let batch_first_id = batch.first_id().map(str::to_owned);
+        let result = if batch.is_empty() {
             Ok(())
         } else {
             self.set(|live| live.activity = Activity::Delivering);
             let sink = self.sink.clone();
             let started = Instant::now();
-            let records = batch.records;
             let deadline = self.sink.deadline();
-            let mut call = tokio::task::spawn_blocking(move || sink.deliver(&records));
+            let mut call = tokio::task::spawn_blocking(move || sink.deliver(&batch));
             let joined = match deadline.map(overrun_after) {
                 None => call.await,
                 Some(watchdog) => match tokio::time::timeout(watchdog, &mut call).await {

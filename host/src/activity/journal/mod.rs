@@ -6,12 +6,14 @@
 //! - [`Durability::Sync`]: every commit is `Immediate` (one fsync); `append` resolves after
 //!   the commit holding its record, so an acknowledged record survives `kill -9` and power loss.
 //! - [`Durability::Async`]: `append` resolves once queued (at most [`MAX_QUEUED`] wait;
-//!   past that `append` waits for the writer); the writer commits with redb's
-//!   `Durability::None` and makes an `Immediate` commit at least every `flush` while anything
-//!   is unsynced (and on [`Journal::flush`] and drop). A crash loses at most the last `flush`
-//!   of records.
+//!   past that `append` waits for the writer); the writer lets a batch fill for
+//!   `ASYNC_LINGER` (2 ms) after its first record, commits with redb's `Durability::None` and
+//!   makes an `Immediate` commit at least every `flush` while anything is unsynced (and on
+//!   [`Journal::flush`] and drop). A crash loses at most the last `flush` of records.
 //!
 //! A put replaces any row with the same id and moves its index entries (pending → success).
+//! Several puts of one record in one batch (a call's `pending` record and its outcome) are
+//! written once, as the last of them.
 //! If a batch fails, each record is retried in its own transaction so one bad record does not
 //! fail its neighbours. Reads (`get`, `query`, `stats`) run on the caller's thread in redb read
 //! transactions; a page of 50 takes ~0.2 ms, so calling them inline from async code is fine.

@@ -1,6 +1,7 @@
 //! Unit tests of the journal: writes, upserts and their index entries, corrupt rows, group
 //! commit under concurrency, Async mode, the bounded queue, and reopening.
 
+use super::writer::latest_per_key;
 use super::*;
 use crate::activity::record::{Status, new_id, now_ms};
 use crate::activity::test_util::{check_indexes, open_temp, rec_at};
@@ -79,9 +80,89 @@ async fn interrupted_calls_are_closed_at_startup_and_queued_for_sinks() {
     assert_eq!(j.close_interrupted().await.unwrap(), 0);
     let batch = j.sink_batch("s", 10, 1 << 20).unwrap().unwrap();
     assert_eq!(
-        batch.records.len(),
+        batch.rows.len(),
         2,
         "the closed record goes to the sinks too"
+    );
+    check_indexes(&j);
+}
+
+#[tokio::test]
+async fn a_records_puts_in_one_batch_are_written_once_as_the_last() {
+    let (_dir, j) = open_temp(JournalOptions::default());
+    j.register_sinks(&["s".to_string()]).unwrap();
+    let pending = rec_at(now_ms(), "s", "t", "read", Status::Pending);
+    let other = rec_at(now_ms() + 1, "s", "u", "read", Status::Success);
+    let mut done = pending.clone();
+    done.status = Status::Success;
+    done.duration_ms = 7;
+    let puts: Vec<Put> = [&pending, &other, &done]
+        .into_iter()
+        .map(|r| Put::new(r, false).unwrap())
+        .collect();
+    let latest = latest_per_key(&puts);
+    assert_eq!(
+        latest.len(),
+        2,
+        "the pending put is replaced by the finished one"
+    );
+    assert_eq!(latest[0].key, puts[1].key, "queue order is kept");
+    assert_eq!(latest[1].key, puts[2].key);
+    commit_puts(&j.db, &latest, redb::Durability::Immediate, true).unwrap();
+    assert_eq!(j.get(&done.id).unwrap().as_ref(), Some(&done));
+    assert!(
+        j.query(&status_filter("pending"), 10, 0)
+            .unwrap()
+            .records
+            .is_empty()
+    );
+    assert_eq!(
+        j.query(&status_filter("success"), 10, 0)
+            .unwrap()
+            .records
+            .len(),
+        2
+    );
+    check_indexes(&j);
+    let batch = j.sink_batch("s", 10, 1 << 20).unwrap().unwrap();
+    let ids: Vec<&str> = batch.rows.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [other.id.as_str(), done.id.as_str()],
+        "each record queued once"
+    );
+}
+
+#[tokio::test]
+async fn in_async_mode_a_call_queued_pending_then_finished_reads_back_finished() {
+    let (_dir, j) = open_temp(JournalOptions {
+        durability: Durability::Async {
+            flush: Duration::from_millis(20),
+        },
+        ..JournalOptions::default()
+    });
+    let mut records = Vec::new();
+    for i in 0..50 {
+        let pending = rec_at(now_ms() + i, "s", "t", "read", Status::Pending);
+        let mut done = pending.clone();
+        done.status = if i % 2 == 0 {
+            Status::Success
+        } else {
+            Status::Error
+        };
+        j.submit(pending);
+        j.submit(done.clone());
+        records.push(done);
+    }
+    j.flush().await.unwrap();
+    for done in &records {
+        assert_eq!(j.get(&done.id).unwrap().as_ref(), Some(done));
+    }
+    assert!(
+        j.query(&status_filter("pending"), 10, 0)
+            .unwrap()
+            .records
+            .is_empty()
     );
     check_indexes(&j);
 }

@@ -1,14 +1,16 @@
 //! The journal's writer thread: the queued commands, group commit of everything queued into
-//! one transaction (falling back to one record per transaction on failure), the `Immediate`
-//! syncs of Async mode, and the transaction helpers that apply puts.
+//! one transaction (each record once, as its latest put; falling back to one record per
+//! transaction on failure), the short linger and the `Immediate` syncs of Async mode, and the
+//! transaction helpers that apply puts.
 //!
 //! Every transaction runs under [`guard`]: if one finds the file damaged, the writer answers
 //! that write and every later one with [`Error::Damaged`] and no longer touches the file.
 
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use redb::{Database, ReadableTable, WriteTransaction};
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
@@ -172,6 +174,19 @@ pub(super) fn yield_to_calls() {
     }
 }
 
+/// How long the writer lets a batch fill in `Durability::Async` after its first record.
+/// Well under any `flush` period; the cost is that a record shows in queries this much later.
+pub(super) const ASYNC_LINGER: Duration = Duration::from_millis(2);
+
+/// The puts to write, in queue order: where a batch holds several puts of one record (a
+/// call's `pending` record and its outcome), only the last, which replaces the others.
+pub(super) fn latest_per_key(puts: &[Put]) -> Vec<&Put> {
+    let mut seen = HashSet::with_capacity(puts.len());
+    let mut latest: Vec<&Put> = puts.iter().rev().filter(|p| seen.insert(p.key)).collect();
+    latest.reverse();
+    latest
+}
+
 pub(super) fn writer_loop(
     db: &Database,
     path: &Path,
@@ -222,6 +237,12 @@ pub(super) fn writer_loop(
                 Err(_) => return,
             },
         };
+        if flush_every.is_some() && matches!(first, Command::Put(_)) {
+            // Nobody waits for this commit: let the batch fill for a moment (sends do not wake
+            // a sleeping thread), so a busy proxy wakes the writer once per batch, not once
+            // per record, and a call's pending and finished records usually commit together.
+            std::thread::sleep(ASYNC_LINGER);
+        }
         let mut puts = Vec::new();
         let mut flushes = Vec::new();
         let mut next = Some(first);
@@ -258,7 +279,7 @@ pub(super) fn writer_loop(
             } else {
                 redb::Durability::None
             };
-            let refs: Vec<&Put> = puts.iter().collect();
+            let refs = latest_per_key(&puts);
             let outbox = outbox_on.load(Ordering::SeqCst);
             let started = Instant::now();
             let result = guard(path, || commit_puts(db, &refs, durability, outbox));
@@ -288,11 +309,22 @@ pub(super) fn writer_loop(
                         "activity group commit of {} records failed ({e}); retrying one by one",
                         puts.len()
                     );
-                    for put in puts {
-                        let result = guard(path, || commit_puts(db, &[&put], durability, outbox));
+                    // Each record on its own: its latest put, whose outcome every put of
+                    // that record in the batch shares.
+                    let mut outcomes: HashMap<[u8; 16], Result<()>> = HashMap::new();
+                    for put in latest_per_key(&puts) {
+                        let result = guard(path, || commit_puts(db, &[put], durability, outbox));
                         if result.is_ok() && !immediate {
                             unsynced_since.get_or_insert_with(Instant::now);
                         }
+                        outcomes.insert(put.key, result);
+                    }
+                    for put in puts {
+                        let result = match outcomes.get(&put.key) {
+                            Some(Ok(())) => Ok(()),
+                            Some(Err(e)) => Err(Error::Write(e.to_string())),
+                            None => Err(Error::Write("the record was not written".into())),
+                        };
                         ack(put, &result);
                     }
                     if immediate {

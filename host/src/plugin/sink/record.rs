@@ -1,13 +1,24 @@
 //! The WIT form of an audit record, as sinks receive it. Every field maps exhaustively:
 //! the record is typed, so a new variant is a compile error here, not a silent default.
 
-use crate::activity::{ActivityRecord, Status};
+use crate::activity::{ActivityRecord, Status, StoredRecord};
 use crate::policy::Decision;
 
 use super::super::bindings::wit_types;
 
-/// The WIT form of a journal record.
-pub(crate) fn wit_record(rec: &ActivityRecord) -> wit_types::ActivityRecord {
+/// The WIT form of a journal record, `stored` being its JSON as the journal keeps it (passed
+/// on as `json`, not encoded again). `None` (logged) if that JSON is not UTF-8.
+pub(crate) fn wit_record(
+    rec: &ActivityRecord,
+    stored: &StoredRecord,
+) -> Option<wit_types::ActivityRecord> {
+    let json = match std::str::from_utf8(&stored.json) {
+        Ok(json) => json.to_owned(),
+        Err(e) => {
+            tracing::warn!(id = %stored.id, "not delivering corrupt activity record: {e}");
+            return None;
+        }
+    };
     let timestamp_ms = ulid::Ulid::from_string(&rec.id).map_or(0, |u| u.timestamp_ms());
     let status = match rec.status {
         Status::Success => wit_types::CallStatus::Success,
@@ -20,7 +31,7 @@ pub(crate) fn wit_record(rec: &ActivityRecord) -> wit_types::ActivityRecord {
         Decision::Warn => wit_types::Decision::Warn,
         Decision::Reject => wit_types::Decision::Reject,
     };
-    wit_types::ActivityRecord {
+    Some(wit_types::ActivityRecord {
         id: rec.id.clone(),
         timestamp_ms,
         record_type: rec.record_type.as_str().to_owned(),
@@ -57,8 +68,8 @@ pub(crate) fn wit_record(rec: &ActivityRecord) -> wit_types::ActivityRecord {
             name: c.name.clone(),
             version: c.version.clone(),
         }),
-        json: serde_json::to_string(rec).unwrap_or_default(),
-    }
+        json,
+    })
 }
 
 #[cfg(test)]
@@ -87,7 +98,8 @@ mod tests {
             plugin: "p".into(),
             message: "m".into(),
         });
-        let wit = wit_record(&rec);
+        let stored = StoredRecord::encode(&rec).unwrap();
+        let wit = wit_record(&rec, &stored).unwrap();
         assert_eq!(wit.id, rec.id);
         assert!(wit.timestamp_ms > 1_700_000_000_000);
         assert_eq!(wit.status, wit_types::CallStatus::Blocked);
@@ -97,5 +109,10 @@ mod tests {
         assert_eq!(wit.verdict.warnings, vec!["p: m".to_string()]);
         let back: ActivityRecord = serde_json::from_str(&wit.json).unwrap();
         assert_eq!(back, rec);
+        let not_utf8 = StoredRecord {
+            id: rec.id.clone(),
+            json: b"{\"id\":\"\xff\"}".to_vec(),
+        };
+        assert!(wit_record(&rec, &not_utf8).is_none());
     }
 }
