@@ -289,6 +289,13 @@ impl Plugin {
         }
     }
 
+    /// Whether a call is always cheap: an embedded plugin of ours, which keeps nothing between
+    /// calls, on a warm instance (a few microseconds; its deadline bounds even a bug). A
+    /// plugin from `--plugins` (any language, any cost) or on fresh instances is not.
+    pub fn is_quick(&self) -> bool {
+        self.stateless_embedded && self.reuses_instances()
+    }
+
     /// Whether calls reuse warm instances ([`Limits::reuse_instance`]; never for sinks).
     pub fn reuses_instances(&self) -> bool {
         self.limits.reuse_instance && self.kind() != PluginKind::Sink
@@ -760,6 +767,42 @@ fn classify(err: wasmtime::Error, limits: &Limits) -> Fault {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_embedded_stateless_plugins_on_warm_instances_are_quick() {
+        let engine = PluginEngine::new(super::super::EngineOptions::default()).unwrap();
+        let embedded = EMBEDDED.iter().find(|e| e.stateless).unwrap();
+        let load = |source| Plugin::load(&engine, embedded.bytes, source, Limits::default());
+        let mut ours = load(PluginSource::Embedded).unwrap();
+        ours.stateless_embedded = true; // as `PluginSet::load` marks it
+        ours.configure(&PluginSettings::default());
+        assert!(ours.is_quick(), "embedded, stateless, reusing by default");
+        let fresh = PluginSettings {
+            limits: Limits {
+                reuse_instance: false,
+                ..Limits::default()
+            },
+            reuse_chosen: true,
+            ..PluginSettings::default()
+        };
+        ours.configure(&fresh);
+        assert!(
+            !ours.is_quick(),
+            "fresh instances: the operator asked for them"
+        );
+        // The same component from a file (as with --plugins) is not ours to vouch for.
+        let mut file = load(PluginSource::File("x.wasm".into())).unwrap();
+        file.configure(&PluginSettings {
+            limits: Limits {
+                reuse_instance: true,
+                ..Limits::default()
+            },
+            reuse_chosen: true,
+            ..PluginSettings::default()
+        });
+        assert!(file.reuses_instances());
+        assert!(!file.is_quick());
+    }
 
     #[test]
     fn names_are_checked() {

@@ -44,6 +44,10 @@ impl policy::Annotator for Plugin {
     fn infer(&self, tool: &Tool) -> Result<Option<Inference>, policy::Fault> {
         Plugin::infer(self, tool).map_err(Into::into)
     }
+
+    fn is_quick(&self) -> bool {
+        self.is_quick()
+    }
 }
 
 impl policy::Validator for Plugin {
@@ -56,6 +60,10 @@ impl policy::Validator for Plugin {
             tracing::warn!(plugin = %fault.plugin, "plugin fault: {fault}");
             fault.into()
         })
+    }
+
+    fn is_quick(&self) -> bool {
+        self.is_quick()
     }
 }
 

@@ -197,6 +197,13 @@ impl Pipeline {
         })
     }
 
+    /// Whether every stage answers in microseconds, always ([`Annotator::is_quick`]): then
+    /// a call is judged on the thread that serves it, not handed to a blocking thread and
+    /// back (two thread wake-ups, tens of microseconds, for a judgement of a few).
+    pub fn is_quick(&self) -> bool {
+        self.annotators.iter().all(|a| a.is_quick()) && self.validators.iter().all(|v| v.is_quick())
+    }
+
     /// Judges one call: annotate, then run every validator.
     pub fn evaluate(
         &self,
@@ -370,6 +377,33 @@ mod tests {
             }
             Ok(self.answer.clone())
         }
+    }
+
+    /// A validator that allows everything and says it is quick.
+    struct QuickAllow;
+
+    impl Validator for QuickAllow {
+        fn name(&self) -> &str {
+            "quick"
+        }
+
+        fn validate(&self, _request: &CallRequest) -> Result<Verdict, Fault> {
+            Ok(Verdict::Allow)
+        }
+
+        fn is_quick(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn a_pipeline_is_quick_only_when_every_stage_is() {
+        assert!(Pipeline::new(vec![], vec![Arc::new(QuickAllow)]).is_quick());
+        let slow_annotator = FixedAnnotator::new("a", None);
+        assert!(
+            !Pipeline::new(vec![slow_annotator], vec![Arc::new(QuickAllow)]).is_quick(),
+            "stages are not quick unless they say so"
+        );
     }
 
     /// A validator that always gives one verdict (or faults), and counts calls.

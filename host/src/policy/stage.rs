@@ -10,6 +10,13 @@ pub trait Annotator: Send + Sync {
     fn name(&self) -> &str;
     /// `Ok(None)` when it has nothing to say about the tool.
     fn infer(&self, tool: &Tool) -> Result<Option<Inference>, Fault>;
+    /// Whether it answers in microseconds, always: cheap enough to run on the thread that
+    /// serves the call instead of handing it to a blocking thread (see [`Pipeline::is_quick`]).
+    ///
+    /// [`Pipeline::is_quick`]: super::Pipeline::is_quick
+    fn is_quick(&self) -> bool {
+        false
+    }
 }
 
 /// Decides whether a call may go through.
@@ -17,6 +24,10 @@ pub trait Validator: Send + Sync {
     /// The name records and messages use for this stage.
     fn name(&self) -> &str;
     fn validate(&self, request: &CallRequest) -> Result<Verdict, Fault>;
+    /// As [`Annotator::is_quick`].
+    fn is_quick(&self) -> bool {
+        false
+    }
 }
 
 /// A stage that failed to answer (a plugin that trapped, overran its deadline or its

@@ -434,8 +434,9 @@ impl Proxy {
         self.evaluate(upstream, tool, input).await
     }
 
-    /// Runs the policy pipeline on a call of `tool` (on a blocking thread: plugins are
-    /// synchronous).
+    /// Runs the policy pipeline on a call of `tool`: inline when it is quick (the embedded
+    /// plugins on warm instances), else on a blocking thread (plugins are synchronous, and a
+    /// plugin from `--plugins` may take milliseconds).
     async fn evaluate(
         &self,
         upstream: Arc<upstream::Upstream>,
@@ -453,11 +454,16 @@ impl Proxy {
             mcpproxy.decision = Empty,
         );
         let policy_span = span.clone();
-        let evaluation = match tokio::task::spawn_blocking(move || {
-            policy_span.in_scope(|| pipeline.evaluate(variant, tool, intent, args))
-        })
-        .await
-        {
+        let judged = if pipeline.is_quick() {
+            // The embedded plugins on warm instances: microseconds, bounded by their deadline.
+            Ok(policy_span.in_scope(|| pipeline.evaluate(variant, tool, intent, args)))
+        } else {
+            tokio::task::spawn_blocking(move || {
+                policy_span.in_scope(|| pipeline.evaluate(variant, tool, intent, args))
+            })
+            .await
+        };
+        let evaluation = match judged {
             Ok(evaluation) => {
                 span.record("mcpproxy.decision", evaluation.outcome.decision.as_str());
                 self.metrics.policy(judged_at.elapsed());
