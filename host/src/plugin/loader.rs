@@ -695,6 +695,7 @@ fn kind_from_exports(
         })
         .collect();
     // Both sink forms are one kind.
+    kinds.sort_by_key(|kind| kind.as_str());
     kinds.dedup();
     match kinds.as_slice() {
         [kind] => Ok(*kind),
