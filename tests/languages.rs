@@ -20,7 +20,10 @@ use mcpproxy::policy::{
 };
 use serde_json::{Value, json};
 
-use crate::mcp_util::{Proxy, call, config_with, connect, is_error, stdio_fixture, text};
+use crate::mcp_util::{
+    Proxy, call, config_with, connect, copy_cwasm, is_error, shared_compile_cache, stdio_fixture,
+    text,
+};
 use crate::util::{TestCommand, artifact, artifact_bytes};
 
 fn repo() -> PathBuf {
@@ -162,26 +165,6 @@ fn newest(path: &Path) -> Option<SystemTime> {
         .try_fold(meta.modified().ok()?, |acc, t| Some(acc.max(t?)))
 }
 
-/// Compiled components kept across test runs: a debug build of the engine needs minutes to
-/// compile a 12 MB JavaScript or 18 MB Python component, a cache hit milliseconds.
-pub(crate) fn persistent_cache() -> PathBuf {
-    repo().join("target/example-compile-cache")
-}
-
-pub(crate) fn copy_cwasm(from: &Path, to: &Path) {
-    let Ok(entries) = std::fs::read_dir(from) else {
-        return;
-    };
-    std::fs::create_dir_all(to).expect("create cache dir");
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let target = to.join(entry.file_name());
-        if path.extension().is_some_and(|e| e == "cwasm") && !target.exists() {
-            std::fs::copy(&path, &target).expect("copy compiled plugin");
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_javascript_validator_rejects_and_allows_through_mcp() {
     let Some(component) = js_component() else {
@@ -191,7 +174,7 @@ async fn a_javascript_validator_rejects_and_allows_through_mcp() {
     std::fs::copy(&component, plugins.path().join("data_guard.wasm")).unwrap();
     let data = tempfile::tempdir().unwrap();
     let cache = data.path().join("cache/plugins");
-    copy_cwasm(&persistent_cache(), &cache);
+    copy_cwasm(&shared_compile_cache(), &cache);
 
     // `plugins check` loads it as the proxy would (and fills the compile cache for serve).
     let check = TestCommand::new(data.path())
@@ -212,7 +195,7 @@ async fn a_javascript_validator_rejects_and_allows_through_mcp() {
         "{}",
         check.stdout()
     );
-    copy_cwasm(&cache, &persistent_cache());
+    copy_cwasm(&cache, &shared_compile_cache());
 
     let log = tempfile::NamedTempFile::new().unwrap();
     let mut config = config_with(vec![stdio_fixture("fx", log.path())]);
@@ -296,7 +279,7 @@ async fn a_python_validator_rejects_secrets_and_fails_closed_when_it_raises() {
     std::fs::copy(&component, plugins.path().join("secret_guard.wasm")).unwrap();
     let data = tempfile::tempdir().unwrap();
     let cache = data.path().join("cache/plugins");
-    copy_cwasm(&persistent_cache(), &cache);
+    copy_cwasm(&shared_compile_cache(), &cache);
 
     let check = TestCommand::new(data.path())
         .args(["plugins", "check", "--timeout-ms", "10000"])
@@ -313,7 +296,7 @@ async fn a_python_validator_rejects_secrets_and_fails_closed_when_it_raises() {
         "{}",
         check.stdout()
     );
-    copy_cwasm(&cache, &persistent_cache());
+    copy_cwasm(&cache, &shared_compile_cache());
 
     let log = tempfile::NamedTempFile::new().unwrap();
     let mut config = config_with(vec![stdio_fixture("fx", log.path())]);

@@ -7,6 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult};
@@ -123,6 +124,37 @@ pub fn start_http_fixture(addr: &str, call_log: &Path) -> (Proc, String) {
     (proc, url)
 }
 
+/// Compiled components shared by every proxy a test starts, and kept across test runs. An
+/// entry is named by its component's SHA-256 and the engine's hash, so a changed plugin or
+/// engine never meets a stale one. A debug build spends seconds compiling the six embedded
+/// plugins on a start with an empty cache (a minute on a loaded machine, which made starts
+/// miss their deadlines) and minutes on a 12 MB JavaScript or 18 MB Python component; a
+/// cache hit takes milliseconds. The cache itself is tested where it is used on purpose
+/// (`plugin_host`).
+pub fn shared_compile_cache() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("plugin-compile-cache")
+}
+
+/// Copies the compiled components (`*.cwasm`) of `from` that `to` lacks. Each lands under a
+/// temporary name and is renamed into place: other tests read these directories meanwhile.
+pub fn copy_cwasm(from: &Path, to: &Path) {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let Ok(entries) = std::fs::read_dir(from) else {
+        return;
+    };
+    std::fs::create_dir_all(to).expect("create cache dir");
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let target = to.join(entry.file_name());
+        if path.extension().is_some_and(|e| e == "cwasm") && !target.exists() {
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let part = to.join(format!(".{}-{n}.part", std::process::id()));
+            std::fs::copy(&path, &part).expect("copy compiled plugin");
+            std::fs::rename(&part, &target).expect("rename compiled plugin into place");
+        }
+    }
+}
+
 /// A running `mcpproxy serve` on a free loopback port.
 pub struct Proxy {
     pub proc: Proc,
@@ -163,6 +195,8 @@ impl Proxy {
     ) -> Self {
         let config_path = data_dir.path().join("mcp_config.json");
         std::fs::write(&config_path, config.to_string()).expect("write config");
+        let compiled = data_dir.path().join("cache/plugins");
+        copy_cwasm(&shared_compile_cache(), &compiled);
         let mut child = Command::new(env!("CARGO_BIN_EXE_mcpproxy"))
             .args(["serve", "--listen", "127.0.0.1:0", "--config"])
             .arg(&config_path)
@@ -190,6 +224,8 @@ impl Proxy {
             .expect("url")
             .trim()
             .to_owned();
+        // The plugins are loaded (and compiled on a miss) before the proxy listens.
+        copy_cwasm(&compiled, &shared_compile_cache());
         Self {
             proc,
             url,

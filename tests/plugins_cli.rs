@@ -529,13 +529,13 @@ impl TemplateBuild {
         // Compiling a componentize-py or componentize-js component to native code takes a
         // debug build of the proxy minutes; keep the compiled code between runs.
         let cache = data.path().join("cache/plugins");
-        crate::languages::copy_cwasm(&crate::languages::persistent_cache(), &cache);
+        crate::mcp_util::copy_cwasm(&crate::mcp_util::shared_compile_cache(), &cache);
         let out = TestCommand::new(data.path())
             .args(["plugins", "check", "--timeout-ms", "10000"])
             .args([project.join("no_blocked.wasm")])
             .args(["--cases".as_ref(), project.join("cases.json").as_os_str()])
             .output();
-        crate::languages::copy_cwasm(&cache, &crate::languages::persistent_cache());
+        crate::mcp_util::copy_cwasm(&cache, &crate::mcp_util::shared_compile_cache());
         out.assert_code(0);
         let stdout = out.stdout();
         assert!(
