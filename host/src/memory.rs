@@ -29,9 +29,10 @@ pub fn limit_arenas() {
     }
 }
 
-/// Returns the pages malloc has free to the kernel (after compiling the plugins, which
-/// frees memory on cranelift's threads that glibc would keep mapped: ~8 MiB for good on a
-/// start that compiles the six embedded plugins).
+/// Returns the pages malloc has free to the kernel: after compiling the plugins, which
+/// frees memory on cranelift's threads that glibc would keep mapped (~8 MiB for good on a
+/// start that compiles the six embedded plugins), and once start-up is over (the first
+/// tool lists indexed).
 pub fn release_freed() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: `malloc_trim` only returns free pages to the kernel; it takes the arenas'

@@ -441,6 +441,9 @@ async fn summary(runtime: &Runtime, config_path: Option<&std::path::Path>) {
     }
     let upstreams = runtime.proxy.upstreams();
     upstreams.settle(Duration::from_secs(10)).await;
+    // Start-up is over (plugins loaded, the upstreams' first tool lists indexed): give the
+    // kernel back what it freed, so an idle proxy holds only what it uses.
+    crate::memory::release_freed();
     let statuses = upstreams.statuses();
     if statuses.is_empty() {
         eprintln!("upstreams: none configured");

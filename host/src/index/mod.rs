@@ -17,7 +17,7 @@ mod analysis;
 mod tests;
 
 use std::collections::HashSet;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
 use tantivy::collector::TopDocs;
@@ -126,11 +126,15 @@ struct Fields {
 
 /// BM25 index over every upstream tool. `Send + Sync`; share it as
 /// `Arc<ToolIndex>`. Searches are lock-free against the last committed
-/// snapshot; updates are serialized by a mutex around the single writer.
+/// snapshot; updates are serialized by a mutex, and each opens a writer of
+/// its own and closes it when committed: an idle writer would keep its
+/// threads and a ~2.4 MB document queue (tantivy makes a new one at every
+/// commit) for updates that come only when an upstream's tools change.
 pub struct ToolIndex {
     fields: Fields,
+    index: Index,
     reader: IndexReader,
-    writer: Mutex<IndexWriter>,
+    updates: Mutex<()>,
     ident: TextAnalyzer,
     prose: TextAnalyzer,
     exact: TextAnalyzer,
@@ -174,22 +178,15 @@ impl ToolIndex {
         index.tokenizers().register(analysis::IDENT, ident.clone());
         index.tokenizers().register(analysis::PROSE, prose.clone());
         index.tokenizers().register(analysis::EXACT, exact.clone());
-        let writer = index.writer_with_options(
-            IndexWriterOptions::builder()
-                .num_worker_threads(1)
-                .num_merge_threads(1)
-                .memory_budget_per_thread(WRITER_MEMORY_BYTES)
-                .build(),
-        )?;
-        writer.set_merge_policy(Box::new(NoMergePolicy));
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
             .try_into()?;
         Ok(Self {
             fields,
+            index,
             reader,
-            writer: Mutex::new(writer),
+            updates: Mutex::new(()),
             ident,
             prose,
             exact,
@@ -291,50 +288,46 @@ impl ToolIndex {
     }
 
     /// Deletes `server`'s documents, adds `docs`, commits and reloads the
-    /// reader, all under the writer lock. On failure nothing is committed.
+    /// reader, one update at a time, through a writer opened for this update
+    /// and closed (its threads joined, its buffers freed) before returning. On
+    /// failure nothing is committed: the writer is dropped with its operations.
     ///
     /// Merging is done here, synchronously, rather than by tantivy's
     /// background merge policy: a background merge's file GC holds the
     /// directory meta lock, and a `reload` that meets it sleeps 100 ms.
     /// Merging everything also purges deleted tools from the BM25 stats.
     fn update(&self, server: &str, docs: Vec<TantivyDocument>) -> Result<()> {
-        let mut writer = self.lock_writer()?;
-        let staged = (|| {
-            writer.delete_term(Term::from_field_text(self.fields.server, server));
-            for doc in docs {
-                writer.add_document(doc)?;
-            }
-            writer.commit()
-        })();
-        if let Err(err) = staged {
-            if let Err(rollback) = writer.rollback() {
-                tracing::error!(%rollback, "tool index: rollback failed");
-            }
-            return Err(err.into());
+        // The guard protects no data: a panicking update left nothing committed.
+        let _one_at_a_time = self.updates.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut writer = self.open_writer()?;
+        writer.delete_term(Term::from_field_text(self.fields.server, server));
+        for doc in docs {
+            writer.add_document(doc)?;
         }
-        let segments = writer.index().searchable_segment_ids()?;
+        writer.commit()?;
+        let segments = self.index.searchable_segment_ids()?;
         if segments.len() > MAX_SEGMENTS {
             // Not fatal: the index stays correct, only less compact.
             if let Err(err) = writer.merge(&segments).wait() {
                 tracing::warn!(%err, "tool index: segment merge failed");
             }
         }
+        writer.wait_merging_threads()?;
         self.reader.reload()?;
         Ok(())
     }
 
-    /// Locks the writer. A writer poisoned by a panic mid-update may hold
-    /// uncommitted operations, so it is rolled back before reuse.
-    fn lock_writer(&self) -> Result<MutexGuard<'_, IndexWriter>> {
-        match self.writer.lock() {
-            Ok(guard) => Ok(guard),
-            Err(poisoned) => {
-                let mut guard = poisoned.into_inner();
-                guard.rollback()?;
-                self.writer.clear_poison();
-                Ok(guard)
-            }
-        }
+    /// A writer with one indexing thread and no background merges.
+    fn open_writer(&self) -> Result<IndexWriter> {
+        let writer: IndexWriter = self.index.writer_with_options(
+            IndexWriterOptions::builder()
+                .num_worker_threads(1)
+                .num_merge_threads(1)
+                .memory_budget_per_thread(WRITER_MEMORY_BYTES)
+                .build(),
+        )?;
+        writer.set_merge_policy(Box::new(NoMergePolicy));
+        Ok(writer)
     }
 
     /// Turns free text into a boolean SHOULD query; `None` when the text

@@ -241,6 +241,32 @@ fn replace_swaps_a_servers_tools() {
 }
 
 #[test]
+fn updates_merge_segments_and_leave_no_writer_open() {
+    let index = fixture();
+    for round in 0..3 * MAX_SEGMENTS {
+        let description = format!("Fetch issue number {round}.");
+        put(
+            &index,
+            "github",
+            &[t("get_issue", &description, &["number"])],
+        );
+    }
+    assert_eq!(index.len(), 7);
+    assert_eq!(top(&index, "issue"), "github:get_issue");
+    let segments = index.index.searchable_segment_ids().unwrap();
+    assert!(
+        segments.len() <= MAX_SEGMENTS + 1,
+        "{} segments",
+        segments.len()
+    );
+    // A writer left open between updates would hold the index's writer lock.
+    let writer = index
+        .open_writer()
+        .expect("no writer is open between updates");
+    drop(writer);
+}
+
+#[test]
 fn server_names_are_exact_keys() {
     let index = ToolIndex::new().unwrap();
     put(&index, "git", &[t("a", "", &[])]);
