@@ -303,3 +303,32 @@ fn the_binary_packs_its_relocations_where_glibc_loads_them() {
         "no DT_RELR in the dynamic section:\n{dynamic}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn worker_threads_can_be_chosen_and_zero_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = TestCommand::new(dir.path())
+        .args(["serve", "--listen", "127.0.0.1:0", "--worker-threads", "0"])
+        .output();
+    out.assert_code(2);
+    assert!(
+        out.stderr().contains("--worker-threads"),
+        "{}",
+        out.stderr()
+    );
+
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let config = config_with(vec![stdio_fixture("fx", log.path())]);
+    let proxy = crate::mcp_util::Proxy::start(&config, &["--worker-threads", "3"]);
+    let client = crate::mcp_util::connect(&proxy.url).await;
+    let result = call(
+        &client,
+        "call_tool_read",
+        json!({"name": "fx:echo", "args_json": r#"{"text":"three threads"}"#}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&result), "{}", text(&result));
+    assert!(text(&result).contains("three threads"), "{}", text(&result));
+    client.cancel().await.unwrap();
+}
