@@ -61,6 +61,8 @@ pub enum CacheOutcome {
 #[derive(Clone)]
 pub struct PluginEngine {
     engine: Engine,
+    /// The engine's configuration, for the throwaway engines that compile (see `precompile`).
+    config: Config,
     /// Advances the epoch while a deadline may be running.
     ticker: Arc<EpochTicker>,
     linker: Linker<PluginCtx>,
@@ -112,6 +114,7 @@ impl PluginEngine {
         Ok(Self {
             ticker,
             engine,
+            config,
             linker,
             sink_linker,
             cache_dir: options.cache_dir,
@@ -150,15 +153,15 @@ impl PluginEngine {
 
     /// Compiles a component, or loads it precompiled from the cache.
     pub fn compile(&self, bytes: &[u8]) -> wasmtime::Result<(Component, CacheOutcome)> {
-        let Some(path) = self.cache_path(bytes) else {
-            return Ok((Component::new(&self.engine, bytes)?, CacheOutcome::Compiled));
-        };
+        let path = self.cache_path(bytes);
         // Read into memory rather than mapping the file: a mapped file that someone truncates
         // or rewrites in place would crash the process.
-        if let Ok(compiled) = std::fs::read(&path) {
+        if let Some(path) = &path
+            && let Ok(compiled) = std::fs::read(path)
+        {
             // SAFETY: the bytes come from our own cache directory (created 0700), from a file
             // named by the SHA-256 of the source component and this engine's compatibility
-            // hash, written by `Component::serialize` and renamed into place atomically.
+            // hash, written by `write_cache_entry` and renamed into place atomically.
             // wasmtime checks the header and refuses an artifact of an incompatible engine.
             match unsafe { Component::deserialize(&self.engine, &compiled) } {
                 Ok(component) => return Ok((component, CacheOutcome::Hit)),
@@ -168,11 +171,24 @@ impl PluginEngine {
                 ),
             }
         }
-        let component = Component::new(&self.engine, bytes)?;
-        if let Err(e) = write_cache_entry(&path, &component) {
+        let compiled = self.precompile(bytes)?;
+        if let Some(path) = &path
+            && let Err(e) = write_cache_entry(path, &compiled)
+        {
             tracing::warn!(path = %path.display(), "cannot cache compiled plugin: {e}");
         }
+        // SAFETY: made just now by an engine of this engine's configuration.
+        let component = unsafe { Component::deserialize(&self.engine, &compiled) }?;
         Ok((component, CacheOutcome::Compiled))
+    }
+
+    /// Compiles `bytes` on an engine of the same configuration made for it and dropped
+    /// after: an engine keeps cranelift's per-function contexts (register allocator buffers
+    /// among them) for its whole life, ~10 MiB after compiling the embedded plugins, which a
+    /// proxy that compiles only when it loads plugins would hold for nothing.
+    fn precompile(&self, bytes: &[u8]) -> wasmtime::Result<Vec<u8>> {
+        let compiler = Engine::new(&self.config)?;
+        compiler.precompile_component(bytes)
     }
 
     fn cache_path(&self, bytes: &[u8]) -> Option<PathBuf> {
@@ -356,15 +372,12 @@ impl EpochTicker {
     }
 }
 
-fn write_cache_entry(path: &Path, component: &Component) -> std::io::Result<()> {
-    let bytes = component
-        .serialize()
-        .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
+fn write_cache_entry(path: &Path, compiled: &[u8]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         create_private_dir(dir)?;
     }
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
+    std::fs::write(&tmp, compiled)?;
     std::fs::rename(&tmp, path)
 }
 
