@@ -130,10 +130,30 @@ pub fn start_http_fixture(addr: &str, call_log: &Path) -> (Proc, String) {
 /// plugins on a start with an empty cache (a minute on a loaded machine, which made starts
 /// miss their deadlines) and minutes on a 12 MB JavaScript or 18 MB Python component; a
 /// cache hit takes milliseconds. The cache itself is tested where it is used on purpose
-/// (`plugin_host`).
+/// (`plugin_host`). Entries older than [`COMPILE_CACHE_DAYS`] are removed on first use in a
+/// test process: those of plugins and engines since changed are never read again, and the
+/// current ones are compiled anew once.
 pub fn shared_compile_cache() -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join("plugin-compile-cache")
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("plugin-compile-cache");
+        let max_age = Duration::from_secs(COMPILE_CACHE_DAYS * 24 * 3600);
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > max_age));
+            if old {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+        dir
+    })
+    .clone()
 }
+
+/// How long a compiled component stays in the shared test cache.
+const COMPILE_CACHE_DAYS: u64 = 14;
 
 /// Copies the compiled components (`*.cwasm`) of `from` that `to` lacks. Each lands under a
 /// temporary name and is renamed into place: other tests read these directories meanwhile.
