@@ -106,11 +106,17 @@ impl Plugin {
             origin: origin.clone(),
             reason: format!("{e:#}"),
         })?;
-        let kind = kind_from_exports(engine, &component, &origin)?;
+        let exports = exports(engine, &component);
+        let kind = kind_from_exports(&exports, &origin)?;
         if kind == PluginKind::Sink {
+            // A component exporting both sink interfaces is run in the faster form.
+            let lines = exports
+                .iter()
+                .any(|name| same_interface(name, NDJSON_SINK_EXPORT));
             return Self::load_sink(
                 engine,
                 component,
+                lines,
                 compile,
                 bytes.len(),
                 source,
@@ -183,21 +189,19 @@ impl Plugin {
         )
     }
 
-    /// Loads a sink: type-checked against the sink world with the sink linker (WASI and
-    /// `wasi:http`), asked who it is with no host granted.
+    /// Loads a sink: type-checked against its sink world (`lines`: the NDJSON one) with the
+    /// sink linker (WASI and `wasi:http`), asked who it is with no host granted.
+    #[allow(clippy::too_many_arguments)]
     fn load_sink(
         engine: &PluginEngine,
         component: Component,
+        lines: bool,
         compile: super::CacheOutcome,
         size_bytes: usize,
         source: PluginSource,
         origin: String,
         limits: Limits,
     ) -> Result<Self, Error> {
-        // A component exporting both sink interfaces is run in the faster form.
-        let lines = exports(engine, &component)
-            .iter()
-            .any(|name| same_interface(name, NDJSON_SINK_EXPORT));
         let runner = SinkRunner::new(engine.sink_linker(), &component, lines).map_err(|e| {
             Error::WorldMismatch {
                 origin: origin.clone(),
@@ -673,12 +677,7 @@ fn exports(engine: &PluginEngine, component: &Component) -> Vec<String> {
         .collect()
 }
 
-fn kind_from_exports(
-    engine: &PluginEngine,
-    component: &Component,
-    origin: &str,
-) -> Result<PluginKind, Error> {
-    let exports = exports(engine, component);
+fn kind_from_exports(exports: &[String], origin: &str) -> Result<PluginKind, Error> {
     let mut kinds: Vec<PluginKind> = exports
         .iter()
         .filter_map(|name| {

@@ -454,14 +454,13 @@ impl Proxy {
             mcpproxy.decision = Empty,
         );
         let policy_span = span.clone();
-        let judged = if pipeline.is_quick() {
+        let quick = pipeline.is_quick();
+        let judge = move || policy_span.in_scope(|| pipeline.evaluate(variant, tool, intent, args));
+        let judged = if quick {
             // The embedded plugins on warm instances: microseconds, bounded by their deadline.
-            Ok(policy_span.in_scope(|| pipeline.evaluate(variant, tool, intent, args)))
+            Ok(judge())
         } else {
-            tokio::task::spawn_blocking(move || {
-                policy_span.in_scope(|| pipeline.evaluate(variant, tool, intent, args))
-            })
-            .await
+            tokio::task::spawn_blocking(judge).await
         };
         let evaluation = match judged {
             Ok(evaluation) => {

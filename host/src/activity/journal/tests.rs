@@ -7,11 +7,13 @@ use crate::activity::record::{Status, new_id, now_ms};
 use crate::activity::test_util::{check_indexes, open_temp, rec_at};
 use crate::activity::{Filter, RecordType, Source};
 
-fn status_filter(s: &str) -> Filter {
-    Filter {
-        status: Some(s.into()),
+/// The records whose status is `status`, newest first (at most 1,000).
+fn with_status(j: &Journal, status: &str) -> Vec<ActivityRecord> {
+    let filter = Filter {
+        status: Some(status.into()),
         ..Filter::default()
-    }
+    };
+    j.query(&filter, 1000, 0).unwrap().records
 }
 
 #[tokio::test]
@@ -22,10 +24,7 @@ async fn append_get_upsert_keep_indexes_right() {
     rec.tool_variant = Some(crate::policy::OperationType::Write);
     j.append(rec.clone()).await.unwrap();
     assert_eq!(j.get(&rec.id).unwrap().as_ref(), Some(&rec));
-    assert_eq!(
-        j.query(&status_filter("pending"), 10, 0).unwrap().records,
-        vec![rec.clone()]
-    );
+    assert_eq!(with_status(&j, "pending"), vec![rec.clone()]);
     check_indexes(&j);
 
     rec.status = Status::Success;
@@ -34,16 +33,8 @@ async fn append_get_upsert_keep_indexes_right() {
     j.upsert(rec.clone()).await.unwrap();
     assert_eq!(j.len().unwrap(), 1);
     assert_eq!(j.get(&rec.id).unwrap().as_ref(), Some(&rec));
-    assert!(
-        j.query(&status_filter("pending"), 10, 0)
-            .unwrap()
-            .records
-            .is_empty()
-    );
-    assert_eq!(
-        j.query(&status_filter("success"), 10, 0).unwrap().records,
-        vec![rec.clone()]
-    );
+    assert!(with_status(&j, "pending").is_empty());
+    assert_eq!(with_status(&j, "success"), vec![rec.clone()]);
     let github = Filter {
         server: Some("github".into()),
         ..Filter::default()
@@ -110,19 +101,8 @@ async fn a_records_puts_in_one_batch_are_written_once_as_the_last() {
     assert_eq!(latest[1].key, puts[2].key);
     commit_puts(&j.db, &latest, redb::Durability::Immediate, true).unwrap();
     assert_eq!(j.get(&done.id).unwrap().as_ref(), Some(&done));
-    assert!(
-        j.query(&status_filter("pending"), 10, 0)
-            .unwrap()
-            .records
-            .is_empty()
-    );
-    assert_eq!(
-        j.query(&status_filter("success"), 10, 0)
-            .unwrap()
-            .records
-            .len(),
-        2
-    );
+    assert!(with_status(&j, "pending").is_empty());
+    assert_eq!(with_status(&j, "success").len(), 2);
     check_indexes(&j);
     let batch = j.sink_batch("s", 10, 1 << 20).unwrap().unwrap();
     let ids: Vec<&str> = batch.rows.iter().map(|r| r.id.as_str()).collect();
@@ -158,12 +138,7 @@ async fn in_async_mode_a_call_queued_pending_then_finished_reads_back_finished()
     for done in &records {
         assert_eq!(j.get(&done.id).unwrap().as_ref(), Some(done));
     }
-    assert!(
-        j.query(&status_filter("pending"), 10, 0)
-            .unwrap()
-            .records
-            .is_empty()
-    );
+    assert!(with_status(&j, "pending").is_empty());
     check_indexes(&j);
 }
 
@@ -444,7 +419,7 @@ async fn a_journal_far_larger_than_its_cache_answers_right() {
     assert_eq!(j.len().unwrap(), 3000);
     let newest: Vec<_> = recs.iter().rev().take(50).cloned().collect();
     assert_eq!(j.query(&Filter::default(), 50, 0).unwrap().records, newest);
-    let errors = j.query(&status_filter("error"), 1000, 0).unwrap().records;
+    let errors = with_status(&j, "error");
     assert_eq!(errors.len(), 300);
     assert_eq!(j.get(&recs[0].id).unwrap().as_ref(), Some(&recs[0]));
     check_indexes(&j);

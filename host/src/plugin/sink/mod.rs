@@ -359,10 +359,6 @@ mod tests {
         }
     }
 
-    fn warm(plugin: &Plugin) -> bool {
-        plugin.holds_warm_sink()
-    }
-
     #[test]
     fn an_instance_is_kept_only_while_a_backlog_drains() {
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -380,30 +376,33 @@ mod tests {
         // Two batches of a backlog: one instance, kept between them.
         assert_eq!(plugin.deliver(&batch(3, true)).unwrap(), Ok(()));
         assert!(
-            warm(&plugin),
+            plugin.holds_warm_sink(),
             "kept after a stored batch with more behind it"
         );
         assert_eq!(plugin.deliver(&batch(2, true)).unwrap(), Ok(()));
-        assert!(warm(&plugin));
+        assert!(plugin.holds_warm_sink());
         // The last batch of the backlog: delivered by the warm instance, which then goes.
         assert_eq!(plugin.deliver(&batch(1, false)).unwrap(), Ok(()));
-        assert!(!warm(&plugin), "a caught-up sink holds no instance");
+        assert!(
+            !plugin.holds_warm_sink(),
+            "a caught-up sink holds no instance"
+        );
         assert_eq!(lines.load(Ordering::SeqCst), 6);
 
         // New settings (a new grant) drop the kept instance.
         plugin.deliver(&batch(1, true)).unwrap().unwrap();
-        assert!(warm(&plugin));
+        assert!(plugin.holds_warm_sink());
         plugin.configure(&PluginSettings {
             limits: Limits::default(),
             settings: serde_json::json!({ "url": url }),
             reuse_chosen: true,
         });
-        assert!(!warm(&plugin));
+        assert!(!plugin.holds_warm_sink());
 
         // A refusal (the remote is gone) drops it too.
         let gone = http_sink(&engine, "http://127.0.0.1:9/ingest");
         let refused = gone.deliver(&batch(1, true)).unwrap();
         assert!(refused.unwrap_err().contains("refused"));
-        assert!(!warm(&gone));
+        assert!(!gone.holds_warm_sink());
     }
 }
