@@ -25,6 +25,25 @@ use crate::mcp_util::{Proc, Proxy, config_with, pipe_lines};
 /// directly must pass through mcpproxy, with at least as many successful checks.
 const NOT_THROUGH_THE_PROXY: &[(&str, &str)] = &[];
 
+/// Scenarios that pass through the direct endpoint with fewer successful checks than
+/// directly, and why; `docs/conformance.md` lists the same. Each is a check the suite makes
+/// of an event stream only, and marks "not applicable" (INFO, not a failure or a warning)
+/// when a server answers with a JSON body, which streamable HTTP allows.
+const FEWER_CHECKS_THROUGH_THE_PROXY: &[(&str, &str)] = &[
+    (
+        "server-sse-multiple-streams",
+        "mcpproxy answers a request whose first message is its reply (here `tools/list`) as a \
+         JSON body; the suite then checks that the three requests were accepted and skips the \
+         check of their streams",
+    ),
+    (
+        "server-sse-polling",
+        "the upstream behind the proxy speaks stdio, so `test_reconnection` closes no stream: \
+         its reply is the first message and comes as a JSON body, and the suite skips the \
+         priming-event and retry checks",
+    ),
+];
+
 /// The scenarios the fixture passes when the suite talks to it directly.
 const PASS: &[&str] = &[
     "caching",
@@ -267,6 +286,10 @@ fn the_lists_name_every_scenario_once() {
         65,
         "the suite has 65 server scenarios"
     );
+    // A scenario allowed fewer checks through the proxy must pass directly.
+    for (name, _) in FEWER_CHECKS_THROUGH_THE_PROXY {
+        assert!(pass.contains(name), "{name} is not in PASS");
+    }
 }
 
 #[test]
@@ -341,6 +364,11 @@ fn every_scenario_that_passes_directly_passes_through_the_direct_endpoint() {
     let thinner: Vec<String> = passed(&direct)
         .into_iter()
         .filter(|name| !excused.contains(name))
+        .filter(|name| {
+            !FEWER_CHECKS_THROUGH_THE_PROXY
+                .iter()
+                .any(|(fewer, _)| fewer == name)
+        })
         .filter_map(|name| {
             let (d, p) = (direct[name].successes, proxied[name].successes);
             (p < d).then(|| format!("{name}: {d} checks succeed directly, {p} through the proxy"))

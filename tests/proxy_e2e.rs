@@ -578,3 +578,108 @@ async fn the_official_python_sdk_calls_and_ends_its_session_cleanly() {
     assert_eq!(result["texts"], json!(["http-0", "http-1", "http-2"]));
     assert!(!stderr.contains("Session termination failed"), "{stderr}");
 }
+
+/// One HTTP/1.1 exchange on an open socket: the status, the headers (names lower-cased) and
+/// the body, which must come with a `Content-Length` (a reply a client can read to its end
+/// and then reuse the connection for the next request).
+fn exchange(
+    socket: &mut std::net::TcpStream,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &Value,
+) -> (u16, std::collections::HashMap<String, String>, String) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let body = body.to_string();
+    let mut request = format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(&body);
+    socket.write_all(request.as_bytes()).unwrap();
+    let mut reader = BufReader::new(socket);
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    let status: u16 = line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status line (the connection was closed?): {line:?}"));
+    let mut found = std::collections::HashMap::new();
+    loop {
+        line.clear();
+        reader.read_line(&mut line).unwrap();
+        let Some((name, value)) = line.trim_end().split_once(':') else {
+            break;
+        };
+        found.insert(name.to_ascii_lowercase(), value.trim().to_owned());
+    }
+    let length: usize = found
+        .get("content-length")
+        .unwrap_or_else(|| panic!("the answer has no Content-Length: {found:?}"))
+        .parse()
+        .unwrap();
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    (status, found, String::from_utf8(body).unwrap())
+}
+
+/// A request whose answer is its reply alone gets it as a JSON body (not an event stream),
+/// so one connection carries a whole session: `initialize`, the notification and two calls.
+#[test]
+fn replies_come_as_json_bodies_and_one_connection_carries_a_session() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    let address = proxy.url.trim_start_matches("http://");
+    let address = &address[..address.find('/').unwrap()];
+    let mut socket = std::net::TcpStream::connect(address).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+
+    let (status, headers, body) = exchange(
+        &mut socket,
+        "/mcp",
+        &[],
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "keep-alive", "version": "1"}}}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(headers["content-type"], "application/json");
+    let init: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(init["result"]["serverInfo"]["name"], "mcpproxy", "{body}");
+    let session = headers["mcp-session-id"].clone();
+    let session_headers = [
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", "2025-06-18"),
+    ];
+
+    let (status, _, _) = exchange(
+        &mut socket,
+        "/mcp",
+        &session_headers,
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    assert_eq!(status, 202);
+
+    for (id, text) in [(2, "first"), (3, "second")] {
+        let (status, headers, body) = exchange(
+            &mut socket,
+            "/mcp",
+            &session_headers,
+            &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+                "name": "call_tool_read",
+                "arguments": {"name": "fx:echo", "args": {"text": text}}}}),
+        );
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(headers["content-type"], "application/json", "{body}");
+        let reply: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(reply["id"], id, "{body}");
+        assert_eq!(reply["result"]["content"][0]["text"], text, "{body}");
+    }
+}

@@ -4,7 +4,8 @@
 //! the bearer token when one is configured, refuses a new session past the session bounds
 //! ([`super::sessions`]), and reads the body within [`MAX_REQUEST_BODY_BYTES`]. A body that
 //! is not JSON gets a JSON-RPC `-32700` parse error, and JSON that is not a JSON-RPC message
-//! a `-32600`, instead of rmcp's bare `415`.
+//! a `-32600`, instead of rmcp's bare `415`. A request whose answer is its reply alone gets
+//! it as a JSON body where the client accepts one ([`super::json_reply`]).
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -23,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 use super::ProxyServer;
+use super::json_reply;
 use super::sessions::{BoundedSessions, SessionBounds, with_client};
 use crate::access::{Access, LOOPBACK_HOSTS, check_bearer, loopback_origin_patterns};
 
@@ -63,7 +65,8 @@ pub fn router(server: ProxyServer, endpoint: Endpoint, shutdown: CancellationTok
     config.max_request_body_bytes = MAX_REQUEST_BODY_BYTES;
     // A plain JSON body for a request whose answer is one message (most tool calls), where
     // the client accepts it: no event-stream framing to write and parse. A handler that
-    // sends a notification first (progress, logs) still answers as an event stream.
+    // sends a notification first (progress, logs) still answers as an event stream. rmcp
+    // does this for stateless (2026-07-28) requests only; `json_reply` does it for sessions.
     config.json_response = true;
     config.cancellation_token = shutdown;
     let sessions = Arc::new(BoundedSessions::new(endpoint.sessions));
@@ -194,6 +197,7 @@ async fn guard(gate: Arc<Gate>, request: Request, next: Next) -> Response {
                 .next()
                 .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
         });
+    let accepts_json = accepts_json(request.headers());
     let (parts, body) = request.into_parts();
     let body = match http_body_util::Limited::new(body, MAX_REQUEST_BODY_BYTES)
         .collect()
@@ -226,7 +230,28 @@ async fn guard(gate: Arc<Gate>, request: Request, next: Next) -> Response {
         // rmcp answers 415 for a JSON body it cannot parse as a JSON-RPC message.
         return malformed(&body);
     }
-    response
+    if accepts_json {
+        json_reply::prefer_json(response).await
+    } else {
+        response
+    }
+}
+
+/// Whether the request's `Accept` takes a JSON body (`application/json`, `application/*` or
+/// `*/*`).
+fn accepts_json(headers: &http::HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|range| range.split(';').next())
+        .any(|range| {
+            let range = range.trim();
+            ["application/json", "application/*", "*/*"]
+                .iter()
+                .any(|accepted| range.eq_ignore_ascii_case(accepted))
+        })
 }
 
 /// The JSON-RPC error for a body rmcp could not read as a message.

@@ -17,6 +17,7 @@
 mod client_session;
 mod direct;
 pub mod http;
+mod json_reply;
 mod manage_tool;
 pub mod sessions;
 mod tools;

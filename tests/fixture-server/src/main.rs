@@ -22,6 +22,7 @@ mod tools;
 use std::{io::Write, path::PathBuf, sync::Arc};
 
 use anyhow::Context as _;
+use axum::serve::ListenerExt as _;
 use clap::Parser;
 use rmcp::{
     ServiceExt,
@@ -139,6 +140,12 @@ async fn serve_http(fixture: Fixture, addr: &str) -> anyhow::Result<()> {
     }
     tracing::info!(%local, "serving MCP streamable HTTP at /mcp");
 
+    // Small writes go out at once (as mcpproxy's listener sends them): with Nagle's algorithm
+    // an event stream's second write waits for the client's delayed acknowledgement, ~40 ms,
+    // whenever the client keeps its connection open.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             shutdown_signal().await;

@@ -36,6 +36,7 @@ pub struct Options {
     pub warmup: usize,
     pub rounds: usize,
     pub call_timeout: Duration,
+    pub connections: run::Connections,
     /// Extra top-level keys for mcpproxy's config (e.g. `activity`).
     pub proxy_config: JsonObject,
 }
@@ -58,6 +59,7 @@ pub struct Summary {
     pub scenario: &'static str,
     pub rounds: usize,
     pub requests: usize,
+    pub connections: run::Connections,
     pub proxy_config: JsonObject,
     pub paths: Vec<PathResult>,
     /// Why the peer was not measured, when it was not.
@@ -157,6 +159,7 @@ pub async fn compare(opts: &Options) -> Result<Summary> {
         scenario: "compare",
         rounds: opts.rounds,
         requests: opts.requests,
+        connections: opts.connections,
         proxy_config: opts.proxy_config.clone(),
         paths,
         peer_skipped,
@@ -181,6 +184,7 @@ async fn measure(opts: &Options, targets: &[Target]) -> Result<Vec<PathResult>> 
                     warmup: opts.warmup,
                     sessions: 1,
                     call_timeout: opts.call_timeout,
+                    connections: opts.connections,
                 };
                 let report = run::run(&spec)
                     .await
@@ -285,8 +289,13 @@ pub fn find_peer(explicit: Option<PathBuf>) -> Option<PathBuf> {
 /// The summary as a table, with the ratios.
 pub fn table(summary: &Summary) -> String {
     let mut out = format!(
-        "{} interleaved rounds of {} calls; medians over the rounds\n",
-        summary.rounds, summary.requests
+        "{} interleaved rounds of {} calls, {} connections; medians over the rounds\n",
+        summary.rounds,
+        summary.requests,
+        match summary.connections {
+            run::Connections::PerRequest => "per-request",
+            run::Connections::KeepAlive => "keep-alive",
+        }
     );
     out.push_str(&format!(
         "{:<20} {:>12} {:>12} {:>16} {:>7}\n",

@@ -3,6 +3,7 @@
 //! ```text
 //! mcp-load --url http://127.0.0.1:PORT/mcp --tool echo --args '{"text":"hi"}' \
 //!     [--requests 2000] [--concurrency 1] [--warmup 200] [--sessions 1] [-o text|json]
+//!     [--connections per-request|keep-alive]
 //! mcp-load --scenario proxy-overhead --fixture target/release/mcp-fixture \
 //!     --mcpproxy target/release/mcpproxy [--requests 3000] [--proxy-config JSON]
 //! mcp-load --scenario soak --fixture target/release/mcp-fixture \
@@ -73,6 +74,12 @@ struct Cli {
     /// Seconds one call may take before it counts as an error.
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     timeout: u64,
+
+    /// How the client uses HTTP connections: `per-request` opens a new one for every
+    /// request (rmcp's client); `keep-alive` reuses them (the official TypeScript and
+    /// Python SDK clients).
+    #[arg(long, value_enum, default_value_t = run::Connections::PerRequest)]
+    connections: run::Connections,
 
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value_t = Format::Text)]
@@ -180,6 +187,7 @@ async fn run_cli(cli: Cli) -> Result<bool> {
             warmup: cli.warmup,
             sessions: cli.sessions as usize,
             call_timeout,
+            connections: cli.connections,
             proxy_config: parse_object("--proxy-config", &cli.proxy_config)?,
             plugins: cli.plugins,
         };
@@ -209,6 +217,7 @@ async fn run_cli(cli: Cli) -> Result<bool> {
             warmup: cli.warmup,
             rounds: cli.rounds,
             call_timeout,
+            connections: cli.connections,
             proxy_config: parse_object("--proxy-config", &cli.proxy_config)?,
         };
         let summary = compare::compare(&opts).await?;
@@ -259,6 +268,7 @@ async fn run_cli(cli: Cli) -> Result<bool> {
         warmup: cli.warmup,
         sessions: cli.sessions as usize,
         call_timeout,
+        connections: cli.connections,
     };
     let report = run::run(&spec).await?;
     match cli.output {
@@ -418,5 +428,16 @@ mod tests {
         ])
         .unwrap();
         assert_eq!((defaults.peer, defaults.rounds), (None, 3));
+        assert_eq!(defaults.connections, run::Connections::PerRequest);
+    }
+
+    #[test]
+    fn connections_are_per_request_unless_kept_alive() {
+        let base = ["mcp-load", "--url", "u", "--tool", "t"];
+        let cli = Cli::try_parse_from(base).unwrap();
+        assert_eq!(cli.connections, run::Connections::PerRequest);
+        let cli = Cli::try_parse_from(base.iter().chain(&["--connections", "keep-alive"])).unwrap();
+        assert_eq!(cli.connections, run::Connections::KeepAlive);
+        assert!(Cli::try_parse_from(base.iter().chain(&["--connections", "pooled"])).is_err());
     }
 }

@@ -14,6 +14,7 @@ use rmcp::model::{
 };
 use rmcp::service::{Peer, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde::Serialize;
 use tokio::task::JoinSet;
 
@@ -21,6 +22,19 @@ use crate::stats::Latency;
 
 /// How long opening one session (HTTP connect + MCP initialize) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How a client uses its HTTP connections.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Connections {
+    /// A new connection for every request, as rmcp's client does.
+    #[default]
+    PerRequest,
+    /// Connections stay open between requests and are reused, as the official TypeScript and
+    /// Python SDK clients do (a server must then answer in a way that lets the client read
+    /// each response to its end).
+    KeepAlive,
+}
 
 /// What to call, how often and how hard.
 #[derive(Debug, Clone)]
@@ -41,6 +55,7 @@ pub struct LoadSpec {
     pub sessions: usize,
     /// The longest one call may take before it counts as an error.
     pub call_timeout: Duration,
+    pub connections: Connections,
 }
 
 /// The outcome of one run.
@@ -51,6 +66,7 @@ pub struct Report {
     pub requests: usize,
     pub concurrency: usize,
     pub sessions: usize,
+    pub connections: Connections,
     pub errors: usize,
     /// The error of the lowest-numbered failed call, if any.
     pub first_error: Option<String>,
@@ -71,7 +87,7 @@ pub async fn run(spec: &LoadSpec) -> Result<Report> {
     if spec.concurrency == 0 || spec.sessions == 0 {
         bail!("--concurrency and --sessions must be at least 1");
     }
-    let clients = connect(&spec.url, spec.sessions).await?;
+    let clients = connect(&spec.url, spec.sessions, spec.connections).await?;
     let peers: Arc<[Peer<RoleClient>]> = clients.iter().map(|c| c.peer().clone()).collect();
     let params = CallToolRequestParams::new(spec.tool.clone()).with_arguments(spec.args.clone());
 
@@ -119,6 +135,7 @@ pub async fn run(spec: &LoadSpec) -> Result<Report> {
         requests: spec.requests,
         concurrency: spec.concurrency,
         sessions: spec.sessions,
+        connections: spec.connections,
         errors: measured.errors,
         first_error: measured.first_error.map(|(_, e)| e),
         wall_ms: wall * 1e3,
@@ -134,14 +151,24 @@ pub async fn run(spec: &LoadSpec) -> Result<Report> {
 pub(crate) type Client = RunningService<RoleClient, ClientConfig>;
 
 /// Opens `sessions` MCP sessions to `url`, one after another.
-pub(crate) async fn connect(url: &str, sessions: usize) -> Result<Vec<Client>> {
+pub(crate) async fn connect(
+    url: &str,
+    sessions: usize,
+    connections: Connections,
+) -> Result<Vec<Client>> {
     let mut clients = Vec::with_capacity(sessions);
     for _ in 0..sessions {
         let handler = ClientConfig::new(
             ClientCapabilities::default(),
             Implementation::new("mcp-load", env!("CARGO_PKG_VERSION")),
         );
-        let transport = StreamableHttpClientTransport::from_uri(url.to_owned());
+        let transport = match connections {
+            Connections::PerRequest => StreamableHttpClientTransport::from_uri(url.to_owned()),
+            Connections::KeepAlive => StreamableHttpClientTransport::with_client(
+                reqwest::Client::new(),
+                StreamableHttpClientTransportConfig::with_uri(url.to_owned()),
+            ),
+        };
         let client = tokio::time::timeout(CONNECT_TIMEOUT, handler.serve(transport))
             .await
             .with_context(|| format!("MCP initialize with {url} timed out"))?
@@ -273,5 +300,96 @@ pub(crate) fn result_text(result: &CallToolResult) -> String {
     match text.char_indices().nth(MAX) {
         Some((cut, _)) => format!("{}…", &text[..cut]),
         None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use rmcp::model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ServerCapabilities,
+        ServerConfig,
+    };
+    use rmcp::service::RequestContext;
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+    use rmcp::{ErrorData, RoleServer, ServerHandler};
+
+    use super::*;
+
+    /// A real MCP server whose every tool answers "ok".
+    #[derive(Clone)]
+    struct AnswersOk;
+
+    impl ServerHandler for AnswersOk {
+        fn get_info(&self) -> ServerConfig {
+            ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        }
+
+        async fn call_tool(
+            &self,
+            _request: CallToolRequestParams,
+            _context: RequestContext<RoleServer>,
+        ) -> Result<CallToolResponse, ErrorData> {
+            Ok(CallToolResult::success(vec![ContentBlock::text("ok")]).into())
+        }
+    }
+
+    /// Serves [`AnswersOk`] on loopback, answering every request with a JSON body (which a client
+    /// reads to its end, so it may reuse the connection); the URL and a count of the TCP
+    /// connections accepted.
+    async fn serve() -> (String, Arc<AtomicUsize>) {
+        let mut config = StreamableHttpServerConfig::default();
+        config.legacy_session_mode = false;
+        config.json_response = true;
+        let service = StreamableHttpService::new(
+            || Ok(AnswersOk),
+            Arc::new(LocalSessionManager::default()),
+            config,
+        );
+        let app = axum::Router::new().route_service("/mcp", service);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let counter = accepted.clone();
+        let listener = axum::serve::ListenerExt::tap_io(listener, move |_| {
+            counter.fetch_add(1, Ordering::SeqCst);
+        });
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (url, accepted)
+    }
+
+    async fn calls(connections: Connections) -> (Report, usize) {
+        let (url, accepted) = serve().await;
+        let spec = LoadSpec {
+            url,
+            tool: "anything".into(),
+            args: JsonObject::new(),
+            requests: 20,
+            concurrency: 1,
+            warmup: 0,
+            sessions: 1,
+            call_timeout: Duration::from_secs(10),
+            connections,
+        };
+        let report = run(&spec).await.unwrap();
+        (report, accepted.load(Ordering::SeqCst))
+    }
+
+    #[tokio::test]
+    async fn keep_alive_reuses_one_connection_and_per_request_opens_one_each() {
+        let (report, accepted) = calls(Connections::KeepAlive).await;
+        assert_eq!(report.errors, 0, "{:?}", report.first_error);
+        assert_eq!(report.connections, Connections::KeepAlive);
+        // initialize, its notification, 20 calls and the closing DELETE: one connection.
+        assert_eq!(accepted, 1, "keep-alive connections accepted");
+
+        let (report, accepted) = calls(Connections::PerRequest).await;
+        assert_eq!(report.errors, 0, "{:?}", report.first_error);
+        assert!(
+            accepted >= 20,
+            "per-request connections accepted: {accepted}"
+        );
     }
 }

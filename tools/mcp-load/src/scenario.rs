@@ -35,6 +35,7 @@ pub struct Options {
     pub warmup: usize,
     pub sessions: usize,
     pub call_timeout: Duration,
+    pub connections: run::Connections,
     /// Extra top-level keys for mcpproxy's generated config (e.g. `activity`).
     pub proxy_config: JsonObject,
     /// Passed to `mcpproxy serve --plugins`, if given.
@@ -119,6 +120,7 @@ async fn measure(opts: &Options, fixture_url: &str, proxy_url: &str) -> Result<V
                 warmup: opts.warmup,
                 sessions: opts.sessions,
                 call_timeout: opts.call_timeout,
+                connections: opts.connections,
             };
             eprintln!("mcp-load: {path} c={concurrency}: {tool} at {url} ...");
             let report = run::run(&spec)

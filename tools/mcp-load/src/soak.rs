@@ -148,7 +148,7 @@ pub async fn soak(opts: &Options) -> Result<Summary> {
 async fn phases(opts: &Options, url: &str, pid: u32) -> Result<Vec<Phase>> {
     let mut phases = vec![Phase::new("start", Tally::default(), read_memory(pid)?)];
 
-    let clients = run::connect(url, 1).await?;
+    let clients = run::connect(url, 1, run::Connections::PerRequest).await?;
     let peer = clients
         .first()
         .map(|c| c.peer().clone())
