@@ -188,15 +188,7 @@ async fn guard(gate: Arc<Gate>, request: Request, next: Next) -> Response {
     {
         return jsonrpc_error(StatusCode::SERVICE_UNAVAILABLE, None, -32000, &message);
     }
-    let json_body = request
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.split(';')
-                .next()
-                .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
-        });
+    let json_body = json_reply::has_content_type(request.headers(), "application/json");
     let accepts_json = accepts_json(request.headers());
     let (parts, body) = request.into_parts();
     let body = match http_body_util::Limited::new(body, MAX_REQUEST_BODY_BYTES)

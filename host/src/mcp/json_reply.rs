@@ -50,7 +50,9 @@ enum FirstEvent {
 /// Answers with the reply alone where the stream's first message is the reply; see the
 /// module docs.
 pub async fn prefer_json(response: Response) -> Response {
-    if response.status() != StatusCode::OK || !is_event_stream(&response) {
+    if response.status() != StatusCode::OK
+        || !has_content_type(response.headers(), "text/event-stream")
+    {
         return response;
     }
     let (mut parts, mut body) = response.into_parts();
@@ -92,13 +94,14 @@ pub async fn prefer_json(response: Response) -> Response {
     }
 }
 
-fn is_event_stream(response: &Response) -> bool {
-    response
-        .headers()
+/// Whether `headers` say the body is of media type `essence` (parameters such as `charset`
+/// aside, case-insensitively).
+pub(super) fn has_content_type(headers: &http::HeaderMap, essence: &str) -> bool {
+    headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())
-        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("text/event-stream"))
+        .is_some_and(|found| found.trim().eq_ignore_ascii_case(essence))
 }
 
 /// The stream as it was: the bytes already read, then the rest of the body.
