@@ -85,7 +85,21 @@ mod tests {
             .stdin(std::fs::File::open(&file).unwrap())
             .spawn()
             .unwrap();
-        let holder = find(&file);
+        // `spawn` returns once the child's exec has begun, but the kernel fills in its
+        // command line a moment later (and another test's child, forked but not yet
+        // exec'd, may hold the descriptor for an instant): look again until the
+        // finished child is seen, for at most 10 s.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let holder = loop {
+            let holder = find(&file);
+            let settled = holder
+                .as_ref()
+                .is_some_and(|h| h.pid == child.id() && h.command != "?");
+            if settled || std::time::Instant::now() > deadline {
+                break holder;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
         child.kill().unwrap();
         child.wait().unwrap();
         let holder = holder.expect("the child holds it");
