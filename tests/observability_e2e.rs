@@ -150,6 +150,17 @@ async fn health_readiness_and_metrics_that_move_with_calls() {
     .unwrap();
     assert!(observed >= 3.0, "{observed}");
     assert!(sample(&after, "mcpproxy_policy_duration_seconds_count", json!({})).unwrap() >= 2.0);
+    // Only calls that reached the upstream are timed there; the refused one is not.
+    let upstream_timed = sample(
+        &after,
+        "mcpproxy_upstream_call_duration_seconds_count",
+        json!({"server": "fx"}),
+    )
+    .unwrap();
+    assert!(
+        upstream_timed >= 2.0 && upstream_timed < observed,
+        "{upstream_timed}"
+    );
     assert!(
         sample(
             &after,

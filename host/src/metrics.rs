@@ -81,6 +81,7 @@ pub struct Metrics {
     registry: Registry,
     calls: Family<CallLabels, Counter>,
     call_seconds: Family<VariantLabels, Histogram>,
+    upstream_call_seconds: Family<ServerLabels, Histogram>,
     policy_seconds: Histogram,
     plugin_faults: Family<FaultLabels, Counter>,
     journal_commit_seconds: Histogram,
@@ -120,6 +121,15 @@ impl Metrics {
             "Time from a call's arrival to its answer, upstream included",
             Unit::Seconds,
             call_seconds.clone(),
+        );
+        let upstream_call_seconds =
+            Family::<ServerLabels, Histogram>::new_with_constructor(call_buckets as fn() -> _);
+        registry.register_with_unit(
+            "upstream_call_duration",
+            "Time an upstream server took to answer one tools/call, by server; the call's \
+             duration less this is the proxy's own share",
+            Unit::Seconds,
+            upstream_call_seconds.clone(),
         );
         let policy_seconds = Histogram::new(exponential_buckets(0.000_005, 2.0, 14));
         registry.register_with_unit(
@@ -183,6 +193,7 @@ impl Metrics {
             registry,
             calls,
             call_seconds,
+            upstream_call_seconds,
             policy_seconds,
             plugin_faults,
             journal_commit_seconds,
@@ -210,6 +221,16 @@ impl Metrics {
         self.call_seconds
             .get_or_create(&VariantLabels {
                 variant: variant.to_owned(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    /// An upstream server answered one `tools/call` (or failed to) after `took`. `server`
+    /// must be a configured server's name, never one a caller chose.
+    pub fn upstream_call(&self, server: &str, took: Duration) {
+        self.upstream_call_seconds
+            .get_or_create(&ServerLabels {
+                server: server.to_owned(),
             })
             .observe(took.as_secs_f64());
     }
@@ -309,6 +330,7 @@ mod tests {
             "allow",
             Duration::from_millis(3),
         );
+        metrics.upstream_call("fs", Duration::from_micros(400));
         metrics.plugin_fault("intent-matrix", "deadline");
         metrics.set_upstreams([UpstreamGauge {
             server: "fs".into(),
@@ -329,6 +351,10 @@ mod tests {
         );
         assert!(
             text.contains(r#"mcpproxy_call_duration_seconds_count{variant="call_tool_read"} 2"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"mcpproxy_upstream_call_duration_seconds_count{server="fs"} 1"#),
             "{text}"
         );
         assert!(

@@ -322,12 +322,15 @@ impl Proxy {
                     mcpproxy.tool = %tool,
                     mcpproxy.outcome = Empty,
                 );
-                let (_, answer) = tokio::join!(
-                    self.append(pending.clone()),
-                    upstream
+                let asked = Instant::now();
+                let (_, answer) = tokio::join!(self.append(pending.clone()), async {
+                    let answer = upstream
                         .call(tool, arguments, Some(timeout), context.origin.as_ref())
                         .instrument(upstream_span.clone())
-                );
+                        .await;
+                    self.metrics.upstream_call(upstream.name(), asked.elapsed());
+                    answer
+                });
                 let result = match answer {
                     Ok(upstream::CallAnswer::Complete(result)) => Ok(result),
                     Ok(upstream::CallAnswer::InputRequired(result)) => {
