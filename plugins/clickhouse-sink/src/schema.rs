@@ -6,87 +6,195 @@
 //! `MATERIALIZED` from it (whole seconds, UTC whatever the server's time zone). Every other
 //! column is sent in every row.
 
-use serde_json::{Map, Value};
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// How a column's value is taken from the record's JSON.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 enum From {
-    /// The record's `id` (the WIT record's `id` if the JSON has none).
+    /// The record's `id` (the one read from the line if the JSON has none).
     Id,
-    /// The WIT record's `timestamp-ms`.
+    /// The time read from the line's ULID.
     TimestampMs,
-    /// A string at this path; `''` when missing or null, JSON text for a non-string.
-    Str(&'static [&'static str]),
-    /// The JSON text of the value at this path; `''` when missing or null.
-    Json(&'static [&'static str]),
-    /// A whole number at this path; 0 when missing or not a number.
-    U64(&'static [&'static str]),
-    /// A boolean at this path as 0/1.
-    Bool(&'static [&'static str]),
+    /// A string field; `''` when missing or null, its JSON text when not a string.
+    Str(Field),
+    /// The JSON text of a field, as the record has it; `''` when missing or null.
+    Json(Field),
+    /// A whole number field; 0 when missing or not a number.
+    U64(Field),
+    /// A boolean field as 0/1.
+    Bool(Field),
     /// The whole record JSON, as received.
     Record,
 }
+
+/// Reads one field of a record.
+type Field = for<'a> fn(&Fields<'a>) -> Raw<'a>;
+
+/// A field's JSON text, borrowed from the record; `None` when the record has no such field.
+type Raw<'a> = Option<&'a RawValue>;
 
 /// Name, ClickHouse type, source. `timestamp` is the materialized column, never inserted.
 const COLUMNS: &[(&str, &str, From)] = &[
     ("id", "String", From::Id),
     ("timestamp_ms", "UInt64", From::TimestampMs),
-    ("type", "String", From::Str(&["type"])),
-    ("source", "String", From::Str(&["source"])),
-    ("server_name", "String", From::Str(&["server_name"])),
-    ("tool_name", "String", From::Str(&["tool_name"])),
-    ("tool_variant", "String", From::Str(&["tool_variant"])),
+    ("type", "String", From::Str(|f| f.record_type)),
+    ("source", "String", From::Str(|f| f.source)),
+    ("server_name", "String", From::Str(|f| f.server_name)),
+    ("tool_name", "String", From::Str(|f| f.tool_name)),
+    ("tool_variant", "String", From::Str(|f| f.tool_variant)),
     (
         "intent_operation_type",
         "String",
-        From::Str(&["intent", "operation_type"]),
+        From::Str(|f| f.intent.operation_type),
     ),
     (
         "intent_data_sensitivity",
         "String",
-        From::Str(&["intent", "data_sensitivity"]),
+        From::Str(|f| f.intent.data_sensitivity),
     ),
-    ("intent_reason", "String", From::Str(&["intent", "reason"])),
-    ("annotations", "String", From::Json(&["annotations"])),
+    ("intent_reason", "String", From::Str(|f| f.intent.reason)),
+    ("annotations", "String", From::Json(|f| f.annotations)),
     (
         "annotation_source",
         "String",
-        From::Str(&["annotation_source"]),
+        From::Str(|f| f.annotation_source),
     ),
-    ("safety_class", "String", From::Str(&["safety_class"])),
-    ("decision", "String", From::Str(&["verdict", "decision"])),
-    (
-        "verdict_plugin",
-        "String",
-        From::Str(&["verdict", "plugin"]),
-    ),
+    ("safety_class", "String", From::Str(|f| f.safety_class)),
+    ("decision", "String", From::Str(|f| f.verdict.decision)),
+    ("verdict_plugin", "String", From::Str(|f| f.verdict.plugin)),
     (
         "verdict_message",
         "String",
-        From::Str(&["verdict", "message"]),
+        From::Str(|f| f.verdict.message),
     ),
-    ("warnings", "String", From::Json(&["verdict", "warnings"])),
-    ("arguments", "String", From::Json(&["arguments"])),
+    ("warnings", "String", From::Json(|f| f.verdict.warnings)),
+    ("arguments", "String", From::Json(|f| f.arguments)),
     (
         "arguments_truncated",
         "UInt8",
-        From::Bool(&["arguments_truncated"]),
+        From::Bool(|f| f.arguments_truncated),
     ),
-    ("response_bytes", "UInt64", From::U64(&["response_bytes"])),
-    ("status", "String", From::Str(&["status"])),
-    ("error_message", "String", From::Str(&["error_message"])),
-    ("duration_ms", "UInt64", From::U64(&["duration_ms"])),
-    ("session_id", "String", From::Str(&["session_id"])),
-    ("request_id", "String", From::Str(&["request_id"])),
-    ("client_name", "String", From::Str(&["client", "name"])),
-    (
-        "client_version",
-        "String",
-        From::Str(&["client", "version"]),
-    ),
-    ("dry_run", "UInt8", From::Bool(&["dry_run"])),
+    ("response_bytes", "UInt64", From::U64(|f| f.response_bytes)),
+    ("status", "String", From::Str(|f| f.status)),
+    ("error_message", "String", From::Str(|f| f.error_message)),
+    ("duration_ms", "UInt64", From::U64(|f| f.duration_ms)),
+    ("session_id", "String", From::Str(|f| f.session_id)),
+    ("request_id", "String", From::Str(|f| f.request_id)),
+    ("client_name", "String", From::Str(|f| f.client.name)),
+    ("client_version", "String", From::Str(|f| f.client.version)),
+    ("dry_run", "UInt8", From::Bool(|f| f.dry_run)),
     ("record", "String", From::Record),
 ];
+
+/// The fields of a record the columns read, borrowed from its JSON text in one pass (the
+/// rest is skipped). Any of them may be missing or of an unexpected type: each is judged
+/// when its column is written.
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct Fields<'a> {
+    #[serde(borrow)]
+    id: Raw<'a>,
+    #[serde(borrow, rename = "type")]
+    record_type: Raw<'a>,
+    #[serde(borrow)]
+    source: Raw<'a>,
+    #[serde(borrow)]
+    server_name: Raw<'a>,
+    #[serde(borrow)]
+    tool_name: Raw<'a>,
+    #[serde(borrow)]
+    tool_variant: Raw<'a>,
+    #[serde(borrow, deserialize_with = "object")]
+    intent: Intent<'a>,
+    #[serde(borrow)]
+    annotations: Raw<'a>,
+    #[serde(borrow)]
+    annotation_source: Raw<'a>,
+    #[serde(borrow)]
+    safety_class: Raw<'a>,
+    #[serde(borrow, deserialize_with = "object")]
+    verdict: Verdict<'a>,
+    #[serde(borrow)]
+    arguments: Raw<'a>,
+    #[serde(borrow)]
+    arguments_truncated: Raw<'a>,
+    #[serde(borrow)]
+    response_bytes: Raw<'a>,
+    #[serde(borrow)]
+    status: Raw<'a>,
+    #[serde(borrow)]
+    error_message: Raw<'a>,
+    #[serde(borrow)]
+    duration_ms: Raw<'a>,
+    #[serde(borrow)]
+    session_id: Raw<'a>,
+    #[serde(borrow)]
+    request_id: Raw<'a>,
+    #[serde(borrow, deserialize_with = "object")]
+    client: Client<'a>,
+    #[serde(borrow)]
+    dry_run: Raw<'a>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct Intent<'a> {
+    #[serde(borrow)]
+    operation_type: Raw<'a>,
+    #[serde(borrow)]
+    data_sensitivity: Raw<'a>,
+    #[serde(borrow)]
+    reason: Raw<'a>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct Verdict<'a> {
+    #[serde(borrow)]
+    decision: Raw<'a>,
+    #[serde(borrow)]
+    plugin: Raw<'a>,
+    #[serde(borrow)]
+    message: Raw<'a>,
+    #[serde(borrow)]
+    warnings: Raw<'a>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct Client<'a> {
+    #[serde(borrow)]
+    name: Raw<'a>,
+    #[serde(borrow)]
+    version: Raw<'a>,
+}
+
+/// A nested object's fields; anything but an object (`null`, a string, ...) has none, as a
+/// path through it finds nothing.
+fn object<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    let raw = <&RawValue>::deserialize(deserializer)?;
+    if raw.get().starts_with('{') {
+        serde_json::from_str(raw.get()).map_err(serde::de::Error::custom)
+    } else {
+        Ok(T::default())
+    }
+}
+
+impl<'a> Fields<'a> {
+    /// `None` when `json` is not a JSON object this reading accepts (not JSON, not an
+    /// object, or a key given twice).
+    fn read(json: &'a str) -> Option<Self> {
+        serde_json::from_str(json).ok()
+    }
+}
 
 /// `db`.`table`, quoted. The names are checked identifiers (see `settings`).
 fn qualified(database: &str, table: &str) -> String {
@@ -128,49 +236,103 @@ pub fn insert(database: &str, table: &str) -> String {
 
 /// One record as a JSONEachRow line (with its `\n`), appended to `out`. `json` is the
 /// record's JSON; `id` and `timestamp_ms` its id and time as the caller read them (from the
-/// line's ULID). A record whose
-/// JSON does not parse still gets a row: its id, time and the raw text in `record`.
+/// line's ULID). A record whose JSON does not parse still gets a row: its id, time and the
+/// raw text in `record`. The record is read in one pass, borrowing its text; only a record
+/// that pass refuses (a key given twice) is first normalised through a full parse, where the
+/// last of a repeated key counts.
 pub fn push_row(out: &mut Vec<u8>, id: &str, timestamp_ms: u64, json: &str) {
-    let parsed = serde_json::from_str::<Value>(json).unwrap_or(Value::Null);
-    let mut row = Map::new();
-    for (name, _, from) in COLUMNS {
-        let value = match from {
-            From::Id => match parsed.get("id") {
-                Some(Value::String(s)) if !s.is_empty() => Value::String(s.clone()),
-                _ => Value::String(id.to_string()),
+    let normalised: String;
+    let fields = match Fields::read(json) {
+        Some(fields) => fields,
+        None => {
+            normalised = match serde_json::from_str::<Value>(json) {
+                Ok(value @ Value::Object(_)) => value.to_string(),
+                _ => String::new(),
+            };
+            Fields::read(&normalised).unwrap_or_default()
+        }
+    };
+    out.push(b'{');
+    for (i, (name, _, from)) in COLUMNS.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        push_str(out, name);
+        out.push(b':');
+        match from {
+            From::Id => match fields.id.and_then(string) {
+                Some(own) if !own.is_empty() => push_str(out, &own),
+                _ => push_str(out, id),
             },
-            From::TimestampMs => Value::from(timestamp_ms),
-            From::Str(path) => Value::String(match lookup(&parsed, path) {
-                None | Some(Value::Null) => String::new(),
-                Some(Value::String(s)) => s.clone(),
-                Some(other) => other.to_string(),
-            }),
-            From::Json(path) => Value::String(match lookup(&parsed, path) {
-                None | Some(Value::Null) => String::new(),
-                Some(other) => other.to_string(),
-            }),
-            From::U64(path) => Value::from(match lookup(&parsed, path) {
-                Some(Value::Number(n)) => n
-                    .as_u64()
-                    .or_else(|| n.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
-                    .unwrap_or(0),
-                Some(Value::String(s)) => s.trim().parse().unwrap_or(0),
-                _ => 0,
-            }),
-            From::Bool(path) => Value::from(match lookup(&parsed, path) {
-                Some(Value::Bool(b)) => u8::from(*b),
-                Some(Value::Number(n)) => u8::from(n.as_f64().is_some_and(|f| f != 0.0)),
-                Some(Value::String(s)) => u8::from(matches!(s.trim(), "true" | "1")),
-                _ => 0,
-            }),
-            From::Record => Value::String(json.to_string()),
-        };
-        row.insert((*name).to_string(), value);
+            From::TimestampMs => push_u64(out, timestamp_ms),
+            From::Str(field) => match field(&fields) {
+                None => push_str(out, ""),
+                Some(raw) => match string(raw) {
+                    Some(text) => push_str(out, &text),
+                    None if raw.get() == "null" => push_str(out, ""),
+                    None => push_str(out, raw.get()),
+                },
+            },
+            From::Json(field) => match field(&fields) {
+                Some(raw) if raw.get() != "null" => push_str(out, raw.get()),
+                _ => push_str(out, ""),
+            },
+            From::U64(field) => push_u64(out, field(&fields).map_or(0, whole_number)),
+            From::Bool(field) => {
+                out.push(if field(&fields).is_some_and(truthy) {
+                    b'1'
+                } else {
+                    b'0'
+                });
+            }
+            From::Record => push_str(out, json),
+        }
     }
-    // Serializing a map of strings and numbers cannot fail; keep the batch whole if it did.
-    if serde_json::to_writer(&mut *out, &Value::Object(row)).is_ok() {
-        out.push(b'\n');
+    out.extend_from_slice(b"}\n");
+}
+
+/// A JSON string's text (unescaped), or `None` for any other JSON value.
+fn string(raw: &RawValue) -> Option<Cow<'_, str>> {
+    let text = raw.get();
+    let inner = text.strip_prefix('"')?.strip_suffix('"')?;
+    if inner.contains('\\') {
+        serde_json::from_str(text).ok()
+    } else {
+        // Valid JSON (serde_json checked it) without escapes: the text between the quotes.
+        Some(Cow::Borrowed(inner))
     }
+}
+
+/// A number (a fraction is cut, a negative is 0) or a string holding a whole number; else 0.
+fn whole_number(raw: &RawValue) -> u64 {
+    match serde_json::from_str::<Value>(raw.get()) {
+        Ok(Value::Number(n)) => n
+            .as_u64()
+            .or_else(|| n.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
+            .unwrap_or(0),
+        Ok(Value::String(s)) => s.trim().parse().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// `true`, a non-zero number, or the string `"true"` or `"1"`.
+fn truthy(raw: &RawValue) -> bool {
+    match serde_json::from_str::<Value>(raw.get()) {
+        Ok(Value::Bool(b)) => b,
+        Ok(Value::Number(n)) => n.as_f64().is_some_and(|f| f != 0.0),
+        Ok(Value::String(s)) => matches!(s.trim(), "true" | "1"),
+        _ => false,
+    }
+}
+
+/// `text` as a JSON string.
+fn push_str(out: &mut Vec<u8>, text: &str) {
+    // Writing a string into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, text);
+}
+
+fn push_u64(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(n.to_string().as_bytes());
 }
 
 /// The id a record's JSON line starts with (`{"id":"<ULID>"`, as mcpproxy stores every
@@ -198,10 +360,6 @@ pub fn ulid_ms(id: &str) -> u64 {
     }
     // 10 characters hold 50 bits; a ULID's time is 48: larger is not a ULID.
     if ms >> 48 != 0 { 0 } else { ms }
-}
-
-fn lookup<'a>(value: &'a Value, path: &[&str]) -> Option<&'a Value> {
-    path.iter().try_fold(value, |v, key| v.get(key))
 }
 
 #[cfg(test)]
@@ -279,13 +437,13 @@ mod tests {
                 "intent_operation_type": "write",
                 "intent_data_sensitivity": "",
                 "intent_reason": "file a bug",
-                "annotations": "{\"destructiveHint\":false,\"readOnlyHint\":false}",
+                "annotations": "{\"readOnlyHint\":false,\"destructiveHint\":false}",
                 "annotation_source": "server",
                 "safety_class": "write-capable",
                 "decision": "warn",
                 "verdict_plugin": "",
                 "verdict_message": "",
-                "warnings": "[{\"message\":\"email\",\"plugin\":\"pii\"}]",
+                "warnings": "[{\"plugin\":\"pii\",\"message\":\"email\"}]",
                 "arguments": "{\"title\":\"é \\u0001 😀\"}",
                 "arguments_truncated": 0,
                 "response_bytes": 1234,
@@ -328,5 +486,47 @@ mod tests {
             (&json!("01Y"), &json!("not json\n"))
         );
         assert_eq!(r["type"], "");
+    }
+
+    #[test]
+    fn unusual_shapes_read_like_paths_through_the_json() {
+        // A nested field that is not an object has nothing inside it; a string field that
+        // is not a string is kept as its JSON text; JSON columns keep the record's text.
+        let r = row(
+            "01Z",
+            7,
+            r#"{"id":"","intent":"write","verdict":[1],"client":{"name":{"n":1},"version":2.5},"arguments":{"b":1,"a":[true,null]},"annotations":null,"duration_ms":12.9,"response_bytes":-3,"arguments_truncated":"1","dry_run":0}"#,
+        );
+        assert_eq!(
+            r["id"], "01Z",
+            "an empty id in the JSON gives way to the line's"
+        );
+        assert_eq!(r["intent_operation_type"], "");
+        assert_eq!(r["decision"], "");
+        assert_eq!(r["client_name"], r#"{"n":1}"#);
+        assert_eq!(r["client_version"], "2.5");
+        assert_eq!(r["arguments"], r#"{"b":1,"a":[true,null]}"#);
+        assert_eq!(r["annotations"], "");
+        assert_eq!(r["duration_ms"], 12);
+        assert_eq!(r["response_bytes"], 0);
+        assert_eq!(r["arguments_truncated"], 1);
+        assert_eq!(r["dry_run"], 0);
+        // Escapes in string fields are read, and written back escaped.
+        let r = row("01Z", 7, r#"{"tool_name":"a\"b\u00e9\n","status":"ok"}"#);
+        assert_eq!(r["tool_name"], "a\"b\u{e9}\n");
+        assert_eq!(r["status"], "ok");
+    }
+
+    #[test]
+    fn a_key_given_twice_counts_once_its_last_value() {
+        let json =
+            r#"{"status":"pending","intent":{"reason":"a","reason":"b"},"status":"success"}"#;
+        let r = row("01Z", 7, json);
+        assert_eq!(r["status"], "success");
+        assert_eq!(r["intent_reason"], "b");
+        assert_eq!(
+            r["record"], json,
+            "the record column keeps the text as received"
+        );
     }
 }
