@@ -163,6 +163,8 @@ struct InFlight {
 pub struct Relays {
     started: std::sync::atomic::AtomicUsize,
     active: std::sync::atomic::AtomicUsize,
+    /// Told when a relay ends.
+    ended: tokio::sync::Notify,
 }
 
 /// Held while one progress notification is relayed.
@@ -171,6 +173,7 @@ pub struct RelayTicket(Arc<Relays>);
 impl Drop for RelayTicket {
     fn drop(&mut self) {
         self.0.active.fetch_sub(1, Ordering::AcqRel);
+        self.0.ended.notify_waiters();
     }
 }
 
@@ -227,6 +230,33 @@ impl CallGuard {
         {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
+    }
+
+    /// [`CallGuard::settle`] for a call whose transport counted the progress notifications
+    /// the server sent ahead of its answer (`sent_before`): waits until that many have been
+    /// taken up and every relay has ended, at most [`SETTLE_LIMIT`]. Free when there were
+    /// none.
+    pub async fn settle_counted(&self, sent_before: usize) {
+        if sent_before == 0 {
+            return;
+        }
+        let relays = &self.relays;
+        let settled = async {
+            loop {
+                let ended = relays.ended.notified();
+                tokio::pin!(ended);
+                // Told of every relay that ends from here on, before looking.
+                ended.as_mut().enable();
+                if relays.started.load(Ordering::Acquire) >= sent_before
+                    && relays.active.load(Ordering::Acquire) == 0
+                {
+                    return;
+                }
+                ended.await;
+            }
+        };
+        // A notification rmcp could not read is never relayed: wait no longer than this.
+        let _ = tokio::time::timeout(SETTLE_LIMIT, settled).await;
     }
 }
 
@@ -703,6 +733,48 @@ mod tests {
         drop((first, other));
         assert_eq!(channel.calls_in_flight(), 0);
         assert!(channel.origin_for_request("fs", None).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_counted_settle_waits_for_that_many_relays_to_start_and_end() {
+        let (peer, _server, _client) = session().await;
+        let channel = BackChannel::new();
+        let call = channel.register_call(
+            "fs",
+            RequestId::Number(1),
+            token(1),
+            origin(SessionKey::new(), &peer, 1),
+        );
+        call.settle_counted(0).await;
+        let relaying = channel.clone();
+        let relays = tokio::spawn(async move {
+            for _ in 0..2 {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                let (_, ticket) = relaying.origin_by_progress("fs", &token(1)).unwrap();
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                drop(ticket);
+            }
+        });
+        call.settle_counted(2).await;
+        assert_eq!(call.relays.started.load(Ordering::Acquire), 2);
+        assert_eq!(call.relays.active.load(Ordering::Acquire), 0);
+        relays.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_counted_settle_gives_up_on_a_notification_never_relayed() {
+        let (peer, _server, _client) = session().await;
+        let channel = BackChannel::new();
+        let call = channel.register_call(
+            "fs",
+            RequestId::Number(1),
+            token(1),
+            origin(SessionKey::new(), &peer, 1),
+        );
+        let started = tokio::time::Instant::now();
+        call.settle_counted(1).await;
+        // It returns (no relay ever starts), and not before the limit.
+        assert!(started.elapsed() >= SETTLE_LIMIT);
     }
 
     #[tokio::test]

@@ -11,8 +11,10 @@
 //! approves it; on other servers, tools that are new or changed since they were pinned are
 //! held back, and each change is reported on the [`Upstreams::take_changes`] channel.
 
+mod call_result;
 mod child;
 mod convert;
+mod lane;
 pub mod log;
 mod reach;
 mod supervisor;
@@ -200,6 +202,9 @@ pub struct Upstream {
     default_timeout: Duration,
     state: watch::Sender<State>,
     peer: RwLock<Option<Peer<RoleClient>>>,
+    /// The call lane of the current session, when it is a stdio session that began with
+    /// `initialize` (requests of 2026-07-28 carry per-request metadata only rmcp adds).
+    lane: RwLock<Option<lane::Lane>>,
     tools: RwLock<Arc<BTreeMap<String, Tool>>>,
     /// The same tools as the server sent them (title, icons, outputSchema, ...), for
     /// clients that see the server as it is (the direct endpoint, `retrieve_tools`).
@@ -391,7 +396,7 @@ impl Upstream {
         timeout: Option<Duration>,
         origin: Option<&CallOrigin>,
     ) -> Result<CallAnswer, Error> {
-        let peer = self.connected_peer()?;
+        self.check_usable()?;
         let mut params = rmcp::model::CallToolRequestParams::new(tool.to_owned());
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
@@ -400,6 +405,11 @@ impl Upstream {
             params.input_responses = origin.input_responses.clone();
             params.request_state = origin.request_state.clone();
         }
+        let lane = read(&self.lane).clone();
+        if let Some(lane) = lane {
+            return self.call_on_lane(&lane, params, timeout, origin).await;
+        }
+        let peer = self.connected_peer()?;
         let request = ClientRequest::CallToolRequest(rmcp::model::Request::new(params));
         let result = self.send(&peer, request, tool, timeout, origin).await?;
         match result {
@@ -427,14 +437,7 @@ impl Upstream {
     ) -> Result<ServerResult, Error> {
         let timeout = self.call_timeout(timeout);
         let mut options = PeerRequestOptions::with_timeout(timeout);
-        let mut meta = origin.and_then(|o| o.meta.clone()).unwrap_or_default();
-        if let Some((version, protocol)) = origin.and_then(|o| o.protocol.as_ref())
-            && read(&self.discovered_versions).contains(version)
-        {
-            for (key, value) in protocol.0.iter() {
-                meta.0.insert(key.clone(), value.clone());
-            }
-        }
+        let meta = self.request_meta(origin);
         if !meta.0.is_empty() {
             options = options.with_meta(meta);
         }
@@ -487,6 +490,111 @@ impl Upstream {
                 error,
             }),
             Err(e) => Err(self.connection_error(what, &e)),
+        }
+    }
+
+    /// The `_meta` a request carries for `origin`: the client's own (what may be passed
+    /// on), and the client's protocol fields when the server speaks its version.
+    fn request_meta(&self, origin: Option<&CallOrigin>) -> rmcp::model::RequestMetaObject {
+        let mut meta = origin.and_then(|o| o.meta.clone()).unwrap_or_default();
+        if let Some((version, protocol)) = origin.and_then(|o| o.protocol.as_ref())
+            && read(&self.discovered_versions).contains(version)
+        {
+            for (key, value) in protocol.0.iter() {
+                meta.0.insert(key.clone(), value.clone());
+            }
+        }
+        meta
+    }
+
+    /// [`Upstream::call`] on the session's call lane ([`lane`]): the same request, `_meta`
+    /// and progress token as rmcp would send, the same routes back to `origin`, the same
+    /// cancellation and timeout, without rmcp's service loop on the way.
+    async fn call_on_lane(
+        &self,
+        lane: &lane::Lane,
+        mut params: rmcp::model::CallToolRequestParams,
+        timeout: Option<Duration>,
+        origin: Option<&CallOrigin>,
+    ) -> Result<CallAnswer, Error> {
+        let timeout = self.call_timeout(timeout);
+        let tool = params.name.to_string();
+        let mut request = lane.start();
+        let id = request.id();
+        let token = rmcp::model::ProgressToken(rmcp::model::NumberOrString::Number(id));
+        let mut meta = self.request_meta(origin);
+        meta.set_progress_token(token.clone());
+        params.meta = Some(meta);
+        let route = origin.map(|o| {
+            self.back_channel.register_call(
+                self.name(),
+                rmcp::model::RequestId::Number(id),
+                token,
+                o.clone(),
+            )
+        });
+        let cancelled = origin.map(|o| o.cancelled.clone()).unwrap_or_default();
+        request
+            .send("tools/call", &params)
+            .await
+            .map_err(|e| self.lane_error(&tool, &e))?;
+        let reply = tokio::select! {
+            reply = tokio::time::timeout(timeout, request.answer()) => match reply {
+                Ok(Ok(reply)) => reply,
+                Ok(Err(e)) => return Err(self.lane_error(&tool, &e)),
+                Err(_) => {
+                    if let Err(e) = request.cancel("request timeout").await {
+                        tracing::debug!(server = self.name(), "cannot cancel a call that timed out: {e}");
+                    }
+                    return Err(Error::Timeout {
+                        server: self.config.name.clone(),
+                        tool,
+                        timeout,
+                    });
+                }
+            },
+            () = cancelled.cancelled() => {
+                if let Err(e) = request.cancel("the client cancelled the request").await {
+                    tracing::debug!(server = self.name(), "cannot forward the cancellation: {e}");
+                }
+                return Err(Error::Call {
+                    server: self.config.name.clone(),
+                    tool,
+                    message: "the client cancelled the request; the server was told".into(),
+                });
+            }
+        };
+        if let Some(route) = &route {
+            route.settle_counted(reply.progress_before()).await;
+        }
+        match reply.outcome() {
+            Ok(lane::Outcome::Result(result)) => {
+                call_result::read(result).map_err(|message| Error::Call {
+                    server: self.config.name.clone(),
+                    tool,
+                    message,
+                })
+            }
+            Ok(lane::Outcome::Error(error)) => Err(Error::Rejected {
+                server: self.config.name.clone(),
+                tool,
+                error,
+            }),
+            Err(e) => Err(Error::Call {
+                server: self.config.name.clone(),
+                tool,
+                message: format!("its answer is not a JSON-RPC response mcpproxy can read: {e}"),
+            }),
+        }
+    }
+
+    fn lane_error(&self, tool: &str, e: &lane::LaneError) -> Error {
+        // The session may be dead: let the supervisor look at it now.
+        self.refresh.notify_one();
+        Error::Connection {
+            server: self.config.name.clone(),
+            tool: tool.to_owned(),
+            message: e.to_string(),
         }
     }
 
@@ -695,6 +803,7 @@ impl Upstreams {
             default_timeout: self.default_timeout,
             state: watch::Sender::new(initial.clone()),
             peer: RwLock::new(None),
+            lane: RwLock::new(None),
             tools: RwLock::new(Arc::new(BTreeMap::new())),
             wire_tools: RwLock::new(Arc::default()),
             refresh: Notify::new(),

@@ -386,9 +386,14 @@ pub(super) async fn run(
                 .unwrap_or_else(|_| Err(format!("no answer within {} s", CONNECT_TIMEOUT.as_secs()))),
         };
         match connected {
-            Ok((session, child)) => {
+            Ok(Connection {
+                session,
+                child,
+                lane,
+            }) => {
                 backoff = initial;
-                let ended = serve_session(&upstream, session, &shutdown).await;
+                let ended = serve_session(&upstream, session, lane, &shutdown).await;
+                *write(&upstream.lane) = None;
                 drop(child);
                 *write(&upstream.peer) = None;
                 if let Err(e) = index.remove_server(&name) {
@@ -457,12 +462,18 @@ const DISCOVER_TIMEOUT: Duration = Duration::from_secs(5);
 async fn serve_session(
     upstream: &Arc<Upstream>,
     session: Session,
+    lane: Option<super::lane::Lane>,
     shutdown: &CancellationToken,
 ) -> SessionEnd {
     let peer = session.peer().clone();
     let session_token = session.cancellation_token();
     let mut waiter = tokio::spawn(session.waiting());
     *write(&upstream.peer) = Some(peer.clone());
+    // A session without `initialize` (2026-07-28) has rmcp add per-request metadata.
+    let began_with_initialize = peer
+        .peer_info()
+        .is_some_and(|info| info.protocol_version.has_initialize());
+    *write(&upstream.lane) = lane.filter(|_| began_with_initialize);
     *write(&upstream.capabilities) = peer.peer_info().map(|info| info.capabilities.clone());
     // Only stdio servers are asked: over streamable HTTP, rmcp's client carries on in
     // per-request mode after `server/discover`, and the session's next requests fail.
@@ -566,11 +577,17 @@ fn is_listable_tool_name(server: &str, tool: &str) -> bool {
         && !tool.chars().any(is_unprintable)
 }
 
-/// A session with the server, and its process when it is a stdio server (dropped when the
-/// session is over).
-async fn connect(
-    upstream: &Arc<Upstream>,
-) -> Result<(Session, Option<super::child::ChildGuard>), String> {
+/// A session with a server.
+struct Connection {
+    session: Session,
+    /// The server's process when it is a stdio server (dropped when the session is over).
+    child: Option<super::child::ChildGuard>,
+    /// The call lane of a stdio session.
+    lane: Option<super::lane::Lane>,
+}
+
+/// Starts a session with the server.
+async fn connect(upstream: &Arc<Upstream>) -> Result<Connection, String> {
     let handler = UpstreamClient {
         upstream: Arc::downgrade(upstream),
         server: upstream.name().to_owned(),
@@ -591,7 +608,8 @@ async fn connect(
             let (child, pipes) =
                 super::child::spawn(cmd).map_err(|e| format!("cannot start `{command}`: {e}"))?;
             let stderr = pipes.stderr;
-            let transport = (pipes.stdout, pipes.stdin);
+            let (lane, stdout, stdin) = super::lane::split(pipes.stdout, pipes.stdin);
+            let transport = (stdout, stdin);
             if let Some(stderr) = stderr {
                 let weak = Arc::downgrade(upstream);
                 tokio::spawn(async move {
@@ -609,7 +627,11 @@ async fn connect(
                 .serve(transport)
                 .await
                 .map_err(|e| format!("MCP initialize with `{command}` failed: {e}"))?;
-            Ok((session, Some(child)))
+            Ok(Connection {
+                session,
+                child: Some(child),
+                lane: Some(lane),
+            })
         }
         Transport::Http { url, headers } => {
             let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
@@ -633,7 +655,11 @@ async fn connect(
                 // The message goes to logs, the startup summary and /api/v1/status.
                 super::reach::hide_url_password(&message, url)
             })?;
-            Ok((session, None))
+            Ok(Connection {
+                session,
+                child: None,
+                lane: None,
+            })
         }
     }
 }

@@ -22,6 +22,8 @@ use crate::scenario::{SERVER, object, start_fixture};
 
 /// The path name of mcpproxy with the fixture as an HTTP upstream.
 const HTTP_UPSTREAM_PATH: &str = "mcpproxy (HTTP up)";
+/// The path name of the `--baseline` mcpproxy build (the fixture over stdio).
+const BASELINE_PATH: &str = "mcpproxy (baseline)";
 
 /// How long the peer proxy may take to listen.
 const PEER_START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -32,6 +34,8 @@ pub struct Options {
     pub mcpproxy: PathBuf,
     /// The peer proxy's executable (`mcp-proxy`), if one is to be measured.
     pub peer: Option<PathBuf>,
+    /// Another mcpproxy build, measured as `--mcpproxy` is (a before-and-after).
+    pub baseline: Option<PathBuf>,
     pub requests: usize,
     pub warmup: usize,
     pub rounds: usize,
@@ -94,7 +98,14 @@ pub async fn compare(opts: &Options) -> Result<Summary> {
     for sub in [&stdio_dir, &http_dir] {
         std::fs::create_dir(sub).with_context(|| format!("cannot create {}", sub.display()))?;
     }
-    let (mut proxy, proxy_url) = start_mcpproxy(opts, &stdio_dir).await?;
+    let (mut proxy, proxy_url) = start_mcpproxy(opts, &opts.mcpproxy, &stdio_dir).await?;
+    let mut baseline = None;
+    if let Some(binary) = &opts.baseline {
+        let baseline_dir = dir.path().join("baseline");
+        std::fs::create_dir(&baseline_dir)
+            .with_context(|| format!("cannot create {}", baseline_dir.display()))?;
+        baseline = Some(start_mcpproxy(opts, binary, &baseline_dir).await?);
+    }
     let (mut http_proxy, http_proxy_url) = crate::scenario::start_proxy(
         &opts.mcpproxy,
         &fixture_url,
@@ -136,9 +147,17 @@ pub async fn compare(opts: &Options) -> Result<Summary> {
             path: HTTP_UPSTREAM_PATH.into(),
             url: http_proxy_url,
             tool: "call_tool_read",
-            args: proxied,
+            args: proxied.clone(),
         },
     ];
+    if let Some((_, url)) = &baseline {
+        targets.push(Target {
+            path: BASELINE_PATH.into(),
+            url: url.clone(),
+            tool: "call_tool_read",
+            args: proxied,
+        });
+    }
     if let Some((_, url)) = &peer {
         targets.push(Target {
             path: "mcp-proxy (Python)".into(),
@@ -149,6 +168,9 @@ pub async fn compare(opts: &Options) -> Result<Summary> {
     }
     let result = measure(opts, &targets).await;
     if let Some((mut child, _)) = peer {
+        let _ = child.kill().await;
+    }
+    if let Some((mut child, _)) = baseline {
         let _ = child.kill().await;
     }
     let _ = proxy.kill().await;
@@ -223,8 +245,8 @@ fn median_f64(values: impl Iterator<Item = f64>) -> f64 {
     values.get(values.len() / 2).copied().unwrap_or(0.0)
 }
 
-/// mcpproxy with the fixture as a stdio upstream.
-async fn start_mcpproxy(opts: &Options, dir: &Path) -> Result<(Child, String)> {
+/// mcpproxy (the build at `binary`) with the fixture as a stdio upstream.
+async fn start_mcpproxy(opts: &Options, binary: &Path, dir: &Path) -> Result<(Child, String)> {
     if opts.proxy_config.contains_key("mcpServers") {
         bail!(
             "--proxy-config must not set mcpServers: the scenario points mcpproxy at its fixture"
@@ -235,8 +257,7 @@ async fn start_mcpproxy(opts: &Options, dir: &Path) -> Result<(Child, String)> {
         "mcpServers".into(),
         json!([{"name": SERVER, "command": opts.fixture}]),
     );
-    crate::scenario::start_proxy_with(&opts.mcpproxy, &serde_json::Value::Object(body), None, dir)
-        .await
+    crate::scenario::start_proxy_with(binary, &serde_json::Value::Object(body), None, dir).await
 }
 
 /// The Python `mcp-proxy` serving the fixture (over stdio) on a free loopback port.
@@ -314,18 +335,20 @@ pub fn table(summary: &Summary) -> String {
             "mcpproxy adds {} µs at p50 (c=1) over direct\n",
             ours.c1_p50_us as i64 - direct.c1_p50_us as i64
         ));
-        if let Some(http) = summary.paths.iter().find(|p| p.path == HTTP_UPSTREAM_PATH) {
-            out.push_str(&format!(
-                "{} adds {} µs at p50 (c=1) over direct\n",
-                http.path,
-                http.c1_p50_us as i64 - direct.c1_p50_us as i64
-            ));
-        }
-        for peer in summary
+        for other in summary
             .paths
             .iter()
-            .filter(|p| !["direct", "mcpproxy", HTTP_UPSTREAM_PATH].contains(&p.path.as_str()))
+            .filter(|p| [HTTP_UPSTREAM_PATH, BASELINE_PATH].contains(&p.path.as_str()))
         {
+            out.push_str(&format!(
+                "{} adds {} µs at p50 (c=1) over direct\n",
+                other.path,
+                other.c1_p50_us as i64 - direct.c1_p50_us as i64
+            ));
+        }
+        for peer in summary.paths.iter().filter(|p| {
+            !["direct", "mcpproxy", HTTP_UPSTREAM_PATH, BASELINE_PATH].contains(&p.path.as_str())
+        }) {
             out.push_str(&format!(
                 "{} adds {} µs at p50 (c=1) over direct; mcpproxy's calls/s at c=16 are {:.2}x its\n",
                 peer.path,

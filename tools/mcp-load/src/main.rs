@@ -131,6 +131,11 @@ struct Cli {
     /// Interleaved rounds compare makes; it reports the medians.
     #[arg(long, value_name = "N", default_value_t = 3)]
     rounds: usize,
+
+    /// A second mcpproxy build compare measures beside --mcpproxy, the same way (an
+    /// earlier commit's, for a before-and-after in one run).
+    #[arg(long, value_name = "PATH")]
+    baseline: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -213,6 +218,7 @@ async fn run_cli(cli: Cli) -> Result<bool> {
             fixture,
             mcpproxy,
             peer: compare::find_peer(cli.peer),
+            baseline: cli.baseline,
             requests: cli.requests,
             warmup: cli.warmup,
             rounds: cli.rounds,
@@ -412,11 +418,14 @@ mod tests {
             "/venv/bin/mcp-proxy",
             "--rounds",
             "5",
+            "--baseline",
+            "/tmp/mcpproxy-before",
         ])
         .unwrap();
         assert_eq!(cli.scenario, Some(Scenario::Compare));
         assert_eq!(cli.peer, Some(PathBuf::from("/venv/bin/mcp-proxy")));
         assert_eq!(cli.rounds, 5);
+        assert_eq!(cli.baseline, Some(PathBuf::from("/tmp/mcpproxy-before")));
         let defaults = Cli::try_parse_from([
             "mcp-load",
             "--scenario",
@@ -428,6 +437,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!((defaults.peer, defaults.rounds), (None, 3));
+        assert_eq!(defaults.baseline, None);
         assert_eq!(defaults.connections, run::Connections::PerRequest);
     }
 
