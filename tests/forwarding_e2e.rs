@@ -155,3 +155,83 @@ async fn the_direct_endpoint_names_what_is_missing() {
         .unwrap_err();
     assert!(error.contains("not found"), "{error}");
 }
+
+/// Counts the progress notifications a client gets, by token.
+#[derive(Clone, Default)]
+struct ProgressSeen(std::sync::Arc<std::sync::Mutex<Vec<(rmcp::model::ProgressToken, f64)>>>);
+
+impl rmcp::ClientHandler for ProgressSeen {
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        self.0
+            .lock()
+            .unwrap()
+            .push((params.progress_token, params.progress));
+    }
+}
+
+impl ProgressSeen {
+    fn for_token(&self, token: &rmcp::model::ProgressToken) -> Vec<f64> {
+        let mut seen: Vec<f64> = self
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(t, _)| t == token)
+            .map(|(_, p)| *p)
+            .collect();
+        seen.sort_by(f64::total_cmp);
+        seen
+    }
+}
+
+/// Every progress notification a stdio server sends about a call reaches the client, even
+/// when the last one comes right before the answer: the answer takes the call lane, the
+/// notifications rmcp's session, and the answer waits for them to be relayed.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_progress_notification_sent_before_the_answer_reaches_the_client() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut fixture = stdio_fixture("fx", log.path());
+    fixture["env"] = json!({"MCP_FIXTURE_ECHO_PROGRESS": "5"});
+    let proxy = Proxy::start(&config_with(vec![fixture]), &[]);
+    let seen = ProgressSeen::default();
+    let client = seen
+        .clone()
+        .serve(StreamableHttpClientTransport::from_uri(proxy.url.clone()))
+        .await
+        .unwrap();
+    for round in 0..20 {
+        let Value::Object(arguments) = json!({"name": "fx:echo", "args": {"text": "hi"}}) else {
+            unreachable!()
+        };
+        let params = CallToolRequestParams::new("call_tool_read").with_arguments(arguments);
+        let handle = client
+            .peer()
+            .send_request_with_option(
+                ClientRequest::CallToolRequest(Request::new(params)),
+                PeerRequestOptions::no_options(),
+            )
+            .await
+            .unwrap();
+        let token = handle.progress_token.clone();
+        let answer = handle.await_response().await.unwrap();
+        let ServerResult::CallToolResult(result) = answer else {
+            panic!("round {round}: {answer:?}");
+        };
+        assert_ne!(result.is_error, Some(true), "round {round}: {result:?}");
+        // The client's handler runs each notification as a task of its own: give the last
+        // ones a moment, then every one must be there (none lost after the answer).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while seen.for_token(&token).len() < 5 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(
+            seen.for_token(&token),
+            [1.0, 2.0, 3.0, 4.0, 5.0],
+            "round {round}"
+        );
+    }
+}

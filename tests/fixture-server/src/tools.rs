@@ -13,7 +13,10 @@ use std::{
 
 use rmcp::{
     ErrorData as McpError, RoleServer,
-    model::{CallToolResult, ContentBlock, JsonObject, MetaObject, Tool, ToolAnnotations},
+    model::{
+        CallToolResult, ContentBlock, JsonObject, MetaObject, ProgressNotificationParam, Tool,
+        ToolAnnotations,
+    },
     service::RequestContext,
 };
 use serde::{Deserialize, de::DeserializeOwned};
@@ -313,9 +316,24 @@ impl Tools {
                     Some(json!({ "status": "ok", "server": self.server_name }));
                 result
             }
-            // MCP_FIXTURE_ECHO_REPEAT=N answers with the text N times (a huge reply).
+            // MCP_FIXTURE_ECHO_REPEAT=N answers with the text N times (a huge reply);
+            // MCP_FIXTURE_ECHO_PROGRESS=N sends N progress notifications for the request's
+            // progress token first, the last one right before the answer.
             "echo" => {
                 let echoed = parse::<TextArgs>(name, arguments)?.text;
+                let steps: u32 = std::env::var("MCP_FIXTURE_ECHO_PROGRESS")
+                    .ok()
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+                if let Some(token) = context.meta.get_progress_token() {
+                    for step in 1..=steps {
+                        let progress = ProgressNotificationParam::new(token.clone(), step.into())
+                            .with_total(steps.into());
+                        if let Err(error) = context.peer.notify_progress(progress).await {
+                            tracing::warn!(%error, "could not send notifications/progress");
+                        }
+                    }
+                }
                 let repeat = std::env::var("MCP_FIXTURE_ECHO_REPEAT")
                     .ok()
                     .and_then(|n| n.parse().ok())
