@@ -296,6 +296,9 @@ async fn no_answered_call_is_lost_when_the_server_is_killed() {
         .args(["-9", &pid])
         .status()
         .unwrap();
+    // Gone for good (its sockets closed) before the CLI looks for a running server: a
+    // process still dying can accept on its control socket and refuse the next connection.
+    proxy.proc.child.wait().unwrap();
     for task in tasks {
         let _ = task.await;
     }

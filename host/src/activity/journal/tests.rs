@@ -1,6 +1,8 @@
 //! Unit tests of the journal: writes, upserts and their index entries, corrupt rows, group
 //! commit under concurrency, Async mode, the bounded queue, and reopening.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use super::writer::latest_per_key;
 use super::*;
 use crate::activity::record::{Status, new_id, now_ms};
@@ -226,6 +228,71 @@ async fn group_commit_under_concurrency() {
     assert_eq!(page.records.len(), 800);
     assert!(!page.has_more);
     check_indexes(&j);
+}
+
+/// The commits a journal made so far, counted by its commit observer.
+fn counting_commits(options: JournalOptions) -> (JournalOptions, Arc<AtomicUsize>) {
+    let commits = Arc::new(AtomicUsize::new(0));
+    let counter = commits.clone();
+    let options = JournalOptions {
+        on_commit: Some(CommitObserver(Arc::new(move |_| {
+            counter.fetch_add(1, Ordering::SeqCst);
+        }))),
+        ..options
+    };
+    (options, commits)
+}
+
+#[tokio::test]
+async fn in_sync_mode_unawaited_records_share_the_next_awaited_ones_commit() {
+    // A window far longer than the test: only an awaited record or a flush ends it.
+    let (options, commits) = counting_commits(JournalOptions {
+        sync_carry: Duration::from_secs(600),
+        ..JournalOptions::default()
+    });
+    let (_dir, j) = open_temp(options);
+    let finished = rec_at(now_ms(), "s", "t", "read", Status::Success);
+    j.submit(finished.clone());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(commits.load(Ordering::SeqCst), 0, "committed alone");
+    assert!(j.get(&finished.id).unwrap().is_none());
+    // The next call's pending record is awaited: one commit holds both.
+    let pending = rec_at(now_ms(), "s", "t", "read", Status::Pending);
+    j.append(pending.clone()).await.unwrap();
+    assert_eq!(commits.load(Ordering::SeqCst), 1);
+    assert!(j.get(&finished.id).unwrap().is_some());
+    assert!(j.get(&pending.id).unwrap().is_some());
+    // A flush ends the window too (the test would wait 600 s otherwise).
+    let another = rec_at(now_ms(), "s", "t", "read", Status::Error);
+    j.submit(another.clone());
+    tokio::time::timeout(Duration::from_secs(60), j.flush())
+        .await
+        .expect("the flush ended the window")
+        .unwrap();
+    assert!(j.get(&another.id).unwrap().is_some());
+    assert_eq!(commits.load(Ordering::SeqCst), 2);
+    check_indexes(&j);
+}
+
+#[tokio::test]
+async fn in_sync_mode_an_unawaited_record_alone_is_committed_after_the_window() {
+    let (options, commits) = counting_commits(JournalOptions {
+        sync_carry: Duration::from_millis(10),
+        ..JournalOptions::default()
+    });
+    let (_dir, j) = open_temp(options);
+    let finished = rec_at(now_ms(), "s", "t", "read", Status::Success);
+    j.submit(finished.clone());
+    let mut seen = false;
+    for _ in 0..2_000 {
+        if j.get(&finished.id).unwrap().is_some() {
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(seen, "the record was never committed");
+    assert_eq!(commits.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]
