@@ -10,7 +10,8 @@
 //!     --mcpproxy target/release/mcpproxy --plugins DIR-WITH-trap.wasm \
 //!     [--faulting-calls 10000] [--churn-sessions 20000] [-c 8] [--idle 2]
 //! mcp-load --scenario compare --fixture target/release/mcp-fixture \
-//!     --mcpproxy target/release/mcpproxy [--peer PATH-TO-mcp-proxy] [--rounds 3]
+//!     --mcpproxy target/release/mcpproxy [--peer PATH-TO-mcp-proxy] [--rounds 3] \
+//!     [--baseline PATH-TO-AN-EARLIER-mcpproxy]
 //! ```
 //!
 //! The first form calls one tool N times with C calls in flight and reports
@@ -18,7 +19,8 @@
 //! `mcpproxy` on loopback and compares a direct call with a proxied one; the
 //! third starts them with a faulting validator and reports the proxy's memory
 //! after faulting calls and session churn; the fourth measures direct, mcpproxy and a peer
-//! proxy (the Python `mcp-proxy`) in interleaved rounds (see `docs/benchmarks.md`). Exits 1
+//! proxy (the Python `mcp-proxy`), and optionally a second mcpproxy build, in interleaved
+//! rounds (see `docs/benchmarks.md`). Exits 1
 //! if any measured call failed, 2 if the run could not be made at all.
 
 mod compare;
