@@ -224,12 +224,7 @@ impl CallGuard {
         for _ in 0..4 {
             tokio::task::yield_now().await;
         }
-        let deadline = tokio::time::Instant::now() + SETTLE_LIMIT;
-        while self.relays.active.load(Ordering::Acquire) > 0
-            && tokio::time::Instant::now() < deadline
-        {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        self.wait_for_relays(|_started, active| active == 0).await;
     }
 
     /// [`CallGuard::settle`] for a call whose transport counted the progress notifications
@@ -240,6 +235,14 @@ impl CallGuard {
         if sent_before == 0 {
             return;
         }
+        // A notification rmcp could not read is never relayed: the wait ends at the limit.
+        self.wait_for_relays(|started, active| started >= sent_before && active == 0)
+            .await;
+    }
+
+    /// Waits until `done(started, active)` holds for the call's relays, looking again each
+    /// time a relay ends, at most [`SETTLE_LIMIT`].
+    async fn wait_for_relays(&self, done: impl Fn(usize, usize) -> bool) {
         let relays = &self.relays;
         let settled = async {
             loop {
@@ -247,15 +250,13 @@ impl CallGuard {
                 tokio::pin!(ended);
                 // Told of every relay that ends from here on, before looking.
                 ended.as_mut().enable();
-                if relays.started.load(Ordering::Acquire) >= sent_before
-                    && relays.active.load(Ordering::Acquire) == 0
-                {
+                let started = relays.started.load(Ordering::Acquire);
+                if done(started, relays.active.load(Ordering::Acquire)) {
                     return;
                 }
                 ended.await;
             }
         };
-        // A notification rmcp could not read is never relayed: wait no longer than this.
         let _ = tokio::time::timeout(SETTLE_LIMIT, settled).await;
     }
 }
@@ -735,16 +736,22 @@ mod tests {
         assert!(channel.origin_for_request("fs", None).is_none());
     }
 
-    #[tokio::test]
-    async fn a_counted_settle_waits_for_that_many_relays_to_start_and_end() {
-        let (peer, _server, _client) = session().await;
+    /// A back channel with one call of server `fs` in flight (progress token 1).
+    fn one_call(peer: &Peer<RoleServer>) -> (Arc<BackChannel>, CallGuard) {
         let channel = BackChannel::new();
         let call = channel.register_call(
             "fs",
             RequestId::Number(1),
             token(1),
-            origin(SessionKey::new(), &peer, 1),
+            origin(SessionKey::new(), peer, 1),
         );
+        (channel, call)
+    }
+
+    #[tokio::test]
+    async fn a_counted_settle_waits_for_that_many_relays_to_start_and_end() {
+        let (peer, _server, _client) = session().await;
+        let (channel, call) = one_call(&peer);
         call.settle_counted(0).await;
         let relaying = channel.clone();
         let relays = tokio::spawn(async move {
@@ -764,13 +771,7 @@ mod tests {
     #[tokio::test]
     async fn a_counted_settle_gives_up_on_a_notification_never_relayed() {
         let (peer, _server, _client) = session().await;
-        let channel = BackChannel::new();
-        let call = channel.register_call(
-            "fs",
-            RequestId::Number(1),
-            token(1),
-            origin(SessionKey::new(), &peer, 1),
-        );
+        let (_channel, call) = one_call(&peer);
         let started = tokio::time::Instant::now();
         call.settle_counted(1).await;
         // It returns (no relay ever starts), and not before the limit.
@@ -780,13 +781,7 @@ mod tests {
     #[tokio::test]
     async fn a_call_settles_at_once_without_progress_and_waits_for_relays_in_flight() {
         let (peer, _server, _client) = session().await;
-        let channel = BackChannel::new();
-        let call = channel.register_call(
-            "fs",
-            RequestId::Number(1),
-            token(1),
-            origin(SessionKey::new(), &peer, 1),
-        );
+        let (channel, call) = one_call(&peer);
         call.settle().await;
         let (_, ticket) = channel.origin_by_progress("fs", &token(1)).unwrap();
         let release = tokio::spawn(async move {

@@ -181,9 +181,11 @@ impl Lane {
         }
     }
 
-    /// Writes one whole line (ending in a newline). Dropped mid-line, the rest is still
-    /// written, so the stream stays whole.
-    async fn write_line(&self, line: Vec<u8>) -> Result<(), LaneError> {
+    /// Writes `message` as one whole line (JSON and a newline). Dropped mid-line, the rest
+    /// is still written, so the stream stays whole.
+    async fn write_message(&self, message: &impl Serialize) -> Result<(), LaneError> {
+        let mut line = serde_json::to_vec(message)?;
+        line.push(b'\n');
         let permit = self
             .0
             .turn
@@ -212,7 +214,7 @@ impl Lane {
     }
 }
 
-/// A lane line being written; see [`Lane::write_line`].
+/// A lane line being written; see [`Lane::write_message`].
 struct Writing {
     shared: Arc<Shared>,
     line: Vec<u8>,
@@ -282,14 +284,13 @@ impl LaneRequest {
 
     /// Writes the request.
     pub async fn send(&self, method: &str, params: &impl Serialize) -> Result<(), LaneError> {
-        let mut line = serde_json::to_vec(&RequestLine {
+        let request = RequestLine {
             jsonrpc: "2.0",
             id: self.id,
             method,
             params,
-        })?;
-        line.push(b'\n');
-        Lane(self.shared.clone()).write_line(line).await
+        };
+        Lane(self.shared.clone()).write_message(&request).await
     }
 
     /// The answer, when it comes.
@@ -299,16 +300,15 @@ impl LaneRequest {
 
     /// Tells the server the request is cancelled (`notifications/cancelled`).
     pub async fn cancel(&self, reason: &str) -> Result<(), LaneError> {
-        let mut line = serde_json::to_vec(&CancelLine {
+        let cancel = CancelLine {
             jsonrpc: "2.0",
             method: "notifications/cancelled",
             params: CancelParams {
                 request_id: self.id,
                 reason,
             },
-        })?;
-        line.push(b'\n');
-        Lane(self.shared.clone()).write_line(line).await
+        };
+        Lane(self.shared.clone()).write_message(&cancel).await
     }
 }
 

@@ -89,6 +89,11 @@ pub enum Error {
     },
 }
 
+/// The reason a client's cancellation is forwarded upstream with.
+const CLIENT_CANCELLED: &str = "the client cancelled the request";
+/// The error of a call the client cancelled.
+const CANCELLED_UPSTREAM: &str = "the client cancelled the request; the server was told";
+
 /// What a server answered a `tools/call`.
 #[derive(Debug, Clone)]
 pub enum CallAnswer {
@@ -465,7 +470,7 @@ impl Upstream {
             () = cancelled.cancelled() => {
                 let notice = rmcp::model::CancelledNotificationParam::new(
                     Some(request_id),
-                    Some("the client cancelled the request".into()),
+                    Some(CLIENT_CANCELLED.into()),
                 );
                 if let Err(e) = peer.notify_cancelled(notice).await {
                     tracing::debug!(server = self.name(), "cannot forward the cancellation: {e}");
@@ -473,7 +478,7 @@ impl Upstream {
                 return Err(Error::Call {
                     server: self.config.name.clone(),
                     tool: what.to_owned(),
-                    message: "the client cancelled the request; the server was told".into(),
+                    message: CANCELLED_UPSTREAM.into(),
                 });
             }
         };
@@ -537,11 +542,11 @@ impl Upstream {
         request
             .send("tools/call", &params)
             .await
-            .map_err(|e| self.lane_error(&tool, &e))?;
+            .map_err(|e| self.connection_error(&tool, &e))?;
         let reply = tokio::select! {
             reply = tokio::time::timeout(timeout, request.answer()) => match reply {
                 Ok(Ok(reply)) => reply,
-                Ok(Err(e)) => return Err(self.lane_error(&tool, &e)),
+                Ok(Err(e)) => return Err(self.connection_error(&tool, &e)),
                 Err(_) => {
                     if let Err(e) = request.cancel("request timeout").await {
                         tracing::debug!(server = self.name(), "cannot cancel a call that timed out: {e}");
@@ -554,13 +559,13 @@ impl Upstream {
                 }
             },
             () = cancelled.cancelled() => {
-                if let Err(e) = request.cancel("the client cancelled the request").await {
+                if let Err(e) = request.cancel(CLIENT_CANCELLED).await {
                     tracing::debug!(server = self.name(), "cannot forward the cancellation: {e}");
                 }
                 return Err(Error::Call {
                     server: self.config.name.clone(),
                     tool,
-                    message: "the client cancelled the request; the server was told".into(),
+                    message: CANCELLED_UPSTREAM.into(),
                 });
             }
         };
@@ -588,17 +593,9 @@ impl Upstream {
         }
     }
 
-    fn lane_error(&self, tool: &str, e: &lane::LaneError) -> Error {
-        // The session may be dead: let the supervisor look at it now.
-        self.refresh.notify_one();
-        Error::Connection {
-            server: self.config.name.clone(),
-            tool: tool.to_owned(),
-            message: e.to_string(),
-        }
-    }
-
-    fn connection_error(&self, what: &str, e: &rmcp::ServiceError) -> Error {
+    /// A call (`what`) that failed on the session's pipes or connection, by rmcp's client or
+    /// on the call lane.
+    fn connection_error(&self, what: &str, e: &dyn std::fmt::Display) -> Error {
         // The session may be dead: let the supervisor look at it now.
         self.refresh.notify_one();
         Error::Connection {

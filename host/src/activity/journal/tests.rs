@@ -230,27 +230,36 @@ async fn group_commit_under_concurrency() {
     check_indexes(&j);
 }
 
-/// The commits a journal made so far, counted by its commit observer.
-fn counting_commits(options: JournalOptions) -> (JournalOptions, Arc<AtomicUsize>) {
+/// A sync-mode journal whose unawaited records wait up to `carry`, and the commits it has
+/// made so far (counted by its commit observer).
+fn sync_counting_commits(carry: Duration) -> (tempfile::TempDir, Arc<Journal>, Arc<AtomicUsize>) {
     let commits = Arc::new(AtomicUsize::new(0));
     let counter = commits.clone();
-    let options = JournalOptions {
+    let (dir, j) = open_temp(JournalOptions {
+        sync_carry: carry,
         on_commit: Some(CommitObserver(Arc::new(move |_| {
             counter.fetch_add(1, Ordering::SeqCst);
         }))),
-        ..options
-    };
-    (options, commits)
+        ..JournalOptions::default()
+    });
+    (dir, j, commits)
+}
+
+/// Whether the record `id` can be read within `attempts` looks 5 ms apart.
+async fn stored_within(j: &Journal, id: &str, attempts: usize) -> bool {
+    for _ in 0..attempts {
+        if j.get(id).unwrap().is_some() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    false
 }
 
 #[tokio::test]
 async fn in_sync_mode_unawaited_records_share_the_next_awaited_ones_commit() {
     // A window far longer than the test: only an awaited record or a flush ends it.
-    let (options, commits) = counting_commits(JournalOptions {
-        sync_carry: Duration::from_secs(600),
-        ..JournalOptions::default()
-    });
-    let (_dir, j) = open_temp(options);
+    let (_dir, j, commits) = sync_counting_commits(Duration::from_secs(600));
     let finished = rec_at(now_ms(), "s", "t", "read", Status::Success);
     j.submit(finished.clone());
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -276,22 +285,13 @@ async fn in_sync_mode_unawaited_records_share_the_next_awaited_ones_commit() {
 
 #[tokio::test]
 async fn in_sync_mode_an_unawaited_record_alone_is_committed_after_the_window() {
-    let (options, commits) = counting_commits(JournalOptions {
-        sync_carry: Duration::from_millis(10),
-        ..JournalOptions::default()
-    });
-    let (_dir, j) = open_temp(options);
+    let (_dir, j, commits) = sync_counting_commits(Duration::from_millis(10));
     let finished = rec_at(now_ms(), "s", "t", "read", Status::Success);
     j.submit(finished.clone());
-    let mut seen = false;
-    for _ in 0..2_000 {
-        if j.get(&finished.id).unwrap().is_some() {
-            seen = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    assert!(seen, "the record was never committed");
+    assert!(
+        stored_within(&j, &finished.id, 2_000).await,
+        "the record was never committed"
+    );
     assert_eq!(commits.load(Ordering::SeqCst), 1);
 }
 
@@ -322,15 +322,10 @@ async fn async_mode_commits_in_background_and_on_flush() {
     // Background commits make later appends visible without a flush.
     let late = rec_at(now_ms(), "s", "late", "read", Status::Success);
     j.append(late.clone()).await.unwrap();
-    let mut seen = false;
-    for _ in 0..200 {
-        if j.get(&late.id).unwrap().is_some() {
-            seen = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    assert!(seen, "async record never committed");
+    assert!(
+        stored_within(&j, &late.id, 200).await,
+        "async record never committed"
+    );
     drop(j);
     let j = Journal::open(&path, options).unwrap();
     assert_eq!(j.len().unwrap(), 501);

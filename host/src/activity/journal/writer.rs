@@ -202,26 +202,35 @@ fn carry_unawaited(
         let Some(left) = deadline.checked_duration_since(Instant::now()) else {
             return;
         };
-        match rx.recv_timeout(left) {
-            Ok(Command::Put(put)) => {
-                let awaited = put.ack.is_some();
-                puts.push(put);
-                if awaited {
-                    break;
-                }
-            }
-            Ok(Command::Flush(ack)) => {
-                flushes.push(ack);
-                break;
-            }
-            Err(_) => return,
+        let Ok(command) = rx.recv_timeout(left) else {
+            return;
+        };
+        let awaited = match &command {
+            Command::Put(put) => put.ack.is_some(),
+            Command::Flush(_) => true,
+        };
+        take(command, puts, flushes);
+        if awaited {
+            // Whatever else is queued already goes along.
+            take_queued(rx, puts, flushes);
+            return;
         }
     }
-    // Whatever else is queued already goes along.
+}
+
+/// Adds `command` to the batch being gathered.
+fn take(command: Command, puts: &mut Vec<Put>, flushes: &mut Vec<Ack>) {
+    match command {
+        Command::Put(put) => puts.push(put),
+        Command::Flush(ack) => flushes.push(ack),
+    }
+}
+
+/// Adds every command already queued to the batch, up to [`MAX_BATCH`] puts.
+fn take_queued(rx: &Receiver<Command>, puts: &mut Vec<Put>, flushes: &mut Vec<Ack>) {
     while puts.len() < MAX_BATCH {
         match rx.try_recv() {
-            Ok(Command::Put(put)) => puts.push(put),
-            Ok(Command::Flush(ack)) => flushes.push(ack),
+            Ok(command) => take(command, puts, flushes),
             Err(_) => return,
         }
     }
@@ -295,18 +304,8 @@ pub(super) fn writer_loop(
         }
         let mut puts = Vec::new();
         let mut flushes = Vec::new();
-        let mut next = Some(first);
-        while let Some(command) = next {
-            match command {
-                Command::Put(put) => puts.push(put),
-                Command::Flush(ack) => flushes.push(ack),
-            }
-            next = if puts.len() < MAX_BATCH {
-                rx.try_recv().ok()
-            } else {
-                None
-            };
-        }
+        take(first, &mut puts, &mut flushes);
+        take_queued(rx, &mut puts, &mut flushes);
         if flush_every.is_none() && !puts.is_empty() {
             carry_unawaited(rx, sync_carry, &mut puts, &mut flushes);
         }
