@@ -99,6 +99,9 @@ impl Journal {
     /// when pressure begins. Blocking: from async code use `spawn_blocking` (as
     /// [`spawn_retention`](Self::spawn_retention) does).
     pub fn run_retention(&self) -> Result<usize> {
+        // Fold the write-ahead log into the file first: a record it deletes must not be in
+        // the log, or a crash would bring it back.
+        self.checkpoint()?;
         let pass = self.guard(|| self.delete_oldest())?;
         let was = self.pressure.swap(pass.pressure, Ordering::Relaxed);
         if pass.pressure && !was {

@@ -9,6 +9,7 @@ use std::process::{Command as Process, Stdio};
 
 const CRASH_DB: &str = "MCPPROXY_ACTIVITY_CRASH_DB";
 const CRASH_MODE: &str = "MCPPROXY_ACTIVITY_CRASH_MODE";
+const CRASH_LOG_CAPACITY: &str = "MCPPROXY_ACTIVITY_CRASH_LOG_CAPACITY";
 
 /// Child side of the crash tests: appends until killed, printing `ACK <id>` per acked
 /// (Sync) or flushed (Async) record. Does nothing unless run by `crash_*` below.
@@ -26,8 +27,15 @@ fn crash_child_writer() {
             flush: Duration::from_secs(3600),
         }
     };
+    let log_capacity = std::env::var(CRASH_LOG_CAPACITY)
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(DEFAULT_LOG_CAPACITY);
     let options = JournalOptions {
         durability,
+        log_capacity,
+        // Only a full log checkpoints: what the kill leaves in it must be replayed.
+        checkpoint_idle: Duration::from_secs(3600),
         ..JournalOptions::default()
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -78,8 +86,9 @@ fn crash_child_writer() {
 }
 
 /// Runs the child writer, kills it with SIGKILL after `after` acks (Sync) or once it
-/// printed its flushed ids (Async), then checks every acked id survived.
-fn crash_round(mode: &str, after: usize) {
+/// printed its flushed ids (Async), then checks every acked id survived. Returns how many
+/// records the reopened journal restored from its write-ahead log.
+fn crash_round(mode: &str, after: usize, log_capacity: u64) -> usize {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("crash.redb");
     let exe = std::env::current_exe().unwrap();
@@ -93,6 +102,7 @@ fn crash_round(mode: &str, after: usize) {
         ])
         .env(CRASH_DB, &path)
         .env(CRASH_MODE, mode)
+        .env(CRASH_LOG_CAPACITY, log_capacity.to_string())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -130,14 +140,32 @@ fn crash_round(mode: &str, after: usize) {
         acked.len()
     );
     check_indexes(&j);
+    j.restored_from_log()
 }
 
 #[test]
 fn crash_loses_no_acked_record_sync() {
-    crash_round("sync", 400);
+    // The acknowledged records since the last checkpoint were only in the log (redb's
+    // unsynced commits die with the process): the replay must bring them back.
+    let restored = crash_round("sync", 400, DEFAULT_LOG_CAPACITY);
+    assert!(
+        restored > 0,
+        "nothing was restored from the write-ahead log"
+    );
+}
+
+#[test]
+fn crash_loses_no_acked_record_sync_with_a_log_that_keeps_starting_over() {
+    // The smallest log holds ~100 of these records: the kill lands among checkpoints.
+    crash_round("sync", 1500, 1);
+}
+
+#[test]
+fn crash_loses_no_acked_record_sync_without_a_log() {
+    crash_round("sync", 400, 0);
 }
 
 #[test]
 fn crash_loses_no_flushed_record_async() {
-    crash_round("async", 500);
+    crash_round("async", 500, DEFAULT_LOG_CAPACITY);
 }

@@ -1,7 +1,8 @@
 //! The journal's writer thread: the queued commands, group commit of everything queued into
 //! one transaction (each record once, as its latest put; falling back to one record per
 //! transaction on failure), the short linger and the `Immediate` syncs of Async mode, and the
-//! transaction helpers that apply puts.
+//! transaction helpers that apply puts; in Sync mode, the write-ahead log's appends,
+//! checkpoints and replay.
 //!
 //! Every transaction runs under [`guard`]: if one finds the file damaged, the writer answers
 //! that write and every later one with [`Error::Damaged`] and no longer touches the file.
@@ -19,12 +20,15 @@ use super::schema::{
     DATA_BYTES, IDX_STATUS, INDEXES, IndexKeys, META, N_INDEXES, RECORDS, index_keys, key_id,
     parse_key, row_cost,
 };
+use super::wal::{self, WriteAheadLog};
 use super::{Durability, MAX_BATCH, guard};
 use crate::activity::outbox;
 use crate::activity::record::{ActivityRecord, Status};
 use crate::activity::{Error, Result};
 
 type Ack = oneshot::Sender<std::result::Result<(), String>>;
+/// The answer to a checkpoint, which blocking code (retention) waits for.
+pub(super) type BlockingAck = std::sync::mpsc::Sender<std::result::Result<(), String>>;
 
 /// A record ready for the writer.
 pub(super) struct Put {
@@ -58,9 +62,31 @@ impl Put {
     }
 }
 
+impl Put {
+    /// A put of a row as stored (a write-ahead log entry), already bounded.
+    fn from_stored(json: Vec<u8>) -> Result<Self> {
+        let record: ActivityRecord =
+            serde_json::from_slice(&json).map_err(|source| Error::Corrupt {
+                id: "in the write-ahead log".to_owned(),
+                source,
+            })?;
+        Ok(Self {
+            key: parse_key(&record.id)?,
+            keys: index_keys(&record),
+            json,
+            ack: None,
+            slot: None,
+        })
+    }
+}
+
 pub(super) enum Command {
     Put(Put),
+    /// Answered once everything queued before it is durable.
     Flush(Ack),
+    /// Answered once everything queued before it is in the redb file with an `Immediate`
+    /// commit and the write-ahead log (if any) has started over.
+    Checkpoint(BlockingAck),
 }
 
 /// Writes `puts` into `txn`: replaces rows, moves index entries, keeps the size counter,
@@ -185,6 +211,10 @@ pub(super) const ASYNC_LINGER: Duration = Duration::from_millis(2);
 /// disk than when alone.
 pub(super) const SYNC_CARRY: Duration = Duration::from_millis(2);
 
+/// How long the writer waits in `Durability::Sync` without writes before it checkpoints a
+/// non-empty write-ahead log.
+pub(super) const CHECKPOINT_IDLE: Duration = Duration::from_secs(1);
+
 /// In `Durability::Sync`, when the batch holds only records nobody waits for: takes more
 /// commands for up to `carry` ([`SYNC_CARRY`] by default), until one that somebody waits
 /// for (an acknowledged put, a flush) or a full batch.
@@ -193,8 +223,9 @@ fn carry_unawaited(
     carry: Duration,
     puts: &mut Vec<Put>,
     flushes: &mut Vec<Ack>,
+    checkpoints: &mut Vec<BlockingAck>,
 ) {
-    if !flushes.is_empty() || puts.iter().any(|put| put.ack.is_some()) {
+    if !flushes.is_empty() || !checkpoints.is_empty() || puts.iter().any(|put| put.ack.is_some()) {
         return;
     }
     let deadline = Instant::now() + carry;
@@ -207,30 +238,41 @@ fn carry_unawaited(
         };
         let awaited = match &command {
             Command::Put(put) => put.ack.is_some(),
-            Command::Flush(_) => true,
+            Command::Flush(_) | Command::Checkpoint(_) => true,
         };
-        take(command, puts, flushes);
+        take(command, puts, flushes, checkpoints);
         if awaited {
             // Whatever else is queued already goes along.
-            take_queued(rx, puts, flushes);
+            take_queued(rx, puts, flushes, checkpoints);
             return;
         }
     }
 }
 
 /// Adds `command` to the batch being gathered.
-fn take(command: Command, puts: &mut Vec<Put>, flushes: &mut Vec<Ack>) {
+fn take(
+    command: Command,
+    puts: &mut Vec<Put>,
+    flushes: &mut Vec<Ack>,
+    checkpoints: &mut Vec<BlockingAck>,
+) {
     match command {
         Command::Put(put) => puts.push(put),
         Command::Flush(ack) => flushes.push(ack),
+        Command::Checkpoint(ack) => checkpoints.push(ack),
     }
 }
 
 /// Adds every command already queued to the batch, up to [`MAX_BATCH`] puts.
-fn take_queued(rx: &Receiver<Command>, puts: &mut Vec<Put>, flushes: &mut Vec<Ack>) {
+fn take_queued(
+    rx: &Receiver<Command>,
+    puts: &mut Vec<Put>,
+    flushes: &mut Vec<Ack>,
+    checkpoints: &mut Vec<BlockingAck>,
+) {
     while puts.len() < MAX_BATCH {
         match rx.try_recv() {
-            Ok(command) => take(command, puts, flushes),
+            Ok(command) => take(command, puts, flushes, checkpoints),
             Err(_) => return,
         }
     }
@@ -245,15 +287,32 @@ pub(super) fn latest_per_key(puts: &[Put]) -> Vec<&Put> {
     latest
 }
 
+/// What the writer thread is told at start.
+pub(super) struct WriterSetup {
+    pub(super) durability: Durability,
+    /// See [`super::JournalOptions::sync_carry`].
+    pub(super) sync_carry: Duration,
+    /// See [`super::JournalOptions::checkpoint_idle`].
+    pub(super) checkpoint_idle: Duration,
+    pub(super) on_commit: Option<super::CommitObserver>,
+    /// Sync mode's write-ahead log, if it has one.
+    pub(super) log: Option<WriteAheadLog>,
+}
+
 pub(super) fn writer_loop(
     db: &Database,
     path: &Path,
     rx: &Receiver<Command>,
-    durability: Durability,
-    sync_carry: Duration,
     outbox_on: &AtomicBool,
-    on_commit: Option<&super::CommitObserver>,
+    setup: WriterSetup,
 ) {
+    let WriterSetup {
+        durability,
+        sync_carry,
+        checkpoint_idle,
+        on_commit,
+        mut log,
+    } = setup;
     let flush_every = match durability {
         Durability::Sync => None,
         Durability::Async { flush } => Some(flush),
@@ -273,6 +332,7 @@ pub(super) fn writer_loop(
         }
     };
     loop {
+        let pending_log = log.as_ref().is_some_and(|l| !l.is_empty()) && damaged.is_none();
         let first = match (flush_every, unsynced_since) {
             (Some(flush), Some(since)) => {
                 match rx.recv_timeout(flush.saturating_sub(since.elapsed())) {
@@ -291,6 +351,18 @@ pub(super) fn writer_loop(
                     }
                 }
             }
+            _ if pending_log => match rx.recv_timeout(checkpoint_idle) {
+                Ok(command) => command,
+                Err(RecvTimeoutError::Timeout) => {
+                    // Idle: fold the log into the file, so it is whole on disk by itself.
+                    let _ = checkpoint(db, path, &mut log);
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    let _ = checkpoint(db, path, &mut log);
+                    return;
+                }
+            },
             _ => match rx.recv() {
                 Ok(command) => command,
                 Err(_) => return,
@@ -304,16 +376,20 @@ pub(super) fn writer_loop(
         }
         let mut puts = Vec::new();
         let mut flushes = Vec::new();
-        take(first, &mut puts, &mut flushes);
-        take_queued(rx, &mut puts, &mut flushes);
+        let mut checkpoints = Vec::new();
+        take(first, &mut puts, &mut flushes, &mut checkpoints);
+        take_queued(rx, &mut puts, &mut flushes, &mut checkpoints);
         if flush_every.is_none() && !puts.is_empty() {
-            carry_unawaited(rx, sync_carry, &mut puts, &mut flushes);
+            carry_unawaited(rx, sync_carry, &mut puts, &mut flushes, &mut checkpoints);
         }
         if let Some(message) = &damaged {
             for put in puts {
                 ack(put, &Err(Error::Write(message.clone())));
             }
             for done in flushes {
+                let _ = done.send(Err(message.clone()));
+            }
+            for done in checkpoints {
                 let _ = done.send(Err(message.clone()));
             }
             continue;
@@ -324,9 +400,12 @@ pub(super) fn writer_loop(
                 !flushes.is_empty() || unsynced_since.is_some_and(|t| t.elapsed() >= flush)
             }
         };
+        // Sync mode with a log: commit without an fsync, then make the batch durable in the
+        // log (see `wal`).
+        let logged = immediate && flush_every.is_none() && log.is_some();
         let mut flush_result = Ok(());
         if !puts.is_empty() {
-            let durability = if immediate {
+            let durability = if immediate && !logged {
                 redb::Durability::Immediate
             } else {
                 redb::Durability::None
@@ -334,8 +413,14 @@ pub(super) fn writer_loop(
             let refs = latest_per_key(&puts);
             let outbox = outbox_on.load(Ordering::SeqCst);
             let started = Instant::now();
-            let result = guard(path, || commit_puts(db, &refs, durability, outbox));
-            if let (Ok(()), Some(observer)) = (&result, on_commit) {
+            let result =
+                guard(path, || commit_puts(db, &refs, durability, outbox)).and_then(|()| {
+                    match logged {
+                        true => append_to_log(db, path, &mut log, &refs),
+                        false => Ok(()),
+                    }
+                });
+            if let (Ok(()), Some(observer)) = (&result, &on_commit) {
                 (observer.0)(started.elapsed());
             }
             match result {
@@ -362,7 +447,13 @@ pub(super) fn writer_loop(
                         puts.len()
                     );
                     // Each record on its own: its latest put, whose outcome every put of
-                    // that record in the batch shares.
+                    // that record in the batch shares. With a log, each is committed
+                    // `Immediate` and the log then starts over (below), so it never holds a
+                    // record older than the file's.
+                    let durability = match logged {
+                        true => redb::Durability::Immediate,
+                        false => durability,
+                    };
                     let mut outcomes: HashMap<[u8; 16], Result<()>> = HashMap::new();
                     for put in latest_per_key(&puts) {
                         let result = guard(path, || commit_puts(db, &[put], durability, outbox));
@@ -379,14 +470,18 @@ pub(super) fn writer_loop(
                         };
                         ack(put, &result);
                     }
-                    if immediate {
+                    if logged {
+                        flush_result = checkpoint(db, path, &mut log);
+                    } else if immediate {
                         flush_result = sync_or_log(&mut unsynced_since);
                     }
                 }
                 Err(e) => {
                     puts.into_iter()
                         .for_each(|put| ack(put, &Err(Error::Write(e.to_string()))));
-                    if immediate {
+                    if logged {
+                        flush_result = checkpoint(db, path, &mut log);
+                    } else if immediate {
                         flush_result = sync_or_log(&mut unsynced_since);
                     }
                 }
@@ -394,13 +489,131 @@ pub(super) fn writer_loop(
         } else if immediate && unsynced_since.is_some() {
             flush_result = sync_or_log(&mut unsynced_since);
         }
+        if !checkpoints.is_empty() {
+            let result = match &log {
+                Some(_) => checkpoint(db, path, &mut log),
+                // Without a log every acknowledged record is already in a durable commit;
+                // in async mode, sync what is not.
+                None if unsynced_since.is_some() => sync_or_log(&mut unsynced_since),
+                None => Ok(()),
+            };
+            if flush_result.is_ok() {
+                flush_result = result;
+            }
+        }
+        let answer = flush_result
+            .as_ref()
+            .map(|_| ())
+            .map_err(ToString::to_string);
         for done in flushes {
-            let _ = done.send(
-                flush_result
-                    .as_ref()
-                    .map(|_| ())
-                    .map_err(ToString::to_string),
-            );
+            let _ = done.send(answer.clone());
+        }
+        for done in checkpoints {
+            let _ = done.send(answer.clone());
         }
     }
+}
+
+/// Makes `puts`, just committed with `Durability::None`, durable: appended to the log and
+/// fsync'd, or, when the log cannot take them, by a [`checkpoint`]. A log that fails to
+/// write is given up (the journal goes on with `Immediate` commits).
+fn append_to_log(
+    db: &Database,
+    path: &Path,
+    log: &mut Option<WriteAheadLog>,
+    puts: &[&Put],
+) -> Result<()> {
+    if let Some(wal) = log.as_mut() {
+        let bytes = puts.iter().map(|p| wal::frame_len(p.json.len())).sum();
+        if wal.fits(bytes) {
+            match wal.append(puts.iter().map(|p| p.json.as_slice())) {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    tracing::error!(
+                        log = %wal.path().display(),
+                        "the activity write-ahead log cannot be written ({e}); committing \
+                         records straight to the journal file from now on"
+                    );
+                    guard(path, || sync(db))?;
+                    abandon(log);
+                    return Ok(());
+                }
+            }
+        }
+    }
+    checkpoint(db, path, log)
+}
+
+/// An `Immediate` commit (persisting every `None` commit before it), then the log, whose
+/// records that commit holds, starts over.
+fn checkpoint(db: &Database, path: &Path, log: &mut Option<WriteAheadLog>) -> Result<()> {
+    guard(path, || sync(db)).inspect_err(|e| {
+        tracing::error!("activity journal checkpoint failed: {e}");
+    })?;
+    if let Some(wal) = log.as_mut()
+        && let Err(e) = wal.start_over()
+    {
+        tracing::error!(
+            log = %wal.path().display(),
+            "the activity write-ahead log cannot be started over ({e}); committing records \
+             straight to the journal file from now on"
+        );
+        abandon(log);
+    }
+    Ok(())
+}
+
+/// Stops using the log and removes its file, whose frames a later start must not replay
+/// over newer rows.
+fn abandon(log: &mut Option<WriteAheadLog>) {
+    if let Some(wal) = log.take()
+        && let Err(e) = std::fs::remove_file(wal.path())
+    {
+        tracing::error!(
+            log = %wal.path().display(),
+            "cannot remove the abandoned activity write-ahead log ({e}); remove it before the \
+             next start, or it may restore older versions of the newest records"
+        );
+    }
+}
+
+/// Replays the payloads of a write-ahead log into `db` (one `Immediate` commit): for each
+/// record its last payload, written only where the stored row differs, so a record the file
+/// already holds is neither rewritten nor queued for the sinks again. A payload that is not
+/// a record is skipped with a warning. Returns how many records it wrote.
+pub(super) fn replay(db: &Database, payloads: Vec<Vec<u8>>, outbox: bool) -> Result<usize> {
+    let mut puts: Vec<Put> = Vec::new();
+    let mut at: HashMap<[u8; 16], usize> = HashMap::new();
+    for json in payloads {
+        match Put::from_stored(json) {
+            Ok(put) => match at.get(&put.key) {
+                Some(&i) => puts[i] = put,
+                None => {
+                    at.insert(put.key, puts.len());
+                    puts.push(put);
+                }
+            },
+            Err(e) => tracing::warn!("skipping an unreadable write-ahead log entry: {e}"),
+        }
+    }
+    if puts.is_empty() {
+        return Ok(0);
+    }
+    let txn = db.begin_write()?;
+    let changed: Vec<&Put> = {
+        let records = txn.open_table(RECORDS)?;
+        let mut changed = Vec::new();
+        for put in &puts {
+            if records
+                .get(put.key)?
+                .is_none_or(|row| row.value() != put.json.as_slice())
+            {
+                changed.push(put);
+            }
+        }
+        changed
+    };
+    apply_puts(&txn, &changed, outbox)?;
+    txn.commit()?;
+    Ok(changed.len())
 }
