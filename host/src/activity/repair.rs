@@ -385,6 +385,8 @@ impl Journal {
                 max_undelivered_bytes: 0,
                 ..Retention::default()
             },
+            // `bulk_load` commits in full; no write-ahead log is left beside the new file.
+            log_capacity: 0,
             ..JournalOptions::default()
         };
         let requeued = {

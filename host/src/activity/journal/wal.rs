@@ -18,6 +18,9 @@
 //! - A frame is its payload's length (u32 LE), a CRC-32 of the generation, the length and the
 //!   payload (u32 LE), the generation (u64 LE), then the payload (one record's stored JSON).
 //!
+//! The fsync runs on a thread of its own ([`Syncer`]): the writer writes a batch's frames,
+//! starts their fsync, commits the batch to redb while the disk syncs, then waits for it.
+//!
 //! Reading stops at the first frame that is not whole, not of the current generation or
 //! fails its CRC: frames left over from earlier generations, a torn last append and the
 //! zeros of the preallocation all end the log. An append is fsync'd before the next begins,
@@ -25,8 +28,10 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
 
 /// The first bytes of a header slot; the last byte is the format version.
 const MAGIC: [u8; 8] = *b"MCPPWAL\x01";
@@ -68,6 +73,62 @@ pub(super) struct WriteAheadLog {
     capacity: u64,
     /// Reused to gather a batch's frames into one write.
     buf: Vec<u8>,
+    /// Bytes written by [`start_append`](Self::start_append) whose fsync is under way.
+    in_flight: Option<u64>,
+    syncer: Syncer,
+}
+
+/// The thread that fsyncs the log, so the writer can commit to redb meanwhile.
+#[derive(Debug)]
+struct Syncer {
+    requests: Option<mpsc::Sender<()>>,
+    results: mpsc::Receiver<io::Result<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Syncer {
+    fn spawn(file: File) -> io::Result<Self> {
+        let (requests, asked) = mpsc::channel::<()>();
+        let (answer, results) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("activity-wal-sync".into())
+            .spawn(move || {
+                while asked.recv().is_ok() {
+                    if answer.send(file.sync_data()).is_err() {
+                        return;
+                    }
+                }
+            })?;
+        Ok(Self {
+            requests: Some(requests),
+            results,
+            thread: Some(thread),
+        })
+    }
+
+    fn stopped() -> io::Error {
+        io::Error::other("the write-ahead log's fsync thread stopped")
+    }
+
+    fn start(&self) -> io::Result<()> {
+        match &self.requests {
+            Some(requests) => requests.send(()).map_err(|_| Self::stopped()),
+            None => Err(Self::stopped()),
+        }
+    }
+
+    fn wait(&self) -> io::Result<()> {
+        self.results.recv().unwrap_or_else(|_| Err(Self::stopped()))
+    }
+}
+
+impl Drop for Syncer {
+    fn drop(&mut self) {
+        drop(self.requests.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 impl WriteAheadLog {
@@ -83,7 +144,10 @@ impl WriteAheadLog {
             .write(true)
             .create(true)
             .truncate(false)
+            // The records' arguments are the user's: only the user reads them.
+            .mode(0o600)
             .open(path)?;
+        let syncer = Syncer::spawn(file.try_clone()?)?;
         let mut log = Self {
             file,
             path: path.to_path_buf(),
@@ -91,6 +155,8 @@ impl WriteAheadLog {
             end: FRAMES_START,
             capacity,
             buf: Vec::new(),
+            in_flight: None,
+            syncer,
         };
         let payloads = if existed {
             let bytes = std::fs::read(path)?;
@@ -125,12 +191,25 @@ impl WriteAheadLog {
         self.end == FRAMES_START
     }
 
-    /// Appends one frame per payload in a single write and fsyncs it. The caller checked
-    /// [`fits`](Self::fits); a batch that does not fit is refused with `StorageFull`.
+    /// [`start_append`](Self::start_append) and [`finish_append`](Self::finish_append) in one.
+    #[cfg(test)]
     pub(super) fn append<'a>(
         &mut self,
         payloads: impl Iterator<Item = &'a [u8]>,
     ) -> io::Result<()> {
+        self.start_append(payloads)?;
+        self.finish_append()
+    }
+
+    /// Writes one frame per payload in a single write and starts its fsync on the sync
+    /// thread; [`finish_append`](Self::finish_append) waits for it, and must be called
+    /// before anything else is written. A batch that does not fit is refused with
+    /// `StorageFull` and nothing is written.
+    pub(super) fn start_append<'a>(
+        &mut self,
+        payloads: impl Iterator<Item = &'a [u8]>,
+    ) -> io::Result<()> {
+        self.finish_append()?;
         self.buf.clear();
         for payload in payloads {
             let len = u32::try_from(payload.len())
@@ -151,8 +230,8 @@ impl WriteAheadLog {
             ));
         }
         self.file.write_all_at(&self.buf, self.end)?;
-        self.file.sync_data()?;
-        self.end += self.buf.len() as u64;
+        self.syncer.start()?;
+        self.in_flight = Some(self.buf.len() as u64);
         // A flood's batch can be megabytes: do not keep that much for good.
         if self.buf.capacity() > 1 << 20 {
             self.buf = Vec::new();
@@ -160,10 +239,22 @@ impl WriteAheadLog {
         Ok(())
     }
 
+    /// Waits for the fsync [`start_append`](Self::start_append) started; once it succeeds
+    /// the frames count as part of the log. Nothing in flight: `Ok` at once.
+    pub(super) fn finish_append(&mut self) -> io::Result<()> {
+        let Some(bytes) = self.in_flight.take() else {
+            return Ok(());
+        };
+        self.syncer.wait()?;
+        self.end += bytes;
+        Ok(())
+    }
+
     /// Starts the log over, empty: the next generation goes into the other header slot and is
     /// fsync'd, which retires every frame written so far. Call it only once everything in the
     /// log is durable elsewhere (after an `Immediate` redb commit).
     pub(super) fn start_over(&mut self) -> io::Result<()> {
+        self.finish_append()?;
         let next = self.generation.wrapping_add(1);
         self.write_slot(next)?;
         self.file.sync_data()?;
@@ -301,6 +392,9 @@ mod tests {
         let (log, payloads) = open(&path);
         assert!(payloads.is_empty() && log.is_empty());
         assert_eq!(std::fs::metadata(&path).unwrap().len(), MIN_CAPACITY);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
     }
 
     #[test]
@@ -378,6 +472,22 @@ mod tests {
         file.write_all_at(&slot, SLOTS[(next % 2) as usize])
             .unwrap();
         assert_eq!(texts(&open(&path).1), ["after-checkpoint"]);
+    }
+
+    #[test]
+    fn a_started_append_counts_once_its_fsync_is_waited_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j-wal");
+        let (mut log, _) = open(&path);
+        log.start_append([b"first".as_slice()].into_iter()).unwrap();
+        assert!(log.is_empty(), "not part of the log before its fsync");
+        // The next append waits for the one in flight first.
+        log.start_append([b"second".as_slice()].into_iter())
+            .unwrap();
+        log.finish_append().unwrap();
+        log.finish_append().unwrap();
+        drop(log);
+        assert_eq!(texts(&open(&path).1), ["first", "second"]);
     }
 
     #[test]

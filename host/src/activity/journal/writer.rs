@@ -413,13 +413,20 @@ pub(super) fn writer_loop(
             let refs = latest_per_key(&puts);
             let outbox = outbox_on.load(Ordering::SeqCst);
             let started = Instant::now();
-            let result =
-                guard(path, || commit_puts(db, &refs, durability, outbox)).and_then(|()| {
-                    match logged {
-                        true => append_to_log(db, path, &mut log, &refs),
-                        false => Ok(()),
+            // With a log, the batch's fsync there runs while redb commits it.
+            let in_log = logged && start_log_append(&mut log, &refs);
+            let committed = guard(path, || commit_puts(db, &refs, durability, outbox));
+            let result = match (committed, logged) {
+                (Ok(()), true) => finish_log_append(db, path, &mut log, in_log),
+                (Err(e), true) => {
+                    if in_log && let Some(Err(sync)) = log.as_mut().map(|l| l.finish_append()) {
+                        tracing::error!("the activity write-ahead log cannot be synced: {sync}");
+                        abandon(&mut log);
                     }
-                });
+                    Err(e)
+                }
+                (result, false) => result,
+            };
             if let (Ok(()), Some(observer)) = (&result, &on_commit) {
                 (observer.0)(started.elapsed());
             }
@@ -514,34 +521,56 @@ pub(super) fn writer_loop(
     }
 }
 
-/// Makes `puts`, just committed with `Durability::None`, durable: appended to the log and
-/// fsync'd, or, when the log cannot take them, by a [`checkpoint`]. A log that fails to
-/// write is given up (the journal goes on with `Immediate` commits).
-fn append_to_log(
+/// Writes `puts` to the log and starts their fsync; whether it did. A batch the log cannot
+/// take is left to [`finish_log_append`]'s checkpoint; a log that fails to write is given up
+/// (the journal goes on with `Immediate` commits).
+fn start_log_append(log: &mut Option<WriteAheadLog>, puts: &[&Put]) -> bool {
+    let Some(wal) = log.as_mut() else {
+        return false;
+    };
+    let bytes = puts.iter().map(|p| wal::frame_len(p.json.len())).sum();
+    if !wal.fits(bytes) {
+        return false;
+    }
+    match wal.start_append(puts.iter().map(|p| p.json.as_slice())) {
+        Ok(()) => true,
+        Err(e) => {
+            log_failed(wal, &e);
+            abandon(log);
+            false
+        }
+    }
+}
+
+/// Makes a batch just committed with `Durability::None` durable: waits for its fsync in the
+/// log when [`start_log_append`] started one, else (a batch the log could not take, or no
+/// log left) by a [`checkpoint`]. A log whose fsync fails is given up, after an
+/// `Immediate` commit that makes the batch durable.
+fn finish_log_append(
     db: &Database,
     path: &Path,
     log: &mut Option<WriteAheadLog>,
-    puts: &[&Put],
+    in_log: bool,
 ) -> Result<()> {
-    if let Some(wal) = log.as_mut() {
-        let bytes = puts.iter().map(|p| wal::frame_len(p.json.len())).sum();
-        if wal.fits(bytes) {
-            match wal.append(puts.iter().map(|p| p.json.as_slice())) {
-                Ok(()) => return Ok(()),
-                Err(e) => {
-                    tracing::error!(
-                        log = %wal.path().display(),
-                        "the activity write-ahead log cannot be written ({e}); committing \
-                         records straight to the journal file from now on"
-                    );
-                    guard(path, || sync(db))?;
-                    abandon(log);
-                    return Ok(());
-                }
+    if in_log && let Some(wal) = log.as_mut() {
+        match wal.finish_append() {
+            Ok(()) => return Ok(()),
+            Err(e) => {
+                log_failed(wal, &e);
+                abandon(log);
+                return guard(path, || sync(db));
             }
         }
     }
     checkpoint(db, path, log)
+}
+
+fn log_failed(wal: &WriteAheadLog, e: &std::io::Error) {
+    tracing::error!(
+        log = %wal.path().display(),
+        "the activity write-ahead log cannot be written ({e}); committing records straight \
+         to the journal file from now on"
+    );
 }
 
 /// An `Immediate` commit (persisting every `None` commit before it), then the log, whose
