@@ -171,6 +171,8 @@ async fn health_readiness_and_metrics_that_move_with_calls() {
             >= 1.0
     );
     assert!(sample(&after, "mcpproxy_journal_records", json!({})).unwrap() >= 3.0);
+    // Sync mode: each acknowledged record was fsync'd (in the write-ahead log).
+    assert!(sample(&after, "mcpproxy_journal_fsyncs_total", json!({})).unwrap() >= 1.0);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -85,6 +85,7 @@ pub struct Metrics {
     policy_seconds: Histogram,
     plugin_faults: Family<FaultLabels, Counter>,
     journal_commit_seconds: Histogram,
+    journal_fsyncs: Counter,
     upstream_state: Family<UpstreamLabels, Gauge>,
     upstream_tools: Family<ServerLabels, Gauge>,
     journal_bytes: Gauge,
@@ -151,6 +152,12 @@ impl Metrics {
             Unit::Seconds,
             journal_commit_seconds.clone(),
         );
+        let journal_fsyncs = Counter::default();
+        registry.register(
+            "journal_fsyncs",
+            "Fsyncs the activity journal's writer made (write-ahead log fsyncs and full commits)",
+            journal_fsyncs.clone(),
+        );
         let upstream_state = Family::<UpstreamLabels, Gauge>::default();
         registry.register(
             "upstream_state",
@@ -197,6 +204,7 @@ impl Metrics {
             policy_seconds,
             plugin_faults,
             journal_commit_seconds,
+            journal_fsyncs,
             upstream_state,
             upstream_tools,
             journal_bytes,
@@ -253,6 +261,11 @@ impl Metrics {
     /// One group commit of the journal.
     pub fn journal_commit(&self, took: Duration) {
         self.journal_commit_seconds.observe(took.as_secs_f64());
+    }
+
+    /// One fsync by the journal's writer.
+    pub fn journal_fsync(&self) {
+        self.journal_fsyncs.inc();
     }
 
     /// The upstreams as they are now (servers no longer listed disappear).
@@ -332,6 +345,7 @@ mod tests {
         );
         metrics.upstream_call("fs", Duration::from_micros(400));
         metrics.plugin_fault("intent-matrix", "deadline");
+        metrics.journal_fsync();
         metrics.set_upstreams([UpstreamGauge {
             server: "fs".into(),
             state: "ready".into(),
@@ -363,6 +377,7 @@ mod tests {
             ),
             "{text}"
         );
+        assert!(text.contains("mcpproxy_journal_fsyncs_total 1\n"), "{text}");
         assert!(
             text.contains(r#"mcpproxy_upstream_state{server="fs",state="ready"} 1"#),
             "{text}"

@@ -270,7 +270,7 @@ pub fn plugin_engine(
 
 /// Opens (or creates) the journal with the config's durability and retention.
 /// Opens the journal of `data_dir` with the config's durability and retention; with
-/// `metrics`, each group commit is timed into them.
+/// `metrics`, each group commit is timed and each fsync counted into them.
 pub fn open_journal(
     config: &Config,
     data_dir: &Path,
@@ -280,10 +280,15 @@ pub fn open_journal(
         let metrics = metrics.clone();
         activity::CommitObserver(Arc::new(move |took| metrics.journal_commit(took)))
     });
+    let on_fsync = metrics.map(|metrics| {
+        let metrics = metrics.clone();
+        activity::FsyncObserver(Arc::new(move || metrics.journal_fsync()))
+    });
     let options = JournalOptions {
         durability: config.activity.durability,
         retention: config.activity.retention.clone(),
         on_commit,
+        on_fsync,
         ..Default::default()
     };
     let path = journal_path(data_dir);

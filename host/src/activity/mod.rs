@@ -34,7 +34,9 @@ pub mod stats;
 use std::path::PathBuf;
 
 pub use batch::{SinkBatch, StoredRecord};
-pub use journal::{CommitObserver, Durability, Journal, JournalOptions, JournalStats};
+pub use journal::{
+    CommitObserver, Durability, FsyncObserver, Journal, JournalOptions, JournalStats,
+};
 pub use outbox::{SinkState, SinkStatus};
 pub use query::{Filter, Page};
 pub use record::{

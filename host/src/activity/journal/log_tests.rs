@@ -7,6 +7,9 @@ use super::writer::Put;
 use super::*;
 use crate::activity::record::{Status, now_ms};
 use crate::activity::test_util::{check_indexes, open_temp, rec_at};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::tests::stored_within;
 
 /// The ids of the records in the current generation of the log beside `journal`.
 fn logged_ids(journal: &Path) -> Vec<String> {
@@ -50,6 +53,71 @@ async fn sync_mode_logs_each_acknowledged_record_and_a_checkpoint_folds_the_log_
     assert!(logged_ids(j.path()).is_empty());
     assert_eq!(j.get(&second.id).unwrap().as_ref(), Some(&second));
     assert_eq!(j.restored_from_log(), 0);
+}
+
+/// A sync-mode journal with a log, whose unsynced frames wait up to `carry` for an fsync,
+/// and the fsyncs its writer has made so far.
+fn counting_fsyncs(carry: Duration) -> (tempfile::TempDir, Arc<Journal>, Arc<AtomicUsize>) {
+    let fsyncs = Arc::new(AtomicUsize::new(0));
+    let counter = fsyncs.clone();
+    let (dir, j) = open_temp(JournalOptions {
+        sync_carry: carry,
+        checkpoint_idle: Duration::from_secs(600),
+        on_fsync: Some(FsyncObserver(Arc::new(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        }))),
+        ..JournalOptions::default()
+    });
+    (dir, j, fsyncs)
+}
+
+#[tokio::test]
+async fn an_unawaited_record_is_committed_at_once_and_shares_the_next_awaited_ones_fsync() {
+    // A window far longer than the test: only an awaited record or a flush ends it.
+    let (_dir, j, fsyncs) = counting_fsyncs(Duration::from_secs(600));
+    let finished = rec_at(now_ms(), "s", "t", "read", Status::Success);
+    j.submit(finished.clone());
+    assert!(
+        stored_within(&j, &finished.id, 2_000).await,
+        "not committed at once"
+    );
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(fsyncs.load(Ordering::SeqCst), 0, "fsync'd alone");
+    // The next call's pending record is awaited: one fsync covers both.
+    let pending = rec_at(now_ms(), "s", "t", "read", Status::Pending);
+    j.append(pending.clone()).await.unwrap();
+    assert_eq!(fsyncs.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        logged_ids(j.path()),
+        [finished.id.clone(), pending.id.clone()]
+    );
+    // A flush ends the window too (the test would wait 600 s otherwise).
+    let another = rec_at(now_ms(), "s", "t", "read", Status::Error);
+    j.submit(another.clone());
+    tokio::time::timeout(Duration::from_secs(60), j.flush())
+        .await
+        .expect("the flush ended the window")
+        .unwrap();
+    assert_eq!(fsyncs.load(Ordering::SeqCst), 2);
+    assert_eq!(logged_ids(j.path()).len(), 3);
+    check_indexes(&j);
+}
+
+#[tokio::test]
+async fn an_unawaited_record_alone_is_fsynced_after_the_window() {
+    let (_dir, j, fsyncs) = counting_fsyncs(Duration::from_millis(10));
+    let finished = rec_at(now_ms(), "s", "t", "read", Status::Success);
+    j.submit(finished.clone());
+    let mut synced = false;
+    for _ in 0..2_000 {
+        if fsyncs.load(Ordering::SeqCst) == 1 {
+            synced = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(synced, "the record was never fsync'd");
+    assert_eq!(logged_ids(j.path()), [finished.id]);
 }
 
 #[tokio::test]

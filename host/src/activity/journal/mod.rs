@@ -126,6 +126,8 @@ pub struct JournalOptions {
     pub retention_batch: usize,
     /// Told how long each group commit took (for metrics); default none.
     pub on_commit: Option<CommitObserver>,
+    /// Told of each fsync the writer makes (for metrics); default none.
+    pub on_fsync: Option<FsyncObserver>,
     /// In [`Durability::Sync`], how long records nobody waits for wait for one somebody
     /// does, to share its commit; default [`SYNC_CARRY`](writer::SYNC_CARRY) (2 ms).
     pub sync_carry: Duration,
@@ -141,6 +143,17 @@ pub struct JournalOptions {
 #[derive(Clone)]
 pub struct CommitObserver(pub Arc<dyn Fn(Duration) + Send + Sync>);
 
+/// A callback told of each fsync the journal's writer makes: a write-ahead log fsync, a
+/// full (`Immediate`) commit, the log's start-over.
+#[derive(Clone)]
+pub struct FsyncObserver(pub Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for FsyncObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FsyncObserver")
+    }
+}
+
 impl std::fmt::Debug for CommitObserver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("CommitObserver")
@@ -155,6 +168,7 @@ impl Default for JournalOptions {
             retention: Retention::default(),
             retention_batch: 10_000,
             on_commit: None,
+            on_fsync: None,
             sync_carry: writer::SYNC_CARRY,
             log_capacity: DEFAULT_LOG_CAPACITY,
             checkpoint_idle: writer::CHECKPOINT_IDLE,
@@ -256,6 +270,7 @@ impl Journal {
             sync_carry: options.sync_carry,
             checkpoint_idle: options.checkpoint_idle,
             on_commit: options.on_commit.clone(),
+            on_fsync: options.on_fsync.clone(),
             log,
         };
         let writer = std::thread::Builder::new()

@@ -230,13 +230,15 @@ async fn group_commit_under_concurrency() {
     check_indexes(&j);
 }
 
-/// A sync-mode journal whose unawaited records wait up to `carry`, and the commits it has
-/// made so far (counted by its commit observer).
+/// A sync-mode journal without a write-ahead log whose unawaited records wait up to
+/// `carry`, and the commits it has made so far (counted by its commit observer). (With the
+/// log, see `log_tests`.)
 fn sync_counting_commits(carry: Duration) -> (tempfile::TempDir, Arc<Journal>, Arc<AtomicUsize>) {
     let commits = Arc::new(AtomicUsize::new(0));
     let counter = commits.clone();
     let (dir, j) = open_temp(JournalOptions {
         sync_carry: carry,
+        log_capacity: 0,
         on_commit: Some(CommitObserver(Arc::new(move |_| {
             counter.fetch_add(1, Ordering::SeqCst);
         }))),
@@ -246,7 +248,7 @@ fn sync_counting_commits(carry: Duration) -> (tempfile::TempDir, Arc<Journal>, A
 }
 
 /// Whether the record `id` can be read within `attempts` looks 5 ms apart.
-async fn stored_within(j: &Journal, id: &str, attempts: usize) -> bool {
+pub(super) async fn stored_within(j: &Journal, id: &str, attempts: usize) -> bool {
     for _ in 0..attempts {
         if j.get(id).unwrap().is_some() {
             return true;
@@ -257,7 +259,7 @@ async fn stored_within(j: &Journal, id: &str, attempts: usize) -> bool {
 }
 
 #[tokio::test]
-async fn in_sync_mode_unawaited_records_share_the_next_awaited_ones_commit() {
+async fn without_a_log_unawaited_records_share_the_next_awaited_ones_commit() {
     // A window far longer than the test: only an awaited record or a flush ends it.
     let (_dir, j, commits) = sync_counting_commits(Duration::from_secs(600));
     let finished = rec_at(now_ms(), "s", "t", "read", Status::Success);
@@ -284,7 +286,7 @@ async fn in_sync_mode_unawaited_records_share_the_next_awaited_ones_commit() {
 }
 
 #[tokio::test]
-async fn in_sync_mode_an_unawaited_record_alone_is_committed_after_the_window() {
+async fn without_a_log_an_unawaited_record_alone_is_committed_after_the_window() {
     let (_dir, j, commits) = sync_counting_commits(Duration::from_millis(10));
     let finished = rec_at(now_ms(), "s", "t", "read", Status::Success);
     j.submit(finished.clone());

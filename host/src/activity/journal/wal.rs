@@ -18,8 +18,11 @@
 //! - A frame is its payload's length (u32 LE), a CRC-32 of the generation, the length and the
 //!   payload (u32 LE), the generation (u64 LE), then the payload (one record's stored JSON).
 //!
-//! The fsync runs on a thread of its own ([`Syncer`]): the writer writes a batch's frames,
-//! starts their fsync, commits the batch to redb while the disk syncs, then waits for it.
+//! Writing frames and fsyncing them are separate steps. The writer writes the frames of a
+//! batch nobody waits for (a call's outcome) without an fsync: the next fsync, for a batch
+//! somebody waits for or at most 2 ms later, covers them. The fsync runs on a thread of its
+//! own ([`Syncer`]): the writer writes a batch's frames, starts their fsync, commits the
+//! batch to redb while the disk syncs, then waits for it.
 //!
 //! Reading stops at the first frame that is not whole, not of the current generation or
 //! fails its CRC: frames left over from earlier generations, a torn last append and the
@@ -73,8 +76,8 @@ pub(super) struct WriteAheadLog {
     capacity: u64,
     /// Reused to gather a batch's frames into one write.
     buf: Vec<u8>,
-    /// Bytes written by [`start_append`](Self::start_append) whose fsync is under way.
-    in_flight: Option<u64>,
+    /// Whether an fsync started by [`start_sync`](Self::start_sync) is under way.
+    syncing: bool,
     syncer: Syncer,
 }
 
@@ -155,7 +158,7 @@ impl WriteAheadLog {
             end: FRAMES_START,
             capacity,
             buf: Vec::new(),
-            in_flight: None,
+            syncing: false,
             syncer,
         };
         let payloads = if existed {
@@ -191,25 +194,23 @@ impl WriteAheadLog {
         self.end == FRAMES_START
     }
 
-    /// [`start_append`](Self::start_append) and [`finish_append`](Self::finish_append) in one.
+    /// [`write`](Self::write), then [`sync`](Self::sync).
     #[cfg(test)]
     pub(super) fn append<'a>(
         &mut self,
         payloads: impl Iterator<Item = &'a [u8]>,
     ) -> io::Result<()> {
-        self.start_append(payloads)?;
-        self.finish_append()
+        self.write(payloads)?;
+        self.sync()
     }
 
-    /// Writes one frame per payload in a single write and starts its fsync on the sync
-    /// thread; [`finish_append`](Self::finish_append) waits for it, and must be called
-    /// before anything else is written. A batch that does not fit is refused with
-    /// `StorageFull` and nothing is written.
-    pub(super) fn start_append<'a>(
-        &mut self,
-        payloads: impl Iterator<Item = &'a [u8]>,
-    ) -> io::Result<()> {
-        self.finish_append()?;
+    /// Writes one frame per payload in a single write, not yet fsync'd: a later
+    /// [`sync`](Self::sync) (or [`start_sync`](Self::start_sync)) covers it with every
+    /// frame before it. A batch that does not fit is refused with `StorageFull` and nothing
+    /// is written.
+    pub(super) fn write<'a>(&mut self, payloads: impl Iterator<Item = &'a [u8]>) -> io::Result<()> {
+        // Frames written while an fsync is under way might not be covered by it.
+        self.finish_sync()?;
         self.buf.clear();
         for payload in payloads {
             let len = u32::try_from(payload.len())
@@ -230,8 +231,7 @@ impl WriteAheadLog {
             ));
         }
         self.file.write_all_at(&self.buf, self.end)?;
-        self.syncer.start()?;
-        self.in_flight = Some(self.buf.len() as u64);
+        self.end += self.buf.len() as u64;
         // A flood's batch can be megabytes: do not keep that much for good.
         if self.buf.capacity() > 1 << 20 {
             self.buf = Vec::new();
@@ -239,22 +239,36 @@ impl WriteAheadLog {
         Ok(())
     }
 
-    /// Waits for the fsync [`start_append`](Self::start_append) started; once it succeeds
-    /// the frames count as part of the log. Nothing in flight: `Ok` at once.
-    pub(super) fn finish_append(&mut self) -> io::Result<()> {
-        let Some(bytes) = self.in_flight.take() else {
-            return Ok(());
-        };
-        self.syncer.wait()?;
-        self.end += bytes;
+    /// Starts an fsync of everything written so far on the sync thread;
+    /// [`finish_sync`](Self::finish_sync) waits for it.
+    pub(super) fn start_sync(&mut self) -> io::Result<()> {
+        if !self.syncing {
+            self.syncer.start()?;
+            self.syncing = true;
+        }
         Ok(())
+    }
+
+    /// Waits for the fsync [`start_sync`](Self::start_sync) started (`Ok` at once when none
+    /// is under way).
+    pub(super) fn finish_sync(&mut self) -> io::Result<()> {
+        if !std::mem::take(&mut self.syncing) {
+            return Ok(());
+        }
+        self.syncer.wait()
+    }
+
+    /// Fsyncs everything written so far.
+    pub(super) fn sync(&mut self) -> io::Result<()> {
+        self.start_sync()?;
+        self.finish_sync()
     }
 
     /// Starts the log over, empty: the next generation goes into the other header slot and is
     /// fsync'd, which retires every frame written so far. Call it only once everything in the
     /// log is durable elsewhere (after an `Immediate` redb commit).
     pub(super) fn start_over(&mut self) -> io::Result<()> {
-        self.finish_append()?;
+        self.finish_sync()?;
         let next = self.generation.wrapping_add(1);
         self.write_slot(next)?;
         self.file.sync_data()?;
@@ -475,19 +489,19 @@ mod tests {
     }
 
     #[test]
-    fn a_started_append_counts_once_its_fsync_is_waited_for() {
+    fn one_fsync_covers_every_frame_written_before_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("j-wal");
         let (mut log, _) = open(&path);
-        log.start_append([b"first".as_slice()].into_iter()).unwrap();
-        assert!(log.is_empty(), "not part of the log before its fsync");
-        // The next append waits for the one in flight first.
-        log.start_append([b"second".as_slice()].into_iter())
-            .unwrap();
-        log.finish_append().unwrap();
-        log.finish_append().unwrap();
+        log.write([b"unawaited".as_slice()].into_iter()).unwrap();
+        log.write([b"awaited".as_slice()].into_iter()).unwrap();
+        log.start_sync().unwrap();
+        // A write while the fsync runs waits for it first.
+        log.write([b"after".as_slice()].into_iter()).unwrap();
+        log.sync().unwrap();
+        log.finish_sync().unwrap();
         drop(log);
-        assert_eq!(texts(&open(&path).1), ["first", "second"]);
+        assert_eq!(texts(&open(&path).1), ["unawaited", "awaited", "after"]);
     }
 
     #[test]

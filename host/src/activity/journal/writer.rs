@@ -205,78 +205,16 @@ pub(super) fn yield_to_calls() {
 pub(super) const ASYNC_LINGER: Duration = Duration::from_millis(2);
 
 /// How long, in `Durability::Sync`, records nobody waits for (a call's outcome, submitted
-/// as its answer goes back) wait for a record somebody does (the next call's `pending`
-/// record) to share its commit. Each commit costs an fsync of every page it touches; under
-/// steady calls this makes one commit per call instead of two. At most this much later on
-/// disk than when alone.
+/// as its answer goes back) may stay unsynced, so that the fsync of a record somebody waits
+/// for (the next call's `pending` record) covers them too: under steady calls one fsync per
+/// call instead of two. At most this much later on disk than when alone. With the
+/// write-ahead log they are committed to redb and written to the log at once, and only
+/// their fsync waits; without it they wait to share the next commit.
 pub(super) const SYNC_CARRY: Duration = Duration::from_millis(2);
 
 /// How long the writer waits in `Durability::Sync` without writes before it checkpoints a
 /// non-empty write-ahead log.
 pub(super) const CHECKPOINT_IDLE: Duration = Duration::from_secs(1);
-
-/// In `Durability::Sync`, when the batch holds only records nobody waits for: takes more
-/// commands for up to `carry` ([`SYNC_CARRY`] by default), until one that somebody waits
-/// for (an acknowledged put, a flush) or a full batch.
-fn carry_unawaited(
-    rx: &Receiver<Command>,
-    carry: Duration,
-    puts: &mut Vec<Put>,
-    flushes: &mut Vec<Ack>,
-    checkpoints: &mut Vec<BlockingAck>,
-) {
-    if !flushes.is_empty() || !checkpoints.is_empty() || puts.iter().any(|put| put.ack.is_some()) {
-        return;
-    }
-    let deadline = Instant::now() + carry;
-    while puts.len() < MAX_BATCH {
-        let Some(left) = deadline.checked_duration_since(Instant::now()) else {
-            return;
-        };
-        let Ok(command) = rx.recv_timeout(left) else {
-            return;
-        };
-        let awaited = match &command {
-            Command::Put(put) => put.ack.is_some(),
-            Command::Flush(_) | Command::Checkpoint(_) => true,
-        };
-        take(command, puts, flushes, checkpoints);
-        if awaited {
-            // Whatever else is queued already goes along.
-            take_queued(rx, puts, flushes, checkpoints);
-            return;
-        }
-    }
-}
-
-/// Adds `command` to the batch being gathered.
-fn take(
-    command: Command,
-    puts: &mut Vec<Put>,
-    flushes: &mut Vec<Ack>,
-    checkpoints: &mut Vec<BlockingAck>,
-) {
-    match command {
-        Command::Put(put) => puts.push(put),
-        Command::Flush(ack) => flushes.push(ack),
-        Command::Checkpoint(ack) => checkpoints.push(ack),
-    }
-}
-
-/// Adds every command already queued to the batch, up to [`MAX_BATCH`] puts.
-fn take_queued(
-    rx: &Receiver<Command>,
-    puts: &mut Vec<Put>,
-    flushes: &mut Vec<Ack>,
-    checkpoints: &mut Vec<BlockingAck>,
-) {
-    while puts.len() < MAX_BATCH {
-        match rx.try_recv() {
-            Ok(command) => take(command, puts, flushes, checkpoints),
-            Err(_) => return,
-        }
-    }
-}
 
 /// The puts to write, in queue order: where a batch holds several puts of one record (a
 /// call's `pending` record and its outcome), only the last, which replaces the others.
@@ -287,6 +225,98 @@ pub(super) fn latest_per_key(puts: &[Put]) -> Vec<&Put> {
     latest
 }
 
+/// The commands the writer takes in one go.
+#[derive(Default)]
+struct Batch {
+    puts: Vec<Put>,
+    flushes: Vec<Ack>,
+    checkpoints: Vec<BlockingAck>,
+}
+
+impl Batch {
+    /// Adds `command` to the batch.
+    fn take(&mut self, command: Command) {
+        match command {
+            Command::Put(put) => self.puts.push(put),
+            Command::Flush(ack) => self.flushes.push(ack),
+            Command::Checkpoint(ack) => self.checkpoints.push(ack),
+        }
+    }
+
+    /// Adds every command already queued, up to [`MAX_BATCH`] puts.
+    fn take_queued(&mut self, rx: &Receiver<Command>) {
+        while self.puts.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(command) => self.take(command),
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Whether somebody waits for this batch: an acknowledged put, a flush, a checkpoint.
+    fn awaited(&self) -> bool {
+        !self.flushes.is_empty()
+            || !self.checkpoints.is_empty()
+            || self.puts.iter().any(|put| put.ack.is_some())
+    }
+
+    /// In `Durability::Sync` without a log, when nobody waits for the batch: takes more
+    /// commands for up to `carry` ([`SYNC_CARRY`] by default), until one that somebody waits
+    /// for or a full batch, so they share one commit.
+    fn carry_unawaited(&mut self, rx: &Receiver<Command>, carry: Duration) {
+        if self.awaited() {
+            return;
+        }
+        let deadline = Instant::now() + carry;
+        while self.puts.len() < MAX_BATCH {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                return;
+            };
+            let Ok(command) = rx.recv_timeout(left) else {
+                return;
+            };
+            self.take(command);
+            if self.awaited() {
+                // Whatever else is queued already goes along.
+                self.take_queued(rx);
+                return;
+            }
+        }
+    }
+
+    /// Answers everything in the batch with `message` (the file is damaged).
+    fn refuse(self, message: &str) {
+        for put in self.puts {
+            ack(put, &Err(Error::Write(message.to_owned())));
+        }
+        for done in self.flushes {
+            let _ = done.send(Err(message.to_owned()));
+        }
+        for done in self.checkpoints {
+            let _ = done.send(Err(message.to_owned()));
+        }
+    }
+}
+
+/// What became of a batch's puts.
+enum Written {
+    /// The same for every put.
+    All(Result<()>),
+    /// Retried one record at a time: each record's outcome.
+    Each(HashMap<[u8; 16], Result<()>>),
+}
+
+/// A deadline the writer keeps while it waits for commands.
+#[derive(Clone, Copy)]
+enum Due {
+    /// Async mode: fsync the commits made since the oldest unsynced one.
+    AsyncSync,
+    /// Sync mode with a log: fsync frames nobody has waited for yet.
+    LogSync,
+    /// Sync mode with a log: the writer has been idle; fold the log into the file.
+    Checkpoint,
+}
+
 /// What the writer thread is told at start.
 pub(super) struct WriterSetup {
     pub(super) durability: Durability,
@@ -295,8 +325,25 @@ pub(super) struct WriterSetup {
     /// See [`super::JournalOptions::checkpoint_idle`].
     pub(super) checkpoint_idle: Duration,
     pub(super) on_commit: Option<super::CommitObserver>,
+    pub(super) on_fsync: Option<super::FsyncObserver>,
     /// Sync mode's write-ahead log, if it has one.
     pub(super) log: Option<WriteAheadLog>,
+}
+
+/// The writer thread's state.
+struct Writer<'a> {
+    db: &'a Database,
+    path: &'a Path,
+    outbox_on: &'a AtomicBool,
+    setup: WriterSetup,
+    /// Async mode: when the oldest commit not yet fsync'd was made.
+    unsynced_since: Option<Instant>,
+    /// Sync mode with a log: when the oldest frame not yet fsync'd was written.
+    log_unsynced_since: Option<Instant>,
+    /// When the last batch was written (the idle checkpoint counts from here).
+    last_write: Instant,
+    /// Set once a transaction found the file damaged: from then on nothing touches it.
+    damaged: Option<String>,
 }
 
 pub(super) fn writer_loop(
@@ -306,169 +353,130 @@ pub(super) fn writer_loop(
     outbox_on: &AtomicBool,
     setup: WriterSetup,
 ) {
-    let WriterSetup {
-        durability,
-        sync_carry,
-        checkpoint_idle,
-        on_commit,
-        mut log,
-    } = setup;
-    let flush_every = match durability {
-        Durability::Sync => None,
-        Durability::Async { flush } => Some(flush),
+    let mut writer = Writer {
+        db,
+        path,
+        outbox_on,
+        setup,
+        unsynced_since: None,
+        log_unsynced_since: None,
+        last_write: Instant::now(),
+        damaged: None,
     };
-    // Async mode: when the oldest not-yet-fsync'd commit happened.
-    let mut unsynced_since: Option<Instant> = None;
-    // Set once a transaction found the file damaged: from then on nothing touches it.
-    let mut damaged: Option<String> = None;
-    let sync_or_log = |unsynced: &mut Option<Instant>| match guard(path, || sync(db)) {
-        Ok(()) => {
-            *unsynced = None;
-            Ok(())
-        }
-        Err(e) => {
-            tracing::error!("activity journal fsync failed: {e}");
-            Err(e)
-        }
-    };
-    loop {
-        let pending_log = log.as_ref().is_some_and(|l| !l.is_empty()) && damaged.is_none();
-        let first = match (flush_every, unsynced_since) {
-            (Some(flush), Some(since)) => {
-                match rx.recv_timeout(flush.saturating_sub(since.elapsed())) {
-                    Ok(command) => command,
-                    Err(RecvTimeoutError::Timeout) => {
-                        let _ = sync_or_log(&mut unsynced_since);
-                        if unsynced_since.is_some() {
-                            // Failed: retry after another period rather than spin.
-                            unsynced_since = Some(Instant::now());
-                        }
-                        continue;
-                    }
-                    Err(RecvTimeoutError::Disconnected) => {
-                        let _ = sync_or_log(&mut unsynced_since);
-                        return;
-                    }
-                }
-            }
-            _ if pending_log => match rx.recv_timeout(checkpoint_idle) {
-                Ok(command) => command,
-                Err(RecvTimeoutError::Timeout) => {
-                    // Idle: fold the log into the file, so it is whole on disk by itself.
-                    let _ = checkpoint(db, path, &mut log);
-                    continue;
-                }
-                Err(RecvTimeoutError::Disconnected) => {
-                    let _ = checkpoint(db, path, &mut log);
-                    return;
-                }
-            },
-            _ => match rx.recv() {
-                Ok(command) => command,
-                Err(_) => return,
-            },
-        };
-        if flush_every.is_some() && matches!(first, Command::Put(_)) {
+    while let Some(first) = writer.next_command(rx) {
+        let async_mode = matches!(writer.setup.durability, Durability::Async { .. });
+        if async_mode && matches!(first, Command::Put(_)) {
             // Nobody waits for this commit: let the batch fill for a moment (sends do not wake
             // a sleeping thread), so a busy proxy wakes the writer once per batch, not once
             // per record, and a call's pending and finished records usually commit together.
             std::thread::sleep(ASYNC_LINGER);
         }
-        let mut puts = Vec::new();
-        let mut flushes = Vec::new();
-        let mut checkpoints = Vec::new();
-        take(first, &mut puts, &mut flushes, &mut checkpoints);
-        take_queued(rx, &mut puts, &mut flushes, &mut checkpoints);
-        if flush_every.is_none() && !puts.is_empty() {
-            carry_unawaited(rx, sync_carry, &mut puts, &mut flushes, &mut checkpoints);
+        let mut batch = Batch::default();
+        batch.take(first);
+        batch.take_queued(rx);
+        if !async_mode && writer.setup.log.is_none() && !batch.puts.is_empty() {
+            batch.carry_unawaited(rx, writer.setup.sync_carry);
         }
-        if let Some(message) = &damaged {
-            for put in puts {
-                ack(put, &Err(Error::Write(message.clone())));
+        writer.write(batch);
+    }
+    writer.close();
+}
+
+impl Writer<'_> {
+    /// The next command, running the syncs and checkpoints that fall due meanwhile; `None`
+    /// once the journal is closed.
+    fn next_command(&mut self, rx: &Receiver<Command>) -> Option<Command> {
+        loop {
+            let Some((at, due)) = self.due() else {
+                return rx.recv().ok();
+            };
+            match rx.recv_timeout(at.saturating_duration_since(Instant::now())) {
+                Ok(command) => return Some(command),
+                Err(RecvTimeoutError::Timeout) => self.run(due),
+                Err(RecvTimeoutError::Disconnected) => return None,
             }
-            for done in flushes {
-                let _ = done.send(Err(message.clone()));
-            }
-            for done in checkpoints {
-                let _ = done.send(Err(message.clone()));
-            }
-            continue;
         }
-        let immediate = match flush_every {
-            None => true,
-            Some(flush) => {
-                !flushes.is_empty() || unsynced_since.is_some_and(|t| t.elapsed() >= flush)
+    }
+
+    /// The next deadline, if any.
+    fn due(&self) -> Option<(Instant, Due)> {
+        if self.damaged.is_some() {
+            return None;
+        }
+        match self.setup.durability {
+            Durability::Async { flush } => self.unsynced_since.map(|t| (t + flush, Due::AsyncSync)),
+            Durability::Sync => match (&self.setup.log, self.log_unsynced_since) {
+                (Some(_), Some(t)) => Some((t + self.setup.sync_carry, Due::LogSync)),
+                (Some(log), None) if !log.is_empty() => Some((
+                    self.last_write + self.setup.checkpoint_idle,
+                    Due::Checkpoint,
+                )),
+                _ => None,
+            },
+        }
+    }
+
+    fn run(&mut self, due: Due) {
+        match due {
+            Due::AsyncSync => {
+                if self.sync_commits().is_err() {
+                    // Retry after another period rather than spin.
+                    self.unsynced_since = Some(Instant::now());
+                }
             }
-        };
-        // Sync mode with a log: commit without an fsync, then make the batch durable in the
-        // log (see `wal`).
-        let logged = immediate && flush_every.is_none() && log.is_some();
+            Due::LogSync => {
+                let _ = self.sync_log();
+            }
+            Due::Checkpoint => {
+                let _ = self.checkpoint();
+                // Failed: retry after another idle period rather than spin.
+                self.last_write = Instant::now();
+            }
+        }
+    }
+
+    /// On close: makes everything durable (in sync mode with a log, folded into the file).
+    fn close(&mut self) {
+        if self.damaged.is_some() {
+            return;
+        }
+        if self.unsynced_since.is_some() {
+            let _ = self.sync_commits();
+        }
+        if self.setup.log.as_ref().is_some_and(|log| !log.is_empty()) {
+            let _ = self.checkpoint();
+        }
+    }
+
+    /// Writes a batch and answers everyone in it.
+    fn write(&mut self, batch: Batch) {
+        if let Some(message) = &self.damaged {
+            batch.refuse(message);
+            return;
+        }
+        let awaited = batch.awaited();
+        let Batch {
+            puts,
+            flushes,
+            checkpoints,
+        } = batch;
         let mut flush_result = Ok(());
         if !puts.is_empty() {
-            let durability = if immediate && !logged {
-                redb::Durability::Immediate
-            } else {
-                redb::Durability::None
-            };
-            let refs = latest_per_key(&puts);
-            let outbox = outbox_on.load(Ordering::SeqCst);
-            let started = Instant::now();
-            // With a log, the batch's fsync there runs while redb commits it.
-            let in_log = logged && start_log_append(&mut log, &refs);
-            let committed = guard(path, || commit_puts(db, &refs, durability, outbox));
-            let result = match (committed, logged) {
-                (Ok(()), true) => finish_log_append(db, path, &mut log, in_log),
-                (Err(e), true) => {
-                    if in_log && let Some(Err(sync)) = log.as_mut().map(|l| l.finish_append()) {
-                        tracing::error!("the activity write-ahead log cannot be synced: {sync}");
-                        abandon(&mut log);
+            let (written, synced) = self.write_puts(&puts, awaited, !flushes.is_empty());
+            flush_result = synced;
+            match written {
+                Written::All(result) => {
+                    if let Err(e @ Error::Damaged { .. }) = &result {
+                        tracing::error!("activity records cannot be written: {e}");
+                        self.damaged = Some(e.to_string());
                     }
-                    Err(e)
+                    let result = result.map_err(|e| Error::Write(e.to_string()));
+                    if let (Err(e), Ok(())) = (&result, &flush_result) {
+                        flush_result = Err(Error::Write(e.to_string()));
+                    }
+                    puts.into_iter().for_each(|put| ack(put, &result));
                 }
-                (result, false) => result,
-            };
-            if let (Ok(()), Some(observer)) = (&result, &on_commit) {
-                (observer.0)(started.elapsed());
-            }
-            match result {
-                Err(e @ Error::Damaged { .. }) => {
-                    tracing::error!("activity records cannot be written: {e}");
-                    let message = e.to_string();
-                    for put in puts {
-                        ack(put, &Err(Error::Write(message.clone())));
-                    }
-                    flush_result = Err(e);
-                    damaged = Some(message);
-                }
-                Ok(()) => {
-                    if immediate {
-                        unsynced_since = None;
-                    } else {
-                        unsynced_since.get_or_insert_with(Instant::now);
-                    }
-                    puts.into_iter().for_each(|put| ack(put, &Ok(())));
-                }
-                Err(e) if puts.len() > 1 => {
-                    tracing::warn!(
-                        "activity group commit of {} records failed ({e}); retrying one by one",
-                        puts.len()
-                    );
-                    // Each record on its own: its latest put, whose outcome every put of
-                    // that record in the batch shares. With a log, each is committed
-                    // `Immediate` and the log then starts over (below), so it never holds a
-                    // record older than the file's.
-                    let durability = match logged {
-                        true => redb::Durability::Immediate,
-                        false => durability,
-                    };
-                    let mut outcomes: HashMap<[u8; 16], Result<()>> = HashMap::new();
-                    for put in latest_per_key(&puts) {
-                        let result = guard(path, || commit_puts(db, &[put], durability, outbox));
-                        if result.is_ok() && !immediate {
-                            unsynced_since.get_or_insert_with(Instant::now);
-                        }
-                        outcomes.insert(put.key, result);
-                    }
+                Written::Each(outcomes) => {
                     for put in puts {
                         let result = match outcomes.get(&put.key) {
                             Some(Ok(())) => Ok(()),
@@ -477,132 +485,271 @@ pub(super) fn writer_loop(
                         };
                         ack(put, &result);
                     }
-                    if logged {
-                        flush_result = checkpoint(db, path, &mut log);
-                    } else if immediate {
-                        flush_result = sync_or_log(&mut unsynced_since);
-                    }
-                }
-                Err(e) => {
-                    puts.into_iter()
-                        .for_each(|put| ack(put, &Err(Error::Write(e.to_string()))));
-                    if logged {
-                        flush_result = checkpoint(db, path, &mut log);
-                    } else if immediate {
-                        flush_result = sync_or_log(&mut unsynced_since);
-                    }
                 }
             }
-        } else if immediate && unsynced_since.is_some() {
-            flush_result = sync_or_log(&mut unsynced_since);
+        } else if !flushes.is_empty() && self.damaged.is_none() {
+            flush_result = self.make_durable();
         }
-        if !checkpoints.is_empty() {
-            let result = match &log {
-                Some(_) => checkpoint(db, path, &mut log),
-                // Without a log every acknowledged record is already in a durable commit;
-                // in async mode, sync what is not.
-                None if unsynced_since.is_some() => sync_or_log(&mut unsynced_since),
-                None => Ok(()),
-            };
+        if !checkpoints.is_empty() && self.damaged.is_none() {
+            let result = self.checkpoint();
             if flush_result.is_ok() {
                 flush_result = result;
             }
         }
-        let answer = flush_result
-            .as_ref()
-            .map(|_| ())
-            .map_err(ToString::to_string);
+        let answer = flush_result.map_err(|e| match e {
+            Error::Write(text) => text,
+            e => e.to_string(),
+        });
         for done in flushes {
             let _ = done.send(answer.clone());
         }
         for done in checkpoints {
             let _ = done.send(answer.clone());
         }
+        self.last_write = Instant::now();
     }
-}
 
-/// Writes `puts` to the log and starts their fsync; whether it did. A batch the log cannot
-/// take is left to [`finish_log_append`]'s checkpoint; a log that fails to write is given up
-/// (the journal goes on with `Immediate` commits).
-fn start_log_append(log: &mut Option<WriteAheadLog>, puts: &[&Put]) -> bool {
-    let Some(wal) = log.as_mut() else {
-        return false;
-    };
-    let bytes = puts.iter().map(|p| wal::frame_len(p.json.len())).sum();
-    if !wal.fits(bytes) {
-        return false;
-    }
-    match wal.start_append(puts.iter().map(|p| p.json.as_slice())) {
-        Ok(()) => true,
-        Err(e) => {
-            log_failed(wal, &e);
-            abandon(log);
-            false
+    /// Commits `puts` (each record once, as its latest put) and makes them as durable as the
+    /// mode asks: `awaited` (somebody waits) and `flushing` (a flush is in the batch).
+    /// Returns what became of them and whether everything before is durable (for flushes).
+    fn write_puts(&mut self, puts: &[Put], awaited: bool, flushing: bool) -> (Written, Result<()>) {
+        let logged = self.setup.log.is_some();
+        let durability = match self.setup.durability {
+            Durability::Sync if logged => redb::Durability::None,
+            Durability::Sync => redb::Durability::Immediate,
+            Durability::Async { flush } => {
+                if flushing || self.unsynced_since.is_some_and(|t| t.elapsed() >= flush) {
+                    redb::Durability::Immediate
+                } else {
+                    redb::Durability::None
+                }
+            }
+        };
+        let refs = latest_per_key(puts);
+        let outbox = self.outbox_on.load(Ordering::SeqCst);
+        let started = Instant::now();
+        // With a log: write the frames, and when somebody waits start their fsync, which
+        // runs while redb commits.
+        let in_log = logged && self.write_frames(&refs);
+        if in_log && awaited {
+            self.start_log_sync();
+        }
+        let (db, path) = (self.db, self.path);
+        let committed = guard(path, || commit_puts(db, &refs, durability, outbox));
+        let result = match committed {
+            Ok(()) if logged => self.log_durable(in_log, awaited),
+            Ok(()) => {
+                self.committed(durability);
+                Ok(())
+            }
+            Err(e) => {
+                if logged {
+                    self.settle_log_sync();
+                }
+                Err(e)
+            }
+        };
+        if let (Ok(()), Some(observer)) = (&result, &self.setup.on_commit) {
+            (observer.0)(started.elapsed());
+        }
+        match result {
+            Ok(()) => (Written::All(Ok(())), Ok(())),
+            Err(e @ Error::Damaged { .. }) => (Written::All(Err(e)), Ok(())),
+            Err(e) if refs.len() > 1 => {
+                tracing::warn!(
+                    "activity group commit of {} records failed ({e}); retrying one by one",
+                    refs.len()
+                );
+                // Each record on its own: its latest put, whose outcome every put of that
+                // record in the batch shares. With a log, each is committed `Immediate` and
+                // the log then starts over, so it never holds a record older than the file's.
+                let each = if logged {
+                    redb::Durability::Immediate
+                } else {
+                    durability
+                };
+                let mut outcomes = HashMap::new();
+                for put in refs {
+                    let result = guard(path, || commit_puts(db, &[put], each, outbox));
+                    if result.is_ok() {
+                        self.committed(each);
+                    }
+                    outcomes.insert(put.key, result);
+                }
+                (
+                    Written::Each(outcomes),
+                    self.settle_after_failure(durability),
+                )
+            }
+            Err(e) => (Written::All(Err(e)), self.settle_after_failure(durability)),
         }
     }
-}
 
-/// Makes a batch just committed with `Durability::None` durable: waits for its fsync in the
-/// log when [`start_log_append`] started one, else (a batch the log could not take, or no
-/// log left) by a [`checkpoint`]. A log whose fsync fails is given up, after an
-/// `Immediate` commit that makes the batch durable.
-fn finish_log_append(
-    db: &Database,
-    path: &Path,
-    log: &mut Option<WriteAheadLog>,
-    in_log: bool,
-) -> Result<()> {
-    if in_log && let Some(wal) = log.as_mut() {
-        match wal.finish_append() {
-            Ok(()) => return Ok(()),
+    /// Tells the observer of an fsync.
+    fn fsynced(&self) {
+        if let Some(observer) = &self.setup.on_fsync {
+            (observer.0)();
+        }
+    }
+
+    /// Notes a successful commit (an `Immediate` one is an fsync; a `None` one without a log
+    /// opens Async mode's unsynced window).
+    fn committed(&mut self, durability: redb::Durability) {
+        if matches!(durability, redb::Durability::Immediate) {
+            self.fsynced();
+            self.unsynced_since = None;
+        } else if self.setup.log.is_none() {
+            self.unsynced_since.get_or_insert_with(Instant::now);
+        }
+    }
+
+    /// After a failed batch: makes what did commit durable as the batch would have.
+    fn settle_after_failure(&mut self, durability: redb::Durability) -> Result<()> {
+        if self.setup.log.is_some() {
+            self.checkpoint()
+        } else if matches!(durability, redb::Durability::Immediate) {
+            self.sync_commits()
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Everything acknowledged so far made durable, for a flush without puts.
+    fn make_durable(&mut self) -> Result<()> {
+        if self.log_unsynced_since.is_some() {
+            self.sync_log()
+        } else if self.unsynced_since.is_some() {
+            self.sync_commits()
+        } else {
+            Ok(())
+        }
+    }
+
+    /// An empty `Immediate` commit: persists every `None` commit before it.
+    fn sync_commits(&mut self) -> Result<()> {
+        let db = self.db;
+        match guard(self.path, || sync(db)) {
+            Ok(()) => {
+                self.fsynced();
+                self.unsynced_since = None;
+                Ok(())
+            }
             Err(e) => {
-                log_failed(wal, &e);
-                abandon(log);
-                return guard(path, || sync(db));
+                tracing::error!("activity journal fsync failed: {e}");
+                Err(e)
             }
         }
     }
-    checkpoint(db, path, log)
-}
 
-fn log_failed(wal: &WriteAheadLog, e: &std::io::Error) {
-    tracing::error!(
-        log = %wal.path().display(),
-        "the activity write-ahead log cannot be written ({e}); committing records straight \
-         to the journal file from now on"
-    );
-}
+    /// Writes `puts`' frames to the log (no fsync yet); whether it did. A batch the log
+    /// cannot take is left to [`log_durable`](Self::log_durable)'s checkpoint; a log that
+    /// fails to write is given up (the journal goes on with `Immediate` commits).
+    fn write_frames(&mut self, puts: &[&Put]) -> bool {
+        let Some(wal) = self.setup.log.as_mut() else {
+            return false;
+        };
+        let bytes = puts.iter().map(|p| wal::frame_len(p.json.len())).sum();
+        if !wal.fits(bytes) {
+            return false;
+        }
+        match wal.write(puts.iter().map(|p| p.json.as_slice())) {
+            Ok(()) => {
+                self.log_unsynced_since.get_or_insert_with(Instant::now);
+                true
+            }
+            Err(e) => {
+                self.give_up_log(&e);
+                false
+            }
+        }
+    }
 
-/// An `Immediate` commit (persisting every `None` commit before it), then the log, whose
-/// records that commit holds, starts over.
-fn checkpoint(db: &Database, path: &Path, log: &mut Option<WriteAheadLog>) -> Result<()> {
-    guard(path, || sync(db)).inspect_err(|e| {
-        tracing::error!("activity journal checkpoint failed: {e}");
-    })?;
-    if let Some(wal) = log.as_mut()
-        && let Err(e) = wal.start_over()
-    {
+    /// Starts the fsync of the log's unsynced frames (the sync thread runs it).
+    fn start_log_sync(&mut self) {
+        if let Some(wal) = self.setup.log.as_mut()
+            && let Err(e) = wal.start_sync()
+        {
+            self.give_up_log(&e);
+        }
+    }
+
+    /// Waits for a started fsync whose batch failed to commit; a failure gives the log up.
+    fn settle_log_sync(&mut self) {
+        if let Some(wal) = self.setup.log.as_mut()
+            && let Err(e) = wal.finish_sync()
+        {
+            self.give_up_log(&e);
+        }
+    }
+
+    /// Makes a batch just committed with `Durability::None` durable: when it is in the log
+    /// and somebody waits, waits for the fsync started before the commit; when nobody waits,
+    /// leaves it for the next fsync (at most [`SYNC_CARRY`] later); when the log could not
+    /// take it, a [`checkpoint`](Self::checkpoint).
+    fn log_durable(&mut self, in_log: bool, awaited: bool) -> Result<()> {
+        match (in_log, awaited) {
+            (true, true) => self.sync_log(),
+            (true, false) => Ok(()),
+            (false, _) => self.checkpoint(),
+        }
+    }
+
+    /// Fsyncs the log's unsynced frames (waiting for an fsync already started). If that
+    /// fails, the log is given up and an `Immediate` commit makes the records durable.
+    fn sync_log(&mut self) -> Result<()> {
+        let Some(wal) = self.setup.log.as_mut() else {
+            return self.sync_commits();
+        };
+        match wal.sync() {
+            Ok(()) => {
+                self.fsynced();
+                self.log_unsynced_since = None;
+                Ok(())
+            }
+            Err(e) => {
+                self.give_up_log(&e);
+                self.sync_commits()
+            }
+        }
+    }
+
+    /// An `Immediate` commit (persisting every `None` commit before it), then the log, whose
+    /// records that commit holds, starts over.
+    fn checkpoint(&mut self) -> Result<()> {
+        self.sync_commits().inspect_err(|e| {
+            tracing::error!("activity journal checkpoint failed: {e}");
+        })?;
+        self.log_unsynced_since = None;
+        match self.setup.log.as_mut().map(WriteAheadLog::start_over) {
+            Some(Ok(())) => self.fsynced(),
+            Some(Err(e)) => self.give_up_log(&e),
+            None => {}
+        }
+        Ok(())
+    }
+
+    /// Stops using the log and removes its file, whose frames a later start must not replay
+    /// over newer rows. The journal goes on with `Immediate` commits; the caller makes what
+    /// only the log held durable.
+    fn give_up_log(&mut self, e: &std::io::Error) {
+        self.log_unsynced_since = None;
+        let Some(wal) = self.setup.log.take() else {
+            return;
+        };
         tracing::error!(
             log = %wal.path().display(),
-            "the activity write-ahead log cannot be started over ({e}); committing records \
+            "the activity write-ahead log cannot be written ({e}); committing records \
              straight to the journal file from now on"
         );
-        abandon(log);
-    }
-    Ok(())
-}
-
-/// Stops using the log and removes its file, whose frames a later start must not replay
-/// over newer rows.
-fn abandon(log: &mut Option<WriteAheadLog>) {
-    if let Some(wal) = log.take()
-        && let Err(e) = std::fs::remove_file(wal.path())
-    {
-        tracing::error!(
-            log = %wal.path().display(),
-            "cannot remove the abandoned activity write-ahead log ({e}); remove it before the \
-             next start, or it may restore older versions of the newest records"
-        );
+        let path = wal.path().to_path_buf();
+        drop(wal);
+        if let Err(e) = std::fs::remove_file(&path) {
+            tracing::error!(
+                log = %path.display(),
+                "cannot remove the abandoned activity write-ahead log ({e}); remove it before \
+                 the next start, or it may restore older versions of the newest records"
+            );
+        }
     }
 }
 
