@@ -121,6 +121,24 @@ async fn an_unawaited_record_alone_is_fsynced_after_the_window() {
 }
 
 #[tokio::test]
+async fn a_read_sees_every_record_sent_before_it_though_records_are_applied_later() {
+    // Records are acknowledged once logged and applied to redb in batches: a read asks the
+    // writer to catch up first, so it sees a record submitted (not even awaited) before it.
+    let (_dir, j, _) = counting_fsyncs(Duration::from_secs(600));
+    for i in 0..50 {
+        let pending = rec_at(now_ms(), "s", &format!("t{i}"), "read", Status::Pending);
+        j.append(pending.clone()).await.unwrap();
+        assert_eq!(j.get(&pending.id).unwrap().as_ref(), Some(&pending));
+        let mut finished = pending.clone();
+        finished.status = Status::Success;
+        j.submit(finished.clone());
+        assert_eq!(j.get(&finished.id).unwrap().as_ref(), Some(&finished));
+    }
+    assert_eq!(j.len().unwrap(), 50);
+    check_indexes(&j);
+}
+
+#[tokio::test]
 async fn an_idle_writer_checkpoints_and_closing_leaves_an_empty_log() {
     let (dir, j) = open_temp(JournalOptions {
         checkpoint_idle: Duration::from_millis(20),

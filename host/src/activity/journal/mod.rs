@@ -82,7 +82,7 @@ pub(super) use schema::{
 };
 pub use wal::DEFAULT_CAPACITY as DEFAULT_LOG_CAPACITY;
 use wal::WriteAheadLog;
-use writer::{Command, Put, WriterSetup, commit_puts, writer_loop};
+use writer::{Applied, Command, Put, WriterSetup, commit_puts, writer_loop};
 
 /// Most records committed in one transaction.
 pub const MAX_BATCH: usize = 10_000;
@@ -90,6 +90,9 @@ pub const MAX_BATCH: usize = 10_000;
 /// Most records `append`/`upsert` let wait in the queue: past this they wait for the writer
 /// (without it, Async mode under a flood queues without bound: ~1 GB in the bench).
 pub const MAX_QUEUED: usize = 2 * MAX_BATCH;
+
+/// Longest a read waits for the writer to apply the records sent before it.
+const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// When a write counts as done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -208,6 +211,8 @@ pub struct Journal {
     pub(super) pressure: AtomicBool,
     /// Records the write-ahead log restored at open.
     restored: usize,
+    /// How far the writer has applied what was sent to it (reads wait for it in sync mode).
+    applied: Arc<Applied>,
 }
 
 impl std::fmt::Debug for Journal {
@@ -261,6 +266,7 @@ impl Journal {
         }
         let db = Arc::new(db);
         let outbox_on = Arc::new(AtomicBool::new(outbox_at_open));
+        let applied = Arc::new(Applied::default());
         let (tx, rx) = mpsc::channel();
         let writer_db = db.clone();
         let writer_outbox = outbox_on.clone();
@@ -272,6 +278,7 @@ impl Journal {
             on_commit: options.on_commit.clone(),
             on_fsync: options.on_fsync.clone(),
             log,
+            applied: applied.clone(),
         };
         let writer = std::thread::Builder::new()
             .name("activity-writer".into())
@@ -292,6 +299,7 @@ impl Journal {
             writer: Some(writer),
             pressure: AtomicBool::new(false),
             restored,
+            applied,
         }))
     }
 
@@ -325,6 +333,9 @@ impl Journal {
 
     fn send(&self, command: Command) -> Result<()> {
         let tx = self.tx.as_ref().ok_or(Error::Closed)?;
+        if matches!(command, Command::Put(_)) {
+            self.applied.sending();
+        }
         tx.send(command).map_err(|_| Error::Closed)
     }
 
@@ -334,9 +345,33 @@ impl Journal {
         self.pressure.load(Ordering::Relaxed)
     }
 
-    /// Runs a read (or write) of the file under [`guard`].
+    /// Runs a read (or write) of the file under [`guard`], once it holds every record sent
+    /// before the call ([`catch_up`](Self::catch_up)).
     pub(super) fn guard<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        self.catch_up();
         guard(&self.path, f)
+    }
+
+    /// In sync mode, waits until the writer has applied to the file every record whose
+    /// `append`, `upsert` or `submit` returned before this call, so a read sees them (with
+    /// the write-ahead log, records are acknowledged once logged and applied a moment later;
+    /// this asks the writer to apply them now). Usually well under a millisecond; gives up
+    /// after 10 s with a warning. Async mode reads what is committed, as documented.
+    pub(in crate::activity) fn catch_up(&self) {
+        if !matches!(self.options.durability, Durability::Sync) {
+            return;
+        }
+        let (sent, caught_up) = self.applied.caught_up();
+        if caught_up || self.send(Command::Apply).is_err() {
+            return;
+        }
+        if !self.applied.wait_for(sent, CATCH_UP_TIMEOUT) {
+            tracing::warn!(
+                "the activity journal's writer has not applied the latest records after {}s; \
+                 reading without them",
+                CATCH_UP_TIMEOUT.as_secs()
+            );
+        }
     }
 
     async fn put(&self, record: &ActivityRecord) -> Result<()> {

@@ -9,8 +9,9 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use redb::{Database, ReadableTable, WriteTransaction};
@@ -87,6 +88,68 @@ pub(super) enum Command {
     /// Answered once everything queued before it is in the redb file with an `Immediate`
     /// commit and the write-ahead log (if any) has started over.
     Checkpoint(BlockingAck),
+    /// A reader waits to see everything queued before it (see [`Applied`]): apply it now.
+    Apply,
+}
+
+/// How many of the puts sent to the writer it has applied to the redb file, so a read can
+/// wait to see the writes made before it. With the write-ahead log, sync mode acknowledges
+/// a record once the log holds it and applies records to redb a moment later, in batches.
+///
+/// Puts are counted as they are sent (before the send) and as they are applied. The writer
+/// takes puts in send order, so once it has applied as many as had been counted when a read
+/// began, it has applied every put whose send finished before the read.
+#[derive(Debug, Default)]
+pub(super) struct Applied {
+    sent: AtomicU64,
+    done: Mutex<u64>,
+    changed: Condvar,
+}
+
+impl Applied {
+    /// Counts a put about to be sent.
+    pub(super) fn sending(&self) {
+        self.sent.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The puts sent so far, and whether the writer has applied that many.
+    pub(super) fn caught_up(&self) -> (u64, bool) {
+        let sent = self.sent.load(Ordering::SeqCst);
+        (sent, self.done() >= sent)
+    }
+
+    fn done(&self) -> u64 {
+        *self
+            .done
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Waits until `target` puts are applied, at most `timeout`; whether they are.
+    pub(super) fn wait_for(&self, target: u64, timeout: Duration) -> bool {
+        let done = self
+            .done
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (done, _) = self
+            .changed
+            .wait_timeout_while(done, timeout, |done| *done < target)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *done >= target
+    }
+
+    /// Counts `n` puts as applied (written, or failed for good) and wakes waiting readers.
+    fn advance(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let mut done = self
+            .done
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *done += n as u64;
+        self.changed.notify_all();
+    }
 }
 
 /// Writes `puts` into `txn`: replaces rows, moves index entries, keeps the size counter,
@@ -231,6 +294,8 @@ struct Batch {
     puts: Vec<Put>,
     flushes: Vec<Ack>,
     checkpoints: Vec<BlockingAck>,
+    /// A reader asked for everything to be applied.
+    apply: bool,
 }
 
 impl Batch {
@@ -240,6 +305,7 @@ impl Batch {
             Command::Put(put) => self.puts.push(put),
             Command::Flush(ack) => self.flushes.push(ack),
             Command::Checkpoint(ack) => self.checkpoints.push(ack),
+            Command::Apply => self.apply = true,
         }
     }
 
@@ -253,7 +319,8 @@ impl Batch {
         }
     }
 
-    /// Whether somebody waits for this batch: an acknowledged put, a flush, a checkpoint.
+    /// Whether somebody waits for this batch to be durable: an acknowledged put, a flush, a
+    /// checkpoint. (A reader's [`Command::Apply`] asks for it to be readable only.)
     fn awaited(&self) -> bool {
         !self.flushes.is_empty()
             || !self.checkpoints.is_empty()
@@ -264,7 +331,7 @@ impl Batch {
     /// commands for up to `carry` ([`SYNC_CARRY`] by default), until one that somebody waits
     /// for or a full batch, so they share one commit.
     fn carry_unawaited(&mut self, rx: &Receiver<Command>, carry: Duration) {
-        if self.awaited() {
+        if self.awaited() || self.apply {
             return;
         }
         let deadline = Instant::now() + carry;
@@ -276,7 +343,7 @@ impl Batch {
                 return;
             };
             self.take(command);
-            if self.awaited() {
+            if self.awaited() || self.apply {
                 // Whatever else is queued already goes along.
                 self.take_queued(rx);
                 return;
@@ -285,7 +352,8 @@ impl Batch {
     }
 
     /// Answers everything in the batch with `message` (the file is damaged).
-    fn refuse(self, message: &str) {
+    fn refuse(self, message: &str, applied: &Applied) {
+        applied.advance(self.puts.len());
         for put in self.puts {
             ack(put, &Err(Error::Write(message.to_owned())));
         }
@@ -315,7 +383,13 @@ enum Due {
     LogSync,
     /// Sync mode with a log: the writer has been idle; fold the log into the file.
     Checkpoint,
+    /// Sync mode with a log: apply the records acknowledged since the oldest unapplied one.
+    Apply,
 }
+
+/// How long, in sync mode with a log, acknowledged records wait to be applied to redb
+/// (unless a read asks for them first), so one transaction holds several calls' records.
+pub(super) const APPLY_LINGER: Duration = Duration::from_millis(2);
 
 /// What the writer thread is told at start.
 pub(super) struct WriterSetup {
@@ -328,6 +402,8 @@ pub(super) struct WriterSetup {
     pub(super) on_fsync: Option<super::FsyncObserver>,
     /// Sync mode's write-ahead log, if it has one.
     pub(super) log: Option<WriteAheadLog>,
+    /// Shared with the journal's readers.
+    pub(super) applied: Arc<Applied>,
 }
 
 /// The writer thread's state.
@@ -342,6 +418,10 @@ struct Writer<'a> {
     log_unsynced_since: Option<Instant>,
     /// When the last batch was written (the idle checkpoint counts from here).
     last_write: Instant,
+    /// Sync mode with a log: records in the log (acknowledged) not yet applied to redb.
+    unapplied: Vec<Put>,
+    /// When the oldest of `unapplied` was acknowledged.
+    unapplied_since: Option<Instant>,
     /// Set once a transaction found the file damaged: from then on nothing touches it.
     damaged: Option<String>,
 }
@@ -361,6 +441,8 @@ pub(super) fn writer_loop(
         unsynced_since: None,
         log_unsynced_since: None,
         last_write: Instant::now(),
+        unapplied: Vec::new(),
+        unapplied_since: None,
         damaged: None,
     };
     while let Some(first) = writer.next_command(rx) {
@@ -403,17 +485,25 @@ impl Writer<'_> {
         if self.damaged.is_some() {
             return None;
         }
-        match self.setup.durability {
-            Durability::Async { flush } => self.unsynced_since.map(|t| (t + flush, Due::AsyncSync)),
-            Durability::Sync => match (&self.setup.log, self.log_unsynced_since) {
-                (Some(_), Some(t)) => Some((t + self.setup.sync_carry, Due::LogSync)),
-                (Some(log), None) if !log.is_empty() => Some((
-                    self.last_write + self.setup.checkpoint_idle,
-                    Due::Checkpoint,
-                )),
-                _ => None,
-            },
-        }
+        let setup = &self.setup;
+        let candidates = match setup.durability {
+            Durability::Async { flush } => [
+                self.unsynced_since.map(|t| (t + flush, Due::AsyncSync)),
+                None,
+                None,
+            ],
+            Durability::Sync => [
+                self.unapplied_since.map(|t| (t + APPLY_LINGER, Due::Apply)),
+                self.log_unsynced_since
+                    .map(|t| (t + setup.sync_carry, Due::LogSync)),
+                setup
+                    .log
+                    .as_ref()
+                    .filter(|log| !log.is_empty())
+                    .map(|_| (self.last_write + setup.checkpoint_idle, Due::Checkpoint)),
+            ],
+        };
+        candidates.into_iter().flatten().min_by_key(|(at, _)| *at)
     }
 
     fn run(&mut self, due: Due) {
@@ -432,6 +522,9 @@ impl Writer<'_> {
                 // Failed: retry after another idle period rather than spin.
                 self.last_write = Instant::now();
             }
+            Due::Apply => {
+                let _ = self.apply();
+            }
         }
     }
 
@@ -440,6 +533,7 @@ impl Writer<'_> {
         if self.damaged.is_some() {
             return;
         }
+        let _ = self.apply();
         if self.unsynced_since.is_some() {
             let _ = self.sync_commits();
         }
@@ -451,18 +545,24 @@ impl Writer<'_> {
     /// Writes a batch and answers everyone in it.
     fn write(&mut self, batch: Batch) {
         if let Some(message) = &self.damaged {
-            batch.refuse(message);
+            batch.refuse(message, &self.setup.applied);
             return;
         }
-        let awaited = batch.awaited();
+        if matches!(self.setup.durability, Durability::Sync) && self.setup.log.is_some() {
+            self.write_logged(batch);
+            self.last_write = Instant::now();
+            return;
+        }
         let Batch {
             puts,
             flushes,
             checkpoints,
+            apply: _,
         } = batch;
+        let count = puts.len();
         let mut flush_result = Ok(());
         if !puts.is_empty() {
-            let (written, synced) = self.write_puts(&puts, awaited, !flushes.is_empty());
+            let (written, synced) = self.write_puts(&puts, !flushes.is_empty());
             flush_result = synced;
             match written {
                 Written::All(result) => {
@@ -490,6 +590,7 @@ impl Writer<'_> {
         } else if !flushes.is_empty() && self.damaged.is_none() {
             flush_result = self.make_durable();
         }
+        self.setup.applied.advance(count);
         if !checkpoints.is_empty() && self.damaged.is_none() {
             let result = self.checkpoint();
             if flush_result.is_ok() {
@@ -509,13 +610,11 @@ impl Writer<'_> {
         self.last_write = Instant::now();
     }
 
-    /// Commits `puts` (each record once, as its latest put) and makes them as durable as the
-    /// mode asks: `awaited` (somebody waits) and `flushing` (a flush is in the batch).
-    /// Returns what became of them and whether everything before is durable (for flushes).
-    fn write_puts(&mut self, puts: &[Put], awaited: bool, flushing: bool) -> (Written, Result<()>) {
-        let logged = self.setup.log.is_some();
+    /// Without a log: commits `puts` (each record once, as its latest put) and makes them as
+    /// durable as the mode asks (`flushing`: a flush is in the batch). Returns what became
+    /// of them and whether everything before is durable (for flushes).
+    fn write_puts(&mut self, puts: &[Put], flushing: bool) -> (Written, Result<()>) {
         let durability = match self.setup.durability {
-            Durability::Sync if logged => redb::Durability::None,
             Durability::Sync => redb::Durability::Immediate,
             Durability::Async { flush } => {
                 if flushing || self.unsynced_since.is_some_and(|t| t.elapsed() >= flush) {
@@ -528,32 +627,16 @@ impl Writer<'_> {
         let refs = latest_per_key(puts);
         let outbox = self.outbox_on.load(Ordering::SeqCst);
         let started = Instant::now();
-        // With a log: write the frames, and when somebody waits start their fsync, which
-        // runs while redb commits.
-        let in_log = logged && self.write_frames(&refs);
-        if in_log && awaited {
-            self.start_log_sync();
-        }
         let (db, path) = (self.db, self.path);
-        let committed = guard(path, || commit_puts(db, &refs, durability, outbox));
-        let result = match committed {
-            Ok(()) if logged => self.log_durable(in_log, awaited),
-            Ok(()) => {
-                self.committed(durability);
-                Ok(())
-            }
-            Err(e) => {
-                if logged {
-                    self.settle_log_sync();
-                }
-                Err(e)
-            }
-        };
+        let result = guard(path, || commit_puts(db, &refs, durability, outbox));
         if let (Ok(()), Some(observer)) = (&result, &self.setup.on_commit) {
             (observer.0)(started.elapsed());
         }
         match result {
-            Ok(()) => (Written::All(Ok(())), Ok(())),
+            Ok(()) => {
+                self.committed(durability);
+                (Written::All(Ok(())), Ok(()))
+            }
             Err(e @ Error::Damaged { .. }) => (Written::All(Err(e)), Ok(())),
             Err(e) if refs.len() > 1 => {
                 tracing::warn!(
@@ -561,18 +644,12 @@ impl Writer<'_> {
                     refs.len()
                 );
                 // Each record on its own: its latest put, whose outcome every put of that
-                // record in the batch shares. With a log, each is committed `Immediate` and
-                // the log then starts over, so it never holds a record older than the file's.
-                let each = if logged {
-                    redb::Durability::Immediate
-                } else {
-                    durability
-                };
+                // record in the batch shares.
                 let mut outcomes = HashMap::new();
                 for put in refs {
-                    let result = guard(path, || commit_puts(db, &[put], each, outbox));
+                    let result = guard(path, || commit_puts(db, &[put], durability, outbox));
                     if result.is_ok() {
-                        self.committed(each);
+                        self.committed(durability);
                     }
                     outcomes.insert(put.key, result);
                 }
@@ -583,6 +660,106 @@ impl Writer<'_> {
             }
             Err(e) => (Written::All(Err(e)), self.settle_after_failure(durability)),
         }
+    }
+
+    /// With the log: writes the batch's records to it, acknowledges them once it is fsync'd
+    /// (a batch nobody waits for: at the next fsync, at most [`SYNC_CARRY`] later) and keeps
+    /// them to apply to redb in a moment ([`APPLY_LINGER`], or at once when a reader asks).
+    /// A batch the log cannot take is applied and made durable by a checkpoint.
+    fn write_logged(&mut self, batch: Batch) {
+        let awaited = batch.awaited();
+        let Batch {
+            puts,
+            flushes,
+            checkpoints,
+            apply,
+        } = batch;
+        let mut acks = Vec::new();
+        let mut result = Ok(());
+        if !puts.is_empty() {
+            let started = Instant::now();
+            let in_log = self.write_frames(&latest_per_key(&puts));
+            for mut put in puts {
+                if let Some(ack) = put.ack.take() {
+                    acks.push(ack);
+                }
+                self.unapplied.push(put);
+            }
+            self.unapplied_since.get_or_insert(started);
+            result = match (in_log, awaited) {
+                (true, true) => self.sync_log(),
+                (true, false) => Ok(()),
+                (false, _) => self.checkpoint(),
+            };
+            if let (Ok(()), true, Some(observer)) = (&result, awaited, &self.setup.on_commit) {
+                (observer.0)(started.elapsed());
+            }
+        } else if !flushes.is_empty() && self.log_unsynced_since.is_some() {
+            result = self.sync_log();
+        }
+        let answer = result.as_ref().map(|_| ()).map_err(ToString::to_string);
+        for ack in acks {
+            let _ = ack.send(answer.clone());
+        }
+        if let Err(e) = &result {
+            tracing::error!("activity records may not be durable: {e}");
+        }
+        for done in flushes {
+            let _ = done.send(answer.clone());
+        }
+        if apply || self.unapplied.len() >= MAX_BATCH {
+            let _ = self.apply();
+        }
+        if !checkpoints.is_empty() {
+            let answer = self.checkpoint().map_err(|e| e.to_string());
+            for done in checkpoints {
+                let _ = done.send(answer.clone());
+            }
+        }
+    }
+
+    /// Applies the acknowledged records the log holds to redb, in one `Durability::None`
+    /// transaction (each record once, as its latest put), and tells waiting readers. A
+    /// transaction that fails is retried one record at a time; a record that still fails is
+    /// logged (it stays in the log until the next checkpoint).
+    fn apply(&mut self) -> Result<()> {
+        if self.unapplied.is_empty() || self.damaged.is_some() {
+            let n = std::mem::take(&mut self.unapplied).len();
+            self.setup.applied.advance(n);
+            self.unapplied_since = None;
+            return Ok(());
+        }
+        let puts = std::mem::take(&mut self.unapplied);
+        self.unapplied_since = None;
+        let refs = latest_per_key(&puts);
+        let outbox = self.outbox_on.load(Ordering::SeqCst);
+        let (db, path) = (self.db, self.path);
+        let none = redb::Durability::None;
+        let result = match guard(path, || commit_puts(db, &refs, none, outbox)) {
+            Ok(()) => Ok(()),
+            Err(e @ Error::Damaged { .. }) => {
+                tracing::error!("activity records cannot be written: {e}");
+                self.damaged = Some(e.to_string());
+                Err(e)
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "applying {} activity records failed ({e}); retrying one by one",
+                    refs.len()
+                );
+                for put in &refs {
+                    if let Err(e) = guard(path, || commit_puts(db, &[put], none, outbox)) {
+                        tracing::error!(
+                            id = %key_id(&put.key),
+                            "an acknowledged activity record cannot be written to the journal: {e}"
+                        );
+                    }
+                }
+                Err(e)
+            }
+        };
+        self.setup.applied.advance(puts.len());
+        result
     }
 
     /// Tells the observer of an fsync.
@@ -605,9 +782,7 @@ impl Writer<'_> {
 
     /// After a failed batch: makes what did commit durable as the batch would have.
     fn settle_after_failure(&mut self, durability: redb::Durability) -> Result<()> {
-        if self.setup.log.is_some() {
-            self.checkpoint()
-        } else if matches!(durability, redb::Durability::Immediate) {
+        if matches!(durability, redb::Durability::Immediate) {
             self.sync_commits()
         } else {
             Ok(())
@@ -642,8 +817,8 @@ impl Writer<'_> {
     }
 
     /// Writes `puts`' frames to the log (no fsync yet); whether it did. A batch the log
-    /// cannot take is left to [`log_durable`](Self::log_durable)'s checkpoint; a log that
-    /// fails to write is given up (the journal goes on with `Immediate` commits).
+    /// cannot take is left to the caller's checkpoint; a log that fails to write is given up
+    /// (the journal goes on with `Immediate` commits).
     fn write_frames(&mut self, puts: &[&Put]) -> bool {
         let Some(wal) = self.setup.log.as_mut() else {
             return false;
@@ -664,36 +839,6 @@ impl Writer<'_> {
         }
     }
 
-    /// Starts the fsync of the log's unsynced frames (the sync thread runs it).
-    fn start_log_sync(&mut self) {
-        if let Some(wal) = self.setup.log.as_mut()
-            && let Err(e) = wal.start_sync()
-        {
-            self.give_up_log(&e);
-        }
-    }
-
-    /// Waits for a started fsync whose batch failed to commit; a failure gives the log up.
-    fn settle_log_sync(&mut self) {
-        if let Some(wal) = self.setup.log.as_mut()
-            && let Err(e) = wal.finish_sync()
-        {
-            self.give_up_log(&e);
-        }
-    }
-
-    /// Makes a batch just committed with `Durability::None` durable: when it is in the log
-    /// and somebody waits, waits for the fsync started before the commit; when nobody waits,
-    /// leaves it for the next fsync (at most [`SYNC_CARRY`] later); when the log could not
-    /// take it, a [`checkpoint`](Self::checkpoint).
-    fn log_durable(&mut self, in_log: bool, awaited: bool) -> Result<()> {
-        match (in_log, awaited) {
-            (true, true) => self.sync_log(),
-            (true, false) => Ok(()),
-            (false, _) => self.checkpoint(),
-        }
-    }
-
     /// Fsyncs the log's unsynced frames (waiting for an fsync already started). If that
     /// fails, the log is given up and an `Immediate` commit makes the records durable.
     fn sync_log(&mut self) -> Result<()> {
@@ -708,6 +853,7 @@ impl Writer<'_> {
             }
             Err(e) => {
                 self.give_up_log(&e);
+                self.apply()?;
                 self.sync_commits()
             }
         }
@@ -716,6 +862,7 @@ impl Writer<'_> {
     /// An `Immediate` commit (persisting every `None` commit before it), then the log, whose
     /// records that commit holds, starts over.
     fn checkpoint(&mut self) -> Result<()> {
+        self.apply()?;
         self.sync_commits().inspect_err(|e| {
             tracing::error!("activity journal checkpoint failed: {e}");
         })?;
