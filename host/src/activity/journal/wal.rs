@@ -20,9 +20,7 @@
 //!
 //! Writing frames and fsyncing them are separate steps. The writer writes the frames of a
 //! batch nobody waits for (a call's outcome) without an fsync: the next fsync, for a batch
-//! somebody waits for or at most 2 ms later, covers them. The fsync runs on a thread of its
-//! own ([`Syncer`]): the writer writes a batch's frames, starts their fsync, commits the
-//! batch to redb while the disk syncs, then waits for it.
+//! somebody waits for or at most 2 ms later, covers them.
 //!
 //! Reading stops at the first frame that is not whole, not of the current generation or
 //! fails its CRC: frames left over from earlier generations, a torn last append and the
@@ -33,8 +31,6 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
-use std::thread::JoinHandle;
 
 /// The first bytes of a header slot; the last byte is the format version.
 const MAGIC: [u8; 8] = *b"MCPPWAL\x01";
@@ -76,62 +72,6 @@ pub(super) struct WriteAheadLog {
     capacity: u64,
     /// Reused to gather a batch's frames into one write.
     buf: Vec<u8>,
-    /// Whether an fsync started by [`start_sync`](Self::start_sync) is under way.
-    syncing: bool,
-    syncer: Syncer,
-}
-
-/// The thread that fsyncs the log, so the writer can commit to redb meanwhile.
-#[derive(Debug)]
-struct Syncer {
-    requests: Option<mpsc::Sender<()>>,
-    results: mpsc::Receiver<io::Result<()>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Syncer {
-    fn spawn(file: File) -> io::Result<Self> {
-        let (requests, asked) = mpsc::channel::<()>();
-        let (answer, results) = mpsc::channel();
-        let thread = std::thread::Builder::new()
-            .name("activity-wal-sync".into())
-            .spawn(move || {
-                while asked.recv().is_ok() {
-                    if answer.send(file.sync_data()).is_err() {
-                        return;
-                    }
-                }
-            })?;
-        Ok(Self {
-            requests: Some(requests),
-            results,
-            thread: Some(thread),
-        })
-    }
-
-    fn stopped() -> io::Error {
-        io::Error::other("the write-ahead log's fsync thread stopped")
-    }
-
-    fn start(&self) -> io::Result<()> {
-        match &self.requests {
-            Some(requests) => requests.send(()).map_err(|_| Self::stopped()),
-            None => Err(Self::stopped()),
-        }
-    }
-
-    fn wait(&self) -> io::Result<()> {
-        self.results.recv().unwrap_or_else(|_| Err(Self::stopped()))
-    }
-}
-
-impl Drop for Syncer {
-    fn drop(&mut self) {
-        drop(self.requests.take());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
 }
 
 impl WriteAheadLog {
@@ -150,7 +90,6 @@ impl WriteAheadLog {
             // The records' arguments are the user's: only the user reads them.
             .mode(0o600)
             .open(path)?;
-        let syncer = Syncer::spawn(file.try_clone()?)?;
         let mut log = Self {
             file,
             path: path.to_path_buf(),
@@ -158,8 +97,6 @@ impl WriteAheadLog {
             end: FRAMES_START,
             capacity,
             buf: Vec::new(),
-            syncing: false,
-            syncer,
         };
         let payloads = if existed {
             let bytes = std::fs::read(path)?;
@@ -205,12 +142,9 @@ impl WriteAheadLog {
     }
 
     /// Writes one frame per payload in a single write, not yet fsync'd: a later
-    /// [`sync`](Self::sync) (or [`start_sync`](Self::start_sync)) covers it with every
-    /// frame before it. A batch that does not fit is refused with `StorageFull` and nothing
+    /// [`sync`](Self::sync) covers it with every frame before it. A batch that does not fit is refused with `StorageFull` and nothing
     /// is written.
     pub(super) fn write<'a>(&mut self, payloads: impl Iterator<Item = &'a [u8]>) -> io::Result<()> {
-        // Frames written while an fsync is under way might not be covered by it.
-        self.finish_sync()?;
         self.buf.clear();
         for payload in payloads {
             let len = u32::try_from(payload.len())
@@ -239,36 +173,16 @@ impl WriteAheadLog {
         Ok(())
     }
 
-    /// Starts an fsync of everything written so far on the sync thread;
-    /// [`finish_sync`](Self::finish_sync) waits for it.
-    pub(super) fn start_sync(&mut self) -> io::Result<()> {
-        if !self.syncing {
-            self.syncer.start()?;
-            self.syncing = true;
-        }
-        Ok(())
-    }
-
-    /// Waits for the fsync [`start_sync`](Self::start_sync) started (`Ok` at once when none
-    /// is under way).
-    pub(super) fn finish_sync(&mut self) -> io::Result<()> {
-        if !std::mem::take(&mut self.syncing) {
-            return Ok(());
-        }
-        self.syncer.wait()
-    }
-
-    /// Fsyncs everything written so far.
+    /// Fsyncs everything written so far (`fdatasync`: the file's size never changes, so
+    /// only the pages written go to the disk).
     pub(super) fn sync(&mut self) -> io::Result<()> {
-        self.start_sync()?;
-        self.finish_sync()
+        self.file.sync_data()
     }
 
     /// Starts the log over, empty: the next generation goes into the other header slot and is
     /// fsync'd, which retires every frame written so far. Call it only once everything in the
     /// log is durable elsewhere (after an `Immediate` redb commit).
     pub(super) fn start_over(&mut self) -> io::Result<()> {
-        self.finish_sync()?;
         let next = self.generation.wrapping_add(1);
         self.write_slot(next)?;
         self.file.sync_data()?;
@@ -495,11 +409,9 @@ mod tests {
         let (mut log, _) = open(&path);
         log.write([b"unawaited".as_slice()].into_iter()).unwrap();
         log.write([b"awaited".as_slice()].into_iter()).unwrap();
-        log.start_sync().unwrap();
-        // A write while the fsync runs waits for it first.
+        log.sync().unwrap();
         log.write([b"after".as_slice()].into_iter()).unwrap();
         log.sync().unwrap();
-        log.finish_sync().unwrap();
         drop(log);
         assert_eq!(texts(&open(&path).1), ["unawaited", "awaited", "after"]);
     }
