@@ -4,7 +4,8 @@
 //! intents, timestamps spread over 30 days) with the bulk path, then measures with criterion:
 //! filtered first pages and `get` by id; and with plain timed loops (printed as lines starting
 //! with `journal:`): group-commit write throughput at 1, 16 and 256 concurrent appenders in
-//! Sync and Async mode, and the latency one Sync `append` adds (p50 / p99).
+//! Sync mode (with its write-ahead log, and without: every batch a full commit) and Async
+//! mode, and the latency one Sync `append` adds (p50 / p99).
 //!
 //! `cargo bench --bench journal`. Without `--bench` (e.g. `cargo test --benches`) it runs a
 //! 20,000-record smoke version. `JOURNAL_BENCH_RECORDS` overrides the record count.
@@ -178,16 +179,30 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    for (label, durability) in [
-        ("sync", Durability::Sync),
+    for (label, durability, log_capacity) in [
+        (
+            "sync",
+            Durability::Sync,
+            mcpproxy::activity::DEFAULT_LOG_CAPACITY,
+        ),
+        // Every batch a full redb commit: what sync mode cost before the write-ahead log.
+        ("sync(no log)", Durability::Sync, 0),
         (
             "async(flush=1s)",
             Durability::Async {
                 flush: Duration::from_secs(1),
             },
+            0,
         ),
     ] {
-        let journal = Journal::open(&path, options(durability)).expect("reopen");
+        let journal = Journal::open(
+            &path,
+            JournalOptions {
+                log_capacity,
+                ..options(durability)
+            },
+        )
+        .expect("reopen");
         for producers in [1, 16, 256] {
             let rate = throughput(&rt, &journal, producers, run);
             println!("journal: append {label} x{producers:>3} producers: {rate:>8.0} records/s");

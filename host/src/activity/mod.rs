@@ -35,7 +35,8 @@ use std::path::PathBuf;
 
 pub use batch::{SinkBatch, StoredRecord};
 pub use journal::{
-    CommitObserver, Durability, FsyncObserver, Journal, JournalOptions, JournalStats,
+    CommitObserver, DEFAULT_LOG_CAPACITY, Durability, FsyncObserver, Journal, JournalOptions,
+    JournalStats,
 };
 pub use outbox::{SinkState, SinkStatus};
 pub use query::{Filter, Page};
