@@ -148,7 +148,7 @@ impl Metrics {
         let journal_commit_seconds = Histogram::new(exponential_buckets(0.000_05, 2.0, 14));
         registry.register_with_unit(
             "journal_commit_duration",
-            "Time one group commit of the activity journal took (fsync included)",
+            "Time from the start of one group commit of the activity journal until its records were durable (fsync included)",
             Unit::Seconds,
             journal_commit_seconds.clone(),
         );

@@ -4,11 +4,12 @@
 //! A redb `Immediate` commit rewrites and fsyncs every page the transaction touched: the
 //! record's leaf, five index leaves, the meta and outbox tables and the B-tree paths above
 //! them, about twenty pages, ~0.5 ms on this project's machines. In sync mode the writer
-//! instead commits a batch to redb with `Durability::None`, appends the batch's rows to this
-//! log and fsyncs it (`fdatasync` of the pages just written: the file is preallocated, so its
-//! size never changes and no metadata goes with them), then acknowledges. Now and then it
-//! *checkpoints*: an `Immediate` redb commit persists everything before it, and the log
-//! starts over. On open the journal replays the log into redb (see `Journal::open`).
+//! instead appends a batch's rows to this log and fsyncs it (`fdatasync` of the pages just
+//! written: the file is preallocated, so its size never changes and no metadata goes with
+//! them), acknowledges, and applies the rows to redb with `Durability::None` a moment later.
+//! Now and then it *checkpoints*: an `Immediate` redb commit persists everything before it,
+//! and the log starts over. On open the journal replays the log into redb (see
+//! `Journal::open`).
 //!
 //! The file: a 4 KiB head holding two header slots, then frames up to its capacity.
 //!
@@ -24,8 +25,10 @@
 //!
 //! Reading stops at the first frame that is not whole, not of the current generation or
 //! fails its CRC: frames left over from earlier generations, a torn last append and the
-//! zeros of the preallocation all end the log. An append is fsync'd before the next begins,
-//! so nothing valid can follow an invalid frame.
+//! zeros of the preallocation all end the log. Every frame before the last completed fsync
+//! is whole, so what stopping early can lose is only frames written after it, which nobody
+//! was told were durable. (Open always starts a new generation after reading, so frames
+//! past the point where reading stopped never count later.)
 
 use std::fs::{File, OpenOptions};
 use std::io;
