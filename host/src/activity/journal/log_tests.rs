@@ -7,7 +7,7 @@ use super::writer::Put;
 use super::*;
 use crate::activity::record::{Status, now_ms};
 use crate::activity::test_util::{check_indexes, open_temp, rec_at};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use super::tests::stored_within;
 
@@ -292,4 +292,39 @@ async fn a_log_smaller_than_the_batches_checkpoints_and_keeps_every_record() {
     assert_eq!(missing, 0);
     assert_eq!(j.len().unwrap(), 401);
     check_indexes(&j);
+}
+
+#[tokio::test]
+async fn a_log_whose_fsync_fails_is_given_up_and_records_are_committed_in_full() {
+    let failing = Arc::new(AtomicBool::new(false));
+    let (_dir, j) = open_temp(JournalOptions {
+        failing_log: Some(failing.clone()),
+        checkpoint_idle: Duration::from_secs(600),
+        ..JournalOptions::default()
+    });
+    let log = wal::path_for(j.path());
+    let first = rec_at(now_ms(), "s", "first", "read", Status::Success);
+    j.append(first.clone()).await.unwrap();
+    assert_eq!(logged_ids(j.path()), [first.id.clone()]);
+
+    // The disk starts failing the log's fsyncs: the writer gives the log up, makes the
+    // record durable with a full commit instead and still acknowledges it.
+    failing.store(true, Ordering::SeqCst);
+    let second = rec_at(now_ms(), "s", "second", "write", Status::Pending);
+    j.append(second.clone()).await.unwrap();
+    assert!(!log.exists(), "a log that cannot be written is removed");
+    // From then on every batch is a full commit.
+    let third = rec_at(now_ms(), "s", "third", "read", Status::Success);
+    j.append(third.clone()).await.unwrap();
+    assert!(!log.exists());
+
+    let path = j.path().to_path_buf();
+    drop(j);
+    let j = Journal::open(&path, JournalOptions::default()).unwrap();
+    assert_eq!(j.restored_from_log(), 0);
+    for rec in [&first, &second, &third] {
+        assert_eq!(j.get(&rec.id).unwrap().as_ref(), Some(rec));
+    }
+    check_indexes(&j);
+    assert!(log.exists(), "the next start in sync mode makes a new log");
 }

@@ -140,6 +140,9 @@ pub struct JournalOptions {
     /// In sync mode, how long the writer waits without writes before it checkpoints the
     /// log into the redb file; default 1 s.
     pub checkpoint_idle: Duration,
+    /// Test hook: while set, the write-ahead log's fsyncs fail.
+    #[cfg(test)]
+    pub(crate) failing_log: Option<Arc<AtomicBool>>,
 }
 
 /// A callback told the duration of each group commit.
@@ -175,6 +178,8 @@ impl Default for JournalOptions {
             sync_carry: writer::SYNC_CARRY,
             log_capacity: DEFAULT_LOG_CAPACITY,
             checkpoint_idle: writer::CHECKPOINT_IDLE,
+            #[cfg(test)]
+            failing_log: None,
         }
     }
 }
@@ -583,6 +588,10 @@ fn open_log(
     }
     if wanted {
         log.start_over().map_err(io)?;
+        #[cfg(test)]
+        {
+            log.failing = options.failing_log.clone();
+        }
         Ok((Some(log), restored))
     } else {
         drop(log);

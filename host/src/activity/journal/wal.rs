@@ -75,6 +75,9 @@ pub(super) struct WriteAheadLog {
     capacity: u64,
     /// Reused to gather a batch's frames into one write.
     buf: Vec<u8>,
+    /// Test hook: while set, fsyncs fail as a failing disk's would.
+    #[cfg(test)]
+    pub(super) failing: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl WriteAheadLog {
@@ -100,6 +103,8 @@ impl WriteAheadLog {
             end: FRAMES_START,
             capacity,
             buf: Vec::new(),
+            #[cfg(test)]
+            failing: None,
         };
         let payloads = if existed {
             let bytes = std::fs::read(path)?;
@@ -179,6 +184,14 @@ impl WriteAheadLog {
     /// Fsyncs everything written so far (`fdatasync`: the file's size never changes, so
     /// only the pages written go to the disk).
     pub(super) fn sync(&mut self) -> io::Result<()> {
+        #[cfg(test)]
+        if self
+            .failing
+            .as_ref()
+            .is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst))
+        {
+            return Err(io::Error::other("injected fsync failure"));
+        }
         self.file.sync_data()
     }
 
