@@ -30,6 +30,20 @@ pub fn rec_at(ms: u64, server: &str, tool: &str, variant: &str, status: Status) 
     }
 }
 
+/// A successful read of `server:tool` at the current time whose arguments carry `pad` bytes
+/// of padding (for tests that need records of a given size).
+pub fn padded_read(server: &str, tool: &str, pad: usize) -> ActivityRecord {
+    let mut rec = rec_at(
+        crate::activity::record::now_ms(),
+        server,
+        tool,
+        "read",
+        Status::Success,
+    );
+    rec.arguments = Some(serde_json::json!({"pad": "x".repeat(pad)}));
+    rec
+}
+
 /// A record with a declared intent overriding its variant.
 pub fn with_intent(mut rec: ActivityRecord, op: &str) -> ActivityRecord {
     rec.intent = Some(Intent {

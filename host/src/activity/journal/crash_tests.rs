@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::activity::record::{Status, now_ms};
-use crate::activity::test_util::{check_indexes, rec_at};
+use crate::activity::test_util::{check_indexes, padded_read, rec_at};
 use std::io::{BufRead, BufReader};
 use std::process::{Command as Process, Stdio};
 
@@ -63,14 +63,7 @@ fn crash_child_writer() {
             let j = j.clone();
             tasks.push(tokio::spawn(async move {
                 for i in 0..100_000 {
-                    let mut rec = rec_at(
-                        now_ms(),
-                        &format!("s{t}"),
-                        &format!("t{i}"),
-                        "read",
-                        Status::Success,
-                    );
-                    rec.arguments = Some(serde_json::json!({"pad": "x".repeat(200)}));
+                    let rec = padded_read(&format!("s{t}"), &format!("t{i}"), 200);
                     let id = rec.id.clone();
                     j.append(rec).await.unwrap();
                     if sync {

@@ -6,7 +6,7 @@ use super::wal::{self, WriteAheadLog};
 use super::writer::Put;
 use super::*;
 use crate::activity::record::{Status, now_ms};
-use crate::activity::test_util::{check_indexes, open_temp, rec_at};
+use crate::activity::test_util::{check_indexes, open_temp, padded_read, rec_at};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use super::tests::stored_within;
@@ -257,14 +257,7 @@ async fn a_log_smaller_than_the_batches_checkpoints_and_keeps_every_record() {
         tasks.push(tokio::spawn(async move {
             let mut ids = Vec::new();
             for i in 0..50 {
-                let mut rec = rec_at(
-                    now_ms(),
-                    &format!("s{t}"),
-                    &format!("t{i}"),
-                    "read",
-                    Status::Success,
-                );
-                rec.arguments = Some(serde_json::json!({"pad": "x".repeat(1000)}));
+                let rec = padded_read(&format!("s{t}"), &format!("t{i}"), 1000);
                 ids.push(rec.id.clone());
                 j.append(rec).await.unwrap();
             }

@@ -42,9 +42,9 @@ const SLOTS: [u64; 2] = [0, 512];
 /// Bytes of a header slot: magic, generation, CRC.
 const SLOT_BYTES: usize = 8 + 8 + 4;
 /// Where the first frame starts (the head is one page).
-pub(super) const FRAMES_START: u64 = 4096;
+const FRAMES_START: u64 = 4096;
 /// Bytes in front of each frame's payload: length, CRC, generation.
-pub(super) const FRAME_HEADER: usize = 4 + 4 + 8;
+const FRAME_HEADER: usize = 4 + 4 + 8;
 /// Default size of the log file, preallocated: about 5,000 calls' records between
 /// checkpoints.
 pub const DEFAULT_CAPACITY: u64 = 8 << 20;

@@ -61,9 +61,7 @@ impl Put {
             slot: None,
         })
     }
-}
 
-impl Put {
     /// A put of a row as stored (a write-ahead log entry), already bounded.
     fn from_stored(json: Vec<u8>) -> Result<Self> {
         let record: ActivityRecord =
@@ -118,19 +116,20 @@ impl Applied {
         (sent, self.done() >= sent)
     }
 
-    fn done(&self) -> u64 {
-        *self
-            .done
+    /// The count of applied puts (a panic elsewhere cannot leave a `u64` half-written).
+    fn lock(&self) -> std::sync::MutexGuard<'_, u64> {
+        self.done
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    fn done(&self) -> u64 {
+        *self.lock()
+    }
+
     /// Waits until `target` puts are applied, at most `timeout`; whether they are.
     pub(super) fn wait_for(&self, target: u64, timeout: Duration) -> bool {
-        let done = self
-            .done
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let done = self.lock();
         let (done, _) = self
             .changed
             .wait_timeout_while(done, timeout, |done| *done < target)
@@ -143,11 +142,7 @@ impl Applied {
         if n == 0 {
             return;
         }
-        let mut done = self
-            .done
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        *done += n as u64;
+        *self.lock() += n as u64;
         self.changed.notify_all();
     }
 }
@@ -230,14 +225,19 @@ fn sync(db: &Database) -> Result<()> {
     Ok(())
 }
 
+/// What a waiting caller is told of `result`.
+fn reply(result: &Result<()>) -> std::result::Result<(), String> {
+    result.as_ref().map(|_| ()).map_err(|e| match e {
+        // Already a write failure's text: do not prefix it twice.
+        Error::Write(text) => text.clone(),
+        e => e.to_string(),
+    })
+}
+
 fn ack(put: Put, result: &Result<()>) {
     match (put.ack, result) {
         (Some(ack), result) => {
-            let _ = ack.send(result.as_ref().map(|_| ()).map_err(|e| match e {
-                // Already a write failure's text: do not prefix it twice.
-                Error::Write(text) => text.clone(),
-                e => e.to_string(),
-            }));
+            let _ = ack.send(reply(result));
         }
         (None, Err(e)) => {
             tracing::error!(id = %key_id(&put.key), "activity record was not written: {e}");
@@ -589,8 +589,8 @@ impl Writer<'_> {
                     }
                 }
             }
-        } else if !flushes.is_empty() && self.damaged.is_none() {
-            flush_result = self.make_durable();
+        } else if !flushes.is_empty() && self.damaged.is_none() && self.unsynced_since.is_some() {
+            flush_result = self.sync_commits();
         }
         self.setup.applied.advance(count);
         if !checkpoints.is_empty() && self.damaged.is_none() {
@@ -599,10 +599,7 @@ impl Writer<'_> {
                 flush_result = result;
             }
         }
-        let answer = flush_result.map_err(|e| match e {
-            Error::Write(text) => text,
-            e => e.to_string(),
-        });
+        let answer = reply(&flush_result);
         for done in flushes {
             let _ = done.send(answer.clone());
         }
@@ -647,14 +644,7 @@ impl Writer<'_> {
                 );
                 // Each record on its own: its latest put, whose outcome every put of that
                 // record in the batch shares.
-                let mut outcomes = HashMap::new();
-                for put in refs {
-                    let result = guard(path, || commit_puts(db, &[put], durability, outbox));
-                    if result.is_ok() {
-                        self.committed(durability);
-                    }
-                    outcomes.insert(put.key, result);
-                }
+                let outcomes = self.commit_each(&refs, durability, outbox);
                 (
                     Written::Each(outcomes),
                     self.settle_after_failure(durability),
@@ -699,7 +689,7 @@ impl Writer<'_> {
         } else if !flushes.is_empty() && self.log_unsynced_since.is_some() {
             result = self.sync_log();
         }
-        let answer = result.as_ref().map(|_| ()).map_err(ToString::to_string);
+        let answer = reply(&result);
         for ack in acks {
             let _ = ack.send(answer.clone());
         }
@@ -713,7 +703,7 @@ impl Writer<'_> {
             let _ = self.apply();
         }
         if !checkpoints.is_empty() {
-            let answer = self.checkpoint().map_err(|e| e.to_string());
+            let answer = reply(&self.checkpoint());
             for done in checkpoints {
                 let _ = done.send(answer.clone());
             }
@@ -749,10 +739,10 @@ impl Writer<'_> {
                     "applying {} activity records failed ({e}); retrying one by one",
                     refs.len()
                 );
-                for put in &refs {
-                    if let Err(e) = guard(path, || commit_puts(db, &[put], none, outbox)) {
+                for (key, result) in self.commit_each(&refs, none, outbox) {
+                    if let Err(e) = result {
                         tracing::error!(
-                            id = %key_id(&put.key),
+                            id = %key_id(&key),
                             "an acknowledged activity record cannot be written to the journal: {e}"
                         );
                     }
@@ -762,6 +752,26 @@ impl Writer<'_> {
         };
         self.setup.applied.advance(puts.len());
         result
+    }
+
+    /// Commits each of `puts` in a transaction of its own (after a group commit failed), so
+    /// one bad record does not fail its neighbours; each record's outcome.
+    fn commit_each(
+        &mut self,
+        puts: &[&Put],
+        durability: redb::Durability,
+        outbox: bool,
+    ) -> HashMap<[u8; 16], Result<()>> {
+        let (db, path) = (self.db, self.path);
+        let mut outcomes = HashMap::with_capacity(puts.len());
+        for put in puts {
+            let result = guard(path, || commit_puts(db, &[put], durability, outbox));
+            if result.is_ok() {
+                self.committed(durability);
+            }
+            outcomes.insert(put.key, result);
+        }
+        outcomes
     }
 
     /// Tells the observer of an fsync.
@@ -785,17 +795,6 @@ impl Writer<'_> {
     /// After a failed batch: makes what did commit durable as the batch would have.
     fn settle_after_failure(&mut self, durability: redb::Durability) -> Result<()> {
         if matches!(durability, redb::Durability::Immediate) {
-            self.sync_commits()
-        } else {
-            Ok(())
-        }
-    }
-
-    /// Everything acknowledged so far made durable, for a flush without puts.
-    fn make_durable(&mut self) -> Result<()> {
-        if self.log_unsynced_since.is_some() {
-            self.sync_log()
-        } else if self.unsynced_since.is_some() {
             self.sync_commits()
         } else {
             Ok(())
@@ -907,20 +906,16 @@ impl Writer<'_> {
 /// already holds is neither rewritten nor queued for the sinks again. A payload that is not
 /// a record is skipped with a warning. Returns how many records it wrote.
 pub(super) fn replay(db: &Database, payloads: Vec<Vec<u8>>, outbox: bool) -> Result<usize> {
-    let mut puts: Vec<Put> = Vec::new();
-    let mut at: HashMap<[u8; 16], usize> = HashMap::new();
-    for json in payloads {
-        match Put::from_stored(json) {
-            Ok(put) => match at.get(&put.key) {
-                Some(&i) => puts[i] = put,
-                None => {
-                    at.insert(put.key, puts.len());
-                    puts.push(put);
-                }
-            },
-            Err(e) => tracing::warn!("skipping an unreadable write-ahead log entry: {e}"),
-        }
-    }
+    let puts: Vec<Put> = payloads
+        .into_iter()
+        .filter_map(|json| {
+            Put::from_stored(json)
+                .inspect_err(|e| {
+                    tracing::warn!("skipping an unreadable write-ahead log entry: {e}")
+                })
+                .ok()
+        })
+        .collect();
     if puts.is_empty() {
         return Ok(0);
     }
@@ -928,7 +923,7 @@ pub(super) fn replay(db: &Database, payloads: Vec<Vec<u8>>, outbox: bool) -> Res
     let changed: Vec<&Put> = {
         let records = txn.open_table(RECORDS)?;
         let mut changed = Vec::new();
-        for put in &puts {
+        for put in latest_per_key(&puts) {
             if records
                 .get(put.key)?
                 .is_none_or(|row| row.value() != put.json.as_slice())
