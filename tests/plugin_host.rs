@@ -98,6 +98,27 @@ fn the_suite_is_not_a_rubber_stamp() {
 }
 
 #[test]
+fn the_embedded_annotators_are_pure_and_a_remembered_answer_matches_a_fresh_one() {
+    let engine = engine();
+    let set = PluginSet::load(&engine, None, &|_, _| PluginSettings::default()).unwrap();
+    let pipeline = set.pipeline();
+    assert!(!pipeline.annotators().is_empty());
+    assert!(
+        pipeline.annotators().iter().all(|a| a.is_pure()),
+        "the embedded annotators keep no state, so their answers are remembered per tool"
+    );
+    // The memo gives what the plugins give: the first call asks them, the second is
+    // remembered, and a fresh pipeline (an empty memo) agrees with both.
+    for name in ["delete_item", "list_items", "run_command", "frobnicate"] {
+        let first = pipeline.annotate(&tool(name, None)).unwrap();
+        let again = pipeline.annotate(&tool(name, None)).unwrap();
+        let fresh = set.pipeline().annotate(&tool(name, None)).unwrap();
+        assert_eq!(first, again, "{name}");
+        assert_eq!(first, fresh, "{name}");
+    }
+}
+
+#[test]
 fn the_pipeline_infers_for_unannotated_tools_and_says_why_it_rejects() {
     let engine = engine();
     let set = PluginSet::load(&engine, None, &|_, _| PluginSettings::default()).unwrap();

@@ -1,10 +1,10 @@
 //! The wasmtime engine every plugin runs on: component model, pooling allocator, epoch
-//! interruption driven by a ticker thread, and an on-disk cache of compiled components.
+//! interruption driven by the deadlines of running calls (see `deadline`), and an on-disk
+//! cache of compiled components.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::types::ComponentItem;
@@ -13,13 +13,11 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 
 use super::Error;
 use super::bindings::validator_world::ValidatorPlugin;
+use super::deadline::{ArmedDeadline, DeadlineTicker};
 use super::host::PluginCtx;
 use super::limits::{DEFAULT_MEMORY_BYTES, Limits};
 use super::sink::{SinkCtx, sink_linker};
 use super::slots::SlotSignal;
-
-/// How often the epoch advances; deadlines are whole ticks, so this is their granularity.
-pub const EPOCH_TICK: Duration = Duration::from_millis(1);
 
 /// Instances that may be alive at once across all plugins (one per in-flight plugin call).
 /// Each memory slot reserves 4 GiB of address space (no physical memory), so this bounds
@@ -63,8 +61,8 @@ pub struct PluginEngine {
     engine: Engine,
     /// The engine's configuration, for the throwaway engines that compile (see `precompile`).
     config: Config,
-    /// Advances the epoch while a deadline may be running.
-    ticker: Arc<EpochTicker>,
+    /// Advances the epoch when a running call's deadline comes.
+    ticker: Arc<DeadlineTicker>,
     linker: Linker<PluginCtx>,
     /// Sinks' linker: the host interfaces plus WASI (empty) and `wasi:http`.
     sink_linker: Linker<SinkCtx>,
@@ -110,7 +108,7 @@ impl PluginEngine {
         engine.precompile_compatibility_hash().hash(&mut hasher);
         let engine_hash = hasher.finish();
 
-        let ticker = EpochTicker::start(&engine);
+        let ticker = DeadlineTicker::start(&engine);
         Ok(Self {
             ticker,
             engine,
@@ -207,12 +205,13 @@ impl PluginEngine {
         &self.slot_signal
     }
 
-    /// A store for one call: the plugin's context, its memory cap and its deadline.
+    /// A store for one call: the plugin's context, its memory cap and its deadline (armed
+    /// now: instantiating runs guest code too). End the call with [`PluginCtx::end_call`].
     pub(crate) fn new_store(&self, ctx: PluginCtx, limits: &Limits) -> Store<PluginCtx> {
         let mut store = Store::new(&self.engine, ctx);
         store.limiter(|ctx| &mut ctx.limiter);
-        self.arm_deadline(&mut store, limits);
-        store.epoch_deadline_trap();
+        let armed = self.arm_deadline(&mut store, limits);
+        store.data_mut().deadline = Some(armed);
         store
     }
 
@@ -221,15 +220,19 @@ impl PluginEngine {
     pub(crate) fn new_sink_store(&self, ctx: SinkCtx, limits: &Limits) -> Store<SinkCtx> {
         let mut store = Store::new(&self.engine, ctx);
         store.limiter(|ctx| &mut ctx.plugin.limiter);
-        self.arm_deadline(&mut store, limits);
-        store.epoch_deadline_trap();
+        let armed = self.arm_deadline(&mut store, limits);
+        store.data_mut().plugin.deadline = Some(armed);
         store
     }
 
-    /// Starts a new deadline, counted from now: once per call, also on a reused store.
-    pub(crate) fn arm_deadline<T>(&self, store: &mut Store<T>, limits: &Limits) {
-        self.ticker.keep_ticking(limits.timeout);
-        store.set_epoch_deadline(deadline_ticks(limits.timeout));
+    /// Starts a new deadline, counted from now: once per call, also on a reused store. The
+    /// deadline is watched until the guard is dropped.
+    pub(crate) fn arm_deadline<T: 'static>(
+        &self,
+        store: &mut Store<T>,
+        limits: &Limits,
+    ) -> ArmedDeadline {
+        self.ticker.arm(store, limits.timeout)
     }
 }
 
@@ -286,92 +289,6 @@ fn stub_as_trap(
     }
 }
 
-/// Ticks a deadline lasts: rounded up, plus one for the tick already under way.
-fn deadline_ticks(timeout: Duration) -> u64 {
-    let tick = EPOCH_TICK.as_nanos().max(1);
-    let ticks = timeout.as_nanos().div_ceil(tick);
-    u64::try_from(ticks)
-        .unwrap_or(u64::MAX - 1)
-        .saturating_add(1)
-}
-
-/// The thread that advances the epoch, every [`EPOCH_TICK`] while a deadline armed in a
-/// store may still be running and not otherwise: an idle proxy does not wake a thousand
-/// times a second. The ticker counts its ticks; arming a deadline (`keep_ticking`) asks for
-/// ticks up to that deadline's epoch and wakes the thread, so every deadline still fires
-/// after as many ticks as before, however late the thread's sleeps end.
-pub(crate) struct EpochTicker {
-    /// Ticks made so far (the engine's epoch counts the same, from the same start).
-    ticks: std::sync::atomic::AtomicU64,
-    /// Tick up to this count: the latest armed deadline's epoch.
-    wanted: std::sync::atomic::AtomicU64,
-    thread: std::sync::OnceLock<std::thread::Thread>,
-}
-
-/// How long the idle ticker sleeps before it looks whether its engine is gone.
-const IDLE_CHECK: Duration = Duration::from_secs(1);
-
-impl EpochTicker {
-    fn start(engine: &Engine) -> Arc<Self> {
-        let ticker = Arc::new(Self {
-            ticks: std::sync::atomic::AtomicU64::new(0),
-            wanted: std::sync::atomic::AtomicU64::new(0),
-            thread: std::sync::OnceLock::new(),
-        });
-        let weak = engine.weak();
-        let state = ticker.clone();
-        let spawned = std::thread::Builder::new()
-            .name("mcpproxy-epoch".into())
-            .spawn(move || {
-                while let Some(engine) = weak.upgrade() {
-                    if state.busy() {
-                        engine.increment_epoch();
-                        state
-                            .ticks
-                            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-                        drop(engine);
-                        std::thread::sleep(EPOCH_TICK);
-                    } else {
-                        drop(engine);
-                        std::thread::park_timeout(IDLE_CHECK);
-                    }
-                }
-            });
-        match spawned {
-            Ok(handle) => {
-                let _ = ticker.thread.set(handle.thread().clone());
-            }
-            // Without the ticker no deadline fires; say so loudly rather than run unbounded.
-            Err(e) => tracing::error!(
-                "cannot start the plugin deadline thread: {e}; plugin CPU limits are not enforced"
-            ),
-        }
-        ticker
-    }
-
-    /// Whether a deadline armed so far has not been reached yet.
-    fn busy(&self) -> bool {
-        use std::sync::atomic::Ordering;
-        self.ticks.load(Ordering::Acquire) < self.wanted.load(Ordering::Acquire)
-    }
-
-    /// Ticks until a deadline of `timeout` armed now has passed: [`deadline_ticks`] more,
-    /// and one over (the store's deadline counts from the engine's epoch, which may be a
-    /// tick ahead of `ticks` while the thread is between its two updates).
-    fn keep_ticking(&self, timeout: Duration) {
-        use std::sync::atomic::Ordering;
-        let target = self
-            .ticks
-            .load(Ordering::Acquire)
-            .saturating_add(deadline_ticks(timeout))
-            .saturating_add(1);
-        self.wanted.fetch_max(target, Ordering::AcqRel);
-        if let Some(thread) = self.thread.get() {
-            thread.unpark();
-        }
-    }
-}
-
 fn write_cache_entry(path: &Path, compiled: &[u8]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         create_private_dir(dir)?;
@@ -398,34 +315,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_ticker_ticks_only_until_the_armed_deadlines_epoch() {
-        use std::sync::atomic::Ordering;
-        let engine = Engine::new(Config::new().epoch_interruption(true)).expect("engine");
-        let ticker = EpochTicker::start(&engine);
-        std::thread::sleep(Duration::from_millis(20));
-        assert_eq!(
-            ticker.ticks.load(Ordering::Acquire),
-            0,
-            "no ticks while idle"
-        );
-        ticker.keep_ticking(Duration::from_millis(30));
-        let wanted = ticker.wanted.load(Ordering::Acquire);
-        assert_eq!(wanted, deadline_ticks(Duration::from_millis(30)) + 1);
-        // A shorter deadline armed later does not cut the longer one short.
-        ticker.keep_ticking(Duration::ZERO);
-        assert_eq!(ticker.wanted.load(Ordering::Acquire), wanted);
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while ticker.busy() {
-            assert!(std::time::Instant::now() < deadline, "the ticker stalled");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        // Every tick the deadline needs was made, and then it stopped.
-        assert_eq!(ticker.ticks.load(Ordering::Acquire), wanted);
-        std::thread::sleep(Duration::from_millis(20));
-        assert_eq!(ticker.ticks.load(Ordering::Acquire), wanted);
-    }
-
-    #[test]
     fn the_linked_interfaces_are_recognised_in_any_compatible_version() {
         assert!(is_linked_interface("wasi:cli/environment@0.2.6"));
         assert!(is_linked_interface("wasi:filesystem/preopens@0.2.0"));
@@ -434,12 +323,5 @@ mod tests {
         assert!(!is_linked_interface("wasi:cli/environment@0.3.0"));
         assert!(!is_linked_interface("wasi:keyvalue/store@0.2.0-draft"));
         assert!(!is_linked_interface("other:pkg/iface"));
-    }
-
-    #[test]
-    fn deadline_rounds_up_and_adds_the_current_tick() {
-        assert_eq!(deadline_ticks(Duration::from_millis(50)), 51);
-        assert_eq!(deadline_ticks(Duration::from_micros(1500)), 3);
-        assert_eq!(deadline_ticks(Duration::ZERO), 1);
     }
 }

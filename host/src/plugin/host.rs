@@ -10,6 +10,7 @@ use wasmtime_wasi::{WasiCtxView, WasiView};
 
 use super::bindings::wit_host::{self, LogLevel};
 use super::bindings::wit_types;
+use super::deadline::ArmedDeadline;
 use super::limits::MemoryLimiter;
 use super::slots::SlotSignal;
 use super::wasi::PluginWasi;
@@ -82,6 +83,8 @@ pub struct PluginCtx {
     wasi: PluginWasi,
     /// Told when this context's store is dropped, so calls waiting for a slot try again.
     pub(crate) slot_signal: Option<Arc<SlotSignal>>,
+    /// The deadline of the call running in this store, if one is.
+    pub(crate) deadline: Option<ArmedDeadline>,
 }
 
 impl Drop for PluginCtx {
@@ -100,6 +103,7 @@ impl PluginCtx {
             log: Arc::new(PluginLog::new(plugin)),
             wasi: PluginWasi::new(),
             slot_signal: None,
+            deadline: None,
         }
     }
 
@@ -108,6 +112,12 @@ impl PluginCtx {
     pub(crate) fn begin_call(&mut self, settings: Arc<str>) {
         self.settings = settings;
         self.log.begin_call();
+    }
+
+    /// The call running in this store has returned: its deadline is no longer watched
+    /// (a store kept for a later call must not keep the deadline thread waking for it).
+    pub(crate) fn end_call(&mut self) {
+        self.deadline = None;
     }
 }
 

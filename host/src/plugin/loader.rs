@@ -300,6 +300,14 @@ impl Plugin {
         self.stateless_embedded && self.reuses_instances()
     }
 
+    /// Whether its answers depend only on what it is asked (and its settings, fixed for the
+    /// life of this `Plugin`): an embedded plugin of ours that keeps nothing between calls.
+    /// Its annotations may be remembered per tool. A plugin from `--plugins` may keep state
+    /// (or be random), so it is asked every time.
+    pub fn keeps_no_state(&self) -> bool {
+        self.stateless_embedded
+    }
+
     /// Whether calls reuse warm instances ([`Limits::reuse_instance`]; never for sinks).
     pub fn reuses_instances(&self) -> bool {
         self.limits.reuse_instance && self.kind() != PluginKind::Sink
@@ -349,12 +357,10 @@ impl Plugin {
         let fault = |e| self.fault(classify(e, &self.limits));
         let mut instance = match sink.take_warm() {
             Some(mut instance) => {
-                instance
-                    .store
-                    .data_mut()
-                    .plugin
-                    .begin_call(self.settings.clone());
-                self.engine.arm_deadline(&mut instance.store, &self.limits);
+                let armed = self.engine.arm_deadline(&mut instance.store, &self.limits);
+                let ctx = &mut instance.store.data_mut().plugin;
+                ctx.begin_call(self.settings.clone());
+                ctx.deadline = Some(armed);
                 instance
             }
             None => {
@@ -378,6 +384,7 @@ impl Plugin {
         };
         let outcome = SinkRunner::deliver(&mut instance, batch).map_err(fault)?;
         if outcome.is_ok() && batch.more {
+            instance.store.data_mut().plugin.end_call();
             sink.keep_warm(instance);
         }
         Ok(outcome)
@@ -475,8 +482,10 @@ impl Plugin {
         }
         let mut instance = match warm.take() {
             Some(mut instance) => {
-                instance.store.data_mut().begin_call(settings);
-                self.engine.arm_deadline(&mut instance.store, &self.limits);
+                let armed = self.engine.arm_deadline(&mut instance.store, &self.limits);
+                let ctx = instance.store.data_mut();
+                ctx.begin_call(settings);
+                ctx.deadline = Some(armed);
                 instance
             }
             None => {
@@ -486,6 +495,7 @@ impl Plugin {
         };
         // On a fault `instance` is dropped here, never returned to the pool.
         let result = call(&instance.bindings, &mut instance.store).map_err(classify)?;
+        instance.store.data_mut().end_call();
         warm.put(instance);
         Ok(result)
     }

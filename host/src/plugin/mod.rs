@@ -20,6 +20,7 @@
 mod bindings;
 pub mod cases;
 mod conv;
+mod deadline;
 mod embedded;
 mod engine;
 mod host;

@@ -48,6 +48,10 @@ impl policy::Annotator for Plugin {
     fn is_quick(&self) -> bool {
         self.is_quick()
     }
+
+    fn is_pure(&self) -> bool {
+        self.keeps_no_state()
+    }
 }
 
 impl policy::Validator for Plugin {

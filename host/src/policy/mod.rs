@@ -6,6 +6,7 @@
 //! host implements the stage traits for WebAssembly components; the activity record and the
 //! call report are built from the types here.
 
+mod memo;
 mod pipeline;
 mod stage;
 mod types;

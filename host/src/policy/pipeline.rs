@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::memo::AnnotationMemo;
 use super::stage::{Annotator, Fault, FaultKind, Validator};
 use super::types::*;
 
@@ -17,6 +18,8 @@ use super::types::*;
 pub struct Pipeline {
     annotators: Vec<Arc<dyn Annotator>>,
     validators: Vec<Arc<dyn Validator>>,
+    /// Annotations worked out so far, when every annotator is pure.
+    memo: Option<AnnotationMemo>,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -120,9 +123,11 @@ impl Evaluation {
 
 impl Pipeline {
     pub fn new(annotators: Vec<Arc<dyn Annotator>>, validators: Vec<Arc<dyn Validator>>) -> Self {
+        let pure = !annotators.is_empty() && annotators.iter().all(|a| a.is_pure());
         Self {
             annotators,
             validators,
+            memo: pure.then(AnnotationMemo::default),
         }
     }
 
@@ -138,7 +143,24 @@ impl Pipeline {
     /// the MCP spec's defaults for the hints it left out
     /// ([`Annotations::with_spec_defaults`]); the first annotator that answers supplies the
     /// safety class (and, for unannotated tools, the annotations).
+    ///
+    /// When every annotator is pure ([`Annotator::is_pure`]: the embedded ones), the answer
+    /// for a tool definition is remembered and the annotators are not asked again until the
+    /// definition changes (see `memo`). A fault is never remembered.
     pub fn annotate(&self, tool: &Tool) -> Result<EffectiveAnnotations, Fault> {
+        let Some(memo) = &self.memo else {
+            return self.ask_annotators(tool);
+        };
+        if let Some(effective) = memo.get(tool) {
+            return Ok(effective);
+        }
+        let effective = self.ask_annotators(tool)?;
+        memo.put(tool, &effective);
+        Ok(effective)
+    }
+
+    /// [`Pipeline::annotate`] without the memo: runs the annotator chain.
+    fn ask_annotators(&self, tool: &Tool) -> Result<EffectiveAnnotations, Fault> {
         let server = tool
             .annotations
             .filter(Annotations::is_any_set)
@@ -338,6 +360,7 @@ mod tests {
         name: &'static str,
         answer: Option<Inference>,
         fault: bool,
+        pure: bool,
         calls: Mutex<usize>,
     }
 
@@ -347,6 +370,18 @@ mod tests {
                 name,
                 answer,
                 fault: false,
+                pure: false,
+                calls: Mutex::new(0),
+            })
+        }
+
+        /// As `new`, but saying its answers depend only on the tool.
+        fn pure(name: &'static str, answer: Option<Inference>) -> Arc<Self> {
+            Arc::new(Self {
+                name,
+                answer,
+                fault: false,
+                pure: true,
                 calls: Mutex::new(0),
             })
         }
@@ -356,6 +391,7 @@ mod tests {
                 name,
                 answer: None,
                 fault: true,
+                pure: true,
                 calls: Mutex::new(0),
             })
         }
@@ -376,6 +412,10 @@ mod tests {
                 return Err(fault(self.name));
             }
             Ok(self.answer.clone())
+        }
+
+        fn is_pure(&self) -> bool {
+            self.pure
         }
     }
 
@@ -637,6 +677,55 @@ mod tests {
             EffectiveAnnotations::unknown()
         );
         assert_eq!(validator.calls(), 0);
+    }
+
+    #[test]
+    fn pure_annotators_are_asked_once_per_tool_definition() {
+        let answer = inference(SafetyClass::Dangerous, InferenceBasis::Inferred, "delete_");
+        let first = FixedAnnotator::pure("a", None);
+        let second = FixedAnnotator::pure("b", Some(answer));
+        let pipeline = Pipeline::new(annotators(vec![first.clone(), second.clone()]), vec![]);
+        let unannotated = tool(None);
+        let once = pipeline.annotate(&unannotated).unwrap();
+        for _ in 0..3 {
+            assert_eq!(pipeline.annotate(&unannotated).unwrap(), once);
+        }
+        assert_eq!((first.calls(), second.calls()), (1, 1));
+        assert_eq!(once.source, AnnotationSource::Plugin("b".into()));
+        assert_eq!(once.safety_class, SafetyClass::Dangerous);
+
+        // A changed definition is annotated afresh, and so is the old one's return.
+        let mut changed = unannotated.clone();
+        changed.description = "now it does something else".into();
+        pipeline.annotate(&changed).unwrap();
+        assert_eq!((first.calls(), second.calls()), (2, 2));
+        let annotated = tool(Some(read_only()));
+        let by_server = pipeline.annotate(&annotated).unwrap();
+        assert_eq!(by_server.source, AnnotationSource::Server);
+        assert_eq!(pipeline.annotate(&annotated).unwrap(), by_server);
+        assert_eq!((first.calls(), second.calls()), (3, 3));
+    }
+
+    #[test]
+    fn an_impure_annotator_is_asked_every_time_and_faults_are_never_remembered() {
+        let pure = FixedAnnotator::pure("pure", None);
+        let impure = FixedAnnotator::new("impure", None);
+        let pipeline = Pipeline::new(annotators(vec![pure.clone(), impure.clone()]), vec![]);
+        for _ in 0..3 {
+            pipeline.annotate(&tool(None)).unwrap();
+        }
+        assert_eq!(
+            (pure.calls(), impure.calls()),
+            (3, 3),
+            "one impure stage: no memo"
+        );
+
+        let faulty = FixedAnnotator::faulty("broken");
+        let pipeline = Pipeline::new(annotators(vec![faulty.clone()]), vec![]);
+        for _ in 0..3 {
+            assert!(pipeline.annotate(&tool(None)).is_err());
+        }
+        assert_eq!(faulty.calls(), 3);
     }
 
     #[test]

@@ -17,6 +17,14 @@ pub trait Annotator: Send + Sync {
     fn is_quick(&self) -> bool {
         false
     }
+    /// Whether its answer depends on nothing but the tool (and settings fixed for its life):
+    /// the same tool always gets the same inference, so the pipeline may remember it instead
+    /// of asking again (see [`Pipeline::annotate`]).
+    ///
+    /// [`Pipeline::annotate`]: super::Pipeline::annotate
+    fn is_pure(&self) -> bool {
+        false
+    }
 }
 
 /// Decides whether a call may go through.
