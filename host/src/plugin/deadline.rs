@@ -53,6 +53,13 @@ pub(crate) struct ArmedDeadline {
     key: (Instant, u64),
 }
 
+impl ArmedDeadline {
+    /// When the deadline comes.
+    pub(crate) fn at(&self) -> Instant {
+        self.key.0
+    }
+}
+
 impl Drop for ArmedDeadline {
     fn drop(&mut self) {
         self.ticker.running().deadlines.remove(&self.key);
@@ -241,6 +248,6 @@ mod tests {
         let ticker = DeadlineTicker::start(&engine);
         let mut store = Store::new(&engine, ());
         let armed = ticker.arm(&mut store, Duration::MAX);
-        assert!(armed.key.0 > Instant::now() + Duration::from_secs(3600));
+        assert!(armed.at() > Instant::now() + Duration::from_secs(3600));
     }
 }

@@ -221,7 +221,7 @@ impl PluginEngine {
         let mut store = Store::new(&self.engine, ctx);
         store.limiter(|ctx| &mut ctx.plugin.limiter);
         let armed = self.arm_deadline(&mut store, limits);
-        store.data_mut().plugin.deadline = Some(armed);
+        store.data_mut().set_deadline(armed);
         store
     }
 

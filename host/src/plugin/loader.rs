@@ -358,9 +358,9 @@ impl Plugin {
         let mut instance = match sink.take_warm() {
             Some(mut instance) => {
                 let armed = self.engine.arm_deadline(&mut instance.store, &self.limits);
-                let ctx = &mut instance.store.data_mut().plugin;
-                ctx.begin_call(self.settings.clone());
-                ctx.deadline = Some(armed);
+                let ctx = instance.store.data_mut();
+                ctx.plugin.begin_call(self.settings.clone());
+                ctx.set_deadline(armed);
                 instance
             }
             None => {

@@ -1,10 +1,11 @@
 //! The `wasi:http` hooks of a sink call: every outbound request is checked against the
 //! sink's [`Grant`] before a connection is opened (wasi-http opens its own sockets, so
-//! `WasiCtx`'s socket checks do not apply), and every HTTP timeout is clamped to the sink's
-//! deadline.
+//! `WasiCtx`'s socket checks do not apply), and every HTTP timeout is clamped to what is
+//! left of the sink's deadline, less a margin in which the sink sees the timeout and says
+//! what timed out (rather than being stopped by the deadline without a word).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use wasmtime_wasi_http::{RequestOptions, WasiBody, WasiHttpHooks};
 
@@ -13,11 +14,33 @@ use crate::grant::{Grant, authority_of};
 /// Largest response-timeout a sink may ask for, whatever its deadline.
 const MAX_HTTP_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// The least and the most of a deadline kept back from HTTP waits, for the sink to report
+/// a timeout in (5% of what is left, within these bounds, and never more than half).
+const MIN_MARGIN: Duration = Duration::from_millis(10);
+const MAX_MARGIN: Duration = Duration::from_millis(250);
+
 /// The `wasi:http` hooks of one sink call: the grant, and the clamp on timeouts.
 pub(super) struct GrantedHosts {
     pub(super) plugin: Arc<str>,
     pub(super) grant: Arc<Grant>,
     pub(super) timeout: Duration,
+    /// When the running call's deadline comes (set as it is armed).
+    pub(super) deadline_at: Option<Instant>,
+}
+
+impl GrantedHosts {
+    /// The longest an HTTP wait may take now: the sink's timeout (at most
+    /// [`MAX_HTTP_TIMEOUT`]), and no longer than what is left of the call's deadline less
+    /// a margin, so the wait ends while the sink can still run and report it.
+    fn http_budget(&self, now: Instant) -> Duration {
+        let whole = self.timeout.min(MAX_HTTP_TIMEOUT);
+        let Some(at) = self.deadline_at else {
+            return whole;
+        };
+        let left = at.saturating_duration_since(now);
+        let margin = (left / 20).clamp(MIN_MARGIN, MAX_MARGIN).min(left / 2);
+        whole.min(left - margin)
+    }
 }
 
 impl WasiHttpHooks for GrantedHosts {
@@ -57,7 +80,7 @@ impl WasiHttpHooks for GrantedHosts {
                 Err(wasmtime_wasi_http::Error::HttpRequestDenied)
             });
         }
-        let clamp = self.timeout.min(MAX_HTTP_TIMEOUT);
+        let clamp = self.http_budget(Instant::now());
         let pick = |asked: Option<Duration>| Some(asked.map_or(clamp, |d| d.min(clamp)));
         let options = RequestOptions {
             connect_timeout: pick(options.and_then(|o| o.connect_timeout)),
@@ -84,5 +107,52 @@ impl WasiHttpHooks for GrantedHosts {
                 Box::new(io) as Box<dyn Future<Output = _> + Send>,
             ))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hooks(timeout: Duration, deadline_at: Option<Instant>) -> GrantedHosts {
+        GrantedHosts {
+            plugin: Arc::from("sink"),
+            grant: Arc::new(Grant::default()),
+            timeout,
+            deadline_at,
+        }
+    }
+
+    #[test]
+    fn http_waits_end_before_the_deadline_with_room_to_report() {
+        let now = Instant::now();
+        let ms = Duration::from_millis;
+        // 1.5 s left: 5% (75 ms) kept back.
+        let budget = hooks(ms(1500), Some(now + ms(1500))).http_budget(now);
+        assert_eq!(budget, ms(1425));
+        // Later in the call, less is left.
+        assert_eq!(
+            hooks(ms(1500), Some(now + ms(1500))).http_budget(now + ms(500)),
+            ms(950)
+        );
+        // A long deadline keeps back at most 250 ms; the wait is capped at 120 s.
+        assert_eq!(
+            hooks(ms(30_000), Some(now + ms(30_000))).http_budget(now),
+            ms(29_750)
+        );
+        assert_eq!(
+            hooks(ms(600_000), Some(now + ms(600_000))).http_budget(now),
+            MAX_HTTP_TIMEOUT
+        );
+        // A short one keeps back at least 10 ms, but never more than half of what is left.
+        assert_eq!(hooks(ms(100), Some(now + ms(100))).http_budget(now), ms(90));
+        assert_eq!(hooks(ms(100), Some(now + ms(8))).http_budget(now), ms(4));
+        // Past the deadline: no wait at all.
+        assert_eq!(
+            hooks(ms(100), Some(now)).http_budget(now + ms(5)),
+            Duration::ZERO
+        );
+        // No deadline armed (not a call): the sink's timeout.
+        assert_eq!(hooks(ms(1500), None).http_budget(now), ms(1500));
     }
 }

@@ -38,6 +38,8 @@ use super::limits::Limits;
 use super::{Fault, Plugin};
 use http_hooks::GrantedHosts;
 
+use super::deadline::ArmedDeadline;
+
 use record::wit_record;
 
 /// Makes `ring` the process's rustls crypto provider, once. wasi-http's `https` client
@@ -84,8 +86,16 @@ impl SinkCtx {
                 plugin: name,
                 grant,
                 timeout,
+                deadline_at: None,
             },
         }
+    }
+
+    /// Holds the deadline of the call about to run: watched until the call ends, and the
+    /// bound of its HTTP waits.
+    pub(crate) fn set_deadline(&mut self, armed: ArmedDeadline) {
+        self.hooks.deadline_at = Some(armed.at());
+        self.plugin.deadline = Some(armed);
     }
 }
 
