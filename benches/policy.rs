@@ -1,14 +1,47 @@
 //! One annotate + validate through the plugin host: the policy cost every proxied call pays.
 //!
-//! Measured twice: as the proxy runs the two default plugins (`prefix-annotator`,
-//! `intent-matrix`: embedded and stateless, so they reuse warm instances), and with a fresh
-//! instance per plugin call (`reuse_instance: false` chosen in the config, as a plugin from
-//! `--plugins DIR` runs by default).
+//! Measured three ways: as the proxy runs the two default plugins (`prefix-annotator`,
+//! `intent-matrix`: embedded and stateless, so they reuse warm instances, and the
+//! annotator's answer for a tool is remembered: `warm`); the same with the annotator asked
+//! on every call (`warm-asked`, as for a tool seen for the first time or a plugin from
+//! `--plugins`); and with a fresh instance per plugin call, asked every time
+//! (`reuse_instance: false` chosen in the config, as a plugin from `--plugins DIR` runs by
+//! default: `fresh`).
+
+use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use mcpproxy::plugin::{EngineOptions, Limits, PluginEngine, PluginSet, PluginSettings};
-use mcpproxy::policy::{OperationType, Pipeline, Tool};
+use mcpproxy::policy::{Annotator, Fault, Inference, OperationType, Pipeline, Tool};
 use serde_json::json;
+
+/// An annotator the pipeline asks on every call: it does not say it is pure, so its
+/// answers are not remembered.
+struct AskedEachTime(Arc<dyn Annotator>);
+
+impl Annotator for AskedEachTime {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    fn infer(&self, tool: &Tool) -> Result<Option<Inference>, Fault> {
+        self.0.infer(tool)
+    }
+
+    fn is_quick(&self) -> bool {
+        self.0.is_quick()
+    }
+}
+
+/// `pipeline` with every annotator asked on every call.
+fn asked_each_time(pipeline: &Pipeline) -> Pipeline {
+    let annotators = pipeline
+        .annotators()
+        .iter()
+        .map(|a| Arc::new(AskedEachTime(a.clone())) as Arc<dyn Annotator>)
+        .collect();
+    Pipeline::new(annotators, pipeline.validators().to_vec())
+}
 
 /// The default plugins with their default settings (warm instances), or with
 /// `reuse_instance: false` chosen for each (a fresh instance per call).
@@ -68,9 +101,17 @@ fn annotate_and_validate(c: &mut Criterion) {
     };
     let args = json!({"repo": "test-repo"});
 
-    for (label, warm) in [("warm", true), ("fresh", false)] {
+    for (label, warm, remembered) in [
+        ("warm", true, true),
+        ("warm-asked", true, false),
+        ("fresh", false, false),
+    ] {
         let set = plugins(&engine, warm);
-        let pipeline = set.pipeline();
+        let pipeline = if remembered {
+            set.pipeline()
+        } else {
+            asked_each_time(&set.pipeline())
+        };
         let mut group = c.benchmark_group(format!("policy/{label}"));
         group.bench_function("annotate+validate (allow)", |b| {
             b.iter(|| {
