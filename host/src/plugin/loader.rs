@@ -384,7 +384,7 @@ impl Plugin {
         };
         let outcome = SinkRunner::deliver(&mut instance, batch).map_err(fault)?;
         if outcome.is_ok() && batch.more {
-            instance.store.data_mut().plugin.end_call();
+            instance.store.data_mut().end_call();
             sink.keep_warm(instance);
         }
         Ok(outcome)

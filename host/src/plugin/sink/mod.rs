@@ -97,6 +97,12 @@ impl SinkCtx {
         self.hooks.deadline_at = Some(armed.at());
         self.plugin.deadline = Some(armed);
     }
+
+    /// The call has returned: its deadline is no longer watched nor bounds HTTP waits.
+    pub(crate) fn end_call(&mut self) {
+        self.hooks.deadline_at = None;
+        self.plugin.end_call();
+    }
 }
 
 impl WasiView for SinkCtx {
