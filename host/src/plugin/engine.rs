@@ -75,7 +75,8 @@ pub struct PluginEngine {
 }
 
 impl PluginEngine {
-    /// Builds the engine and starts its epoch ticker (which stops when the engine is dropped).
+    /// Builds the engine and starts its deadline thread (which stops when the engine is
+    /// dropped).
     pub fn new(options: EngineOptions) -> Result<Self, Error> {
         let mut pool = PoolingAllocationConfig::default();
         let instances = options.max_instances.max(1);
