@@ -9,7 +9,8 @@ use mcpproxy::plugin::{
     PluginSource, annotators, validators,
 };
 use mcpproxy::policy::{
-    AnnotationSource, Annotations, Decision, Intent, OperationType, Pipeline, SafetyClass, Tool,
+    AnnotationSource, Annotations, CallRequest, Decision, EffectiveAnnotations, Intent,
+    OperationType, Pipeline, SafetyClass, Tool,
 };
 use serde_json::json;
 
@@ -95,6 +96,48 @@ fn the_suite_is_not_a_rubber_stamp() {
             case.name
         );
     }
+}
+
+#[test]
+fn a_deadline_stops_its_own_call_and_never_one_whose_deadline_is_later() {
+    // Deadlines are not ticks: a deadline that comes advances the engine's epoch, which
+    // every running call sees, and each call's own deadline decides whether it stops.
+    let engine = engine();
+    let with_deadline = |ms| Limits {
+        timeout: Duration::from_millis(ms),
+        ..Limits::default()
+    };
+    let short = load(&engine, "spin_loop", with_deadline(40));
+    let long = load(&engine, "spin_loop", with_deadline(700));
+    let request = CallRequest {
+        variant: OperationType::Read,
+        tool: tool("spin", None),
+        intent: None,
+        effective: EffectiveAnnotations::unknown(),
+        args: json!({}),
+    };
+    let long_call = {
+        let request = request.clone();
+        std::thread::spawn(move || {
+            let started = std::time::Instant::now();
+            let fault = long.validate(&request).expect_err("it loops").to_string();
+            (fault, started.elapsed())
+        })
+    };
+    // Calls with a sooner deadline come and go while the long one runs; each is stopped
+    // at its own deadline (never before it) and advances the epoch the long one sees.
+    for _ in 0..4 {
+        let started = std::time::Instant::now();
+        let fault = short.validate(&request).expect_err("it loops").to_string();
+        assert!(fault.contains("ran past its deadline of 40 ms"), "{fault}");
+        assert!(started.elapsed() >= Duration::from_millis(40), "stopped early");
+    }
+    let (fault, took) = long_call.join().expect("the long call's thread");
+    assert!(fault.contains("ran past its deadline of 700 ms"), "{fault}");
+    assert!(
+        took >= Duration::from_millis(700),
+        "stopped after {took:?} by another call's deadline"
+    );
 }
 
 #[test]
