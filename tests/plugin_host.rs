@@ -130,7 +130,10 @@ fn a_deadline_stops_its_own_call_and_never_one_whose_deadline_is_later() {
         let started = std::time::Instant::now();
         let fault = short.validate(&request).expect_err("it loops").to_string();
         assert!(fault.contains("ran past its deadline of 40 ms"), "{fault}");
-        assert!(started.elapsed() >= Duration::from_millis(40), "stopped early");
+        assert!(
+            started.elapsed() >= Duration::from_millis(40),
+            "stopped early"
+        );
     }
     let (fault, took) = long_call.join().expect("the long call's thread");
     assert!(fault.contains("ran past its deadline of 700 ms"), "{fault}");
