@@ -53,6 +53,13 @@ pub(crate) struct ArmedDeadline {
     key: (Instant, u64),
 }
 
+/// Store data that holds the deadline of the call running in its store, so that arming a
+/// deadline ([`crate::plugin::PluginEngine`]'s `arm_deadline`) also keeps it watched.
+pub(crate) trait HoldsDeadline {
+    /// Holds the deadline of the call about to run, dropping the previous call's.
+    fn hold_deadline(&mut self, armed: ArmedDeadline);
+}
+
 impl ArmedDeadline {
     /// When the deadline comes.
     pub(crate) fn at(&self) -> Instant {

@@ -13,7 +13,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 
 use super::Error;
 use super::bindings::validator_world::ValidatorPlugin;
-use super::deadline::{ArmedDeadline, DeadlineTicker};
+use super::deadline::{DeadlineTicker, HoldsDeadline};
 use super::host::PluginCtx;
 use super::limits::{DEFAULT_MEMORY_BYTES, Limits};
 use super::sink::{SinkCtx, sink_linker};
@@ -211,8 +211,7 @@ impl PluginEngine {
     pub(crate) fn new_store(&self, ctx: PluginCtx, limits: &Limits) -> Store<PluginCtx> {
         let mut store = Store::new(&self.engine, ctx);
         store.limiter(|ctx| &mut ctx.limiter);
-        let armed = self.arm_deadline(&mut store, limits);
-        store.data_mut().deadline = Some(armed);
+        self.arm_deadline(&mut store, limits);
         store
     }
 
@@ -221,19 +220,20 @@ impl PluginEngine {
     pub(crate) fn new_sink_store(&self, ctx: SinkCtx, limits: &Limits) -> Store<SinkCtx> {
         let mut store = Store::new(&self.engine, ctx);
         store.limiter(|ctx| &mut ctx.plugin.limiter);
-        let armed = self.arm_deadline(&mut store, limits);
-        store.data_mut().set_deadline(armed);
+        self.arm_deadline(&mut store, limits);
         store
     }
 
     /// Starts a new deadline, counted from now: once per call, also on a reused store. The
-    /// deadline is watched until the guard is dropped.
-    pub(crate) fn arm_deadline<T: 'static>(
+    /// store's data holds it, watched, until the call ends (`end_call`) or the next one is
+    /// armed.
+    pub(crate) fn arm_deadline<T: HoldsDeadline + 'static>(
         &self,
         store: &mut Store<T>,
         limits: &Limits,
-    ) -> ArmedDeadline {
-        self.ticker.arm(store, limits.timeout)
+    ) {
+        let armed = self.ticker.arm(store, limits.timeout);
+        store.data_mut().hold_deadline(armed);
     }
 }
 

@@ -10,7 +10,7 @@ use wasmtime_wasi::{WasiCtxView, WasiView};
 
 use super::bindings::wit_host::{self, LogLevel};
 use super::bindings::wit_types;
-use super::deadline::ArmedDeadline;
+use super::deadline::{ArmedDeadline, HoldsDeadline};
 use super::limits::MemoryLimiter;
 use super::slots::SlotSignal;
 use super::wasi::PluginWasi;
@@ -118,6 +118,12 @@ impl PluginCtx {
     /// (a store kept for a later call must not keep the deadline thread waking for it).
     pub(crate) fn end_call(&mut self) {
         self.deadline = None;
+    }
+}
+
+impl HoldsDeadline for PluginCtx {
+    fn hold_deadline(&mut self, armed: ArmedDeadline) {
+        self.deadline = Some(armed);
     }
 }
 

@@ -357,10 +357,12 @@ impl Plugin {
         let fault = |e| self.fault(classify(e, &self.limits));
         let mut instance = match sink.take_warm() {
             Some(mut instance) => {
-                let armed = self.engine.arm_deadline(&mut instance.store, &self.limits);
-                let ctx = instance.store.data_mut();
-                ctx.plugin.begin_call(self.settings.clone());
-                ctx.set_deadline(armed);
+                instance
+                    .store
+                    .data_mut()
+                    .plugin
+                    .begin_call(self.settings.clone());
+                self.engine.arm_deadline(&mut instance.store, &self.limits);
                 instance
             }
             None => {
@@ -482,10 +484,8 @@ impl Plugin {
         }
         let mut instance = match warm.take() {
             Some(mut instance) => {
-                let armed = self.engine.arm_deadline(&mut instance.store, &self.limits);
-                let ctx = instance.store.data_mut();
-                ctx.begin_call(settings);
-                ctx.deadline = Some(armed);
+                instance.store.data_mut().begin_call(settings);
+                self.engine.arm_deadline(&mut instance.store, &self.limits);
                 instance
             }
             None => {

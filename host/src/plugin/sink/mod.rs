@@ -38,7 +38,7 @@ use super::limits::Limits;
 use super::{Fault, Plugin};
 use http_hooks::GrantedHosts;
 
-use super::deadline::ArmedDeadline;
+use super::deadline::{ArmedDeadline, HoldsDeadline};
 
 use record::wit_record;
 
@@ -91,17 +91,18 @@ impl SinkCtx {
         }
     }
 
-    /// Holds the deadline of the call about to run: watched until the call ends, and the
-    /// bound of its HTTP waits.
-    pub(crate) fn set_deadline(&mut self, armed: ArmedDeadline) {
-        self.hooks.deadline_at = Some(armed.at());
-        self.plugin.deadline = Some(armed);
-    }
-
     /// The call has returned: its deadline is no longer watched nor bounds HTTP waits.
     pub(crate) fn end_call(&mut self) {
         self.hooks.deadline_at = None;
         self.plugin.end_call();
+    }
+}
+
+/// A sink call's deadline is watched until the call ends, and bounds its HTTP waits.
+impl HoldsDeadline for SinkCtx {
+    fn hold_deadline(&mut self, armed: ArmedDeadline) {
+        self.hooks.deadline_at = Some(armed.at());
+        self.plugin.hold_deadline(armed);
     }
 }
 
