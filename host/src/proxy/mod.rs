@@ -323,14 +323,19 @@ impl Proxy {
                     mcpproxy.outcome = Empty,
                 );
                 let asked = Instant::now();
-                let (_, answer) = tokio::join!(self.append(pending.clone()), async {
-                    let answer = upstream
-                        .call(tool, arguments, Some(timeout), context.origin.as_ref())
-                        .instrument(upstream_span.clone())
-                        .await;
-                    self.metrics.upstream_call(upstream.name(), asked.elapsed());
-                    answer
-                });
+                // The upstream call goes first: its request is on its way to the upstream
+                // before the pending record is encoded and queued, so the two overlap.
+                let (answer, ()) = tokio::join!(
+                    async {
+                        let answer = upstream
+                            .call(tool, arguments, Some(timeout), context.origin.as_ref())
+                            .instrument(upstream_span.clone())
+                            .await;
+                        self.metrics.upstream_call(upstream.name(), asked.elapsed());
+                        answer
+                    },
+                    self.append(pending.clone())
+                );
                 let result = match answer {
                     Ok(upstream::CallAnswer::Complete(result)) => Ok(result),
                     Ok(upstream::CallAnswer::InputRequired(result)) => {

@@ -64,6 +64,26 @@ impl ActivitySettings {
     }
 }
 
+/// The length of `value`'s JSON, counted as it is written, not kept: an answer can be
+/// megabytes, and the call waits for its record to be made.
+fn json_len(value: &impl serde::Serialize) -> u64 {
+    struct Counter(u64);
+    impl std::io::Write for Counter {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len() as u64;
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    match serde_json::to_writer(&mut counter, value) {
+        Ok(()) => counter.0,
+        Err(_) => 0,
+    }
+}
+
 fn elapsed_ms(started: Instant) -> u64 {
     u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
@@ -128,7 +148,7 @@ pub(super) fn completed(
     record.duration_ms = elapsed_ms(started);
     match result {
         Ok(result) => {
-            record.response_bytes = serde_json::to_vec(result).map_or(0, |b| b.len() as u64);
+            record.response_bytes = json_len(result);
             if result.is_error == Some(true) {
                 record.status = Status::Error;
                 record.error_message = result
@@ -145,4 +165,24 @@ pub(super) fn completed(
         }
     }
     record
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answers_counted_length_is_the_length_of_its_json() {
+        let answers = [
+            CallToolResult::success(vec![rmcp::model::ContentBlock::text("hi")]),
+            CallToolResult::error(vec![rmcp::model::ContentBlock::text(
+                "quote \" backslash \\ newline \n control \u{1} emoji 🦀 ünïcode",
+            )]),
+            CallToolResult::success(vec![rmcp::model::ContentBlock::text("x".repeat(100_000))]),
+        ];
+        for answer in answers {
+            let written = serde_json::to_vec(&answer).expect("an answer serializes");
+            assert_eq!(json_len(&answer), written.len() as u64);
+        }
+    }
 }

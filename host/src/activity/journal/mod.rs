@@ -1,7 +1,9 @@
 //! The journal: a redb file written by one writer thread with group commit.
 //!
-//! Producers serialize their record, then queue it on a channel. The writer thread takes
-//! everything queued (up to [`MAX_BATCH`]) into one write transaction and commits it:
+//! Producers queue their record on a channel. A producer that waits for the commit (`append`
+//! and `upsert` in sync mode) serializes the record first; otherwise (`submit`, and every
+//! write in async mode) the writer thread does, so a call's thread does not spend its time
+//! on records nobody waits for. The writer thread takes everything queued (up to [`MAX_BATCH`]) into one write transaction and commits it:
 //!
 //! - [`Durability::Sync`]: `append` resolves once its record is durable, so an acknowledged
 //!   record survives `kill -9` and power loss. Each batch is committed to redb without an
@@ -58,7 +60,7 @@ use std::time::Duration;
 
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 use serde::Serialize;
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 use super::outbox;
 use super::record::{ActivityRecord, Status, format_timestamp};
@@ -82,7 +84,7 @@ pub(super) use schema::{
 };
 pub use wal::DEFAULT_CAPACITY as DEFAULT_LOG_CAPACITY;
 use wal::WriteAheadLog;
-use writer::{Applied, Command, Put, WriterSetup, commit_puts, writer_loop};
+use writer::{Applied, Command, Put, Unencoded, WriterSetup, commit_puts, writer_loop};
 
 /// Most records committed in one transaction.
 pub const MAX_BATCH: usize = 10_000;
@@ -338,7 +340,7 @@ impl Journal {
 
     fn send(&self, command: Command) -> Result<()> {
         let tx = self.tx.as_ref().ok_or(Error::Closed)?;
-        if matches!(command, Command::Put(_)) {
+        if matches!(command, Command::Put(_) | Command::Record(_)) {
             self.applied.sending();
         }
         tx.send(command).map_err(|_| Error::Closed)
@@ -379,8 +381,14 @@ impl Journal {
         }
     }
 
-    async fn put(&self, record: &ActivityRecord) -> Result<()> {
-        let mut put = Put::new(record, self.under_pressure())?;
+    async fn put(&self, record: ActivityRecord) -> Result<()> {
+        if let Durability::Async { .. } = self.options.durability {
+            // Nobody waits for the commit: the writer encodes the record.
+            let slot = self.slots.clone().acquire_owned().await;
+            let slot = Some(slot.map_err(|_| Error::Closed)?);
+            return self.send(Command::Record(self.unencoded(record, slot)));
+        }
+        let mut put = Put::new(&record, self.under_pressure())?;
         let slot = self.slots.clone().acquire_owned().await;
         put.slot = Some(slot.map_err(|_| Error::Closed)?);
         match self.options.durability {
@@ -398,28 +406,38 @@ impl Journal {
     }
 
     /// Writes a new record. In Sync mode this resolves after the group commit that contains
-    /// it; in Async mode once it is queued. (A record with an existing id replaces it, as
-    /// [`upsert`](Self::upsert) does.) Dropping the future does not cancel the write.
+    /// it; in Async mode once it is queued (the writer thread encodes it, and logs a record it
+    /// cannot encode, such as one whose id is not a ULID). (A record with an existing id
+    /// replaces it, as [`upsert`](Self::upsert) does.) Dropping the future does not cancel the
+    /// write.
     pub async fn append(&self, record: ActivityRecord) -> Result<()> {
-        self.put(&record).await
+        self.put(record).await
     }
 
     /// Writes `record`, replacing any record with the same id and moving its index entries
     /// (e.g. status pending → success). Resolves like [`append`](Self::append).
     pub async fn upsert(&self, record: ActivityRecord) -> Result<()> {
-        self.put(&record).await
+        self.put(record).await
     }
 
     /// Fire-and-forget [`upsert`](Self::upsert): never blocks; errors are logged. It takes a
     /// queue slot if one is free but never waits for one, so it is not held back by
-    /// [`MAX_QUEUED`].
+    /// [`MAX_QUEUED`]. The writer thread encodes the record, not the caller (a call's outcome
+    /// is submitted on its way back to the client).
     pub fn submit(&self, record: ActivityRecord) {
-        let queued = Put::new(&record, self.under_pressure()).and_then(|mut put| {
-            put.slot = self.slots.clone().try_acquire_owned().ok();
-            self.send(Command::Put(put))
-        });
-        if let Err(e) = queued {
-            tracing::error!(id = %record.id, "activity record dropped: {e}");
+        let slot = self.slots.clone().try_acquire_owned().ok();
+        let id = record.id.clone();
+        if let Err(e) = self.send(Command::Record(self.unencoded(record, slot))) {
+            tracing::error!(%id, "activity record dropped: {e}");
+        }
+    }
+
+    /// `record` as the writer encodes it, summarised if the journal is under pressure now.
+    fn unencoded(&self, record: ActivityRecord, slot: Option<OwnedSemaphorePermit>) -> Unencoded {
+        Unencoded {
+            record: Box::new(record),
+            summarise: self.under_pressure(),
+            slot,
         }
     }
 

@@ -163,9 +163,27 @@ async fn bad_ids_and_corrupt_rows_do_not_panic() {
         j.append(bad.clone()).await,
         Err(Error::InvalidId(_))
     ));
-    j.submit(bad); // logged, not written
+    j.submit(bad.clone()); // encoded by the writer: logged, not written
     j.flush().await.unwrap();
+    // Counted as done, so a read does not wait for it.
+    assert!(j.applied.caught_up().1);
     assert_eq!(j.len().unwrap(), 0);
+
+    // In async mode the writer encodes every record: a bad one is logged and skipped, and
+    // the good one queued after it is written.
+    let (_dir, queued) = open_temp(JournalOptions {
+        durability: Durability::Async {
+            flush: Duration::from_secs(60),
+        },
+        ..JournalOptions::default()
+    });
+    queued.append(bad.clone()).await.unwrap();
+    queued.submit(bad);
+    let fine = rec_at(now_ms(), "s", "t", "read", Status::Success);
+    queued.append(fine.clone()).await.unwrap();
+    queued.flush().await.unwrap();
+    assert_eq!(queued.len().unwrap(), 1);
+    assert_eq!(queued.get(&fine.id).unwrap(), Some(fine));
 
     // A corrupt row: get reports it, queries skip it, upserts and retention replace it.
     let good = rec_at(now_ms(), "s", "t", "read", Status::Success);

@@ -79,8 +79,32 @@ impl Put {
     }
 }
 
+/// A record nobody waits for, which the writer encodes into a [`Put`] as it takes it: the
+/// encoding's CPU is the writer's, not that of the thread that answers the call.
+pub(super) struct Unencoded {
+    pub(super) record: Box<ActivityRecord>,
+    /// Store it summarised (the journal was under pressure when it was sent).
+    pub(super) summarise: bool,
+    pub(super) slot: Option<OwnedSemaphorePermit>,
+}
+
+impl Unencoded {
+    /// The put, or the record's id and why it cannot be encoded.
+    fn encode(self) -> std::result::Result<Put, (String, Error)> {
+        match Put::new(&self.record, self.summarise) {
+            Ok(mut put) => {
+                put.slot = self.slot;
+                Ok(put)
+            }
+            Err(e) => Err((self.record.id, e)),
+        }
+    }
+}
+
 pub(super) enum Command {
     Put(Put),
+    /// A put the writer encodes first.
+    Record(Unencoded),
     /// Answered once everything queued before it is durable.
     Flush(Ack),
     /// Answered once everything queued before it is in the redb file with an `Immediate`
@@ -296,6 +320,8 @@ struct Batch {
     checkpoints: Vec<BlockingAck>,
     /// A reader asked for everything to be applied.
     apply: bool,
+    /// Records that could not be encoded (logged, counted as applied).
+    dropped: usize,
 }
 
 impl Batch {
@@ -303,6 +329,13 @@ impl Batch {
     fn take(&mut self, command: Command) {
         match command {
             Command::Put(put) => self.puts.push(put),
+            Command::Record(unencoded) => match unencoded.encode() {
+                Ok(put) => self.puts.push(put),
+                Err((id, e)) => {
+                    tracing::error!(%id, "activity record dropped: {e}");
+                    self.dropped += 1;
+                }
+            },
             Command::Flush(ack) => self.flushes.push(ack),
             Command::Checkpoint(ack) => self.checkpoints.push(ack),
             Command::Apply => self.apply = true,
@@ -449,7 +482,7 @@ pub(super) fn writer_loop(
     };
     while let Some(first) = writer.next_command(rx) {
         let async_mode = matches!(writer.setup.durability, Durability::Async { .. });
-        if async_mode && matches!(first, Command::Put(_)) {
+        if async_mode && matches!(first, Command::Put(_) | Command::Record(_)) {
             // Nobody waits for this commit: let the batch fill for a moment (sends do not wake
             // a sleeping thread), so a busy proxy wakes the writer once per batch, not once
             // per record, and a call's pending and finished records usually commit together.
@@ -545,7 +578,10 @@ impl Writer<'_> {
     }
 
     /// Writes a batch and answers everyone in it.
-    fn write(&mut self, batch: Batch) {
+    fn write(&mut self, mut batch: Batch) {
+        self.setup
+            .applied
+            .advance(std::mem::take(&mut batch.dropped));
         if let Some(message) = &self.damaged {
             batch.refuse(message, &self.setup.applied);
             return;
@@ -560,6 +596,7 @@ impl Writer<'_> {
             flushes,
             checkpoints,
             apply: _,
+            dropped: _,
         } = batch;
         let count = puts.len();
         let mut flush_result = Ok(());
@@ -665,6 +702,7 @@ impl Writer<'_> {
             flushes,
             checkpoints,
             apply,
+            dropped: _,
         } = batch;
         let mut acks = Vec::new();
         let mut result = Ok(());
