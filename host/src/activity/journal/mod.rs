@@ -3,7 +3,8 @@
 //! Producers queue their record on a channel. A producer that waits for the commit (`append`
 //! and `upsert` in sync mode) serializes the record first; otherwise (`submit`, and every
 //! write in async mode) the writer thread does, so a call's thread does not spend its time
-//! on records nobody waits for. The writer thread takes everything queued (up to [`MAX_BATCH`]) into one write transaction and commits it:
+//! on records nobody waits for. The writer thread takes everything queued (up to
+//! [`MAX_BATCH`]) into one write transaction and commits it:
 //!
 //! - [`Durability::Sync`]: `append` resolves once its record is durable, so an acknowledged
 //!   record survives `kill -9` and power loss. Each batch is committed to redb without an
