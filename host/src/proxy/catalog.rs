@@ -305,7 +305,7 @@ impl Proxy {
         let response = match answer {
             Ok(ServerResult::ReadResourceResult(result)) => {
                 record.status = Status::Success;
-                record.response_bytes = serde_json::to_vec(&result).map_or(0, |b| b.len() as u64);
+                record.response_bytes = super::record::json_len(&result);
                 Ok(ReadResourceResponse::Complete(result))
             }
             Ok(ServerResult::InputRequiredResult(result)) => {

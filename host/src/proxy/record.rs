@@ -66,7 +66,7 @@ impl ActivitySettings {
 
 /// The length of `value`'s JSON, counted as it is written, not kept: an answer can be
 /// megabytes, and the call waits for its record to be made.
-fn json_len(value: &impl serde::Serialize) -> u64 {
+pub(super) fn json_len(value: &impl serde::Serialize) -> u64 {
     struct Counter(u64);
     impl std::io::Write for Counter {
         fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {

@@ -372,7 +372,7 @@ fn task_ended(mut record: ActivityRecord, task: &DetailedTask, started: Instant)
     record.details = Some(json!({ "task_id": task.task.task_id, "task_status": task.status() }));
     match &task.payload {
         TaskPayload::Completed { result } => {
-            record.response_bytes = serde_json::to_vec(result).map_or(0, |b| b.len() as u64);
+            record.response_bytes = super::record::json_len(result);
             if result.get("isError").and_then(serde_json::Value::as_bool) == Some(true) {
                 record.status = Status::Error;
                 record.error_message = first_text(result);

@@ -383,26 +383,24 @@ impl Journal {
     }
 
     async fn put(&self, record: ActivityRecord) -> Result<()> {
-        if let Durability::Async { .. } = self.options.durability {
-            // Nobody waits for the commit: the writer encodes the record.
-            let slot = self.slots.clone().acquire_owned().await;
-            let slot = Some(slot.map_err(|_| Error::Closed)?);
-            return self.send(Command::Record(self.unencoded(record, slot)));
-        }
-        let mut put = Put::new(&record, self.under_pressure())?;
+        // Sync mode's caller waits for the commit: the record is encoded here, so an error
+        // comes back to it. Async mode's does not: the writer encodes the record.
+        let encoded = match self.options.durability {
+            Durability::Sync => Some(Put::new(&record, self.under_pressure())?),
+            Durability::Async { .. } => None,
+        };
         let slot = self.slots.clone().acquire_owned().await;
-        put.slot = Some(slot.map_err(|_| Error::Closed)?);
-        match self.options.durability {
-            Durability::Async { .. } => self.send(Command::Put(put)),
-            Durability::Sync => {
-                let (ack, done) = oneshot::channel();
-                put.ack = Some(ack);
-                self.send(Command::Put(put))?;
-                match done.await {
-                    Ok(result) => result.map_err(Error::Write),
-                    Err(_) => Err(Error::Closed),
-                }
-            }
+        let slot = Some(slot.map_err(|_| Error::Closed)?);
+        let Some(mut put) = encoded else {
+            return self.send(Command::Record(self.unencoded(record, slot)));
+        };
+        put.slot = slot;
+        let (ack, done) = oneshot::channel();
+        put.ack = Some(ack);
+        self.send(Command::Put(put))?;
+        match done.await {
+            Ok(result) => result.map_err(Error::Write),
+            Err(_) => Err(Error::Closed),
         }
     }
 
