@@ -71,16 +71,16 @@ async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
     }
 }
 
-/// Waits until `server` has listed its tools (approving earlier is refused), approves it
-/// from the CLI, and waits until its tools are searchable.
+/// Waits until `server` has listed its tools (approving earlier is refused) or is waiting
+/// for its launch to be approved (then nothing of it runs), approves it from the CLI, and
+/// waits until its tools are searchable.
 async fn approve_when_ready(proxy: &Proxy, client: &Client, server: &str) {
-    eventually(&format!("{server} ready"), async || {
+    eventually(&format!("{server} ready or unapproved"), async || {
         serde_json::from_str::<Value>(&cli(proxy, &["upstream", "list", "-o", "json"]).stdout())
             .is_ok_and(|list| {
-                list.as_array()
-                    .unwrap()
-                    .iter()
-                    .any(|s| s["name"] == server && s["state"] == "ready")
+                list.as_array().unwrap().iter().any(|s| {
+                    s["name"] == server && (s["state"] == "ready" || s["state"] == "unapproved")
+                })
             })
     })
     .await;
@@ -117,7 +117,8 @@ async fn upstream_servers_adds_patches_and_removes_through_mcp() {
     assert_eq!(annotations.destructive_hint, Some(true));
     assert_eq!(annotations.read_only_hint, Some(false));
 
-    // add: written to the file quarantined, started, its tools not searchable yet.
+    // add: written to the file quarantined, not started (an agent's launch spec waits for a
+    // person), its tools not searchable.
     let log2 = tempfile::NamedTempFile::new().unwrap();
     let mut add = fixture("fx2", log2.path());
     add["operation"] = json!("add");
@@ -137,6 +138,7 @@ async fn upstream_servers_adds_patches_and_removes_through_mcp() {
         .unwrap()
         .clone();
     assert_eq!(fx2["quarantined"], true);
+    assert_eq!(fx2["state"], "unapproved", "{fx2}");
     assert_eq!(
         fx2["env"],
         json!(["A", "B"]),
@@ -266,22 +268,20 @@ async fn the_cli_and_hand_edits_change_servers_without_a_restart() {
     cli(&proxy, &["upstream", "remove", "cli2"]).assert_code(0);
     assert!(server_entry(&read_config(&proxy), "cli2").is_none());
 
-    // A hand edit: a server added in the file starts (quarantined: false, a person wrote it).
+    // A hand edit: a server added in the file after the first start is not started, even
+    // with `quarantined: false` (an agent that can write files could have written it),
+    // until a person approves it.
     let mut config = read_config(&proxy);
     let mut hand = fixture("hand", log2.path());
     hand["name"] = json!("hand");
+    hand["quarantined"] = json!(false);
     config["mcpServers"].as_array_mut().unwrap().push(hand);
     std::fs::write(
         config_file(&proxy),
         serde_json::to_string_pretty(&config).unwrap(),
     )
     .unwrap();
-    eventually("the hand-added server searchable", async || {
-        found(&client, "frobnicate")
-            .await
-            .contains(&"hand:frobnicate".to_owned())
-    })
-    .await;
+    approve_when_ready(&proxy, &client, "hand").await;
 
     // An invalid hand edit is refused: the servers keep running, calls work.
     std::fs::write(

@@ -63,6 +63,9 @@ mod tasks_e2e;
 /// Trace export over OTLP/HTTP.
 mod telemetry_e2e;
 mod trust_e2e;
+/// Approval bound to what runs: launch specs changed by an agent, a hand edit or between
+/// runs wait for a person; every change to the servers is recorded.
+mod trust_launch;
 /// An upstream's life with the proxy: waited for while it connects, killed with the proxy.
 mod upstream_lifecycle;
 /// The deny-all WASI of validators, annotators and scanners, proved from a guest.

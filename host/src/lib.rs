@@ -53,6 +53,7 @@ pub mod plugin;
 pub mod policy;
 pub mod proxy;
 pub mod runtime;
+pub mod secrets;
 pub mod spans;
 pub mod telemetry;
 pub mod trust;

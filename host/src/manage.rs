@@ -20,8 +20,11 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use crate::activity::{ActivityRecord, RecordType, Source, Status, format_timestamp, now_ms};
 use crate::config::document::{Document, EditError, LAUNCH_KEYS, write_atomically};
 use crate::config::{self, Config, ManagementConfig, ServerConfig, Transport};
+use crate::proxy::Proxy;
+use crate::trust::{LaunchSpec, Standing, TrustStore};
 use crate::upstream::log::LogLine;
 use crate::upstream::{Applied, State, Upstreams};
 
@@ -32,6 +35,26 @@ pub enum Actor {
     Agent,
     /// A person, through the CLI or the REST API.
     Person,
+}
+
+impl Actor {
+    fn as_str(self) -> &'static str {
+        match self {
+            Actor::Agent => "agent",
+            Actor::Person => "person",
+        }
+    }
+}
+
+/// What a person's change approves besides being made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Approve {
+    /// The launch spec the person wrote may run, quarantined (its calls wait for
+    /// `mcpproxy upstream approve`).
+    #[default]
+    Launch,
+    /// The launch spec and the server's calls (`--approve`).
+    Server,
 }
 
 /// A change to the servers.
@@ -53,9 +76,30 @@ pub enum Change {
 }
 
 impl Change {
-    fn name(&self) -> &str {
+    /// The server the change is about.
+    pub fn name(&self) -> &str {
         match self {
             Change::Add { name, .. } | Change::Remove { name } | Change::Patch { name, .. } => name,
+        }
+    }
+
+    /// `add`, `remove` or `update`: the record's `tool_name`.
+    fn operation(&self) -> &'static str {
+        match self {
+            Change::Add { .. } => "add",
+            Change::Remove { .. } => "remove",
+            Change::Patch { .. } => "update",
+        }
+    }
+
+    /// The entry keys the change sets (never their values: they may hold secrets).
+    fn fields(&self) -> Vec<String> {
+        match self {
+            Change::Add { entry: v, .. } | Change::Patch { patch: v, .. } => v
+                .as_object()
+                .map(|o| o.keys().map(|k| crate::trust::quote(k)).take(32).collect())
+                .unwrap_or_default(),
+            Change::Remove { .. } => Vec::new(),
         }
     }
 }
@@ -90,6 +134,8 @@ pub enum Error {
     UnknownServer(String),
     #[error("{0}")]
     NotForAgents(String),
+    #[error("the change was made, but its approval could not be saved: {0}")]
+    Trust(String),
 }
 
 /// One server as `list` shows it: its state and its configuration, with the values of
@@ -125,6 +171,7 @@ pub struct Manager {
     /// default `~/.mcpproxy/mcp_config.json` (made on the first change).
     path: Option<PathBuf>,
     home: Option<PathBuf>,
+    proxy: Arc<Proxy>,
     upstreams: Arc<Upstreams>,
     settings: ManagementConfig,
     /// The configuration last applied: the file as loaded or as last written.
@@ -135,13 +182,14 @@ impl Manager {
     pub fn new(
         path: Option<PathBuf>,
         home: Option<PathBuf>,
-        upstreams: Arc<Upstreams>,
+        proxy: Arc<Proxy>,
         running: Config,
     ) -> Self {
         Self {
             path,
             home,
-            upstreams,
+            upstreams: proxy.upstreams().clone(),
+            proxy,
             settings: running.management,
             running: tokio::sync::Mutex::new(running),
         }
@@ -183,8 +231,58 @@ impl Manager {
         }
     }
 
-    /// Makes `change` in the config file and applies it.
-    pub async fn change(&self, change: Change, actor: Actor) -> Result<Applied, Error> {
+    /// Makes `change` in the config file and applies it. A person's change approves the
+    /// launch spec it writes (the server starts, quarantined unless `approve` is
+    /// [`Approve::Server`]); an agent's approves nothing: a server it adds, or whose launch
+    /// it changes, is not started until a person approves it. Recorded either way.
+    pub async fn change(
+        &self,
+        change: Change,
+        actor: Actor,
+        approve: Approve,
+    ) -> Result<Applied, Error> {
+        let source = match actor {
+            Actor::Agent => Source::Mcp,
+            Actor::Person => Source::Api,
+        };
+        let operation = change.operation();
+        let name = change.name().to_owned();
+        let fields = change.fields();
+        let outcome = self.make_change(change, actor, approve).await;
+        let mut record = ActivityRecord::new(RecordType::ServerChange, source, &name, operation);
+        let mut details = json!({"actor": actor.as_str(), "fields": fields});
+        match &outcome {
+            Ok((applied, launch_changes)) => {
+                record.status = Status::Success;
+                details["summary"] = json!(describe(applied));
+                details["launch_changes"] = json!(launch_changes);
+                if let Some(upstream) = self.upstreams.get(&name) {
+                    details["launch"] = json!(LaunchSpec::of(upstream.config()).view.summary());
+                    details["standing"] = json!(standing_word(
+                        upstream.standing(),
+                        upstream.is_quarantined()
+                    ));
+                }
+            }
+            Err(e) => {
+                record.status = match e {
+                    Error::NotForAgents(_) | Error::ReadOnly { .. } => Status::Blocked,
+                    _ => Status::Error,
+                };
+                record.error_message = Some(e.to_string());
+            }
+        }
+        record.details = Some(details);
+        self.proxy.append(record).await;
+        outcome.map(|(applied, _)| applied)
+    }
+
+    async fn make_change(
+        &self,
+        change: Change,
+        actor: Actor,
+        approve: Approve,
+    ) -> Result<(Applied, Vec<String>), Error> {
         if self.settings.read_only {
             return Err(Error::ReadOnly {
                 path: self.path.clone(),
@@ -193,10 +291,23 @@ impl Manager {
         let path = self.path.clone().ok_or(Error::NoConfigFile)?;
         let mut running = self.running.lock().await;
         let name = change.name().to_owned();
-        let (config, requarantine) = change_file(&path, self.home.as_deref(), change, actor)?;
-        if requarantine && let Err(e) = self.upstreams.revoke_approval(&name) {
-            tracing::error!("cannot revoke the approval of '{name}': {e}");
+        let launches_before = running.server(&name).map(LaunchSpec::of);
+        let (config, _) = change_file(&path, self.home.as_deref(), change, actor)?;
+        let after = config.server(&name);
+        if actor == Actor::Person
+            && let Some(server) = after
+        {
+            let launch_changed = launches_before
+                .as_ref()
+                .is_none_or(|before| before.sha256 != LaunchSpec::of(server).sha256);
+            if launch_changed || approve == Approve::Server {
+                approve_written(self.upstreams.trust(), server, approve)?;
+            }
         }
+        let launch_changes = match (&launches_before, after) {
+            (Some(before), Some(server)) => before.view.diff(&LaunchSpec::of(server).view),
+            _ => Vec::new(),
+        };
         let applied = self.upstreams.apply(&config.servers).await;
         tracing::info!(
             server = %name,
@@ -206,11 +317,12 @@ impl Manager {
             describe(&applied)
         );
         *running = config;
-        Ok(applied)
+        Ok((applied, launch_changes))
     }
 
     /// Reads the config file again (after a hand edit) and applies its servers. An invalid
-    /// file changes nothing.
+    /// file changes nothing. A server the edit adds, or whose launch spec it changes, is not
+    /// started until a person approves it; each change is recorded.
     pub async fn reload(&self) -> Result<Applied, Error> {
         let path = self.path.clone().ok_or(Error::NoConfigFile)?;
         let mut running = self.running.lock().await;
@@ -220,7 +332,10 @@ impl Manager {
                 source,
             })?
             .config;
+        let before: Vec<ServerConfig> = running.servers.clone();
         let applied = self.upstreams.apply(&config.servers).await;
+        self.record_hand_edit(&before, &config.servers, &applied)
+            .await;
         let mut others = config.clone();
         others.servers = running.servers.clone();
         if others != *running {
@@ -232,6 +347,85 @@ impl Manager {
         *running = config;
         Ok(applied)
     }
+}
+
+impl Manager {
+    /// One `server_change` record per server a hand edit added, removed or changed.
+    async fn record_hand_edit(
+        &self,
+        before: &[ServerConfig],
+        after: &[ServerConfig],
+        applied: &Applied,
+    ) {
+        let old = |name: &str| before.iter().find(|s| s.name == name);
+        let new = |name: &str| after.iter().find(|s| s.name == name);
+        let changed = applied
+            .added
+            .iter()
+            .map(|n| ("add", n))
+            .chain(applied.removed.iter().map(|n| ("remove", n)))
+            .chain(applied.restarted.iter().map(|n| ("update", n)));
+        for (operation, name) in changed {
+            let mut record = ActivityRecord::new(
+                RecordType::ServerChange,
+                Source::ConfigFile,
+                name,
+                operation,
+            );
+            record.status = Status::Success;
+            let mut details = json!({"actor": "hand edit"});
+            if let (Some(was), Some(now)) = (old(name), new(name)) {
+                details["launch_changes"] =
+                    json!(LaunchSpec::of(was).view.diff(&LaunchSpec::of(now).view));
+            }
+            if let Some(upstream) = self.upstreams.get(name) {
+                details["launch"] = json!(LaunchSpec::of(upstream.config()).view.summary());
+                details["standing"] = json!(standing_word(
+                    upstream.standing(),
+                    upstream.is_quarantined()
+                ));
+                if !upstream.standing().may_start() {
+                    tracing::warn!(
+                        "server '{name}' was {} by a hand edit of the config: it is not started until a person approves how it starts (`mcpproxy upstream inspect {name}`, then `mcpproxy upstream approve {name}`)",
+                        if operation == "add" {
+                            "added"
+                        } else {
+                            "changed"
+                        }
+                    );
+                }
+            }
+            record.details = Some(details);
+            self.proxy.append(record).await;
+        }
+    }
+}
+
+/// Where a server stands, in a word for records and lists.
+pub fn standing_word(standing: &Standing, quarantined: bool) -> &'static str {
+    match standing {
+        Standing::LaunchNotApproved { .. } => "launch not approved: not started",
+        _ if quarantined => "quarantined",
+        _ => "approved",
+    }
+}
+
+/// Approves what a person wrote for `server`: its launch spec, and its calls with
+/// [`Approve::Server`].
+pub fn approve_written(
+    trust: &TrustStore,
+    server: &ServerConfig,
+    approve: Approve,
+) -> Result<(), Error> {
+    let now = format_timestamp(now_ms());
+    trust
+        .approve_launch(
+            server,
+            approve == Approve::Server,
+            "a person (the change that wrote it)",
+            &now,
+        )
+        .map_err(|e| Error::Trust(e.to_string()))
 }
 
 /// Makes `change` in the config file at `path` (made if missing): read, edited in place,

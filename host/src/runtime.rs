@@ -86,6 +86,65 @@ pub struct Runtime {
     pub scanner: Option<Arc<Plugin>>,
 }
 
+/// Opens the data dir's trust store; at the data dir's first start, approves the servers of
+/// the config as written ([`TrustStore::bind_launches`]).
+pub fn open_trust(data_dir: &Path, servers: &[crate::config::ServerConfig]) -> Result<TrustStore> {
+    let trust = TrustStore::open(data_dir)?;
+    let now = activity::format_timestamp(activity::now_ms());
+    let approved = trust.bind_launches(servers, &now)?;
+    if !approved.is_empty() {
+        tracing::info!(
+            "first start on this data dir: the servers in the config are approved as written ({}); servers added later wait for a person's approval",
+            approved.join(", ")
+        );
+    }
+    Ok(trust)
+}
+
+/// Records each server that is not started because its launch spec is not approved: added
+/// to the config, or changed, since a person approved it (noticed at start).
+fn record_unapproved_launches(proxy: &Arc<Proxy>) {
+    use crate::activity::{ActivityRecord, RecordType, Source, Status};
+    let mut records = Vec::new();
+    for upstream in proxy.upstreams().all() {
+        let trust::Standing::LaunchNotApproved { approved, changes } = upstream.standing() else {
+            continue;
+        };
+        let name = upstream.name();
+        tracing::warn!(
+            "server '{name}' is not started: {}; review it with `mcpproxy upstream inspect {name}` and approve it with `mcpproxy upstream approve {name}`",
+            if approved.is_some() {
+                "how it starts changed since it was approved"
+            } else {
+                "how it starts was never approved (it was added to the config after the first start, not by a person through the CLI)"
+            }
+        );
+        let mut record = ActivityRecord::new(
+            RecordType::ServerChange,
+            Source::ConfigFile,
+            name,
+            "unapproved",
+        );
+        record.status = Status::Blocked;
+        record.details = Some(serde_json::json!({
+            "actor": "config file (noticed at start)",
+            "launch": trust::LaunchSpec::of(upstream.config()).view.summary(),
+            "launch_changes": changes,
+            "standing": "launch not approved: not started",
+        }));
+        records.push(record);
+    }
+    if records.is_empty() {
+        return;
+    }
+    let proxy = proxy.clone();
+    tokio::spawn(async move {
+        for record in records {
+            proxy.append(record).await;
+        }
+    });
+}
+
 /// The activity journal's file in the data dir.
 pub fn journal_path(data_dir: &Path) -> PathBuf {
     data_dir.join("activity.redb")
@@ -130,7 +189,7 @@ impl Runtime {
         let metrics = Arc::new(Metrics::new());
         let journal = open_journal(&config, data_dir, Some(&metrics))?;
         journal.spawn_retention();
-        let trust = Arc::new(TrustStore::open(data_dir)?);
+        let trust = Arc::new(open_trust(data_dir, &config.servers)?);
         let index = Arc::new(ToolIndex::new()?);
         let upstreams = Upstreams::start(
             &config.servers,
@@ -152,6 +211,7 @@ impl Runtime {
         if let Some(changes) = changes {
             proxy.record_tool_changes(changes);
         }
+        record_unapproved_launches(&proxy);
         Ok(Self {
             config,
             proxy,
@@ -171,6 +231,9 @@ impl Runtime {
         server: Option<&str>,
     ) -> Result<Self> {
         if let Some(server) = server {
+            // Approvals are bound to the whole config at the data dir's first start, not to
+            // the one server this command starts.
+            open_trust(data_dir, &config.servers)?;
             config.servers.retain(|s| s.name == server);
         }
         let runtime = Self::build(config, data_dir, None)?;

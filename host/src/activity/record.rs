@@ -45,6 +45,11 @@ pub enum RecordType {
     /// `sampling/createMessage`): `tool_name` is the method, `details` what was asked,
     /// which call it belonged to and what the client answered.
     ServerRequest,
+    /// An upstream server added, removed or changed (by an agent through
+    /// `upstream_servers`, a person through the CLI or the REST API, or a hand edit of the
+    /// config file), or found changed at start: `tool_name` is the operation, `details` who
+    /// made it, what changed in its launch spec (secrets masked) and where it stands now.
+    ServerChange,
 }
 
 impl RecordType {
@@ -58,6 +63,7 @@ impl RecordType {
             Self::Alert => "alert",
             Self::ResourceRead => "resource_read",
             Self::ServerRequest => "server_request",
+            Self::ServerChange => "server_change",
         }
     }
 }
@@ -77,6 +83,8 @@ pub enum Source {
     Upstream,
     /// The proxy itself (an `alert` about the journal).
     Proxy,
+    /// A hand edit of the config file.
+    ConfigFile,
 }
 
 impl Source {
@@ -88,6 +96,7 @@ impl Source {
             Self::Api => "api",
             Self::Upstream => "upstream",
             Self::Proxy => "proxy",
+            Self::ConfigFile => "config_file",
         }
     }
 }

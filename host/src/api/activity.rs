@@ -108,6 +108,7 @@ fn parse_query_of(
                 "alert",
                 "resource_read",
                 "server_request",
+                "server_change",
             ],
         )?,
         session: text("session")?,

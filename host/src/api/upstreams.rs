@@ -5,13 +5,15 @@
 //! the servers while running ([`crate::manage`]).
 
 use axum::Json;
-use axum::extract::{Path, State};
+use std::collections::HashMap;
+
+use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::activity::Source;
-use crate::manage::{self, Actor, Change, Manager};
+use crate::manage::{self, Actor, Approve, Change, Manager};
 
 use super::{ApiError, ApiState, ok};
 
@@ -41,6 +43,9 @@ struct ApproveBody {
     tools: Option<Vec<String>>,
     #[serde(default)]
     approved_by: Option<String>,
+    /// Approve only how the server starts: it starts quarantined, for review.
+    #[serde(default)]
+    launch_only: bool,
 }
 
 /// The longest `approved_by` kept.
@@ -72,7 +77,7 @@ pub async fn approve(
         .collect();
     let approval = state
         .proxy
-        .approve(&name, body.tools, &by, Source::Api)
+        .approve(&name, body.tools, &by, Source::Api, body.launch_only)
         .await
         .map_err(ApiError::bad_request)?;
     Ok(ok(approval))
@@ -104,9 +109,29 @@ fn change_error(e: manage::Error) -> ApiError {
     ApiError::with_status(status, e.to_string())
 }
 
-/// `POST /upstreams` with a `mcpServers` entry (`name` included).
+/// `?approve=true`: the change also approves the server's calls (else a server it adds or
+/// whose launch it changes starts quarantined). Nothing else is accepted.
+fn approve_param(query: &HashMap<String, String>) -> Result<Approve, ApiError> {
+    if let Some(unknown) = query.keys().find(|k| k.as_str() != "approve") {
+        return Err(ApiError::bad_request(format!(
+            "unknown query parameter '{}': only approve=true|false is accepted",
+            crate::trust::quote(unknown)
+        )));
+    }
+    match query.get("approve").map(String::as_str) {
+        None | Some("false") => Ok(Approve::Launch),
+        Some("true") => Ok(Approve::Server),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "approve must be true or false, not '{}'",
+            crate::trust::quote(other)
+        ))),
+    }
+}
+
+/// `POST /upstreams[?approve=true]` with a `mcpServers` entry (`name` included).
 pub async fn add(
     State(state): State<ApiState>,
+    Query(query): Query<HashMap<String, String>>,
     Json(entry): Json<Value>,
 ) -> Result<Response, ApiError> {
     let manager = manager(&state)?;
@@ -116,7 +141,11 @@ pub async fn add(
         ));
     };
     let applied = manager
-        .change(Change::Add { name, entry }, Actor::Person)
+        .change(
+            Change::Add { name, entry },
+            Actor::Person,
+            approve_param(&query)?,
+        )
         .await
         .map_err(change_error)?;
     Ok(ok(manage::applied_json(&applied)))
@@ -128,16 +157,17 @@ pub async fn remove(
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
     let applied = manager(&state)?
-        .change(Change::Remove { name }, Actor::Person)
+        .change(Change::Remove { name }, Actor::Person, Approve::Launch)
         .await
         .map_err(change_error)?;
     Ok(ok(manage::applied_json(&applied)))
 }
 
-/// `PATCH /upstreams/{name}` with a deep-merge patch of its entry.
+/// `PATCH /upstreams/{name}[?approve=true]` with a deep-merge patch of its entry.
 pub async fn patch(
     State(state): State<ApiState>,
     Path(name): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
     Json(patch): Json<Value>,
 ) -> Result<Response, ApiError> {
     if !patch.is_object() {
@@ -146,7 +176,11 @@ pub async fn patch(
         ));
     }
     let applied = manager(&state)?
-        .change(Change::Patch { name, patch }, Actor::Person)
+        .change(
+            Change::Patch { name, patch },
+            Actor::Person,
+            approve_param(&query)?,
+        )
         .await
         .map_err(change_error)?;
     Ok(ok(manage::applied_json(&applied)))

@@ -73,7 +73,7 @@ pub struct FilterArgs {
     #[arg(long, value_parser = ["pending", "success", "error", "blocked"])]
     status: Option<String>,
     /// Only records of this type.
-    #[arg(long = "type", value_parser = ["tool_call", "policy_decision", "tool_change", "approval", "alert", "resource_read", "server_request"])]
+    #[arg(long = "type", value_parser = ["tool_call", "policy_decision", "tool_change", "approval", "alert", "resource_read", "server_request", "server_change"])]
     record_type: Option<String>,
     /// Only records of this MCP session.
     #[arg(long)]

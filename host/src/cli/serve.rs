@@ -188,7 +188,7 @@ impl ServeCommand {
         let manager = Arc::new(Manager::new(
             config_path,
             globals.home.clone(),
-            runtime.proxy.upstreams().clone(),
+            runtime.proxy.clone(),
             loaded.config.clone(),
         ));
         if let Err(e) = crate::manage::watch(manager.clone(), shutdown.clone()) {

@@ -12,7 +12,8 @@ use clap::Args;
 use serde_json::{Map, Value, json};
 
 use crate::config;
-use crate::manage::{Actor, Change, change_file};
+use crate::manage::{Actor, Approve, Change, approve_written, change_file};
+use crate::trust::LaunchSpec;
 use crate::trust::quote;
 
 use super::Globals;
@@ -45,6 +46,10 @@ pub struct AddArgs {
     /// Add it disabled.
     #[arg(long)]
     disabled: bool,
+    /// Approve its calls too: without it the server starts quarantined (listed, never
+    /// called) until `mcpproxy upstream approve NAME`.
+    #[arg(long)]
+    approve: bool,
     #[command(flatten)]
     target: Target,
     /// The command of a stdio server and its arguments, after `--`.
@@ -93,6 +98,7 @@ enum Destination {
     File {
         path: PathBuf,
         home: Option<PathBuf>,
+        data_dir: PathBuf,
     },
 }
 
@@ -114,13 +120,19 @@ async fn destination(globals: &Globals, target: &Target) -> Result<Destination> 
     Ok(Destination::File {
         path,
         home: globals.home.clone(),
+        data_dir,
     })
 }
 
 /// Makes one change, through the owner or in the file; prints what happened.
-async fn change(globals: &Globals, target: &Target, change: Change) -> Result<ExitCode> {
+async fn change(
+    globals: &Globals,
+    target: &Target,
+    change: Change,
+    approve: Approve,
+) -> Result<ExitCode> {
     let destination = destination(globals, target).await?;
-    let answer = apply(&destination, change).await?;
+    let answer = apply(&destination, change, approve).await?;
     if !print_data(&answer, target.output)? {
         match &destination {
             Destination::Owner(_) => println!("{}", answer["summary"].as_str().unwrap_or("done")),
@@ -133,26 +145,72 @@ async fn change(globals: &Globals, target: &Target, change: Change) -> Result<Ex
     Ok(ExitCode::SUCCESS)
 }
 
-async fn apply(destination: &Destination, change: Change) -> Result<Value> {
+async fn apply(destination: &Destination, change: Change, approve: Approve) -> Result<Value> {
     const TIMEOUT: Duration = Duration::from_secs(60);
+    let query = if approve == Approve::Server {
+        "?approve=true"
+    } else {
+        ""
+    };
     match destination {
         Destination::Owner(remote) => match change {
             Change::Add { name, mut entry } => {
                 entry["name"] = Value::String(name);
-                remote.post("/upstreams", &entry, TIMEOUT).await
+                remote
+                    .post(&format!("/upstreams{query}"), &entry, TIMEOUT)
+                    .await
             }
             Change::Remove { name } => remote.delete(&format!("/upstreams/{name}"), TIMEOUT).await,
             Change::Patch { name, patch } => {
                 remote
-                    .patch(&format!("/upstreams/{name}"), &patch, TIMEOUT)
+                    .patch(&format!("/upstreams/{name}{query}"), &patch, TIMEOUT)
                     .await
             }
         },
-        Destination::File { path, home } => {
-            change_file(path, home.as_deref(), change, Actor::Person)?;
+        Destination::File {
+            path,
+            home,
+            data_dir,
+        } => {
+            change_in_file(path, home.as_deref(), data_dir, change, approve)?;
             Ok(json!({"file": path}))
         }
     }
+}
+
+/// A person's change to the file while no mcpproxy runs: the file is changed, and the
+/// trust store records what the person approved by writing it (the launch spec of a server
+/// added or whose launch changed; its calls with `--approve`), or forgets a removed server.
+fn change_in_file(
+    path: &std::path::Path,
+    home: Option<&std::path::Path>,
+    data_dir: &std::path::Path,
+    change: Change,
+    approve: Approve,
+) -> Result<()> {
+    let before = if path.exists() {
+        config::load(Some(path), home)?.config
+    } else {
+        config::Config::default()
+    };
+    // Servers already in the file at the data dir's first start are approved as written.
+    let trust = crate::runtime::open_trust(data_dir, &before.servers)?;
+    let name = change.name().to_owned();
+    let removing = matches!(change, Change::Remove { .. });
+    let (after, _) = change_file(path, home, change, Actor::Person)?;
+    if removing {
+        trust.forget(&name)?;
+        return Ok(());
+    }
+    if let Some(server) = after.server(&name) {
+        let launch_changed = before
+            .server(&name)
+            .is_none_or(|was| LaunchSpec::of(was).sha256 != LaunchSpec::of(server).sha256);
+        if launch_changed || approve == Approve::Server {
+            approve_written(&trust, server, approve)?;
+        }
+    }
+    Ok(())
 }
 
 async fn owner(globals: &Globals, target: &Target, what: &str) -> Result<Remote> {
@@ -197,9 +255,15 @@ pub async fn add(globals: &Globals, args: AddArgs) -> Result<ExitCode> {
     if args.disabled {
         entry.insert("enabled".into(), json!(false));
     }
-    // A server added from the command line is quarantined too: approve it after review.
-    entry.insert("quarantined".into(), json!(true));
+    // A server added from the command line starts quarantined unless --approve: the person
+    // typed how it starts, and reviews its tools before approving its calls.
+    entry.insert("quarantined".into(), json!(!args.approve));
     let name = args.name.clone();
+    let approve = if args.approve {
+        Approve::Server
+    } else {
+        Approve::Launch
+    };
     let code = change(
         globals,
         &args.target,
@@ -207,9 +271,10 @@ pub async fn add(globals: &Globals, args: AddArgs) -> Result<ExitCode> {
             name,
             entry: Value::Object(entry),
         },
+        approve,
     )
     .await?;
-    if args.target.output == Format::Table {
+    if args.target.output == Format::Table && !args.approve {
         eprintln!(
             "'{}' is quarantined until you approve it: `mcpproxy upstream inspect {0}`, then `mcpproxy upstream approve {0}`",
             args.name
@@ -231,7 +296,13 @@ fn pairs(items: &[String], separator: char, usage: &str) -> Result<Map<String, V
 }
 
 pub async fn remove(globals: &Globals, args: NameArgs) -> Result<ExitCode> {
-    change(globals, &args.target, Change::Remove { name: args.name }).await
+    change(
+        globals,
+        &args.target,
+        Change::Remove { name: args.name },
+        Approve::Launch,
+    )
+    .await
 }
 
 pub async fn set_enabled(globals: &Globals, args: NameArgs, enabled: bool) -> Result<ExitCode> {
@@ -243,6 +314,7 @@ pub async fn set_enabled(globals: &Globals, args: NameArgs, enabled: bool) -> Re
             name: args.name,
             patch: json!({"enabled": enabled}),
         },
+        Approve::Launch,
     )
     .await?;
     if !print_data(&answer, args.target.output)? {
@@ -377,6 +449,7 @@ pub async fn import(globals: &Globals, args: ImportArgs) -> Result<ExitCode> {
                     name: name.clone(),
                     entry,
                 },
+                Approve::Launch,
             )
             .await
             {

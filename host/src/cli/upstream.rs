@@ -74,6 +74,10 @@ pub struct ApproveArgs {
     /// Accept only this tool's change (repeatable); without it the whole server is approved.
     #[arg(long = "tool", value_name = "TOOL")]
     tools: Vec<String>,
+    /// Approve only how the server starts (command, args, env, url): it starts and lists its
+    /// tools, still quarantined, so you can inspect them before approving its calls.
+    #[arg(long, conflicts_with = "tools")]
+    launch_only: bool,
     #[command(flatten)]
     common: Common,
 }
@@ -142,7 +146,7 @@ impl UpstreamCommand {
                             remote
                                 .post(
                                     &format!("/upstreams/{}/approve", args.name),
-                                    &json!({"tools": tools, "approved_by": by}),
+                                    &json!({"tools": tools, "approved_by": by, "launch_only": args.launch_only}),
                                     Duration::from_secs(30),
                                 )
                                 .await?,
@@ -151,7 +155,7 @@ impl UpstreamCommand {
                         Backend::Local(runtime) => {
                             let result = runtime
                                 .proxy
-                                .approve(&args.name, tools, &by, Source::Cli)
+                                .approve(&args.name, tools, &by, Source::Cli, args.launch_only)
                                 .await;
                             result.map_err(|e| anyhow!(e))?
                         }
@@ -247,7 +251,17 @@ fn print_list(statuses: &[Status], format: Format) -> Result<()> {
 }
 
 fn print_approval(approval: &Approval) {
-    if approval.unquarantined {
+    if let Some(launch) = &approval.launch {
+        println!(
+            "approved how server '{}' starts ({launch}); it starts now{}",
+            approval.server,
+            if approval.unquarantined {
+                ", and its tools are pinned as it first lists them"
+            } else {
+                ", quarantined: review its tools with `mcpproxy upstream inspect` and approve it again"
+            }
+        );
+    } else if approval.unquarantined {
         println!(
             "approved server '{}': quarantine cleared, {} tools pinned as they are now",
             approval.server,

@@ -76,7 +76,7 @@ pub async fn run(manager: &Manager, arguments: &Map<String, Value>) -> Result<Va
         }
     };
     let applied = manager
-        .change(change, Actor::Agent)
+        .change(change, Actor::Agent, crate::manage::Approve::Launch)
         .await
         .map_err(|e| e.to_string())?;
     Ok(applied_json(&applied))

@@ -382,7 +382,9 @@ impl Proxy {
         CallReport::new(tool, variant, arguments, &outcome)
     }
 
-    async fn append(&self, record: crate::activity::ActivityRecord) {
+    /// Appends a record that is not a call's (approvals, tool and server changes); a record
+    /// that cannot be written is logged as an error.
+    pub async fn append(&self, record: crate::activity::ActivityRecord) {
         let span = tracing::info_span!(
             target: crate::spans::TARGET,
             "journal",

@@ -41,6 +41,10 @@ impl Proxy {
             &review,
             scan,
         )
+        .with_launch(
+            &trust::LaunchSpec::of(upstream.config()),
+            upstream.standing(),
+        )
     }
 
     /// Runs the scanner over `tools` of `server` (against every other server's tools), off
@@ -126,20 +130,52 @@ impl Proxy {
 
     /// Approves `server` (clearing its quarantine and accepting every tool as listed now) or,
     /// with `tools`, those tools' current form; takes effect at once and is recorded.
+    ///
+    /// A server whose launch spec is not approved (not started) has its launch spec as
+    /// configured now approved and is started; with `launch_only` it starts quarantined, so
+    /// its tools can be reviewed before its calls are approved.
     pub async fn approve(
         &self,
         server: &str,
         tools: Option<Vec<String>>,
         by: &str,
         source: Source,
+        launch_only: bool,
     ) -> Result<Approval, String> {
         let upstream = self
             .upstreams()
             .get(server)
             .ok_or_else(|| format!("unknown server '{server}'"))?;
-        let approval = upstream
-            .approve(tools.as_deref(), by)
-            .map_err(|e| e.to_string())?;
+        let launch_pending = !upstream.standing().may_start();
+        let approval = if launch_pending || (launch_only && tools.is_none()) {
+            if tools.is_some() {
+                return Err(format!(
+                    "server '{server}' is not started: its launch (command, args, env, url) is not approved. Approve the server first (`mcpproxy upstream approve {server}`)"
+                ));
+            }
+            let now = crate::activity::format_timestamp(crate::activity::now_ms());
+            let calls = !launch_only;
+            self.upstreams()
+                .approve_launch(server, calls, by, &now)
+                .await
+                .map_err(|e| format!("cannot save the approval: {e}"))?;
+            Approval {
+                server: server.to_owned(),
+                unquarantined: calls,
+                tools: Vec::new(),
+                approved_by: by.to_owned(),
+                approved_at: now,
+                launch: Some(
+                    crate::trust::LaunchSpec::of(upstream.config())
+                        .view
+                        .summary(),
+                ),
+            }
+        } else {
+            upstream
+                .approve(tools.as_deref(), by)
+                .map_err(|e| e.to_string())?
+        };
         let mut record = ActivityRecord::new(RecordType::Approval, source, server, "");
         record.status = Status::Success;
         record.verdict = Outcome::default();
@@ -147,6 +183,7 @@ impl Proxy {
             "approved_by": approval.approved_by,
             "unquarantined": approval.unquarantined,
             "tools": approval.tools,
+            "launch": approval.launch,
         }));
         self.append(record).await;
         Ok(approval)

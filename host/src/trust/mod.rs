@@ -2,6 +2,8 @@
 //! and the pinned form of every approved tool, so a tool that changes after approval (a
 //! "rug pull") is held back until someone looks at it.
 //!
+//! - [`LaunchSpec`]: how a server starts or where it connects, reduced to the fingerprint an
+//!   approval is bound to ([`Standing`]: approved, quarantined, or its launch not approved);
 //! - [`TrustStore`]: the decisions, durable in `<data dir>/trust.json` (written to a
 //!   temporary file, synced and renamed, so a crash leaves the old file or the new one);
 //! - [`pin`]: a tool's SHA-256 fingerprint over its name, description, input schema and
@@ -11,11 +13,13 @@
 //! - [`Finding`] and the [`ToolScanner`] trait: what a scanner plugin reports about tools,
 //!   for the security analysis a reviewer reads before approving.
 
+mod launch;
 mod pin;
 mod store;
 
+pub use launch::{LaunchSpec, LaunchView};
 pub use pin::{ToolDiff, fingerprint};
-pub use store::{PinnedTool, ServerTrust, TrustStore};
+pub use store::{ApprovedLaunch, FIRST_START, PinnedTool, ServerTrust, Standing, TrustStore};
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -165,6 +169,19 @@ pub struct Analysis {
     pub tools: Vec<AnalyzedTool>,
     /// Pinned tools the server no longer lists.
     pub removed: Vec<String>,
+    /// How the server starts or where it connects (secrets masked).
+    #[serde(default)]
+    pub launch: String,
+    /// Whether that launch spec is approved (else the server is not started).
+    #[serde(default = "yes")]
+    pub launch_approved: bool,
+    /// What changed in the launch spec since it was approved.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub launch_changes: Vec<String>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// One tool in an [`Analysis`].
@@ -225,7 +242,20 @@ impl Analysis {
             scanner_error,
             tools,
             removed: review.removed.clone(),
+            launch: String::new(),
+            launch_approved: true,
+            launch_changes: Vec::new(),
         }
+    }
+
+    /// Adds how the server starts and where its launch spec stands.
+    pub fn with_launch(mut self, spec: &LaunchSpec, standing: &Standing) -> Self {
+        self.launch = spec.view.summary();
+        if let Standing::LaunchNotApproved { changes, .. } = standing {
+            self.launch_approved = false;
+            self.launch_changes = changes.clone();
+        }
+        self
     }
 
     /// The findings of every tool, most severe first.
@@ -250,6 +280,31 @@ impl Analysis {
                 ""
             }
         );
+        if !self.launch.is_empty() {
+            let _ = writeln!(out, "Launch: {}", self.launch);
+        }
+        if !self.launch_approved {
+            if self.launch_changes.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "Not started: how this server starts was never approved. Nothing of it runs, so its tools are not known yet. `mcpproxy upstream approve {0}` approves this launch and starts it (`--launch-only` starts it quarantined, to review its tools first).",
+                    quote(&self.server)
+                );
+            } else {
+                let _ = writeln!(
+                    out,
+                    "Not started: how this server starts changed since it was approved:"
+                );
+                for line in &self.launch_changes {
+                    let _ = writeln!(out, "  changed: {line}");
+                }
+                let _ = writeln!(
+                    out,
+                    "`mcpproxy upstream approve {0}` approves the new launch and starts it.",
+                    quote(&self.server)
+                );
+            }
+        }
         match (&self.scanner, &self.scanner_error) {
             (Some(scanner), _) => {
                 let findings = self.findings();

@@ -7,8 +7,10 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::ServerConfig;
 use crate::policy::{Annotations, Tool};
 
+use super::launch::{LaunchSpec, LaunchView};
 use super::{Error, Result, fingerprint};
 
 /// The file's name in the data dir.
@@ -48,9 +50,52 @@ pub struct ServerTrust {
     pub approved_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approved_by: Option<String>,
+    /// The launch spec a person approved (how the server starts, where it connects): the
+    /// server runs only while its configuration still has this fingerprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch: Option<ApprovedLaunch>,
     /// Its tools as approved (or as first seen, for a server never quarantined).
     #[serde(default)]
     pub tools: BTreeMap<String, PinnedTool>,
+}
+
+/// An approved launch spec.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovedLaunch {
+    /// [`LaunchSpec::sha256`] of what was approved.
+    pub sha256: String,
+    /// What was approved, secrets masked (for the diff when it changes).
+    pub spec: LaunchView,
+    pub approved_at: String,
+    pub approved_by: String,
+}
+
+/// Where a configured server stands against the approvals.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Standing {
+    /// Its launch spec is approved and so are its calls.
+    Approved,
+    /// Its launch spec is approved (it may start and list its tools) but its calls are not:
+    /// quarantined, under review.
+    Quarantined,
+    /// Its launch spec was never approved, or changed since: it is not started.
+    LaunchNotApproved {
+        /// The spec approved before, if any, and what changed since.
+        approved: Option<Box<LaunchView>>,
+        changes: Vec<String>,
+    },
+}
+
+impl Standing {
+    /// Whether calls are refused.
+    pub fn is_quarantined(&self) -> bool {
+        *self != Standing::Approved
+    }
+
+    /// Whether the server may be started (its process run, its URL connected).
+    pub fn may_start(&self) -> bool {
+        !matches!(self, Standing::LaunchNotApproved { .. })
+    }
 }
 
 impl ServerTrust {
@@ -62,9 +107,16 @@ impl ServerTrust {
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct TrustFile {
+    /// Approvals are bound to launch specs: set once the servers of the config at the data
+    /// dir's first start were approved as written ([`TrustStore::bind_launches`]).
+    #[serde(default)]
+    launch_binding: bool,
     #[serde(default)]
     servers: BTreeMap<String, ServerTrust>,
 }
+
+/// Who approved the servers found in the config at the data dir's first start.
+pub const FIRST_START: &str = "mcp_config.json at the data dir's first start";
 
 /// The trust decisions of one data dir, loaded once and saved on every change.
 #[derive(Debug)]
@@ -121,6 +173,98 @@ impl TrustStore {
     /// What was decided about `server`, if anything.
     pub fn server(&self, server: &str) -> Option<ServerTrust> {
         self.lock().servers.get(server).cloned()
+    }
+
+    /// Where `server` stands: whether its launch spec and its calls are approved.
+    pub fn standing(&self, server: &ServerConfig) -> Standing {
+        let file = self.lock();
+        let trust = file.servers.get(&server.name);
+        let spec = LaunchSpec::of(server);
+        match trust.and_then(|t| t.launch.as_ref()) {
+            Some(launch) if launch.sha256 == spec.sha256 => {
+                if trust.is_some_and(|t| t.approved_at.is_some()) {
+                    Standing::Approved
+                } else {
+                    Standing::Quarantined
+                }
+            }
+            Some(launch) => Standing::LaunchNotApproved {
+                approved: Some(Box::new(launch.spec.clone())),
+                changes: launch.spec.diff(&spec.view),
+            },
+            None => Standing::LaunchNotApproved {
+                approved: None,
+                changes: Vec::new(),
+            },
+        }
+    }
+
+    /// Approves how `server` starts as configured now and, with `calls`, its calls (clearing
+    /// its quarantine); without `calls` it starts quarantined, for review. Saved at once.
+    pub fn approve_launch(
+        &self,
+        server: &ServerConfig,
+        calls: bool,
+        by: &str,
+        at: &str,
+    ) -> Result<()> {
+        let spec = LaunchSpec::of(server);
+        self.update(&server.name, |s| {
+            s.launch = Some(ApprovedLaunch {
+                sha256: spec.sha256,
+                spec: spec.view,
+                approved_at: at.to_owned(),
+                approved_by: by.to_owned(),
+            });
+            if calls {
+                s.approved_at = Some(at.to_owned());
+                s.approved_by = Some(by.to_owned());
+            } else {
+                s.approved_at = None;
+                s.approved_by = None;
+            }
+        })
+    }
+
+    /// Forgets everything decided about `server` (its approvals and its pins): a server
+    /// removed and added again is new.
+    pub fn forget(&self, server: &str) -> Result<()> {
+        let mut file = self.lock();
+        if file.servers.remove(server).is_some() {
+            self.save(&file)?;
+        }
+        Ok(())
+    }
+
+    /// Binds approvals to launch specs, once per data dir: at the first start (or the first
+    /// start of a version that binds them), every server of the config is approved as
+    /// written — the person wrote that file — its calls too unless it is marked
+    /// `quarantined` (and a person did not approve it before). Every server added later
+    /// arrives with no approval. Returns the servers approved now.
+    pub fn bind_launches(&self, servers: &[ServerConfig], at: &str) -> Result<Vec<String>> {
+        let mut file = self.lock();
+        if file.launch_binding {
+            return Ok(Vec::new());
+        }
+        let mut approved = Vec::new();
+        for server in servers {
+            let spec = LaunchSpec::of(server);
+            let trust = file.servers.entry(server.name.clone()).or_default();
+            trust.launch = Some(ApprovedLaunch {
+                sha256: spec.sha256,
+                spec: spec.view,
+                approved_at: at.to_owned(),
+                approved_by: FIRST_START.to_owned(),
+            });
+            if !server.quarantined && trust.approved_at.is_none() {
+                trust.approved_at = Some(at.to_owned());
+                trust.approved_by = Some(FIRST_START.to_owned());
+            }
+            approved.push(server.name.clone());
+        }
+        file.launch_binding = true;
+        self.save(&file)?;
+        Ok(approved)
     }
 
     /// Changes what is stored about `server` and saves the file. The change is kept in

@@ -36,7 +36,7 @@ use crate::back_channel::{BackChannel, CallOrigin};
 use crate::config::{ServerConfig, Transport, UpstreamConfig};
 use crate::index::ToolIndex;
 use crate::policy::Tool;
-use crate::trust::{Review, ToolStanding, TrustStore};
+use crate::trust::{Review, Standing, ToolStanding, TrustStore};
 
 pub use convert::tool_from_mcp;
 
@@ -169,6 +169,9 @@ pub enum State {
     /// The last attempt failed; a retry is scheduled.
     Error(String),
     Disabled,
+    /// Not started: how it starts (or where it connects) is not approved. Nothing of it
+    /// runs until a person approves it.
+    Unapproved,
 }
 
 impl std::fmt::Display for State {
@@ -179,6 +182,7 @@ impl std::fmt::Display for State {
             Self::Ready => f.write_str("ready"),
             Self::Error(e) => write!(f, "error: {e}"),
             Self::Disabled => f.write_str("disabled"),
+            Self::Unapproved => f.write_str("not started (launch not approved)"),
         }
     }
 }
@@ -215,8 +219,10 @@ pub struct Upstream {
     /// clients that see the server as it is (the direct endpoint, `retrieve_tools`).
     wire_tools: RwLock<Arc<WireTools>>,
     refresh: Notify,
-    /// Quarantined now: the config says so and nobody approved it yet.
+    /// Quarantined now: its launch spec or its calls are not approved.
     quarantined: AtomicBool,
+    /// Where it stood against the approvals when it was launched.
+    standing: Standing,
     /// The last listing held against the pins.
     review: RwLock<Arc<Review>>,
     trust: Arc<TrustStore>,
@@ -321,6 +327,12 @@ impl Upstream {
     /// Whether the server is quarantined now (until a person approves it).
     pub fn is_quarantined(&self) -> bool {
         self.quarantined.load(Ordering::Acquire)
+    }
+
+    /// Where it stood against the approvals when it was launched (an approval since then
+    /// may have cleared its quarantine: see [`Upstream::is_quarantined`]).
+    pub fn standing(&self) -> &Standing {
+        &self.standing
     }
 
     /// The last listing held against the pins.
@@ -783,17 +795,17 @@ impl Upstreams {
         Arc::new(upstreams)
     }
 
-    /// A new upstream for `config`, its supervisor started unless it is disabled.
+    /// A new upstream for `config`, its supervisor started unless it is disabled or its
+    /// launch spec is not approved.
     fn launch(&self, config: &ServerConfig) -> Running {
+        let standing = self.trust.standing(config);
         let initial = if !config.enabled {
             State::Disabled
+        } else if !standing.may_start() {
+            State::Unapproved
         } else {
             State::Disconnected
         };
-        let approved = self
-            .trust
-            .server(&config.name)
-            .is_some_and(|s| s.approved_at.is_some());
         let upstream = Arc::new(Upstream {
             config: config.clone(),
             settings: self.settings,
@@ -804,7 +816,8 @@ impl Upstreams {
             tools: RwLock::new(Arc::new(BTreeMap::new())),
             wire_tools: RwLock::new(Arc::default()),
             refresh: Notify::new(),
-            quarantined: AtomicBool::new(config.quarantined && !approved),
+            quarantined: AtomicBool::new(standing.is_quarantined()),
+            standing,
             review: RwLock::new(Arc::new(Review::default())),
             trust: self.trust.clone(),
             index: self.index.clone(),
@@ -848,13 +861,25 @@ impl Upstreams {
             for name in gone {
                 if let Some(running) = map.remove(&name) {
                     stopping.push(running);
+                    // A server removed and added again is new: nothing of it is trusted.
+                    if let Err(e) = self.trust.forget(&name) {
+                        tracing::error!(
+                            "cannot forget the approvals of removed server '{name}': {e}"
+                        );
+                    }
                     applied.removed.push(name);
                 }
             }
             for (name, config) in wanted {
                 match map.get(name) {
                     Some(running) if running.upstream.config == *config => {}
-                    Some(_) => {
+                    Some(running) => {
+                        if config.quarantined
+                            && !running.upstream.config.quarantined
+                            && let Err(e) = self.revoke_approval(name)
+                        {
+                            tracing::error!("cannot quarantine '{name}' again: {e}");
+                        }
                         if let Some(old) = map.insert(name.to_owned(), self.launch(config)) {
                             stopping.push(old);
                         }
@@ -873,9 +898,8 @@ impl Upstreams {
         applied
     }
 
-    /// Forgets that a person approved `name` (its pinned tools stay), so a server whose
-    /// configuration changed without a person's review is quarantined again when it
-    /// restarts with `quarantined: true`.
+    /// Forgets that a person approved `name`'s calls (its approved launch spec and its pinned
+    /// tools stay): it is quarantined again when it restarts.
     pub fn revoke_approval(&self, name: &str) -> Result<(), crate::trust::Error> {
         if self
             .trust
@@ -888,6 +912,27 @@ impl Upstreams {
             })?;
         }
         Ok(())
+    }
+
+    /// Approves how `name` starts as configured now and, with `calls`, its calls; restarts it
+    /// so the approval takes effect (a server whose launch was not approved starts now).
+    pub async fn approve_launch(
+        &self,
+        name: &str,
+        calls: bool,
+        by: &str,
+        at: &str,
+    ) -> Result<bool, crate::trust::Error> {
+        let Some(config) = self.get(name).map(|u| u.config.clone()) else {
+            return Ok(false);
+        };
+        self.trust.approve_launch(&config, calls, by, at)?;
+        Ok(self.restart(name).await)
+    }
+
+    /// The trust decisions the upstreams are held against.
+    pub fn trust(&self) -> &Arc<TrustStore> {
+        &self.trust
     }
 
     /// Stops `name`'s session and starts a new one with the same configuration (a new

@@ -74,6 +74,10 @@ pub struct Approval {
     pub tools: Vec<String>,
     pub approved_by: String,
     pub approved_at: String,
+    /// The launch spec approved with it (secrets masked), when the approval started a
+    /// server whose launch was not approved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch: Option<String>,
 }
 
 impl Upstream {
@@ -266,6 +270,7 @@ impl Upstream {
             tools: chosen.into_iter().map(|t| t.name).collect(),
             approved_by: by.to_owned(),
             approved_at: now,
+            launch: None,
         })
     }
 }

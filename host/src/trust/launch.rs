@@ -1,0 +1,341 @@
+//! What a person approves about how a server runs: its launch spec (command, arguments,
+//! environment, working dir for a stdio server; URL and headers for an HTTP one), reduced to
+//! a SHA-256 fingerprint, and a view of it that can be stored and shown without its secrets.
+//!
+//! An approval is bound to the fingerprint: any change to how the server starts or where it
+//! connects (by an agent, the CLI, the REST API or a hand edit of the config, while running
+//! or between runs) makes the approval stale, and the server waits for a person again.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::config::{ServerConfig, Transport};
+
+/// The launch spec of a server as it can be stored and shown: secret values replaced by
+/// digests (so a change is still seen) and masked in the text.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchView {
+    /// `stdio` or `http`.
+    pub transport: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// The arguments with secret-looking values masked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// SHA-256 of the arguments as they are (a change to a masked one is still seen).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub args_sha256: String,
+    /// Each environment variable's name and a digest of its value.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_dir: Option<String>,
+    /// The URL with its user info and query values masked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub url_sha256: String,
+    /// Each header's name and a digest of its value.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+}
+
+/// A server's launch spec: what an approval is bound to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchSpec {
+    /// SHA-256 (hex) over the whole spec, values included.
+    pub sha256: String,
+    pub view: LaunchView,
+}
+
+impl LaunchSpec {
+    /// The launch spec of `server` as configured.
+    pub fn of(server: &ServerConfig) -> Self {
+        let mut whole = Sha256::new();
+        let mut part = |label: &str, value: &str| {
+            // Length-prefixed, so no two specs hash the same text.
+            whole.update((label.len() as u64).to_le_bytes());
+            whole.update(label.as_bytes());
+            whole.update((value.len() as u64).to_le_bytes());
+            whole.update(value.as_bytes());
+        };
+        let view = match &server.transport {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                working_dir,
+            } => {
+                part("transport", "stdio");
+                part("command", command);
+                for arg in args {
+                    part("arg", arg);
+                }
+                for (name, value) in env {
+                    part("env", name);
+                    part("=", value);
+                }
+                let working_dir = working_dir.as_ref().map(|d| d.display().to_string());
+                if let Some(dir) = &working_dir {
+                    part("working_dir", dir);
+                }
+                LaunchView {
+                    transport: "stdio".into(),
+                    command: Some(command.clone()),
+                    args: crate::secrets::mask_args(args),
+                    args_sha256: digest_all(args.iter().map(String::as_str)),
+                    env: digests(env),
+                    working_dir,
+                    ..LaunchView::default()
+                }
+            }
+            Transport::Http { url, headers } => {
+                part("transport", "http");
+                part("url", url);
+                for (name, value) in headers {
+                    part("header", name);
+                    part("=", value);
+                }
+                LaunchView {
+                    transport: "http".into(),
+                    url: Some(crate::secrets::mask_url(url)),
+                    url_sha256: digest_all([url.as_str()]),
+                    headers: digests(headers),
+                    ..LaunchView::default()
+                }
+            }
+        };
+        Self {
+            sha256: hex(&whole.finalize()),
+            view,
+        }
+    }
+}
+
+impl LaunchView {
+    /// What changed from `self` (approved) to `now`, one line per difference, secrets
+    /// never shown (a changed secret value is named, not quoted).
+    pub fn diff(&self, now: &LaunchView) -> Vec<String> {
+        let q = |s: &str| super::quote(s);
+        let mut lines = Vec::new();
+        if self.transport != now.transport {
+            lines.push(format!(
+                "transport was {}, now {}",
+                self.transport, now.transport
+            ));
+        }
+        if self.command != now.command {
+            lines.push(format!(
+                "command was {}, now {}",
+                shown(self.command.as_deref()),
+                shown(now.command.as_deref())
+            ));
+        }
+        if self.args_sha256 != now.args_sha256 {
+            if self.args == now.args {
+                lines.push("args: a hidden (secret-looking) value changed".to_owned());
+            } else {
+                lines.push(format!(
+                    "args were {}, now {}",
+                    q(&format!("{:?}", self.args)),
+                    q(&format!("{:?}", now.args))
+                ));
+            }
+        }
+        map_diff("env", &self.env, &now.env, &mut lines);
+        if self.working_dir != now.working_dir {
+            lines.push(format!(
+                "working_dir was {}, now {}",
+                shown(self.working_dir.as_deref()),
+                shown(now.working_dir.as_deref())
+            ));
+        }
+        if self.url_sha256 != now.url_sha256 {
+            if self.url == now.url {
+                lines.push("url: a hidden value (user info or query) changed".to_owned());
+            } else {
+                lines.push(format!(
+                    "url was {}, now {}",
+                    shown(self.url.as_deref()),
+                    shown(now.url.as_deref())
+                ));
+            }
+        }
+        map_diff("header", &self.headers, &now.headers, &mut lines);
+        lines
+    }
+
+    /// One line for a person: `stdio: npx -y server ...` or `http: https://host/mcp`.
+    pub fn summary(&self) -> String {
+        let mut text = match (&self.command, &self.url) {
+            (Some(command), _) => {
+                let mut line = super::quote(command);
+                for arg in &self.args {
+                    line.push(' ');
+                    line.push_str(&super::quote(arg));
+                }
+                format!("stdio: {line}")
+            }
+            (None, Some(url)) => format!("http: {}", super::quote(url)),
+            (None, None) => self.transport.clone(),
+        };
+        if !self.env.is_empty() {
+            text.push_str(&format!(
+                " (env: {})",
+                self.env
+                    .keys()
+                    .map(|k| super::quote(k))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        if !self.headers.is_empty() {
+            text.push_str(&format!(
+                " (headers: {})",
+                self.headers
+                    .keys()
+                    .map(|k| super::quote(k))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        text
+    }
+}
+
+fn shown(value: Option<&str>) -> String {
+    value.map_or_else(|| "none".to_owned(), |v| format!("\"{}\"", super::quote(v)))
+}
+
+fn map_diff(
+    what: &str,
+    was: &BTreeMap<String, String>,
+    now: &BTreeMap<String, String>,
+    lines: &mut Vec<String>,
+) {
+    for (name, value) in now {
+        match was.get(name) {
+            None => lines.push(format!("{what} {} added", super::quote(name))),
+            Some(old) if old != value => {
+                lines.push(format!("{what} {} value changed", super::quote(name)));
+            }
+            Some(_) => {}
+        }
+    }
+    for name in was.keys().filter(|name| !now.contains_key(*name)) {
+        lines.push(format!("{what} {} removed", super::quote(name)));
+    }
+}
+
+/// Each value's digest, by name: enough to see a change, not to learn the value.
+fn digests(values: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    values
+        .iter()
+        .map(|(name, value)| (name.clone(), digest_all([value.as_str()])))
+        .collect()
+}
+
+/// The first 16 hex digits of the SHA-256 over `parts` (length-prefixed).
+fn digest_all<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
+    let mut hash = Sha256::new();
+    for part in parts {
+        hash.update((part.len() as u64).to_le_bytes());
+        hash.update(part.as_bytes());
+    }
+    let mut text = hex(&hash.finalize());
+    text.truncate(16);
+    text
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stdio(command: &str, args: &[&str], env: &[(&str, &str)]) -> ServerConfig {
+        ServerConfig {
+            name: "good".into(),
+            transport: Transport::Stdio {
+                command: command.into(),
+                args: args.iter().map(|a| (*a).to_owned()).collect(),
+                env: env
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+                working_dir: None,
+            },
+            enabled: true,
+            quarantined: false,
+            auto_approve_tool_changes: false,
+            tool_call_timeout: None,
+        }
+    }
+
+    #[test]
+    fn every_part_of_the_launch_changes_the_fingerprint_and_the_rest_does_not() {
+        let base = LaunchSpec::of(&stdio("npx", &["-y", "srv"], &[("TOKEN", "a")]));
+        for other in [
+            stdio("python3", &["-y", "srv"], &[("TOKEN", "a")]),
+            stdio("npx", &["-y", "evil"], &[("TOKEN", "a")]),
+            stdio("npx", &["-y", "srv"], &[("TOKEN", "b")]),
+            stdio(
+                "npx",
+                &["-y", "srv"],
+                &[("TOKEN", "a"), ("LD_PRELOAD", "x")],
+            ),
+            stdio("npx", &["-ysrv"], &[("TOKEN", "a")]),
+        ] {
+            assert_ne!(LaunchSpec::of(&other).sha256, base.sha256, "{other:?}");
+        }
+        let mut same = stdio("npx", &["-y", "srv"], &[("TOKEN", "a")]);
+        same.quarantined = true;
+        same.enabled = false;
+        same.tool_call_timeout = Some(std::time::Duration::from_secs(3));
+        assert_eq!(LaunchSpec::of(&same).sha256, base.sha256);
+    }
+
+    #[test]
+    fn the_diff_names_what_changed_without_showing_secret_values() {
+        let was = LaunchSpec::of(&stdio("npx", &["srv"], &[("TOKEN", "old-secret")])).view;
+        let now = LaunchSpec::of(&stdio(
+            "python3",
+            &["evil.py"],
+            &[("TOKEN", "new-secret"), ("EXTRA", "1")],
+        ))
+        .view;
+        let lines = was.diff(&now);
+        let text = lines.join("\n");
+        assert!(
+            text.contains("command was \"npx\", now \"python3\""),
+            "{text}"
+        );
+        assert!(text.contains("evil.py"), "{text}");
+        assert!(text.contains("env TOKEN value changed"), "{text}");
+        assert!(text.contains("env EXTRA added"), "{text}");
+        assert!(!text.contains("secret"), "{text}");
+        assert!(was.diff(&was).is_empty());
+    }
+
+    #[test]
+    fn a_url_change_behind_a_mask_is_still_seen() {
+        let http = |url: &str| ServerConfig {
+            transport: Transport::Http {
+                url: url.into(),
+                headers: BTreeMap::from([("Authorization".into(), "Bearer t".into())]),
+            },
+            ..stdio("x", &[], &[])
+        };
+        let a = LaunchSpec::of(&http("https://127.0.0.1/mcp?token=one"));
+        let b = LaunchSpec::of(&http("https://127.0.0.1/mcp?token=two"));
+        assert_ne!(a.sha256, b.sha256);
+        let text = a.view.diff(&b.view).join("\n");
+        assert!(text.contains("url: a hidden value"), "{text}");
+        assert!(!text.contains("one") && !text.contains("two"), "{text}");
+        assert!(!format!("{:?}", a.view).contains("Bearer"));
+    }
+}
