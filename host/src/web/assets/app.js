@@ -210,7 +210,9 @@ async function loadUpstreams() {
   for (const upstream of upstreams) {
     const state = upstream.quarantined ? "quarantined" : upstream.state;
     const pending = upstream.pending || [];
-    const trust = upstream.quarantined
+    const trust = upstream.state === "unapproved"
+      ? "not started: how it starts (command, args, env, url) is not approved"
+      : upstream.quarantined
       ? "quarantined: not reviewed"
       : pending.length
         ? pending.length + " tool(s) held since they changed: " + pending.join(", ")
