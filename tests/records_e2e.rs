@@ -55,7 +55,10 @@ async fn rest_records(proxy: &Proxy, record_type: &str, want: usize) -> Vec<Valu
             .await
             .expect("a JSON answer");
         assert_eq!(body["success"], true, "{body}");
-        let records = body["data"]["records"].as_array().cloned().unwrap_or_default();
+        let records = body["data"]["records"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         if records.len() >= want && records.iter().all(|r| r["status"] != "pending") {
             return records;
         }
@@ -209,7 +212,10 @@ async fn a_completion_is_a_completion_record_with_its_argument_redacted_by_name(
     assert_eq!(prompt["status"], "success", "{prompt}");
     assert_eq!(prompt["arguments"]["argument"], json!({"arg1": "pa"}));
     assert_eq!(prompt["arguments"]["ref"]["type"], "ref/prompt");
-    assert_eq!(prompt["arguments"]["ref"]["name"], "test_prompt_with_arguments");
+    assert_eq!(
+        prompt["arguments"]["ref"]["name"],
+        "test_prompt_with_arguments"
+    );
     assert_eq!(prompt["details"]["method"], "completion/complete");
     assert_attributed(prompt);
     assert_eq!(template["tool_name"], "test://template/{id}/data");
@@ -253,7 +259,10 @@ async fn subscribing_and_unsubscribing_are_subscription_records() {
     ] {
         assert_eq!(record["server_name"], "cf", "{record}");
         assert_eq!(record["tool_name"], "test://watched-resource");
-        assert_eq!(record["arguments"], json!({"uri": "test://watched-resource"}));
+        assert_eq!(
+            record["arguments"],
+            json!({"uri": "test://watched-resource"})
+        );
         assert_eq!(record["status"], "success", "{record}");
         assert_eq!(record["details"]["method"], method);
         assert_eq!(record["details"]["sent_upstream"], true, "{record}");

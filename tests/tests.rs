@@ -45,14 +45,14 @@ mod npm_e2e;
 mod observability_e2e;
 /// One owner per data dir: stdio front-ends, the CLI and an HTTP relay beside it.
 mod owner_e2e;
-/// Everything that runs server code on the record: prompts, completions, subscriptions,
-/// through the API, the CLI and a sink.
-mod records_e2e;
 /// Property tests (random inputs, proptest): call arguments and intents, config text, the
 /// record codec. No input panics; every accepted one keeps the invariants.
 mod properties;
 /// The proxy end to end: the binary, the fixture upstream, an MCP client.
 mod proxy_e2e;
+/// Everything that runs server code on the record: prompts, completions, subscriptions,
+/// through the API, the CLI and a sink.
+mod records_e2e;
 /// The opt-in safety-routing validator: every class x variant, and through real MCP.
 mod safety_routing;
 /// `mcpproxy serve` itself: defaults, config errors, stdio mode, shutdown.

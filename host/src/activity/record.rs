@@ -744,7 +744,10 @@ mod tests {
             assert_eq!(position(t), i, "{t:?} out of place in RecordType::ALL");
             let name = t.as_str();
             assert_eq!(serde_json::to_value(t).unwrap(), json!(name));
-            assert_eq!(serde_json::from_value::<RecordType>(json!(name)).unwrap(), t);
+            assert_eq!(
+                serde_json::from_value::<RecordType>(json!(name)).unwrap(),
+                t
+            );
             assert_eq!(RecordType::parse(name), Some(t));
             assert_eq!(RecordType::parse(&name.to_ascii_uppercase()), Some(t));
         }

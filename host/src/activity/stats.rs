@@ -96,10 +96,10 @@ impl Journal {
     /// The statistics of the records matching `filter` of one type: the filter's type, else
     /// tool calls (records of other types are never mixed in).
     pub fn call_stats(&self, filter: &Filter) -> Result<CallStats> {
-        let record_type = filter
-            .record_type
-            .as_deref()
-            .map_or_else(|| RecordType::ToolCall.as_str().to_owned(), str::to_ascii_lowercase);
+        let record_type = filter.record_type.as_deref().map_or_else(
+            || RecordType::ToolCall.as_str().to_owned(),
+            str::to_ascii_lowercase,
+        );
         let filter = Filter {
             record_type: Some(record_type.clone()),
             ..filter.clone()

@@ -902,12 +902,7 @@ mod tests {
     #[test]
     fn records_that_are_not_calls_say_what_they_are() {
         use serde_json::json;
-        let label = |record: Value| {
-            (
-                intent_label(&record, true),
-                intent_label(&record, false),
-            )
-        };
+        let label = |record: Value| (intent_label(&record, true), intent_label(&record, false));
         let pair = |a: &str, b: &str| (a.to_owned(), b.to_owned());
         assert_eq!(
             label(json!({"type": "tool_call", "intent": {"operation_type": "read"}})),
@@ -922,9 +917,8 @@ mod tests {
             label(json!({"type": "completion", "summarised": true})),
             pair("🔤 completion (summarised)", "completion (summarised)")
         );
-        let subscription = |method: &str| {
-            json!({"type": "subscription", "details": {"method": method}})
-        };
+        let subscription =
+            |method: &str| json!({"type": "subscription", "details": {"method": method}});
         assert_eq!(
             label(subscription("resources/subscribe")),
             pair("🔔 subscribe", "subscribe")

@@ -316,7 +316,10 @@ fn catalog_error(error: CatalogError) -> ErrorData {
 
 /// A handler's outcome as a record takes it: the error's message, if any.
 fn error_text(outcome: &Result<(), ErrorData>) -> Result<(), String> {
-    outcome.as_ref().map(|_| ()).map_err(|e| e.message.to_string())
+    outcome
+        .as_ref()
+        .map(|_| ())
+        .map_err(|e| e.message.to_string())
 }
 
 fn tool_error(message: &str) -> CallToolResult {

@@ -219,10 +219,7 @@ impl Proxy {
         let (upstream, local) = self.find_name(scope, &params.name, "prompt")?;
         params.name = local.to_owned();
         params.meta = None;
-        let arguments = params
-            .arguments
-            .clone()
-            .map_or(Value::Null, Value::Object);
+        let arguments = params.arguments.clone().map_or(Value::Null, Value::Object);
         let draft = self.activity.request_draft(
             RecordType::PromptGet,
             "prompts/get",
@@ -232,15 +229,20 @@ impl Proxy {
             &context,
         );
         let request = ClientRequest::GetPromptRequest(rmcp::model::Request::new(params));
-        self.request_recorded(&upstream, request, draft, started, &context, |answer| {
-            match answer {
+        self.request_recorded(
+            &upstream,
+            request,
+            draft,
+            started,
+            &context,
+            |answer| match answer {
                 ServerResult::GetPromptResult(result) => Some(GetPromptResponse::Complete(result)),
                 ServerResult::InputRequiredResult(result) => {
                     Some(GetPromptResponse::InputRequired(result))
                 }
                 _ => None,
-            }
-        })
+            },
+        )
         .await
     }
 
@@ -468,12 +470,17 @@ impl Proxy {
             &context,
         );
         let request = ClientRequest::CompleteRequest(rmcp::model::Request::new(params));
-        self.request_recorded(&upstream, request, draft, started, &context, |answer| {
-            match answer {
+        self.request_recorded(
+            &upstream,
+            request,
+            draft,
+            started,
+            &context,
+            |answer| match answer {
                 ServerResult::CompleteResult(result) => Some(result),
                 _ => None,
-            }
-        })
+            },
+        )
         .await
     }
 
@@ -549,8 +556,12 @@ impl Proxy {
         if let Some(Value::Object(details)) = &mut record.details {
             details.insert("sent_upstream".into(), Value::Bool(sent));
         }
-        self.append(super::record::finished(record, outcome.map(|()| 0), started))
-            .await;
+        self.append(super::record::finished(
+            record,
+            outcome.map(|()| 0),
+            started,
+        ))
+        .await;
     }
 
     /// Unsubscribes upstream from `uri` of `server` for the proxy itself (the last session
