@@ -19,10 +19,11 @@ use crate::clickhouse_util::ClickHouse;
 use crate::mcp_util::{Proxy, call, config_with, connect, is_error, stdio_fixture};
 use crate::util::{TestCommand, artifact};
 
-/// A real NDJSON endpoint: stores every line it is sent; answers 503 while `down`.
+/// A real NDJSON endpoint: stores every line it is sent; answers 503 while `down`. Also
+/// used by `records_e2e`.
 #[derive(Clone, Default)]
-struct Receiver {
-    lines: Arc<Mutex<Vec<Value>>>,
+pub(crate) struct Receiver {
+    pub(crate) lines: Arc<Mutex<Vec<Value>>>,
     requests: Arc<AtomicUsize>,
     down: Arc<AtomicBool>,
     headers: Arc<Mutex<Vec<HeaderMap>>>,
@@ -32,7 +33,7 @@ struct Receiver {
 
 impl Receiver {
     /// Serves on a free loopback port; returns the URL to post to.
-    async fn start(&self) -> String {
+    pub(crate) async fn start(&self) -> String {
         async fn ingest(
             State(r): State<Receiver>,
             headers: HeaderMap,

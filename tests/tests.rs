@@ -50,6 +50,9 @@ mod owner_e2e;
 mod properties;
 /// The proxy end to end: the binary, the fixture upstream, an MCP client.
 mod proxy_e2e;
+/// Everything that runs server code on the record: prompts, completions, subscriptions,
+/// through the API, the CLI and a sink.
+mod records_e2e;
 /// The opt-in safety-routing validator: every class x variant, and through real MCP.
 mod safety_routing;
 /// `mcpproxy serve` itself: defaults, config errors, stdio mode, shutdown.

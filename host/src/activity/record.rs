@@ -45,6 +45,15 @@ pub enum RecordType {
     /// `sampling/createMessage`): `tool_name` is the method, `details` what was asked,
     /// which call it belonged to and what the client answered.
     ServerRequest,
+    /// A prompt fetched from an upstream (`prompts/get`): `tool_name` is the prompt's name on
+    /// its server, `arguments` the prompt's arguments (capped and redacted).
+    PromptGet,
+    /// A completion asked of an upstream (`completion/complete`): `tool_name` is the prompt
+    /// or resource template completed, `arguments` what was asked.
+    Completion,
+    /// A resource subscription (`resources/subscribe`, `resources/unsubscribe`) or a
+    /// `subscriptions/listen` stream opened upstream: `details.method` says which.
+    Subscription,
     /// An upstream server added, removed or changed (by an agent through
     /// `upstream_servers`, a person through the CLI or the REST API, or a hand edit of the
     /// config file), or found changed at start: `tool_name` is the operation, `details` who
@@ -63,8 +72,38 @@ impl RecordType {
             Self::Alert => "alert",
             Self::ResourceRead => "resource_read",
             Self::ServerRequest => "server_request",
+            Self::PromptGet => "prompt_get",
+            Self::Completion => "completion",
+            Self::Subscription => "subscription",
             Self::ServerChange => "server_change",
         }
+    }
+
+    /// Every type, in declaration order: what filters accept.
+    pub const ALL: [RecordType; 11] = [
+        Self::ToolCall,
+        Self::PolicyDecision,
+        Self::ToolChange,
+        Self::Approval,
+        Self::Alert,
+        Self::ResourceRead,
+        Self::ServerRequest,
+        Self::PromptGet,
+        Self::Completion,
+        Self::Subscription,
+        Self::ServerChange,
+    ];
+
+    /// The wire names of [`RecordType::ALL`].
+    pub fn names() -> impl Iterator<Item = &'static str> {
+        Self::ALL.iter().map(|t| t.as_str())
+    }
+
+    /// The type whose wire name is `name`, ASCII case ignored; `None` for an unknown name.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|t| t.as_str().eq_ignore_ascii_case(name))
     }
 }
 
@@ -145,7 +184,7 @@ pub struct ActivityRecord {
     /// ULID (26 chars), monotonic per process; see [`new_id`]. Also the storage key.
     #[serde(default)]
     pub id: String,
-    /// tool_call | policy_decision.
+    /// What the record describes: one of [`RecordType::ALL`] (`tool_call`, `prompt_get`, ...).
     #[serde(rename = "type", default)]
     pub record_type: RecordType,
     /// mcp | cli | api.
@@ -694,6 +733,52 @@ mod tests {
         let sparse: ActivityRecord =
             serde_json::from_str(r#"{"id":"x","status":"error"}"#).unwrap();
         assert_eq!(sparse.status, Status::Error);
+    }
+
+    #[test]
+    fn every_record_type_round_trips_by_its_wire_name() {
+        // The match is exhaustive: a new type must be placed here, and so in `ALL`.
+        let position = |t: RecordType| match t {
+            RecordType::ToolCall => 0,
+            RecordType::PolicyDecision => 1,
+            RecordType::ToolChange => 2,
+            RecordType::Approval => 3,
+            RecordType::Alert => 4,
+            RecordType::ResourceRead => 5,
+            RecordType::ServerRequest => 6,
+            RecordType::PromptGet => 7,
+            RecordType::Completion => 8,
+            RecordType::Subscription => 9,
+            RecordType::ServerChange => 10,
+        };
+        for (i, t) in RecordType::ALL.into_iter().enumerate() {
+            assert_eq!(position(t), i, "{t:?} out of place in RecordType::ALL");
+            let name = t.as_str();
+            assert_eq!(serde_json::to_value(t).unwrap(), json!(name));
+            assert_eq!(
+                serde_json::from_value::<RecordType>(json!(name)).unwrap(),
+                t
+            );
+            assert_eq!(RecordType::parse(name), Some(t));
+            assert_eq!(RecordType::parse(&name.to_ascii_uppercase()), Some(t));
+        }
+        assert_eq!(
+            RecordType::names().collect::<Vec<_>>()[7..],
+            ["prompt_get", "completion", "subscription"]
+        );
+        assert_eq!(RecordType::parse("prompt"), None);
+        // A record of each new type reads back whole, its details included.
+        for t in [
+            RecordType::PromptGet,
+            RecordType::Completion,
+            RecordType::Subscription,
+        ] {
+            let mut rec = ActivityRecord::new(t, Source::Mcp, "fx", "greeting");
+            rec.details = Some(json!({"method": "resources/subscribe"}));
+            let v = serde_json::to_value(&rec).unwrap();
+            assert_eq!(v["type"], t.as_str());
+            assert_eq!(serde_json::from_value::<ActivityRecord>(v).unwrap(), rec);
+        }
     }
 
     #[test]

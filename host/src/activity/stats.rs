@@ -1,6 +1,7 @@
 //! Call statistics over a window of the journal: how many calls by server, tool, variant,
 //! status and policy decision, with the median and 99th-percentile durations of each
-//! group. Read a chunk at a time ([`Journal::for_each_chunk`]), so memory grows with the number of groups and calls'
+//! group. Tool calls by default; the records of another type (prompt gets, completions,
+//! resource reads, subscriptions) when the filter names it. Read a chunk at a time ([`Journal::for_each_chunk`]), so memory grows with the number of groups and calls'
 //! durations (4 bytes a call), not with the records' size.
 
 use std::collections::BTreeMap;
@@ -24,7 +25,10 @@ pub struct Group {
 /// Calls in a window, grouped five ways; each list is sorted by calls, most first.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct CallStats {
-    /// Tool calls counted (records of other types are left out).
+    /// The type of the records counted: `tool_call` unless the filter named another.
+    #[serde(rename = "type")]
+    pub record_type: String,
+    /// Records counted (records of other types are left out).
     pub calls: u64,
     /// The first and last counted call's time (RFC 3339), if any.
     pub first: Option<String>,
@@ -89,11 +93,15 @@ fn groups(map: BTreeMap<String, Vec<u32>>) -> Vec<Group> {
 }
 
 impl Journal {
-    /// The statistics of the tool calls matching `filter` (its type filter is ignored:
-    /// only tool calls are counted).
+    /// The statistics of the records matching `filter` of one type: the filter's type, else
+    /// tool calls (records of other types are never mixed in).
     pub fn call_stats(&self, filter: &Filter) -> Result<CallStats> {
+        let record_type = filter.record_type.as_deref().map_or_else(
+            || RecordType::ToolCall.as_str().to_owned(),
+            str::to_ascii_lowercase,
+        );
         let filter = Filter {
-            record_type: Some(RecordType::ToolCall.as_str().to_owned()),
+            record_type: Some(record_type.clone()),
             ..filter.clone()
         };
         let mut tally = Tally::default();
@@ -113,6 +121,7 @@ impl Journal {
             groups: [server, tool, variant, status, decision],
         } = tally;
         Ok(CallStats {
+            record_type,
             calls: all.len() as u64,
             first,
             last,
@@ -188,6 +197,49 @@ mod tests {
             ..Filter::default()
         };
         assert_eq!(journal.call_stats(&only_gh).unwrap().calls, 10);
+        assert_eq!(stats.record_type, "tool_call");
+    }
+
+    #[tokio::test]
+    async fn the_records_of_another_type_are_counted_when_the_filter_names_it() {
+        let (_dir, journal) = open_temp(JournalOptions::default());
+        let mut records = vec![ActivityRecord::new(
+            RecordType::ToolCall,
+            Source::Mcp,
+            "fs",
+            "read",
+        )];
+        for (i, prompt) in ["greet", "greet", "summarise"].into_iter().enumerate() {
+            let mut rec = ActivityRecord::new(RecordType::PromptGet, Source::Mcp, "fs", prompt);
+            rec.status = Status::Success;
+            rec.duration_ms = 10 * (i as u64 + 1);
+            records.push(rec);
+        }
+        records.push(ActivityRecord::new(
+            RecordType::Completion,
+            Source::Mcp,
+            "fs",
+            "greet",
+        ));
+        journal.bulk_load(&records).unwrap();
+        let prompts = Filter {
+            record_type: Some("PROMPT_GET".into()),
+            ..Filter::default()
+        };
+        let stats = journal.call_stats(&prompts).unwrap();
+        assert_eq!(stats.record_type, "prompt_get");
+        assert_eq!(stats.calls, 3);
+        assert_eq!(stats.by_tool[0].key, "fs:greet");
+        assert_eq!(stats.by_tool[0].calls, 2);
+        assert_eq!(stats.by_variant[0].key, "(none)");
+        assert_eq!(stats.p99_ms, 30);
+        let completions = Filter {
+            record_type: Some("completion".into()),
+            ..Filter::default()
+        };
+        assert_eq!(journal.call_stats(&completions).unwrap().calls, 1);
+        // Without a type, tool calls only.
+        assert_eq!(journal.call_stats(&Filter::default()).unwrap().calls, 1);
     }
 }
 

@@ -12,7 +12,7 @@ use serde_json::json;
 
 use crate::activity::export::ExportFormat;
 use crate::activity::query::SCAN_CHUNK;
-use crate::activity::{Filter, parse_timestamp};
+use crate::activity::{Filter, RecordType, parse_timestamp};
 
 use super::{ApiError, ApiState, ok};
 
@@ -98,19 +98,7 @@ fn parse_query_of(
         server: text("server")?,
         tool: text("tool")?,
         status: one_of("status", &["pending", "success", "error", "blocked"])?,
-        record_type: one_of(
-            "type",
-            &[
-                "tool_call",
-                "policy_decision",
-                "tool_change",
-                "approval",
-                "alert",
-                "resource_read",
-                "server_request",
-                "server_change",
-            ],
-        )?,
+        record_type: one_of("type", &RecordType::names().collect::<Vec<_>>())?,
         session: text("session")?,
         start_ms: time("start_time")?,
         end_ms: time("end_time")?,
@@ -239,8 +227,8 @@ pub async fn export(
         .into_response())
 }
 
-/// `GET /activity/stats?<filters>`: tool calls by server, tool, variant, status and
-/// decision, with p50/p99 durations.
+/// `GET /activity/stats?<filters>`: tool calls (or the records of the `type` asked for) by
+/// server, tool, variant, status and decision, with p50/p99 durations.
 pub async fn stats(
     State(state): State<ApiState>,
     Query(query): Query<HashMap<String, String>>,
@@ -409,7 +397,7 @@ pub async fn sinks(State(state): State<ApiState>) -> Result<Response, ApiError> 
 #[cfg(test)]
 mod budget_tests {
     use super::*;
-    use crate::activity::{ActivityRecord, RecordType, Source};
+    use crate::activity::{ActivityRecord, Source};
 
     #[test]
     fn a_page_ends_at_its_byte_budget_but_holds_at_least_one_record() {
@@ -420,5 +408,23 @@ mod budget_tests {
         assert_eq!(within_budget(&records, one * 3 + 1), 3);
         assert_eq!(within_budget(&records, 1), 1);
         assert_eq!(within_budget(&records, usize::MAX), 10);
+    }
+
+    #[test]
+    fn the_type_filter_takes_every_record_type_and_names_them_when_wrong() {
+        for name in ["tool_call", "prompt_get", "completion", "subscription"] {
+            let query = HashMap::from([("type".to_owned(), name.to_owned())]);
+            let (filter, _, _) = parse_query(&query).unwrap();
+            assert_eq!(filter.record_type.as_deref(), Some(name));
+        }
+        let query = HashMap::from([("type".to_owned(), "prompt".to_owned())]);
+        let error = parse_query(&query).unwrap_err();
+        assert!(
+            error
+                .message
+                .ends_with("resource_read, server_request, prompt_get, completion, subscription"),
+            "{}",
+            error.message
+        );
     }
 }

@@ -16,7 +16,8 @@ use serde_json::Value;
 
 use crate::activity::export::ExportFormat;
 use crate::activity::{
-    ActivityRecord, Filter, Journal, JournalOptions, format_timestamp, now_ms, parse_timestamp,
+    ActivityRecord, Filter, Journal, JournalOptions, RecordType, format_timestamp, now_ms,
+    parse_timestamp,
 };
 use crate::config::{self, Config};
 
@@ -41,7 +42,8 @@ pub enum ActivityCommand {
     /// Write every matching record, oldest first, as JSON Lines or CSV (streamed: memory
     /// stays flat however many records match).
     Export(ExportCommand),
-    /// Tool calls by server, tool, variant, status and decision, with p50/p99 durations.
+    /// Tool calls (or the records of `--type`) by server, tool, variant, status and
+    /// decision, with p50/p99 durations.
     Stats(StatsCommand),
     /// Follow new records as calls finish (from the running server), until Ctrl-C.
     Watch(WatchCommand),
@@ -73,7 +75,7 @@ pub struct FilterArgs {
     #[arg(long, value_parser = ["pending", "success", "error", "blocked"])]
     status: Option<String>,
     /// Only records of this type.
-    #[arg(long = "type", value_parser = ["tool_call", "policy_decision", "tool_change", "approval", "alert", "resource_read", "server_request", "server_change"])]
+    #[arg(long = "type", value_parser = clap::builder::PossibleValuesParser::new(RecordType::names()))]
     record_type: Option<String>,
     /// Only records of this MCP session.
     #[arg(long)]
@@ -299,12 +301,16 @@ impl StatsCommand {
 /// The statistics as one table per grouping.
 fn print_stats(stats: &Value) {
     let calls = stats["calls"].as_u64().unwrap_or(0);
+    let what = match stats["type"].as_str() {
+        None | Some("tool_call") => "calls".to_owned(),
+        Some(other) => format!("{} records", quote(other)),
+    };
     if calls == 0 {
-        eprintln!("no matching calls");
+        eprintln!("no matching {what}");
         return;
     }
     println!(
-        "{calls} calls from {} to {}; p50 {} ms, p99 {} ms",
+        "{calls} {what} from {} to {}; p50 {} ms, p99 {} ms",
         quote(stats["first"].as_str().unwrap_or("?")),
         quote(stats["last"].as_str().unwrap_or("?")),
         stats["p50_ms"],
@@ -588,8 +594,9 @@ fn reason(record: &Value) -> String {
     }
 }
 
-/// `📖 read`, `✏️ write`, `⚠️ destructive` (or the word alone); `🚨 alert` for an alert
-/// record; a summarised record's label ends in `(summarised)`.
+/// `📖 read`, `✏️ write`, `⚠️ destructive` (or the word alone); for records that are not
+/// calls, what they are: `🚨 alert`, `💬 prompt`, `🔤 completion`, `🔔 subscribe`,
+/// `🔕 unsubscribe`, `📡 listen`; a summarised record's label ends in `(summarised)`.
 fn intent_label(record: &Value, icons: bool) -> String {
     let label = intent_word(record, icons);
     if record["summarised"] == Value::Bool(true) {
@@ -600,8 +607,12 @@ fn intent_label(record: &Value, icons: bool) -> String {
 }
 
 fn intent_word(record: &Value, icons: bool) -> String {
-    if record["type"] == "alert" {
-        return if icons { "🚨 alert" } else { "alert" }.to_owned();
+    if let Some((icon, word)) = kind_label(record) {
+        return if icons {
+            format!("{icon} {word}")
+        } else {
+            word.to_owned()
+        };
     }
     let op = record["intent"]["operation_type"].as_str().unwrap_or("-");
     if !icons {
@@ -614,6 +625,24 @@ fn intent_word(record: &Value, icons: bool) -> String {
         _ => "•",
     };
     format!("{icon} {op}")
+}
+
+/// The icon and word of a record that is not a call and carries no intent; `None` for calls
+/// (and types shown by their intent).
+fn kind_label(record: &Value) -> Option<(&'static str, &'static str)> {
+    let kind = RecordType::parse(record["type"].as_str()?)?;
+    Some(match kind {
+        RecordType::Alert => ("🚨", "alert"),
+        RecordType::PromptGet => ("💬", "prompt"),
+        RecordType::Completion => ("🔤", "completion"),
+        RecordType::Subscription => match record["details"]["method"].as_str() {
+            Some("resources/unsubscribe") => ("🔕", "unsubscribe"),
+            Some("subscriptions/listen") => ("📡", "listen"),
+            _ => ("🔔", "subscribe"),
+        },
+        RecordType::ServerChange => ("🛠", "server"),
+        _ => return None,
+    })
 }
 
 impl ShowCommand {
@@ -654,12 +683,41 @@ fn print_record(record: &Value) {
         field("type"),
         field("source")
     );
-    println!(
-        "Tool:        {}:{} via {}",
-        field("server_name"),
-        field("tool_name"),
-        field("tool_variant")
-    );
+    match RecordType::parse(record["type"].as_str().unwrap_or("")) {
+        Some(RecordType::PromptGet) => println!(
+            "Prompt:      {}:{}",
+            field("server_name"),
+            field("tool_name")
+        ),
+        Some(RecordType::Completion) => println!(
+            "Completes:   {}:{}",
+            field("server_name"),
+            field("tool_name")
+        ),
+        Some(RecordType::ServerChange) => println!(
+            "Server:      {} ({} by {})",
+            field("server_name"),
+            field("tool_name"),
+            quote(record["details"]["actor"].as_str().unwrap_or("-"))
+        ),
+        Some(RecordType::Subscription) => match record["details"]["method"].as_str() {
+            Some(method @ "subscriptions/listen") => {
+                println!("Stream:      {} ({method})", field("server_name"))
+            }
+            method => println!(
+                "Resource:    {}:{} ({})",
+                field("server_name"),
+                field("tool_name"),
+                quote(method.unwrap_or("-"))
+            ),
+        },
+        _ => println!(
+            "Tool:        {}:{} via {}",
+            field("server_name"),
+            field("tool_name"),
+            field("tool_variant")
+        ),
+    }
     println!(
         "Status:      {}{}",
         field("status"),
@@ -705,6 +763,9 @@ fn print_record(record: &Value) {
         }
     );
     println!("Response:    {} bytes", field("response_bytes"));
+    if !record["details"].is_null() {
+        println!("Details:     {}", field("details"));
+    }
     if record["error_message"] != Value::Null {
         println!("Error:       {}", field("error_message"));
     }
@@ -844,6 +905,42 @@ fn human_ms(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn records_that_are_not_calls_say_what_they_are() {
+        use serde_json::json;
+        let label = |record: Value| (intent_label(&record, true), intent_label(&record, false));
+        let pair = |a: &str, b: &str| (a.to_owned(), b.to_owned());
+        assert_eq!(
+            label(json!({"type": "tool_call", "intent": {"operation_type": "read"}})),
+            pair("📖 read", "read")
+        );
+        assert_eq!(label(json!({"type": "alert"})), pair("🚨 alert", "alert"));
+        assert_eq!(
+            label(json!({"type": "prompt_get"})),
+            pair("💬 prompt", "prompt")
+        );
+        assert_eq!(
+            label(json!({"type": "completion", "summarised": true})),
+            pair("🔤 completion (summarised)", "completion (summarised)")
+        );
+        let subscription =
+            |method: &str| json!({"type": "subscription", "details": {"method": method}});
+        assert_eq!(
+            label(subscription("resources/subscribe")),
+            pair("🔔 subscribe", "subscribe")
+        );
+        assert_eq!(
+            label(subscription("resources/unsubscribe")),
+            pair("🔕 unsubscribe", "unsubscribe")
+        );
+        assert_eq!(
+            label(subscription("subscriptions/listen")),
+            pair("📡 listen", "listen")
+        );
+        // A type this build does not know is shown by its intent, as before.
+        assert_eq!(label(json!({"type": "server_change"})), pair("• -", "-"));
+    }
 
     #[test]
     fn durations_read_well() {

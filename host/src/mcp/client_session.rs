@@ -1,6 +1,7 @@
 //! One client session's registration with the back channel: made when the session's handler is
 //! made, dropped with it. Dropping it forgets the session's log level and subscriptions,
-//! and unsubscribes upstream from resources no other session watches.
+//! and unsubscribes upstream from resources no other session watches (each recorded as a
+//! `subscription` from the proxy).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -60,7 +61,7 @@ impl Drop for SessionSlot {
         let proxy = self.proxy.clone();
         runtime.spawn(async move {
             for (server, uri) in orphaned {
-                if let Err(e) = proxy.unsubscribe(&server, &uri).await {
+                if let Err(e) = proxy.unsubscribe_orphaned(&server, &uri).await {
                     tracing::debug!("cannot unsubscribe from {uri} of '{server}': {e}");
                 }
             }

@@ -41,7 +41,8 @@ use crate::back_channel::{CallOrigin, forwardable_meta, protocol_meta};
 use crate::manage::Manager;
 use crate::policy::OperationType;
 use crate::proxy::{
-    CallContext, CallOutcome, CatalogError, Proxy, Scope, parse_call, shown_task_id,
+    CallContext, CallOutcome, CatalogError, Proxy, Scope, SubscriptionMethod, parse_call,
+    shown_task_id,
 };
 
 use client_session::SessionSlot;
@@ -313,6 +314,14 @@ fn catalog_error(error: CatalogError) -> ErrorData {
     }
 }
 
+/// A handler's outcome as a record takes it: the error's message, if any.
+fn error_text(outcome: &Result<(), ErrorData>) -> Result<(), String> {
+    outcome
+        .as_ref()
+        .map(|_| ())
+        .map_err(|e| e.message.to_string())
+}
+
 fn tool_error(message: &str) -> CallToolResult {
     CallToolResult::error(vec![Content::text(message.to_owned())])
 }
@@ -451,10 +460,10 @@ impl ServerHandler for ProxyServer {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let origin = self.origin(&context);
+        let call = self.call_context(&context);
         let mut response = self
             .proxy
-            .get_prompt(self.scope(), request, Some(&origin))
+            .get_prompt(self.scope(), request, call)
             .await
             .map_err(catalog_error)?;
         if let GetPromptResponse::Complete(result) = &mut response {
@@ -515,60 +524,93 @@ impl ServerHandler for ProxyServer {
         request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        let origin = self.origin(&context);
+        let call = self.call_context(&context);
         self.proxy
-            .complete(self.scope(), request, Some(&origin))
+            .complete(self.scope(), request, call)
             .await
             .map_err(catalog_error)
     }
 
+    /// Registers the session's interest in a resource, and subscribes upstream when it is
+    /// the first session to watch it; recorded as a `subscription`.
     #[allow(deprecated)]
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let owner = self
+        let call = self.call_context(&context);
+        let pending = self
             .proxy
-            .resource_server(self.scope(), &request.uri)
+            .subscription_route(
+                self.scope(),
+                SubscriptionMethod::Subscribe,
+                &request.uri,
+                &call,
+            )
             .await
             .map_err(catalog_error)?;
-        let first = self
-            .session
-            .back_channel()
-            .subscribe(self.session.key, &context.peer, &owner, &request.uri)
-            .map_err(|message| ErrorData::invalid_request(message, None))?;
-        if first && let Err(e) = self.proxy.subscribe(self.scope(), &request.uri).await {
-            self.session
-                .back_channel()
-                .unsubscribe(self.session.key, &owner, &request.uri);
-            return Err(catalog_error(e));
-        }
-        Ok(())
+        let owner = pending.server().to_owned();
+        let (sent, outcome) = match self.session.back_channel().subscribe(
+            self.session.key,
+            &context.peer,
+            &owner,
+            &request.uri,
+        ) {
+            Err(message) => (false, Err(ErrorData::invalid_request(message, None))),
+            Ok(false) => (false, Ok(())),
+            Ok(true) => match self.proxy.subscribe(self.scope(), &request.uri).await {
+                Ok(_) => (true, Ok(())),
+                Err(e) => {
+                    self.session
+                        .back_channel()
+                        .unsubscribe(self.session.key, &owner, &request.uri);
+                    (true, Err(catalog_error(e)))
+                }
+            },
+        };
+        self.proxy
+            .subscription_done(pending, sent, error_text(&outcome))
+            .await;
+        outcome
     }
 
+    /// Forgets the session's interest in a resource, and unsubscribes upstream when no
+    /// other session watches it; recorded as a `subscription`.
     #[allow(deprecated)]
     async fn unsubscribe(
         &self,
         request: UnsubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let owner = self
+        let call = self.call_context(&context);
+        let pending = self
             .proxy
-            .resource_server(self.scope(), &request.uri)
+            .subscription_route(
+                self.scope(),
+                SubscriptionMethod::Unsubscribe,
+                &request.uri,
+                &call,
+            )
             .await
             .map_err(catalog_error)?;
-        if self
+        let owner = pending.server().to_owned();
+        let last = self
             .session
             .back_channel()
-            .unsubscribe(self.session.key, &owner, &request.uri)
-        {
+            .unsubscribe(self.session.key, &owner, &request.uri);
+        let outcome = if last {
             self.proxy
                 .unsubscribe(&owner, &request.uri)
                 .await
-                .map_err(catalog_error)?;
-        }
-        Ok(())
+                .map_err(catalog_error)
+        } else {
+            Ok(())
+        };
+        self.proxy
+            .subscription_done(pending, last, error_text(&outcome))
+            .await;
+        outcome
     }
 
     // `logging/setLevel` is deprecated by SEP-2577 but still sent by clients: the session
@@ -638,6 +680,7 @@ impl ServerHandler for ProxyServer {
     /// ends it.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
         let origin = self.origin(context.request_context());
+        let call = self.call_context(context.request_context());
         let guard = self
             .session
             .back_channel()
@@ -645,7 +688,7 @@ impl ServerHandler for ProxyServer {
             .map_err(|message| ErrorData::invalid_request(message, None))?;
         let streams = self
             .proxy
-            .listen_upstreams(self.scope(), context.accepted(), &origin, &guard)
+            .listen_upstreams(self.scope(), context.accepted(), &origin, &call, &guard)
             .await;
         context.cancelled().await;
         drop(streams);

@@ -7,6 +7,12 @@
 //! server that lists the URI, or whose template matches it. A quarantined, disabled or
 //! unconnected server offers nothing. Reading a resource is judged by the policy pipeline
 //! as a read of the pseudo-tool [`RESOURCE_READ_TOOL`] and recorded, like a call.
+//!
+//! Everything else that runs server code is recorded too: `prompts/get` (a `prompt_get`
+//! record), `completion/complete` (`completion`) and resource subscriptions (`subscription`).
+//! A request to a quarantined server is refused and recorded as blocked; a name or URI that
+//! leads to no server is refused unrecorded (no server was asked). The pending record is
+//! written while the request is on its way upstream, and completed with its answer.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,8 +25,7 @@ use rmcp::model::{
 };
 use serde_json::{Map, Value, json};
 
-use crate::activity::{RecordType, Status};
-use crate::back_channel::CallOrigin;
+use crate::activity::{ActivityRecord, RecordType, Status};
 use crate::policy::{Annotations, OperationType, Tool};
 use crate::upstream::{self, Upstream};
 
@@ -48,6 +53,44 @@ pub enum CatalogError {
     /// The server failed or could not be reached.
     #[error(transparent)]
     Upstream(#[from] upstream::Error),
+}
+
+/// What a `subscription` record is about: its MCP method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubscriptionMethod {
+    /// `resources/subscribe`.
+    Subscribe,
+    /// `resources/unsubscribe` (also sent when the last session watching a URI ends).
+    Unsubscribe,
+    /// `subscriptions/listen` (protocol 2026-07-28): a stream opened upstream.
+    Listen,
+}
+
+impl SubscriptionMethod {
+    /// The MCP method, kept in the record's `details.method`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Subscribe => "resources/subscribe",
+            Self::Unsubscribe => "resources/unsubscribe",
+            Self::Listen => "subscriptions/listen",
+        }
+    }
+}
+
+/// The record of a subscription request in progress: made by
+/// [`Proxy::subscription_route`] or [`Proxy::subscription_record`], written by
+/// [`Proxy::subscription_done`] once the request has ended.
+#[derive(Debug)]
+pub struct PendingSubscription {
+    record: ActivityRecord,
+    started: Instant,
+}
+
+impl PendingSubscription {
+    /// The server the request goes to.
+    pub fn server(&self) -> &str {
+        &self.record.server_name
+    }
 }
 
 /// The upstream that answered, and how a result's names are shown.
@@ -96,8 +139,9 @@ impl Proxy {
     }
 
     /// The server a name (`server:name` on the aggregate endpoint) belongs to, and the
-    /// name as that server knows it.
-    fn route_name<'n>(
+    /// name as that server knows it. A quarantined server is found too: the caller refuses
+    /// the request and records the refusal.
+    fn find_name<'n>(
         &self,
         scope: Scope<'_>,
         name: &'n str,
@@ -114,14 +158,6 @@ impl Proxy {
             })?,
         };
         let upstream = self.direct_server(server)?;
-        if upstream.is_quarantined() {
-            return Err(CatalogError::Refused(
-                upstream::Error::Quarantined {
-                    server: server.to_owned(),
-                }
-                .to_string(),
-            ));
-        }
         Ok((upstream, local))
     }
 
@@ -171,24 +207,81 @@ impl Proxy {
         .await
     }
 
-    /// One prompt, from the server its name leads to.
+    /// One prompt, from the server its name leads to; recorded as `prompt_get` (the
+    /// prompt's name on its server, its arguments capped and redacted).
     pub async fn get_prompt(
         &self,
         scope: Scope<'_>,
         mut params: GetPromptRequestParams,
-        origin: Option<&CallOrigin>,
+        context: CallContext,
     ) -> Result<GetPromptResponse, CatalogError> {
-        let (upstream, local) = self.route_name(scope, &params.name, "prompt")?;
+        let started = Instant::now();
+        let (upstream, local) = self.find_name(scope, &params.name, "prompt")?;
         params.name = local.to_owned();
         params.meta = None;
+        let arguments = params.arguments.clone().map_or(Value::Null, Value::Object);
+        let draft = self.activity.request_draft(
+            RecordType::PromptGet,
+            "prompts/get",
+            upstream.name(),
+            &params.name,
+            &arguments,
+            &context,
+        );
         let request = ClientRequest::GetPromptRequest(rmcp::model::Request::new(params));
-        match upstream.request(request, origin).await? {
-            ServerResult::GetPromptResult(result) => Ok(GetPromptResponse::Complete(result)),
-            ServerResult::InputRequiredResult(result) => {
-                Ok(GetPromptResponse::InputRequired(result))
-            }
-            _ => Err(unexpected(&upstream, "prompts/get")),
+        self.request_recorded(
+            &upstream,
+            request,
+            draft,
+            started,
+            &context,
+            |answer| match answer {
+                ServerResult::GetPromptResult(result) => Some(GetPromptResponse::Complete(result)),
+                ServerResult::InputRequiredResult(result) => {
+                    Some(GetPromptResponse::InputRequired(result))
+                }
+                _ => None,
+            },
+        )
+        .await
+    }
+
+    /// Sends a client's `request` to `upstream` and records it: refused and recorded as
+    /// blocked when the server is quarantined; otherwise the pending `draft` is written while
+    /// the request is on its way, and completed with the answer `read` takes (`None`: the
+    /// wrong kind of answer).
+    async fn request_recorded<T>(
+        &self,
+        upstream: &Upstream,
+        request: ClientRequest,
+        draft: ActivityRecord,
+        started: Instant,
+        context: &CallContext,
+        read: impl FnOnce(ServerResult) -> Option<T>,
+    ) -> Result<T, CatalogError> {
+        if let Some(message) = quarantine_refusal(upstream) {
+            self.append(draft.held(&message, started)).await;
+            return Err(CatalogError::Refused(message));
         }
+        let method = draft.details.as_ref().and_then(|d| d["method"].as_str());
+        let method = method.unwrap_or("request").to_owned();
+        let (_, answer) = tokio::join!(
+            self.append(draft.clone()),
+            upstream.request(request, context.origin.as_ref())
+        );
+        let outcome = match answer {
+            Ok(answer) => {
+                let bytes = super::record::json_len(&answer);
+                read(answer)
+                    .map(|answer| (answer, bytes))
+                    .ok_or_else(|| unexpected(upstream, &method))
+            }
+            Err(e) => Err(CatalogError::Upstream(e)),
+        };
+        let size = outcome.as_ref().map(|(_, bytes)| *bytes);
+        let record = super::record::finished(draft, size.map_err(ToString::to_string), started);
+        self.journal.submit(record);
+        outcome.map(|(answer, _)| answer)
     }
 
     /// Every resource of the scope's servers.
@@ -218,10 +311,20 @@ impl Proxy {
 
     /// The server a resource URI belongs to: on a direct endpoint its server; otherwise the
     /// one server offering resources, or the server that lists the URI, or whose template
-    /// matches it.
+    /// matches it. A quarantined server refuses.
     async fn route_uri(&self, scope: Scope<'_>, uri: &str) -> Result<Arc<Upstream>, CatalogError> {
+        let upstream = self.find_uri(scope, uri).await?;
+        match quarantine_refusal(&upstream) {
+            Some(message) => Err(CatalogError::Refused(message)),
+            None => Ok(upstream),
+        }
+    }
+
+    /// [`Proxy::route_uri`], a direct endpoint's quarantined server included (the caller
+    /// refuses and records; the aggregate endpoint never routes to one).
+    async fn find_uri(&self, scope: Scope<'_>, uri: &str) -> Result<Arc<Upstream>, CatalogError> {
         if let Scope::Server(_) = scope {
-            return self.route_name(scope, uri, "resource").map(|(u, _)| u);
+            return self.find_name(scope, uri, "resource").map(|(u, _)| u);
         }
         let candidates: Vec<_> = self
             .catalog_servers(scope)?
@@ -263,7 +366,7 @@ impl Proxy {
         context: CallContext,
     ) -> Result<ReadResourceResponse, CatalogError> {
         let started = Instant::now();
-        let upstream = self.route_uri(scope, &params.uri).await?;
+        let upstream = self.find_uri(scope, &params.uri).await?;
         let mut args = Map::new();
         args.insert("uri".into(), Value::String(params.uri.clone()));
         let input = CallInput {
@@ -275,6 +378,10 @@ impl Proxy {
         };
         let mut draft = self.activity.draft(&input, &context);
         draft.record_type = RecordType::ResourceRead;
+        if let Some(message) = quarantine_refusal(&upstream) {
+            self.append(draft.held(&message, started)).await;
+            return Err(CatalogError::Refused(message));
+        }
         let tool = resource_read_tool(upstream.name());
         let evaluation = match self.evaluate(upstream.clone(), tool, input).await {
             Judged::Allowed(_, evaluation) => evaluation,
@@ -324,35 +431,149 @@ impl Proxy {
     }
 
     /// Completion for a prompt argument or a resource template, from the server the
-    /// reference leads to.
+    /// reference leads to; recorded as `completion` (the prompt or template completed, and
+    /// what was asked, capped and redacted). A server that offers no completion is not asked
+    /// (and nothing is recorded): the answer is empty.
     pub async fn complete(
         &self,
         scope: Scope<'_>,
         mut params: CompleteRequestParams,
-        origin: Option<&CallOrigin>,
+        context: CallContext,
     ) -> Result<CompleteResult, CatalogError> {
-        let upstream = match &mut params.r#ref {
+        let started = Instant::now();
+        let (upstream, name) = match &mut params.r#ref {
             Reference::Prompt(prompt) => {
-                let (upstream, local) = self.route_name(scope, &prompt.name, "prompt")?;
+                let (upstream, local) = self.find_name(scope, &prompt.name, "prompt")?;
                 prompt.name = local.to_owned();
-                upstream
+                (upstream, prompt.name.clone())
             }
-            Reference::Resource(resource) => self.route_uri(scope, &resource.uri).await?,
+            Reference::Resource(resource) => (
+                self.find_uri(scope, &resource.uri).await?,
+                resource.uri.clone(),
+            ),
             _ => {
                 return Err(CatalogError::NotFound(
                     "completion/complete names neither a prompt nor a resource template".into(),
                 ));
             }
         };
-        if !offers(&upstream, |c| c.completions.is_some()) {
+        if !upstream.is_quarantined() && !offers(&upstream, |c| c.completions.is_some()) {
             return Ok(CompleteResult::default());
         }
         params.meta = None;
+        let draft = self.activity.request_draft(
+            RecordType::Completion,
+            "completion/complete",
+            upstream.name(),
+            &name,
+            &completion_arguments(&params),
+            &context,
+        );
         let request = ClientRequest::CompleteRequest(rmcp::model::Request::new(params));
-        match upstream.request(request, origin).await? {
-            ServerResult::CompleteResult(result) => Ok(result),
-            _ => Err(unexpected(&upstream, "completion/complete")),
+        self.request_recorded(
+            &upstream,
+            request,
+            draft,
+            started,
+            &context,
+            |answer| match answer {
+                ServerResult::CompleteResult(result) => Some(result),
+                _ => None,
+            },
+        )
+        .await
+    }
+
+    /// The server `uri` belongs to for a client's subscription request, with the request's
+    /// record drafted. A quarantined server refuses, recorded as blocked; a URI that leads
+    /// to no server is refused unrecorded.
+    pub async fn subscription_route(
+        &self,
+        scope: Scope<'_>,
+        method: SubscriptionMethod,
+        uri: &str,
+        context: &CallContext,
+    ) -> Result<PendingSubscription, CatalogError> {
+        let started = Instant::now();
+        let upstream = self.find_uri(scope, uri).await?;
+        let mut pending = self.subscription_record(method, upstream.name(), uri, context);
+        pending.started = started;
+        if let Some(message) = quarantine_refusal(&upstream) {
+            self.append(pending.record.held(&message, started)).await;
+            return Err(CatalogError::Refused(message));
         }
+        Ok(pending)
+    }
+
+    /// The record of a subscription request of `method` on `uri` of `server` (`uri` is the
+    /// `tool_name` and `arguments.uri`), started now.
+    pub fn subscription_record(
+        &self,
+        method: SubscriptionMethod,
+        server: &str,
+        uri: &str,
+        context: &CallContext,
+    ) -> PendingSubscription {
+        self.subscription_draft(method, server, uri, &json!({ "uri": uri }), context)
+    }
+
+    /// The record of a subscription request about `name` (a URI, or the method of a listen
+    /// stream) with `arguments`, started now.
+    pub(super) fn subscription_draft(
+        &self,
+        method: SubscriptionMethod,
+        server: &str,
+        name: &str,
+        arguments: &Value,
+        context: &CallContext,
+    ) -> PendingSubscription {
+        PendingSubscription {
+            record: self.activity.request_draft(
+                RecordType::Subscription,
+                method.as_str(),
+                server,
+                name,
+                arguments,
+                context,
+            ),
+            started: Instant::now(),
+        }
+    }
+
+    /// Writes the record of a subscription request that has ended: `sent` whether it went
+    /// to the server (the first session to subscribe to a URI subscribes upstream, the last
+    /// to leave unsubscribes; the others are only registered), `outcome` its error if any.
+    pub async fn subscription_done(
+        &self,
+        pending: PendingSubscription,
+        sent: bool,
+        outcome: Result<(), String>,
+    ) {
+        let PendingSubscription {
+            mut record,
+            started,
+        } = pending;
+        if let Some(Value::Object(details)) = &mut record.details {
+            details.insert("sent_upstream".into(), Value::Bool(sent));
+        }
+        self.append(super::record::finished(
+            record,
+            outcome.map(|()| 0),
+            started,
+        ))
+        .await;
+    }
+
+    /// Unsubscribes upstream from `uri` of `server` for the proxy itself (the last session
+    /// watching it ended), recorded as a `subscription` from the proxy.
+    pub async fn unsubscribe_orphaned(&self, server: &str, uri: &str) -> Result<(), CatalogError> {
+        let context = CallContext::new(crate::activity::Source::Proxy);
+        let pending =
+            self.subscription_record(SubscriptionMethod::Unsubscribe, server, uri, &context);
+        let outcome = self.unsubscribe(server, uri).await;
+        let error = outcome.as_ref().map(|_| ()).map_err(ToString::to_string);
+        self.subscription_done(pending, true, error).await;
+        outcome
     }
 
     /// Subscribes upstream to `uri` (the back channel keeps which sessions want it); returns the
@@ -419,6 +640,40 @@ impl Proxy {
             .await
             .map(|u| u.name().to_owned())
     }
+}
+
+/// The refusal of a quarantined server, or `None` when it is not quarantined.
+fn quarantine_refusal(upstream: &Upstream) -> Option<String> {
+    upstream.is_quarantined().then(|| {
+        upstream::Error::Quarantined {
+            server: upstream.name().to_owned(),
+        }
+        .to_string()
+    })
+}
+
+/// What a `completion` record keeps of the request: the reference, the argument as
+/// `{name: value}` (so that redaction by key applies to it: a partly typed `password` is
+/// hidden like a call's), and the context's arguments.
+fn completion_arguments(params: &CompleteRequestParams) -> Value {
+    let mut arguments = Map::new();
+    if let Ok(reference) = serde_json::to_value(&params.r#ref) {
+        arguments.insert("ref".into(), reference);
+    }
+    let mut argument = Map::new();
+    argument.insert(
+        params.argument.name.clone(),
+        Value::String(params.argument.value.clone()),
+    );
+    arguments.insert("argument".into(), Value::Object(argument));
+    if let Some(resolved) = params.context.as_ref().and_then(|c| c.arguments.as_ref()) {
+        let resolved: Map<String, Value> = resolved
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
+        arguments.insert("context".into(), Value::Object(resolved));
+    }
+    Value::Object(arguments)
 }
 
 /// Whether the server declared a capability in its `initialize` answer.

@@ -3,13 +3,15 @@
 //! asking for what the client asked for there (on the aggregate endpoint, a server is
 //! asked about its own resources only, and not about its tools, which clients of that
 //! endpoint do not see). What those streams bring is routed back by the back channel.
+//! Each stream opened upstream, or refused there, is a `subscription` record
+//! (`details.method` `subscriptions/listen`, the filter sent in `arguments`).
 
 use rmcp::model::SubscriptionFilter;
 
 use crate::back_channel::{CallOrigin, ListenerGuard};
 use crate::upstream::UpstreamStream;
 
-use super::{Proxy, Scope};
+use super::{CallContext, Proxy, Scope, SubscriptionMethod};
 
 impl Proxy {
     /// Opens the upstream streams for a client stream registered as `guard`; they stay open
@@ -19,6 +21,7 @@ impl Proxy {
         scope: Scope<'_>,
         accepted: &SubscriptionFilter,
         origin: &CallOrigin,
+        context: &CallContext,
         guard: &ListenerGuard,
     ) -> Vec<UpstreamStream> {
         let servers = match self.catalog_servers(scope) {
@@ -37,16 +40,29 @@ impl Proxy {
                     .own_resources(upstream.name(), accepted.resource_subscriptions.as_deref())
                     .await;
             }
+            let pending = self.subscription_draft(
+                SubscriptionMethod::Listen,
+                upstream.name(),
+                SubscriptionMethod::Listen.as_str(),
+                &serde_json::to_value(&filter).unwrap_or_default(),
+                context,
+            );
             match upstream.listen(filter, origin).await {
                 Ok(Some(stream)) => {
                     guard.route(upstream.name(), stream.id().clone());
                     streams.push(stream);
+                    self.subscription_done(pending, true, Ok(())).await;
                 }
+                // The server does not speak the client's version: it was not asked.
                 Ok(None) => {}
-                Err(e) => tracing::debug!(
-                    server = upstream.name(),
-                    "cannot open a listen stream upstream: {e}"
-                ),
+                Err(e) => {
+                    tracing::debug!(
+                        server = upstream.name(),
+                        "cannot open a listen stream upstream: {e}"
+                    );
+                    self.subscription_done(pending, true, Err(e.to_string()))
+                        .await;
+                }
             }
         }
         streams

@@ -31,7 +31,9 @@ use crate::policy::{
 use crate::trust::ToolScanner;
 use crate::upstream::{self, State, Upstreams};
 
-pub use catalog::{CatalogError, RESOURCE_READ_TOOL, Scope};
+pub use catalog::{
+    CatalogError, PendingSubscription, RESOURCE_READ_TOOL, Scope, SubscriptionMethod,
+};
 pub use direct::DirectTool;
 pub use record::ActivitySettings;
 pub use report::{CallReport, Ending};

@@ -64,6 +64,35 @@ impl ActivitySettings {
     }
 }
 
+impl ActivitySettings {
+    /// The record of a request that runs server code but is no tool call (a prompt, a
+    /// completion, a subscription) as it arrives: `name` is what it is about (the prompt,
+    /// the completed reference, the resource), `arguments` are capped and redacted like a
+    /// call's, and `details.method` is the MCP method.
+    pub(super) fn request_draft(
+        &self,
+        record_type: RecordType,
+        method: &str,
+        server: &str,
+        name: &str,
+        arguments: &serde_json::Value,
+        context: &CallContext,
+    ) -> ActivityRecord {
+        let mut record = ActivityRecord::new(record_type, context.source, server, name);
+        if !arguments.is_null() {
+            let (arguments, truncated) =
+                cap_arguments(arguments, self.max_argument_bytes, &self.redact_keys);
+            record.arguments = (!arguments.is_null()).then_some(arguments);
+            record.arguments_truncated = truncated;
+        }
+        record.session_id = context.session_id.clone();
+        record.request_id = context.request_id.clone();
+        record.client = context.client.clone();
+        record.details = Some(serde_json::json!({ "method": method }));
+        record
+    }
+}
+
 /// The length of `value`'s JSON, counted as it is written, not kept: an answer can be
 /// megabytes, and the call waits for its record to be made.
 pub(super) fn json_len(value: &impl serde::Serialize) -> u64 {
@@ -128,6 +157,27 @@ impl ActivityRecord {
         self.duration_ms = elapsed_ms(started);
         self
     }
+}
+
+/// The record of a request that is no tool call, completed with how it ended: `Ok` with the
+/// answer's size, or the error.
+pub(super) fn finished(
+    mut record: ActivityRecord,
+    outcome: Result<u64, String>,
+    started: Instant,
+) -> ActivityRecord {
+    record.duration_ms = elapsed_ms(started);
+    match outcome {
+        Ok(bytes) => {
+            record.status = Status::Success;
+            record.response_bytes = bytes;
+        }
+        Err(message) => {
+            record.status = Status::Error;
+            record.error_message = Some(message);
+        }
+    }
+    record
 }
 
 /// The pending record of a call the upstream answered with `input_required`: this round
