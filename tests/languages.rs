@@ -773,7 +773,13 @@ fn a_reused_instance_is_dropped_after_a_fault_and_its_deadline_is_rearmed() {
 #[test]
 fn reused_instances_answer_concurrent_calls_correctly() {
     let engine = engine();
-    let plugin = Arc::new(load(&engine, "intent_matrix", reuse(Limits::default())));
+    // What is tested is reuse under concurrency, not the deadline: give the calls one a
+    // loaded two-core runner cannot hit (8 threads on 2 cores wait their turn).
+    let roomy = Limits {
+        timeout: Duration::from_secs(10),
+        ..Limits::default()
+    };
+    let plugin = Arc::new(load(&engine, "intent_matrix", reuse(roomy)));
     let threads: Vec<_> = (0..8)
         .map(|i| {
             let plugin = plugin.clone();
