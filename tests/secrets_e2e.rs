@@ -42,14 +42,17 @@ const SECRETS: [&str; 8] = [
     DEAD_QUERY,
 ];
 
-#[track_caller]
-fn assert_no_secret(what: &str, shown: &str) {
-    for secret in SECRETS {
-        assert!(
-            !shown.contains(secret),
-            "{what} shows the secret {secret}:\n{shown}"
-        );
+/// Each place that shows `secret`: `(place, secret)` for every secret each shown text holds.
+fn leaks(shown: &[(String, String)]) -> Vec<(String, &'static str)> {
+    let mut found = Vec::new();
+    for (place, text) in shown {
+        for secret in SECRETS {
+            if text.contains(secret) {
+                found.push((place.clone(), secret));
+            }
+        }
     }
+    found
 }
 
 /// `mcpproxy serve` like [`Proxy::start`], with every line of its stderr kept.
@@ -91,7 +94,12 @@ fn start_recorded(config: &Value) -> (Proxy, Arc<Mutex<Vec<String>>>) {
     let line = proc.wait_for_line(Duration::from_secs(120), |l| {
         l.contains(" listening on http://")
     });
-    let url = line.split("listening on ").nth(1).unwrap().trim().to_owned();
+    let url = line
+        .split("listening on ")
+        .nth(1)
+        .unwrap()
+        .trim()
+        .to_owned();
     for _ in 0..config["mcpServers"].as_array().map_or(0, Vec::len) {
         proc.wait_for_line(Duration::from_secs(60), |l| l.starts_with("upstream "));
     }
@@ -147,30 +155,27 @@ async fn secrets_in_urls_and_arguments_stay_out_of_the_cli_rest_mcp_and_log() {
     let (proxy, log) = start_recorded(&config);
     let config_path = proxy.data_dir.path().join("mcp_config.json");
 
+    // Everything each place shows, checked together at the end (a failure names every leak).
+    let mut shown: Vec<(String, String)> = Vec::new();
+
     // The CLI, as a table and as JSON.
-    let cli = |format: &str| {
+    for format in ["table", "json"] {
         let out = TestCommand::new(proxy.data_dir.path())
             .args(["upstream", "list", "-o", format, "--config"])
             .args([&config_path])
             .output();
         out.assert_code(0);
-        out.stdout() + &out.stderr()
-    };
-    let table = cli("table");
-    assert_no_secret("`upstream list`", &table);
-    let listed = cli("json");
-    assert_no_secret("`upstream list -o json`", &listed);
-    assert!(
-        listed.contains(&format!("127.0.0.1:{dead_port}/mcp?token=***")),
-        "the dead server's error names its URL, masked: {listed}"
-    );
+        shown.push((
+            format!("`upstream list -o {format}`"),
+            out.stdout() + &out.stderr(),
+        ));
+    }
 
     // REST.
     let key = proxy.api_key();
     for path in ["/api/v1/upstreams", "/api/v1/status"] {
         let body = get(&format!("{}{path}", proxy.base()), &key).await;
-        assert_no_secret(path, &body);
-        assert!(body.contains("token=***"), "{path}: {body}");
+        shown.push((format!("GET {path}"), body));
     }
 
     // The upstream_servers tool.
@@ -180,7 +185,33 @@ async fn secrets_in_urls_and_arguments_stay_out_of_the_cli_rest_mcp_and_log() {
         .unwrap();
     assert!(!is_error(&result), "{}", text(&result));
     let servers = text(&result);
-    assert_no_secret("upstream_servers list", &servers);
+    shown.push(("the upstream_servers list tool".into(), servers.clone()));
+    client.cancel().await.unwrap();
+
+    // The serve log, from its first line.
+    let log = log.lock().unwrap().join("\n");
+    assert!(log.contains("cannot connect to upstream"), "{log}");
+    shown.push(("the serve log".into(), log));
+
+    let found = leaks(&shown);
+    assert!(
+        found.is_empty(),
+        "secrets shown: {found:?}\n\n{}",
+        shown
+            .iter()
+            .map(|(place, text)| format!("--- {place}\n{text}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+
+    // What is shown instead: the masked forms.
+    let dead = format!("127.0.0.1:{dead_port}/mcp?token=***");
+    for (place, text) in &shown[1..4] {
+        assert!(
+            text.contains(&dead),
+            "{place} names the dead server's URL, masked: {text}"
+        );
+    }
     let servers: Value = serde_json::from_str(&servers).unwrap();
     let by_name = |name: &str| {
         servers["servers"]
@@ -199,12 +230,7 @@ async fn secrets_in_urls_and_arguments_stay_out_of_the_cli_rest_mcp_and_log() {
         by_name("live")["url"],
         json!(fixture_url.replacen("http://", "http://***@", 1) + "?token=***")
     );
-    client.cancel().await.unwrap();
-
-    // The serve log, from its first line.
-    let log = log.lock().unwrap().join("\n");
-    assert!(log.contains("cannot connect to upstream"), "{log}");
-    assert_no_secret("the serve log", &log);
+    assert_eq!(by_name("dead")["url"], json!(format!("http://***@{dead}")));
 }
 
 fn mode(path: &Path) -> u32 {
@@ -253,8 +279,7 @@ async fn data_dir_files_are_private_whatever_the_umask_or_the_parent() {
     std::fs::write(dir.join("api_key"), format!("{}\n", "a".repeat(64))).unwrap();
     std::fs::write(dir.join("trust.json.tmp"), b"stale").unwrap();
     for wide in ["activity.redb", "api_key", "trust.json.tmp"] {
-        std::fs::set_permissions(dir.join(wide), std::fs::Permissions::from_mode(0o666))
-            .unwrap();
+        std::fs::set_permissions(dir.join(wide), std::fs::Permissions::from_mode(0o666)).unwrap();
     }
     let call_log = tempfile::NamedTempFile::new().unwrap();
     let config = dir.join("mcp_config.json");

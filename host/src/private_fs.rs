@@ -49,11 +49,7 @@ pub fn create_private_file(path: &Path) -> io::Result<File> {
 /// creates its database file with the process umask): created empty with 0600 if missing,
 /// narrowed if it exists. Its content is not touched.
 pub fn prepare_private_file(path: &Path) -> io::Result<()> {
-    open_private(
-        OpenOptions::new().read(true).write(true).create(true),
-        path,
-    )
-    .map(drop)
+    open_private(OpenOptions::new().read(true).write(true).create(true), path).map(drop)
 }
 
 /// Narrows an open file to its owner's bits (`0644` becomes `0600`) when group or others

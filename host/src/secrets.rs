@@ -253,6 +253,24 @@ pub fn mask_text_with_url(text: &str, url: &str) -> String {
     shown
 }
 
+/// A writer that passes each write on through [`mask_text`]: the log's writer, so that no
+/// line shows a secret, whoever wrote it (mcpproxy, or a library quoting a URL in an error).
+/// The log formats each event into one buffer and writes it at once, so a write is a whole
+/// line.
+pub struct MaskingWriter<W>(pub W);
+
+impl<W: std::io::Write> std::io::Write for MaskingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        self.0.write_all(mask_text(&text).as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
 /// The user, password, query values and fragment of `url`.
 fn url_secret_parts(url: &str) -> Vec<&str> {
     let mut parts = Vec::new();
@@ -361,9 +379,7 @@ fn mask_word(word: &str, out: &mut String, pending: &mut Pending) {
 
 /// `key=value` or `key:value`, when `key` is a name (leading dashes allowed).
 fn split_assignment(word: &str) -> Option<(&str, char, &str)> {
-    let (at, separator) = word
-        .char_indices()
-        .find(|(_, c)| *c == '=' || *c == ':')?;
+    let (at, separator) = word.char_indices().find(|(_, c)| *c == '=' || *c == ':')?;
     let key = &word[..at];
     is_name(key.trim_start_matches('-')).then(|| (key, separator, &word[at + 1..]))
 }
@@ -371,8 +387,7 @@ fn split_assignment(word: &str) -> Option<(&str, char, &str)> {
 /// A word in free text that is probably a password or key: a token, a long random
 /// string, or eight or more characters with a digit among them.
 fn looks_like_credential(word: &str) -> bool {
-    is_secret_value(word)
-        || (word.chars().count() >= 8 && word.chars().any(|c| c.is_ascii_digit()))
+    is_secret_value(word) || (word.chars().count() >= 8 && word.chars().any(|c| c.is_ascii_digit()))
 }
 
 /// Characters that end a word in free text (besides whitespace).
@@ -463,8 +478,9 @@ pub fn is_secret_name(name: &str) -> bool {
     if key.is_empty()
         || REFERENCE_SUFFIXES.iter().any(|s| key.ends_with(s))
         || SWITCH_PREFIXES.iter().any(|p| {
-            key.strip_prefix(p)
-                .is_some_and(|rest| SECRET_NAME_WORDS.iter().any(|w| rest.starts_with(w)) || rest == "auth")
+            key.strip_prefix(p).is_some_and(|rest| {
+                SECRET_NAME_WORDS.iter().any(|w| rest.starts_with(w)) || rest == "auth"
+            })
         })
     {
         return false;
@@ -550,7 +566,9 @@ pub fn is_high_entropy(value: &str) -> bool {
         return false;
     }
     let has = |f: fn(&char) -> bool| chars.iter().any(f);
-    if !(has(char::is_ascii_lowercase) && has(char::is_ascii_uppercase) && has(char::is_ascii_digit))
+    if !(has(char::is_ascii_lowercase)
+        && has(char::is_ascii_uppercase)
+        && has(char::is_ascii_digit))
     {
         return false;
     }
@@ -624,14 +642,8 @@ mod tests {
             ),
             ("http://h/mcp?token=", "http://h/mcp?token="),
             ("http://h/mcp#access_token=abc", "http://h/mcp#***"),
-            (
-                "https://user:pw@h:1/a?k=v#f",
-                "https://***@h:1/a?k=***#***",
-            ),
-            (
-                &format!("https://h/hooks/{GHP}/x"),
-                "https://h/hooks/***/x",
-            ),
+            ("https://user:pw@h:1/a?k=v#f", "https://***@h:1/a?k=***#***"),
+            (&format!("https://h/hooks/{GHP}/x"), "https://h/hooks/***/x"),
             (&format!("https://h/mcp?{GHP}"), "https://h/mcp?***"),
             ("not a url", "not a url"),
             ("", ""),
@@ -645,13 +657,34 @@ mod tests {
         let cases: &[(&[&str], &[&str])] = &[
             // The rule manage.rs had: the value after a secret flag, KEY=value.
             (
-                &["-y", "server", "--token", "abc", "--api-key=xyz", "GITHUB_TOKEN=t", "--dir", "/tmp"],
-                &["-y", "server", "--token", "***", "--api-key=***", "GITHUB_TOKEN=***", "--dir", "/tmp"],
+                &[
+                    "-y",
+                    "server",
+                    "--token",
+                    "abc",
+                    "--api-key=xyz",
+                    "GITHUB_TOKEN=t",
+                    "--dir",
+                    "/tmp",
+                ],
+                &[
+                    "-y",
+                    "server",
+                    "--token",
+                    "***",
+                    "--api-key=***",
+                    "GITHUB_TOKEN=***",
+                    "--dir",
+                    "/tmp",
+                ],
             ),
             (&["--password", "hunter2"], &["--password", "***"]),
             (&["--secret", "x"], &["--secret", "***"]),
             (&["--client-secret=abc"], &["--client-secret=***"]),
-            (&["-e", "ANTHROPIC_API_KEY=sk-ant-whatever"], &["-e", "ANTHROPIC_API_KEY=***"]),
+            (
+                &["-e", "ANTHROPIC_API_KEY=sk-ant-whatever"],
+                &["-e", "ANTHROPIC_API_KEY=***"],
+            ),
             // Tokens on their own or after any flag.
             (&[GHP], &["***"]),
             (&["sk-live-4f9a8b7c6d5e4f3a2b1c"], &["***"]),
@@ -659,7 +692,10 @@ mod tests {
             (&["sk_live_51HxYzAbCdEf"], &["***"]),
             (&["pk_live_51HxYzAbCdEf"], &["***"]),
             (&["gho_16C7e42F292c6912E7710c838347Ae178B4a"], &["***"]),
-            (&["github_pat_11ABCDEFG0123456789_abcdefghijklmnop"], &["***"]),
+            (
+                &["github_pat_11ABCDEFG0123456789_abcdefghijklmnop"],
+                &["***"],
+            ),
             (&["glpat-xxxxxxxxxxxxxxxxxxxx"], &["***"]),
             (&["xoxb-1234567890-abcdefghij"], &["***"]),
             (&["xoxp-1234567890-abcdefghij"], &["***"]),
@@ -797,10 +833,7 @@ mod tests {
                 &format!("started `npx server --token {GHP}`"),
                 "started `npx server --token ***`",
             ),
-            (
-                &format!("token {GHP}."),
-                "token ***.",
-            ),
+            (&format!("token {GHP}."), "token ***."),
             ("Authorization: Bearer abc", "Authorization: Bearer ***"),
             ("GITHUB_TOKEN=abc is set", "GITHUB_TOKEN=*** is set"),
             ("password: hunter2024", "password: ***"),
@@ -864,6 +897,19 @@ mod tests {
         ] {
             assert!(!is_high_entropy(name), "{name}");
         }
+    }
+
+    #[test]
+    fn the_log_writer_masks_what_a_library_quotes() {
+        use std::io::Write;
+        let mut out = MaskingWriter(Vec::new());
+        let line = "ERROR rmcp::transport::worker: worker quit: Client(reqwest::Error { url: \"http://127.0.0.1:9/mcp?token=DEADSECRET99\" })\n";
+        out.write_all(line.as_bytes()).unwrap();
+        let written = String::from_utf8(out.0).unwrap();
+        assert_eq!(
+            written,
+            "ERROR rmcp::transport::worker: worker quit: Client(reqwest::Error { url: \"http://127.0.0.1:9/mcp?token=***\" })\n"
+        );
     }
 
     #[test]

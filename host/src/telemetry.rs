@@ -86,7 +86,10 @@ impl TraceExport {
             ))))
             .with_resource(resource)
             .build();
-        Ok(Self { provider, url: shown })
+        Ok(Self {
+            provider,
+            url: shown,
+        })
     }
 
     /// Where spans go, with the URL's secrets masked ([`crate::secrets::mask_url`]).

@@ -361,7 +361,12 @@ pub async fn import(globals: &Globals, args: ImportArgs) -> Result<ExitCode> {
             .map(|c| {
                 let args: Vec<String> = entry["args"]
                     .as_array()
-                    .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_owned)
+                            .collect()
+                    })
                     .unwrap_or_default();
                 std::iter::once(c.to_owned())
                     .chain(crate::secrets::mask_args(&args))
@@ -385,7 +390,10 @@ pub async fn import(globals: &Globals, args: ImportArgs) -> Result<ExitCode> {
             .await
             {
                 Ok(_) => "added (quarantined)".to_owned(),
-                Err(e) => format!("not added: {}", crate::secrets::mask_text(&format!("{e:#}"))),
+                Err(e) => format!(
+                    "not added: {}",
+                    crate::secrets::mask_text(&format!("{e:#}"))
+                ),
             }
         };
         results.push(json!({"name": name, "server": what, "outcome": outcome}));
