@@ -260,15 +260,36 @@ fn under_umask_zero(data_dir: &Path) -> Command {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn data_dir_files_are_private_whatever_the_umask_or_the_parent() {
-    // A data dir mcpproxy makes: 0700, and the key in it 0600.
+    // A data dir mcpproxy makes: 0700, like the directories in it; the files in it 0600.
     let parent = tempfile::tempdir().unwrap();
     std::fs::set_permissions(parent.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let fresh = parent.path().join("new/data");
+    // Compiling a plugin makes the data dir, its cache directories and a compiled file.
+    let out = under_umask_zero(&fresh)
+        .args(["plugins", "check"])
+        .arg(crate::util::artifact("allow_all"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
     let out = under_umask_zero(&fresh).arg("api-key").output().unwrap();
     assert!(out.status.success(), "{out:?}");
-    assert_eq!(mode(&parent.path().join("new")), 0o700);
-    assert_eq!(mode(&fresh), 0o700);
-    assert_eq!(mode(&fresh.join("api_key")), 0o600);
+    for made in [
+        "new",
+        "new/data",
+        "new/data/cache",
+        "new/data/cache/plugins",
+    ] {
+        assert_eq!(mode(&parent.path().join(made)), 0o700, "{made}");
+    }
+    let compiled: Vec<_> = std::fs::read_dir(fresh.join("cache/plugins"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(!compiled.is_empty(), "a compiled plugin in the cache");
+    for file in compiled.iter().chain([&fresh.join("api_key")]) {
+        assert_eq!(mode(file), 0o600, "{}", file.display());
+    }
 
     // A data dir the user made 0755, with files an older release left open to others.
     let data_dir = tempfile::tempdir().unwrap();
