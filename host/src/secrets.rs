@@ -336,7 +336,13 @@ fn mask_word(word: &str, out: &mut String, pending: &mut Pending) {
         return;
     }
     let hide = match before {
-        Pending::Always => true,
+        // Not a placeholder that names what goes there (`Bearer <token>`, `Bearer YOUR_KEY`).
+        Pending::Always => {
+            !(core
+                .chars()
+                .all(|c| c.is_ascii_alphabetic() || c == '_' || c == '-')
+                && is_secret_name(core))
+        }
         Pending::IfCredential => looks_like_credential(core),
         Pending::No => false,
     };
@@ -835,6 +841,10 @@ mod tests {
             ),
             (&format!("token {GHP}."), "token ***."),
             ("Authorization: Bearer abc", "Authorization: Bearer ***"),
+            (
+                "send `Authorization: Bearer <token>` or Bearer YOUR_API_KEY",
+                "send `Authorization: Bearer <token>` or Bearer YOUR_API_KEY",
+            ),
             ("GITHUB_TOKEN=abc is set", "GITHUB_TOKEN=*** is set"),
             ("password: hunter2024", "password: ***"),
             ("key=sk-ant-api03-abcdefgh123", "key=***"),
