@@ -55,6 +55,9 @@ mod proxy_e2e;
 mod records_e2e;
 /// The opt-in safety-routing validator: every class x variant, and through real MCP.
 mod safety_routing;
+/// Secrets in upstream URLs and arguments hidden in the CLI, REST, MCP and the log; data-dir
+/// files private whatever the umask.
+mod secrets_e2e;
 /// `mcpproxy serve` itself: defaults, config errors, stdio mode, shutdown.
 mod serve_cli;
 /// Sinks: the audit trail into an HTTP receiver and a real ClickHouse, through outages,

@@ -4,6 +4,8 @@
 //! `docs/architecture.md` draws the graph):
 //!
 //! - [`spans`]: the tracing target of the spans exported as traces;
+//! - [`secrets`], [`private_fs`]: secrets kept out of what is shown (URLs, arguments, free
+//!   text masked) and out of other users' reach (data-dir files 0600, directories 0700);
 //! - [`policy`]: the vocabulary of a call and the pipeline: annotator and validator stages,
 //!   verdicts, the combined evaluation;
 //! - [`grant`], [`limits`], [`access`]: small rules shared by several modules (the hosts a
@@ -51,6 +53,7 @@ pub mod memory;
 pub mod metrics;
 pub mod plugin;
 pub mod policy;
+pub mod private_fs;
 pub mod proxy;
 pub mod runtime;
 pub mod secrets;

@@ -547,7 +547,7 @@ fn view(config: &ServerConfig, status: crate::upstream::Status) -> ServerView {
         } => (
             "stdio",
             Some(command.clone()),
-            Some(hide_secret_args(args)),
+            Some(crate::secrets::mask_args(args)),
             env.keys().cloned().collect(),
             None,
             Vec::new(),
@@ -557,7 +557,7 @@ fn view(config: &ServerConfig, status: crate::upstream::Status) -> ServerView {
             None,
             None,
             Vec::new(),
-            Some(crate::upstream::hide_url_password(url)),
+            Some(crate::secrets::mask_url(url)),
             headers.keys().cloned().collect(),
         ),
     };
@@ -575,39 +575,6 @@ fn view(config: &ServerConfig, status: crate::upstream::Status) -> ServerView {
         url,
         headers,
     }
-}
-
-/// Arguments with secret-looking values hidden: the value after a flag such as `--token`
-/// or `--api-key`, and `KEY=value` where the key looks secret.
-fn hide_secret_args(args: &[String]) -> Vec<String> {
-    let secret = |key: &str| {
-        let key: String = key
-            .chars()
-            .filter(|c| c.is_ascii_alphanumeric())
-            .collect::<String>()
-            .to_ascii_lowercase();
-        config::DEFAULT_REDACT_KEYS
-            .iter()
-            .any(|k| key.contains(&k.replace('_', "")))
-            || key.ends_with("key")
-    };
-    let mut shown = Vec::with_capacity(args.len());
-    let mut hide_next = false;
-    for arg in args {
-        if hide_next {
-            shown.push("<hidden>".to_owned());
-            hide_next = false;
-            continue;
-        }
-        match arg.split_once('=') {
-            Some((key, _)) if secret(key) => shown.push(format!("{key}=<hidden>")),
-            _ => {
-                hide_next = arg.starts_with('-') && secret(arg);
-                shown.push(arg.clone());
-            }
-        }
-    }
-    shown
 }
 
 /// Watches the config file and applies hand edits ([`Manager::reload`]); an edit mcpproxy
@@ -708,36 +675,6 @@ pub fn applied_json(applied: &Applied) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn secret_arguments_are_hidden() {
-        let args: Vec<String> = [
-            "-y",
-            "server",
-            "--token",
-            "abc",
-            "--api-key=xyz",
-            "GITHUB_TOKEN=t",
-            "--dir",
-            "/tmp",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        assert_eq!(
-            hide_secret_args(&args),
-            [
-                "-y",
-                "server",
-                "--token",
-                "<hidden>",
-                "--api-key=<hidden>",
-                "GITHUB_TOKEN=<hidden>",
-                "--dir",
-                "/tmp"
-            ]
-        );
-    }
 
     #[test]
     fn an_agent_cannot_lift_quarantine_or_accept_changes_unseen() {

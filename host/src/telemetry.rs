@@ -46,9 +46,11 @@ impl TraceExport {
     /// Builds the exporter and its batching thread. Call it outside an async runtime's
     /// worker (the HTTP client it makes is a blocking one, on its own thread).
     pub fn start(config: &OtlpConfig) -> Result<Self, Error> {
+        // The URL as logs and errors show it (a collector's URL may carry a token).
+        let shown = crate::secrets::mask_url(&config.traces_url);
         let failed = |reason: String| Error::Exporter {
-            url: config.traces_url.clone(),
-            reason,
+            url: shown.clone(),
+            reason: crate::secrets::mask_text_with_url(&reason, &config.traces_url),
         };
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
@@ -60,7 +62,7 @@ impl TraceExport {
             .map_err(|e| failed(e.to_string()))?;
         let exporter = Reporting {
             inner: exporter,
-            url: Arc::from(config.traces_url.as_str()),
+            url: Arc::from(shown.as_str()),
             failing: AtomicBool::new(false),
         };
         let batches = BatchConfigBuilder::default()
@@ -86,11 +88,11 @@ impl TraceExport {
             .build();
         Ok(Self {
             provider,
-            url: config.traces_url.clone(),
+            url: shown,
         })
     }
 
-    /// Where spans go.
+    /// Where spans go, with the URL's secrets masked ([`crate::secrets::mask_url`]).
     pub fn url(&self) -> &str {
         &self.url
     }
@@ -119,6 +121,7 @@ impl TraceExport {
     /// batching thread. Call it outside an async runtime's worker.
     pub fn shutdown(self) {
         if let Err(e) = self.provider.shutdown() {
+            let e = crate::secrets::mask_text(&e.to_string());
             tracing::warn!("trace export to {} did not finish: {e}", self.url);
         }
     }
@@ -139,8 +142,9 @@ impl<E: SpanExporter> SpanExporter for Reporting<E> {
         let result = self.inner.export(batch).await;
         match &result {
             Err(e) if !self.failing.swap(true, Ordering::Relaxed) => tracing::warn!(
-                "cannot send traces to {}: {e}; {spans} spans dropped, and later ones until it answers",
-                self.url
+                "cannot send traces to {}: {}; {spans} spans dropped, and later ones until it answers",
+                self.url,
+                crate::secrets::mask_text(&e.to_string())
             ),
             Ok(()) if self.failing.swap(false, Ordering::Relaxed) => {
                 tracing::info!("sending traces to {} again", self.url);

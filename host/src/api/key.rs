@@ -39,6 +39,11 @@ pub fn load_or_create(data_dir: &Path, configured: Option<&str>) -> Result<Strin
             if key.is_empty() {
                 return Err(Error::Empty { path });
             }
+            // A key file left readable by others (an older release, a copy) is narrowed to
+            // 0600; best effort: the key still works if that fails.
+            if let Ok(file) = std::fs::File::open(&path) {
+                let _ = crate::private_fs::restrict(&file);
+            }
             Ok(key.to_owned())
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -73,17 +78,13 @@ fn generate() -> Result<String, Error> {
 
 fn write_private(path: &Path, key: &str) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
+        crate::private_fs::create_private_dir(dir)?;
     }
     use std::io::Write;
-    let mut file = options.open(path)?;
+    let mut file = crate::private_fs::open_private(
+        std::fs::OpenOptions::new().write(true).create_new(true),
+        path,
+    )?;
     file.write_all(key.as_bytes())?;
     file.write_all(b"\n")?;
     file.sync_all()

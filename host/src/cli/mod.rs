@@ -184,8 +184,10 @@ fn init_logging(verbose: u8, serving: bool, traces: Option<&crate::telemetry::Tr
                 .parse()
                 .expect("a valid directive"),
         );
+    // Every line passes through the masking of secrets (URL query values and user info,
+    // tokens): libraries quote URLs in their errors too.
     let log = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
+        .with_writer(|| crate::secrets::MaskingWriter(std::io::stderr()))
         .with_ansi(output::stderr_colour())
         .with_filter(filter);
     let _ = tracing_subscriber::registry()

@@ -427,16 +427,25 @@ pub async fn import(globals: &Globals, args: ImportArgs) -> Result<ExitCode> {
     let mut rows = Vec::new();
     let mut results = Vec::new();
     for (name, entry) in found {
+        // Shown with secret-looking arguments and the URL's secrets masked.
         let what = entry["command"]
             .as_str()
             .map(|c| {
-                let args: Vec<&str> = entry["args"]
+                let args: Vec<String> = entry["args"]
                     .as_array()
-                    .map(|a| a.iter().filter_map(Value::as_str).collect())
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_owned)
+                            .collect()
+                    })
                     .unwrap_or_default();
-                std::iter::once(c).chain(args).collect::<Vec<_>>().join(" ")
+                std::iter::once(c.to_owned())
+                    .chain(crate::secrets::mask_args(&args))
+                    .collect::<Vec<_>>()
+                    .join(" ")
             })
-            .or_else(|| entry["url"].as_str().map(str::to_owned))
+            .or_else(|| entry["url"].as_str().map(crate::secrets::mask_url))
             .unwrap_or_default();
         let outcome = if existing.contains(&name) {
             "exists: skipped".to_owned()
@@ -454,7 +463,10 @@ pub async fn import(globals: &Globals, args: ImportArgs) -> Result<ExitCode> {
             .await
             {
                 Ok(_) => "added (quarantined)".to_owned(),
-                Err(e) => format!("not added: {e:#}"),
+                Err(e) => format!(
+                    "not added: {}",
+                    crate::secrets::mask_text(&format!("{e:#}"))
+                ),
             }
         };
         results.push(json!({"name": name, "server": what, "outcome": outcome}));

@@ -8,8 +8,9 @@ use std::path::Path;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Holder {
     pub pid: u32,
-    /// Its command line, arguments joined by spaces, control characters escaped, cut to
-    /// 200 characters (`mcpproxy serve --stdio`).
+    /// Its command line, arguments joined by spaces, secret-looking ones masked
+    /// ([`crate::secrets::mask_args`]), control characters escaped, cut to 200 characters
+    /// (`mcpproxy serve --stdio`).
     pub command: String,
 }
 
@@ -52,12 +53,13 @@ pub fn find(file: &Path) -> Option<Holder> {
 
 fn command_line(proc_dir: &Path) -> String {
     let raw = std::fs::read(proc_dir.join("cmdline")).unwrap_or_default();
-    let joined = raw
+    let parts: Vec<String> = raw
         .split(|b| *b == 0)
         .filter(|part| !part.is_empty())
         .map(|part| String::from_utf8_lossy(part).into_owned())
-        .collect::<Vec<_>>()
-        .join(" ");
+        .collect();
+    // Another process's command line may carry a token (`--api-key ...`): masked.
+    let joined = crate::secrets::mask_args(&parts).join(" ");
     let mut shown = crate::trust::quote(&joined);
     if shown.chars().count() > 200 {
         shown = shown.chars().take(199).collect::<String>() + "…";

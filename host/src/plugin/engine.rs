@@ -290,25 +290,16 @@ fn stub_as_trap(
     }
 }
 
+/// Writes a compiled component into the cache: only its owner may read or change it (it is
+/// native code this process runs), 0700 directories and 0600 files whatever the umask.
 fn write_cache_entry(path: &Path, compiled: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
     if let Some(dir) = path.parent() {
-        create_private_dir(dir)?;
+        crate::private_fs::create_private_dir(dir)?;
     }
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, compiled)?;
+    crate::private_fs::create_private_file(&tmp)?.write_all(compiled)?;
     std::fs::rename(&tmp, path)
-}
-
-/// Creates a directory readable only by its owner (the cache holds native code).
-pub(crate) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        builder.mode(0o700);
-    }
-    builder.create(dir)
 }
 
 #[cfg(test)]

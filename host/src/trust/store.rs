@@ -287,10 +287,11 @@ impl TrustStore {
         let json =
             serde_json::to_vec_pretty(file).map_err(|e| write_err(std::io::Error::other(e)))?;
         if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir).map_err(write_err)?;
+            crate::private_fs::create_private_dir(dir).map_err(write_err)?;
         }
         let tmp = self.path.with_extension("json.tmp");
-        let mut out = std::fs::File::create(&tmp).map_err(write_err)?;
+        // 0600: who is trusted, and how each server starts, is the user's business.
+        let mut out = crate::private_fs::create_private_file(&tmp).map_err(write_err)?;
         out.write_all(&json).map_err(write_err)?;
         out.sync_all().map_err(write_err)?;
         drop(out);

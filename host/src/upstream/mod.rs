@@ -610,10 +610,15 @@ impl Upstream {
     fn connection_error(&self, what: &str, e: &dyn std::fmt::Display) -> Error {
         // The session may be dead: let the supervisor look at it now.
         self.refresh.notify_one();
+        let message = match &self.config.transport {
+            // The HTTP stack quotes the URL, query (tokens) and user info included.
+            Transport::Http { url, .. } => crate::secrets::mask_text_with_url(&e.to_string(), url),
+            Transport::Stdio { .. } => crate::secrets::mask_text(&e.to_string()),
+        };
         Error::Connection {
             server: self.config.name.clone(),
             tool: what.to_owned(),
-            message: e.to_string(),
+            message,
         }
     }
 

@@ -34,24 +34,10 @@ fn causes<'a>(err: &'a (dyn Error + 'static)) -> Vec<&'a (dyn Error + 'static)> 
 /// What the streamable-HTTP client reports: rmcp's error around reqwest's.
 type ClientError = StreamableHttpError<reqwest::Error>;
 
-/// `text` with the password of `url`'s user info (`https://user:PASSWORD@host/`) replaced
-/// by `***`, wherever the URL or its user info appears: error texts from the HTTP stack
-/// quote the URL, and they end up in logs, the startup summary and the REST status.
+/// `text` (a message about the upstream at `url`) with the URL's secrets masked: kept for
+/// `upstream::hide_url_password`; new callers use [`crate::secrets`] directly.
 pub(crate) fn hide_url_password(text: &str, url: &str) -> String {
-    let Some((_, rest)) = url.split_once("://") else {
-        return text.to_owned();
-    };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let Some((userinfo, _)) = authority.rsplit_once('@') else {
-        return text.to_owned();
-    };
-    let Some((user, password)) = userinfo.split_once(':') else {
-        return text.to_owned();
-    };
-    if password.is_empty() {
-        return text.to_owned();
-    }
-    text.replace(&format!("{user}:{password}@"), &format!("{user}:***@"))
+    crate::secrets::mask_text_with_url(text, url)
 }
 
 /// A sentence for why initializing the upstream at `url` failed, from the error its
@@ -141,20 +127,6 @@ fn describe_cause(url: &str, err: &(dyn Error + 'static)) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn url_passwords_are_hidden_in_messages() {
-        let url = "https://alice:s3cr%40t@example.com:8443/mcp";
-        let message = format!("could not reach {url}: error sending request for url ({url})");
-        let shown = hide_url_password(&message, url);
-        assert!(!shown.contains("s3cr"), "{shown}");
-        assert_eq!(shown.matches("alice:***@example.com").count(), 2, "{shown}");
-        assert_eq!(hide_url_password("x", "http://h/mcp"), "x");
-        assert_eq!(
-            hide_url_password("http://bob@h/", "http://bob@h/"),
-            "http://bob@h/"
-        );
-    }
 
     /// An error with a source, as reqwest and hyper wrap their causes.
     #[derive(Debug)]

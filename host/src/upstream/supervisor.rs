@@ -204,6 +204,7 @@ impl ClientHandler for UpstreamClient {
             "received tools/list_changed from upstream server"
         );
         if let Err(e) = refresh_tools(&upstream, &context.peer).await {
+            let e = shown(&upstream, &e);
             tracing::warn!(server = upstream.name(), "cannot list tools again: {e}");
             upstream.refresh.notify_one();
         }
@@ -402,6 +403,7 @@ pub(super) async fn run(
                 match ended {
                     SessionEnd::Shutdown => break,
                     SessionEnd::Lost(reason) => {
+                        let reason = shown(&upstream, &reason);
                         tracing::warn!(server = %name, "upstream connection lost: {reason}; reconnecting");
                         upstream.state.send_replace(State::Error(reason));
                         // A session that worked reconnects quickly once, then backs off.
@@ -413,6 +415,7 @@ pub(super) async fn run(
                 }
             }
             Err(reason) => {
+                let reason = shown(&upstream, &reason);
                 tracing::warn!(
                     server = %name,
                     "cannot connect to upstream: {reason}; retrying in {} ms",
@@ -428,6 +431,15 @@ pub(super) async fn run(
         backoff = (backoff * 2).min(max);
     }
     upstream.state.send_replace(State::Disconnected);
+}
+
+/// `reason` (a failure of the upstream's session) as logs and statuses show it: the
+/// secrets of the upstream's URL, and anything else that looks secret, masked.
+fn shown(upstream: &Upstream, reason: &str) -> String {
+    match &upstream.config.transport {
+        Transport::Http { url, .. } => crate::secrets::mask_text_with_url(reason, url),
+        Transport::Stdio { .. } => crate::secrets::mask_text(reason),
+    }
 }
 
 enum SessionEnd {
@@ -653,7 +665,7 @@ async fn connect(upstream: &Arc<Upstream>) -> Result<Connection, String> {
                     _ => format!("MCP initialize with {url} failed: {e}"),
                 };
                 // The message goes to logs, the startup summary and /api/v1/status.
-                super::reach::hide_url_password(&message, url)
+                crate::secrets::mask_text_with_url(&message, url)
             })?;
             Ok(Connection {
                 session,

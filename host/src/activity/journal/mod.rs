@@ -245,7 +245,7 @@ impl Journal {
             source,
         };
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(io)?;
+            crate::private_fs::create_private_dir(parent).map_err(io)?;
         }
         let mut db = open_database(path, options.cache_bytes)?;
         guard(path, || {
@@ -630,6 +630,11 @@ pub(super) fn open_database(path: &Path, cache_bytes: usize) -> Result<Database>
                 tracing::warn!(path = %shown, "activity journal was not closed cleanly; repairing");
             }
         });
+    // redb creates a missing file with the umask's mode: made (or narrowed to) 0600 first.
+    crate::private_fs::prepare_private_file(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let opened = std::panic::catch_unwind(AssertUnwindSafe(|| builder.create(path)));
     let damaged = |detail: String| Error::Damaged {
         path: path.to_path_buf(),

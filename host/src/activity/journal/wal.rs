@@ -32,7 +32,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// The first bytes of a header slot; the last byte is the format version.
@@ -88,14 +88,16 @@ impl WriteAheadLog {
     pub(super) fn open(path: &Path, capacity: u64) -> io::Result<(Self, Vec<Vec<u8>>)> {
         let capacity = capacity.max(MIN_CAPACITY);
         let existed = path.exists();
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            // The records' arguments are the user's: only the user reads them.
-            .mode(0o600)
-            .open(path)?;
+        // The records' arguments are the user's: only the user reads them (0600, and a file
+        // left wider is narrowed).
+        let file = crate::private_fs::open_private(
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false),
+            path,
+        )?;
         let mut log = Self {
             file,
             path: path.to_path_buf(),
