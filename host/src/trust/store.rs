@@ -133,6 +133,11 @@ impl TrustStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => TrustFile::default(),
             Err(source) => return Err(Error::Read { path, source }),
             Ok(file) => {
+                // A file an older release left readable by others is narrowed now, not at the
+                // next save (best effort: a file we may not chmod is still read).
+                if let Err(e) = crate::private_fs::restrict(&file) {
+                    tracing::warn!("cannot make {} private (mode 0600): {e}", path.display());
+                }
                 let mut text = String::new();
                 std::io::Read::read_to_string(
                     &mut std::io::Read::take(file, MAX_FILE_BYTES),
