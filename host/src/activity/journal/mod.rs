@@ -77,6 +77,8 @@ mod writer;
 #[cfg(test)]
 mod crash_tests;
 #[cfg(test)]
+mod failure_tests;
+#[cfg(test)]
 mod log_tests;
 #[cfg(test)]
 mod tests;

@@ -1198,7 +1198,7 @@ fn stored_puts(payloads: Vec<Vec<u8>>) -> Vec<Put> {
 /// from the stored one (so nothing the file holds is queued for the sinks twice), and
 /// removes the rows of `refused` (records somebody waited for that were refused) where the
 /// file holds exactly them. Returns how many records it wrote.
-fn write_missing(db: &Database, puts: &[&Put], refused: &[&Put], outbox: bool) -> Result<usize> {
+pub(super) fn write_missing(db: &Database, puts: &[&Put], refused: &[&Put], outbox: bool) -> Result<usize> {
     let mut txn = db.begin_write()?;
     txn.set_durability(redb::Durability::Immediate)?;
     let changed: Vec<&Put> = {
