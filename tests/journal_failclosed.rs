@@ -86,7 +86,10 @@ async fn get(url: &str, key: Option<&str>) -> (u16, String) {
 
 async fn readyz(proxy: &Proxy, key: Option<&str>) -> (u16, Value) {
     let (status, body) = get(&format!("{}/readyz", proxy.base()), key).await;
-    (status, serde_json::from_str(&body).expect("readyz answers JSON"))
+    (
+        status,
+        serde_json::from_str(&body).expect("readyz answers JSON"),
+    )
 }
 
 /// Waits (up to 60 s) until `/readyz` (with the key) says the journal is `state`.
@@ -218,15 +221,40 @@ async fn injected_write_errors_refuse_every_call_until_the_journal_recovers_by_i
     };
     // The first call after the failure is refused (its pending record cannot be made
     // durable), and so is every later one, whichever way it comes in.
-    refused(tool(&client, "call_tool_write", "update_note", json!({"id": "n", "text": "x"})).await);
+    refused(
+        tool(
+            &client,
+            "call_tool_write",
+            "update_note",
+            json!({"id": "n", "text": "x"}),
+        )
+        .await,
+    );
     refused(tool(&client, "call_tool_read", "echo", json!({"text": "during"})).await);
-    refused(tool(&client, "call_tool_destructive", "delete_note", json!({"id": "n"})).await);
+    refused(
+        tool(
+            &client,
+            "call_tool_destructive",
+            "delete_note",
+            json!({"id": "n"}),
+        )
+        .await,
+    );
     let direct = connect(&format!("{}/mcp/servers/fx", proxy.base())).await;
-    let result = call(&direct, "echo", json!({"text": "direct"})).await.unwrap();
+    let result = call(&direct, "echo", json!({"text": "direct"}))
+        .await
+        .unwrap();
     assert!(is_error(&result), "{result:?}");
     assert_eq!(text(&result), REFUSAL);
     let cli = TestCommand::new(proxy.data_dir.path())
-        .args(["call", "tool-read", "fx:echo", "-j", r#"{"text": "cli"}"#, "--config"])
+        .args([
+            "call",
+            "tool-read",
+            "fx:echo",
+            "-j",
+            r#"{"text": "cli"}"#,
+            "--config",
+        ])
         .args([proxy.cli_config(&log)])
         .output();
     cli.assert_code(2);
@@ -245,7 +273,11 @@ async fn injected_write_errors_refuse_every_call_until_the_journal_recovers_by_i
     let mut texts = echoed_in_journal(&proxy, &key).await;
     texts.sort();
     assert_eq!(texts, ["after", "before"]);
-    let (_, body) = get(&format!("{}/api/v1/activity?limit=1000", proxy.base()), Some(&key)).await;
+    let (_, body) = get(
+        &format!("{}/api/v1/activity?limit=1000", proxy.base()),
+        Some(&key),
+    )
+    .await;
     let body: Value = serde_json::from_str(&body).unwrap();
     let calls = body["data"]["records"]
         .as_array()
@@ -292,7 +324,6 @@ async fn async_durability_refuses_calls_once_it_knows_and_loses_no_record() {
             tokio::time::sleep(Duration::from_millis(30)).await;
         }
     }
-    eprintln!("DEBUG async: {} ran before the refusal", ran.len());
     assert_eq!(refusal.as_deref(), Some(REFUSAL), "no call was refused");
     assert_eq!(
         echo(&client, "call_tool_write", "again").await,
@@ -326,7 +357,12 @@ enum CallResult {
     Refused(String),
 }
 
-async fn tool(client: &Client, variant: &str, tool: &str, args: Value) -> Result<CallResult, String> {
+async fn tool(
+    client: &Client,
+    variant: &str,
+    tool: &str,
+    args: Value,
+) -> Result<CallResult, String> {
     let result = call(
         client,
         variant,
@@ -352,7 +388,13 @@ impl Mount {
         }
         std::fs::create_dir_all(at).map_err(|e| e.to_string())?;
         let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0700"), "tmpfs"])
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
             .arg(at)
             .output()
             .map_err(|e| format!("cannot run mount: {e}"))?;
@@ -408,7 +450,9 @@ async fn a_real_full_disk_refuses_calls_and_the_journal_recovers_once_space_is_f
         Ok(mount) => mount,
         Err(why) if required => panic!("MCPPROXY_REQUIRE_TMPFS is set but: {why}"),
         Err(why) => {
-            eprintln!("skipping the real full-disk test: {why} (run as root, or set MCPPROXY_REQUIRE_TMPFS=1 to make this a failure)");
+            eprintln!(
+                "skipping the real full-disk test: {why} (run as root, or set MCPPROXY_REQUIRE_TMPFS=1 to make this a failure)"
+            );
             return;
         }
     };
@@ -449,8 +493,11 @@ async fn a_real_full_disk_refuses_calls_and_the_journal_recovers_once_space_is_f
         }
         tokio::time::sleep(Duration::from_millis(1_500)).await;
     }
-    eprintln!("DEBUG tmpfs: {} ran before the refusal", ran.len());
-    assert_eq!(refusal.as_deref(), Some(REFUSAL), "no call was refused on a full disk");
+    assert_eq!(
+        refusal.as_deref(),
+        Some(REFUSAL),
+        "no call was refused on a full disk"
+    );
     refused_destructive(&client).await;
     assert_eq!(call_log_lines(&log).len(), ran.len(), "a refused call ran");
     assert_shown_failing(&proxy, &key).await;
@@ -475,7 +522,14 @@ async fn a_real_full_disk_refuses_calls_and_the_journal_recovers_once_space_is_f
 
 /// A destructive call on a full disk is refused and not run.
 async fn refused_destructive(client: &Client) {
-    match tool(client, "call_tool_destructive", "delete_note", json!({"id": "n"})).await {
+    match tool(
+        client,
+        "call_tool_destructive",
+        "delete_note",
+        json!({"id": "n"}),
+    )
+    .await
+    {
         Ok(CallResult::Refused(text)) => assert_eq!(text, REFUSAL),
         other => panic!("expected the refusal, got {other:?}"),
     }

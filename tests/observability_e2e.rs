@@ -227,7 +227,11 @@ async fn metrics_can_be_made_public_and_readiness_waits_for_upstreams() {
     let ready: Value = ready.json().await.unwrap();
     assert_eq!(ready, json!({"ready": false}), "no details without the key");
     let ready: Value = http
-        .get(format!("{}/readyz?apikey={}", base(&proxy), api_key(&proxy)))
+        .get(format!(
+            "{}/readyz?apikey={}",
+            base(&proxy),
+            api_key(&proxy)
+        ))
         .send()
         .await
         .unwrap()

@@ -75,11 +75,23 @@ async fn refuses_then_recovers(options: JournalOptions) {
     j.append(after.clone()).await.unwrap();
     j.flush().await.unwrap();
 
-    assert_eq!(j.get(&done.id).unwrap().as_ref(), Some(&done), "outcome lost");
+    assert_eq!(
+        j.get(&done.id).unwrap().as_ref(),
+        Some(&done),
+        "outcome lost"
+    );
     assert_eq!(j.get(&after.id).unwrap().as_ref(), Some(&after));
-    assert_eq!(j.get(&later.id).unwrap(), None, "a refused record was written");
+    assert_eq!(
+        j.get(&later.id).unwrap(),
+        None,
+        "a refused record was written"
+    );
     if matches!(j.options().durability, Durability::Sync) {
-        assert_eq!(j.get(&refused.id).unwrap(), None, "a refused record was written");
+        assert_eq!(
+            j.get(&refused.id).unwrap(),
+            None,
+            "a refused record was written"
+        );
     } else {
         // Async mode acknowledged it before the writer found out: it is kept, not lost.
         assert_eq!(j.get(&refused.id).unwrap().as_ref(), Some(&refused));
@@ -170,9 +182,18 @@ async fn the_recovery_removes_a_refused_record_the_file_holds_and_keeps_acknowle
     let acked = rec_at(now_ms(), "s", "a", "read", Status::Success);
     let refused = rec_at(now_ms(), "s", "b", "write", Status::Pending);
     let db = j.db().unwrap();
-    let puts = [Put::new(&acked, false).unwrap(), Put::new(&refused, false).unwrap()];
+    let puts = [
+        Put::new(&acked, false).unwrap(),
+        Put::new(&refused, false).unwrap(),
+    ];
     // Both reached the file before the disk failed; only `acked` was acknowledged.
-    writer::commit_puts(&db, &[&puts[0], &puts[1]], redb::Durability::Immediate, true).unwrap();
+    writer::commit_puts(
+        &db,
+        &[&puts[0], &puts[1]],
+        redb::Durability::Immediate,
+        true,
+    )
+    .unwrap();
     writer::write_missing(&db, &[&puts[0]], &[&puts[1]], true).unwrap();
     drop(db);
     assert_eq!(j.get(&acked.id).unwrap().as_ref(), Some(&acked));

@@ -37,6 +37,15 @@
 //! the writer stops touching the file, answering every later write with the same error, so
 //! it never waits on a transaction a panic left behind.
 //!
+//! A full disk or an I/O error: the journal fails closed and heals by itself. The writer
+//! enters the failing state ([`Journal::health`] says why); records somebody waits for (a
+//! call's `pending` record) are refused with [`Error::Unwritable`], so the call is not run,
+//! while records nobody waits for are kept in memory; the writer retries with backoff,
+//! re-opening redb (which refuses everything after an I/O error until re-opened) once a
+//! probe write works, and writes back what the write-ahead log and memory hold (see the
+//! writer's `recovery`). Readers take the database per transaction from a `DbSlot` the
+//! writer can swap.
+//!
 //! Compaction: redb files never shrink on their own. [`Journal::open`] compacts the file
 //! when much of it is free space (see [`compact_if_worthwhile`]); a running server's file
 //! therefore follows retention down at its next start (or `mcpproxy activity repair`).
@@ -45,17 +54,20 @@
 //! [`JournalStats`]); the parts live in:
 //!
 //! - `schema`: the tables, index keys, row cost and storage-key helpers;
-//! - `writer`: the writer thread (group commit, syncs, checkpoints, replay) and the
-//!   transaction helpers;
+//! - `writer`: the writer thread (group commit, syncs, checkpoints, replay, and in
+//!   `writer::recovery` the failing state and the way back) and the transaction helpers;
 //! - `wal`: the write-ahead log file of sync mode;
-//! - `tests`, `log_tests` and `crash_tests`: the unit tests, those of the write-ahead log's
-//!   use, and the `kill -9` crash tests.
+//! - `health`: `ok` or `failing` with the reason;
+//! - `storage`: the write-fault seam for tests ([`WriteFaults`]), the redb backend that
+//!   honours it, the recovery's probe write, I/O error texts;
+//! - `tests`, `log_tests`, `crash_tests` and `failure_tests`: the unit tests, those of the
+//!   write-ahead log's use, the `kill -9` crash tests, and a failing disk's.
 
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
 use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -83,12 +95,12 @@ mod log_tests;
 #[cfg(test)]
 mod tests;
 
+use health::Health;
+pub use health::JournalHealth;
 pub(super) use schema::{
     DATA_BYTES, IDX_INTENT, IDX_SERVER, IDX_STATUS, IDX_TOOL, IDX_TYPE, INDEXES, META, RECORDS,
     index_keys, key_id, key_ms, parse_key, row_cost,
 };
-pub use health::JournalHealth;
-use health::Health;
 pub use storage::WriteFaults;
 pub use wal::DEFAULT_CAPACITY as DEFAULT_LOG_CAPACITY;
 use wal::WriteAheadLog;
@@ -386,10 +398,7 @@ impl Journal {
     /// ([`Error::Reopening`]). Take it per transaction; holding it keeps a failed file open.
     pub(super) fn db(&self) -> Result<Arc<Database>> {
         self.db.get().ok_or_else(|| Error::Reopening {
-            reason: self
-                .health
-                .reason()
-                .unwrap_or_else(|| "unknown".to_owned()),
+            reason: self.health.reason().unwrap_or_else(|| "unknown".to_owned()),
         })
     }
 
@@ -408,10 +417,7 @@ impl Journal {
     /// The error a refused write is answered with.
     fn unwritable(&self) -> Error {
         Error::Unwritable {
-            reason: self
-                .health
-                .reason()
-                .unwrap_or_else(|| "unknown".to_owned()),
+            reason: self.health.reason().unwrap_or_else(|| "unknown".to_owned()),
         }
     }
 

@@ -25,11 +25,11 @@ use std::time::{Duration, Instant};
 use redb::{Database, ReadableTable, WriteTransaction};
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
 
+use super::health::Health;
 use super::schema::{
     DATA_BYTES, IDX_STATUS, INDEXES, IndexKeys, META, N_INDEXES, RECORDS, index_keys, key_id,
     parse_key, row_cost,
 };
-use super::health::Health;
 use super::storage::WriteFaults;
 use super::wal::{self, WriteAheadLog};
 use super::{DbSlot, Durability, MAX_BATCH, guard};
@@ -775,7 +775,8 @@ impl Writer<'_> {
                     }
                     if result.is_ok() && self.unsynced_since.is_some() {
                         // Committed without an fsync (async mode): kept until one.
-                        self.unsynced.extend(puts.into_iter().map(|p| p.settled(&Ok(()))));
+                        self.unsynced
+                            .extend(puts.into_iter().map(|p| p.settled(&Ok(()))));
                     } else {
                         puts.into_iter().for_each(|put| ack(put, &result));
                     }
@@ -1198,7 +1199,12 @@ fn stored_puts(payloads: Vec<Vec<u8>>) -> Vec<Put> {
 /// from the stored one (so nothing the file holds is queued for the sinks twice), and
 /// removes the rows of `refused` (records somebody waited for that were refused) where the
 /// file holds exactly them. Returns how many records it wrote.
-pub(super) fn write_missing(db: &Database, puts: &[&Put], refused: &[&Put], outbox: bool) -> Result<usize> {
+pub(super) fn write_missing(
+    db: &Database,
+    puts: &[&Put],
+    refused: &[&Put],
+    outbox: bool,
+) -> Result<usize> {
     let mut txn = db.begin_write()?;
     txn.set_durability(redb::Durability::Immediate)?;
     let changed: Vec<&Put> = {
