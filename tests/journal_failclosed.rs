@@ -2,9 +2,9 @@
 //! call is refused with `cannot record the call: the activity journal cannot write (No space
 //! left on device); nothing was run` and never reaches the upstream (the fixture's call log
 //! proves it), whatever the way in (the three variants, the direct endpoint, `mcpproxy
-//! call`); `/readyz`, `/metrics` and `/api/v1/status` say `failing` with the reason; and
-//! once writing works again the journal recovers by itself, no restart, with every record
-//! it acknowledged.
+//! call`); `/readyz`, `/metrics` and `/api/v1/status` say `failing` with the reason, and the
+//! page shows a banner (in a real browser, as in `web_e2e`); and once writing works again
+//! the journal recovers by itself, no restart, with every record it acknowledged.
 //!
 //! Two ways to fail the disk: the journal's fault seam (`MCPPROXY_TEST_JOURNAL_WRITE_FAULT_FILE`:
 //! its writes fail with `ENOSPC` while a file exists), and a real full file system (a small
@@ -347,6 +347,69 @@ async fn async_durability_refuses_calls_once_it_knows_and_loses_no_record() {
     texts.sort();
     ran.sort();
     assert_eq!(texts, ran);
+    client.cancel().await.ok();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_page_shows_a_banner_while_the_journal_cannot_write() {
+    use crate::web_e2e::{Driver, browser_installed};
+    if !browser_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("calls.log");
+    let flag = dir.path().join("disk-full");
+    let proxy = start_with_env(
+        &config_with(vec![stdio_fixture("fx", &log)]),
+        tempfile::tempdir().unwrap(),
+        &[("MCPPROXY_TEST_JOURNAL_WRITE_FAULT_FILE", &flag)],
+    );
+    let key = proxy.api_key();
+    let profile = tempfile::tempdir().unwrap();
+    let driver = Driver::start(profile.path()).await;
+    driver
+        .post(
+            "/url",
+            json!({"url": format!("{}/#key={key}", proxy.base())}),
+        )
+        .await;
+    let banner = "const b = document.getElementById('journal-banner'); \
+                  return b.hidden ? '' : b.innerText";
+    driver
+        .wait_for(
+            "return document.querySelector('#upstreams tbody').innerText",
+            |t| t.as_str().is_some_and(|t| t.contains("fx")),
+        )
+        .await;
+    assert_eq!(
+        driver.script(banner).await,
+        "",
+        "a banner while the journal writes"
+    );
+
+    std::fs::write(&flag, "").unwrap();
+    let client = connect(&proxy.url).await;
+    assert_eq!(
+        echo(&client, "call_tool_read", "refused").await,
+        Err(REFUSAL.to_owned())
+    );
+    // The page reads the status every 5 s.
+    let shown = driver
+        .wait_for(banner, |t| t.as_str().is_some_and(|t| t.contains(FULL)))
+        .await;
+    assert!(
+        shown
+            .as_str()
+            .unwrap()
+            .starts_with("The activity journal cannot write (No space left on device)"),
+        "{shown}"
+    );
+
+    std::fs::remove_file(&flag).unwrap();
+    until_journal(&proxy, &key, "ok").await;
+    driver
+        .wait_for(banner, |t| t.as_str().is_some_and(str::is_empty))
+        .await;
     client.cancel().await.ok();
 }
 

@@ -481,7 +481,7 @@ impl Journal {
     pub(super) fn guard<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
         self.catch_up();
         let result = guard(&self.path, f);
-        if let Err(e) = &result
+        if let Err(e @ Error::Storage(_)) = &result
             && !self.health.is_failing()
             && let Some(failure) = writer::Failure::of(e)
         {
