@@ -788,7 +788,11 @@ impl Writer<'_> {
                             Some(Err(e)) => Err(Error::Write(e.to_string())),
                             None => Err(Error::Write("the record was not written".into())),
                         };
-                        ack(put, &result);
+                        if result.is_ok() && self.unsynced_since.is_some() {
+                            self.unsynced.push(put.settled(&result));
+                        } else {
+                            ack(put, &result);
+                        }
                     }
                 }
             }

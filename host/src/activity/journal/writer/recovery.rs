@@ -75,8 +75,10 @@ impl Writer<'_> {
             return;
         }
         tracing::error!(
-            "the activity journal cannot write ({}): calls are refused until it can; it \
-             retries by itself",
+            "the activity journal {} cannot write ({}): every call is refused until it can. \
+             Free space on the disk under it (or fix the disk); it retries by itself, no \
+             restart needed",
+            self.path.display(),
             failure.reason
         );
         self.setup.health.fail(&failure.reason);
@@ -226,7 +228,7 @@ impl Writer<'_> {
                         self.setup.health.fail(&failing.reason);
                     }
                 } else {
-                    tracing::warn!("re-opening the activity journal failed: {e}");
+                    tracing::warn!("re-opening the activity journal failed (it retries): {e}");
                 }
                 failing.backoff = (failing.backoff * 2).min(RETRY_MAX);
                 failing.retry_at = Instant::now() + failing.backoff;
