@@ -67,9 +67,29 @@ async fn health_readiness_and_metrics_that_move_with_calls() {
         .await
         .unwrap();
     assert_eq!(ready.status(), 200);
+    // Without the key: ready or not, nothing else.
     let ready: Value = ready.json().await.unwrap();
+    assert_eq!(ready, json!({"ready": true}));
+    // With it: why.
+    let ready: Value = http
+        .get(format!("{}/readyz", base(&proxy)))
+        .header("X-API-Key", api_key(&proxy))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(ready["ready"], true, "{ready}");
+    assert_eq!(ready["journal"], "ok", "{ready}");
     assert_eq!(ready["upstreams"]["fx"], "ready", "{ready}");
+    let wrong = http
+        .get(format!("{}/readyz", base(&proxy)))
+        .header("X-API-Key", "not-the-key")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
 
     // The metrics want the key.
     let refused = http
@@ -173,6 +193,17 @@ async fn health_readiness_and_metrics_that_move_with_calls() {
     assert!(sample(&after, "mcpproxy_journal_records", json!({})).unwrap() >= 3.0);
     // Sync mode: each acknowledged record was fsync'd (in the write-ahead log).
     assert!(sample(&after, "mcpproxy_journal_fsyncs_total", json!({})).unwrap() >= 1.0);
+    // The journal writes: its failure gauge is 0 and no reason is shown.
+    assert_eq!(
+        sample(&after, "mcpproxy_journal_failing", json!({})),
+        Some(0.0)
+    );
+    assert!(
+        !after
+            .iter()
+            .any(|s| s["name"] == "mcpproxy_journal_failure"),
+        "{after:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -194,6 +225,19 @@ async fn metrics_can_be_made_public_and_readiness_waits_for_upstreams() {
         .unwrap();
     assert_eq!(ready.status(), 503, "not ready while fx connects");
     let ready: Value = ready.json().await.unwrap();
+    assert_eq!(ready, json!({"ready": false}), "no details without the key");
+    let ready: Value = http
+        .get(format!(
+            "{}/readyz?apikey={}",
+            base(&proxy),
+            api_key(&proxy)
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(ready["upstreams"]["fx"], "connecting", "{ready}");
 
     let metrics = http

@@ -29,6 +29,9 @@ mod everything_e2e;
 mod forwarding_e2e;
 /// A journal written by an older release reads the same.
 mod journal_compat;
+/// The audit trail fails closed: calls refused while the journal cannot write (injected
+/// write errors, a real full tmpfs), and its recovery without a restart.
+mod journal_failclosed;
 /// The audit trail under flood (minimum age, pressure mode, alert) and damage (repair).
 mod journal_hardening;
 /// Validators in other languages (JavaScript, Python and C examples built from source), the

@@ -17,7 +17,7 @@ const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 
 /// The browser and its driver, or `None` with a note when they are not installed, unless
 /// `MCPPROXY_REQUIRE_BROWSER` is set (as in CI).
-fn browser_installed() -> bool {
+pub(crate) fn browser_installed() -> bool {
     if Path::new(CHROMIUM).exists() && Path::new(CHROMEDRIVER).exists() {
         return true;
     }
@@ -31,7 +31,7 @@ fn browser_installed() -> bool {
     false
 }
 
-struct Driver {
+pub(crate) struct Driver {
     child: Child,
     base: String,
     session: String,
@@ -67,7 +67,7 @@ fn end_session(base: &str, session: &str) -> std::io::Result<()> {
 }
 
 impl Driver {
-    async fn start(profile: &Path) -> Self {
+    pub(crate) async fn start(profile: &Path) -> Self {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -117,7 +117,7 @@ impl Driver {
         driver
     }
 
-    async fn post(&self, path: &str, body: Value) -> Value {
+    pub(crate) async fn post(&self, path: &str, body: Value) -> Value {
         let url = if self.session.is_empty() {
             format!("{}{path}", self.base)
         } else {
@@ -136,14 +136,14 @@ impl Driver {
         answer["value"].clone()
     }
 
-    async fn script(&self, script: &str) -> Value {
+    pub(crate) async fn script(&self, script: &str) -> Value {
         self.post("/execute/sync", json!({"script": script, "args": []}))
             .await
     }
 
     /// Polls `script` until `done` accepts its answer; panics with the last answer after
     /// 20 s.
-    async fn wait_for(&self, script: &str, done: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) async fn wait_for(&self, script: &str, done: impl Fn(&Value) -> bool) -> Value {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let answer = self.script(script).await;

@@ -136,6 +136,10 @@ pub enum Error {
     NotForAgents(String),
     #[error("the change was made, but its approval could not be saved: {0}")]
     Trust(String),
+    #[error(
+        "cannot record the change: the activity journal cannot write ({0}); nothing was changed"
+    )]
+    Unrecorded(String),
 }
 
 /// One server as `list` shows it: its state and its configuration, with the values of
@@ -248,6 +252,17 @@ impl Manager {
         let operation = change.operation();
         let name = change.name().to_owned();
         let fields = change.fields();
+        // An agent's change starts server code or changes what runs: like a call, it is not
+        // made while it cannot be recorded.
+        if actor == Actor::Agent && self.proxy.journal().is_failing() {
+            let reason = self
+                .proxy
+                .journal()
+                .health()
+                .reason
+                .unwrap_or_else(|| "unknown".to_owned());
+            return Err(Error::Unrecorded(reason));
+        }
         let outcome = self.make_change(change, actor, approve).await;
         let mut record = ActivityRecord::new(RecordType::ServerChange, source, &name, operation);
         let mut details = json!({"actor": actor.as_str(), "fields": fields});

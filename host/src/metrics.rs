@@ -51,6 +51,11 @@ struct SinkLabels {
     sink: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: String,
+}
+
 type Seconds = Gauge<f64, AtomicU64>;
 
 /// Latency buckets from 50 µs to about 1.6 s (a call) or 3.3 ms (the policy).
@@ -90,6 +95,8 @@ pub struct Metrics {
     upstream_tools: Family<ServerLabels, Gauge>,
     journal_bytes: Gauge,
     journal_records: Gauge,
+    journal_failing: Gauge,
+    journal_failure: Family<ReasonLabels, Gauge>,
     sink_backlog: Family<SinkLabels, Gauge>,
     sink_lag_seconds: Family<SinkLabels, Seconds>,
 }
@@ -183,6 +190,18 @@ impl Metrics {
             "Records in the activity journal",
             journal_records.clone(),
         );
+        let journal_failing = Gauge::default();
+        registry.register(
+            "journal_failing",
+            "1 while the activity journal cannot write (calls are refused), else 0",
+            journal_failing.clone(),
+        );
+        let journal_failure = Family::<ReasonLabels, Gauge>::default();
+        registry.register(
+            "journal_failure",
+            "1, labelled with the reason, while the activity journal cannot write",
+            journal_failure.clone(),
+        );
         let sink_backlog = Family::<SinkLabels, Gauge>::default();
         registry.register(
             "sink_backlog",
@@ -209,6 +228,8 @@ impl Metrics {
             upstream_tools,
             journal_bytes,
             journal_records,
+            journal_failing,
+            journal_failure,
             sink_backlog,
             sink_lag_seconds,
         }
@@ -293,6 +314,19 @@ impl Metrics {
             .set(i64::try_from(file_bytes).unwrap_or(i64::MAX));
         self.journal_records
             .set(i64::try_from(records).unwrap_or(i64::MAX));
+    }
+
+    /// Whether the journal writes: `None`, or why not.
+    pub fn set_journal_health(&self, failing: Option<&str>) {
+        self.journal_failure.clear();
+        self.journal_failing.set(i64::from(failing.is_some()));
+        if let Some(reason) = failing {
+            self.journal_failure
+                .get_or_create(&ReasonLabels {
+                    reason: reason.to_owned(),
+                })
+                .set(1);
+        }
     }
 
     /// The sinks as they are now.
@@ -391,6 +425,28 @@ mod tests {
         // A server that went away disappears from the gauges.
         metrics.set_upstreams([]);
         assert!(!metrics.encode().contains("upstream_state{"));
+    }
+
+    #[test]
+    fn the_journal_failing_shows_with_its_reason_and_goes_when_it_recovers() {
+        let metrics = Metrics::new();
+        metrics.set_journal_health(None);
+        let text = metrics.encode();
+        assert!(text.contains("mcpproxy_journal_failing 0\n"), "{text}");
+        assert!(!text.contains("mcpproxy_journal_failure{"), "{text}");
+
+        metrics.set_journal_health(Some("No space left on device"));
+        let text = metrics.encode();
+        assert!(text.contains("mcpproxy_journal_failing 1\n"), "{text}");
+        assert!(
+            text.contains(r#"mcpproxy_journal_failure{reason="No space left on device"} 1"#),
+            "{text}"
+        );
+
+        metrics.set_journal_health(None);
+        let text = metrics.encode();
+        assert!(text.contains("mcpproxy_journal_failing 0\n"), "{text}");
+        assert!(!text.contains("mcpproxy_journal_failure{"), "{text}");
     }
 
     #[test]

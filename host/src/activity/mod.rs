@@ -35,8 +35,8 @@ use std::path::PathBuf;
 
 pub use batch::{SinkBatch, StoredRecord};
 pub use journal::{
-    CommitObserver, DEFAULT_LOG_CAPACITY, Durability, FsyncObserver, Journal, JournalOptions,
-    JournalStats,
+    CommitObserver, DEFAULT_LOG_CAPACITY, Durability, FsyncObserver, Journal, JournalHealth,
+    JournalOptions, JournalStats, WriteFaults,
 };
 pub use outbox::{SinkState, SinkStatus};
 pub use query::{Filter, Page};
@@ -124,6 +124,23 @@ pub enum Error {
     /// The writer thread is gone (journal dropped or the thread died).
     #[error("activity journal writer has stopped")]
     Closed,
+    /// The journal cannot write now (a full disk, a failing device): a record somebody
+    /// waits for is refused until the writer has recovered, which it does by itself once
+    /// writing works again.
+    #[error("the activity journal cannot write ({reason})")]
+    Unwritable {
+        /// The error's text, as the OS describes it (`No space left on device`).
+        reason: String,
+    },
+    /// The journal is being re-opened after a write failure and cannot be read this moment.
+    #[error(
+        "the activity journal is being re-opened after a write failure ({reason}); try again \
+         in a moment"
+    )]
+    Reopening {
+        /// Why it failed.
+        reason: String,
+    },
 }
 
 /// Result with the journal's [`Error`].

@@ -83,7 +83,7 @@ impl Journal {
                 self.outbox_on
                     .store(true, std::sync::atomic::Ordering::SeqCst);
             }
-            let mut txn = self.db.begin_write()?;
+            let mut txn = self.db()?.begin_write()?;
             txn.set_durability(redb::Durability::Immediate)?;
             let mut removed = Vec::new();
             {
@@ -130,7 +130,7 @@ impl Journal {
         max_bytes: usize,
     ) -> Result<Option<SinkBatch>> {
         self.guard(|| {
-            let txn = self.db.begin_read()?;
+            let txn = self.db()?.begin_read()?;
             let sinks = txn.open_table(SINKS)?;
             let Some(state) = sinks.get(sink)?.map(|g| decode(g.value())).transpose()? else {
                 return Err(Error::UnknownSink(sink.to_owned()));
@@ -185,7 +185,7 @@ impl Journal {
 
     fn update_sink(&self, sink: &str, change: impl FnOnce(&mut SinkState)) -> Result<()> {
         self.guard(|| {
-            let mut txn = self.db.begin_write()?;
+            let mut txn = self.db()?.begin_write()?;
             txn.set_durability(redb::Durability::Immediate)?;
             {
                 let mut sinks = txn.open_table(SINKS)?;
@@ -205,7 +205,7 @@ impl Journal {
     /// Every registered sink with its backlog and lag, by name.
     pub fn sink_status(&self) -> Result<Vec<SinkStatus>> {
         self.guard(|| {
-            let txn = self.db.begin_read()?;
+            let txn = self.db()?.begin_read()?;
             let sinks = txn.open_table(SINKS)?;
             let outbox = txn.open_table(OUTBOX)?;
             let last = txn
@@ -464,7 +464,7 @@ mod tests {
         assert_eq!(status.lag_ms, None);
 
         // Everything delivered was trimmed.
-        let txn = j.db.begin_read().unwrap();
+        let txn = j.db().unwrap().begin_read().unwrap();
         assert!(txn.open_table(OUTBOX).unwrap().is_empty().unwrap());
         assert!(txn.open_table(OUTBOX_KEYS).unwrap().is_empty().unwrap());
     }
@@ -501,7 +501,7 @@ mod tests {
         // Dropping b from the config: its backlog is reported and trimmed.
         let removed = j.register_sinks(&names(&["a"])).unwrap();
         assert_eq!(removed, vec![("b".to_string(), 5)]);
-        let txn = j.db.begin_read().unwrap();
+        let txn = j.db().unwrap().begin_read().unwrap();
         assert!(txn.open_table(OUTBOX).unwrap().is_empty().unwrap());
         drop(txn);
         j.register_sinks(&[]).unwrap();
@@ -509,7 +509,7 @@ mod tests {
         j.append(rec_at(now_ms(), "s", "t", "read", Status::Success))
             .await
             .unwrap();
-        let txn = j.db.begin_read().unwrap();
+        let txn = j.db().unwrap().begin_read().unwrap();
         assert!(
             txn.open_table(OUTBOX).unwrap().is_empty().unwrap(),
             "no sink, no outbox"

@@ -287,7 +287,7 @@ impl Journal {
             if lo > hi {
                 return Ok(out);
             }
-            let txn = self.db.begin_read()?;
+            let txn = self.db()?.begin_read()?;
             let records = txn.open_table(RECORDS)?;
             for row in records.range(lo..=hi)? {
                 let (key, value) = row?;
@@ -325,7 +325,7 @@ impl Journal {
             return Ok(page);
         }
         let (lo, hi) = key_bounds(filter.start_ms, filter.end_ms);
-        let txn = self.db.begin_read()?;
+        let txn = self.db()?.begin_read()?;
         let records = txn.open_table(RECORDS)?;
         let mut page = Collector {
             offset,

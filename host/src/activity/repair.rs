@@ -395,7 +395,7 @@ impl Journal {
             if sinks.is_empty() {
                 0
             } else {
-                journal.guard(|| outbox::restore(&journal.db, &sinks, &undelivered))?
+                journal.guard(|| outbox::restore(&*journal.db()?, &sinks, &undelivered))?
             }
         };
         let damaged_copy = damaged_name(path);

@@ -131,7 +131,7 @@ impl Journal {
         let mut dropped = 0u64;
         let mut dropped_for = BTreeSet::new();
         loop {
-            let txn = self.db.begin_write()?;
+            let txn = self.db()?.begin_write()?;
             let mut n = 0;
             let mut done = false;
             {
@@ -286,7 +286,7 @@ impl Journal {
     /// The five sessions and clients with the most records among the newest `window`.
     #[allow(clippy::type_complexity)]
     fn busiest(&self, window: usize) -> Result<(Vec<(String, u64)>, Vec<(String, u64)>)> {
-        let txn = self.db.begin_read()?;
+        let txn = self.db()?.begin_read()?;
         let table = txn.open_table(RECORDS)?;
         let mut sessions: HashMap<String, u64> = HashMap::new();
         let mut clients: HashMap<String, u64> = HashMap::new();
@@ -333,7 +333,7 @@ impl Journal {
             })
             .collect();
         let (len, data_bytes) = self.guard(|| {
-            let txn = self.db.begin_read()?;
+            let txn = self.db()?.begin_read()?;
             let len = txn.open_table(RECORDS)?.len()?;
             let data_bytes = txn
                 .open_table(META)?

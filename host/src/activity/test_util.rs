@@ -70,7 +70,7 @@ pub fn open_temp(options: JournalOptions) -> (tempfile::TempDir, Arc<Journal>) {
 /// Asserts the index tables hold exactly the entries the stored records imply.
 pub fn check_indexes(journal: &Journal) {
     journal.catch_up();
-    let txn = journal.db.begin_read().unwrap();
+    let txn = journal.db().unwrap().begin_read().unwrap();
     let records = txn.open_table(RECORDS).unwrap();
     let mut want: Vec<BTreeSet<(String, String)>> = vec![BTreeSet::new(); INDEXES.len()];
     for row in records.iter().unwrap() {

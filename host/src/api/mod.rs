@@ -1,7 +1,8 @@
 //! The REST API under `/api/v1` (same listener as `/mcp`): the activity log, tool search
 //! and calls (for `mcpproxy call` and scripts), upstream review and approval, and the
 //! proxy's status; beside it `GET /metrics` (Prometheus text, with the key unless
-//! `http.metrics_public`), `GET /healthz` and `GET /readyz` (no key, no data). Every
+//! `http.metrics_public`), `GET /healthz` and `GET /readyz` (no key: only whether it is
+//! ready; with the key, why). Every
 //! `/api/v1` route needs the API key (`X-API-Key` header or `?apikey=`);
 //! responses use the envelope `{success, data, error}`. Errors say what was wrong and how
 //! to fix it; internal failures are logged and reported without their details.
@@ -101,13 +102,37 @@ async fn healthz() -> Response {
     (StatusCode::OK, "ok\n").into_response()
 }
 
-/// `GET /readyz`: 200 when the journal can be read and no enabled upstream is still on
-/// its first connection attempt; 503 otherwise. No key: it shows states, not data.
-async fn readyz(State(state): State<ApiState>) -> Response {
-    let journal = match state.journal.stats() {
-        Ok(_) => "ok".to_owned(),
-        Err(e) => e.to_string(),
+/// `GET /readyz`: 200 when the journal writes and can be read and no enabled upstream is
+/// still on its first connection attempt; 503 otherwise. Without the API key the body says
+/// only `{"ready": ...}`; with it (`X-API-Key` or `?apikey=`), why: the journal's state and
+/// reason and each upstream's state. A wrong key is refused (401).
+async fn readyz(
+    State(state): State<ApiState>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    let given = headers
+        .get("x-api-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| query.get("apikey").cloned());
+    let details = match given {
+        None => false,
+        Some(key) if key::matches(&state.api_key, &key) => true,
+        Some(_) => {
+            return unauthorized("the API key is wrong; `mcpproxy api-key` prints the right one");
+        }
     };
+    let mut health = state.journal.health();
+    if health.is_ok()
+        && let Err(e) = state.journal.stats()
+    {
+        health = crate::activity::JournalHealth {
+            state: "failing",
+            reason: Some(e.to_string()),
+            since: None,
+        };
+    }
     let upstreams: serde_json::Map<String, serde_json::Value> = state
         .proxy
         .upstreams()
@@ -118,17 +143,22 @@ async fn readyz(State(state): State<ApiState>) -> Response {
     let connecting = upstreams
         .values()
         .any(|s| s == "connecting" || s == "disconnected");
-    let ready = journal == "ok" && !connecting;
+    let ready = health.is_ok() && !connecting;
     let status = if ready {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    (
-        status,
-        Json(json!({"ready": ready, "journal": journal, "upstreams": upstreams})),
-    )
-        .into_response()
+    let body = if details {
+        let mut body = json!({"ready": ready, "journal": health.state, "upstreams": upstreams});
+        if let Some(reason) = health.reason {
+            body["journal_reason"] = json!(reason);
+        }
+        body
+    } else {
+        json!({"ready": ready})
+    };
+    (status, Json(body)).into_response()
 }
 
 /// `GET /metrics`: the Prometheus (OpenMetrics) text, gauges read now.
@@ -154,6 +184,7 @@ async fn metrics(State(state): State<ApiState>) -> Response {
     if let Ok(stats) = state.journal.stats() {
         metrics.set_journal(stats.file_bytes, stats.records);
     }
+    metrics.set_journal_health(state.journal.health().reason.as_deref());
     let sinks = match &state.delivery {
         Some(delivery) => delivery.report(),
         None => crate::activity::delivery::offline_report(&state.journal),
@@ -303,5 +334,6 @@ async fn status(State(state): State<ApiState>) -> Response {
     ok(json!({
         "version": env!("CARGO_PKG_VERSION"),
         "upstreams": state.proxy.upstreams().statuses(),
+        "journal": state.journal.health(),
     }))
 }

@@ -403,10 +403,11 @@ impl Proxy {
         let pending = draft.judged(&evaluation, Status::Pending, started);
         params.meta = None;
         let request = ClientRequest::ReadResourceRequest(rmcp::model::Request::new(params));
-        let (_, answer) = tokio::join!(
-            self.append(pending.clone()),
-            upstream.request(request, context.origin.as_ref())
-        );
+        // Fail closed, as for a tool call: nothing is sent before the record is written.
+        if let Err(refusal) = self.record_pending(pending.clone()).await {
+            return Err(CatalogError::Refused(refusal));
+        }
+        let answer = upstream.request(request, context.origin.as_ref()).await;
         let mut record = pending;
         record.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let response = match answer {

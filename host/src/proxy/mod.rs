@@ -227,9 +227,10 @@ impl Proxy {
     }
 
     /// Resolves, judges and (if allowed) performs one call, and records it. A refused or
-    /// blocked call's record is durable before this returns; an allowed call's record is
-    /// committed while the upstream works (so the fsync overlaps the call) and completed
-    /// with the outcome right after.
+    /// blocked call's record is durable before this returns; an allowed call's `pending`
+    /// record is durable (sync mode) or queued (async mode) before the call is sent, and
+    /// completed with the outcome right after. A call whose `pending` record the journal
+    /// cannot take is refused and not sent ([`unrecorded`]).
     pub async fn call(&self, input: CallInput, context: CallContext) -> CallOutcome {
         let started = Instant::now();
         // Only configured servers become metric labels: a caller cannot add label sets.
@@ -324,20 +325,25 @@ impl Proxy {
                     mcpproxy.tool = %tool,
                     mcpproxy.outcome = Empty,
                 );
+                // Fail closed: the request goes upstream only once the journal holds the
+                // pending record, so no call runs off the record. This is sequential on
+                // purpose (it used to overlap the record's fsync with the upstream call):
+                // in sync mode the record must be durable before anything is sent, because
+                // a request cannot be taken back once the upstream has it; a call therefore
+                // waits for one write-ahead log fsync before it is sent. In async mode
+                // `append` only queues the record (microseconds), or refuses it at once
+                // while the journal is failing.
+                if let Err(refusal) = self.record_pending(pending.clone()).await {
+                    upstream_span.record("mcpproxy.outcome", "unrecorded");
+                    upstream_span.record("otel.status_code", "ERROR");
+                    return CallOutcome::Refused(refusal);
+                }
                 let asked = Instant::now();
-                // The upstream call goes first: its request is on its way to the upstream
-                // before the pending record is encoded and queued, so the two overlap.
-                let (answer, ()) = tokio::join!(
-                    async {
-                        let answer = upstream
-                            .call(tool, arguments, Some(timeout), context.origin.as_ref())
-                            .instrument(upstream_span.clone())
-                            .await;
-                        self.metrics.upstream_call(upstream.name(), asked.elapsed());
-                        answer
-                    },
-                    self.append(pending.clone())
-                );
+                let answer = upstream
+                    .call(tool, arguments, Some(timeout), context.origin.as_ref())
+                    .instrument(upstream_span.clone())
+                    .await;
+                self.metrics.upstream_call(upstream.name(), asked.elapsed());
                 let result = match answer {
                     Ok(upstream::CallAnswer::Complete(result)) => Ok(result),
                     Ok(upstream::CallAnswer::InputRequired(result)) => {
@@ -384,19 +390,40 @@ impl Proxy {
         CallReport::new(tool, variant, arguments, &outcome)
     }
 
-    /// Appends a record that is not a call's (approvals, tool and server changes); a record
-    /// that cannot be written is logged as an error.
+    /// Writes a record whose call is already decided (refused, held, blocked, a dry run), or
+    /// that is not a call's (approvals, tool and server changes): a failure is logged, the
+    /// caller's answer stays the same.
     pub async fn append(&self, record: crate::activity::ActivityRecord) {
+        if let Err(e) = self.try_append(record).await {
+            tracing::error!("cannot write the activity record: {e}");
+        }
+    }
+
+    /// Writes the `pending` record of a call about to be sent upstream. `Err` is what the
+    /// caller is told when the journal cannot take it: the call must then not be sent.
+    async fn record_pending(&self, record: crate::activity::ActivityRecord) -> Result<(), String> {
+        self.try_append(record).await.map_err(|e| {
+            // The journal logs its failure once; each refused call only at debug.
+            tracing::debug!("call refused: cannot write its activity record: {e}");
+            unrecorded(&e)
+        })
+    }
+
+    async fn try_append(
+        &self,
+        record: crate::activity::ActivityRecord,
+    ) -> Result<(), crate::activity::Error> {
         let span = tracing::info_span!(
             target: crate::spans::TARGET,
             "journal",
             otel.name = "journal append",
             otel.status_code = Empty,
         );
-        if let Err(e) = self.journal.append(record).instrument(span.clone()).await {
+        let result = self.journal.append(record).instrument(span.clone()).await;
+        if result.is_err() {
             span.record("otel.status_code", "ERROR");
-            tracing::error!("cannot write the activity record: {e}");
         }
+        result
     }
 
     /// Resolves the tool and runs the policy pipeline; contacts no upstream. A server still
@@ -558,6 +585,13 @@ impl Proxy {
         .await
         .map_err(|e| format!("listing tools failed: {e}"))
     }
+}
+
+/// What a caller is told when the record of its call cannot be written: the call was not
+/// sent (`cannot record the call: the activity journal cannot write (No space left on
+/// device); nothing was run`).
+pub fn unrecorded(e: &crate::activity::Error) -> String {
+    format!("cannot record the call: {e}; nothing was run")
 }
 
 /// A tool with its effective annotations and `call_with` advice.

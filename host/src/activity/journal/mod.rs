@@ -37,6 +37,15 @@
 //! the writer stops touching the file, answering every later write with the same error, so
 //! it never waits on a transaction a panic left behind.
 //!
+//! A full disk or an I/O error: the journal fails closed and heals by itself. The writer
+//! enters the failing state ([`Journal::health`] says why); records somebody waits for (a
+//! call's `pending` record) are refused with [`Error::Unwritable`], so the call is not run,
+//! while records nobody waits for are kept in memory; the writer retries with backoff,
+//! re-opening redb (which refuses everything after an I/O error until re-opened) once a
+//! probe write works, and writes back what the write-ahead log and memory hold (see the
+//! writer's `recovery`). Readers take the database per transaction from a `DbSlot` the
+//! writer can swap.
+//!
 //! Compaction: redb files never shrink on their own. [`Journal::open`] compacts the file
 //! when much of it is free space (see [`compact_if_worthwhile`]); a running server's file
 //! therefore follows retention down at its next start (or `mcpproxy activity repair`).
@@ -45,17 +54,20 @@
 //! [`JournalStats`]); the parts live in:
 //!
 //! - `schema`: the tables, index keys, row cost and storage-key helpers;
-//! - `writer`: the writer thread (group commit, syncs, checkpoints, replay) and the
-//!   transaction helpers;
+//! - `writer`: the writer thread (group commit, syncs, checkpoints, replay, and in
+//!   `writer::recovery` the failing state and the way back) and the transaction helpers;
 //! - `wal`: the write-ahead log file of sync mode;
-//! - `tests`, `log_tests` and `crash_tests`: the unit tests, those of the write-ahead log's
-//!   use, and the `kill -9` crash tests.
+//! - `health`: `ok` or `failing` with the reason;
+//! - `storage`: the write-fault seam for tests ([`WriteFaults`]), the redb backend that
+//!   honours it, the recovery's probe write, I/O error texts;
+//! - `tests`, `log_tests`, `crash_tests` and `failure_tests`: the unit tests, those of the
+//!   write-ahead log's use, the `kill -9` crash tests, and a failing disk's.
 
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -68,24 +80,35 @@ use super::record::{ActivityRecord, Status, format_timestamp};
 use super::retention::Retention;
 use super::{Error, Result};
 
+mod health;
 mod schema;
+mod storage;
 mod wal;
 mod writer;
 
 #[cfg(test)]
 mod crash_tests;
 #[cfg(test)]
+mod failure_tests;
+#[cfg(test)]
 mod log_tests;
 #[cfg(test)]
 mod tests;
 
+use health::Health;
+pub use health::JournalHealth;
 pub(super) use schema::{
     DATA_BYTES, IDX_INTENT, IDX_SERVER, IDX_STATUS, IDX_TOOL, IDX_TYPE, INDEXES, META, RECORDS,
     index_keys, key_id, key_ms, parse_key, row_cost,
 };
+pub use storage::WriteFaults;
 pub use wal::DEFAULT_CAPACITY as DEFAULT_LOG_CAPACITY;
 use wal::WriteAheadLog;
 use writer::{Applied, Command, Put, Unencoded, WriterSetup, commit_puts, writer_loop};
+
+/// A test hook for the binary: while the file this variable names exists, every write of
+/// the journal fails as on a full disk (see [`WriteFaults`]). Never set in normal use.
+pub const WRITE_FAULT_ENV: &str = "MCPPROXY_TEST_JOURNAL_WRITE_FAULT_FILE";
 
 /// Most records committed in one transaction.
 pub const MAX_BATCH: usize = 10_000;
@@ -143,6 +166,9 @@ pub struct JournalOptions {
     /// In sync mode, how long the writer waits without writes before it checkpoints the
     /// log into the redb file; default 1 s.
     pub checkpoint_idle: Duration,
+    /// Fault injection for tests: while on, every write of the journal's files fails as on
+    /// a full disk (see [`WriteFaults`]); default none.
+    pub write_faults: Option<WriteFaults>,
     /// Test hook: while set, the write-ahead log's fsyncs fail.
     #[cfg(test)]
     pub(crate) failing_log: Option<Arc<AtomicBool>>,
@@ -181,6 +207,7 @@ impl Default for JournalOptions {
             sync_carry: writer::SYNC_CARRY,
             log_capacity: DEFAULT_LOG_CAPACITY,
             checkpoint_idle: writer::CHECKPOINT_IDLE,
+            write_faults: None,
             #[cfg(test)]
             failing_log: None,
         }
@@ -202,9 +229,44 @@ pub struct JournalStats {
     pub newest: Option<String>,
 }
 
+/// The open redb database, shared by the writer thread and the readers. Empty while the
+/// writer re-opens it after a write failure (redb refuses every operation after an I/O
+/// error until the file is closed and opened again).
+#[derive(Debug, Default)]
+pub(super) struct DbSlot(RwLock<Option<Arc<Database>>>);
+
+impl DbSlot {
+    fn lock_read(&self) -> std::sync::RwLockReadGuard<'_, Option<Arc<Database>>> {
+        self.0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn lock_write(&self) -> std::sync::RwLockWriteGuard<'_, Option<Arc<Database>>> {
+        self.0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The database, unless it is being re-opened.
+    pub(super) fn get(&self) -> Option<Arc<Database>> {
+        self.lock_read().clone()
+    }
+
+    /// Takes the database out (readers see none until [`put`](Self::put)).
+    pub(super) fn take(&self) -> Option<Arc<Database>> {
+        self.lock_write().take()
+    }
+
+    /// Puts a (re-)opened database in.
+    pub(super) fn put(&self, db: Arc<Database>) {
+        *self.lock_write() = Some(db);
+    }
+}
+
 /// The activity journal. `Send + Sync`; share it as `Arc<Journal>`.
 pub struct Journal {
-    pub(super) db: Arc<Database>,
+    db: Arc<DbSlot>,
     pub(super) options: JournalOptions,
     path: PathBuf,
     /// `Some` until drop; dropping it tells the writer to sync and stop.
@@ -221,6 +283,8 @@ pub struct Journal {
     restored: usize,
     /// How far the writer has applied what was sent to it (reads wait for it in sync mode).
     applied: Arc<Applied>,
+    /// Whether writes work (set by the writer thread).
+    health: Arc<Health>,
 }
 
 impl std::fmt::Debug for Journal {
@@ -239,7 +303,17 @@ impl Journal {
     /// (Self::restored_from_log)). Starts the writer thread;
     /// retention runs only through [`run_retention`](Self::run_retention) or
     /// [`spawn_retention`](Self::spawn_retention).
-    pub fn open(path: &Path, options: JournalOptions) -> Result<Arc<Self>> {
+    pub fn open(path: &Path, mut options: JournalOptions) -> Result<Arc<Self>> {
+        if options.write_faults.is_none()
+            && let Some(flag) = std::env::var_os(WRITE_FAULT_ENV)
+        {
+            tracing::warn!(
+                "{WRITE_FAULT_ENV} is set (a test hook): the activity journal's writes fail \
+                 while {} exists",
+                Path::new(&flag).display()
+            );
+            options.write_faults = Some(WriteFaults::while_file_exists(flag.into()));
+        }
         let io = |source| Error::Io {
             path: path.to_path_buf(),
             source,
@@ -247,7 +321,8 @@ impl Journal {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             crate::private_fs::create_private_dir(parent).map_err(io)?;
         }
-        let mut db = open_database(path, options.cache_bytes)?;
+        let faults = options.write_faults.as_ref();
+        let mut db = open_database_with(path, options.cache_bytes, faults)?;
         guard(path, || {
             let txn = db.begin_write()?;
             txn.open_table(RECORDS)?;
@@ -273,10 +348,13 @@ impl Journal {
             Err(e) => tracing::warn!("activity journal compaction skipped: {e}"),
         }
         let db = Arc::new(db);
+        let slot = Arc::new(DbSlot::default());
+        slot.put(db.clone());
         let outbox_on = Arc::new(AtomicBool::new(outbox_at_open));
         let applied = Arc::new(Applied::default());
+        let health = Arc::new(Health::default());
         let (tx, rx) = mpsc::channel();
-        let writer_db = db.clone();
+        let writer_slot = slot.clone();
         let writer_outbox = outbox_on.clone();
         let writer_path = path.to_path_buf();
         let setup = WriterSetup {
@@ -287,6 +365,10 @@ impl Journal {
             on_fsync: options.on_fsync.clone(),
             log,
             applied: applied.clone(),
+            cache_bytes: options.cache_bytes,
+            log_capacity: options.log_capacity,
+            faults: options.write_faults.clone(),
+            health: health.clone(),
         };
         let writer = std::thread::Builder::new()
             .name("activity-writer".into())
@@ -294,11 +376,11 @@ impl Journal {
                 if matches!(setup.durability, Durability::Async { .. }) {
                     writer::yield_to_calls();
                 }
-                writer_loop(&writer_db, &writer_path, &rx, &writer_outbox, setup);
+                writer_loop(db, &writer_slot, &writer_path, &rx, &writer_outbox, setup);
             })
             .map_err(io)?;
         Ok(Arc::new(Self {
-            db,
+            db: slot,
             options,
             path: path.to_path_buf(),
             tx: Some(tx),
@@ -308,7 +390,45 @@ impl Journal {
             pressure: AtomicBool::new(false),
             restored,
             applied,
+            health,
         }))
+    }
+
+    /// The redb database, unless the writer is re-opening it after a write failure
+    /// ([`Error::Reopening`]). Take it per transaction; holding it keeps a failed file open.
+    pub(super) fn db(&self) -> Result<Arc<Database>> {
+        self.db.get().ok_or_else(|| Error::Reopening {
+            reason: self.health.reason().unwrap_or_else(|| "unknown".to_owned()),
+        })
+    }
+
+    /// Whether the journal writes (`ok`), or why not (`failing`): while it fails, records
+    /// somebody waits for (a call's `pending` record) are refused with
+    /// [`Error::Unwritable`] and the writer retries by itself.
+    pub fn health(&self) -> JournalHealth {
+        self.health.show()
+    }
+
+    /// Whether writes fail now (see [`health`](Self::health)).
+    pub fn is_failing(&self) -> bool {
+        self.health.is_failing()
+    }
+
+    /// The error a refused write is answered with.
+    fn unwritable(&self) -> Error {
+        Error::Unwritable {
+            reason: self.health.reason().unwrap_or_else(|| "unknown".to_owned()),
+        }
+    }
+
+    /// What a write the writer answered with `text` failed with: [`Error::Unwritable`]
+    /// while the journal fails, else [`Error::Write`].
+    fn write_error(&self, text: String) -> Error {
+        if self.health.is_failing() {
+            self.unwritable()
+        } else {
+            Error::Write(text)
+        }
     }
 
     /// How many records [`open`](Self::open) wrote back from the write-ahead log: records
@@ -324,7 +444,7 @@ impl Journal {
         let (ack, done) = mpsc::channel();
         self.send(Command::Checkpoint(ack))?;
         match done.recv() {
-            Ok(result) => result.map_err(Error::Write),
+            Ok(result) => result.map_err(|text| self.write_error(text)),
             Err(_) => Err(Error::Closed),
         }
     }
@@ -355,9 +475,19 @@ impl Journal {
 
     /// Runs a read (or write) of the file under [`guard`], once it holds every record sent
     /// before the call ([`catch_up`](Self::catch_up)).
+    /// A storage failure (a full disk) met here, outside the writer thread (retention, sink
+    /// cursors, reads of a file redb closed after an I/O error), is passed to the writer,
+    /// which re-opens the file and retries (see [`health`](Self::health)).
     pub(super) fn guard<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
         self.catch_up();
-        guard(&self.path, f)
+        let result = guard(&self.path, f);
+        if let Err(e @ Error::Storage(_)) = &result
+            && !self.health.is_failing()
+            && let Some(failure) = writer::Failure::of(e)
+        {
+            let _ = self.send(Command::Failed(failure));
+        }
+        result
     }
 
     /// In sync mode, waits until the writer has applied to the file every record whose
@@ -383,6 +513,11 @@ impl Journal {
     }
 
     async fn put(&self, record: ActivityRecord) -> Result<()> {
+        // Fail closed: while the journal cannot write, a record is refused at once (in async
+        // mode too, once the writer has found out), and the caller does not run its call.
+        if self.health.is_failing() {
+            return Err(self.unwritable());
+        }
         // Sync mode's caller waits for the commit: the record is encoded here, so an error
         // comes back to it. Async mode's does not: the writer encodes the record.
         let encoded = match self.options.durability {
@@ -399,7 +534,7 @@ impl Journal {
         put.ack = Some(ack);
         self.send(Command::Put(put))?;
         match done.await {
-            Ok(result) => result.map_err(Error::Write),
+            Ok(result) => result.map_err(|text| self.write_error(text)),
             Err(_) => Err(Error::Closed),
         }
     }
@@ -445,7 +580,7 @@ impl Journal {
         let (ack, done) = oneshot::channel();
         self.send(Command::Flush(ack))?;
         match done.await {
-            Ok(result) => result.map_err(Error::Write),
+            Ok(result) => result.map_err(|text| self.write_error(text)),
             Err(_) => Err(Error::Closed),
         }
     }
@@ -458,7 +593,7 @@ impl Journal {
     }
 
     fn get_key(&self, id: &str, key: [u8; 16]) -> Result<Option<ActivityRecord>> {
-        let txn = self.db.begin_read()?;
+        let txn = self.db()?.begin_read()?;
         let table = txn.open_table(RECORDS)?;
         let Some(row) = table.get(key)? else {
             return Ok(None);
@@ -474,7 +609,7 @@ impl Journal {
     /// Number of records.
     pub fn len(&self) -> Result<u64> {
         self.guard(|| {
-            let txn = self.db.begin_read()?;
+            let txn = self.db()?.begin_read()?;
             Ok(txn.open_table(RECORDS)?.len()?)
         })
     }
@@ -490,7 +625,7 @@ impl Journal {
     }
 
     fn read_stats(&self) -> Result<JournalStats> {
-        let txn = self.db.begin_read()?;
+        let txn = self.db()?.begin_read()?;
         let table = txn.open_table(RECORDS)?;
         let ts = |row: Option<(redb::AccessGuard<'_, [u8; 16]>, _)>| {
             row.map(|(k, _)| format_timestamp(key_ms(&k.value())))
@@ -557,7 +692,7 @@ impl Journal {
                 .collect::<Result<Vec<_>>>()?;
             let refs: Vec<&Put> = puts.iter().collect();
             let outbox = self.outbox_on.load(Ordering::SeqCst);
-            self.guard(|| commit_puts(&self.db, &refs, redb::Durability::Immediate, outbox))?;
+            self.guard(|| commit_puts(&*self.db()?, &refs, redb::Durability::Immediate, outbox))?;
         }
         Ok(())
     }
@@ -604,6 +739,7 @@ fn open_log(
         );
     }
     if wanted {
+        log.faults = options.write_faults.clone();
         log.start_over().map_err(io)?;
         #[cfg(test)]
         {
@@ -620,6 +756,15 @@ fn open_log(
 /// Opens the redb file, telling a file another process holds ([`Error::Locked`]) from a
 /// damaged one ([`Error::Damaged`]) and from an I/O failure ([`Error::Io`]).
 pub(super) fn open_database(path: &Path, cache_bytes: usize) -> Result<Database> {
+    open_database_with(path, cache_bytes, None)
+}
+
+/// [`open_database`], its writes failing while `faults` are on.
+pub(super) fn open_database_with(
+    path: &Path,
+    cache_bytes: usize,
+    faults: Option<&WriteFaults>,
+) -> Result<Database> {
     let shown = path.display().to_string();
     let repair_logged = AtomicBool::new(false);
     let mut builder = Database::builder();
@@ -635,7 +780,12 @@ pub(super) fn open_database(path: &Path, cache_bytes: usize) -> Result<Database>
         path: path.to_path_buf(),
         source,
     })?;
-    let opened = std::panic::catch_unwind(AssertUnwindSafe(|| builder.create(path)));
+    let opened = std::panic::catch_unwind(AssertUnwindSafe(|| match faults {
+        None => builder.create(path),
+        Some(faults) => storage::FaultyBackend::open(path, faults.clone())
+            .map_err(redb::DatabaseError::from)
+            .and_then(|backend| builder.create_with_backend(backend)),
+    }));
     let damaged = |detail: String| Error::Damaged {
         path: path.to_path_buf(),
         detail,

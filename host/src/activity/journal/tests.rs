@@ -101,7 +101,7 @@ async fn a_records_puts_in_one_batch_are_written_once_as_the_last() {
     );
     assert_eq!(latest[0].key, puts[1].key, "queue order is kept");
     assert_eq!(latest[1].key, puts[2].key);
-    commit_puts(&j.db, &latest, redb::Durability::Immediate, true).unwrap();
+    commit_puts(&j.db().unwrap(), &latest, redb::Durability::Immediate, true).unwrap();
     assert_eq!(j.get(&done.id).unwrap().as_ref(), Some(&done));
     assert!(with_status(&j, "pending").is_empty());
     assert_eq!(with_status(&j, "success").len(), 2);
@@ -190,7 +190,7 @@ async fn bad_ids_and_corrupt_rows_do_not_panic() {
     j.append(good.clone()).await.unwrap();
     let (corrupt_id, _) = new_id();
     {
-        let txn = j.db.begin_write().unwrap();
+        let txn = j.db().unwrap().begin_write().unwrap();
         txn.open_table(RECORDS)
             .unwrap()
             .insert(parse_key(&corrupt_id).unwrap(), b"{not json".as_slice())

@@ -35,6 +35,8 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use super::storage::{self, WriteFaults};
+
 /// The first bytes of a header slot; the last byte is the format version.
 const MAGIC: [u8; 8] = *b"MCPPWAL\x01";
 /// Where the two header slots start.
@@ -75,6 +77,8 @@ pub(super) struct WriteAheadLog {
     capacity: u64,
     /// Reused to gather a batch's frames into one write.
     buf: Vec<u8>,
+    /// Fault injection (tests): while on, writes and fsyncs fail as on a full disk.
+    pub(super) faults: Option<WriteFaults>,
     /// Test hook: while set, fsyncs fail as a failing disk's would.
     #[cfg(test)]
     pub(super) failing: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
@@ -105,6 +109,7 @@ impl WriteAheadLog {
             end: FRAMES_START,
             capacity,
             buf: Vec::new(),
+            faults: None,
             #[cfg(test)]
             failing: None,
         };
@@ -174,6 +179,7 @@ impl WriteAheadLog {
                 "the batch does not fit in the write-ahead log",
             ));
         }
+        storage::check(self.faults.as_ref())?;
         self.file.write_all_at(&self.buf, self.end)?;
         self.end += self.buf.len() as u64;
         // A flood's batch can be megabytes: do not keep that much for good.
@@ -194,6 +200,7 @@ impl WriteAheadLog {
         {
             return Err(io::Error::other("injected fsync failure"));
         }
+        storage::check(self.faults.as_ref())?;
         self.file.sync_data()
     }
 
@@ -202,6 +209,7 @@ impl WriteAheadLog {
     /// log is durable elsewhere (after an `Immediate` redb commit).
     pub(super) fn start_over(&mut self) -> io::Result<()> {
         let next = self.generation.wrapping_add(1);
+        storage::check(self.faults.as_ref())?;
         self.write_slot(next)?;
         self.file.sync_data()?;
         self.generation = next;
@@ -240,7 +248,6 @@ impl WriteAheadLog {
 }
 
 /// The payloads of the current generation of the log at `path`, as a replay would read them.
-#[cfg(test)]
 pub(super) fn read(path: &Path) -> io::Result<Vec<Vec<u8>>> {
     let bytes = std::fs::read(path)?;
     Ok(read_frames(&bytes, current_generation(&bytes).unwrap_or(0)).0)

@@ -6,9 +6,17 @@
 //!
 //! Every transaction runs under [`guard`]: if one finds the file damaged, the writer answers
 //! that write and every later one with [`Error::Damaged`] and no longer touches the file.
+//!
+//! A write the disk refuses (a full disk, an I/O error) puts the writer in the *failing*
+//! state (see `recovery`): the journal's health says why, records somebody waits for are
+//! refused, the rest are kept in memory, and the writer retries with backoff, re-opening
+//! redb (which refuses everything after an I/O error until it is re-opened) and the
+//! write-ahead log, until a write works again.
+
+mod recovery;
 
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Condvar, Mutex};
@@ -17,12 +25,14 @@ use std::time::{Duration, Instant};
 use redb::{Database, ReadableTable, WriteTransaction};
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
 
+use super::health::Health;
 use super::schema::{
     DATA_BYTES, IDX_STATUS, INDEXES, IndexKeys, META, N_INDEXES, RECORDS, index_keys, key_id,
     parse_key, row_cost,
 };
+use super::storage::WriteFaults;
 use super::wal::{self, WriteAheadLog};
-use super::{Durability, MAX_BATCH, guard};
+use super::{DbSlot, Durability, MAX_BATCH, guard};
 use crate::activity::outbox;
 use crate::activity::record::{ActivityRecord, Status};
 use crate::activity::{Error, Result};
@@ -39,6 +49,9 @@ pub(super) struct Put {
     pub(super) ack: Option<Ack>,
     /// A queue slot, released when the writer is done with the record.
     pub(super) slot: Option<OwnedSemaphorePermit>,
+    /// With the log: the writer's number for a put somebody waited for (0: nobody did), so
+    /// a batch that fails can tell its own refused records from those acknowledged before.
+    seq: u64,
 }
 
 impl Put {
@@ -59,7 +72,17 @@ impl Put {
             keys: index_keys(record),
             ack: None,
             slot: None,
+            seq: 0,
         })
+    }
+
+    /// The put to keep in memory: its waiter (if any) told `result`, its queue slot freed.
+    fn settled(mut self, result: &Result<()>) -> Self {
+        if let Some(ack) = self.ack.take() {
+            let _ = ack.send(reply(result));
+        }
+        self.slot = None;
+        self
     }
 
     /// A put of a row as stored (a write-ahead log entry), already bounded.
@@ -75,6 +98,7 @@ impl Put {
             json,
             ack: None,
             slot: None,
+            seq: 0,
         })
     }
 }
@@ -112,6 +136,41 @@ pub(super) enum Command {
     Checkpoint(BlockingAck),
     /// A reader waits to see everything queued before it (see [`Applied`]): apply it now.
     Apply,
+    /// Another thread's transaction (retention, a sink's cursor) found the disk failing.
+    Failed(Failure),
+}
+
+/// A failure of the disk under the journal, as opposed to one record's (see [`Failure::of`]).
+#[derive(Debug, Clone)]
+pub(super) struct Failure {
+    /// What operators are told: the OS's description of the error.
+    pub(super) reason: String,
+    /// redb met the error: it refuses everything until it is closed and re-opened.
+    pub(super) reopen: bool,
+}
+
+impl Failure {
+    /// The failure behind `e`, when `e` is the disk's (an I/O error, or redb refusing to go
+    /// on after one) and not one record's (an id, an encoding).
+    pub(super) fn of(e: &Error) -> Option<Self> {
+        let redb = |reason: String| {
+            Some(Self {
+                reason,
+                reopen: true,
+            })
+        };
+        match e {
+            Error::Storage(redb::Error::Io(io)) => redb(super::storage::describe(io)),
+            Error::Storage(e @ (redb::Error::PreviousIo | redb::Error::TransactionPoisoned)) => {
+                redb(e.to_string())
+            }
+            Error::Io { source, .. } => Some(Self {
+                reason: super::storage::describe(source),
+                reopen: false,
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// How many of the puts sent to the writer it has applied to the redb file, so a read can
@@ -306,8 +365,16 @@ pub(super) const CHECKPOINT_IDLE: Duration = Duration::from_secs(1);
 /// The puts to write, in queue order: where a batch holds several puts of one record (a
 /// call's `pending` record and its outcome), only the last, which replaces the others.
 pub(super) fn latest_per_key(puts: &[Put]) -> Vec<&Put> {
-    let mut seen = HashSet::with_capacity(puts.len());
-    let mut latest: Vec<&Put> = puts.iter().rev().filter(|p| seen.insert(p.key)).collect();
+    latest(puts.iter())
+}
+
+/// [`latest_per_key`] of puts in queue order, wherever they are.
+fn latest<'a, I>(puts: I) -> Vec<&'a Put>
+where
+    I: DoubleEndedIterator<Item = &'a Put>,
+{
+    let mut seen = HashSet::new();
+    let mut latest: Vec<&Put> = puts.rev().filter(|p| seen.insert(p.key)).collect();
     latest.reverse();
     latest
 }
@@ -322,6 +389,8 @@ struct Batch {
     apply: bool,
     /// Records that could not be encoded (logged, counted as applied).
     dropped: usize,
+    /// Another thread found the disk failing.
+    failed: Option<Failure>,
 }
 
 impl Batch {
@@ -339,6 +408,7 @@ impl Batch {
             Command::Flush(ack) => self.flushes.push(ack),
             Command::Checkpoint(ack) => self.checkpoints.push(ack),
             Command::Apply => self.apply = true,
+            Command::Failed(failure) => self.failed = Some(failure),
         }
     }
 
@@ -418,6 +488,8 @@ enum Due {
     Checkpoint,
     /// Sync mode with a log: apply the records acknowledged since the oldest unapplied one.
     Apply,
+    /// Writes fail: try again (see `recovery`).
+    Recover,
 }
 
 /// How long, in sync mode with a log, acknowledged records wait to be applied to redb
@@ -439,16 +511,35 @@ pub(super) struct WriterSetup {
     pub(super) log: Option<WriteAheadLog>,
     /// Shared with the journal's readers.
     pub(super) applied: Arc<Applied>,
+    /// redb's page cache, for a re-open.
+    pub(super) cache_bytes: usize,
+    /// The log's size, for re-creating it after a failure (0: sync mode has no log).
+    pub(super) log_capacity: u64,
+    /// See [`super::JournalOptions::write_faults`].
+    pub(super) faults: Option<WriteFaults>,
+    /// Shared with the journal: `failing` while writes fail.
+    pub(super) health: Arc<Health>,
 }
+
+/// Most puts the writer keeps in memory while the journal fails (records nobody waited for,
+/// and acknowledged records the redb file may lack): past this they are logged as lost.
+const MAX_KEPT: usize = super::MAX_QUEUED;
 
 /// The writer thread's state.
 struct Writer<'a> {
-    db: &'a Database,
+    /// The database, `None` only while a re-open after a failure has not succeeded.
+    db: Option<Arc<Database>>,
+    /// Where readers find the database.
+    slot: &'a DbSlot,
     path: &'a Path,
     outbox_on: &'a AtomicBool,
     setup: WriterSetup,
     /// Async mode: when the oldest commit not yet fsync'd was made.
     unsynced_since: Option<Instant>,
+    /// Async mode: the records committed since the last fsync. redb forgets them if it is
+    /// re-opened after an I/O error, so they are kept until an fsync holds them (at most
+    /// [`MAX_KEPT`]: past that the writer fsyncs early).
+    unsynced: Vec<Put>,
     /// Sync mode with a log: when the oldest frame not yet fsync'd was written.
     log_unsynced_since: Option<Instant>,
     /// When the last batch was written (the idle checkpoint counts from here).
@@ -459,26 +550,39 @@ struct Writer<'a> {
     unapplied_since: Option<Instant>,
     /// Set once a transaction found the file damaged: from then on nothing touches it.
     damaged: Option<String>,
+    /// Set while writes fail (see `recovery`).
+    failing: Option<recovery::Failing>,
+    /// A write-ahead log given up while it may hold records the redb file has not made
+    /// durable: removed after the next full commit.
+    abandoned_log: Option<PathBuf>,
+    /// The next number for a put somebody waits for (see [`Put::seq`]).
+    next_seq: u64,
 }
 
 pub(super) fn writer_loop(
-    db: &Database,
+    db: Arc<Database>,
+    slot: &DbSlot,
     path: &Path,
     rx: &Receiver<Command>,
     outbox_on: &AtomicBool,
     setup: WriterSetup,
 ) {
     let mut writer = Writer {
-        db,
+        db: Some(db),
+        slot,
         path,
         outbox_on,
         setup,
         unsynced_since: None,
+        unsynced: Vec::new(),
         log_unsynced_since: None,
         last_write: Instant::now(),
         unapplied: Vec::new(),
         unapplied_since: None,
         damaged: None,
+        failing: None,
+        abandoned_log: None,
+        next_seq: 1,
     };
     while let Some(first) = writer.next_command(rx) {
         let async_mode = matches!(writer.setup.durability, Durability::Async { .. });
@@ -520,6 +624,9 @@ impl Writer<'_> {
         if self.damaged.is_some() {
             return None;
         }
+        if let Some(failing) = &self.failing {
+            return Some((failing.retry_at, Due::Recover));
+        }
         let setup = &self.setup;
         let candidates = match setup.durability {
             Durability::Async { flush } => [
@@ -544,7 +651,7 @@ impl Writer<'_> {
     fn run(&mut self, due: Due) {
         match due {
             Due::AsyncSync => {
-                if self.sync_commits().is_err() {
+                if self.sync_commits().is_err() && self.failing.is_none() {
                     // Retry after another period rather than spin.
                     self.unsynced_since = Some(Instant::now());
                 }
@@ -560,13 +667,28 @@ impl Writer<'_> {
             Due::Apply => {
                 let _ = self.apply();
             }
+            Due::Recover => self.recover(),
         }
     }
 
-    /// On close: makes everything durable (in sync mode with a log, folded into the file).
+    /// On close: makes everything durable (in sync mode with a log, folded into the file);
+    /// while writes fail, one last attempt to write what is kept.
     fn close(&mut self) {
         if self.damaged.is_some() {
             return;
+        }
+        if self.failing.is_some() {
+            self.recover();
+            if let Some(failing) = &self.failing {
+                tracing::error!(
+                    "the activity journal still cannot write ({}) as mcpproxy stops: {} records \
+                     it kept in memory are lost (acknowledged records in the write-ahead log \
+                     are written back at the next start)",
+                    failing.reason,
+                    failing.kept.len()
+                );
+                return;
+            }
         }
         let _ = self.apply();
         if self.unsynced_since.is_some() {
@@ -577,6 +699,32 @@ impl Writer<'_> {
         }
     }
 
+    /// Runs `f` on the database under [`guard`]. An error that is the disk's puts the writer
+    /// in the failing state; one that is damage stops it touching the file.
+    fn db_op<T>(&mut self, f: impl FnOnce(&Database) -> Result<T>) -> Result<T> {
+        let Some(db) = self.db.clone() else {
+            return Err(self.unwritable());
+        };
+        let result = guard(self.path, || f(&db));
+        if let Err(e) = &result {
+            self.note_error(e);
+        }
+        result
+    }
+
+    /// Notes what `e` says about the disk (see [`db_op`](Self::db_op)).
+    fn note_error(&mut self, e: &Error) {
+        if let Error::Damaged { .. } = e {
+            if self.damaged.is_none() {
+                tracing::error!("activity records cannot be written: {e}");
+                self.damaged = Some(e.to_string());
+                self.setup.health.fail(&e.to_string());
+            }
+        } else if let Some(failure) = Failure::of(e) {
+            self.fail(failure);
+        }
+    }
+
     /// Writes a batch and answers everyone in it.
     fn write(&mut self, mut batch: Batch) {
         self.setup
@@ -584,6 +732,13 @@ impl Writer<'_> {
             .advance(std::mem::take(&mut batch.dropped));
         if let Some(message) = &self.damaged {
             batch.refuse(message, &self.setup.applied);
+            return;
+        }
+        if let Some(failure) = batch.failed.take() {
+            self.fail(failure);
+        }
+        if self.failing.is_some() {
+            self.refuse_while_failing(batch);
             return;
         }
         if matches!(self.setup.durability, Durability::Sync) && self.setup.log.is_some() {
@@ -597,23 +752,34 @@ impl Writer<'_> {
             checkpoints,
             apply: _,
             dropped: _,
+            failed: _,
         } = batch;
         let count = puts.len();
         let mut flush_result = Ok(());
         if !puts.is_empty() {
             let (written, synced) = self.write_puts(&puts, !flushes.is_empty());
             flush_result = synced;
+            if self.failing.is_some() {
+                // The disk failed under this batch: its records somebody waits for are
+                // refused (and removed at the recovery if they reached the file), the others
+                // kept.
+                self.refuse_failed(puts, flushes, checkpoints, true);
+                self.last_write = Instant::now();
+                return;
+            }
             match written {
                 Written::All(result) => {
-                    if let Err(e @ Error::Damaged { .. }) = &result {
-                        tracing::error!("activity records cannot be written: {e}");
-                        self.damaged = Some(e.to_string());
-                    }
                     let result = result.map_err(|e| Error::Write(e.to_string()));
                     if let (Err(e), Ok(())) = (&result, &flush_result) {
                         flush_result = Err(Error::Write(e.to_string()));
                     }
-                    puts.into_iter().for_each(|put| ack(put, &result));
+                    if result.is_ok() && self.unsynced_since.is_some() {
+                        // Committed without an fsync (async mode): kept until one.
+                        self.unsynced
+                            .extend(puts.into_iter().map(|p| p.settled(&Ok(()))));
+                    } else {
+                        puts.into_iter().for_each(|put| ack(put, &result));
+                    }
                 }
                 Written::Each(outcomes) => {
                     for put in puts {
@@ -622,7 +788,11 @@ impl Writer<'_> {
                             Some(Err(e)) => Err(Error::Write(e.to_string())),
                             None => Err(Error::Write("the record was not written".into())),
                         };
-                        ack(put, &result);
+                        if result.is_ok() && self.unsynced_since.is_some() {
+                            self.unsynced.push(put.settled(&result));
+                        } else {
+                            ack(put, &result);
+                        }
                     }
                 }
             }
@@ -630,7 +800,7 @@ impl Writer<'_> {
             flush_result = self.sync_commits();
         }
         self.setup.applied.advance(count);
-        if !checkpoints.is_empty() && self.damaged.is_none() {
+        if !checkpoints.is_empty() && self.damaged.is_none() && self.failing.is_none() {
             let result = self.checkpoint();
             if flush_result.is_ok() {
                 flush_result = result;
@@ -653,7 +823,10 @@ impl Writer<'_> {
         let durability = match self.setup.durability {
             Durability::Sync => redb::Durability::Immediate,
             Durability::Async { flush } => {
-                if flushing || self.unsynced_since.is_some_and(|t| t.elapsed() >= flush) {
+                if flushing
+                    || self.unsynced.len() >= MAX_KEPT
+                    || self.unsynced_since.is_some_and(|t| t.elapsed() >= flush)
+                {
                     redb::Durability::Immediate
                 } else {
                     redb::Durability::None
@@ -663,8 +836,7 @@ impl Writer<'_> {
         let refs = latest_per_key(puts);
         let outbox = self.outbox_on.load(Ordering::SeqCst);
         let started = Instant::now();
-        let (db, path) = (self.db, self.path);
-        let result = guard(path, || commit_puts(db, &refs, durability, outbox));
+        let result = self.db_op(|db| commit_puts(db, &refs, durability, outbox));
         if let (Ok(()), Some(observer)) = (&result, &self.setup.on_commit) {
             (observer.0)(started.elapsed());
         }
@@ -673,7 +845,9 @@ impl Writer<'_> {
                 self.committed(durability);
                 (Written::All(Ok(())), Ok(()))
             }
-            Err(e @ Error::Damaged { .. }) => (Written::All(Err(e)), Ok(())),
+            Err(e) if self.damaged.is_some() || self.failing.is_some() => {
+                (Written::All(Err(e)), Ok(()))
+            }
             Err(e) if refs.len() > 1 => {
                 tracing::warn!(
                     "activity group commit of {} records failed ({e}); retrying one by one",
@@ -703,15 +877,19 @@ impl Writer<'_> {
             checkpoints,
             apply,
             dropped: _,
+            failed: _,
         } = batch;
         let mut acks = Vec::new();
         let mut result = Ok(());
+        let first_seq = self.next_seq;
         if !puts.is_empty() {
             let started = Instant::now();
             let in_log = self.write_frames(&latest_per_key(&puts));
             for mut put in puts {
                 if let Some(ack) = put.ack.take() {
                     acks.push(ack);
+                    put.seq = self.next_seq;
+                    self.next_seq += 1;
                 }
                 self.unapplied.push(put);
             }
@@ -727,6 +905,11 @@ impl Writer<'_> {
         } else if !flushes.is_empty() && self.log_unsynced_since.is_some() {
             result = self.sync_log();
         }
+        if self.failing.is_some() {
+            // The disk failed under this batch: its records somebody waits for are refused,
+            // so they must not be written later.
+            self.refuse_since(first_seq);
+        }
         let answer = reply(&result);
         for ack in acks {
             let _ = ack.send(answer.clone());
@@ -736,6 +919,12 @@ impl Writer<'_> {
         }
         for done in flushes {
             let _ = done.send(answer.clone());
+        }
+        if self.failing.is_some() {
+            for done in checkpoints {
+                let _ = done.send(answer.clone());
+            }
+            return;
         }
         if apply || self.unapplied.len() >= MAX_BATCH {
             let _ = self.apply();
@@ -751,9 +940,10 @@ impl Writer<'_> {
     /// Applies the acknowledged records the log holds to redb, in one `Durability::None`
     /// transaction (each record once, as its latest put), and tells waiting readers. A
     /// transaction that fails is retried one record at a time; a record that still fails is
-    /// logged (it stays in the log until the next checkpoint).
+    /// logged (it stays in the log until the next checkpoint). If the disk fails, the
+    /// records are kept for the recovery (they are in the log).
     fn apply(&mut self) -> Result<()> {
-        if self.unapplied.is_empty() || self.damaged.is_some() {
+        if self.unapplied.is_empty() || self.damaged.is_some() || self.failing.is_some() {
             let n = std::mem::take(&mut self.unapplied).len();
             self.setup.applied.advance(n);
             self.unapplied_since = None;
@@ -761,18 +951,29 @@ impl Writer<'_> {
         }
         let puts = std::mem::take(&mut self.unapplied);
         self.unapplied_since = None;
-        let refs = latest_per_key(&puts);
         let outbox = self.outbox_on.load(Ordering::SeqCst);
-        let (db, path) = (self.db, self.path);
         let none = redb::Durability::None;
-        let result = match guard(path, || commit_puts(db, &refs, none, outbox)) {
-            Ok(()) => Ok(()),
-            Err(e @ Error::Damaged { .. }) => {
-                tracing::error!("activity records cannot be written: {e}");
-                self.damaged = Some(e.to_string());
+        let result = self.db_op(|db| commit_puts(db, &latest_per_key(&puts), none, outbox));
+        let count = puts.len();
+        let result = match result {
+            Ok(()) => {
+                if self.setup.log.is_none() {
+                    // The log was given up: these are durable only at the next fsync.
+                    self.unsynced
+                        .extend(puts.into_iter().map(|p| p.settled(&Ok(()))));
+                }
+                Ok(())
+            }
+            Err(e) if self.failing.is_some() => {
+                // Acknowledged: written by the recovery.
+                for put in puts {
+                    self.keep(put);
+                }
                 Err(e)
             }
+            Err(e @ Error::Damaged { .. }) => Err(e),
             Err(e) => {
+                let refs = latest_per_key(&puts);
                 tracing::warn!(
                     "applying {} activity records failed ({e}); retrying one by one",
                     refs.len()
@@ -785,25 +986,34 @@ impl Writer<'_> {
                         );
                     }
                 }
+                if self.failing.is_some() {
+                    for put in puts {
+                        self.keep(put);
+                    }
+                }
                 Err(e)
             }
         };
-        self.setup.applied.advance(puts.len());
+        self.setup.applied.advance(count);
         result
     }
 
     /// Commits each of `puts` in a transaction of its own (after a group commit failed), so
-    /// one bad record does not fail its neighbours; each record's outcome.
+    /// one bad record does not fail its neighbours; each record's outcome. Stops writing if
+    /// the disk fails.
     fn commit_each(
         &mut self,
         puts: &[&Put],
         durability: redb::Durability,
         outbox: bool,
     ) -> HashMap<[u8; 16], Result<()>> {
-        let (db, path) = (self.db, self.path);
         let mut outcomes = HashMap::with_capacity(puts.len());
         for put in puts {
-            let result = guard(path, || commit_puts(db, &[put], durability, outbox));
+            let result = if self.failing.is_some() || self.damaged.is_some() {
+                Err(self.unwritable())
+            } else {
+                self.db_op(|db| commit_puts(db, &[put], durability, outbox))
+            };
             if result.is_ok() {
                 self.committed(durability);
             }
@@ -824,9 +1034,21 @@ impl Writer<'_> {
     fn committed(&mut self, durability: redb::Durability) {
         if matches!(durability, redb::Durability::Immediate) {
             self.fsynced();
-            self.unsynced_since = None;
+            self.synced();
         } else if self.setup.log.is_none() {
             self.unsynced_since.get_or_insert_with(Instant::now);
+        }
+    }
+
+    /// Everything committed so far is durable: the records kept until then go, and so does
+    /// an abandoned log whose records the file now holds.
+    fn synced(&mut self) {
+        self.unsynced_since = None;
+        self.unsynced.clear();
+        if self.unapplied.is_empty()
+            && let Some(path) = self.abandoned_log.take()
+        {
+            remove_abandoned_log(&path);
         }
     }
 
@@ -841,11 +1063,10 @@ impl Writer<'_> {
 
     /// An empty `Immediate` commit: persists every `None` commit before it.
     fn sync_commits(&mut self) -> Result<()> {
-        let db = self.db;
-        match guard(self.path, || sync(db)) {
+        match self.db_op(sync) {
             Ok(()) => {
                 self.fsynced();
-                self.unsynced_since = None;
+                self.synced();
                 Ok(())
             }
             Err(e) => {
@@ -901,6 +1122,9 @@ impl Writer<'_> {
     /// An `Immediate` commit (persisting every `None` commit before it), then the log, whose
     /// records that commit holds, starts over.
     fn checkpoint(&mut self) -> Result<()> {
+        if self.failing.is_some() {
+            return Err(self.unwritable());
+        }
         self.apply()?;
         self.sync_commits().inspect_err(|e| {
             tracing::error!("activity journal checkpoint failed: {e}");
@@ -908,15 +1132,19 @@ impl Writer<'_> {
         self.log_unsynced_since = None;
         match self.setup.log.as_mut().map(WriteAheadLog::start_over) {
             Some(Ok(())) => self.fsynced(),
-            Some(Err(e)) => self.give_up_log(&e),
+            Some(Err(e)) => {
+                self.give_up_log(&e);
+                // Everything it held is durable in the file: it goes now.
+                self.synced();
+            }
             None => {}
         }
         Ok(())
     }
 
-    /// Stops using the log and removes its file, whose frames a later start must not replay
-    /// over newer rows. The journal goes on with `Immediate` commits; the caller makes what
-    /// only the log held durable.
+    /// Stops using the log. The journal goes on with `Immediate` commits; the caller makes
+    /// what only the log held durable, and the file is removed once a full commit has (its
+    /// frames must not be replayed over newer rows at a later start, nor lost before).
     fn give_up_log(&mut self, e: &std::io::Error) {
         self.log_unsynced_since = None;
         let Some(wal) = self.setup.log.take() else {
@@ -927,15 +1155,20 @@ impl Writer<'_> {
             "the activity write-ahead log cannot be written ({e}); committing records \
              straight to the journal file from now on"
         );
-        let path = wal.path().to_path_buf();
-        drop(wal);
-        if let Err(e) = std::fs::remove_file(&path) {
-            tracing::error!(
-                log = %path.display(),
-                "cannot remove the abandoned activity write-ahead log ({e}); remove it before \
-                 the next start, or it may restore older versions of the newest records"
-            );
-        }
+        self.abandoned_log = Some(wal.path().to_path_buf());
+    }
+}
+
+/// Removes a write-ahead log given up once the redb file holds all it held.
+fn remove_abandoned_log(path: &Path) {
+    if let Err(e) = std::fs::remove_file(path)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::error!(
+            log = %path.display(),
+            "cannot remove the abandoned activity write-ahead log ({e}); remove it before \
+             the next start, or it may restore older versions of the newest records"
+        );
     }
 }
 
@@ -944,7 +1177,17 @@ impl Writer<'_> {
 /// already holds is neither rewritten nor queued for the sinks again. A payload that is not
 /// a record is skipped with a warning. Returns how many records it wrote.
 pub(super) fn replay(db: &Database, payloads: Vec<Vec<u8>>, outbox: bool) -> Result<usize> {
-    let puts: Vec<Put> = payloads
+    let puts = stored_puts(payloads);
+    if puts.is_empty() {
+        return Ok(0);
+    }
+    write_missing(db, &latest_per_key(&puts), &[], outbox)
+}
+
+/// The puts of a write-ahead log's payloads; one that is not a record is skipped with a
+/// warning.
+fn stored_puts(payloads: Vec<Vec<u8>>) -> Vec<Put> {
+    payloads
         .into_iter()
         .filter_map(|json| {
             Put::from_stored(json)
@@ -953,25 +1196,67 @@ pub(super) fn replay(db: &Database, payloads: Vec<Vec<u8>>, outbox: bool) -> Res
                 })
                 .ok()
         })
-        .collect();
-    if puts.is_empty() {
-        return Ok(0);
-    }
-    let txn = db.begin_write()?;
+        .collect()
+}
+
+/// In one `Immediate` transaction: writes each of `puts` (latest per key) whose row differs
+/// from the stored one (so nothing the file holds is queued for the sinks twice), and
+/// removes the rows of `refused` (records somebody waited for that were refused) where the
+/// file holds exactly them. Returns how many records it wrote.
+pub(super) fn write_missing(
+    db: &Database,
+    puts: &[&Put],
+    refused: &[&Put],
+    outbox: bool,
+) -> Result<usize> {
+    let mut txn = db.begin_write()?;
+    txn.set_durability(redb::Durability::Immediate)?;
     let changed: Vec<&Put> = {
         let records = txn.open_table(RECORDS)?;
         let mut changed = Vec::new();
-        for put in latest_per_key(&puts) {
+        for put in puts {
             if records
                 .get(put.key)?
                 .is_none_or(|row| row.value() != put.json.as_slice())
             {
-                changed.push(put);
+                changed.push(*put);
             }
         }
         changed
     };
     apply_puts(&txn, &changed, outbox)?;
+    remove_refused(&txn, refused)?;
     txn.commit()?;
     Ok(changed.len())
+}
+
+/// Removes the rows that are exactly one of `refused`, with their index entries.
+fn remove_refused(txn: &WriteTransaction, refused: &[&Put]) -> Result<()> {
+    if refused.is_empty() {
+        return Ok(());
+    }
+    let mut records = txn.open_table(RECORDS)?;
+    let mut indexes = Vec::with_capacity(N_INDEXES);
+    for def in INDEXES {
+        indexes.push(txn.open_table(def)?);
+    }
+    let mut meta = txn.open_table(META)?;
+    let mut bytes = meta.get(DATA_BYTES)?.map_or(0, |g| g.value());
+    for put in refused {
+        let stored = records
+            .get(put.key)?
+            .is_some_and(|row| row.value() == put.json.as_slice());
+        if !stored {
+            continue;
+        }
+        records.remove(put.key)?;
+        for (index, key) in indexes.iter_mut().zip(&put.keys) {
+            if let Some(k) = key {
+                index.remove((k.as_str(), put.key))?;
+            }
+        }
+        bytes = bytes.saturating_sub(row_cost(put.json.len(), &put.keys));
+    }
+    meta.insert(DATA_BYTES, bytes)?;
+    Ok(())
 }

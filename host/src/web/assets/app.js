@@ -271,11 +271,30 @@ async function showDetail(id) {
   }
 }
 
+// The banner shown while the activity journal cannot write (calls are refused meanwhile).
+function showJournal(journal) {
+  const banner = $("journal-banner");
+  if (!journal || journal.state !== "failing") {
+    banner.hidden = true;
+    banner.textContent = "";
+    return;
+  }
+  banner.textContent = "The activity journal cannot write (" + (journal.reason || "unknown reason") + ")"
+    + (journal.since ? " since " + localTime(journal.since) : "")
+    + ": every call is refused until it can. It retries by itself; free disk space in the data dir.";
+  banner.hidden = false;
+}
+
+async function loadStatus() {
+  const status = await api("/status");
+  $("version").textContent = "version " + status.version;
+  showJournal(status.journal);
+}
+
 async function connect(key) {
   apiKey = key;
   try {
-    const status = await api("/status");
-    $("version").textContent = "version " + status.version;
+    await loadStatus();
   } catch (error) {
     apiKey = null;
     localStorage.removeItem(KEY_STORE);
@@ -292,6 +311,7 @@ async function connect(key) {
   await loadUpstreams();
   await Promise.all([loadFeed(), loadChartData()]);
   setInterval(() => loadUpstreams().catch(() => {}), 5000);
+  setInterval(() => loadStatus().catch(() => {}), 5000);
   setInterval(drawChart, 30000);
 }
 
