@@ -50,6 +50,9 @@ mod owner_e2e;
 mod properties;
 /// The proxy end to end: the binary, the fixture upstream, an MCP client.
 mod proxy_e2e;
+/// Bounded relays: log and progress floods at clients that do not read, and session floods
+/// from one client address.
+mod relay_bounds;
 /// The opt-in safety-routing validator: every class x variant, and through real MCP.
 mod safety_routing;
 /// `mcpproxy serve` itself: defaults, config errors, stdio mode, shutdown.
