@@ -177,10 +177,26 @@ pub struct Relays {
     active: std::sync::atomic::AtomicUsize,
     /// Told when a relay ends.
     ended: tokio::sync::Notify,
+    /// The highest progress queued for the client so far. rmcp's tasks may take up a
+    /// server's notifications out of order; one below this is stale and not relayed.
+    highest: Mutex<Option<f64>>,
 }
 
 /// Held while one progress notification is relayed.
 pub struct RelayTicket(Arc<Relays>);
+
+impl RelayTicket {
+    /// Whether `progress` is not below the highest progress of the call queued so far (and
+    /// so may be relayed); it becomes the highest.
+    fn advances(&self, progress: f64) -> bool {
+        let mut highest = lock(&self.0.highest);
+        if highest.is_some_and(|highest| progress < highest) {
+            return false;
+        }
+        *highest = Some(progress);
+        true
+    }
+}
 
 impl Drop for RelayTicket {
     fn drop(&mut self) {
@@ -1071,6 +1087,14 @@ mod tests {
                 channel.relay_progress(&origin, progress, ticket);
             }
         }
+        // One taken up late (below what is queued) is stale: not relayed.
+        let (origin, ticket) = channel.origin_by_progress("fs", &token(70)).unwrap();
+        let client_token = origin.progress_token.clone().unwrap();
+        channel.relay_progress(
+            &origin,
+            ProgressNotificationParam::new(client_token, 250.0),
+            ticket,
+        );
         // A change queued after them comes after them.
         channel.open_session(key, &peer, None);
         channel.relay_change(
@@ -1098,7 +1122,7 @@ mod tests {
         // Every relay has ended (sent or replaced): the answers need not wait.
         first.settle().await;
         second.settle().await;
-        assert_eq!(first.relays.started.load(Ordering::Acquire), 500);
+        assert_eq!(first.relays.started.load(Ordering::Acquire), 501);
         assert_eq!(first.relays.active.load(Ordering::Acquire), 0);
         assert_eq!(second.relays.active.load(Ordering::Acquire), 0);
     }

@@ -6,7 +6,9 @@
 //! however much its upstreams send:
 //!
 //! - **progress** (`notifications/progress`): only the latest notification of each progress
-//!   token waits (one per call in flight); a newer one takes the place of the one queued.
+//!   token waits (one per call in flight); a newer one takes the place of the one queued,
+//!   and one below the progress already queued for its call (rmcp's tasks took it up late)
+//!   is dropped, so the client sees progress only go up.
 //! - **log messages** (`notifications/message`): at most [`MAX_QUEUED_LOGS`] messages and
 //!   [`MAX_QUEUED_LOG_BYTES`] bytes wait; past that they are dropped and counted, and once
 //!   the queue has drained the client gets one log message of mcpproxy's own (logger
@@ -171,6 +173,11 @@ impl Queue {
     fn add(&mut self, item: Item) {
         match item {
             Item::Progress(params, ticket) => {
+                // Taken up out of order after a newer one: stale (its ticket is let go).
+                // Every push holds the map's lock, so this and the queue agree.
+                if !ticket.advances(params.progress) {
+                    return;
+                }
                 let token = params.progress_token.clone();
                 // A newer notification replaces the one waiting (whose ticket is let go).
                 if let Some(waiting) = self.progress.get_mut(&token) {

@@ -14,11 +14,15 @@ use std::{
 use rmcp::{
     ErrorData as McpError, RoleServer,
     model::{
-        CallToolResult, ContentBlock, JsonObject, LoggingLevel, LoggingMessageNotificationParam,
-        MetaObject, ProgressNotificationParam, Tool, ToolAnnotations,
+        CallToolResult, ContentBlock, JsonObject, MetaObject, ProgressNotificationParam, Tool,
+        ToolAnnotations,
     },
     service::RequestContext,
 };
+// Logging is deprecated by SEP-2577 (2026-07-28); `flood` sends log messages as servers of
+// earlier versions do.
+#[allow(deprecated)]
+use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
 use serde::{Deserialize, de::DeserializeOwned};
 use serde_json::{Value, json};
 
@@ -407,6 +411,7 @@ impl Tools {
                 }
                 text(format!("added {added}"))
             }
+            #[allow(deprecated)]
             "flood" => {
                 let FloodArgs {
                     count,
