@@ -44,7 +44,9 @@ use rmcp::service::{OriginatingRequestId, Peer, RoleServer};
 use tokio_util::sync::CancellationToken;
 
 pub use listeners::{ListenerGuard, MAX_LISTENERS};
-pub use outbox::{DROPPED_NOTE_LOGGER, MAX_QUEUED_LOG_BYTES, MAX_QUEUED_LOGS};
+pub use outbox::{
+    DROPPED_NOTE_LOGGER, MAX_QUEUED_LOG_BYTES, MAX_QUEUED_LOGS, MAX_WAITING_PROGRESS,
+};
 
 use outbox::{Item, Outboxes, QueueKey, Target};
 
@@ -177,26 +179,10 @@ pub struct Relays {
     active: std::sync::atomic::AtomicUsize,
     /// Told when a relay ends.
     ended: tokio::sync::Notify,
-    /// The highest progress queued for the client so far. rmcp's tasks may take up a
-    /// server's notifications out of order; one below this is stale and not relayed.
-    highest: Mutex<Option<f64>>,
 }
 
 /// Held while one progress notification is relayed.
 pub struct RelayTicket(Arc<Relays>);
-
-impl RelayTicket {
-    /// Whether `progress` is not below the highest progress of the call queued so far (and
-    /// so may be relayed); it becomes the highest.
-    fn advances(&self, progress: f64) -> bool {
-        let mut highest = lock(&self.0.highest);
-        if highest.is_some_and(|highest| progress < highest) {
-            return false;
-        }
-        *highest = Some(progress);
-        true
-    }
-}
 
 impl Drop for RelayTicket {
     fn drop(&mut self) {
@@ -539,8 +525,8 @@ impl BackChannel {
     }
 
     /// Queues progress of the call `origin` (already carrying the client's progress token)
-    /// for its session; a newer notification of the same token replaces it while it waits.
-    /// `ticket` is let go once it is sent or replaced.
+    /// for its session: past [`MAX_WAITING_PROGRESS`] of its token waiting, it replaces the
+    /// newest of them. `ticket` is let go once it is sent, replaced or dropped.
     pub fn relay_progress(
         &self,
         origin: &CallOrigin,
@@ -1068,7 +1054,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn progress_waiting_for_a_slow_client_keeps_the_latest_of_each_token() {
+    async fn progress_waiting_for_a_slow_client_is_bounded_and_keeps_the_latest_of_each_token() {
         let (peer, _server, mut lines, _write) = unread_session(4096).await;
         let channel = BackChannel::new();
         let key = SessionKey::new();
@@ -1087,7 +1073,7 @@ mod tests {
                 channel.relay_progress(&origin, progress, ticket);
             }
         }
-        // One taken up late (below what is queued) is stale: not relayed.
+        // One taken up late (below the newest waiting, which it would replace) is stale.
         let (origin, ticket) = channel.origin_by_progress("fs", &token(70)).unwrap();
         let client_token = origin.progress_token.clone().unwrap();
         channel.relay_progress(
@@ -1110,15 +1096,17 @@ mod tests {
             }
             assert_eq!(message["method"], "notifications/progress", "{message}");
             seen.push((
-                message["params"]["progressToken"].clone(),
+                message["params"]["progressToken"].as_i64().unwrap(),
                 message["params"]["progress"].as_f64().unwrap(),
             ));
         }
-        assert_eq!(
-            seen,
-            vec![(1.into(), 500.0), (2.into(), 500.0)],
-            "one notification per token, the latest"
-        );
+        // The first few of each token as they came, then the latest in place of the rest.
+        let mut expected = Vec::new();
+        for step in 1..MAX_WAITING_PROGRESS {
+            expected.extend([(1, step as f64), (2, step as f64)]);
+        }
+        expected.extend([(1, 500.0), (2, 500.0)]);
+        assert_eq!(seen, expected);
         // Every relay has ended (sent or replaced): the answers need not wait.
         first.settle().await;
         second.settle().await;

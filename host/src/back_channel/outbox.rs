@@ -5,10 +5,10 @@
 //! client, and a client that reads slowly, or not at all, costs a bounded amount of memory
 //! however much its upstreams send:
 //!
-//! - **progress** (`notifications/progress`): only the latest notification of each progress
-//!   token waits (one per call in flight); a newer one takes the place of the one queued,
-//!   and one below the progress already queued for its call (rmcp's tasks took it up late)
-//!   is dropped, so the client sees progress only go up.
+//! - **progress** (`notifications/progress`): at most [`MAX_WAITING_PROGRESS`] notifications
+//!   of each progress token wait (a client that keeps up sees every one); past that the
+//!   newest one waiting is replaced by the latest, so the latest always arrives. One below
+//!   the one it would replace (rmcp's tasks took it up late) is dropped.
 //! - **log messages** (`notifications/message`): at most [`MAX_QUEUED_LOGS`] messages and
 //!   [`MAX_QUEUED_LOG_BYTES`] bytes wait; past that they are dropped and counted, and once
 //!   the queue has drained the client gets one log message of mcpproxy's own (logger
@@ -41,6 +41,10 @@ pub const MAX_QUEUED_LOGS: usize = 256;
 /// The most bytes of log messages (their JSON `data` and `logger`) waiting for one client
 /// session or stream: 256 messages of the largest size relayed (16 KiB) would be 4 MiB.
 pub const MAX_QUEUED_LOG_BYTES: usize = 1 << 20;
+
+/// The most progress notifications of one progress token (one call) waiting; past this the
+/// newest waiting is replaced by the latest.
+pub const MAX_WAITING_PROGRESS: usize = 8;
 
 /// The logger of mcpproxy's own note about dropped messages.
 pub const DROPPED_NOTE_LOGGER: &str = "mcpproxy";
@@ -137,8 +141,8 @@ fn change_key(notification: &ServerNotification) -> Option<ChangeKey> {
 
 /// A place in the queue's order.
 enum Slot {
-    /// The latest progress of this token, kept in [`Queue::progress`].
-    Progress(ProgressToken),
+    /// Progress, and the ticket its call's answer waits for.
+    Progress(ProgressNotificationParam, RelayTicket),
     /// A log message (or another notification bounded like one) and what it counts.
     Bounded {
         notification: ServerNotification,
@@ -153,7 +157,11 @@ type Next = (ServerNotification, Option<RelayTicket>);
 #[derive(Default)]
 struct Queue {
     slots: VecDeque<Slot>,
-    progress: HashMap<ProgressToken, (ProgressNotificationParam, RelayTicket)>,
+    /// Slots taken off the front so far: the slot at index `i` is the `popped + i`th ever
+    /// queued.
+    popped: u64,
+    /// Per progress token: the number of the newest of its slots, and how many wait.
+    progress: HashMap<ProgressToken, (u64, usize)>,
     changes: HashSet<ChangeKey>,
     /// Log messages waiting, and their bytes.
     logs: usize,
@@ -173,19 +181,25 @@ impl Queue {
     fn add(&mut self, item: Item) {
         match item {
             Item::Progress(params, ticket) => {
-                // Taken up out of order after a newer one: stale (its ticket is let go).
-                // Every push holds the map's lock, so this and the queue agree.
-                if !ticket.advances(params.progress) {
+                let token = params.progress_token.clone();
+                if let Some(&(newest, waiting)) = self.progress.get(&token)
+                    && waiting >= MAX_WAITING_PROGRESS
+                {
+                    // The latest replaces the newest waiting (whose ticket is let go); one
+                    // below it came late and is dropped.
+                    let index = usize::try_from(newest - self.popped).unwrap_or(usize::MAX);
+                    if let Some(Slot::Progress(queued, queued_ticket)) = self.slots.get_mut(index)
+                        && !(params.progress < queued.progress)
+                    {
+                        *queued = params;
+                        *queued_ticket = ticket;
+                    }
                     return;
                 }
-                let token = params.progress_token.clone();
-                // A newer notification replaces the one waiting (whose ticket is let go).
-                if let Some(waiting) = self.progress.get_mut(&token) {
-                    *waiting = (params, ticket);
-                } else {
-                    self.progress.insert(token.clone(), (params, ticket));
-                    self.slots.push_back(Slot::Progress(token));
-                }
+                let number = self.popped + self.slots.len() as u64;
+                let waiting = self.progress.get(&token).map_or(0, |(_, n)| *n);
+                self.progress.insert(token, (number, waiting + 1));
+                self.slots.push_back(Slot::Progress(params, ticket));
             }
             Item::Log {
                 server,
@@ -237,15 +251,19 @@ impl Queue {
         if self.closed {
             return None;
         }
-        while let Some(slot) = self.slots.pop_front() {
-            match slot {
-                Slot::Progress(token) => {
-                    if let Some((params, ticket)) = self.progress.remove(&token) {
-                        let notification = ServerNotification::ProgressNotification(
-                            ProgressNotification::new(params),
-                        );
-                        return Some((notification, Some(ticket)));
+        if let Some(slot) = self.slots.pop_front() {
+            self.popped += 1;
+            return Some(match slot {
+                Slot::Progress(params, ticket) => {
+                    if let Some((_, waiting)) = self.progress.get_mut(&params.progress_token) {
+                        *waiting -= 1;
+                        if *waiting == 0 {
+                            self.progress.remove(&params.progress_token);
+                        }
                     }
+                    let notification =
+                        ServerNotification::ProgressNotification(ProgressNotification::new(params));
+                    (notification, Some(ticket))
                 }
                 Slot::Bounded {
                     notification,
@@ -253,13 +271,13 @@ impl Queue {
                 } => {
                     self.logs -= 1;
                     self.log_bytes -= bytes;
-                    return Some((notification, None));
+                    (notification, None)
                 }
                 Slot::Change(key, notification) => {
                     self.changes.remove(&key);
-                    return Some((notification, None));
+                    (notification, None)
                 }
-            }
+            });
         }
         self.take_note().map(|note| (note, None))
     }
