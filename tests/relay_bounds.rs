@@ -230,7 +230,10 @@ impl StdioProxy {
     fn read(&mut self) -> Value {
         let mut line = String::new();
         let n = self.stdout.read_line(&mut line).unwrap();
-        assert!(n > 0, "the proxy closed its stdout (killed by the watchdog?)");
+        assert!(
+            n > 0,
+            "the proxy closed its stdout (killed by the watchdog?)"
+        );
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
     }
 
@@ -274,7 +277,12 @@ fn temp_path(dir: &tempfile::TempDir, name: &str) -> PathBuf {
     dir.path().join(name)
 }
 
-fn post(http: &reqwest::Client, url: &str, session: Option<&str>, body: &Value) -> reqwest::RequestBuilder {
+fn post(
+    http: &reqwest::Client,
+    url: &str,
+    session: Option<&str>,
+    body: &Value,
+) -> reqwest::RequestBuilder {
     let request = http
         .post(url)
         .header("content-type", "application/json")
@@ -294,7 +302,10 @@ fn initialize_body(name: &str) -> Value {
 
 /// Opens a session over HTTP (`initialize`, `notifications/initialized`); its id.
 async fn open_session(http: &reqwest::Client, url: &str, name: &str) -> String {
-    let response = post(http, url, None, &initialize_body(name)).send().await.unwrap();
+    let response = post(http, url, None, &initialize_body(name))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
     let id = response.headers()["mcp-session-id"]
         .to_str()
@@ -302,7 +313,10 @@ async fn open_session(http: &reqwest::Client, url: &str, name: &str) -> String {
         .to_owned();
     response.bytes().await.unwrap();
     let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let response = post(http, url, Some(&id), &initialized).send().await.unwrap();
+    let response = post(http, url, Some(&id), &initialized)
+        .send()
+        .await
+        .unwrap();
     assert!(response.status().is_success(), "{}", response.status());
     id
 }
@@ -410,13 +424,20 @@ fn a_log_flood_at_a_slow_reader_keeps_the_cap_and_says_once_how_many_were_droppe
     // Nothing more comes: a request now is answered next.
     let status = proxy.start_request("tools/call", read_call("get_status", json!({})));
     let answer = proxy.read();
-    assert_eq!(answer["id"], status, "after the note, only the answer: {answer}");
+    assert_eq!(
+        answer["id"], status,
+        "after the note, only the answer: {answer}"
+    );
     eprintln!(
         "{relayed} relayed, {dropped} dropped in {notes} note(s); proxy RSS {before} KiB \
          before, {peak} KiB at most"
     );
     assert_eq!(notes, 1, "one note for the whole flood");
-    assert_eq!(relayed as u64 + dropped, FLOOD, "every message relayed or counted");
+    assert_eq!(
+        relayed as u64 + dropped,
+        FLOOD,
+        "every message relayed or counted"
+    );
     assert!(
         peak < before + MAX_GROWTH_KIB,
         "the proxy's memory grew from {before} KiB to {peak} KiB"
@@ -489,8 +510,14 @@ async fn three_hundred_sessions_from_one_client_lock_no_one_out() {
     // Its request reached the upstream.
     let calls = temp_path(&dir, "calls.log");
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !std::fs::read_to_string(&calls).unwrap_or_default().contains("\"slow\"") {
-        assert!(Instant::now() < deadline, "the slow call never reached the fixture");
+    while !std::fs::read_to_string(&calls)
+        .unwrap_or_default()
+        .contains("\"slow\"")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the slow call never reached the fixture"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 

@@ -117,7 +117,12 @@ impl BackChannel {
 
     /// Queues `notification` for the client streams a change of `server` goes to (see
     /// [`BackChannel::listeners_of`]); a stream whose filter does not take it skips it.
-    pub fn announce(&self, server: &str, tag: Option<&RequestId>, notification: ServerNotification) {
+    pub fn announce(
+        &self,
+        server: &str,
+        tag: Option<&RequestId>,
+        notification: ServerNotification,
+    ) {
         for (id, sink) in self.listeners_of(server, tag) {
             self.outboxes.push(
                 QueueKey::Stream(id),

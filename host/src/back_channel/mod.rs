@@ -36,9 +36,9 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 use rmcp::model::{
-    ClientCapabilities, ClientResult, GetExtensions, LoggingLevel,
-    LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, RequestId,
-    RequestMetaObject, ServerNotification, ServerRequest,
+    ClientCapabilities, ClientResult, GetExtensions, LoggingLevel, LoggingMessageNotificationParam,
+    ProgressNotificationParam, ProgressToken, RequestId, RequestMetaObject, ServerNotification,
+    ServerRequest,
 };
 use rmcp::service::{OriginatingRequestId, Peer, RoleServer};
 use tokio_util::sync::CancellationToken;
@@ -946,7 +946,10 @@ mod tests {
             origin(quiet, &quiet_peer, 1),
         );
         assert_eq!(channel.log_receivers("fs", LoggingLevel::Info).len(), 1);
-        assert_eq!(channel.log_receivers("fs", LoggingLevel::Emergency).len(), 2);
+        assert_eq!(
+            channel.log_receivers("fs", LoggingLevel::Emergency).len(),
+            2
+        );
         // A 2026-07-28 request that set its own level hears the server it calls, at that
         // level and above, while it is in flight.
         let modern = SessionKey::new();
@@ -1036,7 +1039,10 @@ mod tests {
         };
         assert_eq!(received.len(), MAX_QUEUED_LOGS, "the cap, no more");
         assert_eq!(received[0], "00000");
-        assert_eq!(received[MAX_QUEUED_LOGS - 1], format!("{:05}", MAX_QUEUED_LOGS - 1));
+        assert_eq!(
+            received[MAX_QUEUED_LOGS - 1],
+            format!("{:05}", MAX_QUEUED_LOGS - 1)
+        );
         assert_eq!(note["params"]["level"], "warning");
         let text = note["params"]["data"].as_str().unwrap();
         assert!(
@@ -1068,8 +1074,8 @@ mod tests {
                     .origin_by_progress("fs", &token(upstream))
                     .expect("in flight");
                 let client_token = origin.progress_token.clone().expect("asked for progress");
-                let progress = ProgressNotificationParam::new(client_token, f64::from(step))
-                    .with_total(500.0);
+                let progress =
+                    ProgressNotificationParam::new(client_token, f64::from(step)).with_total(500.0);
                 channel.relay_progress(&origin, progress, ticket);
             }
         }
@@ -1124,7 +1130,11 @@ mod tests {
         let call =
             channel.register_call("fs", RequestId::Number(1), token(1), origin(key, &peer, 1));
         let (origin, ticket) = channel.origin_by_progress("fs", &token(1)).unwrap();
-        channel.relay_progress(&origin, ProgressNotificationParam::new(token(1), 1.0), ticket);
+        channel.relay_progress(
+            &origin,
+            ProgressNotificationParam::new(token(1), 1.0),
+            ticket,
+        );
         for n in 0..10 {
             channel.relay_log(
                 "fs",

@@ -187,9 +187,13 @@ impl Queue {
                 {
                     // The latest replaces the newest waiting (whose ticket is let go); one
                     // below it came late and is dropped.
-                    let index = usize::try_from(newest - self.popped).unwrap_or(usize::MAX);
+                    let index = newest
+                        .checked_sub(self.popped)
+                        .and_then(|i| usize::try_from(i).ok())
+                        .unwrap_or(usize::MAX);
                     if let Some(Slot::Progress(queued, queued_ticket)) = self.slots.get_mut(index)
-                        && !(params.progress < queued.progress)
+                        && params.progress.partial_cmp(&queued.progress)
+                            != Some(std::cmp::Ordering::Less)
                     {
                         *queued = params;
                         *queued_ticket = ticket;
@@ -227,7 +231,12 @@ impl Queue {
         }
     }
 
-    fn add_bounded(&mut self, notification: ServerNotification, bytes: usize, from: Option<String>) {
+    fn add_bounded(
+        &mut self,
+        notification: ServerNotification,
+        bytes: usize,
+        from: Option<String>,
+    ) {
         if self.logs >= MAX_QUEUED_LOGS || self.log_bytes + bytes > MAX_QUEUED_LOG_BYTES {
             self.dropped += 1;
             if let Some(server) = from
@@ -366,7 +375,12 @@ pub(super) struct Outboxes {
 impl Outboxes {
     /// Queues `item` for `key` (made with `target` if it has no queue yet), and starts the
     /// queue's task if none is sending. Dropped at once when the client is gone.
-    pub(super) fn push(self: &Arc<Self>, key: QueueKey, target: impl FnOnce() -> Target, item: Item) {
+    pub(super) fn push(
+        self: &Arc<Self>,
+        key: QueueKey,
+        target: impl FnOnce() -> Target,
+        item: Item,
+    ) {
         let mut by_key = lock(&self.by_key);
         let outbox = match by_key.get(&key) {
             Some(outbox) => outbox.clone(),
@@ -497,7 +511,11 @@ mod tests {
         }
         assert_eq!(queue.logs, MAX_QUEUED_LOGS);
         let sent = drain(&mut queue);
-        assert_eq!(sent.len(), MAX_QUEUED_LOGS + 1, "the kept ones and one note");
+        assert_eq!(
+            sent.len(),
+            MAX_QUEUED_LOGS + 1,
+            "the kept ones and one note"
+        );
         // The oldest were kept, in order.
         let (_, first) = log_text(&sent[0]).unwrap();
         assert!(first.starts_with("000000 "), "{first}");
@@ -558,22 +576,24 @@ mod tests {
     fn changes_wait_once_each() {
         let mut queue = Queue::default();
         for _ in 0..100 {
-            queue.add(Item::Change(ServerNotification::ToolListChangedNotification(
-                Default::default(),
-            )));
+            queue.add(Item::Change(
+                ServerNotification::ToolListChangedNotification(Default::default()),
+            ));
             for uri in ["file:///a", "file:///b"] {
-                queue.add(Item::Change(ServerNotification::ResourceUpdatedNotification(
-                    rmcp::model::ResourceUpdatedNotification::new(
-                        rmcp::model::ResourceUpdatedNotificationParam::new(uri),
+                queue.add(Item::Change(
+                    ServerNotification::ResourceUpdatedNotification(
+                        rmcp::model::ResourceUpdatedNotification::new(
+                            rmcp::model::ResourceUpdatedNotificationParam::new(uri),
+                        ),
                     ),
-                )));
+                ));
             }
         }
         assert_eq!(drain(&mut queue).len(), 3);
         // Once sent, the next announcement waits again.
-        queue.add(Item::Change(ServerNotification::ToolListChangedNotification(
-            Default::default(),
-        )));
+        queue.add(Item::Change(
+            ServerNotification::ToolListChangedNotification(Default::default()),
+        ));
         assert_eq!(drain(&mut queue).len(), 1);
     }
 

@@ -493,7 +493,10 @@ mod tests {
         }
         assert!(sessions.admit(a).is_ok(), "room is made, not refused");
         let fourth = idle_session(&sessions, a).await;
-        assert!(!holds(&sessions, &second), "the idle session unused longest went");
+        assert!(
+            !holds(&sessions, &second),
+            "the idle session unused longest went"
+        );
         assert!(holds(&sessions, &first) && holds(&sessions, &third) && holds(&sessions, &fourth));
         assert_eq!(sessions.open(), 3);
         assert!(
@@ -517,7 +520,10 @@ mod tests {
         let err = sessions.admit(a).unwrap_err();
         assert!(err.contains("http.max_sessions_per_client"), "{err}");
         assert!(err.contains("request in flight"), "{err}");
-        let err = with_client(a, sessions.create_session()).await.err().unwrap();
+        let err = with_client(a, sessions.create_session())
+            .await
+            .err()
+            .unwrap();
         assert!(matches!(err, SessionError::Full(_)), "{err}");
         // A request that ends makes its session idle again.
         lock(&sessions.ledger).end(&busy);

@@ -280,8 +280,7 @@ impl ClientHandler for UpstreamClient {
         relayed.message = relayed
             .message
             .map(|m| cap_text(&m, MAX_RELAYED_TEXT_BYTES));
-        self.back_channel
-            .relay_progress(&origin, relayed, relaying);
+        self.back_channel.relay_progress(&origin, relayed, relaying);
     }
 
     #[allow(deprecated)]

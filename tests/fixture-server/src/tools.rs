@@ -187,7 +187,10 @@ const BUILTINS: &[Spec] = &[
             description: "Filler bytes in each (log data, progress message)",
         },
         string("kind", "log or progress"),
-        string("done_file", "A file to write once every notification is sent"),
+        string(
+            "done_file",
+            "A file to write once every notification is sent",
+        ),
     ]),
 ];
 
@@ -453,7 +456,9 @@ impl Tools {
                     }
                     other => {
                         return Err(McpError::invalid_params(
-                            format!("invalid arguments for tool `flood`: kind `{other}` is neither log nor progress"),
+                            format!(
+                                "invalid arguments for tool `flood`: kind `{other}` is neither log nor progress"
+                            ),
                             None,
                         ));
                     }
