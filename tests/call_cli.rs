@@ -231,7 +231,7 @@ fn exercise(setup: &Setup) {
     let out = setup.run(&["tools", "list", "--server", "fx", "-o", "json"]);
     out.assert_code(0);
     let tools: Vec<Value> = serde_json::from_str(&out.stdout()).unwrap();
-    assert_eq!(tools.len(), 15);
+    assert_eq!(tools.len(), 16);
     assert!(
         tools
             .iter()

@@ -56,6 +56,9 @@ mod proxy_e2e;
 /// Everything that runs server code on the record: prompts, completions, subscriptions,
 /// through the API, the CLI and a sink.
 mod records_e2e;
+/// Bounded relays: log and progress floods at clients that do not read, and session floods
+/// from one client address.
+mod relay_bounds;
 /// The opt-in safety-routing validator: every class x variant, and through real MCP.
 mod safety_routing;
 /// Secrets in upstream URLs and arguments hidden in the CLI, REST, MCP and the log; data-dir

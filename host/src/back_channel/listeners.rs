@@ -8,8 +8,9 @@
 //! - untagged (a server of an earlier protocol announcing on its session, or a change
 //!   mcpproxy noticed itself): every stream that sees the server.
 //!
-//! At most [`MAX_LISTENERS`] streams are open at once: each one may hold a stream open on
-//! every upstream.
+//! What a stream is told is queued for it (see `outbox`): one change of each kind waits,
+//! however often an upstream announces it. At most [`MAX_LISTENERS`] streams are open at
+//! once: each one may hold a stream open on every upstream.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use std::sync::Arc;
 use rmcp::model::{RequestId, ServerNotification};
 use rmcp::service::SubscriptionSink;
 
+use super::outbox::{Item, QueueKey, Target};
 use super::{BackChannel, lock};
 
 /// The most `subscriptions/listen` streams open at once, over all clients.
@@ -62,6 +64,7 @@ impl ListenerGuard {
 impl Drop for ListenerGuard {
     fn drop(&mut self) {
         lock(&self.back_channel.listeners).by_id.remove(&self.id);
+        self.back_channel.outboxes.forget(QueueKey::Stream(self.id));
     }
 }
 
@@ -96,29 +99,36 @@ impl BackChannel {
         })
     }
 
-    /// The client streams a change `server` announced goes to: the one its upstream stream
-    /// `tag` was opened for, or, untagged, every stream that sees `server`.
-    pub fn listeners_of(&self, server: &str, tag: Option<&RequestId>) -> Vec<SubscriptionSink> {
+    /// The client streams a change `server` announced goes to (by registration id): the one
+    /// its upstream stream `tag` was opened for, or, untagged, every stream that sees
+    /// `server`.
+    pub fn listeners_of(
+        &self,
+        server: &str,
+        tag: Option<&RequestId>,
+    ) -> Vec<(u64, SubscriptionSink)> {
         let listeners = lock(&self.listeners);
-        let chosen = listeners.by_id.values().filter(|l| match tag {
+        let chosen = listeners.by_id.iter().filter(|(_, l)| match tag {
             Some(tag) => l.upstream.iter().any(|(s, id)| s == server && id == tag),
             None => l.sees(server),
         });
-        chosen.map(|l| l.sink.clone()).collect()
+        chosen.map(|(id, l)| (*id, l.sink.clone())).collect()
     }
 
-    /// Sends `notification` to the client streams a change of `server` goes to (see
+    /// Queues `notification` for the client streams a change of `server` goes to (see
     /// [`BackChannel::listeners_of`]); a stream whose filter does not take it skips it.
-    pub async fn announce(
+    pub fn announce(
         &self,
         server: &str,
         tag: Option<&RequestId>,
         notification: ServerNotification,
     ) {
-        for sink in self.listeners_of(server, tag) {
-            if let Err(e) = sink.send(notification.clone()).await {
-                tracing::trace!(server, "not sent on a listen stream: {e}");
-            }
+        for (id, sink) in self.listeners_of(server, tag) {
+            self.outboxes.push(
+                QueueKey::Stream(id),
+                || Target::Stream(sink),
+                Item::Change(notification.clone()),
+            );
         }
     }
 
@@ -209,7 +219,7 @@ mod tests {
             .expect("registered");
 
         // Untagged, from fx: both streams see fx.
-        channel.announce("fx", None, tools_changed()).await;
+        channel.announce("fx", None, tools_changed());
         for stream in [&mut direct, &mut aggregate] {
             let got = tokio::time::timeout(Duration::from_secs(5), stream.next()).await;
             assert!(

@@ -8,7 +8,12 @@
 //!   Progress, elicitation and sampling requests of the upstream find their client by those.
 //! - **Client sessions**: each MCP session of a client registers here while it is open, with
 //!   the logging level it asked for and the resources it subscribed to, so that upstream
-//!   log messages and `resources/updated` reach exactly the sessions that want them.
+//!   log messages and `resources/updated` reach exactly the sessions that want them. A log
+//!   message goes only to sessions that asked for its level (`logging/setLevel`, or a
+//!   2026-07-28 request's own log level while it is in flight), never to one that set none.
+//! - **Queues** (`outbox`): what is relayed to a session or a listen stream is queued for it,
+//!   bounded and coalesced, and sent by a task of the queue's own, so an upstream never
+//!   waits on a client and a client that does not read costs a bounded amount of memory.
 //! - **Listen streams** (`listeners`): each client `subscriptions/listen` stream (protocol
 //!   2026-07-28), with the streams opened upstream for it, so a change an upstream
 //!   announces reaches the streams that asked.
@@ -23,6 +28,7 @@
 #![allow(deprecated)]
 
 mod listeners;
+mod outbox;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,13 +36,19 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 use rmcp::model::{
-    ClientCapabilities, ClientResult, GetExtensions, LoggingLevel, ProgressToken, RequestId,
-    RequestMetaObject, ServerRequest,
+    ClientCapabilities, ClientResult, GetExtensions, LoggingLevel, LoggingMessageNotificationParam,
+    ProgressNotificationParam, ProgressToken, RequestId, RequestMetaObject, ServerNotification,
+    ServerRequest,
 };
 use rmcp::service::{OriginatingRequestId, Peer, RoleServer};
 use tokio_util::sync::CancellationToken;
 
 pub use listeners::{ListenerGuard, MAX_LISTENERS};
+pub use outbox::{
+    DROPPED_NOTE_LOGGER, MAX_QUEUED_LOG_BYTES, MAX_QUEUED_LOGS, MAX_WAITING_PROGRESS,
+};
+
+use outbox::{Item, Outboxes, QueueKey, Target};
 
 /// The most `_meta` bytes (as JSON) a client request may pass on to an upstream; a larger
 /// `_meta` is not forwarded.
@@ -153,6 +165,8 @@ struct InFlight {
     upstream_request: RequestId,
     upstream_progress: ProgressToken,
     origin: CallOrigin,
+    /// The log level the request itself set (protocol 2026-07-28 `_meta`), if any.
+    log_level: Option<LoggingLevel>,
     relays: Arc<Relays>,
 }
 
@@ -192,12 +206,27 @@ struct ClientSession {
     subscriptions: BTreeSet<(String, String)>,
 }
 
+/// A client session something is relayed to.
+#[derive(Clone)]
+pub struct Recipient {
+    key: SessionKey,
+    peer: Peer<RoleServer>,
+}
+
+/// A client session a log message is relayed to, and the least severe level it takes.
+#[derive(Clone)]
+pub struct LogRecipient {
+    recipient: Recipient,
+    min_level: LoggingLevel,
+}
+
 /// Every route back from upstreams to clients.
 #[derive(Default)]
 pub struct BackChannel {
     calls: Mutex<Calls>,
     sessions: Mutex<HashMap<SessionKey, ClientSession>>,
     listeners: Mutex<listeners::Listeners>,
+    outboxes: Arc<Outboxes>,
     observer: OnceLock<Arc<dyn RequestObserver>>,
 }
 
@@ -296,6 +325,10 @@ impl BackChannel {
         origin: CallOrigin,
     ) -> CallGuard {
         let relays = Arc::new(Relays::default());
+        let log_level = origin
+            .protocol
+            .as_ref()
+            .and_then(|(_, meta)| meta.log_level());
         let mut calls = lock(&self.calls);
         calls.next += 1;
         let id = calls.next;
@@ -306,6 +339,7 @@ impl BackChannel {
                 upstream_request,
                 upstream_progress,
                 origin,
+                log_level,
                 relays: relays.clone(),
             },
         );
@@ -378,19 +412,23 @@ impl BackChannel {
 
     /// The open sessions of the direct endpoint of `server` (for
     /// `notifications/tools/list_changed`: only they see its tools).
-    pub fn direct_sessions(&self, server: &str) -> Vec<Peer<RoleServer>> {
+    pub fn direct_sessions(&self, server: &str) -> Vec<Recipient> {
         let mut sessions = lock(&self.sessions);
         sessions.retain(|_, s| !s.peer.is_transport_closed());
         sessions
-            .values()
-            .filter(|s| s.server.as_deref() == Some(server))
-            .map(|s| s.peer.clone())
+            .iter()
+            .filter(|(_, s)| s.server.as_deref() == Some(server))
+            .map(|(key, s)| Recipient {
+                key: *key,
+                peer: s.peer.clone(),
+            })
             .collect()
     }
 
     /// Forgets a session; returns the `(server, uri)` subscriptions no other session
     /// holds any more, which the caller unsubscribes upstream.
     pub fn close_session(&self, key: SessionKey) -> Vec<(String, String)> {
+        self.outboxes.forget(QueueKey::Session(key));
         let mut sessions = lock(&self.sessions);
         let Some(closed) = sessions.remove(&key) else {
             return Vec::new();
@@ -411,30 +449,55 @@ impl BackChannel {
     }
 
     /// The sessions a log message of `server` at `level` goes to: those that asked for
-    /// messages at that level (`logging/setLevel`), and those that never set a level but
-    /// have a call in flight to `server` (the message is likely about their call). Idle
-    /// sessions that set no level get none: upstream logs can be chatty.
-    pub fn log_receivers(&self, server: &str, level: LoggingLevel) -> Vec<Peer<RoleServer>> {
-        let waiting: Vec<(SessionKey, Peer<RoleServer>)> = lock(&self.calls)
+    /// messages at that level or a more verbose one with `logging/setLevel`, and those that
+    /// set none that way but have a call in flight to `server` whose request set a log level
+    /// of its own (protocol 2026-07-28) that takes it. A session that set no level gets no
+    /// log message at all: upstream logs can be chatty, and nobody asked.
+    pub fn log_receivers(&self, server: &str, level: LoggingLevel) -> Vec<LogRecipient> {
+        let per_request: Vec<(SessionKey, Peer<RoleServer>, LoggingLevel)> = lock(&self.calls)
             .by_id
             .values()
             .filter(|c| c.server == server)
-            .map(|c| (c.origin.session, c.origin.peer.clone()))
+            .filter_map(|c| {
+                let min = c.log_level?;
+                Some((c.origin.session, c.origin.peer.clone(), min))
+            })
             .collect();
         let mut sessions = lock(&self.sessions);
         sessions.retain(|_, s| !s.peer.is_transport_closed());
-        let mut receivers: Vec<Peer<RoleServer>> = sessions
-            .values()
-            .filter(|s| s.log_level.is_some_and(|min| rank(level) >= rank(min)))
-            .map(|s| s.peer.clone())
+        let mut receivers: Vec<LogRecipient> = sessions
+            .iter()
+            .filter_map(|(key, s)| {
+                let min = s.log_level.filter(|min| rank(level) >= rank(*min))?;
+                Some(LogRecipient {
+                    recipient: Recipient {
+                        key: *key,
+                        peer: s.peer.clone(),
+                    },
+                    min_level: min,
+                })
+            })
             .collect();
-        let mut added = BTreeSet::new();
-        for (key, peer) in waiting {
-            let unset = sessions.get(&key).is_none_or(|s| s.log_level.is_none());
-            if unset && added.insert(key) {
-                receivers.push(peer);
+        // The most verbose level of each session's requests in flight.
+        let mut by_request: HashMap<SessionKey, (Peer<RoleServer>, LoggingLevel)> = HashMap::new();
+        for (key, peer, min) in per_request {
+            if sessions.get(&key).is_some_and(|s| s.log_level.is_some()) {
+                continue;
+            }
+            let entry = by_request.entry(key).or_insert((peer, min));
+            if rank(min) < rank(entry.1) {
+                entry.1 = min;
             }
         }
+        receivers.extend(
+            by_request
+                .into_iter()
+                .filter(|(_, (_, min))| rank(level) >= rank(*min))
+                .map(|(key, (peer, min))| LogRecipient {
+                    recipient: Recipient { key, peer },
+                    min_level: min,
+                }),
+        );
         receivers
     }
 
@@ -449,10 +512,70 @@ impl BackChannel {
     }
 
     /// Every open session (for `list_changed` notifications).
-    pub fn all_sessions(&self) -> Vec<Peer<RoleServer>> {
+    pub fn all_sessions(&self) -> Vec<Recipient> {
         let mut sessions = lock(&self.sessions);
         sessions.retain(|_, s| !s.peer.is_transport_closed());
-        sessions.values().map(|s| s.peer.clone()).collect()
+        sessions
+            .iter()
+            .map(|(key, s)| Recipient {
+                key: *key,
+                peer: s.peer.clone(),
+            })
+            .collect()
+    }
+
+    /// Queues progress of the call `origin` (already carrying the client's progress token)
+    /// for its session: past [`MAX_WAITING_PROGRESS`] of its token waiting, it replaces the
+    /// newest of them. `ticket` is let go once it is sent, replaced or dropped.
+    pub fn relay_progress(
+        &self,
+        origin: &CallOrigin,
+        progress: ProgressNotificationParam,
+        ticket: RelayTicket,
+    ) {
+        self.outboxes.push(
+            QueueKey::Session(origin.session),
+            || Target::Session(origin.peer.clone()),
+            Item::Progress(progress, ticket),
+        );
+    }
+
+    /// Queues a log message of `server` for each of `receivers` (see
+    /// [`BackChannel::log_receivers`]); past [`MAX_QUEUED_LOGS`] waiting for a session it is
+    /// dropped, and counted in one note.
+    pub fn relay_log(
+        &self,
+        server: &str,
+        receivers: Vec<LogRecipient>,
+        message: LoggingMessageNotificationParam,
+    ) {
+        for LogRecipient {
+            recipient,
+            min_level,
+        } in receivers
+        {
+            self.outboxes.push(
+                QueueKey::Session(recipient.key),
+                || Target::Session(recipient.peer.clone()),
+                Item::Log {
+                    server: server.to_owned(),
+                    message: message.clone(),
+                    min_level,
+                },
+            );
+        }
+    }
+
+    /// Queues a change notification (`list_changed`, `resources/updated`) for each of
+    /// `recipients`; one of each kind waits per session.
+    pub fn relay_change(&self, recipients: Vec<Recipient>, notification: &ServerNotification) {
+        for recipient in recipients {
+            self.outboxes.push(
+                QueueKey::Session(recipient.key),
+                || Target::Session(recipient.peer.clone()),
+                Item::Change(notification.clone()),
+            );
+        }
     }
 
     /// Subscribes the session to `uri` of `server`. `Ok(true)` when no session held that
@@ -494,12 +617,15 @@ impl BackChannel {
     }
 
     /// The sessions subscribed to `uri` of `server`.
-    pub fn subscribers(&self, server: &str, uri: &str) -> Vec<Peer<RoleServer>> {
+    pub fn subscribers(&self, server: &str, uri: &str) -> Vec<Recipient> {
         let entry = (server.to_owned(), uri.to_owned());
         lock(&self.sessions)
-            .values()
-            .filter(|s| s.subscriptions.contains(&entry))
-            .map(|s| s.peer.clone())
+            .iter()
+            .filter(|(_, s)| s.subscriptions.contains(&entry))
+            .map(|(key, s)| Recipient {
+                key: *key,
+                peer: s.peer.clone(),
+            })
             .collect()
     }
 }
@@ -798,10 +924,11 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn log_levels_pick_the_sessions_that_asked() {
+    async fn log_levels_pick_the_sessions_that_asked_and_none_that_did_not() {
         let (quiet_peer, _s1, _c1) = session().await;
         let (debug_peer, _s2, _c2) = session().await;
         let (error_peer, _s3, _c3) = session().await;
+        let (modern_peer, _s4, _c4) = session().await;
         let channel = BackChannel::new();
         let (quiet, debug, error) = (SessionKey::new(), SessionKey::new(), SessionKey::new());
         channel.open_session(quiet, &quiet_peer, None);
@@ -810,16 +937,219 @@ mod tests {
         assert_eq!(channel.most_verbose_level(), Some(LoggingLevel::Debug));
         assert_eq!(channel.log_receivers("fs", LoggingLevel::Info).len(), 1);
         assert_eq!(channel.log_receivers("fs", LoggingLevel::Critical).len(), 2);
-        // A session that set no level hears a server it has a call in flight to.
+        // A session that set no level hears nothing, even from a server it has a call in
+        // flight to.
         let _call = channel.register_call(
             "fs",
             RequestId::Number(1),
             token(1),
             origin(quiet, &quiet_peer, 1),
         );
-        assert_eq!(channel.log_receivers("fs", LoggingLevel::Info).len(), 2);
-        assert_eq!(channel.log_receivers("gh", LoggingLevel::Info).len(), 1);
+        assert_eq!(channel.log_receivers("fs", LoggingLevel::Info).len(), 1);
+        assert_eq!(
+            channel.log_receivers("fs", LoggingLevel::Emergency).len(),
+            2
+        );
+        // A 2026-07-28 request that set its own level hears the server it calls, at that
+        // level and above, while it is in flight.
+        let modern = SessionKey::new();
+        let mut request = origin(modern, &modern_peer, 2);
+        let mut meta = RequestMetaObject::default();
+        meta.set_log_level(LoggingLevel::Warning);
+        request.protocol = Some((rmcp::model::ProtocolVersion::V_2026_07_28, meta));
+        let call = channel.register_call("fs", RequestId::Number(2), token(2), request);
+        assert_eq!(channel.log_receivers("fs", LoggingLevel::Info).len(), 1);
+        assert_eq!(channel.log_receivers("fs", LoggingLevel::Warning).len(), 2);
+        assert_eq!(channel.log_receivers("gh", LoggingLevel::Warning).len(), 1);
+        drop(call);
+        assert_eq!(channel.log_receivers("fs", LoggingLevel::Warning).len(), 1);
         assert_eq!(channel.all_sessions().len(), 3);
+    }
+
+    /// A server session whose client is the test itself, byte by byte, over a pipe of
+    /// `pipe` bytes: nothing is read from it until the test reads its lines.
+    async fn unread_session(
+        pipe: usize,
+    ) -> (
+        Peer<RoleServer>,
+        rmcp::service::RunningService<RoleServer, Quiet>,
+        tokio::io::Lines<tokio::io::BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
+        tokio::io::WriteHalf<tokio::io::DuplexStream>,
+    ) {
+        use rmcp::ServiceExt;
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+        let (server_io, client_io) = tokio::io::duplex(pipe);
+        let (read, mut write) = tokio::io::split(client_io);
+        let server = tokio::spawn(async move { Quiet.serve(server_io).await });
+        let initialize = serde_json::json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "slow", "version": "1"}}
+        });
+        write
+            .write_all(format!("{initialize}\n").as_bytes())
+            .await
+            .unwrap();
+        let mut lines = tokio::io::BufReader::new(read).lines();
+        let answer = lines.next_line().await.unwrap().unwrap();
+        assert!(answer.contains("\"result\""), "{answer}");
+        write
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
+            .await
+            .unwrap();
+        let server = server.await.expect("join").expect("server session");
+        (server.peer().clone(), server, lines, write)
+    }
+
+    fn message(line: &str) -> serde_json::Value {
+        serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    }
+
+    #[tokio::test]
+    async fn logs_for_a_client_that_does_not_read_are_capped_and_the_drop_told_once() {
+        let (peer, _server, mut lines, _write) = unread_session(4096).await;
+        let channel = BackChannel::new();
+        let key = SessionKey::new();
+        channel.set_log_level(key, &peer, LoggingLevel::Info);
+        // Queued while nothing runs (one thread, no await): the client reads none of them
+        // meanwhile.
+        let sent = 2000;
+        for n in 0..sent {
+            let receivers = channel.log_receivers("fs", LoggingLevel::Info);
+            assert_eq!(receivers.len(), 1);
+            let mut log = LoggingMessageNotificationParam::new(
+                LoggingLevel::Info,
+                format!("{n:05} {}", "x".repeat(1000)).into(),
+            );
+            log.logger = Some("fs".into());
+            channel.relay_log("fs", receivers, log);
+            // Below the client's level: not queued at all.
+            assert!(channel.log_receivers("fs", LoggingLevel::Debug).is_empty());
+        }
+        assert_eq!(channel.outboxes.len(), 1);
+        let mut received = Vec::new();
+        let note = loop {
+            let line = lines.next_line().await.unwrap().expect("a line");
+            let message = message(&line);
+            assert_eq!(message["method"], "notifications/message", "{message}");
+            if message["params"]["logger"] == DROPPED_NOTE_LOGGER {
+                break message;
+            }
+            received.push(message["params"]["data"].as_str().unwrap()[..5].to_owned());
+        };
+        assert_eq!(received.len(), MAX_QUEUED_LOGS, "the cap, no more");
+        assert_eq!(received[0], "00000");
+        assert_eq!(
+            received[MAX_QUEUED_LOGS - 1],
+            format!("{:05}", MAX_QUEUED_LOGS - 1)
+        );
+        assert_eq!(note["params"]["level"], "warning");
+        let text = note["params"]["data"].as_str().unwrap();
+        assert!(
+            text.starts_with(&format!("{} messages dropped", sent - MAX_QUEUED_LOGS)),
+            "{text}"
+        );
+        // The queue is forgotten once drained.
+        for _ in 0..100 {
+            if channel.outboxes.len() == 0 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(channel.outboxes.len(), 0);
+    }
+
+    #[tokio::test]
+    async fn progress_waiting_for_a_slow_client_is_bounded_and_keeps_the_latest_of_each_token() {
+        let (peer, _server, mut lines, _write) = unread_session(4096).await;
+        let channel = BackChannel::new();
+        let key = SessionKey::new();
+        let first =
+            channel.register_call("fs", RequestId::Number(7), token(70), origin(key, &peer, 1));
+        let second =
+            channel.register_call("fs", RequestId::Number(8), token(80), origin(key, &peer, 2));
+        for step in 1..=500 {
+            for upstream in [70, 80] {
+                let (origin, ticket) = channel
+                    .origin_by_progress("fs", &token(upstream))
+                    .expect("in flight");
+                let client_token = origin.progress_token.clone().expect("asked for progress");
+                let progress =
+                    ProgressNotificationParam::new(client_token, f64::from(step)).with_total(500.0);
+                channel.relay_progress(&origin, progress, ticket);
+            }
+        }
+        // One taken up late (below the newest waiting, which it would replace) is stale.
+        let (origin, ticket) = channel.origin_by_progress("fs", &token(70)).unwrap();
+        let client_token = origin.progress_token.clone().unwrap();
+        channel.relay_progress(
+            &origin,
+            ProgressNotificationParam::new(client_token, 250.0),
+            ticket,
+        );
+        // A change queued after them comes after them.
+        channel.open_session(key, &peer, None);
+        channel.relay_change(
+            channel.all_sessions(),
+            &ServerNotification::ToolListChangedNotification(Default::default()),
+        );
+        let mut seen = Vec::new();
+        loop {
+            let line = lines.next_line().await.unwrap().expect("a line");
+            let message = message(&line);
+            if message["method"] == "notifications/tools/list_changed" {
+                break;
+            }
+            assert_eq!(message["method"], "notifications/progress", "{message}");
+            seen.push((
+                message["params"]["progressToken"].as_i64().unwrap(),
+                message["params"]["progress"].as_f64().unwrap(),
+            ));
+        }
+        // The first few of each token as they came, then the latest in place of the rest.
+        let mut expected = Vec::new();
+        for step in 1..MAX_WAITING_PROGRESS {
+            expected.extend([(1, step as f64), (2, step as f64)]);
+        }
+        expected.extend([(1, 500.0), (2, 500.0)]);
+        assert_eq!(seen, expected);
+        // Every relay has ended (sent or replaced): the answers need not wait.
+        first.settle().await;
+        second.settle().await;
+        assert_eq!(first.relays.started.load(Ordering::Acquire), 501);
+        assert_eq!(first.relays.active.load(Ordering::Acquire), 0);
+        assert_eq!(second.relays.active.load(Ordering::Acquire), 0);
+    }
+
+    #[tokio::test]
+    async fn a_closed_session_forgets_what_waits_for_it() {
+        let (peer, _server, _lines, _write) = unread_session(1024).await;
+        let channel = BackChannel::new();
+        let key = SessionKey::new();
+        channel.set_log_level(key, &peer, LoggingLevel::Debug);
+        let call =
+            channel.register_call("fs", RequestId::Number(1), token(1), origin(key, &peer, 1));
+        let (origin, ticket) = channel.origin_by_progress("fs", &token(1)).unwrap();
+        channel.relay_progress(
+            &origin,
+            ProgressNotificationParam::new(token(1), 1.0),
+            ticket,
+        );
+        for n in 0..10 {
+            channel.relay_log(
+                "fs",
+                channel.log_receivers("fs", LoggingLevel::Info),
+                LoggingMessageNotificationParam::new(LoggingLevel::Info, n.into()),
+            );
+        }
+        assert_eq!(channel.outboxes.len(), 1);
+        channel.close_session(key);
+        assert_eq!(channel.outboxes.len(), 0);
+        assert_eq!(
+            call.relays.active.load(Ordering::Acquire),
+            0,
+            "the waiting progress was let go"
+        );
     }
 
     #[tokio::test]

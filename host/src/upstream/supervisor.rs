@@ -139,20 +139,15 @@ impl UpstreamClient {
     async fn relay_change(
         &self,
         context: &NotificationContext<RoleClient>,
-        sessions: impl FnOnce() -> Vec<rmcp::service::Peer<rmcp::RoleServer>>,
+        sessions: impl FnOnce() -> Vec<crate::back_channel::Recipient>,
         notification: ServerNotification,
     ) {
         let tag = context.meta.subscription_id();
         if tag.is_none() {
-            for peer in sessions() {
-                if let Err(e) = peer.send_notification(notification.clone()).await {
-                    tracing::debug!(server = %self.server, "cannot relay a change: {e}");
-                }
-            }
+            self.back_channel.relay_change(sessions(), &notification);
         }
         self.back_channel
-            .announce(&self.server, tag.as_ref(), notification)
-            .await;
+            .announce(&self.server, tag.as_ref(), notification);
     }
 }
 
@@ -272,7 +267,7 @@ impl ClientHandler for UpstreamClient {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        let Some((origin, _relaying)) = self
+        let Some((origin, relaying)) = self
             .back_channel
             .origin_by_progress(&self.server, &params.progress_token)
         else {
@@ -286,9 +281,7 @@ impl ClientHandler for UpstreamClient {
         relayed.message = relayed
             .message
             .map(|m| cap_text(&m, MAX_RELAYED_TEXT_BYTES));
-        if let Err(e) = origin.peer.notify_progress(relayed).await {
-            tracing::debug!(server = %self.server, "cannot relay progress: {e}");
-        }
+        self.back_channel.relay_progress(&origin, relayed, relaying);
     }
 
     #[allow(deprecated)]
@@ -314,11 +307,8 @@ impl ClientHandler for UpstreamClient {
                 self.server
             ));
         }
-        for peer in receivers {
-            if let Err(e) = peer.notify_logging_message(relayed.clone()).await {
-                tracing::debug!(server = %self.server, "cannot relay a log message: {e}");
-            }
-        }
+        self.back_channel
+            .relay_log(&self.server, receivers, relayed);
     }
 
     async fn on_resource_updated(

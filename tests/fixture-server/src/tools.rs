@@ -19,6 +19,10 @@ use rmcp::{
     },
     service::RequestContext,
 };
+// Logging is deprecated by SEP-2577 (2026-07-28); `flood` sends log messages as servers of
+// earlier versions do.
+#[allow(deprecated)]
+use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
 use serde::{Deserialize, de::DeserializeOwned};
 use serde_json::{Value, json};
 
@@ -164,6 +168,30 @@ const BUILTINS: &[Spec] = &[
         "announce_tools_changed",
         "Send notifications/tools/list_changed without changing anything",
     ),
+    Spec::plain(
+        "flood",
+        "Send `count` notifications of `bytes` bytes each during the call, whatever the client \
+         asked for: log messages (`kind` log, level info, logger flood) or progress for the \
+         request's token (`kind` progress); then write `count` to `done_file` and answer",
+    )
+    .read_only(true)
+    .params(&[
+        Param {
+            name: "count",
+            kind: Kind::Integer,
+            description: "How many notifications to send",
+        },
+        Param {
+            name: "bytes",
+            kind: Kind::Integer,
+            description: "Filler bytes in each (log data, progress message)",
+        },
+        string("kind", "log or progress"),
+        string(
+            "done_file",
+            "A file to write once every notification is sent",
+        ),
+    ]),
 ];
 
 /// `{"type":"object","properties":{...},"required":[...]}` for `params`.
@@ -240,6 +268,14 @@ struct SlowArgs {
 #[derive(Deserialize)]
 struct NameArgs {
     name: String,
+}
+
+#[derive(Deserialize)]
+struct FloodArgs {
+    count: u64,
+    bytes: usize,
+    kind: String,
+    done_file: PathBuf,
 }
 
 /// The tool set and its state, shared by every session of one server process.
@@ -377,6 +413,63 @@ impl Tools {
                     tracing::warn!(%error, "could not send notifications/tools/list_changed");
                 }
                 text(format!("added {added}"))
+            }
+            #[allow(deprecated)]
+            "flood" => {
+                let FloodArgs {
+                    count,
+                    bytes,
+                    kind,
+                    done_file,
+                } = parse(name, arguments)?;
+                let filler = "x".repeat(bytes);
+                match kind.as_str() {
+                    "log" => {
+                        for n in 0..count {
+                            let mut log = LoggingMessageNotificationParam::new(
+                                LoggingLevel::Info,
+                                Value::from(format!("{n:07} {filler}")),
+                            );
+                            log.logger = Some("flood".into());
+                            if let Err(error) = context.peer.notify_logging_message(log).await {
+                                tracing::warn!(%error, "could not send notifications/message");
+                                break;
+                            }
+                        }
+                    }
+                    "progress" => {
+                        let token = context.meta.get_progress_token().ok_or_else(|| {
+                            McpError::invalid_params(
+                                "flood with kind progress needs a progressToken in _meta",
+                                None,
+                            )
+                        })?;
+                        for n in 1..=count {
+                            let progress = ProgressNotificationParam::new(token.clone(), n as f64)
+                                .with_total(count as f64)
+                                .with_message(filler.clone());
+                            if let Err(error) = context.peer.notify_progress(progress).await {
+                                tracing::warn!(%error, "could not send notifications/progress");
+                                break;
+                            }
+                        }
+                    }
+                    other => {
+                        return Err(McpError::invalid_params(
+                            format!(
+                                "invalid arguments for tool `flood`: kind `{other}` is neither log nor progress"
+                            ),
+                            None,
+                        ));
+                    }
+                }
+                std::fs::write(&done_file, count.to_string()).map_err(|error| {
+                    McpError::internal_error(
+                        format!("flood: cannot write {}: {error}", done_file.display()),
+                        None,
+                    )
+                })?;
+                text(format!("sent {count}"))
             }
             "announce_tools_changed" => {
                 if let Err(error) = context.peer.notify_tool_list_changed().await {
