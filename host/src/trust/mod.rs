@@ -4,8 +4,10 @@
 //!
 //! - [`TrustStore`]: the decisions, durable in `<data dir>/trust.json` (written to a
 //!   temporary file, synced and renamed, so a crash leaves the old file or the new one);
-//! - [`pin`]: a tool's SHA-256 fingerprint over its name, description, input schema and
-//!   annotations (JSON with sorted keys, so key order never counts as a change);
+//! - [`pin`]: a tool's SHA-256 fingerprint over everything the policy reads about it (name,
+//!   description, input and output schema, annotations with their title, `_meta`; JSON
+//!   with sorted keys, so key order never counts as a change), and the pins of earlier
+//!   formats compared and upgraded in their own form;
 //! - [`Review`]: a listed tool set held against the pins: trusted, new, changed (with a
 //!   [`ToolDiff`]);
 //! - [`Finding`] and the [`ToolScanner`] trait: what a scanner plugin reports about tools,
@@ -14,7 +16,10 @@
 mod pin;
 mod store;
 
-pub use pin::{ToolDiff, fingerprint};
+pub use pin::{
+    PIN_VERSION, ToolDiff, UNPINNED_META_KEYS, fingerprint, has_outdated_pins, pinned_meta,
+    upgrade_pins,
+};
 pub use store::{PinnedTool, ServerTrust, TrustStore};
 
 use std::collections::BTreeMap;
@@ -124,7 +129,7 @@ impl Review {
             .map(|(name, tool)| {
                 let standing = match pins.tools.get(name) {
                     None => ToolStanding::New,
-                    Some(pinned) if pinned.sha256 == fingerprint(tool) => ToolStanding::Trusted,
+                    Some(pinned) if pinned.matches(tool) => ToolStanding::Trusted,
                     Some(pinned) => ToolStanding::Changed(ToolDiff::between(pinned, tool)),
                 };
                 (name.clone(), standing)
