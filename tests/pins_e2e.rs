@@ -10,8 +10,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::mcp_util::{
-    Proc, Proxy, call, call_log_lines, config_with, connect, fixture_bin, is_error, pipe_lines,
-    text,
+    Proc, Proxy, call, call_log_lines, config_with, connect, copy_cwasm, fixture_bin, is_error,
+    pipe_lines, shared_compile_cache, text,
 };
 use crate::util::TestCommand;
 
@@ -55,6 +55,69 @@ fn start_http_server(log: &Path, overrides: &Path, raw: &Path) -> (Proc, String)
     });
     let url = line.trim_start_matches("MCP_FIXTURE_LISTENING ").to_owned();
     (proc, url)
+}
+
+/// `mcpproxy serve` with its whole stderr in `<data dir>/stderr.log` (the log lines of its
+/// first listings included, which [`Proxy::start`] reads past), once `servers` upstreams
+/// have settled.
+fn start_logging_to_file(config: &Value, servers: usize) -> Proxy {
+    let data_dir = tempfile::tempdir().unwrap();
+    let config_path = data_dir.path().join("mcp_config.json");
+    std::fs::write(&config_path, config.to_string()).unwrap();
+    let compiled = data_dir.path().join("cache/plugins");
+    copy_cwasm(&shared_compile_cache(), &compiled);
+    let stderr = std::fs::File::create(data_dir.path().join("stderr.log")).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_mcpproxy"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&config_path)
+        .arg("--data-dir")
+        .arg(data_dir.path())
+        .env("HOME", data_dir.path())
+        .env("RUST_LOG", "info,rmcp=warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("start mcpproxy");
+    let (_, no_lines) = std::sync::mpsc::channel();
+    let proc = Proc {
+        child,
+        stderr_lines: no_lines,
+    };
+    let mut url = None;
+    for _ in 0..600 {
+        let log = stderr_log(data_dir.path());
+        url = log
+            .iter()
+            .find_map(|l| l.split(" listening on ").nth(1))
+            .map(|u| u.trim().to_owned());
+        let settled = log.iter().filter(|l| l.starts_with("upstream ")).count();
+        if url.is_some() && settled == servers {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let url = url.unwrap_or_else(|| {
+        panic!(
+            "mcpproxy did not start:\n{}",
+            stderr_log(data_dir.path()).join("\n")
+        )
+    });
+    copy_cwasm(&compiled, &shared_compile_cache());
+    Proxy {
+        proc,
+        url,
+        data_dir,
+    }
+}
+
+/// The lines of `<data_dir>/stderr.log` so far.
+fn stderr_log(data_dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(data_dir.join("stderr.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
 }
 
 /// The proxy's activity records, newest first, through the CLI.
@@ -232,12 +295,12 @@ async fn one_malformed_tool_never_hides_the_others_over_stdio_and_http() {
     set_file(&overrides, json!({}));
     set_file(&raw, malformed_entries());
     let (_http, url) = start_http_server(&http_log, &overrides, &raw);
-    let proxy = Proxy::start(
+    let proxy = start_logging_to_file(
         &config_with(vec![
             stdio_server("fx", &log, &overrides, Some(&raw)),
             json!({"name": "fxh", "url": url}),
         ]),
-        &[],
+        2,
     );
     let client = connect(&proxy.url).await;
 
@@ -301,12 +364,12 @@ async fn one_malformed_tool_never_hides_the_others_over_stdio_and_http() {
         announce(&client, server).await;
         until_held(&client, "call_tool_write", &format!("{server}:mystery_tool")).await;
     }
-    let lines: Vec<String> = proxy.proc.stderr_lines.try_iter().collect();
+    let lines = stderr_log(proxy.data_dir.path());
     for server in ["fx", "fxh"] {
         let of_server = |needle: &str| {
             lines
                 .iter()
-                .filter(|l| l.contains(&format!("server=\"{server}\"")) || l.contains(&format!("server={server} ")))
+                .filter(|l| l.contains(&format!("server=\"{server}\"")))
                 .filter(|l| l.contains(needle))
                 .count()
         };
