@@ -24,7 +24,14 @@ fn set_file(path: &Path, content: Value) {
 
 /// The stdio fixture as `name`, logging calls to `log`, with overrides (and raw tools).
 fn stdio_server(name: &str, log: &Path, overrides: &Path, raw: Option<&Path>) -> Value {
-    let mut args = json!(["--call-log", log, "--name", name, "--tool-overrides", overrides]);
+    let mut args = json!([
+        "--call-log",
+        log,
+        "--name",
+        name,
+        "--tool-overrides",
+        overrides
+    ]);
     if let (Some(raw), Some(args)) = (raw, args.as_array_mut()) {
         args.extend([json!("--raw-tools"), json!(raw)]);
     }
@@ -230,9 +237,13 @@ async fn annotations_without_hints_take_the_spec_defaults() {
         &[],
     );
     let client = connect(&proxy.url).await;
-    let read = call(&client, "call_tool_read", json!({"name": "fx:mystery_tool"}))
-        .await
-        .unwrap();
+    let read = call(
+        &client,
+        "call_tool_read",
+        json!({"name": "fx:mystery_tool"}),
+    )
+    .await
+    .unwrap();
     assert!(is_error(&read), "{}", text(&read));
     assert!(
         text(&read).contains("Tool 'fx:mystery_tool' is marked destructive by server"),
@@ -268,7 +279,11 @@ async fn annotations_without_hints_take_the_spec_defaults() {
     .await
     .unwrap();
     assert_eq!(text(&destructive), "mystery");
-    assert_eq!(call_log_lines(&log).len(), 1, "only the destructive call ran");
+    assert_eq!(
+        call_log_lines(&log).len(),
+        1,
+        "only the destructive call ran"
+    );
     client.cancel().await.unwrap();
 }
 
@@ -362,7 +377,12 @@ async fn one_malformed_tool_never_hides_the_others_over_stdio_and_http() {
     );
     for server in ["fx", "fxh"] {
         announce(&client, server).await;
-        until_held(&client, "call_tool_write", &format!("{server}:mystery_tool")).await;
+        until_held(
+            &client,
+            "call_tool_write",
+            &format!("{server}:mystery_tool"),
+        )
+        .await;
     }
     let lines = stderr_log(proxy.data_dir.path());
     for server in ["fx", "fxh"] {

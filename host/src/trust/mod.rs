@@ -99,8 +99,9 @@ pub enum ToolStanding {
     Trusted,
     /// Not pinned, on a server whose tools were pinned before: held until approved.
     New,
-    /// Pinned, but the server now describes it differently: held until approved.
-    Changed(ToolDiff),
+    /// Pinned, but the server now describes it differently: held until approved. Boxed:
+    /// a diff is large, and most tools are trusted.
+    Changed(Box<ToolDiff>),
 }
 
 /// A server's listed tools held against its pins.
@@ -130,7 +131,9 @@ impl Review {
                 let standing = match pins.tools.get(name) {
                     None => ToolStanding::New,
                     Some(pinned) if pinned.matches(tool) => ToolStanding::Trusted,
-                    Some(pinned) => ToolStanding::Changed(ToolDiff::between(pinned, tool)),
+                    Some(pinned) => {
+                        ToolStanding::Changed(Box::new(ToolDiff::between(pinned, tool)))
+                    }
                 };
                 (name.clone(), standing)
             })
@@ -205,7 +208,7 @@ impl Analysis {
             .map(|tool| {
                 let (standing, diff) = match review.standing.get(&tool.name) {
                     Some(ToolStanding::Trusted) => ("trusted", None),
-                    Some(ToolStanding::Changed(diff)) => ("changed", Some(diff.clone())),
+                    Some(ToolStanding::Changed(diff)) => ("changed", Some((**diff).clone())),
                     Some(ToolStanding::New) | None => ("new", None),
                 };
                 AnalyzedTool {

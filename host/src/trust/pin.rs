@@ -490,7 +490,10 @@ mod tests {
         for key in UNPINNED_META_KEYS {
             assert!(kept.get(key).is_none());
         }
-        assert_eq!(kept["safety_class"], "dangerous", "what plugins read is pinned");
+        assert_eq!(
+            kept["safety_class"], "dangerous",
+            "what plugins read is pinned"
+        );
         assert_eq!(pinned_meta(Some(&json!({}))), None);
         assert_eq!(pinned_meta(None), None);
     }
@@ -558,15 +561,25 @@ mod tests {
             ),
         ]
         .into();
+        // Held against the pins before any upgrade (as for a quarantined server).
+        let review = super::super::Review::of(&tools, Some(&server));
+        assert!(review.is_trusted("wipe_cache"), "{review:?}");
+        assert!(!review.is_trusted("changed"));
         assert!(has_outdated_pins(&server, &tools));
         assert_eq!(upgrade_pins(&mut server, &tools), vec!["wipe_cache"]);
         assert!(!has_outdated_pins(&server, &tools));
         let upgraded = &server.tools["wipe_cache"];
         assert_eq!(upgraded.version, PIN_VERSION);
-        assert_eq!(upgraded.pinned_at, "2026-01-01T00:00:00Z", "approval time kept");
+        assert_eq!(
+            upgraded.pinned_at, "2026-01-01T00:00:00Z",
+            "approval time kept"
+        );
         assert_eq!(upgraded.meta, Some(json!({"safety_class": "dangerous"})));
         assert!(upgraded.matches(&listed));
-        assert_eq!(server.tools["changed"].version, 1, "a changed tool stays held");
+        assert_eq!(
+            server.tools["changed"].version, 1,
+            "a changed tool stays held"
+        );
 
         // From now on a change of `_meta` alone is held.
         let relabelled = Tool {

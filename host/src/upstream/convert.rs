@@ -190,8 +190,14 @@ mod tests {
     #[test]
     fn an_entry_that_is_no_tool_is_left_out_naming_it_safely() {
         let cases = [
-            (json!("just a string"), "the tool at position 3: it is a string"),
-            (json!({"inputSchema": {}}), "the tool at position 3: it has no name"),
+            (
+                json!("just a string"),
+                "the tool at position 3: it is a string",
+            ),
+            (
+                json!({"inputSchema": {}}),
+                "the tool at position 3: it has no name",
+            ),
             (
                 json!({"name": 7, "inputSchema": {}}),
                 "the tool at position 3: its name is a number",

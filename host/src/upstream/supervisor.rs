@@ -11,9 +11,8 @@ use std::time::Duration;
 use rmcp::ErrorData;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ClientRequest, ClientResult, CreateMessageRequestParams,
-    CustomRequest,
-    CreateMessageResult, ElicitRequestParams, ElicitResult, ElicitationCapability, Implementation,
-    LoggingMessageNotificationParam, ProgressNotificationParam, RequestId,
+    CreateMessageResult, CustomRequest, ElicitRequestParams, ElicitResult, ElicitationCapability,
+    Implementation, LoggingMessageNotificationParam, ProgressNotificationParam, RequestId,
     ResourceUpdatedNotificationParam, ServerNotification, ServerRequest,
 };
 use rmcp::service::{
@@ -669,9 +668,7 @@ async fn list_tools(
         if left.is_zero() {
             return Err("tools/list did not answer".to_owned());
         }
-        let params = cursor
-            .as_ref()
-            .map(|c| serde_json::json!({ "cursor": c }));
+        let params = cursor.as_ref().map(|c| serde_json::json!({ "cursor": c }));
         let request = ClientRequest::CustomRequest(CustomRequest::new("tools/list", params));
         let answer = match peer
             .send_request_with_option(request, PeerRequestOptions::with_timeout(left))
@@ -703,7 +700,9 @@ async fn list_tools(
             if tools.len() == MAX_LISTED_TOOLS {
                 warned.warn(
                     server,
-                    &format!("the server lists more than {MAX_LISTED_TOOLS} tools; leaving out the rest"),
+                    &format!(
+                        "the server lists more than {MAX_LISTED_TOOLS} tools; leaving out the rest"
+                    ),
                 );
                 return Ok(tools);
             }

@@ -104,8 +104,8 @@ impl Service<RoleServer> for Served {
             _ => return Service::handle_request(&self.fixture, request, context).await,
         };
         let listed = Service::handle_request(&self.fixture, request, context).await?;
-        let mut listed =
-            serde_json::to_value(listed).map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        let mut listed = serde_json::to_value(listed)
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
         raw.extend(&mut listed);
         Ok(ServerResult::CustomResult(CustomResult::new(listed)))
     }
@@ -138,17 +138,27 @@ pub async fn add_to_http_listings(
 ) -> Response {
     let (parts, body) = request.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
-        return (axum::http::StatusCode::PAYLOAD_TOO_LARGE, "request too large").into_response();
+        return (
+            axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+            "request too large",
+        )
+            .into_response();
     };
     let is_listing = serde_json::from_slice::<Value>(&bytes)
         .is_ok_and(|message| message.get("method").and_then(Value::as_str) == Some("tools/list"));
-    let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
+    let response = next
+        .run(Request::from_parts(parts, Body::from(bytes)))
+        .await;
     if !is_listing {
         return response;
     }
     let (mut parts, body) = response.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
-        return (axum::http::StatusCode::INTERNAL_SERVER_ERROR, "listing too large").into_response();
+        return (
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            "listing too large",
+        )
+            .into_response();
     };
     let text = String::from_utf8_lossy(&bytes);
     let rewrite = |json: &str| -> Option<String> {
