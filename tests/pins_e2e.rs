@@ -138,11 +138,12 @@ fn records(proxy: &Proxy, log: &Path) -> Vec<Value> {
     serde_json::from_str(&out.stdout()).unwrap()
 }
 
-/// Calls `tool` through `variant` until the answer is an error containing `held`, and
-/// returns it; panics if the call goes through (the change was not held) or after 10 s.
+/// Calls `tool` (one that `variant` refuses before its change too) until the call is
+/// refused as held, and returns the refusal; panics if the call goes through (the change
+/// was not held) or after 300 tries.
 async fn until_held(client: &crate::mcp_util::Client, variant: &str, tool: &str) -> String {
     let mut last = String::new();
-    for _ in 0..100 {
+    for _ in 0..300 {
         let result = call(client, variant, json!({"name": tool})).await.unwrap();
         last = text(&result);
         assert!(
@@ -371,18 +372,14 @@ async fn one_malformed_tool_never_hides_the_others_over_stdio_and_http() {
     }
 
     // A second listing of each server (its change held proves it was read) warns no more.
+    // delete_note is refused on call_tool_read before its change too: until_held needs that.
     set_file(
         &overrides,
-        json!({"mystery_tool": {"description": "Do something else"}}),
+        json!({"delete_note": {"description": "Delete an in-memory note, now for good"}}),
     );
     for server in ["fx", "fxh"] {
         announce(&client, server).await;
-        until_held(
-            &client,
-            "call_tool_write",
-            &format!("{server}:mystery_tool"),
-        )
-        .await;
+        until_held(&client, "call_tool_read", &format!("{server}:delete_note")).await;
     }
     let lines = stderr_log(proxy.data_dir.path());
     for server in ["fx", "fxh"] {
