@@ -631,6 +631,48 @@ impl Warned {
     }
 }
 
+/// The tools of one `tools/list` answer, and its `nextCursor` as sent. A page rmcp could
+/// read as a whole is taken as it is (every entry a valid tool, every hint a boolean or
+/// absent); any other is read entry by entry from its JSON ([`tool_from_wire`]), each
+/// problem warned once. `position` counts the entries read so far, across pages.
+fn read_page(
+    result: rmcp::model::ServerResult,
+    position: &mut usize,
+    server: &str,
+    warned: &Warned,
+) -> Result<(Vec<rmcp::model::Tool>, Option<serde_json::Value>), String> {
+    if let rmcp::model::ServerResult::ListToolsResult(page) = result {
+        *position += page.tools.len();
+        return Ok((page.tools, page.next_cursor.map(serde_json::Value::String)));
+    }
+    let mut result = serde_json::to_value(result)
+        .map_err(|e| format!("tools/list answered with what cannot be read: {e}"))?;
+    let Some(serde_json::Value::Array(entries)) =
+        result.get_mut("tools").map(serde_json::Value::take)
+    else {
+        return Err(
+            "tools/list failed: the answer has no `tools` list, so it is not a tools/list result"
+                .to_owned(),
+        );
+    };
+    let mut tools = Vec::with_capacity(entries.len());
+    for entry in entries {
+        *position += 1;
+        let (tool, problems) = tool_from_wire(entry, *position);
+        for problem in problems {
+            warned.warn(server, &problem.to_string());
+        }
+        match tool {
+            Ok(tool) => tools.push(tool),
+            Err(problem) => warned.warn(server, &problem.to_string()),
+        }
+    }
+    Ok((
+        tools,
+        result.get_mut("nextCursor").map(serde_json::Value::take),
+    ))
+}
+
 /// A hash of `value`, to remember it without keeping it (the text is the upstream's).
 fn hash_of<T: std::hash::Hash + ?Sized>(value: &T) -> u64 {
     use std::hash::Hasher;
@@ -639,11 +681,11 @@ fn hash_of<T: std::hash::Hash + ?Sized>(value: &T) -> u64 {
     hasher.finish()
 }
 
-/// Lists the server's tools page by page as raw JSON (a `tools/list` request whose answer
-/// rmcp hands back untyped), then takes each entry on its own ([`tool_from_wire`]): one
-/// malformed tool is left out, a hint of the wrong type is dropped, each warned once,
-/// instead of rmcp's typed listing failing the whole page, and with it every tool of the
-/// server. Pagination follows `nextCursor` up to [`MAX_LIST_PAGES`] pages and
+/// Lists the server's tools page by page with a `tools/list` request whose answer rmcp
+/// hands back untyped when it cannot read it as a listing, then takes each entry of such a
+/// page on its own ([`read_page`]): one malformed tool is left out, a hint of the wrong
+/// type is dropped, each warned once, instead of rmcp's typed listing failing the whole
+/// page, and with it every tool of the server. A page rmcp reads whole costs what it did. Pagination follows `nextCursor` up to [`MAX_LIST_PAGES`] pages and
 /// [`MAX_LISTED_TOOLS`] tools, stopping at a cursor seen before; the whole listing has
 /// [`CONNECT_TIMEOUT`].
 async fn list_tools(
@@ -652,23 +694,12 @@ async fn list_tools(
     warned: &Warned,
 ) -> Result<Vec<rmcp::model::Tool>, String> {
     let deadline = tokio::time::Instant::now() + CONNECT_TIMEOUT;
-    let mut tools = Vec::new();
-    let mut cursors = HashSet::new();
-    let mut cursor: Option<String> = None;
-    let mut position = 0;
-    for page in 1..=MAX_LIST_PAGES + 1 {
-        if page > MAX_LIST_PAGES {
-            warned.warn(
-                server,
-                &format!("the server has more than {MAX_LIST_PAGES} pages of tools; listing the first {MAX_LIST_PAGES} only"),
-            );
-            break;
-        }
+    let fetch = |cursor: Option<String>| async move {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         if left.is_zero() {
             return Err("tools/list did not answer".to_owned());
         }
-        let params = cursor.as_ref().map(|c| serde_json::json!({ "cursor": c }));
+        let params = cursor.map(|c| serde_json::json!({ "cursor": c }));
         let request = ClientRequest::CustomRequest(CustomRequest::new("tools/list", params));
         let answer = match peer
             .send_request_with_option(request, PeerRequestOptions::with_timeout(left))
@@ -677,26 +708,33 @@ async fn list_tools(
             Ok(handle) => handle.await_response().await,
             Err(e) => Err(e),
         };
-        let result = match answer {
-            Ok(result) => result,
-            Err(rmcp::ServiceError::Timeout { .. }) => {
-                return Err("tools/list did not answer".to_owned());
-            }
-            Err(e) => return Err(format!("tools/list failed: {e}")),
-        };
-        let mut result = serde_json::to_value(result)
-            .map_err(|e| format!("tools/list answered with what cannot be read: {e}"))?;
-        let entries = match result.get_mut("tools").map(serde_json::Value::take) {
-            Some(serde_json::Value::Array(entries)) => entries,
-            _ => {
-                return Err(
-                    "tools/list failed: the answer has no `tools` list, so it is not a tools/list result"
-                        .to_owned(),
-                );
-            }
-        };
-        for entry in entries {
-            position += 1;
+        match answer {
+            Ok(result) => Ok(result),
+            Err(rmcp::ServiceError::Timeout { .. }) => Err("tools/list did not answer".to_owned()),
+            Err(e) => Err(format!("tools/list failed: {e}")),
+        }
+    };
+    list_pages(fetch, server, warned).await
+}
+
+/// Follows a listing's pages: `fetch` gets the page after a cursor (`None`: the first).
+async fn list_pages<F, Fut>(
+    mut fetch: F,
+    server: &str,
+    warned: &Warned,
+) -> Result<Vec<rmcp::model::Tool>, String>
+where
+    F: FnMut(Option<String>) -> Fut,
+    Fut: std::future::Future<Output = Result<rmcp::model::ServerResult, String>>,
+{
+    let mut tools = Vec::new();
+    let mut cursors = HashSet::new();
+    let mut cursor: Option<String> = None;
+    let mut position = 0;
+    for _ in 0..MAX_LIST_PAGES {
+        let result = fetch(cursor.take()).await?;
+        let (page, next) = read_page(result, &mut position, server, warned)?;
+        for tool in page {
             if tools.len() == MAX_LISTED_TOOLS {
                 warned.warn(
                     server,
@@ -706,18 +744,11 @@ async fn list_tools(
                 );
                 return Ok(tools);
             }
-            let (tool, problems) = tool_from_wire(entry, position);
-            for problem in problems {
-                warned.warn(server, &problem.to_string());
-            }
-            match tool {
-                Ok(tool) => tools.push(tool),
-                Err(problem) => warned.warn(server, &problem.to_string()),
-            }
+            tools.push(tool);
         }
-        cursor = match result.get("nextCursor") {
+        let next = match next {
             None | Some(serde_json::Value::Null) => return Ok(tools),
-            Some(serde_json::Value::String(next)) => Some(next.clone()),
+            Some(serde_json::Value::String(next)) => next,
             Some(_) => {
                 warned.warn(
                     server,
@@ -726,14 +757,21 @@ async fn list_tools(
                 return Ok(tools);
             }
         };
-        if !cursors.insert(hash_of(&cursor)) {
+        if !cursors.insert(hash_of(next.as_str())) {
             warned.warn(
                 server,
                 "the server repeats a page cursor; listing the pages read so far only",
             );
             return Ok(tools);
         }
+        cursor = Some(next);
     }
+    warned.warn(
+        server,
+        &format!(
+            "the server has more than {MAX_LIST_PAGES} pages of tools; listing the first {MAX_LIST_PAGES} only"
+        ),
+    );
     Ok(tools)
 }
 
@@ -837,6 +875,80 @@ async fn connect(upstream: &Arc<Upstream>, warned: &Arc<Warned>) -> Result<Conne
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A fake server's pages: page `i` (cursor `p{i}`, none for the first) answers
+    /// `pages[i]`.
+    async fn list(pages: Vec<serde_json::Value>, warned: &Warned) -> (Vec<String>, usize) {
+        let asked = std::cell::Cell::new(0);
+        let fetch = |cursor: Option<String>| {
+            asked.set(asked.get() + 1);
+            let at = cursor.map_or(0, |c| c.trim_start_matches('p').parse().unwrap_or(0));
+            let page = pages.get(at).cloned().unwrap_or_default();
+            async move {
+                serde_json::from_value::<rmcp::model::ServerResult>(page).map_err(|e| e.to_string())
+            }
+        };
+        let tools = list_pages(fetch, "fx", warned).await.unwrap();
+        (
+            tools.iter().map(|t| t.name.to_string()).collect(),
+            asked.get(),
+        )
+    }
+
+    fn tool(name: &str) -> serde_json::Value {
+        serde_json::json!({"name": name, "inputSchema": {"type": "object"}})
+    }
+
+    #[tokio::test]
+    async fn every_page_is_listed_and_a_malformed_entry_is_left_out_of_its_page_only() {
+        let warned = Warned::default();
+        let pages = vec![
+            serde_json::json!({"tools": [tool("a"), tool("b")], "nextCursor": "p1"}),
+            serde_json::json!({
+                "tools": [tool("c"), {"inputSchema": {}}, {"name": "d", "inputSchema": {}, "annotations": {"readOnlyHint": "true"}}],
+                "nextCursor": "p2"
+            }),
+            serde_json::json!({"tools": [tool("e")]}),
+        ];
+        let (names, asked) = list(pages.clone(), &warned).await;
+        assert_eq!(names, ["a", "b", "c", "d", "e"]);
+        assert_eq!(asked, 3);
+        // The problems were warned (and are not warned again).
+        assert!(!warned.first_time("leaving out the tool at position 4: it has no name"));
+        assert!(!warned.first_time(
+            "tool 'd': ignoring annotations.readOnlyHint, which is a string instead of true or false; the MCP spec's default applies"
+        ));
+    }
+
+    #[tokio::test]
+    async fn paging_stops_at_a_repeated_or_unusable_cursor_and_at_the_page_bound() {
+        let warned = Warned::default();
+        let looping = vec![
+            serde_json::json!({"tools": [tool("a")], "nextCursor": "p1"}),
+            serde_json::json!({"tools": [tool("b")], "nextCursor": "p1"}),
+        ];
+        let (names, asked) = list(looping, &warned).await;
+        assert_eq!((names, asked), (vec!["a".to_owned(), "b".to_owned()], 2));
+
+        let odd_cursor = vec![serde_json::json!({"tools": [tool("a")], "nextCursor": 7})];
+        let (names, _) = list(odd_cursor, &warned).await;
+        assert_eq!(names, ["a"]);
+
+        let endless: Vec<serde_json::Value> = (0..MAX_LIST_PAGES + 5)
+            .map(|i| serde_json::json!({"tools": [], "nextCursor": format!("p{}", i + 1)}))
+            .collect();
+        let (_, asked) = list(endless, &warned).await;
+        assert_eq!(asked, MAX_LIST_PAGES);
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_is_no_listing_fails_the_listing() {
+        let fetch = |_| async { Ok(rmcp::model::ServerResult::empty(())) };
+        let err = list_pages(fetch, "fx", &Warned::default())
+            .await
+            .unwrap_err();
+        assert!(err.contains("has no `tools` list"), "{err}");
+    }
 
     #[test]
     fn tools_with_names_that_could_forge_output_or_not_be_called_are_not_listed() {
