@@ -98,6 +98,7 @@ fn annotate_and_validate(c: &mut Criterion) {
         input_schema: json!({"type": "object", "properties": {"repo": {"type": "string"}}}),
         annotations: None,
         meta: None,
+        ..Default::default()
     };
     let args = json!({"repo": "test-repo"});
 

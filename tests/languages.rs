@@ -709,6 +709,7 @@ fn request(private: bool) -> CallRequest {
             input_schema: json!({"type": "object"}),
             annotations: None,
             meta: None,
+            ..Default::default()
         },
         intent: Some(Intent {
             operation_type: None,

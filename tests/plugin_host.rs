@@ -43,6 +43,7 @@ fn tool(name: &str, annotations: Option<Annotations>) -> Tool {
         input_schema: json!({"type": "object"}),
         annotations,
         meta: None,
+        ..Default::default()
     }
 }
 

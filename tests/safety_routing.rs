@@ -21,6 +21,7 @@ fn request(variant: OperationType, class: SafetyClass) -> CallRequest {
             input_schema: json!({"type": "object"}),
             annotations: None,
             meta: None,
+            ..Default::default()
         },
         intent: None,
         effective: EffectiveAnnotations {

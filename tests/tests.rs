@@ -48,6 +48,10 @@ mod npm_e2e;
 mod observability_e2e;
 /// One owner per data dir: stdio front-ends, the CLI and an HTTP relay beside it.
 mod owner_e2e;
+/// Pins on everything the policy reads (`_meta`, output schema, annotations' title), the
+/// spec's defaults for an annotations object without hints, listings that survive a
+/// malformed tool, and the pins of the previous version.
+mod pins_e2e;
 /// Property tests (random inputs, proptest): call arguments and intents, config text, the
 /// record codec. No input panics; every accepted one keeps the invariants.
 mod properties;

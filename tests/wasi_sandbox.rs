@@ -46,6 +46,7 @@ fn request(args: Value) -> CallRequest {
             input_schema: json!({"type": "object"}),
             annotations: None,
             meta: None,
+            ..Default::default()
         },
         intent: None,
         effective: EffectiveAnnotations {

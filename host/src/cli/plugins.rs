@@ -387,6 +387,7 @@ fn smoke_call(plugin: &Plugin) -> Result<String, String> {
             ..Default::default()
         }),
         meta: None,
+        ..Default::default()
     };
     match plugin.kind() {
         PluginKind::Validator => {

@@ -230,6 +230,7 @@ fn case(item: &Value, index: usize, file: &str) -> Result<UserCase, CasesError> 
             open_world_hint: a.open_world_hint,
         }),
         meta: raw.tool.meta,
+        ..Default::default()
     };
     Ok(UserCase {
         name: raw.name.unwrap_or_else(|| {

@@ -243,6 +243,7 @@ fn request(
                 .then_some(annotations)
                 .flatten(),
             meta: None,
+            ..Default::default()
         },
         intent,
         effective: EffectiveAnnotations {
@@ -568,6 +569,7 @@ fn tool(name: &str, annotations: Option<Annotations>, meta: Option<serde_json::V
         input_schema: json!({"type": "object"}),
         annotations,
         meta,
+        ..Default::default()
     }
 }
 

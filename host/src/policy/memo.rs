@@ -97,6 +97,7 @@ mod tests {
             input_schema: serde_json::json!({"type": "object"}),
             annotations: None,
             meta: None,
+            ..Default::default()
         }
     }
 

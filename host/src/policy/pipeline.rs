@@ -141,8 +141,10 @@ impl Pipeline {
 
     /// The annotations in force for a tool. The server's own annotations always win, with
     /// the MCP spec's defaults for the hints it left out
-    /// ([`Annotations::with_spec_defaults`]); the first annotator that answers supplies the
-    /// safety class (and, for unannotated tools, the annotations).
+    /// ([`Annotations::with_spec_defaults`]), whenever it sent an annotations object, even
+    /// one with no hint at all (`{"title": "Harmless"}` is a destructive tool); the first
+    /// annotator that answers supplies the safety class (and, for tools without an
+    /// annotations object, the annotations).
     ///
     /// When every annotator is pure ([`Annotator::is_pure`]: the embedded ones), the answer
     /// for a tool definition is remembered and the annotators are not asked again until the
@@ -161,10 +163,7 @@ impl Pipeline {
 
     /// [`Pipeline::annotate`] without the memo: runs the annotator chain.
     fn ask_annotators(&self, tool: &Tool) -> Result<EffectiveAnnotations, Fault> {
-        let server = tool
-            .annotations
-            .filter(Annotations::is_any_set)
-            .map(Annotations::with_spec_defaults);
+        let server = tool.annotations.map(Annotations::with_spec_defaults);
         // Annotators see the server's hints with the defaults filled in, so the class they
         // derive agrees with the annotations in force.
         let completed;
@@ -546,6 +545,47 @@ mod tests {
         // The annotator still supplies the class and its reason.
         assert_eq!(effective.safety_class, SafetyClass::Dangerous);
         assert_eq!(effective.reason.as_deref(), Some("_meta"));
+    }
+
+    /// An annotator that keeps the tool it was shown and does not answer.
+    #[derive(Default)]
+    struct Witness(Mutex<Option<Tool>>);
+
+    impl Annotator for Witness {
+        fn name(&self) -> &str {
+            "witness"
+        }
+
+        fn infer(&self, tool: &Tool) -> Result<Option<Inference>, Fault> {
+            *self.0.lock().unwrap() = Some(tool.clone());
+            Ok(None)
+        }
+    }
+
+    #[test]
+    fn an_annotations_object_without_hints_takes_every_spec_default() {
+        let witness = Arc::new(Witness::default());
+        let pipeline = Pipeline::new(vec![witness.clone() as Arc<dyn Annotator>], Vec::new());
+        let mut titled = tool(Some(Annotations::default()));
+        titled.annotations_title = Some("Harmless".into());
+        let effective = pipeline.annotate(&titled).unwrap();
+        let defaults = Annotations {
+            read_only_hint: Some(false),
+            destructive_hint: Some(true),
+            idempotent_hint: Some(false),
+            open_world_hint: Some(true),
+        };
+        assert_eq!(effective.annotations, Some(defaults));
+        assert_eq!(effective.source, AnnotationSource::Server);
+        assert_eq!(effective.safety_class, SafetyClass::Dangerous);
+        assert_eq!(
+            witness.0.lock().unwrap().as_ref().unwrap().annotations,
+            Some(defaults),
+            "annotators see the defaults, so the class they derive agrees"
+        );
+        // No annotations object at all stays "none".
+        let bare = pipeline.annotate(&tool(None)).unwrap();
+        assert_eq!(bare, EffectiveAnnotations::unknown());
     }
 
     #[test]

@@ -221,9 +221,25 @@ pub struct Tool {
     /// The JSON Schema of the tool's arguments.
     #[serde(default, rename = "inputSchema")]
     pub input_schema: serde_json::Value,
-    /// The annotations the server itself gave.
+    /// The annotations the server itself gave: `Some` whenever it sent an annotations
+    /// object, even one without hints (the spec's defaults then apply to every hint).
     #[serde(default)]
     pub annotations: Option<Annotations>,
+    /// `annotations.title`, as the server sent it. Not a hint, so not in [`Annotations`]
+    /// (nor in what plugins see), but pinned with the rest.
+    #[serde(
+        default,
+        rename = "annotationsTitle",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub annotations_title: Option<String>,
+    /// The JSON Schema of the tool's structured result (`outputSchema`), if it gave one.
+    #[serde(
+        default,
+        rename = "outputSchema",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub output_schema: Option<serde_json::Value>,
     /// The tool's `_meta` object.
     #[serde(default, rename = "_meta")]
     pub meta: Option<serde_json::Value>,

@@ -709,6 +709,7 @@ fn resource_read_tool(server: &str) -> Tool {
             open_world_hint: None,
         }),
         meta: None,
+        ..Default::default()
     }
 }
 

@@ -6,8 +6,10 @@
 //!   approval is bound to ([`Standing`]: approved, quarantined, or its launch not approved);
 //! - [`TrustStore`]: the decisions, durable in `<data dir>/trust.json` (written to a
 //!   temporary file, synced and renamed, so a crash leaves the old file or the new one);
-//! - [`pin`]: a tool's SHA-256 fingerprint over its name, description, input schema and
-//!   annotations (JSON with sorted keys, so key order never counts as a change);
+//! - [`pin`]: a tool's SHA-256 fingerprint over everything the policy reads about it (name,
+//!   description, input and output schema, annotations with their title, `_meta`; JSON
+//!   with sorted keys, so key order never counts as a change), and the pins of earlier
+//!   formats compared and upgraded in their own form;
 //! - [`Review`]: a listed tool set held against the pins: trusted, new, changed (with a
 //!   [`ToolDiff`]);
 //! - [`Finding`] and the [`ToolScanner`] trait: what a scanner plugin reports about tools,
@@ -18,7 +20,10 @@ mod pin;
 mod store;
 
 pub use launch::{LaunchSpec, LaunchView};
-pub use pin::{ToolDiff, fingerprint};
+pub use pin::{
+    PIN_VERSION, ToolDiff, UNPINNED_META_KEYS, fingerprint, has_outdated_pins, pinned_meta,
+    upgrade_pins,
+};
 pub use store::{ApprovedLaunch, FIRST_START, PinnedTool, ServerTrust, Standing, TrustStore};
 
 use std::collections::BTreeMap;
@@ -98,8 +103,9 @@ pub enum ToolStanding {
     Trusted,
     /// Not pinned, on a server whose tools were pinned before: held until approved.
     New,
-    /// Pinned, but the server now describes it differently: held until approved.
-    Changed(ToolDiff),
+    /// Pinned, but the server now describes it differently: held until approved. Boxed:
+    /// a diff is large, and most tools are trusted.
+    Changed(Box<ToolDiff>),
 }
 
 /// A server's listed tools held against its pins.
@@ -128,8 +134,10 @@ impl Review {
             .map(|(name, tool)| {
                 let standing = match pins.tools.get(name) {
                     None => ToolStanding::New,
-                    Some(pinned) if pinned.sha256 == fingerprint(tool) => ToolStanding::Trusted,
-                    Some(pinned) => ToolStanding::Changed(ToolDiff::between(pinned, tool)),
+                    Some(pinned) if pinned.matches(tool) => ToolStanding::Trusted,
+                    Some(pinned) => {
+                        ToolStanding::Changed(Box::new(ToolDiff::between(pinned, tool)))
+                    }
                 };
                 (name.clone(), standing)
             })
@@ -217,7 +225,7 @@ impl Analysis {
             .map(|tool| {
                 let (standing, diff) = match review.standing.get(&tool.name) {
                     Some(ToolStanding::Trusted) => ("trusted", None),
-                    Some(ToolStanding::Changed(diff)) => ("changed", Some(diff.clone())),
+                    Some(ToolStanding::Changed(diff)) => ("changed", Some((**diff).clone())),
                     Some(ToolStanding::New) | None => ("new", None),
                 };
                 AnalyzedTool {

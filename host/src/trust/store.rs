@@ -18,14 +18,34 @@ pub const FILE_NAME: &str = "trust.json";
 /// The largest trust file read: far more than thousands of pinned tools need.
 const MAX_FILE_BYTES: u64 = 64 << 20;
 
-/// A tool as it was approved.
+/// A tool as it was approved: everything the policy reads about it (see [`super::pin`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PinnedTool {
+    /// The pin's format ([`super::pin::PIN_VERSION`] now). Absent in the files of earlier
+    /// versions (1): those pins cover the name, description, input schema and hints only.
+    #[serde(default = "super::pin::v1")]
+    pub version: u32,
     pub sha256: String,
     pub description: String,
     #[serde(rename = "inputSchema")]
     pub input_schema: serde_json::Value,
+    #[serde(
+        default,
+        rename = "outputSchema",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub output_schema: Option<serde_json::Value>,
     pub annotations: Option<Annotations>,
+    /// `annotations.title`.
+    #[serde(
+        default,
+        rename = "annotationsTitle",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub annotations_title: Option<String>,
+    /// The pinned part of `_meta` ([`super::pin::pinned_meta`]).
+    #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<serde_json::Value>,
     /// When it was pinned (RFC 3339).
     pub pinned_at: String,
 }
@@ -33,10 +53,14 @@ pub struct PinnedTool {
 impl PinnedTool {
     pub fn of(tool: &Tool, at: &str) -> Self {
         Self {
+            version: super::pin::PIN_VERSION,
             sha256: fingerprint(tool),
             description: tool.description.clone(),
             input_schema: tool.input_schema.clone(),
+            output_schema: tool.output_schema.clone(),
             annotations: tool.annotations,
+            annotations_title: tool.annotations_title.clone(),
+            meta: super::pin::pinned_meta(tool.meta.as_ref()),
             pinned_at: at.to_owned(),
         }
     }

@@ -4,19 +4,20 @@
 // of earlier versions use them, and mcpproxy carries them.
 #![allow(deprecated)]
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequestParams,
-    CreateMessageResult, ElicitRequestParams, ElicitResult, ElicitationCapability, Implementation,
-    LoggingMessageNotificationParam, ProgressNotificationParam, RequestId,
+    ClientCapabilities, ClientConfig, ClientRequest, ClientResult, CreateMessageRequestParams,
+    CreateMessageResult, CustomRequest, ElicitRequestParams, ElicitResult, ElicitationCapability,
+    Implementation, LoggingMessageNotificationParam, ProgressNotificationParam, RequestId,
     ResourceUpdatedNotificationParam, ServerNotification, ServerRequest,
 };
 use rmcp::service::{
-    InboundStreamOrigin, NotificationContext, RequestContext, RoleClient, RunningService,
+    InboundStreamOrigin, NotificationContext, PeerRequestOptions, RequestContext, RoleClient,
+    RunningService,
 };
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -30,6 +31,7 @@ use crate::index::ToolIndex;
 use crate::policy::MAX_QUALIFIED_NAME_BYTES;
 use crate::trust::{is_unprintable, quote};
 
+use super::convert::tool_from_wire;
 use super::{State, Upstream, tool_from_mcp, write};
 
 /// How long one connection attempt (spawn + initialize) may take; each tools/list has the
@@ -70,6 +72,7 @@ struct UpstreamClient {
     upstream: Weak<Upstream>,
     server: String,
     back_channel: Arc<BackChannel>,
+    warned: Arc<Warned>,
 }
 
 /// How long a client has to answer a question an upstream asked it (elicitation,
@@ -198,7 +201,7 @@ impl ClientHandler for UpstreamClient {
             server = upstream.name(),
             "received tools/list_changed from upstream server"
         );
-        if let Err(e) = refresh_tools(&upstream, &context.peer).await {
+        if let Err(e) = refresh_tools(&upstream, &context.peer, &self.warned).await {
             let e = shown(&upstream, &e);
             tracing::warn!(server = upstream.name(), "cannot list tools again: {e}");
             upstream.refresh.notify_one();
@@ -369,11 +372,12 @@ pub(super) async fn run(
     let initial = upstream.settings.reconnect_initial;
     let max = upstream.settings.reconnect_max.max(initial);
     let mut backoff = initial;
+    let warned = Arc::new(Warned::default());
     loop {
         upstream.state.send_replace(State::Connecting);
         let connected = tokio::select! {
             _ = shutdown.cancelled() => break,
-            result = tokio::time::timeout(CONNECT_TIMEOUT, connect(&upstream)) => result
+            result = tokio::time::timeout(CONNECT_TIMEOUT, connect(&upstream, &warned)) => result
                 .unwrap_or_else(|_| Err(format!("no answer within {} s", CONNECT_TIMEOUT.as_secs()))),
         };
         match connected {
@@ -383,7 +387,7 @@ pub(super) async fn run(
                 lane,
             }) => {
                 backoff = initial;
-                let ended = serve_session(&upstream, session, lane, &shutdown).await;
+                let ended = serve_session(&upstream, session, lane, &shutdown, &warned).await;
                 *write(&upstream.lane) = None;
                 drop(child);
                 *write(&upstream.peer) = None;
@@ -466,6 +470,7 @@ async fn serve_session(
     session: Session,
     lane: Option<super::lane::Lane>,
     shutdown: &CancellationToken,
+    warned: &Warned,
 ) -> SessionEnd {
     let peer = session.peer().clone();
     let session_token = session.cancellation_token();
@@ -483,7 +488,7 @@ async fn serve_session(
         *write(&upstream.discovered_versions) = discover_versions(&peer).await;
     }
 
-    if let Err(reason) = refresh_tools(upstream, &peer).await {
+    if let Err(reason) = refresh_tools(upstream, &peer, warned).await {
         session_token.cancel();
         let _ = waiter.await;
         return SessionEnd::Lost(reason);
@@ -528,7 +533,7 @@ async fn serve_session(
             _ = upstream.refresh.notified() => {}
             _ = sweep.tick() => {}
         }
-        if let Err(reason) = refresh_tools(upstream, &peer).await {
+        if let Err(reason) = refresh_tools(upstream, &peer, warned).await {
             session_token.cancel();
             let _ = (&mut waiter).await;
             return SessionEnd::Lost(reason);
@@ -540,34 +545,236 @@ async fn serve_session(
 async fn refresh_tools(
     upstream: &Upstream,
     peer: &rmcp::service::Peer<RoleClient>,
+    warned: &Warned,
 ) -> Result<(), String> {
-    let listed = tokio::time::timeout(CONNECT_TIMEOUT, peer.list_all_tools())
-        .await
-        .map_err(|_| "tools/list did not answer".to_owned())?
-        .map_err(|e| format!("tools/list failed: {e}"))?;
     let name = upstream.name();
+    let listed = list_tools(peer, name, warned).await?;
     let (listable, unlistable): (Vec<_>, Vec<_>) = listed
-        .iter()
+        .into_iter()
         .partition(|t| is_listable_tool_name(name, &t.name));
     if !unlistable.is_empty() {
         let names: Vec<String> = unlistable.iter().map(|t| quote(&t.name)).collect();
-        tracing::warn!(
-            server = name,
+        let message = format!(
             "ignoring {} tool(s) whose names have control or invisible characters or are too long to call: {}",
             names.len(),
             names.join(", ")
         );
+        if warned.first_time(&message) {
+            tracing::warn!(server = name, "{message}");
+        }
     }
     let tools: BTreeMap<String, crate::policy::Tool> = listable
         .iter()
         .map(|t| (t.name.to_string(), tool_from_mcp(name, t)))
         .collect();
-    *write(&upstream.wire_tools) = Arc::new(super::WireTools::new(
-        listable.into_iter().cloned().collect(),
-    ));
+    *write(&upstream.wire_tools) = Arc::new(super::WireTools::new(listable));
+    if !upstream.is_quarantined() {
+        upgrade_outdated_pins(upstream, &tools);
+    }
     let review = upstream.vet(&tools);
     upstream.publish(tools, review);
     Ok(())
+}
+
+/// Re-pins in the current format the pins of an earlier mcpproxy that still match the
+/// listed tools (see [`crate::trust::upgrade_pins`]); writes the trust file only when there
+/// is one.
+fn upgrade_outdated_pins(upstream: &Upstream, tools: &BTreeMap<String, crate::policy::Tool>) {
+    let name = upstream.name();
+    let outdated = upstream
+        .trust
+        .server(name)
+        .is_some_and(|pins| crate::trust::has_outdated_pins(&pins, tools));
+    if !outdated {
+        return;
+    }
+    match upstream
+        .trust
+        .update(name, |pins| crate::trust::upgrade_pins(pins, tools))
+    {
+        Ok(upgraded) => tracing::info!(
+            server = name,
+            "re-pinned {} unchanged tool(s) in the pin format of this version (their output schema, annotations title and _meta are pinned from now on)",
+            upgraded.len()
+        ),
+        Err(e) => tracing::warn!(server = name, "cannot re-pin the server's tools: {e}"),
+    }
+}
+
+/// The most pages one listing reads; a server with more is listed up to there (warned).
+const MAX_LIST_PAGES: usize = 1000;
+/// The most tools one listing keeps; the rest are left out (warned).
+const MAX_LISTED_TOOLS: usize = 100_000;
+
+/// Warnings about a server's listings already given, so each is given once for as long as
+/// the server is configured (across reconnections). Bounded: past [`Warned::MAX`]
+/// different warnings it starts over.
+#[derive(Default)]
+struct Warned(std::sync::Mutex<HashSet<u64>>);
+
+impl Warned {
+    const MAX: usize = 4096;
+
+    /// Whether `message` was not warned before (and is now taken as warned).
+    fn first_time(&self, message: &str) -> bool {
+        let key = hash_of(message);
+        let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.len() >= Self::MAX {
+            seen.clear();
+        }
+        seen.insert(key)
+    }
+
+    /// Logs `message` about `server` as a warning, the first time only.
+    fn warn(&self, server: &str, message: &str) {
+        if self.first_time(message) {
+            tracing::warn!(server, "tools/list: {message}");
+        }
+    }
+}
+
+/// The tools of one `tools/list` answer, and its `nextCursor` as sent. A page rmcp could
+/// read as a whole is taken as it is (every entry a valid tool, every hint a boolean or
+/// absent); any other is read entry by entry from its JSON ([`tool_from_wire`]), each
+/// problem warned once. `position` counts the entries read so far, across pages.
+fn read_page(
+    result: rmcp::model::ServerResult,
+    position: &mut usize,
+    server: &str,
+    warned: &Warned,
+) -> Result<(Vec<rmcp::model::Tool>, Option<serde_json::Value>), String> {
+    if let rmcp::model::ServerResult::ListToolsResult(page) = result {
+        *position += page.tools.len();
+        return Ok((page.tools, page.next_cursor.map(serde_json::Value::String)));
+    }
+    let mut result = serde_json::to_value(result)
+        .map_err(|e| format!("tools/list answered with what cannot be read: {e}"))?;
+    let Some(serde_json::Value::Array(entries)) =
+        result.get_mut("tools").map(serde_json::Value::take)
+    else {
+        return Err(
+            "tools/list failed: the answer has no `tools` list, so it is not a tools/list result"
+                .to_owned(),
+        );
+    };
+    let mut tools = Vec::with_capacity(entries.len());
+    for entry in entries {
+        *position += 1;
+        let (tool, problems) = tool_from_wire(entry, *position);
+        for problem in problems {
+            warned.warn(server, &problem.to_string());
+        }
+        match tool {
+            Ok(tool) => tools.push(tool),
+            Err(problem) => warned.warn(server, &problem.to_string()),
+        }
+    }
+    Ok((
+        tools,
+        result.get_mut("nextCursor").map(serde_json::Value::take),
+    ))
+}
+
+/// A hash of `value`, to remember it without keeping it (the text is the upstream's).
+fn hash_of<T: std::hash::Hash + ?Sized>(value: &T) -> u64 {
+    use std::hash::Hasher;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    value.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Lists the server's tools page by page with a `tools/list` request whose answer rmcp
+/// hands back untyped when it cannot read it as a listing, then takes each entry of such a
+/// page on its own ([`read_page`]): one malformed tool is left out, a hint of the wrong
+/// type is dropped, each warned once, instead of rmcp's typed listing failing the whole
+/// page, and with it every tool of the server. A page rmcp reads whole costs what it did. Pagination follows `nextCursor` up to [`MAX_LIST_PAGES`] pages and
+/// [`MAX_LISTED_TOOLS`] tools, stopping at a cursor seen before; the whole listing has
+/// [`CONNECT_TIMEOUT`].
+async fn list_tools(
+    peer: &rmcp::service::Peer<RoleClient>,
+    server: &str,
+    warned: &Warned,
+) -> Result<Vec<rmcp::model::Tool>, String> {
+    let deadline = tokio::time::Instant::now() + CONNECT_TIMEOUT;
+    let fetch = |cursor: Option<String>| async move {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            return Err("tools/list did not answer".to_owned());
+        }
+        let params = cursor.map(|c| serde_json::json!({ "cursor": c }));
+        let request = ClientRequest::CustomRequest(CustomRequest::new("tools/list", params));
+        let answer = match peer
+            .send_request_with_option(request, PeerRequestOptions::with_timeout(left))
+            .await
+        {
+            Ok(handle) => handle.await_response().await,
+            Err(e) => Err(e),
+        };
+        match answer {
+            Ok(result) => Ok(result),
+            Err(rmcp::ServiceError::Timeout { .. }) => Err("tools/list did not answer".to_owned()),
+            Err(e) => Err(format!("tools/list failed: {e}")),
+        }
+    };
+    list_pages(fetch, server, warned).await
+}
+
+/// Follows a listing's pages: `fetch` gets the page after a cursor (`None`: the first).
+async fn list_pages<F, Fut>(
+    mut fetch: F,
+    server: &str,
+    warned: &Warned,
+) -> Result<Vec<rmcp::model::Tool>, String>
+where
+    F: FnMut(Option<String>) -> Fut,
+    Fut: std::future::Future<Output = Result<rmcp::model::ServerResult, String>>,
+{
+    let mut tools = Vec::new();
+    let mut cursors = HashSet::new();
+    let mut cursor: Option<String> = None;
+    let mut position = 0;
+    for _ in 0..MAX_LIST_PAGES {
+        let result = fetch(cursor.take()).await?;
+        let (page, next) = read_page(result, &mut position, server, warned)?;
+        for tool in page {
+            if tools.len() == MAX_LISTED_TOOLS {
+                warned.warn(
+                    server,
+                    &format!(
+                        "the server lists more than {MAX_LISTED_TOOLS} tools; leaving out the rest"
+                    ),
+                );
+                return Ok(tools);
+            }
+            tools.push(tool);
+        }
+        let next = match next {
+            None | Some(serde_json::Value::Null) => return Ok(tools),
+            Some(serde_json::Value::String(next)) => next,
+            Some(_) => {
+                warned.warn(
+                    server,
+                    "the answer's nextCursor is not a string; listing the pages read so far only",
+                );
+                return Ok(tools);
+            }
+        };
+        if !cursors.insert(hash_of(next.as_str())) {
+            warned.warn(
+                server,
+                "the server repeats a page cursor; listing the pages read so far only",
+            );
+            return Ok(tools);
+        }
+        cursor = Some(next);
+    }
+    warned.warn(
+        server,
+        &format!(
+            "the server has more than {MAX_LIST_PAGES} pages of tools; listing the first {MAX_LIST_PAGES} only"
+        ),
+    );
+    Ok(tools)
 }
 
 /// Whether a tool's name can be listed and called: printable (no control, bidirectional or
@@ -589,11 +796,12 @@ struct Connection {
 }
 
 /// Starts a session with the server.
-async fn connect(upstream: &Arc<Upstream>) -> Result<Connection, String> {
+async fn connect(upstream: &Arc<Upstream>, warned: &Arc<Warned>) -> Result<Connection, String> {
     let handler = UpstreamClient {
         upstream: Arc::downgrade(upstream),
         server: upstream.name().to_owned(),
         back_channel: upstream.back_channel.clone(),
+        warned: warned.clone(),
     };
     match &upstream.config.transport {
         Transport::Stdio {
@@ -669,6 +877,80 @@ async fn connect(upstream: &Arc<Upstream>) -> Result<Connection, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A fake server's pages: page `i` (cursor `p{i}`, none for the first) answers
+    /// `pages[i]`.
+    async fn list(pages: Vec<serde_json::Value>, warned: &Warned) -> (Vec<String>, usize) {
+        let asked = std::cell::Cell::new(0);
+        let fetch = |cursor: Option<String>| {
+            asked.set(asked.get() + 1);
+            let at = cursor.map_or(0, |c| c.trim_start_matches('p').parse().unwrap_or(0));
+            let page = pages.get(at).cloned().unwrap_or_default();
+            async move {
+                serde_json::from_value::<rmcp::model::ServerResult>(page).map_err(|e| e.to_string())
+            }
+        };
+        let tools = list_pages(fetch, "fx", warned).await.unwrap();
+        (
+            tools.iter().map(|t| t.name.to_string()).collect(),
+            asked.get(),
+        )
+    }
+
+    fn tool(name: &str) -> serde_json::Value {
+        serde_json::json!({"name": name, "inputSchema": {"type": "object"}})
+    }
+
+    #[tokio::test]
+    async fn every_page_is_listed_and_a_malformed_entry_is_left_out_of_its_page_only() {
+        let warned = Warned::default();
+        let pages = vec![
+            serde_json::json!({"tools": [tool("a"), tool("b")], "nextCursor": "p1"}),
+            serde_json::json!({
+                "tools": [tool("c"), {"inputSchema": {}}, {"name": "d", "inputSchema": {}, "annotations": {"readOnlyHint": "true"}}],
+                "nextCursor": "p2"
+            }),
+            serde_json::json!({"tools": [tool("e")]}),
+        ];
+        let (names, asked) = list(pages.clone(), &warned).await;
+        assert_eq!(names, ["a", "b", "c", "d", "e"]);
+        assert_eq!(asked, 3);
+        // The problems were warned (and are not warned again).
+        assert!(!warned.first_time("leaving out the tool at position 4: it has no name"));
+        assert!(!warned.first_time(
+            "tool 'd': ignoring annotations.readOnlyHint, which is a string instead of true or false; the MCP spec's default applies"
+        ));
+    }
+
+    #[tokio::test]
+    async fn paging_stops_at_a_repeated_or_unusable_cursor_and_at_the_page_bound() {
+        let warned = Warned::default();
+        let looping = vec![
+            serde_json::json!({"tools": [tool("a")], "nextCursor": "p1"}),
+            serde_json::json!({"tools": [tool("b")], "nextCursor": "p1"}),
+        ];
+        let (names, asked) = list(looping, &warned).await;
+        assert_eq!((names, asked), (vec!["a".to_owned(), "b".to_owned()], 2));
+
+        let odd_cursor = vec![serde_json::json!({"tools": [tool("a")], "nextCursor": 7})];
+        let (names, _) = list(odd_cursor, &warned).await;
+        assert_eq!(names, ["a"]);
+
+        let endless: Vec<serde_json::Value> = (0..MAX_LIST_PAGES + 5)
+            .map(|i| serde_json::json!({"tools": [], "nextCursor": format!("p{}", i + 1)}))
+            .collect();
+        let (_, asked) = list(endless, &warned).await;
+        assert_eq!(asked, MAX_LIST_PAGES);
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_is_no_listing_fails_the_listing() {
+        let fetch = |_| async { Ok(rmcp::model::ServerResult::empty(())) };
+        let err = list_pages(fetch, "fx", &Warned::default())
+            .await
+            .unwrap_err();
+        assert!(err.contains("has no `tools` list"), "{err}");
+    }
 
     #[test]
     fn tools_with_names_that_could_forge_output_or_not_be_called_are_not_listed() {

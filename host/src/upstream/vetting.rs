@@ -21,7 +21,8 @@ use super::{Upstream, write};
 pub enum ChangeKind {
     /// Listed for the first time on a server whose tools were pinned.
     New,
-    /// Listed with another description, schema or annotations than approved.
+    /// Listed otherwise than approved: description, input or output schema, annotations
+    /// or `_meta`.
     Changed,
     /// Pinned, no longer listed.
     Removed,
@@ -111,7 +112,7 @@ impl Upstream {
             for (tool, standing) in review.pending() {
                 let (kind, diff) = match standing {
                     ToolStanding::New => (ChangeKind::New, None),
-                    ToolStanding::Changed(diff) => (ChangeKind::Changed, Some(diff.clone())),
+                    ToolStanding::Changed(diff) => (ChangeKind::Changed, Some((**diff).clone())),
                     ToolStanding::Trusted => continue,
                 };
                 let print = tools.get(tool).map(fingerprint).unwrap_or_default();

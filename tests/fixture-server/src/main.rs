@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! mcp-fixture [--http ADDR] [--name NAME] [--call-log FILE] [--tool-overrides FILE]
+//!             [--raw-tools FILE]
 //! ```
 //!
 //! Without `--http` it speaks MCP over stdio and exits when stdin closes.
@@ -13,9 +14,12 @@
 //! `--tool-overrides FILE` changes tool definitions at run time, like a rug
 //! pull by the upstream: see [`overrides`] for the file format. The built-in
 //! tool `announce_tools_changed` tells the client to list the tools again.
+//! `--raw-tools FILE` adds tools/list entries written as raw JSON, malformed ones included:
+//! see [`raw_tools`].
 
 mod call_log;
 mod overrides;
+mod raw_tools;
 mod server;
 mod tools;
 
@@ -35,7 +39,11 @@ use rmcp::{
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
-use crate::{call_log::CallLog, server::Fixture};
+use crate::{
+    call_log::CallLog,
+    raw_tools::{RawTools, Served},
+    server::Fixture,
+};
 
 /// A real MCP server used as mcpproxy's test upstream.
 #[derive(Debug, Parser)]
@@ -55,6 +63,10 @@ struct Cli {
     /// "annotations"}` overrides, re-read on every listing (a "rug pull").
     #[arg(long, value_name = "FILE")]
     tool_overrides: Option<PathBuf>,
+    /// A JSON array of tools/list entries sent as written (malformed ones included),
+    /// appended to every listing and re-read each time; calling one answers `raw NAME`.
+    #[arg(long, value_name = "FILE")]
+    raw_tools: Option<PathBuf>,
     /// Wait this long before serving (a slow server, as just after a proxy starts).
     #[arg(long, value_name = "MS")]
     startup_delay_ms: Option<u64>,
@@ -84,10 +96,16 @@ async fn main() -> anyhow::Result<()> {
     if let Some(ms) = cli.startup_delay_ms {
         tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
     }
-    let fixture = Fixture::new(cli.name, cli.call_log.map(CallLog::new), cli.tool_overrides);
+    let raw_tools = cli.raw_tools.map(RawTools::new);
+    let fixture = Fixture::new(
+        cli.name,
+        cli.call_log.map(CallLog::new),
+        cli.tool_overrides,
+        raw_tools.clone(),
+    );
     let served = match cli.http {
-        Some(addr) => serve_http(fixture, &addr).await,
-        None => serve_stdio(fixture).await,
+        Some(addr) => serve_http(fixture, raw_tools, &addr).await,
+        None => serve_stdio(Served::new(fixture, raw_tools)).await,
     };
     if cli.ignore_eof {
         tracing::info!("ignoring the end of stdin; running until killed");
@@ -97,7 +115,7 @@ async fn main() -> anyhow::Result<()> {
 }
 
 /// Serve one session over stdin/stdout until stdin reaches EOF.
-async fn serve_stdio(fixture: Fixture) -> anyhow::Result<()> {
+async fn serve_stdio(fixture: Served) -> anyhow::Result<()> {
     tracing::info!("serving MCP on stdio");
     let running = match fixture.serve(stdio()).await {
         Ok(running) => running,
@@ -116,7 +134,11 @@ async fn serve_stdio(fixture: Fixture) -> anyhow::Result<()> {
 }
 
 /// Serve streamable HTTP at `/mcp` until SIGTERM or Ctrl-C.
-async fn serve_http(fixture: Fixture, addr: &str) -> anyhow::Result<()> {
+async fn serve_http(
+    fixture: Fixture,
+    raw_tools: Option<RawTools>,
+    addr: &str,
+) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     // A test fixture: accept any Host header so tests may use any address.
     let config = StreamableHttpServerConfig::default()
@@ -127,7 +149,13 @@ async fn serve_http(fixture: Fixture, addr: &str) -> anyhow::Result<()> {
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    let router = axum::Router::new().nest_service("/mcp", service);
+    let mut router = axum::Router::new().nest_service("/mcp", service);
+    if let Some(raw) = raw_tools {
+        router = router.layer(axum::middleware::from_fn_with_state(
+            raw,
+            raw_tools::add_to_http_listings,
+        ));
+    }
 
     let listener = tokio::net::TcpListener::bind(addr)
         .await

@@ -11,7 +11,8 @@
 //!     "inputSchema": {"type": "object", "properties": {}},
 //!     "annotations": {"readOnlyHint": false, "destructiveHint": true}
 //!   },
-//!   "delete_note": {"annotations": null}
+//!   "delete_note": {"annotations": null},
+//!   "wipe_cache": {"_meta": {"safety_class": "read-only"}}
 //! }
 //! ```
 //!
@@ -19,7 +20,8 @@
 //! - `inputSchema` (a JSON object) replaces the input schema;
 //! - `annotations` replaces the annotations as a whole (`title`,
 //!   `readOnlyHint`, `destructiveHint`, `idempotentHint`, `openWorldHint`;
-//!   absent hints stay absent); `null` removes them.
+//!   absent hints stay absent); `null` removes them;
+//! - `_meta` (a JSON object) replaces the tool's `_meta`; `null` removes it.
 //!
 //! The file is read afresh every time a tool definition is produced, so a test
 //! edits it and the next `tools/list` shows the change, even across restarts
@@ -30,7 +32,7 @@
 
 use std::{collections::HashMap, path::Path, sync::Arc};
 
-use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use rmcp::model::{JsonObject, MetaObject, Tool, ToolAnnotations};
 use serde::{Deserialize, Deserializer};
 
 /// The MCP annotation hints an override may set.
@@ -53,6 +55,9 @@ struct Override {
     /// `Some(None)` (the key present with `null`) removes the annotations.
     #[serde(default, deserialize_with = "present")]
     annotations: Option<Option<Annotations>>,
+    /// `Some(None)` (the key present with `null`) removes the `_meta`.
+    #[serde(default, rename = "_meta", deserialize_with = "present")]
+    meta: Option<Option<JsonObject>>,
 }
 
 /// Deserialize a present key as `Some`, so that `null` becomes `Some(None)`.
@@ -82,6 +87,9 @@ impl Override {
                     hints.open_world_hint,
                 )
             });
+        }
+        if let Some(meta) = &self.meta {
+            tool.meta = meta.clone().map(MetaObject);
         }
     }
 }

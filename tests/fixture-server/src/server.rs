@@ -13,7 +13,7 @@ use rmcp::{
     service::RequestContext,
 };
 
-use crate::{call_log::CallLog, tools::Tools};
+use crate::{call_log::CallLog, raw_tools::RawTools, tools::Tools};
 
 /// One handler per session; clones share the tool state and the call log.
 #[derive(Debug, Clone)]
@@ -21,16 +21,25 @@ pub struct Fixture {
     name: Arc<str>,
     tools: Arc<Tools>,
     call_log: Option<Arc<CallLog>>,
+    /// Listed raw entries (see [`crate::raw_tools`]): a call of one answers `raw NAME`.
+    raw_tools: Option<RawTools>,
 }
 
 impl Fixture {
     /// A fixture reporting `name` in `initialize`, optionally logging calls
-    /// and applying the tool overrides in the file `tool_overrides`.
-    pub fn new(name: String, call_log: Option<CallLog>, tool_overrides: Option<PathBuf>) -> Self {
+    /// and applying the tool overrides in the file `tool_overrides`; calls of
+    /// the entries of `raw_tools` answer `raw NAME`.
+    pub fn new(
+        name: String,
+        call_log: Option<CallLog>,
+        tool_overrides: Option<PathBuf>,
+        raw_tools: Option<RawTools>,
+    ) -> Self {
         Self {
             name: Arc::from(name.as_str()),
             tools: Tools::new(name, tool_overrides),
             call_log: call_log.map(Arc::new),
+            raw_tools,
         }
     }
 }
@@ -81,6 +90,16 @@ impl ServerHandler for Fixture {
             .map_err(|error| {
                 McpError::internal_error(format!("cannot write the call log: {error}"), None)
             })?;
+        }
+        if self
+            .raw_tools
+            .as_ref()
+            .is_some_and(|raw| raw.has(&request.name))
+        {
+            let answer = rmcp::model::ContentBlock::text(format!("raw {}", request.name));
+            return Ok(CallToolResponse::from(
+                rmcp::model::CallToolResult::success(vec![answer]),
+            ));
         }
         let result = self.tools.call(&request.name, &arguments, &context).await;
         if context.ct.is_cancelled()
