@@ -764,7 +764,7 @@ mod tests {
         }
         assert_eq!(
             RecordType::names().collect::<Vec<_>>()[7..],
-            ["prompt_get", "completion", "subscription"]
+            ["prompt_get", "completion", "subscription", "server_change"]
         );
         assert_eq!(RecordType::parse("prompt"), None);
         // A record of each new type reads back whole, its details included.

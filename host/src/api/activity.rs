@@ -412,7 +412,13 @@ mod budget_tests {
 
     #[test]
     fn the_type_filter_takes_every_record_type_and_names_them_when_wrong() {
-        for name in ["tool_call", "prompt_get", "completion", "subscription"] {
+        for name in [
+            "tool_call",
+            "prompt_get",
+            "completion",
+            "subscription",
+            "server_change",
+        ] {
             let query = HashMap::from([("type".to_owned(), name.to_owned())]);
             let (filter, _, _) = parse_query(&query).unwrap();
             assert_eq!(filter.record_type.as_deref(), Some(name));
@@ -422,7 +428,7 @@ mod budget_tests {
         assert!(
             error
                 .message
-                .ends_with("resource_read, server_request, prompt_get, completion, subscription"),
+                .ends_with("prompt_get, completion, subscription, server_change"),
             "{}",
             error.message
         );

@@ -938,8 +938,12 @@ mod tests {
             label(subscription("subscriptions/listen")),
             pair("📡 listen", "listen")
         );
+        assert_eq!(
+            label(json!({"type": "server_change"})),
+            pair("🛠 server", "server")
+        );
         // A type this build does not know is shown by its intent, as before.
-        assert_eq!(label(json!({"type": "server_change"})), pair("• -", "-"));
+        assert_eq!(label(json!({"type": "future_kind"})), pair("• -", "-"));
     }
 
     #[test]
