@@ -271,13 +271,7 @@ impl Manager {
                 record.status = Status::Success;
                 details["summary"] = json!(describe(applied));
                 details["launch_changes"] = json!(launch_changes);
-                if let Some(upstream) = self.upstreams.get(&name) {
-                    details["launch"] = json!(LaunchSpec::of(upstream.config()).view.summary());
-                    details["standing"] = json!(standing_word(
-                        upstream.standing(),
-                        upstream.is_quarantined()
-                    ));
-                }
+                self.describe_server(&name, &mut details);
             }
             Err(e) => {
                 record.status = match e {
@@ -306,23 +300,15 @@ impl Manager {
         let path = self.path.clone().ok_or(Error::NoConfigFile)?;
         let mut running = self.running.lock().await;
         let name = change.name().to_owned();
-        let launches_before = running.server(&name).map(LaunchSpec::of);
-        let (config, _) = change_file(&path, self.home.as_deref(), change, actor)?;
+        let before = running.server(&name).cloned();
+        let config = change_file(&path, self.home.as_deref(), change, actor)?;
         let after = config.server(&name);
         if actor == Actor::Person
             && let Some(server) = after
         {
-            let launch_changed = launches_before
-                .as_ref()
-                .is_none_or(|before| before.sha256 != LaunchSpec::of(server).sha256);
-            if launch_changed || approve == Approve::Server {
-                approve_written(self.upstreams.trust(), server, approve)?;
-            }
+            approve_written(self.upstreams.trust(), before.as_ref(), server, approve)?;
         }
-        let launch_changes = match (&launches_before, after) {
-            (Some(before), Some(server)) => before.view.diff(&LaunchSpec::of(server).view),
-            _ => Vec::new(),
-        };
+        let launch_changes = launch_diff(before.as_ref(), after);
         let applied = self.upstreams.apply(&config.servers).await;
         tracing::info!(
             server = %name,
@@ -390,29 +376,47 @@ impl Manager {
             record.status = Status::Success;
             let mut details = json!({"actor": "hand edit"});
             if let (Some(was), Some(now)) = (old(name), new(name)) {
-                details["launch_changes"] =
-                    json!(LaunchSpec::of(was).view.diff(&LaunchSpec::of(now).view));
+                details["launch_changes"] = json!(launch_diff(Some(was), Some(now)));
             }
-            if let Some(upstream) = self.upstreams.get(name) {
-                details["launch"] = json!(LaunchSpec::of(upstream.config()).view.summary());
-                details["standing"] = json!(standing_word(
-                    upstream.standing(),
-                    upstream.is_quarantined()
-                ));
-                if !upstream.standing().may_start() {
-                    tracing::warn!(
-                        "server '{name}' was {} by a hand edit of the config: it is not started until a person approves how it starts (`mcpproxy upstream inspect {name}`, then `mcpproxy upstream approve {name}`)",
-                        if operation == "add" {
-                            "added"
-                        } else {
-                            "changed"
-                        }
-                    );
-                }
+            self.describe_server(name, &mut details);
+            if let Some(upstream) = self.upstreams.get(name)
+                && !upstream.standing().may_start()
+            {
+                tracing::warn!(
+                    "server '{name}' was {} by a hand edit of the config: it is not started until a person approves how it starts (`mcpproxy upstream inspect {name}`, then `mcpproxy upstream approve {name}`)",
+                    if operation == "add" {
+                        "added"
+                    } else {
+                        "changed"
+                    }
+                );
             }
             record.details = Some(details);
             self.proxy.append(record).await;
         }
+    }
+}
+
+impl Manager {
+    /// Adds the server's launch (secrets masked) and where it stands now to a record's
+    /// `details`.
+    fn describe_server(&self, name: &str, details: &mut Value) {
+        if let Some(upstream) = self.upstreams.get(name) {
+            details["launch"] = json!(LaunchSpec::of(upstream.config()).view.summary());
+            details["standing"] = json!(standing_word(
+                upstream.standing(),
+                upstream.is_quarantined()
+            ));
+        }
+    }
+}
+
+/// What changed in a server's launch spec from `before` to `after`, one line per
+/// difference (none when either is missing).
+fn launch_diff(before: Option<&ServerConfig>, after: Option<&ServerConfig>) -> Vec<String> {
+    match (before, after) {
+        (Some(was), Some(now)) => LaunchSpec::of(was).view.diff(&LaunchSpec::of(now).view),
+        _ => Vec::new(),
     }
 }
 
@@ -425,13 +429,20 @@ pub fn standing_word(standing: &Standing, quarantined: bool) -> &'static str {
     }
 }
 
-/// Approves what a person wrote for `server`: its launch spec, and its calls with
-/// [`Approve::Server`].
+/// Approves what a person wrote for `server` (`before`: the server as it was, if it
+/// existed): its launch spec when it is new or changed, and its calls with
+/// [`Approve::Server`]. Nothing else is approved.
 pub fn approve_written(
     trust: &TrustStore,
+    before: Option<&ServerConfig>,
     server: &ServerConfig,
     approve: Approve,
 ) -> Result<(), Error> {
+    let launch_changed =
+        before.is_none_or(|was| LaunchSpec::of(was).sha256 != LaunchSpec::of(server).sha256);
+    if !launch_changed && approve != Approve::Server {
+        return Ok(());
+    }
     let now = format_timestamp(now_ms());
     trust
         .approve_launch(
@@ -444,23 +455,18 @@ pub fn approve_written(
 }
 
 /// Makes `change` in the config file at `path` (made if missing): read, edited in place,
-/// validated as a whole, written back atomically. Returns the new configuration, and
-/// whether the server needs a person's approval again (an agent changed how it starts).
-/// Used by a running proxy ([`Manager::change`]) and by the CLI when none runs.
+/// validated as a whole, written back atomically. Returns the new configuration. Used by
+/// a running proxy ([`Manager::change`]) and by the CLI when none runs.
 pub fn change_file(
     path: &Path,
     home: Option<&Path>,
     change: Change,
     actor: Actor,
-) -> Result<(Config, bool), Error> {
+) -> Result<Config, Error> {
     let change = match actor {
         Actor::Agent => for_an_agent(change)?,
         Actor::Person => change,
     };
-    let requarantine = matches!(
-        (&change, actor),
-        (Change::Patch { patch, .. }, Actor::Agent) if changes_launch(patch)
-    );
     let text = if path.exists() {
         config::read_bounded(path).map_err(|source| Error::Read {
             path: path.to_owned(),
@@ -493,7 +499,7 @@ pub fn change_file(
         path: path.to_owned(),
         source,
     })?;
-    Ok((config, requarantine))
+    Ok(config)
 }
 
 fn validate(path: &Path, home: Option<&Path>, text: &str) -> Result<Config, config::Error> {

@@ -13,7 +13,6 @@ use serde_json::{Map, Value, json};
 
 use crate::config;
 use crate::manage::{Actor, Approve, Change, approve_written, change_file};
-use crate::trust::LaunchSpec;
 use crate::trust::quote;
 
 use super::Globals;
@@ -197,18 +196,13 @@ fn change_in_file(
     let trust = crate::runtime::open_trust(data_dir, &before.servers)?;
     let name = change.name().to_owned();
     let removing = matches!(change, Change::Remove { .. });
-    let (after, _) = change_file(path, home, change, Actor::Person)?;
+    let after = change_file(path, home, change, Actor::Person)?;
     if removing {
         trust.forget(&name)?;
         return Ok(());
     }
     if let Some(server) = after.server(&name) {
-        let launch_changed = before
-            .server(&name)
-            .is_none_or(|was| LaunchSpec::of(was).sha256 != LaunchSpec::of(server).sha256);
-        if launch_changed || approve == Approve::Server {
-            approve_written(&trust, server, approve)?;
-        }
+        approve_written(&trust, before.server(&name), server, approve)?;
     }
     Ok(())
 }

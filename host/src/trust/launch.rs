@@ -108,7 +108,7 @@ impl LaunchSpec {
             }
         };
         Self {
-            sha256: hex(&whole.finalize()),
+            sha256: super::hex(&whole.finalize()),
             view,
         }
     }
@@ -244,13 +244,9 @@ fn digest_all<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
         hash.update((part.len() as u64).to_le_bytes());
         hash.update(part.as_bytes());
     }
-    let mut text = hex(&hash.finalize());
+    let mut text = super::hex(&hash.finalize());
     text.truncate(16);
     text
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -370,6 +370,11 @@ impl Analysis {
     }
 }
 
+/// Lower-case hex of `bytes` (a digest), as fingerprints are written.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// A string from an upstream or a plugin, made safe to print: control characters (newlines
 /// and escape sequences included), bidirectional controls and zero-width characters are
 /// written as `\u{..}`, and it is cut at 2,000 characters.

@@ -114,7 +114,7 @@ fn digest(value: &Value) -> String {
     let mut text = String::new();
     canonical(value, &mut text);
     let digest = Sha256::digest(text.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    super::hex(&digest)
 }
 
 /// JSON text with object keys sorted at every depth.
