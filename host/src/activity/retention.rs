@@ -34,7 +34,7 @@ use serde_json::json;
 
 use super::Result;
 use super::journal::{
-    DATA_BYTES, INDEXES, Journal, META, RECORDS, index_keys, key_id, key_ms, row_cost,
+    DATA_BYTES, Journal, META, RECORDS, index_keys, key_id, key_ms, open_indexes, row_cost,
 };
 use super::outbox::{OUTBOX_KEYS, drop_undelivered};
 use super::record::{ActivityRecord, RecordType, Source, Status, now_ms};
@@ -136,10 +136,7 @@ impl Journal {
             let mut done = false;
             {
                 let mut records = txn.open_table(RECORDS)?;
-                let mut indexes = Vec::with_capacity(INDEXES.len());
-                for def in INDEXES {
-                    indexes.push(txn.open_table(def)?);
-                }
+                let mut indexes = open_indexes(&txn)?;
                 let mut meta = txn.open_table(META)?;
                 let mut bytes = meta.get(DATA_BYTES)?.map_or(0, |g| g.value());
                 let mut len = records.len()?;

@@ -99,7 +99,7 @@ use health::Health;
 pub use health::JournalHealth;
 pub(super) use schema::{
     DATA_BYTES, IDX_INTENT, IDX_SERVER, IDX_STATUS, IDX_TOOL, IDX_TYPE, INDEXES, META, RECORDS,
-    index_keys, key_id, key_ms, parse_key, row_cost,
+    index_keys, key_id, key_ms, open_indexes, parse_key, row_cost,
 };
 pub use storage::WriteFaults;
 pub use wal::DEFAULT_CAPACITY as DEFAULT_LOG_CAPACITY;

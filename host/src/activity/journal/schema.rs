@@ -27,6 +27,19 @@ pub(in crate::activity) const INDEXES: [IndexTable; N_INDEXES] = [
     TableDefinition::new("activity_by_status"),
     TableDefinition::new("activity_by_type"),
 ];
+/// An index table opened in a write transaction.
+pub(in crate::activity) type OpenIndex<'txn> = redb::Table<'txn, (&'static str, [u8; 16]), ()>;
+
+/// The index tables of [`INDEXES`] opened in `txn`, in `IDX_*` order.
+pub(in crate::activity) fn open_indexes(
+    txn: &redb::WriteTransaction,
+) -> Result<Vec<OpenIndex<'_>>> {
+    INDEXES
+        .iter()
+        .map(|def| Ok(txn.open_table(*def)?))
+        .collect()
+}
+
 /// Small counters (the logical data size).
 pub(in crate::activity) const META: TableDefinition<&str, u64> =
     TableDefinition::new("activity_meta");

@@ -27,8 +27,8 @@ use tokio::sync::{OwnedSemaphorePermit, oneshot};
 
 use super::health::Health;
 use super::schema::{
-    DATA_BYTES, IDX_STATUS, INDEXES, IndexKeys, META, N_INDEXES, RECORDS, index_keys, key_id,
-    parse_key, row_cost,
+    DATA_BYTES, IDX_STATUS, IndexKeys, META, RECORDS, index_keys, key_id, open_indexes, parse_key,
+    row_cost,
 };
 use super::storage::WriteFaults;
 use super::wal::{self, WriteAheadLog};
@@ -234,10 +234,7 @@ impl Applied {
 /// and (with `outbox`) queues each finished record for the sinks.
 pub(super) fn apply_puts(txn: &WriteTransaction, puts: &[&Put], outbox: bool) -> Result<()> {
     let mut records = txn.open_table(RECORDS)?;
-    let mut indexes = Vec::with_capacity(N_INDEXES);
-    for def in INDEXES {
-        indexes.push(txn.open_table(def)?);
-    }
+    let mut indexes = open_indexes(txn)?;
     let mut meta = txn.open_table(META)?;
     let mut bytes = meta.get(DATA_BYTES)?.map_or(0, |g| g.value());
     for put in puts {
@@ -1236,10 +1233,7 @@ fn remove_refused(txn: &WriteTransaction, refused: &[&Put]) -> Result<()> {
         return Ok(());
     }
     let mut records = txn.open_table(RECORDS)?;
-    let mut indexes = Vec::with_capacity(N_INDEXES);
-    for def in INDEXES {
-        indexes.push(txn.open_table(def)?);
-    }
+    let mut indexes = open_indexes(txn)?;
     let mut meta = txn.open_table(META)?;
     let mut bytes = meta.get(DATA_BYTES)?.map_or(0, |g| g.value());
     for put in refused {
