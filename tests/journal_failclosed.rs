@@ -12,67 +12,19 @@
 //! `MCPPROXY_REQUIRE_TMPFS` is set, as in CI).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::mcp_util::{
-    Client, Proc, Proxy, call, call_log_lines, config_with, connect, copy_cwasm, is_error,
-    pipe_lines, shared_compile_cache, stdio_fixture, text,
+    Client, Proxy, call, call_log_lines, config_with, connect, is_error, stdio_fixture, text,
 };
 use crate::util::TestCommand;
 
 /// What every refused call says while the disk is full.
 const REFUSAL: &str = "cannot record the call: the activity journal cannot write (No space left on device); nothing was run";
 const FULL: &str = "No space left on device";
-
-/// Starts `mcpproxy serve` like [`Proxy::start`], with `env` added to its environment.
-fn start_with_env(config: &Value, data_dir: tempfile::TempDir, env: &[(&str, &Path)]) -> Proxy {
-    let config_path = data_dir.path().join("mcp_config.json");
-    std::fs::write(&config_path, config.to_string()).expect("write config");
-    let compiled = data_dir.path().join("cache/plugins");
-    copy_cwasm(&shared_compile_cache(), &compiled);
-    let mut command = Command::new(env!("CARGO_BIN_EXE_mcpproxy"));
-    command
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&config_path)
-        .arg("--data-dir")
-        .arg(data_dir.path())
-        .env("HOME", data_dir.path())
-        .env("RUST_LOG", "info,rmcp=warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    for (key, value) in env {
-        command.env(key, value);
-    }
-    let mut child = command.spawn().expect("start mcpproxy");
-    let stderr = child.stderr.take().expect("stderr");
-    let proc = Proc {
-        child,
-        stderr_lines: pipe_lines(stderr),
-    };
-    let line = proc.wait_for_line(Duration::from_secs(60), |l| {
-        l.contains(" listening on http://")
-    });
-    let url = line
-        .split("listening on ")
-        .nth(1)
-        .expect("url")
-        .trim()
-        .to_owned();
-    copy_cwasm(&compiled, &shared_compile_cache());
-    let servers = config["mcpServers"].as_array().map_or(0, Vec::len);
-    for _ in 0..servers {
-        proc.wait_for_line(Duration::from_secs(60), |l| l.starts_with("upstream "));
-    }
-    Proxy {
-        proc,
-        url,
-        data_dir,
-    }
-}
 
 async fn get(url: &str, key: Option<&str>) -> (u16, String) {
     let mut request = reqwest::Client::new().get(url);
@@ -202,8 +154,9 @@ async fn injected_write_errors_refuse_every_call_until_the_journal_recovers_by_i
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("calls.log");
     let flag = dir.path().join("disk-full");
-    let proxy = start_with_env(
+    let proxy = Proxy::start_in_with_env(
         &config_with(vec![stdio_fixture("fx", &log)]),
+        &[],
         tempfile::tempdir().unwrap(),
         &[("MCPPROXY_TEST_JOURNAL_WRITE_FAULT_FILE", &flag)],
     );
@@ -297,8 +250,9 @@ async fn async_durability_refuses_calls_once_it_knows_and_loses_no_record() {
     let flag = dir.path().join("disk-full");
     let mut config = config_with(vec![stdio_fixture("fx", &log)]);
     config["activity"] = json!({"durability": "async", "async_flush_ms": 20});
-    let proxy = start_with_env(
+    let proxy = Proxy::start_in_with_env(
         &config,
+        &[],
         tempfile::tempdir().unwrap(),
         &[("MCPPROXY_TEST_JOURNAL_WRITE_FAULT_FILE", &flag)],
     );
@@ -359,8 +313,9 @@ async fn the_page_shows_a_banner_while_the_journal_cannot_write() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("calls.log");
     let flag = dir.path().join("disk-full");
-    let proxy = start_with_env(
+    let proxy = Proxy::start_in_with_env(
         &config_with(vec![stdio_fixture("fx", &log)]),
+        &[],
         tempfile::tempdir().unwrap(),
         &[("MCPPROXY_TEST_JOURNAL_WRITE_FAULT_FILE", &flag)],
     );
@@ -528,7 +483,7 @@ async fn a_real_full_disk_refuses_calls_and_the_journal_recovers_once_space_is_f
     let mut config = config_with(vec![stdio_fixture("fx", &log)]);
     // Large records fill the journal's file fast.
     config["activity"] = json!({"max_argument_bytes": 16384});
-    let proxy = start_with_env(&config, data_dir, &[]);
+    let proxy = Proxy::start_in_with_env(&config, &[], data_dir, &[]);
     let key = proxy.api_key();
     let client = connect(&proxy.url).await;
     let pad = "x".repeat(12_000);

@@ -191,7 +191,17 @@ impl Proxy {
 
     /// Like [`Proxy::start`], with a data dir that may hold an earlier run's state.
     pub fn start_in(config: &Value, extra_args: &[&str], data_dir: tempfile::TempDir) -> Self {
-        let proxy = Self::start_listening(config, extra_args, data_dir);
+        Self::start_in_with_env(config, extra_args, data_dir, &[])
+    }
+
+    /// Like [`Proxy::start_in`], with `env` added to the server's environment.
+    pub fn start_in_with_env(
+        config: &Value,
+        extra_args: &[&str],
+        data_dir: tempfile::TempDir,
+        env: &[(&str, &Path)],
+    ) -> Self {
+        let proxy = Self::start_listening_with_env(config, extra_args, data_dir, env);
         let servers = config["mcpServers"].as_array().map_or(0, Vec::len);
         if servers == 0 {
             proxy.proc.wait_for_line(Duration::from_secs(30), |l| {
@@ -213,11 +223,22 @@ impl Proxy {
         extra_args: &[&str],
         data_dir: tempfile::TempDir,
     ) -> Self {
+        Self::start_listening_with_env(config, extra_args, data_dir, &[])
+    }
+
+    /// Like [`Proxy::start_listening`], with `env` added to the server's environment.
+    pub fn start_listening_with_env(
+        config: &Value,
+        extra_args: &[&str],
+        data_dir: tempfile::TempDir,
+        env: &[(&str, &Path)],
+    ) -> Self {
         let config_path = data_dir.path().join("mcp_config.json");
         std::fs::write(&config_path, config.to_string()).expect("write config");
         let compiled = data_dir.path().join("cache/plugins");
         copy_cwasm(&shared_compile_cache(), &compiled);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mcpproxy"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_mcpproxy"));
+        command
             .args(["serve", "--listen", "127.0.0.1:0", "--config"])
             .arg(&config_path)
             .arg("--data-dir")
@@ -227,9 +248,11 @@ impl Proxy {
             .env("RUST_LOG", "info,rmcp=warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start mcpproxy");
+            .stderr(Stdio::piped());
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let mut child = command.spawn().expect("start mcpproxy");
         let stderr = child.stderr.take().expect("stderr");
         let proc = Proc {
             child,
