@@ -2,10 +2,10 @@
 
 #![allow(dead_code)]
 
-use mcpproxy::activity::{
+use mcpproxy_activity::{
     ActivityRecord, ClientRecord, RecordType, Source, Status, format_timestamp,
 };
-use mcpproxy::policy::{
+use mcpproxy_policy::{
     AnnotationSource, Annotations, Decision, Intent, OperationType, Outcome, SafetyClass, Warning,
 };
 

@@ -19,7 +19,7 @@ use criterion::Criterion;
 #[path = "common.rs"]
 mod common;
 use common::{Rng, record};
-use mcpproxy::activity::{Durability, Filter, Journal, JournalOptions, Retention};
+use mcpproxy_activity::{Durability, Filter, Journal, JournalOptions, Retention};
 
 const DAY_MS: u64 = 86_400_000;
 /// Fills `journal` with `n` records over the 30 days ending `end_ms`; returns a sample of ids.
@@ -76,7 +76,7 @@ fn throughput(
                 let mut rng = Rng(0x1234_5678 + p as u64);
                 let mut n = 0u64;
                 while Instant::now() < deadline {
-                    let (id, ms) = mcpproxy::activity::new_id();
+                    let (id, ms) = mcpproxy_activity::new_id();
                     journal
                         .append(record(&mut rng, ms, id))
                         .await
@@ -110,7 +110,7 @@ fn main() {
 
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("activity.redb");
-    let end_ms = mcpproxy::activity::record::now_ms() - DAY_MS;
+    let end_ms = mcpproxy_activity::record::now_ms() - DAY_MS;
     let journal = Journal::open(&path, options(Durability::Sync)).expect("open");
     let t = Instant::now();
     let sample = fill(&journal, n, end_ms);
@@ -183,7 +183,7 @@ fn main() {
         (
             "sync",
             Durability::Sync,
-            mcpproxy::activity::DEFAULT_LOG_CAPACITY,
+            mcpproxy_activity::DEFAULT_LOG_CAPACITY,
         ),
         // Every batch a full redb commit: what sync mode cost before the write-ahead log.
         ("sync(no log)", Durability::Sync, 0),
@@ -214,7 +214,7 @@ fn main() {
     let mut lat: Vec<Duration> = rt.block_on(async {
         let mut lat = Vec::with_capacity(latency_samples);
         for _ in 0..latency_samples {
-            let (id, ms) = mcpproxy::activity::new_id();
+            let (id, ms) = mcpproxy_activity::new_id();
             let rec = record(&mut rng, ms, id);
             let t = Instant::now();
             journal.append(rec).await.expect("append");

@@ -11,8 +11,8 @@
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use mcpproxy::plugin::{EngineOptions, Limits, PluginEngine, PluginSet, PluginSettings};
-use mcpproxy::policy::{Annotator, Fault, Inference, OperationType, Pipeline, Tool};
+use mcpproxy_plugin_host::{EngineOptions, Limits, PluginEngine, PluginSet, PluginSettings};
+use mcpproxy_policy::{Annotator, Fault, Inference, OperationType, Pipeline, Tool};
 use serde_json::json;
 
 /// An annotator the pipeline asks on every call: it does not say it is pure, so its

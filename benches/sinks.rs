@@ -13,8 +13,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput};
-use mcpproxy::activity::{ActivityRecord, SinkBatch};
-use mcpproxy::plugin::{EngineOptions, Limits, Plugin, PluginEngine, PluginSettings, PluginSource};
+use mcpproxy_activity::{ActivityRecord, SinkBatch};
+use mcpproxy_plugin_host::{
+    EngineOptions, Limits, Plugin, PluginEngine, PluginSettings, PluginSource,
+};
 
 #[path = "../tests/clickhouse_util.rs"]
 mod clickhouse_util;

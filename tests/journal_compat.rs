@@ -8,8 +8,8 @@
 
 use std::path::Path;
 
-use mcpproxy::activity::{Filter, Journal, JournalOptions, Status};
-use mcpproxy::policy::{AnnotationSource, Decision, OperationType, SafetyClass};
+use mcpproxy_activity::{Filter, Journal, JournalOptions, Status};
+use mcpproxy_policy::{AnnotationSource, Decision, OperationType, SafetyClass};
 use serde_json::Value;
 
 fn data(name: &str) -> std::path::PathBuf {

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use mcpproxy::activity::{ActivityRecord, Journal, JournalOptions, RecordType, Source, Status};
+use mcpproxy_activity::{ActivityRecord, Journal, JournalOptions, RecordType, Source, Status};
 use serde_json::{Value, json};
 
 use crate::mcp_util::{Proxy, call, config_with, connect, is_error, stdio_fixture};

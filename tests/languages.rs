@@ -13,8 +13,10 @@ use std::process::Command;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-use mcpproxy::plugin::{EngineOptions, Limits, Plugin, PluginEngine, PluginSettings, PluginSource};
-use mcpproxy::policy::{
+use mcpproxy_plugin_host::{
+    EngineOptions, Limits, Plugin, PluginEngine, PluginSettings, PluginSource,
+};
+use mcpproxy_policy::{
     AnnotationSource, Annotations, CallRequest, Decision, EffectiveAnnotations, Intent,
     OperationType, SafetyClass, Tool, Verdict,
 };

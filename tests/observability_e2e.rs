@@ -373,7 +373,7 @@ async fn export_and_stats_through_the_server_and_offline() {
 #[test]
 #[ignore]
 fn measure_export_memory() {
-    use mcpproxy::activity::{ActivityRecord, Journal, JournalOptions, RecordType, Source, Status};
+    use mcpproxy_activity::{ActivityRecord, Journal, JournalOptions, RecordType, Source, Status};
     let dir = tempfile::tempdir().unwrap();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let _guard = runtime.enter();

@@ -3,12 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcpproxy::plugin::suite::{self, Suite};
-use mcpproxy::plugin::{
+use mcpproxy_plugin_host::suite::{self, Suite};
+use mcpproxy_plugin_host::{
     CacheOutcome, EngineOptions, Limits, Plugin, PluginEngine, PluginSet, PluginSettings,
     PluginSource, annotators, validators,
 };
-use mcpproxy::policy::{
+use mcpproxy_policy::{
     AnnotationSource, Annotations, CallRequest, Decision, EffectiveAnnotations, Intent,
     OperationType, Pipeline, SafetyClass, Tool,
 };

@@ -2,8 +2,10 @@
 //! every variant through the host against the compiled component, then end to end through
 //! real MCP, chained after `intent-matrix`.
 
-use mcpproxy::plugin::{EngineOptions, Limits, Plugin, PluginEngine, PluginSettings, PluginSource};
-use mcpproxy::policy::{
+use mcpproxy_plugin_host::{
+    EngineOptions, Limits, Plugin, PluginEngine, PluginSettings, PluginSource,
+};
+use mcpproxy_policy::{
     AnnotationSource, CallRequest, EffectiveAnnotations, OperationType, SafetyClass, Tool, Verdict,
 };
 use serde_json::json;

@@ -1,5 +1,11 @@
 //! mcpproxy's black-box and library-level integration tests: one test binary, one module per
-//! area. Plugins under test are the real components built from `plugins/` by host/build.rs.
+//! area. Plugins under test are the real components built from `plugins/` by crates/plugin-host/build.rs.
+
+#![allow(
+    unsafe_code,
+    reason = "the tests signal, limit and probe the processes they start through libc \
+              (kill, setrlimit, getuid), which has no safe wrappers"
+)]
 
 mod util;
 

@@ -6,8 +6,10 @@
 use std::collections::HashMap;
 use std::net::TcpListener;
 
-use mcpproxy::plugin::{EngineOptions, Limits, Plugin, PluginEngine, PluginSettings, PluginSource};
-use mcpproxy::policy::{
+use mcpproxy_plugin_host::{
+    EngineOptions, Limits, Plugin, PluginEngine, PluginSettings, PluginSource,
+};
+use mcpproxy_policy::{
     AnnotationSource, CallRequest, EffectiveAnnotations, OperationType, SafetyClass, Tool, Verdict,
 };
 use serde_json::{Value, json};

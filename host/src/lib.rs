@@ -36,28 +36,20 @@
 //! - [`cli`]: the `mcpproxy` command line.
 
 pub mod access;
-pub mod activity;
 pub mod api;
 pub mod back_channel;
 pub mod cli;
 pub mod config;
 pub mod control;
-pub mod grant;
 pub mod index;
-pub mod limits;
 pub mod line_guard;
 pub mod listener;
 pub mod manage;
 pub mod mcp;
-pub mod memory;
 pub mod metrics;
-pub mod plugin;
-pub mod policy;
-pub mod private_fs;
 pub mod proxy;
 pub mod runtime;
 pub mod secrets;
-pub mod spans;
 pub mod telemetry;
 pub mod trust;
 pub mod upstream;

@@ -175,7 +175,14 @@ impl RateLimitedWarning {
 /// Where the hard limit is lower, the connection cap is effectively lower too: the caller
 /// says so.
 #[cfg(unix)]
-#[allow(clippy::unnecessary_cast)] // rlim_t is u64 on Linux, not on every unix.
+#[allow(
+    clippy::unnecessary_cast,
+    reason = "rlim_t is u64 on Linux, not on every unix"
+)]
+#[allow(
+    unsafe_code,
+    reason = "libc has no safe wrapper for getrlimit and setrlimit"
+)]
 pub fn raise_fd_limit(wanted: u64) -> Option<u64> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,

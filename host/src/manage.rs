@@ -20,13 +20,13 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::activity::{ActivityRecord, RecordType, Source, Status, format_timestamp, now_ms};
 use crate::config::document::{Document, EditError, LAUNCH_KEYS, write_atomically};
 use crate::config::{self, Config, ManagementConfig, ServerConfig, Transport};
 use crate::proxy::Proxy;
 use crate::trust::{LaunchSpec, Standing, TrustStore};
 use crate::upstream::log::LogLine;
 use crate::upstream::{Applied, State, Upstreams};
+use mcpproxy_activity::{ActivityRecord, RecordType, Source, Status, format_timestamp, now_ms};
 
 /// Who asks for a change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,17 +7,19 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::activity::delivery::{Delivery, Sink};
-use crate::activity::{self, Journal, JournalOptions};
 use crate::config::Config;
 use crate::index::{self, ToolIndex};
-use crate::limits::Limits;
 use crate::metrics::Metrics;
-use crate::plugin::{self, EngineOptions, Plugin, PluginEngine, PluginKind, PluginSet};
-use crate::policy::Pipeline;
 use crate::proxy::{ActivitySettings, Proxy};
 use crate::trust::{self, ToolScanner, TrustStore};
 use crate::upstream::Upstreams;
+use mcpproxy_activity::delivery::{Delivery, Sink};
+use mcpproxy_activity::{self as activity, Journal, JournalOptions};
+use mcpproxy_plugin_host::{
+    self as plugin, EngineOptions, Plugin, PluginEngine, PluginKind, PluginSet,
+};
+use mcpproxy_policy::Pipeline;
+use mcpproxy_policy::limits::Limits;
 
 /// How long a one-shot command waits for its upstream to connect (or fail once).
 const ONE_SHOT_SETTLE: Duration = Duration::from_secs(30);
@@ -104,7 +106,7 @@ pub fn open_trust(data_dir: &Path, servers: &[crate::config::ServerConfig]) -> R
 /// Records each server that is not started because its launch spec is not approved: added
 /// to the config, or changed, since a person approved it (noticed at start).
 fn record_unapproved_launches(proxy: &Arc<Proxy>) {
-    use crate::activity::{ActivityRecord, RecordType, Source, Status};
+    use mcpproxy_activity::{ActivityRecord, RecordType, Source, Status};
     let mut records = Vec::new();
     for upstream in proxy.upstreams().all() {
         let trust::Standing::LaunchNotApproved { approved, changes } = upstream.standing() else {

@@ -1,4 +1,4 @@
-//! Trace export: the [`crate::spans`] of each call sent to an OpenTelemetry collector over
+//! Trace export: the [`mcpproxy_policy::spans`] of each call sent to an OpenTelemetry collector over
 //! OTLP/HTTP (protobuf), when `telemetry.otlp_endpoint` is configured.
 //!
 //! Spans are batched in a bounded queue and sent by the SDK's own thread every
@@ -97,7 +97,7 @@ impl TraceExport {
         &self.url
     }
 
-    /// The tracing layer that turns [`crate::spans`] into exported spans; it sees nothing
+    /// The tracing layer that turns [`mcpproxy_policy::spans`] into exported spans; it sees nothing
     /// else (no log events, no spans of libraries).
     pub fn layer<S>(&self) -> impl Layer<S> + Send + Sync + 'static
     where
@@ -114,7 +114,9 @@ impl TraceExport {
             // takes becomes `log`'s maximum too, and at TRACE every `log::trace!` in
             // cranelift and regalloc2 went through the filters while plugins compiled
             // (a first start took 45 s instead of 6 in a debug build).
-            .with_filter(Targets::new().with_target(crate::spans::TARGET, tracing::Level::INFO))
+            .with_filter(
+                Targets::new().with_target(mcpproxy_policy::SPAN_TARGET, tracing::Level::INFO),
+            )
     }
 
     /// Sends the spans still queued (waiting at most the export timeout) and stops the

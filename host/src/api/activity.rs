@@ -10,9 +10,9 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::activity::export::ExportFormat;
-use crate::activity::query::SCAN_CHUNK;
-use crate::activity::{Filter, RecordType, parse_timestamp};
+use mcpproxy_activity::export::ExportFormat;
+use mcpproxy_activity::query::SCAN_CHUNK;
+use mcpproxy_activity::{Filter, RecordType, parse_timestamp};
 
 use super::{ApiError, ApiState, ok};
 
@@ -142,7 +142,7 @@ pub async fn list(
 pub const MAX_PAGE_BYTES: usize = 8 << 20;
 
 /// How many of `records`, from the first, fit in `budget` bytes of JSON (at least one).
-fn within_budget(records: &[crate::activity::ActivityRecord], budget: usize) -> usize {
+fn within_budget(records: &[mcpproxy_activity::ActivityRecord], budget: usize) -> usize {
     let mut used = 0;
     for (i, record) in records.iter().enumerate() {
         used += serde_json::to_vec(record).map_or(0, |json| json.len());
@@ -165,7 +165,7 @@ pub async fn show(
     {
         Ok(record) => record,
         // Not a ULID: no record can have it.
-        Err(crate::activity::Error::InvalidId(_)) => None,
+        Err(mcpproxy_activity::Error::InvalidId(_)) => None,
         Err(e) => return Err(journal_error("reading the activity record failed", e)),
     };
     match record {
@@ -199,7 +199,7 @@ pub async fn export(
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
     tokio::task::spawn_blocking(move || {
         // `false` once the client went away.
-        let send = |chunk: &[crate::activity::ActivityRecord], mut buf: Vec<u8>| {
+        let send = |chunk: &[mcpproxy_activity::ActivityRecord], mut buf: Vec<u8>| {
             for record in chunk {
                 format.write(record, &mut buf);
             }
@@ -266,7 +266,7 @@ pub async fn stream(
         .map(str::to_owned)
         .or(after);
     if let Some(id) = &resume
-        && crate::activity::parse_record_id(id).is_none()
+        && mcpproxy_activity::parse_record_id(id).is_none()
     {
         return Err(ApiError::bad_request(format!(
             "'{id}' (Last-Event-ID or after) is not a record id"
@@ -327,7 +327,7 @@ pub async fn stream(
 
 /// The live feed's state between polls.
 struct Feed {
-    journal: std::sync::Arc<crate::activity::Journal>,
+    journal: std::sync::Arc<mcpproxy_activity::Journal>,
     filter: Filter,
     /// Every record up to this id was sent or skipped for good.
     cursor: Option<String>,
@@ -337,12 +337,12 @@ struct Feed {
 }
 
 impl Feed {
-    fn take(&mut self, chunk: Vec<crate::activity::ActivityRecord>) {
-        let now = crate::activity::now_ms();
+    fn take(&mut self, chunk: Vec<mcpproxy_activity::ActivityRecord>) {
+        let now = mcpproxy_activity::now_ms();
         let mut held = false;
         for record in chunk {
-            let pending = record.status == crate::activity::Status::Pending
-                && crate::activity::parse_record_id(&record.id)
+            let pending = record.status == mcpproxy_activity::Status::Pending
+                && mcpproxy_activity::parse_record_id(&record.id)
                     .is_some_and(|ms| now.saturating_sub(ms) < STREAM_PENDING_PATIENCE_MS);
             if pending {
                 held = true;
@@ -371,9 +371,9 @@ impl Feed {
 
 /// A journal error as a 500: a damaged journal is named with what to do (`mcpproxy activity
 /// repair`), anything else only logged.
-fn journal_error(context: &str, error: crate::activity::Error) -> ApiError {
+fn journal_error(context: &str, error: mcpproxy_activity::Error) -> ApiError {
     match error {
-        e @ crate::activity::Error::Damaged { .. } => {
+        e @ mcpproxy_activity::Error::Damaged { .. } => {
             tracing::error!("{context}: {e}");
             ApiError {
                 status: axum::http::StatusCode::INTERNAL_SERVER_ERROR,
@@ -388,7 +388,7 @@ fn journal_error(context: &str, error: crate::activity::Error) -> ApiError {
 pub async fn sinks(State(state): State<ApiState>) -> Result<Response, ApiError> {
     let report = match &state.delivery {
         Some(delivery) => delivery.report(),
-        None => crate::activity::delivery::offline_report(&state.journal),
+        None => mcpproxy_activity::delivery::offline_report(&state.journal),
     }
     .map_err(|e| journal_error("cannot read the sinks' status", e))?;
     Ok(ok(report))
@@ -397,7 +397,7 @@ pub async fn sinks(State(state): State<ApiState>) -> Result<Response, ApiError> 
 #[cfg(test)]
 mod budget_tests {
     use super::*;
-    use crate::activity::{ActivityRecord, Source};
+    use mcpproxy_activity::{ActivityRecord, Source};
 
     #[test]
     fn a_page_ends_at_its_byte_budget_but_holds_at_least_one_record() {

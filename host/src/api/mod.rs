@@ -25,9 +25,9 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::access::Access;
-use crate::activity::Journal;
-use crate::activity::delivery::Delivery;
 use crate::proxy::Proxy;
+use mcpproxy_activity::Journal;
+use mcpproxy_activity::delivery::Delivery;
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -127,7 +127,7 @@ async fn readyz(
     if health.is_ok()
         && let Err(e) = state.journal.stats()
     {
-        health = crate::activity::JournalHealth {
+        health = mcpproxy_activity::JournalHealth {
             state: "failing",
             reason: Some(e.to_string()),
             since: None,
@@ -187,7 +187,7 @@ async fn metrics(State(state): State<ApiState>) -> Response {
     metrics.set_journal_health(state.journal.health().reason.as_deref());
     let sinks = match &state.delivery {
         Some(delivery) => delivery.report(),
-        None => crate::activity::delivery::offline_report(&state.journal),
+        None => mcpproxy_activity::delivery::offline_report(&state.journal),
     };
     if let Ok(sinks) = sinks {
         metrics.set_sinks(sinks.into_iter().map(|s| crate::metrics::SinkGauge {

@@ -10,9 +10,9 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 
-use crate::activity::Source;
-use crate::policy::OperationType;
 use crate::proxy::{CallContext, parse_call};
+use mcpproxy_activity::Source;
+use mcpproxy_policy::OperationType;
 
 use super::{ApiError, ApiState, ok};
 

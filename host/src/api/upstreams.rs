@@ -12,8 +12,8 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::activity::Source;
 use crate::manage::{self, Actor, Approve, Change, Manager};
+use mcpproxy_activity::Source;
 
 use super::{ApiError, ApiState, ok};
 

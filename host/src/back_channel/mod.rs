@@ -91,7 +91,7 @@ pub struct CallOrigin {
     /// Cancelled when the client cancels its request (`notifications/cancelled`).
     pub cancelled: CancellationToken,
     /// The client's name and version, for records and messages.
-    pub client: Option<crate::activity::ClientRecord>,
+    pub client: Option<mcpproxy_activity::ClientRecord>,
     /// The client's MCP session id (HTTP), for records.
     pub session_id: Option<String>,
     /// The answers a 2026-07-28 client sends with a repeated call after an

@@ -14,12 +14,12 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use serde_json::Value;
 
-use crate::activity::export::ExportFormat;
-use crate::activity::{
+use crate::config::{self, Config};
+use mcpproxy_activity::export::ExportFormat;
+use mcpproxy_activity::{
     ActivityRecord, Filter, Journal, JournalOptions, RecordType, format_timestamp, now_ms,
     parse_timestamp,
 };
-use crate::config::{self, Config};
 
 use super::Globals;
 use super::output::{
@@ -27,9 +27,9 @@ use super::output::{
     verdict_line,
 };
 use super::remote::Remote;
-use crate::policy::Outcome;
 use crate::runtime::journal_path;
 use crate::trust::quote;
+use mcpproxy_policy::Outcome;
 
 #[derive(Debug, Subcommand)]
 pub enum ActivityCommand {
@@ -651,7 +651,7 @@ impl ShowCommand {
         let record: Value = match &store {
             Store::Remote(remote) => remote.get(&format!("/activity/{}", self.id), &[]).await?,
             Store::Local(journal) => match journal.get(&self.id).or_else(|e| match e {
-                crate::activity::Error::InvalidId(_) => Ok(None),
+                mcpproxy_activity::Error::InvalidId(_) => Ok(None),
                 e => Err(e),
             })? {
                 Some(record) => serde_json::to_value(&record)?,
@@ -825,7 +825,7 @@ impl SinksCommand {
         let sinks: Value = match &store {
             Store::Remote(remote) => remote.get("/activity/sinks", &[]).await?,
             Store::Local(journal) => {
-                serde_json::to_value(crate::activity::delivery::offline_report(journal)?)?
+                serde_json::to_value(mcpproxy_activity::delivery::offline_report(journal)?)?
             }
         };
         let list = sinks.as_array().cloned().unwrap_or_default();
@@ -860,7 +860,7 @@ fn sink_row(s: &Value) -> Vec<String> {
     let ms = |v: &Value| v.as_u64();
     let when = |v: &Value| {
         ms(v).map_or("-".to_owned(), |t| {
-            crate::activity::format_timestamp(t)
+            mcpproxy_activity::format_timestamp(t)
                 .replace('T', " ")
                 .chars()
                 .take(19)

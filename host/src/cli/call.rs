@@ -10,13 +10,13 @@ use anyhow::{Context, Result, anyhow};
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value, json};
 
-use crate::activity::Source;
 use crate::config;
 use crate::mcp::LEGACY_CALL_TOOL_MESSAGE;
-use crate::policy::{OperationType, is_data_sensitivity};
 use crate::proxy::{CallContext, CallReport, Ending, parse_call, split_name};
 use crate::runtime::Runtime;
 use crate::trust::quote;
+use mcpproxy_activity::Source;
+use mcpproxy_policy::{OperationType, is_data_sensitivity};
 
 use super::output::{Format, Tone, paint_err, print_data, verdict_line};
 use super::remote::Remote;

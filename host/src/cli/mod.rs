@@ -156,7 +156,7 @@ fn quiet_on_closed_stdout() {
     }));
 }
 
-/// The log on stderr, and the export of [`crate::spans`] as traces when `traces` is given.
+/// The log on stderr, and the export of [`mcpproxy_policy::spans`] as traces when `traces` is given.
 fn init_logging(verbose: u8, serving: bool, traces: Option<&crate::telemetry::TraceExport>) {
     use tracing_subscriber::Layer;
     use tracing_subscriber::layer::SubscriberExt;
@@ -180,7 +180,7 @@ fn init_logging(verbose: u8, serving: bool, traces: Option<&crate::telemetry::Tr
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default))
         // The call spans are for trace export only; the log never prints them.
         .add_directive(
-            format!("{}=off", crate::spans::TARGET)
+            format!("{}=off", mcpproxy_policy::SPAN_TARGET)
                 .parse()
                 .expect("a valid directive"),
         );

@@ -216,6 +216,10 @@ fn fit_last_column(header: &[&str], rows: &mut [Vec<String>], columns: usize) {
 }
 
 /// The width of the terminal stdout is, or `None` when stdout is not a terminal.
+#[allow(
+    unsafe_code,
+    reason = "libc has no safe wrapper for the TIOCGWINSZ ioctl"
+)]
 pub fn terminal_width() -> Option<usize> {
     if !std::io::stdout().is_terminal() {
         return None;
@@ -237,7 +241,7 @@ pub fn terminal_width() -> Option<usize> {
 /// (`2026-11-23 23:16:57 CET`), or in UTC with `utc`; the text unchanged if it is not a
 /// timestamp.
 pub fn local_time(timestamp: &str, utc: bool) -> String {
-    let Ok(ms) = crate::activity::parse_timestamp(timestamp) else {
+    let Ok(ms) = mcpproxy_activity::parse_timestamp(timestamp) else {
         return timestamp.to_owned();
     };
     let secs = i64::try_from(ms / 1000).unwrap_or(i64::MAX);
@@ -262,6 +266,7 @@ pub fn local_time(timestamp: &str, utc: bool) -> String {
 
 /// The local zone's offset from UTC in seconds at `secs`, and its name (`CET`, or
 /// `+01:00` when the system gives none); UTC when it cannot be found.
+#[allow(unsafe_code, reason = "libc has no safe wrapper for localtime_r")]
 fn local_offset(secs: i64) -> (i32, String) {
     #[cfg(unix)]
     {
@@ -303,7 +308,7 @@ fn display_width(s: &str) -> usize {
 }
 
 /// `reject by intent-matrix: <message>` from a verdict's JSON (`decision`, `plugin`, `message`).
-pub fn verdict_line(verdict: &crate::policy::Outcome) -> String {
+pub fn verdict_line(verdict: &mcpproxy_policy::Outcome) -> String {
     let mut line = verdict.decision.as_str().to_owned();
     if let Some(plugin) = &verdict.plugin {
         line.push_str(&format!(" by {}", quote(plugin)));

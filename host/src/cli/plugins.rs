@@ -9,17 +9,17 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::activity::{ActivityRecord, RecordType, SinkBatch, Source, Status};
-use crate::limits::{DEFAULT_MEMORY_BYTES, DEFAULT_TIMEOUT, Limits};
-use crate::plugin::limits::Bytes;
-use crate::plugin::suite::{self, Suite};
-use crate::plugin::{Plugin, PluginKind, PluginSet, PluginSettings, PluginSource};
-use crate::plugin::{cases, template};
-use crate::policy::{
+use crate::runtime::plugin_engine;
+use mcpproxy_activity::{ActivityRecord, RecordType, SinkBatch, Source, Status};
+use mcpproxy_plugin_host::limits::Bytes;
+use mcpproxy_plugin_host::suite::{self, Suite};
+use mcpproxy_plugin_host::{Plugin, PluginKind, PluginSet, PluginSettings, PluginSource};
+use mcpproxy_plugin_host::{cases, template};
+use mcpproxy_policy::limits::{DEFAULT_MEMORY_BYTES, DEFAULT_TIMEOUT, Limits};
+use mcpproxy_policy::{
     AnnotationSource, Annotations, CallRequest, EffectiveAnnotations, OperationType, Outcome,
     SafetyClass, Tool, Verdict,
 };
-use crate::runtime::plugin_engine;
 
 use super::output::{Format, Tone, paint, print_data, print_table};
 use super::{EXIT_FAILURE, Globals};
@@ -343,7 +343,7 @@ impl CheckCommand {
 /// annotations the default annotators give it, as under `serve`; a case without its own
 /// settings runs with `settings` (the check's `--settings`).
 fn run_cases(
-    engine: &crate::plugin::PluginEngine,
+    engine: &mcpproxy_plugin_host::PluginEngine,
     plugin: &Plugin,
     path: &std::path::Path,
     settings: &serde_json::Value,

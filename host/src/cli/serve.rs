@@ -15,11 +15,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::access::Access;
 use crate::api::{self, ApiState, key};
-use crate::config::{self, Config, is_plugin_name, is_secret_text};
+use crate::config::{self, Config, is_secret_text};
 use crate::listener;
 use crate::manage::Manager;
 use crate::mcp::{self, ProxyServer};
 use crate::runtime::Runtime;
+use mcpproxy_plugin_host::is_plugin_name;
 
 use super::Globals;
 
@@ -83,7 +84,7 @@ fn default_worker_threads(cores: usize) -> usize {
 impl ServeCommand {
     pub fn run(self, globals: &Globals) -> Result<ExitCode> {
         // Before any thread starts: a thread's first allocation picks its arena.
-        crate::memory::limit_arenas();
+        mcpproxy_plugin_host::memory::limit_arenas();
         let loaded = config::load(self.config.as_deref(), globals.home.as_deref());
         // The trace exporter's client and thread are made outside the async runtime.
         let traces = match loaded
@@ -444,7 +445,7 @@ async fn summary(runtime: &Runtime, config_path: Option<&std::path::Path>) {
             "config: none (defaults; create ~/.mcpproxy/mcp_config.json to add upstream servers)"
         ),
     }
-    let names = |ps: &[Arc<crate::plugin::Plugin>]| {
+    let names = |ps: &[Arc<mcpproxy_plugin_host::Plugin>]| {
         ps.iter()
             .map(|p| format!("{} {}", p.name(), p.info().version))
             .collect::<Vec<_>>()
@@ -470,7 +471,7 @@ async fn summary(runtime: &Runtime, config_path: Option<&std::path::Path>) {
     upstreams.settle(Duration::from_secs(10)).await;
     // Start-up is over (plugins loaded, the upstreams' first tool lists indexed): give the
     // kernel back what it freed, so an idle proxy holds only what it uses.
-    crate::memory::release_freed();
+    mcpproxy_plugin_host::memory::release_freed();
     let statuses = upstreams.statuses();
     if statuses.is_empty() {
         eprintln!("upstreams: none configured");

@@ -12,11 +12,11 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::activity::Source;
 use crate::config;
 use crate::runtime::Runtime;
 use crate::trust::{Analysis, quote};
 use crate::upstream::{Approval, Status};
+use mcpproxy_activity::Source;
 
 use super::Globals;
 use super::output::{Format, Tone, print_data, print_table_toned};

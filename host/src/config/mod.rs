@@ -34,11 +34,11 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use crate::activity::Durability;
-pub use crate::activity::Retention as RetentionConfig;
-pub use crate::activity::delivery::DeliveryOptions as DeliveryConfig;
-use crate::grant::Grant;
-pub use crate::limits::Limits as LimitsConfig;
+pub use mcpproxy_activity::Durability;
+pub use mcpproxy_activity::Retention as RetentionConfig;
+pub use mcpproxy_activity::delivery::DeliveryOptions as DeliveryConfig;
+use mcpproxy_policy::Grant;
+pub use mcpproxy_policy::limits::Limits as LimitsConfig;
 
 /// The config file's name inside [`DEFAULT_DIR`].
 pub const FILE_NAME: &str = "mcp_config.json";
@@ -463,17 +463,6 @@ pub fn read_bounded(path: &Path) -> Result<String> {
             "it is not UTF-8 text",
         ))
     })
-}
-
-/// The plugin-name rule, shared by the config check and the plugin loader: 1 to 64 of
-/// `[a-z0-9-]`, not starting or ending with `-`.
-pub fn is_plugin_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-')
 }
 
 /// `upstream`: how the proxy treats its upstream servers.

@@ -36,14 +36,14 @@ use rmcp::service::{NotificationContext, RequestContext, RoleServer, Subscriptio
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Map, Value, json};
 
-use crate::activity::{ClientRecord, Source};
 use crate::back_channel::{CallOrigin, forwardable_meta, protocol_meta};
 use crate::manage::Manager;
-use crate::policy::OperationType;
 use crate::proxy::{
     CallContext, CallOutcome, CatalogError, Proxy, Scope, SubscriptionMethod, parse_call,
     shown_task_id,
 };
+use mcpproxy_activity::{ClientRecord, Source};
+use mcpproxy_policy::OperationType;
 
 use client_session::SessionSlot;
 

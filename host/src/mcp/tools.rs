@@ -7,7 +7,7 @@ use std::sync::Arc;
 use rmcp::model::{Tool, ToolAnnotations};
 use serde_json::{Map, Value, json};
 
-use crate::policy::{DATA_SENSITIVITIES, OperationType};
+use mcpproxy_policy::{DATA_SENSITIVITIES, OperationType};
 
 pub const RETRIEVE_TOOLS: &str = "retrieve_tools";
 pub const UPSTREAM_SERVERS: &str = "upstream_servers";

@@ -25,9 +25,10 @@ use rmcp::model::{
 };
 use serde_json::{Map, Value, json};
 
-use crate::activity::{ActivityRecord, RecordType, Status};
-use crate::policy::{Annotations, OperationType, Tool};
+use super::record::Concluded as _;
 use crate::upstream::{self, Upstream};
+use mcpproxy_activity::{ActivityRecord, RecordType, Status};
+use mcpproxy_policy::{Annotations, OperationType, Tool};
 
 use super::{CallContext, CallInput, Judged, Proxy};
 
@@ -568,7 +569,7 @@ impl Proxy {
     /// Unsubscribes upstream from `uri` of `server` for the proxy itself (the last session
     /// watching it ended), recorded as a `subscription` from the proxy.
     pub async fn unsubscribe_orphaned(&self, server: &str, uri: &str) -> Result<(), CatalogError> {
-        let context = CallContext::new(crate::activity::Source::Proxy);
+        let context = CallContext::new(mcpproxy_activity::Source::Proxy);
         let pending =
             self.subscription_record(SubscriptionMethod::Unsubscribe, server, uri, &context);
         let outcome = self.unsubscribe(server, uri).await;

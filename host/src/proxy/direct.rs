@@ -5,7 +5,7 @@
 
 use rmcp::model::{Tool as WireTool, ToolAnnotations};
 
-use crate::policy::{EffectiveAnnotations, OperationType, call_with};
+use mcpproxy_policy::{EffectiveAnnotations, OperationType, call_with};
 
 use super::{CatalogError, Proxy};
 

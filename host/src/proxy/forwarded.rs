@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use crate::activity::{ActivityRecord, Journal, RecordType, Source, Status, cap_arguments};
 use crate::back_channel::{ForwardedRequest, RequestObserver};
+use mcpproxy_activity::{ActivityRecord, Journal, RecordType, Source, Status, cap_arguments};
 
 use super::ActivitySettings;
 

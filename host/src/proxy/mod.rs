@@ -21,21 +21,22 @@ use serde::Serialize;
 use tracing::Instrument;
 use tracing::field::Empty;
 
-use crate::activity::{ClientRecord, Journal, Source, Status};
 use crate::back_channel::CallOrigin;
 use crate::index::ToolIndex;
 use crate::metrics::Metrics;
-use crate::policy::{
-    Annotations, EffectiveAnnotations, Evaluation, Pipeline, SafetyClass, call_with,
-};
 use crate::trust::ToolScanner;
 use crate::upstream::{self, State, Upstreams};
+use mcpproxy_activity::{ClientRecord, Journal, Source, Status};
+use mcpproxy_policy::{
+    Annotations, EffectiveAnnotations, Evaluation, Pipeline, SafetyClass, call_with,
+};
 
 pub use catalog::{
     CatalogError, PendingSubscription, RESOURCE_READ_TOOL, Scope, SubscriptionMethod,
 };
 pub use direct::DirectTool;
 pub use record::ActivitySettings;
+use record::Concluded as _;
 pub use report::{CallReport, Ending};
 pub use request::{CallInput, parse_call, split_name};
 pub use tasks::{LIFETIME_WITHOUT_TTL, MAX_TASK_ID_BYTES, MAX_TASKS, shown_task_id};
@@ -240,7 +241,7 @@ impl Proxy {
         };
         let variant = input.variant.tool_name();
         let span = tracing::info_span!(
-            target: crate::spans::TARGET,
+            target: mcpproxy_policy::SPAN_TARGET,
             "call",
             otel.name = %format_args!("{variant} {server}:{}", input.tool),
             otel.kind = "server",
@@ -316,7 +317,7 @@ impl Proxy {
                     .saturating_sub(started.elapsed());
                 let tool = &evaluation.request.tool.name;
                 let upstream_span = tracing::info_span!(
-                    target: crate::spans::TARGET,
+                    target: mcpproxy_policy::SPAN_TARGET,
                     "upstream",
                     otel.name = %format_args!("tools/call {tool}"),
                     otel.kind = "client",
@@ -393,7 +394,7 @@ impl Proxy {
     /// Writes a record whose call is already decided (refused, held, blocked, a dry run), or
     /// that is not a call's (approvals, tool and server changes): a failure is logged, the
     /// caller's answer stays the same.
-    pub async fn append(&self, record: crate::activity::ActivityRecord) {
+    pub async fn append(&self, record: mcpproxy_activity::ActivityRecord) {
         if let Err(e) = self.try_append(record).await {
             tracing::error!("cannot write the activity record: {e}");
         }
@@ -401,7 +402,10 @@ impl Proxy {
 
     /// Writes the `pending` record of a call about to be sent upstream. `Err` is what the
     /// caller is told when the journal cannot take it: the call must then not be sent.
-    async fn record_pending(&self, record: crate::activity::ActivityRecord) -> Result<(), String> {
+    async fn record_pending(
+        &self,
+        record: mcpproxy_activity::ActivityRecord,
+    ) -> Result<(), String> {
         self.try_append(record).await.map_err(|e| {
             // The journal logs its failure once; each refused call only at debug.
             tracing::debug!("call refused: cannot write its activity record: {e}");
@@ -411,10 +415,10 @@ impl Proxy {
 
     async fn try_append(
         &self,
-        record: crate::activity::ActivityRecord,
-    ) -> Result<(), crate::activity::Error> {
+        record: mcpproxy_activity::ActivityRecord,
+    ) -> Result<(), mcpproxy_activity::Error> {
         let span = tracing::info_span!(
-            target: crate::spans::TARGET,
+            target: mcpproxy_policy::SPAN_TARGET,
             "journal",
             otel.name = "journal append",
             otel.status_code = Empty,
@@ -479,7 +483,7 @@ impl Proxy {
     async fn evaluate(
         &self,
         upstream: Arc<upstream::Upstream>,
-        tool: crate::policy::Tool,
+        tool: mcpproxy_policy::Tool,
         input: CallInput,
     ) -> Judged {
         let pipeline = self.pipeline.clone();
@@ -487,7 +491,7 @@ impl Proxy {
         let args = serde_json::Value::Object(input.args);
         let judged_at = Instant::now();
         let span = tracing::info_span!(
-            target: crate::spans::TARGET,
+            target: mcpproxy_policy::SPAN_TARGET,
             "policy",
             otel.name = "policy",
             mcpproxy.decision = Empty,
@@ -590,7 +594,7 @@ impl Proxy {
 /// What a caller is told when the record of its call cannot be written: the call was not
 /// sent (`cannot record the call: the activity journal cannot write (No space left on
 /// device); nothing was run`).
-pub fn unrecorded(e: &crate::activity::Error) -> String {
+pub fn unrecorded(e: &mcpproxy_activity::Error) -> String {
     format!("cannot record the call: {e}; nothing was run")
 }
 
@@ -598,7 +602,7 @@ pub fn unrecorded(e: &crate::activity::Error) -> String {
 fn describe(
     pipeline: &Pipeline,
     upstream: &upstream::Upstream,
-    tool: crate::policy::Tool,
+    tool: mcpproxy_policy::Tool,
     score: f32,
 ) -> RetrievedTool {
     let output_schema = upstream

@@ -5,11 +5,11 @@ use std::time::Instant;
 
 use rmcp::model::CallToolResult;
 
-use crate::activity::{
+use crate::upstream;
+use mcpproxy_activity::{
     ActivityRecord, RecordType, Status, cap_arguments, format_timestamp, new_id,
 };
-use crate::policy::{AnnotationSource, Decision, Evaluation, Intent, Outcome, SafetyClass};
-use crate::upstream;
+use mcpproxy_policy::{AnnotationSource, Decision, Evaluation, Intent, Outcome, SafetyClass};
 
 use super::{CallContext, CallInput};
 
@@ -117,9 +117,16 @@ fn elapsed_ms(started: Instant) -> u64 {
     u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
-impl ActivityRecord {
-    /// A call refused before the policy ran (unknown server or tool, unusable server).
-    pub(super) fn refused(mut self, message: &str, started: Instant) -> Self {
+/// How a call's pending record ends when the proxy, not the upstream, decides: the journal
+/// owns [`ActivityRecord`]; the proxy owns what its outcomes mean for it.
+pub(super) trait Concluded: Sized {
+    fn refused(self, message: &str, started: Instant) -> Self;
+    fn held(self, message: &str, started: Instant) -> Self;
+    fn judged(self, evaluation: &Evaluation, status: Status, started: Instant) -> Self;
+}
+
+impl Concluded for ActivityRecord {
+    fn refused(mut self, message: &str, started: Instant) -> Self {
         self.status = Status::Error;
         self.verdict.decision = Decision::Reject;
         self.verdict.message = Some(message.to_owned());
@@ -128,9 +135,7 @@ impl ActivityRecord {
         self
     }
 
-    /// A call held back by the trust rules (quarantined server, tool changed since
-    /// approval): not judged, not sent.
-    pub(super) fn held(mut self, message: &str, started: Instant) -> Self {
+    fn held(mut self, message: &str, started: Instant) -> Self {
         self.status = Status::Blocked;
         self.verdict = Outcome::rejected("mcpproxy", message.to_owned(), Vec::new());
         self.error_message = Some(message.to_owned());
@@ -138,13 +143,7 @@ impl ActivityRecord {
         self
     }
 
-    /// The record once the pipeline has judged the call.
-    pub(super) fn judged(
-        mut self,
-        evaluation: &Evaluation,
-        status: Status,
-        started: Instant,
-    ) -> Self {
+    fn judged(mut self, evaluation: &Evaluation, status: Status, started: Instant) -> Self {
         let judgement = evaluation.judgement();
         self.annotations = judgement.annotations;
         self.annotation_source = judgement.annotation_source;

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::policy::{AnnotationSource, Annotations, Evaluation, Outcome, SafetyClass};
+use mcpproxy_policy::{AnnotationSource, Annotations, Evaluation, Outcome, SafetyClass};
 
 use super::CallOutcome;
 

@@ -6,8 +6,8 @@
 
 use serde_json::{Map, Value};
 
-use crate::policy::{Intent, OperationType};
 use crate::trust::is_unprintable;
+use mcpproxy_policy::{Intent, OperationType};
 
 /// A parsed call request.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,7 +69,7 @@ pub fn parse_call(
 }
 
 /// The longest `server:tool` name a call may give.
-pub const MAX_CALL_NAME_BYTES: usize = crate::policy::MAX_QUALIFIED_NAME_BYTES;
+pub const MAX_CALL_NAME_BYTES: usize = mcpproxy_policy::MAX_QUALIFIED_NAME_BYTES;
 
 /// Splits `server:tool`, refusing names no server could have given: too long, or with
 /// control or invisible characters (which could forge lines where names are printed).
@@ -152,7 +152,7 @@ fn parse_intent(arguments: &Map<String, Value>) -> Result<Option<Intent>, String
         if let Some(op) = string_field(nested, "operation_type", "intent.operation_type")? {
             intent.operation_type = Some(
                 op.parse()
-                    .map_err(|e: crate::policy::InvalidOperationType| e.to_string())?,
+                    .map_err(|e: mcpproxy_policy::InvalidOperationType| e.to_string())?,
             );
         }
         // Seed 000's example nests the flat names inside `intent`; accept them there too.
@@ -182,7 +182,7 @@ fn parse_intent(arguments: &Map<String, Value>) -> Result<Option<Intent>, String
     if let Some(op) = flat_op {
         let op: OperationType = op
             .parse()
-            .map_err(|e: crate::policy::InvalidOperationType| e.to_string())?;
+            .map_err(|e: mcpproxy_policy::InvalidOperationType| e.to_string())?;
         match intent.operation_type {
             Some(nested) if nested != op => {
                 return Err(format!(

@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use crate::activity::{ActivityRecord, RecordType, Source, Status};
-use crate::policy::{Outcome, Tool};
 use crate::trust::{self, Analysis, ToolStanding};
 use crate::upstream::{Approval, ChangeKind, ToolChange, Upstream};
+use mcpproxy_activity::{ActivityRecord, RecordType, Source, Status};
+use mcpproxy_policy::{Outcome, Tool};
 
 use super::{Judged, Proxy};
 
@@ -153,7 +153,7 @@ impl Proxy {
                     "server '{server}' is not started: its launch (command, args, env, url) is not approved. Approve the server first (`mcpproxy upstream approve {server}`)"
                 ));
             }
-            let now = crate::activity::format_timestamp(crate::activity::now_ms());
+            let now = mcpproxy_activity::format_timestamp(mcpproxy_activity::now_ms());
             let calls = !launch_only;
             self.upstreams()
                 .approve_launch(server, calls, by, &now)

@@ -24,10 +24,10 @@ use rmcp::model::{
 };
 use serde_json::json;
 
-use crate::activity::{ActivityRecord, Status};
 use crate::back_channel::{CallOrigin, SessionKey};
-use crate::policy::Evaluation;
 use crate::upstream::{self, Upstream};
+use mcpproxy_activity::{ActivityRecord, Status};
+use mcpproxy_policy::Evaluation;
 
 use super::catalog::unexpected;
 use super::{CallOutcome, CatalogError, Proxy, Scope};

@@ -20,6 +20,7 @@ mod pin;
 mod store;
 
 pub use launch::{LaunchSpec, LaunchView};
+pub use mcpproxy_policy::{Finding, Severity, ToolScanner, is_unprintable, quote};
 pub use pin::{
     PIN_VERSION, ToolDiff, UNPINNED_META_KEYS, fingerprint, has_outdated_pins, pinned_meta,
     upgrade_pins,
@@ -31,7 +32,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::policy::{self, Tool};
+use mcpproxy_policy::{self as policy, Tool};
 
 /// What went wrong with the trust store.
 #[derive(Debug, thiserror::Error)]
@@ -57,44 +58,6 @@ pub enum Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// How much a finding should worry a reviewer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    Info,
-    Warning,
-    Danger,
-}
-
-impl fmt::Display for Severity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Info => "info",
-            Self::Warning => "warning",
-            Self::Danger => "danger",
-        })
-    }
-}
-
-/// One thing a scanner found in one tool.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Finding {
-    /// The tool's name on its server.
-    pub tool: String,
-    /// `hidden-instructions`, `credential-access`, `url`, ...
-    pub kind: String,
-    pub severity: Severity,
-    /// What was found, in words, quoting the text behind it.
-    pub detail: String,
-}
-
-/// Reviews a server's tools (the host runs a scanner plugin through this).
-pub trait ToolScanner: Send + Sync {
-    fn name(&self) -> &str;
-    /// `tools` are one server's; `other_tools` name the other servers' as `server:tool`.
-    fn scan(&self, tools: &[Tool], other_tools: &[String]) -> Result<Vec<Finding>, policy::Fault>;
-}
 
 /// Where one listed tool stands against the pins.
 #[derive(Debug, Clone, PartialEq)]
@@ -373,44 +336,6 @@ impl Analysis {
 /// Lower-case hex of `bytes` (a digest), as fingerprints are written.
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// A string from an upstream or a plugin, made safe to print: control characters (newlines
-/// and escape sequences included), bidirectional controls and zero-width characters are
-/// written as `\u{..}`, and it is cut at 2,000 characters.
-pub fn quote(text: &str) -> String {
-    const MAX_CHARS: usize = 2000;
-    let mut out = String::with_capacity(text.len().min(MAX_CHARS));
-    for (i, c) in text.chars().enumerate() {
-        if i == MAX_CHARS {
-            out.push('…');
-            break;
-        }
-        if is_unprintable(c) {
-            out.push_str(&format!("\\u{{{:x}}}", c as u32));
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// Control characters (newlines and escape sequences included) and the invisible ones of
-/// [`is_invisible`]: what [`quote`] escapes, and what a call's tool name may not contain.
-pub fn is_unprintable(c: char) -> bool {
-    c.is_control() || is_invisible(c)
-}
-
-/// Zero-width, bidirectional-control and tag characters: invisible in a terminal, yet able
-/// to reorder or hide what is shown.
-fn is_invisible(c: char) -> bool {
-    matches!(c,
-        '\u{200B}'..='\u{200F}'
-        | '\u{202A}'..='\u{202E}'
-        | '\u{2060}'..='\u{2064}'
-        | '\u{2066}'..='\u{2069}'
-        | '\u{FEFF}'
-        | '\u{E0000}'..='\u{E007F}')
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::policy::{Annotations, Tool};
+use mcpproxy_policy::{Annotations, Tool};
 
 use super::{PinnedTool, ServerTrust};
 

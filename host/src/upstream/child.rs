@@ -75,6 +75,10 @@ pub fn spawn(mut cmd: tokio::process::Command) -> std::io::Result<(ChildGuard, P
 /// Has the kernel kill a stdio server when this process dies, even by `kill -9` (which no
 /// cleanup code survives): a server that ignores the end of its stdin would otherwise run on.
 #[cfg(target_os = "linux")]
+#[allow(
+    unsafe_code,
+    reason = "libc has no safe wrapper for prctl; pre_exec is unsafe by nature"
+)]
 fn die_with_this_process(cmd: &mut tokio::process::Command) {
     // SAFETY: getpid is async-signal-safe.
     let parent = unsafe { libc::getpid() };

@@ -4,7 +4,7 @@
 use rmcp::model as mcp;
 use serde_json::{Map, Value};
 
-use crate::policy::{Annotations, Tool};
+use mcpproxy_policy::{Annotations, Tool};
 
 /// The annotation hints, by their MCP names: each must be `true` or `false`.
 const HINTS: [&str; 4] = [

@@ -35,8 +35,8 @@ use tokio_util::sync::CancellationToken;
 use crate::back_channel::{BackChannel, CallOrigin};
 use crate::config::{ServerConfig, Transport, UpstreamConfig};
 use crate::index::ToolIndex;
-use crate::policy::Tool;
 use crate::trust::{Review, Standing, ToolStanding, TrustStore};
+use mcpproxy_policy::Tool;
 
 pub use convert::tool_from_mcp;
 

@@ -28,8 +28,8 @@ use tokio_util::sync::CancellationToken;
 use crate::back_channel::{BackChannel, CallOrigin, ForwardedRequest, ask_client};
 use crate::config::Transport;
 use crate::index::ToolIndex;
-use crate::policy::MAX_QUALIFIED_NAME_BYTES;
 use crate::trust::{is_unprintable, quote};
+use mcpproxy_policy::MAX_QUALIFIED_NAME_BYTES;
 
 use super::convert::tool_from_wire;
 use super::{State, Upstream, tool_from_mcp, write};
@@ -563,7 +563,7 @@ async fn refresh_tools(
             tracing::warn!(server = name, "{message}");
         }
     }
-    let tools: BTreeMap<String, crate::policy::Tool> = listable
+    let tools: BTreeMap<String, mcpproxy_policy::Tool> = listable
         .iter()
         .map(|t| (t.name.to_string(), tool_from_mcp(name, t)))
         .collect();
@@ -579,7 +579,7 @@ async fn refresh_tools(
 /// Re-pins in the current format the pins of an earlier mcpproxy that still match the
 /// listed tools (see [`crate::trust::upgrade_pins`]); writes the trust file only when there
 /// is one.
-fn upgrade_outdated_pins(upstream: &Upstream, tools: &BTreeMap<String, crate::policy::Tool>) {
+fn upgrade_outdated_pins(upstream: &Upstream, tools: &BTreeMap<String, mcpproxy_policy::Tool>) {
     let name = upstream.name();
     let outdated = upstream
         .trust

@@ -8,10 +8,10 @@ use std::sync::atomic::Ordering;
 
 use serde::{Deserialize, Serialize};
 
-use crate::activity::{format_timestamp, now_ms};
 use crate::index::{ToolDoc, param_names};
-use crate::policy::Tool;
 use crate::trust::{self, Review, ToolDiff, ToolStanding, fingerprint};
+use mcpproxy_activity::{format_timestamp, now_ms};
+use mcpproxy_policy::Tool;
 
 use super::{Upstream, write};
 

@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use super::{Context, MAX_NAME_LEN, describe};
 use crate::config::raw::{self, RawLimits};
-use crate::config::{LimitsConfig, PluginsConfig, Result, is_plugin_name};
-use crate::limits::{MAX_MEMORY_MIB, MAX_TIMEOUT_MS, mib_to_bytes};
+use crate::config::{LimitsConfig, PluginsConfig, Result};
+use mcpproxy_plugin_host::is_plugin_name;
+use mcpproxy_policy::limits::{MAX_MEMORY_MIB, MAX_TIMEOUT_MS, mib_to_bytes};
 
 pub(super) fn plugins_from(raw: raw::RawPlugins, ctx: &Context<'_>) -> Result<PluginsConfig> {
     let mut plugins = PluginsConfig::default();

@@ -1,0 +1,323 @@
+//! An author's own test table for `mcpproxy plugins check FILE --cases CASES.json`: calls
+//! (variant, tool with annotations, intent, arguments, optional settings) and the verdict
+//! each must get (allow, warn or reject, optionally with a piece of the message).
+//!
+//! The file is a JSON array of objects:
+//!
+//! ```json
+//! [
+//!   {"name": "a key in the arguments is refused",
+//!    "variant": "write",
+//!    "tool": {"server": "github", "name": "create_issue",
+//!             "annotations": {"readOnlyHint": false, "destructiveHint": false}},
+//!    "intent": {"operation_type": "write", "data_sensitivity": "internal"},
+//!    "args": {"body": "AKIAIOSFODNN7EXAMPLE"},
+//!    "settings": {"warn_only": false},
+//!    "expect": "reject", "message": "AWS access key"}
+//! ]
+//! ```
+//!
+//! Parsing is strict: an unknown key or a wrong type is an error naming the case's index
+//! (from 0) and the key. Running the cases is `suite::MatrixCase::run`.
+
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use mcpproxy_policy::{Annotations, Intent, OperationType, Tool};
+
+use super::suite::{Expect, Text};
+
+/// Why a cases file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum CasesError {
+    #[error("cannot read {file}: {source}")]
+    Read {
+        file: String,
+        source: std::io::Error,
+    },
+    #[error("{file} is not valid JSON: {reason}")]
+    Syntax { file: String, reason: String },
+    #[error(
+        "{file} must hold a JSON array of cases, like \
+         [{{\"variant\": \"read\", \"tool\": {{\"name\": \"list_items\"}}, \"expect\": \"allow\"}}]"
+    )]
+    NotAnArray { file: String },
+    #[error("{file} holds no cases")]
+    Empty { file: String },
+    #[error("{file}: case {index}{name}: key `{key}`: {reason}")]
+    Case {
+        file: String,
+        index: usize,
+        /// ` ("the case's name")`, or nothing.
+        name: String,
+        key: String,
+        reason: String,
+    },
+}
+
+/// One case, as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCase {
+    #[serde(default)]
+    name: Option<String>,
+    variant: OperationType,
+    tool: RawTool,
+    #[serde(default)]
+    intent: Option<RawIntent>,
+    #[serde(default)]
+    args: Option<serde_json::Map<String, Value>>,
+    #[serde(default)]
+    settings: Option<serde_json::Map<String, Value>>,
+    expect: Decision,
+    #[serde(default)]
+    message: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTool {
+    #[serde(default = "default_server")]
+    server: String,
+    name: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default, rename = "inputSchema")]
+    input_schema: Option<Value>,
+    #[serde(default)]
+    annotations: Option<RawAnnotations>,
+    #[serde(default, rename = "_meta")]
+    meta: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawAnnotations {
+    #[serde(default)]
+    read_only_hint: Option<bool>,
+    #[serde(default)]
+    destructive_hint: Option<bool>,
+    #[serde(default)]
+    idempotent_hint: Option<bool>,
+    #[serde(default)]
+    open_world_hint: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawIntent {
+    #[serde(default)]
+    operation_type: Option<OperationType>,
+    #[serde(default)]
+    data_sensitivity: Option<String>,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Decision {
+    Allow,
+    Warn,
+    Reject,
+}
+
+fn default_server() -> String {
+    "example".to_owned()
+}
+
+/// One case, ready to run once the tool's effective annotations are known.
+#[derive(Debug, Clone)]
+pub struct UserCase {
+    pub name: String,
+    pub variant: OperationType,
+    pub tool: Tool,
+    pub intent: Option<Intent>,
+    pub args: Value,
+    /// Settings for this case only; `None`: the `--settings` of the check.
+    pub settings: Option<Value>,
+    pub expect: Expect,
+}
+
+/// Reads and checks a cases file.
+pub fn load(path: &Path) -> Result<Vec<UserCase>, CasesError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| CasesError::Read {
+        file: file.clone(),
+        source,
+    })?;
+    parse(&text, &file)
+}
+
+/// Parses the text of a cases file (`file` names it in errors).
+pub fn parse(text: &str, file: &str) -> Result<Vec<UserCase>, CasesError> {
+    let value: Value = serde_json::from_str(text).map_err(|e| CasesError::Syntax {
+        file: file.to_owned(),
+        reason: e.to_string(),
+    })?;
+    let Value::Array(items) = value else {
+        return Err(CasesError::NotAnArray {
+            file: file.to_owned(),
+        });
+    };
+    if items.is_empty() {
+        return Err(CasesError::Empty {
+            file: file.to_owned(),
+        });
+    }
+    items
+        .iter()
+        .enumerate()
+        .map(|(index, item)| case(item, index, file))
+        .collect()
+}
+
+fn case(item: &Value, index: usize, file: &str) -> Result<UserCase, CasesError> {
+    let name = item.get("name").and_then(Value::as_str).map(str::to_owned);
+    let error = |key: String, reason: String| CasesError::Case {
+        file: file.to_owned(),
+        index,
+        name: name
+            .as_deref()
+            .map(|n| format!(" ({n:?})"))
+            .unwrap_or_default(),
+        key,
+        reason,
+    };
+    if !item.is_object() {
+        return Err(error(
+            ".".to_owned(),
+            "a case is a JSON object with at least `variant`, `tool` and `expect`".to_owned(),
+        ));
+    }
+    let raw: RawCase = serde_path_to_error::deserialize(item).map_err(|e| {
+        let key = e.path().to_string();
+        let reason = e.into_inner().to_string();
+        // serde names a missing key in the message only; the path ends at its parent.
+        let key = match (key.as_str(), missing_field(&reason)) {
+            (".", Some(field)) => field,
+            (path, Some(field)) => format!("{path}.{field}"),
+            (path, None) => path.to_owned(),
+        };
+        error(key, reason)
+    })?;
+    let text = Text::Contains(raw.message.clone().into_iter().collect());
+    let expect = match raw.expect {
+        Decision::Allow if raw.message.is_some() => {
+            return Err(error(
+                "message".to_owned(),
+                "an `allow` has no message: remove `message`, or expect warn or reject".to_owned(),
+            ));
+        }
+        Decision::Allow => Expect::Allow,
+        Decision::Warn => Expect::Warn(text),
+        Decision::Reject => Expect::Reject(text),
+    };
+    let tool = Tool {
+        server: raw.tool.server,
+        name: raw.tool.name,
+        description: raw.tool.description,
+        input_schema: raw
+            .tool
+            .input_schema
+            .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+        annotations: raw.tool.annotations.map(|a| Annotations {
+            read_only_hint: a.read_only_hint,
+            destructive_hint: a.destructive_hint,
+            idempotent_hint: a.idempotent_hint,
+            open_world_hint: a.open_world_hint,
+        }),
+        meta: raw.tool.meta,
+        ..Default::default()
+    };
+    Ok(UserCase {
+        name: raw.name.unwrap_or_else(|| {
+            format!(
+                "case {index}: call_tool_{} of {}",
+                raw.variant.as_str(),
+                tool.qualified_name()
+            )
+        }),
+        variant: raw.variant,
+        tool,
+        intent: raw.intent.map(|i| Intent {
+            operation_type: i.operation_type,
+            data_sensitivity: i.data_sensitivity,
+            reason: i.reason,
+        }),
+        args: Value::Object(raw.args.unwrap_or_default()),
+        settings: raw.settings.map(Value::Object),
+        expect,
+    })
+}
+
+/// The key a serde "missing field `x`" message names.
+fn missing_field(reason: &str) -> Option<String> {
+    let rest = reason.strip_prefix("missing field `")?;
+    rest.split('`').next().map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        parse(text, "c.json").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_full_case_parses() {
+        let cases = parse(
+            r#"[{"name": "n", "variant": "write",
+                 "tool": {"server": "gh", "name": "create_issue",
+                          "annotations": {"readOnlyHint": false}},
+                 "intent": {"operation_type": "write"}, "args": {"a": 1},
+                 "settings": {"x": true}, "expect": "reject", "message": "key"},
+                {"variant": "read", "tool": {"name": "list"}, "expect": "allow"}]"#,
+            "c.json",
+        )
+        .unwrap();
+        assert_eq!(cases.len(), 2);
+        assert_eq!(cases[0].tool.qualified_name(), "gh:create_issue");
+        assert!(matches!(&cases[0].expect, Expect::Reject(Text::Contains(p)) if p == &["key"]));
+        assert_eq!(cases[1].name, "case 1: call_tool_read of example:list");
+        assert_eq!(cases[1].args, serde_json::json!({}));
+    }
+
+    #[test]
+    fn errors_name_the_case_and_the_key() {
+        let e = err(
+            r#"[{"variant": "read", "tool": {"name": "a"}, "expect": "allow"},
+                        {"name": "two", "variant": "read", "tool": {"name": "a"}, "expect": "rejct"}]"#,
+        );
+        assert!(
+            e.starts_with("c.json: case 1 (\"two\"): key `expect`: unknown variant `rejct`"),
+            "{e}"
+        );
+        let e = err(r#"[{"variant": "read", "tool": {"name": "a"}}]"#);
+        assert!(
+            e.contains("case 0: key `expect`: missing field `expect`"),
+            "{e}"
+        );
+        let e = err(
+            r#"[{"variant": "read", "tool": {"name": "a", "anotations": {}}, "expect": "allow"}]"#,
+        );
+        assert!(
+            e.contains("case 0: key `tool.anotations`: unknown field"),
+            "{e}"
+        );
+        let e =
+            err(r#"[{"variant": "read", "tool": {"name": "a"}, "args": [1], "expect": "allow"}]"#);
+        assert!(e.contains("case 0: key `args`"), "{e}");
+        let e = err(
+            r#"[{"variant": "read", "tool": {"name": "a"}, "expect": "allow", "message": "x"}]"#,
+        );
+        assert!(e.contains("case 0: key `message`"), "{e}");
+        assert!(err("[]").contains("holds no cases"));
+        assert!(err("{}").contains("must hold a JSON array"));
+        assert!(err("[1,").contains("not valid JSON"));
+        assert!(err("[1]").contains("case 0: key `.`"));
+    }
+}

@@ -1,0 +1,296 @@
+//! What `mcpproxy plugins wit` and `mcpproxy plugins new` write: the WIT contract embedded
+//! in the binary (so authors do not need this repository), and starter projects in Rust,
+//! Python and JavaScript for a validator or an annotator, each with a build script, a
+//! README with the three commands (build, check, load) and, for a validator, `cases.json`
+//! for `plugins check --cases`.
+
+use std::path::{Path, PathBuf};
+
+use crate::is_plugin_name;
+
+use super::PluginKind;
+
+/// `wit/`, as this binary was built against: (path under `wit/`, text).
+pub const WIT: &[(&str, &str)] = &[
+    ("worlds.wit", include_str!("../../../wit/worlds.wit")),
+    ("host.wit", include_str!("../../../wit/host.wit")),
+    ("types.wit", include_str!("../../../wit/types.wit")),
+    ("validator.wit", include_str!("../../../wit/validator.wit")),
+    ("annotator.wit", include_str!("../../../wit/annotator.wit")),
+    ("scanner.wit", include_str!("../../../wit/scanner.wit")),
+    ("sink.wit", include_str!("../../../wit/sink.wit")),
+    (
+        "deps/cli/cli.wit",
+        include_str!("../../../wit/deps/cli/cli.wit"),
+    ),
+    (
+        "deps/clocks/clocks.wit",
+        include_str!("../../../wit/deps/clocks/clocks.wit"),
+    ),
+    (
+        "deps/filesystem/filesystem.wit",
+        include_str!("../../../wit/deps/filesystem/filesystem.wit"),
+    ),
+    (
+        "deps/http/http.wit",
+        include_str!("../../../wit/deps/http/http.wit"),
+    ),
+    (
+        "deps/io/io.wit",
+        include_str!("../../../wit/deps/io/io.wit"),
+    ),
+    (
+        "deps/random/random.wit",
+        include_str!("../../../wit/deps/random/random.wit"),
+    ),
+    (
+        "deps/sockets/sockets.wit",
+        include_str!("../../../wit/deps/sockets/sockets.wit"),
+    ),
+];
+
+/// Why a project or the contract could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum TemplateError {
+    #[error(
+        "'{0}' is not a plugin name: use lowercase letters, digits and '-', starting with a \
+         letter (at most 64 characters), e.g. 'no-secrets'"
+    )]
+    BadName(String),
+    #[error("{0} already exists and is not empty: choose another name or directory")]
+    NotEmpty(PathBuf),
+    #[error("`plugins new` makes validators and annotators, not {0} plugins")]
+    Kind(PluginKind),
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// The languages `plugins new` writes projects in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lang {
+    Rust,
+    Python,
+    Js,
+}
+
+impl Lang {
+    fn display(self) -> &'static str {
+        match self {
+            Self::Rust => "Rust",
+            Self::Python => "Python",
+            Self::Js => "JavaScript",
+        }
+    }
+}
+
+/// Writes `wit/` into `dir` (created if missing); returns the files written.
+pub fn write_wit(dir: &Path) -> Result<Vec<PathBuf>, TemplateError> {
+    WIT.iter()
+        .map(|(name, text)| {
+            let path = dir.join(name);
+            write(&path, text)?;
+            Ok(path)
+        })
+        .collect()
+}
+
+/// Writes a new plugin project named `name` into `dir` (which must not exist or be empty);
+/// returns the files written.
+pub fn new_project(
+    dir: &Path,
+    name: &str,
+    lang: Lang,
+    kind: PluginKind,
+) -> Result<Vec<PathBuf>, TemplateError> {
+    if !is_plugin_name(name) {
+        return Err(TemplateError::BadName(name.to_owned()));
+    }
+    let world = match kind {
+        PluginKind::Validator => "validator-plugin",
+        PluginKind::Annotator => "annotator-plugin",
+        other => return Err(TemplateError::Kind(other)),
+    };
+    if std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some()) {
+        return Err(TemplateError::NotEmpty(dir.to_owned()));
+    }
+    let validator = kind == PluginKind::Validator;
+    let file = name.replace('-', "_");
+    let (source_path, source) = match (lang, validator) {
+        (Lang::Rust, true) => (
+            "src/lib.rs".to_owned(),
+            include_str!("../templates/rust/validator.rs"),
+        ),
+        (Lang::Rust, false) => (
+            "src/lib.rs".to_owned(),
+            include_str!("../templates/rust/annotator.rs"),
+        ),
+        (Lang::Python, true) => (
+            format!("src/{file}.py"),
+            include_str!("../templates/python/validator.py"),
+        ),
+        (Lang::Python, false) => (
+            format!("src/{file}.py"),
+            include_str!("../templates/python/annotator.py"),
+        ),
+        (Lang::Js, true) => (
+            "src/plugin.js".to_owned(),
+            include_str!("../templates/js/validator.js"),
+        ),
+        (Lang::Js, false) => (
+            "src/plugin.js".to_owned(),
+            include_str!("../templates/js/annotator.js"),
+        ),
+    };
+    let mut files: Vec<(String, &str)> = vec![
+        (source_path.clone(), source),
+        (
+            "README.md".to_owned(),
+            include_str!("../templates/README.md"),
+        ),
+    ];
+    match lang {
+        Lang::Rust => {
+            files.push((
+                "Cargo.toml".to_owned(),
+                include_str!("../templates/rust/Cargo.toml"),
+            ));
+            files.push((
+                "build.sh".to_owned(),
+                include_str!("../templates/rust/build.sh"),
+            ));
+            files.push((".gitignore".to_owned(), "/target\n*.wasm\n"));
+        }
+        Lang::Python => {
+            files.push((
+                "build.sh".to_owned(),
+                include_str!("../templates/python/build.sh"),
+            ));
+            files.push((
+                "requirements.txt".to_owned(),
+                include_str!("../templates/python/requirements.txt"),
+            ));
+            files.push((".gitignore".to_owned(), ".venv/\n*.wasm\n"));
+        }
+        Lang::Js => {
+            files.push((
+                "build.sh".to_owned(),
+                include_str!("../templates/js/build.sh"),
+            ));
+            files.push((
+                "package.json".to_owned(),
+                include_str!("../templates/js/package.json"),
+            ));
+            files.push((".gitignore".to_owned(), "node_modules/\n*.wasm\n"));
+        }
+    }
+    if validator {
+        files.push((
+            "cases.json".to_owned(),
+            include_str!("../templates/cases.json"),
+        ));
+    }
+    let config = if validator {
+        format!(
+            "{{\n  \"plugins\": {{\n    \"validators\": [\"intent-matrix\", \"{name}\"],\n    \
+             \"settings\": {{ \"{name}\": {{ \"blocked_tools\": [\"github:delete_repo\"] }} }}\n  }}\n}}"
+        )
+    } else {
+        format!("{{\n  \"plugins\": {{ \"annotators\": [\"{name}\", \"prefix-annotator\"] }}\n}}")
+    };
+    let vars = [
+        ("{{name}}", name.to_owned()),
+        ("{{file}}", file.clone()),
+        ("{{world}}", world.to_owned()),
+        ("{{kind}}", kind.as_str().to_owned()),
+        ("{{lang}}", lang.display().to_owned()),
+        ("{{source}}", source_path),
+        (
+            "{{check_args}}",
+            if validator { " --cases cases.json" } else { "" }.to_owned(),
+        ),
+        ("{{config}}", config),
+        (
+            "{{cases_note}}",
+            if validator {
+                "`cases.json` holds calls and the verdict each must get; add your own. "
+            } else {
+                ""
+            }
+            .to_owned(),
+        ),
+    ];
+    let mut written = write_wit(&dir.join("wit"))?;
+    for (path, text) in files {
+        let text = vars
+            .iter()
+            .fold(text.to_owned(), |acc, (key, value)| acc.replace(key, value));
+        let path = dir.join(path);
+        write(&path, &text)?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+fn write(path: &Path, text: &str) -> Result<(), TemplateError> {
+    let err = |source| TemplateError::Write {
+        path: path.to_owned(),
+        source,
+    };
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(err)?;
+    }
+    std::fs::write(path, text).map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_wit_file_is_embedded() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../wit");
+        let mut on_disk = Vec::new();
+        let mut stack = vec![root.clone()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(dir).unwrap().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else {
+                    on_disk.push(path.strip_prefix(&root).unwrap().display().to_string());
+                }
+            }
+        }
+        on_disk.sort();
+        let mut embedded: Vec<String> = WIT.iter().map(|(n, _)| (*n).to_owned()).collect();
+        embedded.sort();
+        assert_eq!(embedded, on_disk);
+    }
+
+    #[test]
+    fn every_template_fills_every_placeholder() {
+        for lang in [Lang::Rust, Lang::Python, Lang::Js] {
+            for kind in [PluginKind::Validator, PluginKind::Annotator] {
+                let dir = tempfile::tempdir().unwrap();
+                let files = new_project(dir.path(), "my-policy", lang, kind).unwrap();
+                for path in files
+                    .iter()
+                    .filter(|p| !p.starts_with(dir.path().join("wit")))
+                {
+                    let text = std::fs::read_to_string(path).unwrap();
+                    assert!(!text.contains("{{"), "{lang:?} {kind}: {}", path.display());
+                }
+                let again = new_project(dir.path(), "my-policy", lang, kind).unwrap_err();
+                assert!(matches!(again, TemplateError::NotEmpty(_)), "{again}");
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            new_project(dir.path(), "My_Policy", Lang::Rust, PluginKind::Validator),
+            Err(TemplateError::BadName(_))
+        ));
+    }
+}

@@ -1,0 +1,29 @@
+//! The policy's vocabulary and pipeline: what a call, a tool and a verdict are, the
+//! [`Annotator`] and [`Validator`] stages, and the [`Pipeline`] that combines them into one
+//! [`Evaluation`]; besides them the small rules every crate above shares: plugin resource
+//! [`limits`], the hosts a sink may reach ([`Grant`]), the [`ToolScanner`] a reviewer's
+//! analysis runs, the tracing target of exported spans ([`SPAN_TARGET`]) and [`quote`], which
+//! makes text from outside safe to print.
+//!
+//! This crate is the bottom of the workspace graph: it knows neither WebAssembly, nor MCP,
+//! nor an async runtime. The plugin host implements the stage traits for WebAssembly
+//! components; the activity record and the proxy's call report are built from its types.
+
+pub mod limits;
+
+mod grant;
+mod memo;
+mod pipeline;
+mod scan;
+mod spans;
+mod stage;
+mod text;
+mod types;
+
+pub use grant::{Grant, authority_of};
+pub use pipeline::{Evaluation, Judgement, Outcome, Pipeline, Warning};
+pub use scan::{Finding, Severity, ToolScanner};
+pub use spans::TARGET as SPAN_TARGET;
+pub use stage::{Annotator, Fault, FaultKind, Validator};
+pub use text::{is_unprintable, quote};
+pub use types::*;
