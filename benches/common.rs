@@ -12,22 +12,22 @@ use mcpproxy_policy::{
 const SERVERS: [&str; 5] = ["github", "filesystem", "postgres", "slack", "jira"];
 
 /// xorshift64*: deterministic and dependency-free.
-pub struct Rng(pub u64);
+pub(crate) struct Rng(pub u64);
 
 impl Rng {
-    pub fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
-    pub fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
 }
 
 /// A realistic record (~700 bytes of JSON) at `ms`.
-pub fn record(rng: &mut Rng, ms: u64, id: String) -> ActivityRecord {
+pub(crate) fn record(rng: &mut Rng, ms: u64, id: String) -> ActivityRecord {
     let server = SERVERS[rng.below(5) as usize];
     let tool = format!("{server}_tool_{}", rng.below(10));
     let variant = match rng.below(10) {

@@ -27,7 +27,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Set (to anything but empty or `0`) to make a missing ClickHouse a failure, not a skip.
-pub const REQUIRE_ENV: &str = "MCPPROXY_REQUIRE_CLICKHOUSE";
+pub(crate) const REQUIRE_ENV: &str = "MCPPROXY_REQUIRE_CLICKHOUSE";
 
 /// How long a start may take before the test fails with the server's log.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -42,7 +42,7 @@ const QUERY_TIMEOUT: Duration = Duration::from_secs(60);
 const IDENTITY_MACRO: &str = "mcpproxy_test_harness";
 
 /// A clickhouse-server on loopback in its own temp dir; killed on drop.
-pub struct ClickHouse {
+pub(crate) struct ClickHouse {
     dir: tempfile::TempDir,
     binary: PathBuf,
     http_port: u16,
@@ -69,7 +69,7 @@ impl ClickHouse {
     ///
     /// `None` (with a note on stderr) if clickhouse-server is not installed and
     /// `MCPPROXY_REQUIRE_CLICKHOUSE` is unset; panics if it is set.
-    pub async fn start() -> Option<Self> {
+    pub(crate) async fn start() -> Option<Self> {
         let Some(binary) = find_server() else {
             if required() {
                 panic!(
@@ -130,7 +130,7 @@ impl ClickHouse {
 
     /// Kills the server (SIGKILL, like a crash or an outage) and waits for it to exit. The
     /// data dir, the ports and the logs stay for [`Self::start_again`]. No-op if stopped.
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             kill_and_reap(&mut child);
         }
@@ -138,7 +138,7 @@ impl ClickHouse {
 
     /// Starts the stopped server again on the same ports and data dir, and waits until it
     /// answers. Panics if it is still running (call [`Self::stop`] first, or [`Self::restart`]).
-    pub async fn start_again(&mut self) {
+    pub(crate) async fn start_again(&mut self) {
         assert!(
             self.child.is_none(),
             "ClickHouse::start_again while it is running"
@@ -162,13 +162,13 @@ impl ClickHouse {
     }
 
     /// [`Self::stop`] then [`Self::start_again`].
-    pub async fn restart(&mut self) {
+    pub(crate) async fn restart(&mut self) {
         self.stop();
         self.start_again().await;
     }
 
     /// Whether the server process is up (started and not stopped, and has not died).
-    pub fn is_running(&mut self) -> bool {
+    pub(crate) fn is_running(&mut self) -> bool {
         match &mut self.child {
             Some(child) => matches!(child.try_wait(), Ok(None)),
             None => false,
@@ -176,34 +176,34 @@ impl ClickHouse {
     }
 
     /// The HTTP interface, e.g. `http://127.0.0.1:41234` (no trailing slash).
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.http_port)
     }
 
-    pub fn http_port(&self) -> u16 {
+    pub(crate) fn http_port(&self) -> u16 {
         self.http_port
     }
 
     /// The native-protocol port (for `clickhouse-client --port`).
-    pub fn tcp_port(&self) -> u16 {
+    pub(crate) fn tcp_port(&self) -> u16 {
         self.tcp_port
     }
 
     /// The server's temp dir (config, `data/`, `log/`).
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         self.dir.path()
     }
 
     /// Runs one SQL statement over HTTP (the statement is the POST body; for
     /// `INSERT ... FORMAT JSONEachRow` the rows follow it after a newline) and returns the
     /// response text. Panics with ClickHouse's error text if it is not a 200.
-    pub async fn query(&self, sql: &str) -> String {
+    pub(crate) async fn query(&self, sql: &str) -> String {
         self.try_query(sql).await.unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// [`Self::query`] that returns the failure (unreachable server, or ClickHouse's error
     /// with its status) instead of panicking.
-    pub async fn try_query(&self, sql: &str) -> Result<String, String> {
+    pub(crate) async fn try_query(&self, sql: &str) -> Result<String, String> {
         let response = self
             .http
             .post(format!("{}/", self.url()))
@@ -231,7 +231,7 @@ impl ClickHouse {
     }
 
     /// The last lines of the server's log and console output, for failure messages.
-    pub fn log_tail(&self) -> String {
+    pub(crate) fn log_tail(&self) -> String {
         let zero = LogMark {
             server: 0,
             console: 0,

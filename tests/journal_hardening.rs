@@ -210,7 +210,7 @@ fn a_damaged_journal_says_to_repair_and_repair_saves_the_readable_records() {
 
     let out = list(dir.path());
     out.assert_code(0);
-    let listed: serde_json::Value = serde_json::from_str(&out.stdout()).unwrap();
+    let listed: Value = serde_json::from_str(&out.stdout()).unwrap();
     let count = listed
         .as_array()
         .or_else(|| listed["records"].as_array())

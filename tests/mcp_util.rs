@@ -17,14 +17,14 @@ use rmcp::{ServiceError, ServiceExt};
 use serde_json::Value;
 
 /// The `mcp-fixture` binary, built on first use if this test run did not build it.
-pub fn fixture_bin() -> PathBuf {
+pub(crate) fn fixture_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| workspace_bin("mcp-fixture")).clone()
 }
 
 /// The binary of the workspace package `package` (whose binary has the same name), built with
 /// the profile of this test run, next to `mcpproxy`.
-pub fn workspace_bin(package: &str) -> PathBuf {
+pub(crate) fn workspace_bin(package: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_BIN_EXE_mcpproxy"))
         .parent()
         .expect("binary dir")
@@ -45,26 +45,26 @@ pub fn workspace_bin(package: &str) -> PathBuf {
 }
 
 /// Kills the child when dropped, so a failing test leaves no process behind.
-pub struct Proc {
+pub(crate) struct Proc {
     pub child: Child,
     pub stderr_lines: std::sync::mpsc::Receiver<String>,
 }
 
 impl Proc {
     /// Stops the process as an operator would (SIGTERM) and waits for it to exit.
-    pub fn terminate(&mut self) -> std::process::ExitStatus {
+    pub(crate) fn terminate(&mut self) -> std::process::ExitStatus {
         // SAFETY: kill(2) on our own child's pid.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         self.child.wait().expect("wait for the child")
     }
 
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 
     /// Reads stderr lines until one satisfies `pred`, or panics after `timeout`.
-    pub fn wait_for_line(&self, timeout: Duration, pred: impl Fn(&str) -> bool) -> String {
+    pub(crate) fn wait_for_line(&self, timeout: Duration, pred: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + timeout;
         let mut seen = Vec::new();
         loop {
@@ -87,7 +87,7 @@ impl Drop for Proc {
     }
 }
 
-pub fn pipe_lines(
+pub(crate) fn pipe_lines(
     reader: impl std::io::Read + Send + 'static,
 ) -> std::sync::mpsc::Receiver<String> {
     let (tx, rx) = std::sync::mpsc::channel();
@@ -103,7 +103,7 @@ pub fn pipe_lines(
 }
 
 /// The fixture serving streamable HTTP on `addr` (use port 0 for any).
-pub fn start_http_fixture(addr: &str, call_log: &Path) -> (Proc, String) {
+pub(crate) fn start_http_fixture(addr: &str, call_log: &Path) -> (Proc, String) {
     let mut child = Command::new(fixture_bin())
         .args(["--http", addr, "--call-log"])
         .arg(call_log)
@@ -133,7 +133,7 @@ pub fn start_http_fixture(addr: &str, call_log: &Path) -> (Proc, String) {
 /// (`plugin_host`). Entries older than [`COMPILE_CACHE_DAYS`] are removed on first use in a
 /// test process: those of plugins and engines since changed are never read again, and the
 /// current ones are compiled anew once.
-pub fn shared_compile_cache() -> PathBuf {
+pub(crate) fn shared_compile_cache() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("plugin-compile-cache");
@@ -157,7 +157,7 @@ const COMPILE_CACHE_DAYS: u64 = 14;
 
 /// Copies the compiled components (`*.cwasm`) of `from` that `to` lacks. Each lands under a
 /// temporary name and is renamed into place: other tests read these directories meanwhile.
-pub fn copy_cwasm(from: &Path, to: &Path) {
+pub(crate) fn copy_cwasm(from: &Path, to: &Path) {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let Ok(entries) = std::fs::read_dir(from) else {
         return;
@@ -176,7 +176,7 @@ pub fn copy_cwasm(from: &Path, to: &Path) {
 }
 
 /// A running `mcpproxy serve` on a free loopback port.
-pub struct Proxy {
+pub(crate) struct Proxy {
     pub proc: Proc,
     pub url: String,
     pub data_dir: tempfile::TempDir,
@@ -185,17 +185,17 @@ pub struct Proxy {
 impl Proxy {
     /// Starts `mcpproxy serve` with `config` (JSON) and waits until every upstream has
     /// settled (the startup summary is printed).
-    pub fn start(config: &Value, extra_args: &[&str]) -> Self {
+    pub(crate) fn start(config: &Value, extra_args: &[&str]) -> Self {
         Self::start_in(config, extra_args, tempfile::tempdir().expect("tempdir"))
     }
 
     /// Like [`Proxy::start`], with a data dir that may hold an earlier run's state.
-    pub fn start_in(config: &Value, extra_args: &[&str], data_dir: tempfile::TempDir) -> Self {
+    pub(crate) fn start_in(config: &Value, extra_args: &[&str], data_dir: tempfile::TempDir) -> Self {
         Self::start_in_with_env(config, extra_args, data_dir, &[])
     }
 
     /// Like [`Proxy::start_in`], with `env` added to the server's environment.
-    pub fn start_in_with_env(
+    pub(crate) fn start_in_with_env(
         config: &Value,
         extra_args: &[&str],
         data_dir: tempfile::TempDir,
@@ -218,7 +218,7 @@ impl Proxy {
 
     /// Starts `mcpproxy serve` and returns as soon as it listens, while its upstreams may
     /// still be connecting.
-    pub fn start_listening(
+    pub(crate) fn start_listening(
         config: &Value,
         extra_args: &[&str],
         data_dir: tempfile::TempDir,
@@ -227,7 +227,7 @@ impl Proxy {
     }
 
     /// Like [`Proxy::start_listening`], with `env` added to the server's environment.
-    pub fn start_listening_with_env(
+    pub(crate) fn start_listening_with_env(
         config: &Value,
         extra_args: &[&str],
         data_dir: tempfile::TempDir,
@@ -280,7 +280,7 @@ impl Proxy {
 impl Proxy {
     /// Stops the server as an operator would (SIGTERM) and checks that it exited cleanly
     /// (its journal flushed, its trace export sent).
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         let status = self.proc.terminate();
         assert!(
             status.success(),
@@ -289,7 +289,7 @@ impl Proxy {
     }
 
     /// The API key the server generated in its data dir.
-    pub fn api_key(&self) -> String {
+    pub(crate) fn api_key(&self) -> String {
         std::fs::read_to_string(self.data_dir.path().join("api_key"))
             .expect("the API key file exists after start")
             .trim()
@@ -297,14 +297,14 @@ impl Proxy {
     }
 
     /// `http://ADDR`, where `/api/v1`, `/metrics` and the page are.
-    pub fn base(&self) -> String {
+    pub(crate) fn base(&self) -> String {
         self.url.trim_end_matches("/mcp").to_owned()
     }
 
     /// A config for the CLI with a stdio fixture `fx` (logging to `log`) and `listen` set to
     /// this server's address, so `mcpproxy activity ...` finds the server; written in the
     /// data dir.
-    pub fn cli_config(&self, log: &Path) -> PathBuf {
+    pub(crate) fn cli_config(&self, log: &Path) -> PathBuf {
         let mut config = config_with(vec![stdio_fixture("fx", log)]);
         config["listen"] = serde_json::json!(self.base().trim_start_matches("http://"));
         let path = self.data_dir.path().join("cli_config.json");
@@ -314,12 +314,12 @@ impl Proxy {
 }
 
 /// A config with the given upstream servers.
-pub fn config_with(servers: Vec<Value>) -> Value {
+pub(crate) fn config_with(servers: Vec<Value>) -> Value {
     serde_json::json!({ "mcpServers": servers })
 }
 
 /// The fixture as a stdio upstream named `name`, logging calls to `call_log`.
-pub fn stdio_fixture(name: &str, call_log: &Path) -> Value {
+pub(crate) fn stdio_fixture(name: &str, call_log: &Path) -> Value {
     serde_json::json!({
         "name": name,
         "command": fixture_bin(),
@@ -327,17 +327,17 @@ pub fn stdio_fixture(name: &str, call_log: &Path) -> Value {
     })
 }
 
-pub type Client = RunningService<RoleClient, ()>;
+pub(crate) type Client = RunningService<RoleClient, ()>;
 
 /// An MCP client session over streamable HTTP.
-pub async fn connect(url: &str) -> Client {
+pub(crate) async fn connect(url: &str) -> Client {
     ().serve(StreamableHttpClientTransport::from_uri(url.to_owned()))
         .await
         .expect("connect to mcpproxy")
 }
 
 /// Calls a tool and returns its result (tool-level errors included), or the JSON-RPC error.
-pub async fn call(client: &Client, tool: &str, arguments: Value) -> Result<CallToolResult, String> {
+pub(crate) async fn call(client: &Client, tool: &str, arguments: Value) -> Result<CallToolResult, String> {
     let mut params = CallToolRequestParams::new(tool.to_owned());
     if let Value::Object(map) = arguments {
         params = params.with_arguments(map);
@@ -351,7 +351,7 @@ pub async fn call(client: &Client, tool: &str, arguments: Value) -> Result<CallT
 }
 
 /// The text of a result's first text content.
-pub fn text(result: &CallToolResult) -> String {
+pub(crate) fn text(result: &CallToolResult) -> String {
     result
         .content
         .iter()
@@ -359,12 +359,12 @@ pub fn text(result: &CallToolResult) -> String {
         .unwrap_or_default()
 }
 
-pub fn is_error(result: &CallToolResult) -> bool {
+pub(crate) fn is_error(result: &CallToolResult) -> bool {
     result.is_error == Some(true)
 }
 
 /// The lines of a fixture call log.
-pub fn call_log_lines(path: &Path) -> Vec<Value> {
+pub(crate) fn call_log_lines(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
@@ -373,13 +373,13 @@ pub fn call_log_lines(path: &Path) -> Vec<Value> {
 }
 
 /// `tests/npm`, where `.ci/run` installs the official MCP servers (`npm ci --prefix tests/npm`).
-pub fn npm_dir() -> PathBuf {
+pub(crate) fn npm_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/npm")
 }
 
 /// Whether the npm package that provides `bin` is installed in [`npm_dir`]; on CI its
 /// absence is a failure, elsewhere the test skips with a note.
-pub fn npm_bin_installed(bin: &str) -> bool {
+pub(crate) fn npm_bin_installed(bin: &str) -> bool {
     let path = npm_dir().join("node_modules/.bin").join(bin);
     if path.exists() {
         return true;

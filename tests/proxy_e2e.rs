@@ -574,7 +574,7 @@ async fn the_official_python_sdk_calls_and_ends_its_session_cleanly() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(result["texts"], json!(["http-0", "http-1", "http-2"]));
     assert!(!stderr.contains("Session termination failed"), "{stderr}");
 }

@@ -26,7 +26,7 @@ async fn receiver() -> (String, Arc<Mutex<Vec<Export>>>) {
     let seen: Arc<Mutex<Vec<Export>>> = Arc::default();
     let kept = seen.clone();
     let app = axum::Router::new().fallback(
-        move |uri: axum::http::Uri, headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+        move |uri: http::Uri, headers: http::HeaderMap, body: axum::body::Bytes| {
             let kept = kept.clone();
             async move {
                 let header = |name: &str| {

@@ -6,23 +6,23 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Where host/build.rs put the compiled plugins (defaults and test fixtures).
-pub fn artifact(crate_name: &str) -> PathBuf {
+pub(crate) fn artifact(crate_name: &str) -> PathBuf {
     Path::new(env!("MCPPROXY_PLUGIN_ARTIFACTS")).join(format!("{crate_name}.wasm"))
 }
 
 /// The bytes of a compiled plugin.
-pub fn artifact_bytes(crate_name: &str) -> Vec<u8> {
+pub(crate) fn artifact_bytes(crate_name: &str) -> Vec<u8> {
     let path = artifact(crate_name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
 }
 
 /// The `mcpproxy` binary with a private data dir, so tests never touch ~/.mcpproxy.
-pub struct TestCommand {
+pub(crate) struct TestCommand {
     cmd: Command,
 }
 
 impl TestCommand {
-    pub fn new(data_dir: &Path) -> Self {
+    pub(crate) fn new(data_dir: &Path) -> Self {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpproxy"));
         cmd.env("MCPPROXY_DATA_DIR", data_dir)
             .env("HOME", data_dir)
@@ -31,7 +31,7 @@ impl TestCommand {
         Self { cmd }
     }
 
-    pub fn args<I, S>(mut self, args: I) -> Self
+    pub(crate) fn args<I, S>(mut self, args: I) -> Self
     where
         I: IntoIterator<Item = S>,
         S: AsRef<std::ffi::OsStr>,
@@ -40,35 +40,35 @@ impl TestCommand {
         self
     }
 
-    pub fn env(mut self, key: &str, value: &str) -> Self {
+    pub(crate) fn env(mut self, key: &str, value: &str) -> Self {
         self.cmd.env(key, value);
         self
     }
 
-    pub fn output(mut self) -> CmdOutput {
+    pub(crate) fn output(mut self) -> CmdOutput {
         let output = self.cmd.output().expect("run mcpproxy");
         CmdOutput(output)
     }
 }
 
 /// The result of a run, with readable assertions.
-pub struct CmdOutput(pub Output);
+pub(crate) struct CmdOutput(pub Output);
 
 impl CmdOutput {
-    pub fn stdout(&self) -> String {
+    pub(crate) fn stdout(&self) -> String {
         String::from_utf8_lossy(&self.0.stdout).into_owned()
     }
 
-    pub fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         String::from_utf8_lossy(&self.0.stderr).into_owned()
     }
 
-    pub fn code(&self) -> Option<i32> {
+    pub(crate) fn code(&self) -> Option<i32> {
         self.0.status.code()
     }
 
     #[track_caller]
-    pub fn assert_code(&self, code: i32) -> &Self {
+    pub(crate) fn assert_code(&self, code: i32) -> &Self {
         assert_eq!(
             self.code(),
             Some(code),
@@ -83,7 +83,7 @@ impl CmdOutput {
 
 /// Runs `script` with `python -c`, `input` on its stdin: its stdout, or its stderr as the
 /// error when it exits unsuccessfully.
-pub fn run_python(python: &Path, script: &str, input: &[u8]) -> Result<Vec<u8>, String> {
+pub(crate) fn run_python(python: &Path, script: &str, input: &[u8]) -> Result<Vec<u8>, String> {
     use std::io::Write;
     use std::process::Stdio;
     let mut child = Command::new(python)
@@ -110,7 +110,7 @@ pub fn run_python(python: &Path, script: &str, input: &[u8]) -> Result<Vec<u8>, 
 /// The Python of `tests/python/.venv` (made by `.ci/run` from `tests/python/requirements.txt`),
 /// or `None` with a note when it is missing, unless `MCPPROXY_REQUIRE_PYTHON` is set (as in
 /// CI), which makes a missing one a failure.
-pub fn test_python() -> Option<PathBuf> {
+pub(crate) fn test_python() -> Option<PathBuf> {
     let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/.venv/bin/python");
     if python.exists() {
         return Some(python);

@@ -14,7 +14,7 @@ use mcpproxy_policy::{Intent, OperationType};
 static SEQ: AtomicU64 = AtomicU64::new(1);
 
 /// A record whose id carries `ms` (unique random part).
-pub fn rec_at(ms: u64, server: &str, tool: &str, variant: &str, status: Status) -> ActivityRecord {
+pub(crate) fn rec_at(ms: u64, server: &str, tool: &str, variant: &str, status: Status) -> ActivityRecord {
     let id = ulid::Ulid::from_parts(ms, u128::from(SEQ.fetch_add(1, Ordering::Relaxed)));
     ActivityRecord {
         id: id.to_string(),
@@ -32,7 +32,7 @@ pub fn rec_at(ms: u64, server: &str, tool: &str, variant: &str, status: Status) 
 
 /// A successful read of `server:tool` at the current time whose arguments carry `pad` bytes
 /// of padding (for tests that need records of a given size).
-pub fn padded_read(server: &str, tool: &str, pad: usize) -> ActivityRecord {
+pub(crate) fn padded_read(server: &str, tool: &str, pad: usize) -> ActivityRecord {
     let mut rec = rec_at(
         crate::record::now_ms(),
         server,
@@ -45,7 +45,7 @@ pub fn padded_read(server: &str, tool: &str, pad: usize) -> ActivityRecord {
 }
 
 /// A record with a declared intent overriding its variant.
-pub fn with_intent(mut rec: ActivityRecord, op: &str) -> ActivityRecord {
+pub(crate) fn with_intent(mut rec: ActivityRecord, op: &str) -> ActivityRecord {
     rec.intent = Some(Intent {
         operation_type: Some(operation(op)),
         ..Default::default()
@@ -54,21 +54,21 @@ pub fn with_intent(mut rec: ActivityRecord, op: &str) -> ActivityRecord {
 }
 
 /// `read`, `write` or `destructive` as an operation type (tests name them as words).
-pub fn operation(word: &str) -> OperationType {
+pub(crate) fn operation(word: &str) -> OperationType {
     word.to_ascii_lowercase()
         .parse()
         .unwrap_or_else(|e| panic!("test records use read/write/destructive: {e}"))
 }
 
 /// A journal in a fresh temp dir.
-pub fn open_temp(options: JournalOptions) -> (tempfile::TempDir, Arc<Journal>) {
+pub(crate) fn open_temp(options: JournalOptions) -> (tempfile::TempDir, Arc<Journal>) {
     let dir = tempfile::tempdir().unwrap();
     let journal = Journal::open(&dir.path().join("sub/activity.redb"), options).unwrap();
     (dir, journal)
 }
 
 /// Asserts the index tables hold exactly the entries the stored records imply.
-pub fn check_indexes(journal: &Journal) {
+pub(crate) fn check_indexes(journal: &Journal) {
     journal.catch_up();
     let txn = journal.db().unwrap().begin_read().unwrap();
     let records = txn.open_table(RECORDS).unwrap();

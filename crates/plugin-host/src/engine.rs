@@ -22,7 +22,7 @@ use super::slots::SlotSignal;
 /// Instances that may be alive at once across all plugins (one per in-flight plugin call).
 /// Each memory slot reserves 4 GiB of address space (no physical memory), so this bounds
 /// the engine's virtual footprint at about 2 TiB.
-pub const DEFAULT_MAX_INSTANCES: u32 = 256;
+pub(crate) const DEFAULT_MAX_INSTANCES: u32 = 256;
 
 /// What the engine is built with.
 #[derive(Debug, Clone)]

@@ -17,9 +17,9 @@ use super::wasi::PluginWasi;
 
 /// Log lines one instance may write per call (`host.log`, stdout and stderr together); a
 /// plugin cannot flood the proxy's log.
-pub const MAX_LOG_LINES_PER_CALL: u32 = 32;
+pub(crate) const MAX_LOG_LINES_PER_CALL: u32 = 32;
 /// Longest log line kept, in bytes; the rest is cut.
-pub const MAX_LOG_LINE_BYTES: usize = 4096;
+pub(crate) const MAX_LOG_LINE_BYTES: usize = 4096;
 
 /// A plugin's way into the proxy's log, shared by `host.log` and its stdout and stderr: the
 /// per-call line budget and the line-length cap live here, once.
@@ -75,7 +75,7 @@ impl PluginLog {
 }
 
 /// The state of one plugin instance (one call, or a series of calls when it is reused).
-pub struct PluginCtx {
+pub(crate) struct PluginCtx {
     settings: Arc<str>,
     pub(crate) limiter: MemoryLimiter,
     log: Arc<PluginLog>,
@@ -96,7 +96,7 @@ impl Drop for PluginCtx {
 }
 
 impl PluginCtx {
-    pub fn new(plugin: Arc<str>, settings: Arc<str>, memory_cap: usize) -> Self {
+    pub(crate) fn new(plugin: Arc<str>, settings: Arc<str>, memory_cap: usize) -> Self {
         Self {
             settings,
             limiter: MemoryLimiter::new(memory_cap),

@@ -36,7 +36,7 @@ use super::{Error, Fault, PluginFault, PluginInfo, PluginKind, PluginSource};
 /// The deadline of the `metadata.info()` call that identifies a plugin at load. Loading is
 /// once per start, on no call's path: a heavy guest (a Python or JavaScript runtime) may
 /// take longer to start than a call's deadline allows, more so in a debug build.
-pub const LOAD_INFO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+pub(crate) const LOAD_INFO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What the operator configured for one plugin.
 #[derive(Debug, Clone, PartialEq)]
@@ -531,7 +531,7 @@ impl Plugin {
         }
     }
 
-    fn store(&self, settings: Arc<str>) -> wasmtime::Store<PluginCtx> {
+    fn store(&self, settings: Arc<str>) -> Store<PluginCtx> {
         self.engine.new_store(
             PluginCtx::new(self.name.clone(), settings, self.limits.memory_bytes),
             &self.limits,

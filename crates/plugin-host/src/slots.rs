@@ -9,7 +9,7 @@ use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// The longest a plugin call waits for a free instance slot.
-pub const SLOT_WAIT: Duration = Duration::from_secs(5);
+pub(crate) const SLOT_WAIT: Duration = Duration::from_secs(5);
 /// A waiter looks again at least this often: a store's data is dropped (and waiters are
 /// woken) just before the store's instance goes back to the pool.
 const RECHECK: Duration = Duration::from_millis(5);

@@ -8,7 +8,7 @@ use wasmtime::Store;
 use super::host::PluginCtx;
 
 /// Idle warm instances kept per plugin when it reuses instances.
-pub const MAX_WARM_INSTANCES: usize = 4;
+pub(crate) const MAX_WARM_INSTANCES: usize = 4;
 
 /// The warm instances of a plugin that reuses them: each call takes one (or instantiates a
 /// new one when none is idle, so concurrent calls never wait for each other), and puts it

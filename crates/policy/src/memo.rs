@@ -13,7 +13,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use super::types::{EffectiveAnnotations, Tool};
 
 /// Tool definitions remembered at most; past this the memo is emptied and fills again.
-pub const MAX_TOOLS: usize = 1024;
+pub(crate) const MAX_TOOLS: usize = 1024;
 
 /// Definitions kept under one tool name (several servers may have a tool of that name).
 const PER_NAME: usize = 8;

@@ -17,8 +17,8 @@ use mcpproxy_activity::{Filter, RecordType, parse_timestamp};
 use super::{ApiError, ApiState, ok};
 
 /// The default and largest page.
-pub const DEFAULT_LIMIT: usize = 50;
-pub const MAX_LIMIT: usize = 1000;
+pub(super) const DEFAULT_LIMIT: usize = 50;
+pub(super) const MAX_LIMIT: usize = 1000;
 
 /// The filters every activity query takes (besides `apikey`, which the key check reads).
 const FILTER_PARAMS: &[&str] = &[
@@ -33,7 +33,7 @@ const FILTER_PARAMS: &[&str] = &[
 ];
 
 /// Parses the query of `GET /activity` into a filter and a page.
-pub fn parse_query(query: &HashMap<String, String>) -> Result<(Filter, usize, usize), ApiError> {
+pub(super) fn parse_query(query: &HashMap<String, String>) -> Result<(Filter, usize, usize), ApiError> {
     parse_query_of(query, &[FILTER_PARAMS, &["limit", "offset"]].concat())
 }
 
@@ -113,7 +113,7 @@ fn parse_query_of(
     Ok((filter, limit, offset))
 }
 
-pub async fn list(
+pub(super) async fn list(
     State(state): State<ApiState>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
@@ -139,7 +139,7 @@ pub async fn list(
 /// The most record JSON one page of `GET /activity` carries: past it, the page ends early
 /// with `has_more` (a page always holds at least one record). Each record is bounded, but a
 /// thousand records with large arguments would still be a large answer.
-pub const MAX_PAGE_BYTES: usize = 8 << 20;
+pub(super) const MAX_PAGE_BYTES: usize = 8 << 20;
 
 /// How many of `records`, from the first, fit in `budget` bytes of JSON (at least one).
 fn within_budget(records: &[mcpproxy_activity::ActivityRecord], budget: usize) -> usize {
@@ -153,7 +153,7 @@ fn within_budget(records: &[mcpproxy_activity::ActivityRecord], budget: usize) -
     records.len()
 }
 
-pub async fn show(
+pub(super) async fn show(
     State(state): State<ApiState>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
@@ -178,7 +178,7 @@ pub async fn show(
 
 /// `GET /activity/export?format=jsonl|csv&<filters>`: every matching record, oldest first,
 /// streamed a chunk at a time (memory stays flat however many records match).
-pub async fn export(
+pub(super) async fn export(
     State(state): State<ApiState>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
@@ -221,7 +221,7 @@ pub async fn export(
         rx.recv().await.map(|item| (item, rx))
     });
     Ok((
-        [(axum::http::header::CONTENT_TYPE, format.content_type())],
+        [(http::header::CONTENT_TYPE, format.content_type())],
         axum::body::Body::from_stream(body),
     )
         .into_response())
@@ -229,7 +229,7 @@ pub async fn export(
 
 /// `GET /activity/stats?<filters>`: tool calls (or the records of the `type` asked for) by
 /// server, tool, variant, status and decision, with p50/p99 durations.
-pub async fn stats(
+pub(super) async fn stats(
     State(state): State<ApiState>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
@@ -251,9 +251,9 @@ const STREAM_PENDING_PATIENCE_MS: u64 = 10 * 60 * 1000;
 /// record (id = the record's id, data = its JSON), from now on, or from `start_time`, or
 /// after the record `after` names, or after the `Last-Event-ID` a reconnecting client sends.
 /// A record is sent once it is finished (not `pending`), so a call shows with its outcome.
-pub async fn stream(
+pub(super) async fn stream(
     State(state): State<ApiState>,
-    headers: axum::http::HeaderMap,
+    headers: http::HeaderMap,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
     let mut query = query;
@@ -376,7 +376,7 @@ fn journal_error(context: &str, error: mcpproxy_activity::Error) -> ApiError {
         e @ mcpproxy_activity::Error::Damaged { .. } => {
             tracing::error!("{context}: {e}");
             ApiError {
-                status: axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                status: http::StatusCode::INTERNAL_SERVER_ERROR,
                 message: format!("{context}: {e}"),
             }
         }
@@ -385,7 +385,7 @@ fn journal_error(context: &str, error: mcpproxy_activity::Error) -> ApiError {
 }
 
 /// `GET /activity/sinks`: every registered sink's delivery status.
-pub async fn sinks(State(state): State<ApiState>) -> Result<Response, ApiError> {
+pub(super) async fn sinks(State(state): State<ApiState>) -> Result<Response, ApiError> {
     let report = match &state.delivery {
         Some(delivery) => delivery.report(),
         None => mcpproxy_activity::delivery::offline_report(&state.journal),

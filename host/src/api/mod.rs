@@ -109,7 +109,7 @@ async fn healthz() -> Response {
 async fn readyz(
     State(state): State<ApiState>,
     Query(query): Query<HashMap<String, String>>,
-    headers: axum::http::HeaderMap,
+    headers: http::HeaderMap,
 ) -> Response {
     let given = headers
         .get("x-api-key")
@@ -198,7 +198,7 @@ async fn metrics(State(state): State<ApiState>) -> Response {
     }
     (
         [(
-            axum::http::header::CONTENT_TYPE,
+            http::header::CONTENT_TYPE,
             crate::metrics::CONTENT_TYPE,
         )],
         metrics.encode(),

@@ -19,7 +19,7 @@ use super::{ApiError, ApiState, ok};
 /// Keys of the call body besides those of the MCP call variants.
 const CONTROL_KEYS: &[&str] = &["variant", "dry_run", "timeout_ms", "source"];
 
-pub async fn call(
+pub(super) async fn call(
     State(state): State<ApiState>,
     body: Result<Json<Value>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Response, ApiError> {
@@ -87,7 +87,7 @@ pub async fn call(
     Ok(ok(state.proxy.call_reported(input, context).await))
 }
 
-pub async fn search(
+pub(super) async fn search(
     State(state): State<ApiState>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
@@ -114,7 +114,7 @@ pub async fn search(
     Ok(ok(json!({"tools": tools, "total": tools.len()})))
 }
 
-pub async fn list(
+pub(super) async fn list(
     State(state): State<ApiState>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {

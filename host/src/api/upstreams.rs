@@ -18,12 +18,12 @@ use mcpproxy_activity::Source;
 use super::{ApiError, ApiState, ok};
 
 /// `GET /upstreams`: every upstream with its state, tool count, quarantine and held tools.
-pub async fn list(State(state): State<ApiState>) -> Response {
+pub(super) async fn list(State(state): State<ApiState>) -> Response {
     ok(state.proxy.upstreams().statuses())
 }
 
 /// `GET /upstreams/{name}/analysis`: the security analysis (tools, standing, findings).
-pub async fn analysis(
+pub(super) async fn analysis(
     State(state): State<ApiState>,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
@@ -52,7 +52,7 @@ struct ApproveBody {
 const MAX_APPROVER_CHARS: usize = 128;
 
 /// `POST /upstreams/{name}/approve` with `{"tools": [...]?, "approved_by": "..."?}`.
-pub async fn approve(
+pub(super) async fn approve(
     State(state): State<ApiState>,
     Path(name): Path<String>,
     body: Option<Json<Value>>,
@@ -86,7 +86,7 @@ pub async fn approve(
 fn manager(state: &ApiState) -> Result<&std::sync::Arc<Manager>, ApiError> {
     state.manager.as_ref().ok_or_else(|| {
         ApiError::with_status(
-            axum::http::StatusCode::CONFLICT,
+            http::StatusCode::CONFLICT,
             "this mcpproxy cannot change its servers (it was started without a config file to write)",
         )
     })
@@ -129,7 +129,7 @@ fn approve_param(query: &HashMap<String, String>) -> Result<Approve, ApiError> {
 }
 
 /// `POST /upstreams[?approve=true]` with a `mcpServers` entry (`name` included).
-pub async fn add(
+pub(super) async fn add(
     State(state): State<ApiState>,
     Query(query): Query<HashMap<String, String>>,
     Json(entry): Json<Value>,
@@ -152,7 +152,7 @@ pub async fn add(
 }
 
 /// `DELETE /upstreams/{name}`.
-pub async fn remove(
+pub(super) async fn remove(
     State(state): State<ApiState>,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
@@ -164,7 +164,7 @@ pub async fn remove(
 }
 
 /// `PATCH /upstreams/{name}[?approve=true]` with a deep-merge patch of its entry.
-pub async fn patch(
+pub(super) async fn patch(
     State(state): State<ApiState>,
     Path(name): Path<String>,
     Query(query): Query<HashMap<String, String>>,
@@ -187,7 +187,7 @@ pub async fn patch(
 }
 
 /// `POST /upstreams/{name}/restart`.
-pub async fn restart(
+pub(super) async fn restart(
     State(state): State<ApiState>,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
@@ -199,15 +199,15 @@ pub async fn restart(
 }
 
 #[derive(Debug, Deserialize)]
-pub struct LogsQuery {
+pub(super) struct LogsQuery {
     lines: Option<usize>,
 }
 
 /// `GET /upstreams/{name}/logs?lines=N`: the last N (at most 500) stderr lines.
-pub async fn logs(
+pub(super) async fn logs(
     State(state): State<ApiState>,
     Path(name): Path<String>,
-    axum::extract::Query(query): axum::extract::Query<LogsQuery>,
+    Query(query): Query<LogsQuery>,
 ) -> Result<Response, ApiError> {
     let lines = query
         .lines

@@ -32,7 +32,7 @@ use crate::trust::quote;
 use mcpproxy_policy::Outcome;
 
 #[derive(Debug, Subcommand)]
-pub enum ActivityCommand {
+pub(super) enum ActivityCommand {
     /// List activity records, newest first.
     List(ListCommand),
     /// Show every field of one record.
@@ -53,7 +53,7 @@ pub enum ActivityCommand {
 }
 
 #[derive(Debug, Args)]
-pub struct Source {
+pub(super) struct Source {
     /// The config file (to find the running server and the data dir).
     #[arg(long, env = "MCPPROXY_CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,
@@ -61,7 +61,7 @@ pub struct Source {
 
 /// The filters `list`, `export` and `stats` share.
 #[derive(Debug, Clone, Args)]
-pub struct FilterArgs {
+pub(super) struct FilterArgs {
     /// Only calls with this operation type.
     #[arg(long, value_parser = ["read", "write", "destructive"])]
     intent_type: Option<String>,
@@ -168,7 +168,7 @@ fn parse_time_arg(text: &str) -> Result<u64, String> {
 }
 
 #[derive(Debug, Args)]
-pub struct ListCommand {
+pub(super) struct ListCommand {
     #[command(flatten)]
     source: Source,
     #[command(flatten)]
@@ -191,7 +191,7 @@ pub struct ListCommand {
 }
 
 #[derive(Debug, Args)]
-pub struct ShowCommand {
+pub(super) struct ShowCommand {
     #[command(flatten)]
     source: Source,
     /// The record's id (from `activity list`).
@@ -202,7 +202,7 @@ pub struct ShowCommand {
 }
 
 #[derive(Debug, Args)]
-pub struct ExportCommand {
+pub(super) struct ExportCommand {
     #[command(flatten)]
     source: Source,
     #[command(flatten)]
@@ -268,7 +268,7 @@ impl ExportCommand {
 }
 
 #[derive(Debug, Args)]
-pub struct StatsCommand {
+pub(super) struct StatsCommand {
     #[command(flatten)]
     source: Source,
     #[command(flatten)]
@@ -345,7 +345,7 @@ fn print_stats(stats: &Value) {
 }
 
 #[derive(Debug, Args)]
-pub struct WatchCommand {
+pub(super) struct WatchCommand {
     #[command(flatten)]
     source: Source,
     #[command(flatten)]
@@ -436,13 +436,13 @@ fn watch_line(record: &Value, icons: bool) -> String {
 }
 
 #[derive(Debug, Args)]
-pub struct RepairCommand {
+pub(super) struct RepairCommand {
     #[command(flatten)]
     source: Source,
 }
 
 #[derive(Debug, Args)]
-pub struct SinksCommand {
+pub(super) struct SinksCommand {
     #[command(flatten)]
     source: Source,
     /// Output format.
@@ -451,7 +451,7 @@ pub struct SinksCommand {
 }
 
 impl ActivityCommand {
-    pub fn run(self, globals: &Globals) -> Result<ExitCode> {
+    pub(super) fn run(self, globals: &Globals) -> Result<ExitCode> {
         quiet_redb_panics();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -860,7 +860,7 @@ fn sink_row(s: &Value) -> Vec<String> {
     let ms = |v: &Value| v.as_u64();
     let when = |v: &Value| {
         ms(v).map_or("-".to_owned(), |t| {
-            mcpproxy_activity::format_timestamp(t)
+            format_timestamp(t)
                 .replace('T', " ")
                 .chars()
                 .take(19)

@@ -12,14 +12,14 @@ use crate::config;
 use super::Globals;
 
 #[derive(Debug, Args)]
-pub struct ApiKeyCommand {
+pub(super) struct ApiKeyCommand {
     /// The config file (its `api_key` wins over the stored key).
     #[arg(long, env = "MCPPROXY_CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,
 }
 
 impl ApiKeyCommand {
-    pub fn run(self, globals: &Globals) -> Result<ExitCode> {
+    pub(super) fn run(self, globals: &Globals) -> Result<ExitCode> {
         let loaded = config::load(self.config.as_deref(), globals.home.as_deref())?;
         let data_dir = globals.data_dir(loaded.config.data_dir.as_deref());
         println!(

@@ -23,14 +23,14 @@ use super::remote::Remote;
 use super::{EXIT_USAGE, Globals};
 
 /// The policy rejected the call.
-pub const EXIT_REJECTED: u8 = 3;
+pub(super) const EXIT_REJECTED: u8 = 3;
 /// The upstream could not be reached or failed.
-pub const EXIT_UPSTREAM: u8 = 4;
+pub(super) const EXIT_UPSTREAM: u8 = 4;
 /// The tool answered with `isError: true`.
-pub const EXIT_TOOL_ERROR: u8 = 5;
+pub(super) const EXIT_TOOL_ERROR: u8 = 5;
 
 #[derive(Debug, Subcommand)]
-pub enum CallCommand {
+pub(super) enum CallCommand {
     /// Call a read-only tool (operation type: read).
     ToolRead(CallArgs),
     /// Call a tool that creates or changes things (operation type: write).
@@ -46,7 +46,7 @@ pub enum CallCommand {
 }
 
 #[derive(Debug, Args)]
-pub struct CallArgs {
+pub(super) struct CallArgs {
     /// The tool, as server:tool.
     #[arg(value_name = "SERVER:TOOL", required_unless_present = "tool_name")]
     tool: Option<String>,
@@ -88,7 +88,7 @@ pub struct CallArgs {
 }
 
 impl CallCommand {
-    pub fn run(self, globals: &Globals) -> Result<ExitCode> {
+    pub(super) fn run(self, globals: &Globals) -> Result<ExitCode> {
         let (variant, args) = match self {
             Self::ToolRead(args) => (OperationType::Read, args),
             Self::ToolWrite(args) => (OperationType::Write, args),

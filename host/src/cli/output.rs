@@ -10,7 +10,7 @@ use crate::trust::quote;
 
 /// How a command prints its result: the same words for every command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum Format {
+pub(super) enum Format {
     /// For people: a table or readable text (colour on a terminal).
     #[default]
     #[value(alias = "pretty")]
@@ -26,7 +26,7 @@ pub enum Format {
 
 /// Prints `value` in the machine-readable `format` and returns true; returns false for
 /// [`Format::Table`], whose readable form each command prints itself.
-pub fn print_data<T: Serialize + ?Sized>(value: &T, format: Format) -> serde_json::Result<bool> {
+pub(super) fn print_data<T: Serialize + ?Sized>(value: &T, format: Format) -> serde_json::Result<bool> {
     match format {
         Format::Table => return Ok(false),
         Format::Json => println!("{}", serde_json::to_string_pretty(value)?),
@@ -45,7 +45,7 @@ pub fn print_data<T: Serialize + ?Sized>(value: &T, format: Format) -> serde_jso
 
 /// When to colour output (`--color`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum ColorChoice {
+pub(super) enum ColorChoice {
     /// On a terminal, unless `NO_COLOR` is set (to anything but an empty string) or
     /// `TERM` is `dumb`.
     #[default]
@@ -58,7 +58,7 @@ static COLOUR_STDOUT: AtomicBool = AtomicBool::new(false);
 static COLOUR_STDERR: AtomicBool = AtomicBool::new(false);
 
 /// Decides, once per process, whether stdout and stderr get colour.
-pub fn init_colour(choice: ColorChoice) {
+pub(super) fn init_colour(choice: ColorChoice) {
     let env_allows = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
         && std::env::var_os("TERM").is_none_or(|t| t != "dumb");
     let decide = |terminal: bool| match choice {
@@ -71,13 +71,13 @@ pub fn init_colour(choice: ColorChoice) {
 }
 
 /// Whether stderr gets colour (the log uses it too).
-pub fn stderr_colour() -> bool {
+pub(super) fn stderr_colour() -> bool {
     COLOUR_STDERR.load(Ordering::Relaxed)
 }
 
 /// What a coloured word means: the colour follows from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tone {
+pub(super) enum Tone {
     /// Allowed, succeeded, ready (green).
     Good,
     /// Rejected, failed, unreachable (red).
@@ -96,7 +96,7 @@ impl Tone {
     }
 
     /// The tone of a status, decision or state word mcpproxy prints; `None` for others.
-    pub fn of_word(word: &str) -> Option<Tone> {
+    pub(super) fn of_word(word: &str) -> Option<Tone> {
         match word {
             "success" | "allow" | "ready" | "ok" | "pass" | "passed" => Some(Tone::Good),
             "error" | "failed" | "fail" | "blocked" | "reject" | "refused" | "disconnected"
@@ -118,12 +118,12 @@ fn paint_if(on: bool, text: &str, tone: Option<Tone>) -> String {
 
 /// `text` in its tone's colour when stdout is coloured. Only mcpproxy's own words are
 /// painted; text from callers, upstreams and plugins is escaped before it gets here.
-pub fn paint(text: &str, tone: Option<Tone>) -> String {
+pub(super) fn paint(text: &str, tone: Option<Tone>) -> String {
     paint_if(COLOUR_STDOUT.load(Ordering::Relaxed), text, tone)
 }
 
 /// [`paint`] for stderr (`error:`, `warning:` and verdict lines).
-pub fn paint_err(text: &str, tone: Option<Tone>) -> String {
+pub(super) fn paint_err(text: &str, tone: Option<Tone>) -> String {
     paint_if(stderr_colour(), text, tone)
 }
 
@@ -134,13 +134,13 @@ pub fn paint_err(text: &str, tone: Option<Tone>) -> String {
 ///
 /// On a terminal, the last column is cut (ending in `…`) so that no line is wider than the
 /// terminal; piped output is never cut.
-pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
+pub(super) fn print_table(header: &[&str], rows: &[Vec<String>]) {
     print_table_toned(header, rows, |_, _| None);
 }
 
 /// [`print_table`], with cells coloured by `tone(column, cell)` when stdout is coloured
 /// (the width is measured before the colour codes are added).
-pub fn print_table_toned(
+pub(super) fn print_table_toned(
     header: &[&str],
     rows: &[Vec<String>],
     tone: impl Fn(usize, &str) -> Option<Tone>,
@@ -220,7 +220,7 @@ fn fit_last_column(header: &[&str], rows: &mut [Vec<String>], columns: usize) {
     unsafe_code,
     reason = "libc has no safe wrapper for the TIOCGWINSZ ioctl"
 )]
-pub fn terminal_width() -> Option<usize> {
+pub(super) fn terminal_width() -> Option<usize> {
     if !std::io::stdout().is_terminal() {
         return None;
     }
@@ -240,7 +240,7 @@ pub fn terminal_width() -> Option<usize> {
 /// A record's RFC 3339 UTC timestamp as the reader's local time with its zone
 /// (`2026-11-23 23:16:57 CET`), or in UTC with `utc`; the text unchanged if it is not a
 /// timestamp.
-pub fn local_time(timestamp: &str, utc: bool) -> String {
+pub(super) fn local_time(timestamp: &str, utc: bool) -> String {
     let Ok(ms) = mcpproxy_activity::parse_timestamp(timestamp) else {
         return timestamp.to_owned();
     };
@@ -308,7 +308,7 @@ fn display_width(s: &str) -> usize {
 }
 
 /// `reject by intent-matrix: <message>` from a verdict's JSON (`decision`, `plugin`, `message`).
-pub fn verdict_line(verdict: &mcpproxy_policy::Outcome) -> String {
+pub(super) fn verdict_line(verdict: &mcpproxy_policy::Outcome) -> String {
     let mut line = verdict.decision.as_str().to_owned();
     if let Some(plugin) = &verdict.plugin {
         line.push_str(&format!(" by {}", quote(plugin)));
@@ -320,7 +320,7 @@ pub fn verdict_line(verdict: &mcpproxy_policy::Outcome) -> String {
 }
 
 /// JSON as YAML: block mappings and sequences, scalars in JSON form (valid YAML).
-pub fn to_yaml(value: &serde_json::Value) -> String {
+pub(super) fn to_yaml(value: &serde_json::Value) -> String {
     let mut out = String::new();
     write_yaml(value, 0, &mut out);
     if !out.ends_with('\n') {

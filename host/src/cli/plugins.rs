@@ -25,7 +25,7 @@ use super::output::{Format, Tone, paint, print_data, print_table};
 use super::{EXIT_FAILURE, Globals};
 
 #[derive(Debug, Subcommand)]
-pub enum PluginsCommand {
+pub(super) enum PluginsCommand {
     /// Show the plugins that would load: the embedded defaults and those in --plugins DIR.
     List(ListCommand),
     /// Load a plugin file, say which world it implements, call it once under the limits,
@@ -38,7 +38,7 @@ pub enum PluginsCommand {
 }
 
 impl PluginsCommand {
-    pub fn run(self, globals: &Globals) -> Result<ExitCode> {
+    pub(super) fn run(self, globals: &Globals) -> Result<ExitCode> {
         match self {
             Self::List(cmd) => cmd.run(globals),
             Self::Check(cmd) => cmd.run(globals),
@@ -49,7 +49,7 @@ impl PluginsCommand {
 }
 
 #[derive(Debug, Args)]
-pub struct WitCommand {
+pub(super) struct WitCommand {
     /// Where to write the contract (created if missing).
     #[arg(value_name = "DIR")]
     dir: PathBuf,
@@ -81,7 +81,7 @@ enum NewKind {
 }
 
 #[derive(Debug, Args)]
-pub struct NewCommand {
+pub(super) struct NewCommand {
     /// The plugin's name (lowercase letters, digits and '-'), also its directory's.
     #[arg(value_name = "NAME")]
     name: String,
@@ -123,7 +123,7 @@ impl NewCommand {
 }
 
 #[derive(Debug, Args)]
-pub struct ListCommand {
+pub(super) struct ListCommand {
     /// A directory of *.wasm plugins, loaded after (and replacing) the embedded ones
     /// [default: the config's `plugins.dir`].
     #[arg(long, value_name = "DIR")]
@@ -168,7 +168,7 @@ impl ListCommand {
 }
 
 #[derive(Debug, Args)]
-pub struct CheckCommand {
+pub(super) struct CheckCommand {
     /// The plugin component to check.
     #[arg(value_name = "FILE.wasm")]
     file: PathBuf,

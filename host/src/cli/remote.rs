@@ -13,7 +13,7 @@ use crate::api::key;
 use crate::config::Config;
 
 /// A running server's REST API.
-pub struct Remote {
+pub(super) struct Remote {
     base: String,
     key: String,
     http: reqwest::Client,
@@ -22,7 +22,7 @@ pub struct Remote {
 impl Remote {
     /// The server at the config's `listen` address, if one answers there. A server that
     /// answers but refuses our key is an error, not "no server".
-    pub async fn find(config: &Config, data_dir: &Path) -> Result<Option<Self>> {
+    pub(super) async fn find(config: &Config, data_dir: &Path) -> Result<Option<Self>> {
         let Some(key) = key::load_existing(data_dir, config.api_key.as_deref()) else {
             return Ok(None);
         };
@@ -85,7 +85,7 @@ impl Remote {
     }
 
     /// GETs a path and returns the envelope's `data`, or the API's error message.
-    pub async fn get(&self, path: &str, query: &[(&str, String)]) -> Result<Value> {
+    pub(super) async fn get(&self, path: &str, query: &[(&str, String)]) -> Result<Value> {
         let request = self.http.get(format!("{}{path}", self.base)).query(query);
         self.send(request).await
     }
@@ -93,7 +93,7 @@ impl Remote {
     /// GETs a path that answers with a stream rather than the JSON envelope (an export);
     /// an error answer becomes the API's error message. The 30 s limit of the other
     /// requests does not apply: a stream takes as long as it takes.
-    pub async fn get_stream(
+    pub(super) async fn get_stream(
         &self,
         path: &str,
         query: &[(&str, String)],
@@ -121,7 +121,7 @@ impl Remote {
     }
 
     /// POSTs a JSON body; like [`Remote::get`].
-    pub async fn post(&self, path: &str, body: &Value, timeout: Duration) -> Result<Value> {
+    pub(super) async fn post(&self, path: &str, body: &Value, timeout: Duration) -> Result<Value> {
         let request = self
             .http
             .post(format!("{}{path}", self.base))
@@ -131,7 +131,7 @@ impl Remote {
     }
 
     /// PATCHes a JSON body; like [`Remote::get`].
-    pub async fn patch(&self, path: &str, body: &Value, timeout: Duration) -> Result<Value> {
+    pub(super) async fn patch(&self, path: &str, body: &Value, timeout: Duration) -> Result<Value> {
         let request = self
             .http
             .patch(format!("{}{path}", self.base))
@@ -141,7 +141,7 @@ impl Remote {
     }
 
     /// DELETEs; like [`Remote::get`].
-    pub async fn delete(&self, path: &str, timeout: Duration) -> Result<Value> {
+    pub(super) async fn delete(&self, path: &str, timeout: Duration) -> Result<Value> {
         let request = self
             .http
             .delete(format!("{}{path}", self.base))

@@ -35,7 +35,7 @@ const OWNER_START_WAIT: Duration = Duration::from_secs(10);
 const AUTH_TOKEN_ENV: &str = "MCPPROXY_AUTH_TOKEN";
 
 #[derive(Debug, Args)]
-pub struct ServeCommand {
+pub(super) struct ServeCommand {
     /// The config file [default: ~/.mcpproxy/mcp_config.json; none there means defaults].
     #[arg(long, env = "MCPPROXY_CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,
@@ -82,7 +82,7 @@ fn default_worker_threads(cores: usize) -> usize {
 }
 
 impl ServeCommand {
-    pub fn run(self, globals: &Globals) -> Result<ExitCode> {
+    pub(super) fn run(self, globals: &Globals) -> Result<ExitCode> {
         // Before any thread starts: a thread's first allocation picks its arena.
         mcpproxy_plugin_host::memory::limit_arenas();
         let loaded = config::load(self.config.as_deref(), globals.home.as_deref());

@@ -20,7 +20,7 @@ use super::output::{Format, print_data, print_table};
 use super::remote::Remote;
 
 #[derive(Debug, Args)]
-pub struct Target {
+pub(super) struct Target {
     /// The config file to change [default: ~/.mcpproxy/mcp_config.json].
     #[arg(long, env = "MCPPROXY_CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,
@@ -30,7 +30,7 @@ pub struct Target {
 }
 
 #[derive(Debug, Args)]
-pub struct AddArgs {
+pub(super) struct AddArgs {
     /// The new server's name (letters, digits, '-' and '_').
     name: String,
     /// The URL of a streamable-HTTP server (instead of a command).
@@ -57,7 +57,7 @@ pub struct AddArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct NameArgs {
+pub(super) struct NameArgs {
     /// The server's name.
     name: String,
     #[command(flatten)]
@@ -65,7 +65,7 @@ pub struct NameArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct LogsArgs {
+pub(super) struct LogsArgs {
     /// The server's name.
     name: String,
     /// How many of the last lines (at most 500).
@@ -79,7 +79,7 @@ pub struct LogsArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct ImportArgs {
+pub(super) struct ImportArgs {
     /// A Claude Desktop (`claude_desktop_config.json`), Cursor (`mcp.json`) or VS Code
     /// (`.vscode/mcp.json` or `settings.json`) config file.
     #[arg(long = "from", value_name = "FILE")]
@@ -216,7 +216,7 @@ async fn owner(globals: &Globals, target: &Target, what: &str) -> Result<Remote>
     }
 }
 
-pub async fn add(globals: &Globals, args: AddArgs) -> Result<ExitCode> {
+pub(super) async fn add(globals: &Globals, args: AddArgs) -> Result<ExitCode> {
     let mut entry = Map::new();
     match (&args.url, args.command.split_first()) {
         (Some(url), None) => {
@@ -289,7 +289,7 @@ fn pairs(items: &[String], separator: char, usage: &str) -> Result<Map<String, V
         .collect()
 }
 
-pub async fn remove(globals: &Globals, args: NameArgs) -> Result<ExitCode> {
+pub(super) async fn remove(globals: &Globals, args: NameArgs) -> Result<ExitCode> {
     change(
         globals,
         &args.target,
@@ -299,7 +299,7 @@ pub async fn remove(globals: &Globals, args: NameArgs) -> Result<ExitCode> {
     .await
 }
 
-pub async fn set_enabled(globals: &Globals, args: NameArgs, enabled: bool) -> Result<ExitCode> {
+pub(super) async fn set_enabled(globals: &Globals, args: NameArgs, enabled: bool) -> Result<ExitCode> {
     let destination = destination(globals, &args.target).await?;
     let name = args.name.clone();
     let answer = apply(
@@ -324,7 +324,7 @@ pub async fn set_enabled(globals: &Globals, args: NameArgs, enabled: bool) -> Re
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn restart(globals: &Globals, args: NameArgs) -> Result<ExitCode> {
+pub(super) async fn restart(globals: &Globals, args: NameArgs) -> Result<ExitCode> {
     let remote = owner(globals, &args.target, "restart").await?;
     let answer = remote
         .post(
@@ -339,7 +339,7 @@ pub async fn restart(globals: &Globals, args: NameArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn logs(globals: &Globals, args: LogsArgs) -> Result<ExitCode> {
+pub(super) async fn logs(globals: &Globals, args: LogsArgs) -> Result<ExitCode> {
     let remote = owner(globals, &args.target, "logs").await?;
     let path = format!("/upstreams/{}/logs", args.name);
     let fetch = |lines: usize| {
@@ -390,7 +390,7 @@ fn print_lines(lines: &[Value], format: Format) -> Result<()> {
     Ok(())
 }
 
-pub async fn import(globals: &Globals, args: ImportArgs) -> Result<ExitCode> {
+pub(super) async fn import(globals: &Globals, args: ImportArgs) -> Result<ExitCode> {
     let text = std::fs::read_to_string(&args.from)
         .with_context(|| format!("cannot read {}", args.from.display()))?;
     let found = foreign_servers(&text).with_context(|| {

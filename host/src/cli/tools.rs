@@ -16,7 +16,7 @@ use super::remote::Remote;
 use crate::runtime::Runtime;
 
 #[derive(Debug, Subcommand)]
-pub enum ToolsCommand {
+pub(super) enum ToolsCommand {
     /// BM25 search over every upstream tool.
     Search(SearchArgs),
     /// Every upstream tool (or one server's).
@@ -24,7 +24,7 @@ pub enum ToolsCommand {
 }
 
 #[derive(Debug, Args)]
-pub struct SearchArgs {
+pub(super) struct SearchArgs {
     /// What you want to do, in words.
     query: String,
     /// How many results (1 to 100).
@@ -35,7 +35,7 @@ pub struct SearchArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct ListArgs {
+pub(super) struct ListArgs {
     /// Only this server's tools.
     #[arg(long)]
     server: Option<String>,
@@ -44,7 +44,7 @@ pub struct ListArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct Common {
+pub(super) struct Common {
     /// Output format.
     #[arg(short, long, value_enum, default_value_t)]
     output: Format,
@@ -54,7 +54,7 @@ pub struct Common {
 }
 
 impl ToolsCommand {
-    pub fn run(self, globals: &Globals) -> Result<ExitCode> {
+    pub(super) fn run(self, globals: &Globals) -> Result<ExitCode> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()

@@ -23,7 +23,7 @@ use super::output::{Format, Tone, print_data, print_table_toned};
 use super::remote::Remote;
 
 #[derive(Debug, Subcommand)]
-pub enum UpstreamCommand {
+pub(super) enum UpstreamCommand {
     /// Every upstream: state, tools, quarantine, tools held since they changed.
     List(Common),
     /// The security analysis of one server: its tools, what changed, what the scanner found.
@@ -50,7 +50,7 @@ pub enum UpstreamCommand {
 }
 
 #[derive(Debug, Args)]
-pub struct Common {
+pub(super) struct Common {
     /// Output format.
     #[arg(short, long, value_enum, default_value_t)]
     output: Format,
@@ -60,7 +60,7 @@ pub struct Common {
 }
 
 #[derive(Debug, Args)]
-pub struct InspectArgs {
+pub(super) struct InspectArgs {
     /// The server's name in mcp_config.json.
     name: String,
     #[command(flatten)]
@@ -68,7 +68,7 @@ pub struct InspectArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct ApproveArgs {
+pub(super) struct ApproveArgs {
     /// The server's name in mcp_config.json.
     name: String,
     /// Accept only this tool's change (repeatable); without it the whole server is approved.
@@ -89,7 +89,7 @@ enum Backend {
 }
 
 impl UpstreamCommand {
-    pub fn run(self, globals: &Globals) -> Result<ExitCode> {
+    pub(super) fn run(self, globals: &Globals) -> Result<ExitCode> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()

@@ -70,7 +70,7 @@ fn full_example_reads_every_key() {
     assert_eq!(config.tool_call_timeout, Duration::from_secs(30));
     assert_eq!(
         config.http,
-        crate::config::HttpConfig {
+        HttpConfig {
             auth_token: Some("0123456789abcdef0123456789abcdef".into()),
             max_connections: 512,
             max_sessions: 64,
@@ -579,9 +579,9 @@ fn golden_files() {
 fn a_config_file_too_large_to_be_one_is_refused_without_reading_it_all() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("huge.json");
-    let file = std::fs::File::create(&path).unwrap();
-    file.set_len(super::MAX_CONFIG_BYTES + 10).unwrap();
-    let err = super::load(Some(&path), None).unwrap_err().to_string();
+    let file = fs::File::create(&path).unwrap();
+    file.set_len(MAX_CONFIG_BYTES + 10).unwrap();
+    let err = load(Some(&path), None).unwrap_err().to_string();
     assert!(err.contains("larger than 4 MiB"), "{err}");
     assert!(err.starts_with(&path.display().to_string()), "{err}");
 }

@@ -195,7 +195,7 @@ mod tests {
 
     #[test]
     fn a_path_too_long_for_a_socket_is_named() {
-        let dir = std::path::PathBuf::from(format!("/tmp/{}", "d".repeat(120)));
+        let dir = PathBuf::from(format!("/tmp/{}", "d".repeat(120)));
         match ControlSocket::bind(&dir) {
             Err(Error::PathTooLong { len, .. }) => assert!(len > 107),
             other => panic!(

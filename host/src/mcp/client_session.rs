@@ -12,7 +12,7 @@ use crate::back_channel::{BackChannel, SessionKey};
 use crate::proxy::Proxy;
 
 /// A client session, known to the back channel while it lives.
-pub struct SessionSlot {
+pub(super) struct SessionSlot {
     pub key: SessionKey,
     proxy: Arc<Proxy>,
     /// Whether the back channel knows the session (rmcp also makes handlers it uses for
@@ -21,7 +21,7 @@ pub struct SessionSlot {
 }
 
 impl SessionSlot {
-    pub fn new(proxy: Arc<Proxy>) -> Arc<Self> {
+    pub(super) fn new(proxy: Arc<Proxy>) -> Arc<Self> {
         Arc::new(Self {
             key: SessionKey::new(),
             proxy,
@@ -30,14 +30,14 @@ impl SessionSlot {
     }
 
     /// The back channel, with this session marked as known to it.
-    pub fn back_channel(&self) -> &Arc<BackChannel> {
+    pub(super) fn back_channel(&self) -> &Arc<BackChannel> {
         self.opened.store(true, Ordering::Relaxed);
         self.proxy.upstreams().back_channel()
     }
 
     /// Makes the session known (for `list_changed` notifications), as a session of the
     /// direct endpoint of `server` or, with `None`, of the aggregate one.
-    pub fn open(&self, peer: &Peer<RoleServer>, server: Option<&str>) {
+    pub(super) fn open(&self, peer: &Peer<RoleServer>, server: Option<&str>) {
         self.back_channel().open_session(self.key, peer, server);
     }
 }

@@ -33,7 +33,7 @@ use serde::de::IgnoredAny;
 /// The most bytes of an event stream held back while waiting for its first message. A reply
 /// larger than this streams as events (it is no slower that way; it only keeps the
 /// connection from being reused by a client that stops reading at the reply).
-pub const MAX_HELD_BYTES: usize = 8 << 20;
+pub(super) const MAX_HELD_BYTES: usize = 8 << 20;
 
 /// What the first complete event of a stream says about it.
 #[derive(Debug, PartialEq, Eq)]
@@ -49,7 +49,7 @@ enum FirstEvent {
 
 /// Answers with the reply alone where the stream's first message is the reply; see the
 /// module docs.
-pub async fn prefer_json(response: Response) -> Response {
+pub(super) async fn prefer_json(response: Response) -> Response {
     if response.status() != StatusCode::OK
         || !has_content_type(response.headers(), "text/event-stream")
     {

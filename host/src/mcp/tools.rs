@@ -9,19 +9,19 @@ use serde_json::{Map, Value, json};
 
 use mcpproxy_policy::{DATA_SENSITIVITIES, OperationType};
 
-pub const RETRIEVE_TOOLS: &str = "retrieve_tools";
-pub const UPSTREAM_SERVERS: &str = "upstream_servers";
+pub(super) const RETRIEVE_TOOLS: &str = "retrieve_tools";
+pub(super) const UPSTREAM_SERVERS: &str = "upstream_servers";
 /// The removed legacy tool; calling it gets a message naming the replacements.
-pub const LEGACY_CALL_TOOL: &str = "call_tool";
+pub(super) const LEGACY_CALL_TOOL: &str = "call_tool";
 
 pub const LEGACY_CALL_TOOL_MESSAGE: &str = "Tool 'call_tool' not found. Use call_tool_read, call_tool_write, or call_tool_destructive with matching intent.operation_type. See retrieve_tools for annotations and recommendations.";
 
 /// Usage advice returned with every search.
-pub const USAGE_INSTRUCTIONS: &str = "Use call_tool_read for read-only operations, call_tool_write for modifications, call_tool_destructive for deletions. Intent must match tool variant: pick the variant given in each tool's call_with. Pass the tool's name (server:tool) as 'name' and its arguments as 'args' (an object) or 'args_json' (a JSON string).";
+pub(super) const USAGE_INSTRUCTIONS: &str = "Use call_tool_read for read-only operations, call_tool_write for modifications, call_tool_destructive for deletions. Intent must match tool variant: pick the variant given in each tool's call_with. Pass the tool's name (server:tool) as 'name' and its arguments as 'args' (an object) or 'args_json' (a JSON string).";
 
 /// Default and maximum `limit` of retrieve_tools.
-pub const DEFAULT_LIMIT: usize = 15;
-pub const MAX_LIMIT: usize = 100;
+pub(super) const DEFAULT_LIMIT: usize = 15;
+pub(super) const MAX_LIMIT: usize = 100;
 
 fn schema(value: Value) -> Arc<Map<String, Value>> {
     match value {

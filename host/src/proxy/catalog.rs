@@ -173,7 +173,7 @@ impl Proxy {
         name: fn(&mut T) -> &mut String,
     ) -> Result<Vec<T>, CatalogError>
     where
-        F: std::future::Future<Output = Result<Vec<T>, upstream::Error>>,
+        F: Future<Output = Result<Vec<T>, upstream::Error>>,
     {
         let servers = self.catalog_servers(scope)?;
         let listed = join_all(servers.into_iter().filter(|u| offers(u, offered)).map(|u| {

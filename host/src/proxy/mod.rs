@@ -48,7 +48,7 @@ pub struct CallContext {
     /// Judge and record the call, but do not send it (`mcpproxy call --dry-run`).
     pub dry_run: bool,
     /// Overrides the upstream's call timeout.
-    pub timeout: Option<std::time::Duration>,
+    pub timeout: Option<Duration>,
     pub session_id: Option<String>,
     pub request_id: Option<String>,
     pub client: Option<ClientRecord>,

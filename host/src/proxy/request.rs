@@ -69,7 +69,7 @@ pub fn parse_call(
 }
 
 /// The longest `server:tool` name a call may give.
-pub const MAX_CALL_NAME_BYTES: usize = mcpproxy_policy::MAX_QUALIFIED_NAME_BYTES;
+pub(super) const MAX_CALL_NAME_BYTES: usize = mcpproxy_policy::MAX_QUALIFIED_NAME_BYTES;
 
 /// Splits `server:tool`, refusing names no server could have given: too long, or with
 /// control or invisible characters (which could forge lines where names are printed).

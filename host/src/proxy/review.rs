@@ -166,7 +166,7 @@ impl Proxy {
                 approved_by: by.to_owned(),
                 approved_at: now,
                 launch: Some(
-                    crate::trust::LaunchSpec::of(upstream.config())
+                    trust::LaunchSpec::of(upstream.config())
                         .view
                         .summary(),
                 ),

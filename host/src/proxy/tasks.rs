@@ -79,7 +79,7 @@ struct Route {
 
 /// The tasks being followed, by (server, the server's task id).
 #[derive(Default)]
-pub struct TaskRoutes {
+pub(super) struct TaskRoutes {
     routes: Mutex<HashMap<(String, String), Route>>,
 }
 

@@ -28,7 +28,6 @@ pub use pin::{
 pub use store::{ApprovedLaunch, FIRST_START, PinnedTool, ServerTrust, Standing, TrustStore};
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use serde::{Deserialize, Serialize};
 

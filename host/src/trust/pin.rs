@@ -204,7 +204,7 @@ pub fn upgrade_pins(server: &mut ServerTrust, listed: &BTreeMap<String, Tool>) -
 }
 
 /// A pair (as pinned, as listed now) of JSON values that may be absent.
-pub type Change = (Option<Value>, Option<Value>);
+pub(super) type Change = (Option<Value>, Option<Value>);
 
 /// What differs between a pinned tool and the tool as listed now: each field that changed,
 /// as (pinned, now).

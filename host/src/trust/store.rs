@@ -14,7 +14,7 @@ use super::launch::{LaunchSpec, LaunchView};
 use super::{Error, Result, fingerprint};
 
 /// The file's name in the data dir.
-pub const FILE_NAME: &str = "trust.json";
+pub(super) const FILE_NAME: &str = "trust.json";
 /// The largest trust file read: far more than thousands of pinned tools need.
 const MAX_FILE_BYTES: u64 = 64 << 20;
 

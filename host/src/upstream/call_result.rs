@@ -17,7 +17,7 @@ const MAX_ERROR_CHARS: usize = 200;
 
 /// The answer `result` carries: a task or a request for input by its `resultType`, a tool
 /// result when it has a tool result's fields; else an error saying why it is none of them.
-pub fn read(result: &RawValue) -> Result<CallAnswer, String> {
+pub(super) fn read(result: &RawValue) -> Result<CallAnswer, String> {
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Shape<'a> {

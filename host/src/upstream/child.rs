@@ -16,7 +16,7 @@ use crate::line_guard::{LineGuard, error_response};
 const EXIT_GRACE: Duration = Duration::from_secs(2);
 
 /// The running process; dropping it ends the process (after [`EXIT_GRACE`]).
-pub struct ChildGuard(Option<Box<dyn ChildWrapper>>);
+pub(super) struct ChildGuard(Option<Box<dyn ChildWrapper>>);
 
 impl Drop for ChildGuard {
     fn drop(&mut self) {
@@ -42,14 +42,14 @@ impl Drop for ChildGuard {
 }
 
 /// The pipes of a started server.
-pub struct Pipes {
+pub(super) struct Pipes {
     pub stdout: LineGuard<ChildStdout>,
     pub stdin: ChildStdin,
     pub stderr: Option<ChildStderr>,
 }
 
 /// Starts `cmd` with piped stdio.
-pub fn spawn(mut cmd: tokio::process::Command) -> std::io::Result<(ChildGuard, Pipes)> {
+pub(super) fn spawn(mut cmd: tokio::process::Command) -> std::io::Result<(ChildGuard, Pipes)> {
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

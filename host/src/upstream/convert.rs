@@ -46,7 +46,7 @@ pub fn tool_from_mcp(server: &str, tool: &mcp::Tool) -> Tool {
 /// What was wrong with one entry of a `tools/list` answer. Every text in it is safe to
 /// print: upstream strings are escaped ([`crate::trust::quote`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum WireToolProblem {
+pub(super) enum WireToolProblem {
     /// The entry cannot be used at all: it is left out of the listing.
     #[error("leaving out {tool}: {why}")]
     LeftOut {
@@ -72,7 +72,7 @@ pub enum WireToolProblem {
 /// refused. `position` counts entries from 0 across pages, to name a tool without a name.
 ///
 /// A hint given as `null` is taken as absent without a problem: rmcp reads it so too.
-pub fn tool_from_wire(
+pub(super) fn tool_from_wire(
     raw: Value,
     position: usize,
 ) -> (Result<mcp::Tool, WireToolProblem>, Vec<WireToolProblem>) {

@@ -45,14 +45,14 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 use tokio_util::sync::PollSemaphore;
 
 /// The first lane request id.
-pub const FIRST_ID: i64 = 1 << 52;
+pub(super) const FIRST_ID: i64 = 1 << 52;
 
 /// The server's stdin, as the lane and rmcp's writer share it.
 type Writer = Box<dyn AsyncWrite + Send + Unpin>;
 
 /// Why a lane request got no answer.
 #[derive(Debug, thiserror::Error)]
-pub enum LaneError {
+pub(super) enum LaneError {
     #[error("the server's stdin is closed")]
     Closed,
     #[error("cannot write to the server's stdin: {0}")]
@@ -125,11 +125,11 @@ impl Shared {
 
 /// The lane of one stdio session; cheap to clone.
 #[derive(Clone)]
-pub struct Lane(Arc<Shared>);
+pub(super) struct Lane(Arc<Shared>);
 
 /// Splits a server's stdout and stdin into the lane and the transport rmcp's session runs
 /// on.
-pub fn split<R, W>(stdout: R, stdin: W) -> (Lane, LaneReader<R>, SessionWriter)
+pub(super) fn split<R, W>(stdout: R, stdin: W) -> (Lane, LaneReader<R>, SessionWriter)
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Send + Unpin + 'static,
@@ -163,7 +163,7 @@ where
 
 impl Lane {
     /// A new request, waiting for its answer from now on (so it cannot be missed).
-    pub fn start(&self) -> LaneRequest {
+    pub(super) fn start(&self) -> LaneRequest {
         let id = self.0.next_id.fetch_add(1, Ordering::Relaxed);
         let (sender, answer) = oneshot::channel();
         lock(&self.0.answers).insert(
@@ -270,7 +270,7 @@ struct CancelParams<'a> {
 }
 
 /// One lane request, from its id to its answer; forgotten when dropped.
-pub struct LaneRequest {
+pub(super) struct LaneRequest {
     shared: Arc<Shared>,
     id: i64,
     answer: oneshot::Receiver<Reply>,
@@ -278,12 +278,12 @@ pub struct LaneRequest {
 
 impl LaneRequest {
     /// The request's JSON-RPC id (also a fine progress token: no other request has it).
-    pub fn id(&self) -> i64 {
+    pub(super) fn id(&self) -> i64 {
         self.id
     }
 
     /// Writes the request.
-    pub async fn send(&self, method: &str, params: &impl Serialize) -> Result<(), LaneError> {
+    pub(super) async fn send(&self, method: &str, params: &impl Serialize) -> Result<(), LaneError> {
         let request = RequestLine {
             jsonrpc: "2.0",
             id: self.id,
@@ -294,12 +294,12 @@ impl LaneRequest {
     }
 
     /// The answer, when it comes.
-    pub async fn answer(&mut self) -> Result<Reply, LaneError> {
+    pub(super) async fn answer(&mut self) -> Result<Reply, LaneError> {
         (&mut self.answer).await.map_err(|_| LaneError::Ended)
     }
 
     /// Tells the server the request is cancelled (`notifications/cancelled`).
-    pub async fn cancel(&self, reason: &str) -> Result<(), LaneError> {
+    pub(super) async fn cancel(&self, reason: &str) -> Result<(), LaneError> {
         let cancel = CancelLine {
             jsonrpc: "2.0",
             method: "notifications/cancelled",
@@ -319,7 +319,7 @@ impl Drop for LaneRequest {
 }
 
 /// A lane request's answer: the server's response line.
-pub struct Reply {
+pub(super) struct Reply {
     line: Vec<u8>,
     progress_before: usize,
 }
@@ -333,7 +333,7 @@ struct ReplyFields<'a> {
 }
 
 /// What a response says.
-pub enum Outcome<'a> {
+pub(super) enum Outcome<'a> {
     Result(&'a RawValue),
     Error(rmcp::ErrorData),
 }
@@ -341,7 +341,7 @@ pub enum Outcome<'a> {
 impl Reply {
     /// The response's result or error; an error message when it has neither or cannot be
     /// read.
-    pub fn outcome(&self) -> Result<Outcome<'_>, String> {
+    pub(super) fn outcome(&self) -> Result<Outcome<'_>, String> {
         let fields: ReplyFields<'_> =
             serde_json::from_slice(&self.line).map_err(|e| e.to_string())?;
         match (fields.result, fields.error) {
@@ -353,7 +353,7 @@ impl Reply {
 
     /// How many progress notifications for the request the server sent before its answer
     /// (passed on to rmcp to relay).
-    pub fn progress_before(&self) -> usize {
+    pub(super) fn progress_before(&self) -> usize {
         self.progress_before
     }
 }
@@ -408,7 +408,7 @@ fn classify(line: &[u8]) -> LineKind {
 }
 
 /// The server's stdout as rmcp reads it, less the lane's answers (see the module docs).
-pub struct LaneReader<R> {
+pub(super) struct LaneReader<R> {
     inner: R,
     shared: Arc<Shared>,
     /// The current line, while it is held.
@@ -532,7 +532,7 @@ impl<R> Drop for LaneReader<R> {
 }
 
 /// The server's stdin as rmcp's session writes it: a line at a time, between the lane's.
-pub struct SessionWriter {
+pub(super) struct SessionWriter {
     shared: Arc<Shared>,
     turn: PollSemaphore,
     /// Held from a line's first byte to its newline.

@@ -629,7 +629,7 @@ impl Upstream {
         list: impl FnOnce(Peer<RoleClient>) -> F,
     ) -> Result<T, Error>
     where
-        F: std::future::Future<Output = Result<T, rmcp::ServiceError>>,
+        F: Future<Output = Result<T, rmcp::ServiceError>>,
     {
         let peer = self.connected_peer()?;
         let timeout = self.call_timeout(None);

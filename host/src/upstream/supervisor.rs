@@ -727,7 +727,7 @@ async fn list_pages<F, Fut>(
 ) -> Result<Vec<rmcp::model::Tool>, String>
 where
     F: FnMut(Option<String>) -> Fut,
-    Fut: std::future::Future<Output = Result<rmcp::model::ServerResult, String>>,
+    Fut: Future<Output = Result<rmcp::model::ServerResult, String>>,
 {
     let mut tools = Vec::new();
     let mut cursors = HashSet::new();

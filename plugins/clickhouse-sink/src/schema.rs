@@ -202,7 +202,7 @@ fn qualified(database: &str, table: &str) -> String {
 }
 
 /// `CREATE TABLE IF NOT EXISTS ...` for the sink's table.
-pub fn create_table(database: &str, table: &str) -> String {
+pub(crate) fn create_table(database: &str, table: &str) -> String {
     let mut columns: Vec<String> = Vec::with_capacity(COLUMNS.len() + 1);
     for (name, ty, _) in COLUMNS {
         columns.push(format!("    `{name}` {ty}"));
@@ -222,12 +222,12 @@ pub fn create_table(database: &str, table: &str) -> String {
 }
 
 /// `CREATE DATABASE IF NOT EXISTS ...`.
-pub fn create_database(database: &str) -> String {
+pub(crate) fn create_database(database: &str) -> String {
     format!("CREATE DATABASE IF NOT EXISTS `{database}`")
 }
 
 /// The INSERT statement; the rows follow in the request body.
-pub fn insert(database: &str, table: &str) -> String {
+pub(crate) fn insert(database: &str, table: &str) -> String {
     format!(
         "INSERT INTO {} FORMAT JSONEachRow",
         qualified(database, table)
@@ -240,7 +240,7 @@ pub fn insert(database: &str, table: &str) -> String {
 /// raw text in `record`. The record is read in one pass, borrowing its text; only a record
 /// that pass refuses (a key given twice) is first normalised through a full parse, where the
 /// last of a repeated key counts.
-pub fn push_row(out: &mut Vec<u8>, id: &str, timestamp_ms: u64, json: &str) {
+pub(crate) fn push_row(out: &mut Vec<u8>, id: &str, timestamp_ms: u64, json: &str) {
     let normalised: String;
     let fields = match Fields::read(json) {
         Some(fields) => fields,
@@ -337,7 +337,7 @@ fn push_u64(out: &mut Vec<u8>, n: u64) {
 
 /// The id a record's JSON line starts with (`{"id":"<ULID>"`, as mcpproxy stores every
 /// record), or `""`.
-pub fn line_id(line: &str) -> &str {
+pub(crate) fn line_id(line: &str) -> &str {
     line.strip_prefix("{\"id\":\"")
         .and_then(|rest| rest.get(..26))
         .filter(|id| id.bytes().all(|b| b.is_ascii_alphanumeric()))
@@ -346,7 +346,7 @@ pub fn line_id(line: &str) -> &str {
 
 /// The milliseconds since the Unix epoch a ULID's first ten characters hold (Crockford
 /// base32), or 0 when `id` is not a ULID.
-pub fn ulid_ms(id: &str) -> u64 {
+pub(crate) fn ulid_ms(id: &str) -> u64 {
     const ALPHABET: &[u8] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
     if id.len() != 26 {
         return 0;

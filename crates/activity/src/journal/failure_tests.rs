@@ -187,7 +187,7 @@ async fn the_recovery_removes_a_refused_record_the_file_holds_and_keeps_acknowle
         Put::new(&refused, false).unwrap(),
     ];
     // Both reached the file before the disk failed; only `acked` was acknowledged.
-    writer::commit_puts(
+    commit_puts(
         &db,
         &[&puts[0], &puts[1]],
         redb::Durability::Immediate,

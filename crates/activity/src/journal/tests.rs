@@ -378,14 +378,14 @@ async fn close_interrupted_closes_each_pending_record_once_in_async_mode() {
     // 2,000 pending over three pages; each is closed once even though async upserts
     // are acknowledged before they are committed.
     assert_eq!(j.close_interrupted().await.unwrap(), 2000);
-    let pending = super::super::Filter {
+    let pending = Filter {
         status: Some("pending".to_owned()),
-        ..super::super::Filter::default()
+        ..Filter::default()
     };
     assert!(j.query(&pending, 10, 0).unwrap().records.is_empty());
-    let errors = super::super::Filter {
+    let errors = Filter {
         status: Some("error".to_owned()),
-        ..super::super::Filter::default()
+        ..Filter::default()
     };
     let page = j.query(&errors, 10, 0).unwrap();
     assert!(

@@ -86,7 +86,7 @@ mod tests {
             "github",
             "delete_repo",
         );
-        rec.status = mcpproxy_activity::Status::Blocked;
+        rec.status = Status::Blocked;
         rec.safety_class = mcpproxy_policy::SafetyClass::Dangerous;
         rec.annotations = Some(mcpproxy_policy::Annotations {
             destructive_hint: Some(true),
