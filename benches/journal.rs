@@ -110,7 +110,7 @@ fn main() {
 
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("activity.redb");
-    let end_ms = mcpproxy_activity::record::now_ms() - DAY_MS;
+    let end_ms = mcpproxy_activity::now_ms() - DAY_MS;
     let journal = Journal::open(&path, options(Durability::Sync)).expect("open");
     let t = Instant::now();
     let sample = fill(&journal, n, end_ms);

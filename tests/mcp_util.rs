@@ -190,7 +190,11 @@ impl Proxy {
     }
 
     /// Like [`Proxy::start`], with a data dir that may hold an earlier run's state.
-    pub(crate) fn start_in(config: &Value, extra_args: &[&str], data_dir: tempfile::TempDir) -> Self {
+    pub(crate) fn start_in(
+        config: &Value,
+        extra_args: &[&str],
+        data_dir: tempfile::TempDir,
+    ) -> Self {
         Self::start_in_with_env(config, extra_args, data_dir, &[])
     }
 
@@ -337,7 +341,11 @@ pub(crate) async fn connect(url: &str) -> Client {
 }
 
 /// Calls a tool and returns its result (tool-level errors included), or the JSON-RPC error.
-pub(crate) async fn call(client: &Client, tool: &str, arguments: Value) -> Result<CallToolResult, String> {
+pub(crate) async fn call(
+    client: &Client,
+    tool: &str,
+    arguments: Value,
+) -> Result<CallToolResult, String> {
     let mut params = CallToolRequestParams::new(tool.to_owned());
     if let Value::Object(map) = arguments {
         params = params.with_arguments(map);

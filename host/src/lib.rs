@@ -35,22 +35,26 @@
 //!   given back;
 //! - [`cli`]: the `mcpproxy` command line.
 
-pub mod access;
-pub mod api;
-pub mod back_channel;
-pub mod cli;
-pub mod config;
-pub mod control;
-pub mod index;
-pub mod line_guard;
-pub mod listener;
-pub mod manage;
-pub mod mcp;
-pub mod metrics;
-pub mod proxy;
-pub mod runtime;
-pub mod secrets;
-pub mod telemetry;
-pub mod trust;
-pub mod upstream;
-pub mod web;
+mod access;
+mod api;
+mod back_channel;
+mod cli;
+mod config;
+mod control;
+mod index;
+mod line_guard;
+mod listener;
+mod manage;
+mod mcp;
+mod metrics;
+mod proxy;
+mod runtime;
+mod secrets;
+mod telemetry;
+mod trust;
+mod upstream;
+mod web;
+
+pub use cli::run;
+pub use config::Config;
+pub use proxy::{parse_call, split_name};

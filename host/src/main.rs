@@ -1,5 +1,5 @@
 //! The `mcpproxy` binary: everything lives in the library's `cli` module.
 
 fn main() -> std::process::ExitCode {
-    mcpproxy::cli::run()
+    mcpproxy::run()
 }

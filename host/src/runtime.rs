@@ -13,13 +13,13 @@ use crate::metrics::Metrics;
 use crate::proxy::{ActivitySettings, Proxy};
 use crate::trust::{self, ToolScanner, TrustStore};
 use crate::upstream::Upstreams;
-use mcpproxy_activity::delivery::{Delivery, Sink};
 use mcpproxy_activity::{self as activity, Journal, JournalOptions};
+use mcpproxy_activity::{Delivery, Sink};
 use mcpproxy_plugin_host::{
     self as plugin, EngineOptions, Plugin, PluginEngine, PluginKind, PluginSet,
 };
+use mcpproxy_policy::Limits;
 use mcpproxy_policy::Pipeline;
-use mcpproxy_policy::limits::Limits;
 
 /// How long a one-shot command waits for its upstream to connect (or fail once).
 const ONE_SHOT_SETTLE: Duration = Duration::from_secs(30);

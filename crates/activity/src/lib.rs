@@ -20,33 +20,43 @@
 //! and the last outbox number; `activity_outbox`, `activity_outbox_keys` and `activity_sinks`
 //! are the sinks' outbox and cursors.
 
-pub mod batch;
-pub mod delivery;
-pub mod export;
-pub mod journal;
-pub mod outbox;
-pub mod private_fs;
-pub mod query;
-pub mod record;
-pub mod repair;
-pub mod retention;
-pub mod stats;
+mod batch;
+mod delivery;
+mod export;
+mod journal;
+mod outbox;
+mod private_fs;
+mod query;
+mod record;
+mod repair;
+mod retention;
+mod stats;
 
 use std::path::PathBuf;
 
 pub use batch::{SinkBatch, StoredRecord};
+pub use delivery::{
+    Activity, Delivery, DeliveryOptions, Failure, Live, Sink, SinkReport, offline_report,
+};
+pub use export::ExportFormat;
 pub use journal::{
     CommitObserver, DEFAULT_LOG_CAPACITY, Durability, FsyncObserver, Journal, JournalHealth,
     JournalOptions, JournalStats, WriteFaults,
 };
 pub use outbox::{SinkState, SinkStatus};
+pub use private_fs::{
+    DIR_MODE, FILE_MODE, create_private_dir, create_private_file, open_private,
+    prepare_private_file, restrict, write_private_atomically,
+};
+pub use query::SCAN_CHUNK;
 pub use query::{Filter, Page};
 pub use record::{
-    ActivityRecord, ClientRecord, RecordType, Source, Status, cap_arguments, format_timestamp,
-    new_id, now_ms, parse_record_id, parse_timestamp,
+    ActivityRecord, ClientRecord, MAX_NAME_BYTES, MAX_TEXT_BYTES, RecordType, Source, Status,
+    cap_arguments, format_timestamp, new_id, now_ms, parse_record_id, parse_timestamp,
 };
 pub use repair::RepairReport;
 pub use retention::Retention;
+pub use stats::{CallStats, Group};
 
 /// Errors of the activity journal.
 #[derive(Debug, thiserror::Error)]

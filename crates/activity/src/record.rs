@@ -300,7 +300,7 @@ pub const MAX_NAME_BYTES: usize = 256;
 /// `error_message`), in bytes.
 pub const MAX_TEXT_BYTES: usize = 4096;
 /// The largest `details` object kept (a tool change's diff), as JSON bytes.
-pub const MAX_DETAILS_BYTES: usize = 64 << 10;
+pub(crate) const MAX_DETAILS_BYTES: usize = 64 << 10;
 /// What marks a cut field.
 const CUT_MARK: &str = "…[cut]";
 
@@ -391,10 +391,10 @@ impl ActivityRecord {
 }
 
 /// The longest name-like field kept in a summarised record, in bytes.
-pub const SUMMARY_NAME_BYTES: usize = 64;
+pub(crate) const SUMMARY_NAME_BYTES: usize = 64;
 /// The longest free-text field, argument preview or details preview kept in a summarised
 /// record, in JSON bytes.
-pub const SUMMARY_TEXT_BYTES: usize = 96;
+pub(crate) const SUMMARY_TEXT_BYTES: usize = 96;
 
 impl ActivityRecord {
     /// The record as stored while the journal is under pressure (the journal is over its size

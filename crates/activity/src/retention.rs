@@ -75,7 +75,7 @@ impl Default for Retention {
 
 /// How many of the newest records the pressure alert looks at for its busiest sessions and
 /// clients.
-pub const ALERT_WINDOW: usize = 1000;
+pub(crate) const ALERT_WINDOW: usize = 1000;
 
 /// Where one retention pass left the journal.
 struct Pass {

@@ -14,7 +14,13 @@ use mcpproxy_policy::{Intent, OperationType};
 static SEQ: AtomicU64 = AtomicU64::new(1);
 
 /// A record whose id carries `ms` (unique random part).
-pub(crate) fn rec_at(ms: u64, server: &str, tool: &str, variant: &str, status: Status) -> ActivityRecord {
+pub(crate) fn rec_at(
+    ms: u64,
+    server: &str,
+    tool: &str,
+    variant: &str,
+    status: Status,
+) -> ActivityRecord {
     let id = ulid::Ulid::from_parts(ms, u128::from(SEQ.fetch_add(1, Ordering::Relaxed)));
     ActivityRecord {
         id: id.to_string(),

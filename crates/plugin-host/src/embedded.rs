@@ -8,7 +8,7 @@ pub(crate) struct Embedded {
     /// stricter policies a user turns on, like the sinks.
     pub(crate) opt_in: bool,
     /// Keeps nothing between calls (a pure function of the call and its settings), so its
-    /// warm instances are reused by default ([`mcpproxy_policy::limits::Limits::reuse_instance`]).
+    /// warm instances are reused by default ([`mcpproxy_policy::Limits::reuse_instance`]).
     pub(crate) stateless: bool,
 }
 

@@ -15,9 +15,9 @@ use super::Error;
 use super::bindings::validator_world::ValidatorPlugin;
 use super::deadline::{DeadlineTicker, HoldsDeadline};
 use super::host::PluginCtx;
-use super::limits::{DEFAULT_MEMORY_BYTES, Limits};
 use super::sink::{SinkCtx, sink_linker};
 use super::slots::SlotSignal;
+use mcpproxy_policy::Limits;
 
 /// Instances that may be alive at once across all plugins (one per in-flight plugin call).
 /// Each memory slot reserves 4 GiB of address space (no physical memory), so this bounds
@@ -39,7 +39,7 @@ impl Default for EngineOptions {
     fn default() -> Self {
         Self {
             cache_dir: None,
-            max_memory_bytes: DEFAULT_MEMORY_BYTES,
+            max_memory_bytes: Limits::DEFAULT_MEMORY_BYTES,
             max_instances: DEFAULT_MAX_INSTANCES,
         }
     }
@@ -300,10 +300,10 @@ fn stub_as_trap(
 fn write_cache_entry(path: &Path, compiled: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     if let Some(dir) = path.parent() {
-        mcpproxy_activity::private_fs::create_private_dir(dir)?;
+        mcpproxy_activity::create_private_dir(dir)?;
     }
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    mcpproxy_activity::private_fs::create_private_file(&tmp)?.write_all(compiled)?;
+    mcpproxy_activity::create_private_file(&tmp)?.write_all(compiled)?;
     std::fs::rename(&tmp, path)
 }
 

@@ -10,7 +10,7 @@
 //! The contract is `wit/` (package `mcpproxy:plugin@0.1.0`); `bindings` is the only place
 //! that sees generated code, `conv` maps it to the types of [`mcpproxy_policy`]. `stages`
 //! makes loaded components the pipeline's [`mcpproxy_policy::Annotator`]s and
-//! [`mcpproxy_policy::Validator`]s; `sink` makes them [`mcpproxy_activity::delivery::Sink`]s.
+//! [`mcpproxy_policy::Validator`]s; `sink` makes them [`mcpproxy_activity::Sink`]s.
 //! Parts: `engine` (wasmtime, compile cache, stores), `loader` (load, identify, call),
 //! `warm_pool` (reused instances), `host` (the imports a plugin gets), `wasi` (the empty
 //! WASI of validators, annotators and scanners), `limits`
@@ -24,9 +24,9 @@ mod deadline;
 mod embedded;
 mod engine;
 mod host;
-pub mod limits;
+mod limits;
 mod loader;
-pub mod memory;
+mod memory;
 mod sink;
 mod slots;
 mod stages;
@@ -41,8 +41,10 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 pub use engine::{CacheOutcome, EngineOptions, PluginEngine};
-pub use limits::Limits;
 pub use loader::{Plugin, PluginSet, PluginSettings};
+pub use limits::{Bytes, MemoryCapExceeded};
+pub use mcpproxy_policy::Limits;
+pub use memory::{limit_arenas as limit_malloc_arenas, release_freed as release_freed_memory};
 pub use stages::{annotators, validators};
 
 /// The plugin-name rule, shared by the loader, the templates and the config check: 1 to 64 of
@@ -80,9 +82,9 @@ impl PluginKind {
     /// validators and annotators are on every call's path; sinks and scanners are not.
     pub fn default_timeout(self) -> std::time::Duration {
         match self {
-            Self::Annotator | Self::Validator => mcpproxy_policy::limits::DEFAULT_TIMEOUT,
-            Self::Sink => mcpproxy_policy::limits::DEFAULT_SINK_TIMEOUT,
-            Self::Scanner => mcpproxy_policy::limits::DEFAULT_SCANNER_TIMEOUT,
+            Self::Annotator | Self::Validator => Limits::DEFAULT_TIMEOUT,
+            Self::Sink => Limits::DEFAULT_SINK_TIMEOUT,
+            Self::Scanner => Limits::DEFAULT_SCANNER_TIMEOUT,
         }
     }
 
@@ -203,7 +205,7 @@ pub enum Fault {
     #[error("ran past its deadline of {} ms and was stopped", .0.as_millis())]
     Deadline(std::time::Duration),
     #[error("{0}")]
-    Memory(limits::MemoryCapExceeded),
+    Memory(MemoryCapExceeded),
     #[error("trapped: {0}")]
     Trap(String),
     #[error("could not be started: {0}")]

@@ -1,16 +1,12 @@
 //! Enforcing per-call resource limits on plugins: the memory cap through a
 //! `ResourceLimiter` (the deadline is enforced with epoch interruption in `engine`). The
-//! limits themselves, and their defaults, are [`mcpproxy_policy::limits`].
+//! limits themselves, and their defaults, are [`mcpproxy_policy::Limits`].
 
 use std::fmt;
 
-pub use mcpproxy_policy::limits::{
-    DEFAULT_MEMORY_BYTES, DEFAULT_SINK_TIMEOUT, DEFAULT_TIMEOUT, Limits, MAX_MEMORY_MIB,
-    MAX_TIMEOUT_MS,
-};
 
 /// Tables hold function references; no honest plugin needs more entries than this.
-pub const MAX_TABLE_ELEMENTS: usize = 100_000;
+pub(crate) const MAX_TABLE_ELEMENTS: usize = 100_000;
 
 /// Raised (as a trap) when a plugin asks for more memory than its cap.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -22,12 +18,12 @@ pub struct MemoryCapExceeded {
 
 /// Enforces [`Limits::memory_bytes`] on one store.
 #[derive(Debug)]
-pub struct MemoryLimiter {
+pub(crate) struct MemoryLimiter {
     cap: usize,
 }
 
 impl MemoryLimiter {
-    pub fn new(cap: usize) -> Self {
+    pub(crate) fn new(cap: usize) -> Self {
         Self { cap }
     }
 }

@@ -27,11 +27,12 @@ use super::bindings::{
 use super::embedded::EMBEDDED;
 use super::engine::PluginEngine;
 use super::host::PluginCtx;
-use super::limits::{Limits, MemoryCapExceeded};
+use super::limits::MemoryCapExceeded;
 use super::sink::{SinkRunner, WarmSink};
 use super::slots::{SLOT_WAIT, is_pool_exhausted};
 use super::warm_pool::{Warm, WarmPool};
 use super::{Error, Fault, PluginFault, PluginInfo, PluginKind, PluginSource};
+use mcpproxy_policy::Limits;
 
 /// The deadline of the `metadata.info()` call that identifies a plugin at load. Loading is
 /// once per start, on no call's path: a heavy guest (a Python or JavaScript runtime) may

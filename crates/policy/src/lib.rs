@@ -1,7 +1,7 @@
 //! The policy's vocabulary and pipeline: what a call, a tool and a verdict are, the
 //! [`Annotator`] and [`Validator`] stages, and the [`Pipeline`] that combines them into one
 //! [`Evaluation`]; besides them the small rules every crate above shares: plugin resource
-//! [`limits`], the hosts a sink may reach ([`Grant`]), the [`ToolScanner`] a reviewer's
+//! [`Limits`], the hosts a sink may reach ([`Grant`]), the [`ToolScanner`] a reviewer's
 //! analysis runs, the tracing target of exported spans ([`SPAN_TARGET`]) and [`quote`], which
 //! makes text from outside safe to print.
 //!
@@ -9,7 +9,7 @@
 //! nor an async runtime. The plugin host implements the stage traits for WebAssembly
 //! components; the activity record and the proxy's call report are built from its types.
 
-pub mod limits;
+mod limits;
 
 mod grant;
 mod memo;
@@ -21,6 +21,7 @@ mod text;
 mod types;
 
 pub use grant::{Grant, authority_of};
+pub use limits::{Limits, mib_to_bytes};
 pub use pipeline::{Evaluation, Judgement, Outcome, Pipeline, Warning};
 pub use scan::{Finding, Severity, ToolScanner};
 pub use spans::TARGET as SPAN_TARGET;

@@ -5,22 +5,6 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// The default deadline of one validator or annotator call: policy runs on every call.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
-/// The default deadline of one sink delivery, HTTP waits included: a remote store may be
-/// slow, and a sink is not on any call's path.
-pub const DEFAULT_SINK_TIMEOUT: Duration = Duration::from_secs(30);
-/// The default deadline of one scan: a scanner reads a whole server's tools, and runs only
-/// for a review or a held call, never on the path of a call that goes through.
-pub const DEFAULT_SCANNER_TIMEOUT: Duration = Duration::from_secs(5);
-/// The default linear-memory cap of one instance.
-pub const DEFAULT_MEMORY_BYTES: usize = 32 << 20;
-/// The longest deadline accepted (`timeout_ms`): a validator runs on every call, so a
-/// minute is already far more than any honest plugin needs.
-pub const MAX_TIMEOUT_MS: u64 = 60_000;
-/// The largest memory cap accepted (`memory_mib`): 4 GiB, all a 32-bit wasm memory holds.
-pub const MAX_MEMORY_MIB: u64 = 4096;
-
 /// Limits that apply to each call into a plugin (config: `plugins.limits` and
 /// `plugins.plugin_limits.<name>`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,11 +23,29 @@ pub struct Limits {
     pub reuse_instance: bool,
 }
 
+impl Limits {
+    /// The default deadline of one validator or annotator call: policy runs on every call.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
+    /// The default deadline of one sink delivery, HTTP waits included: a remote store may be
+    /// slow, and a sink is not on any call's path.
+    pub const DEFAULT_SINK_TIMEOUT: Duration = Duration::from_secs(30);
+    /// The default deadline of one scan: a scanner reads a whole server's tools, and runs only
+    /// for a review or a held call, never on the path of a call that goes through.
+    pub const DEFAULT_SCANNER_TIMEOUT: Duration = Duration::from_secs(5);
+    /// The default linear-memory cap of one instance.
+    pub const DEFAULT_MEMORY_BYTES: usize = 32 << 20;
+    /// The longest deadline accepted (`timeout_ms`): a validator runs on every call, so a
+    /// minute is already far more than any honest plugin needs.
+    pub const MAX_TIMEOUT_MS: u64 = 60_000;
+    /// The largest memory cap accepted (`memory_mib`): 4 GiB, all a 32-bit wasm memory holds.
+    pub const MAX_MEMORY_MIB: u64 = 4096;
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            timeout: DEFAULT_TIMEOUT,
-            memory_bytes: DEFAULT_MEMORY_BYTES,
+            timeout: Self::DEFAULT_TIMEOUT,
+            memory_bytes: Self::DEFAULT_MEMORY_BYTES,
             reuse_instance: false,
         }
     }

@@ -10,8 +10,8 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use mcpproxy_activity::export::ExportFormat;
-use mcpproxy_activity::query::SCAN_CHUNK;
+use mcpproxy_activity::ExportFormat;
+use mcpproxy_activity::SCAN_CHUNK;
 use mcpproxy_activity::{Filter, RecordType, parse_timestamp};
 
 use super::{ApiError, ApiState, ok};
@@ -33,7 +33,9 @@ const FILTER_PARAMS: &[&str] = &[
 ];
 
 /// Parses the query of `GET /activity` into a filter and a page.
-pub(super) fn parse_query(query: &HashMap<String, String>) -> Result<(Filter, usize, usize), ApiError> {
+pub(super) fn parse_query(
+    query: &HashMap<String, String>,
+) -> Result<(Filter, usize, usize), ApiError> {
     parse_query_of(query, &[FILTER_PARAMS, &["limit", "offset"]].concat())
 }
 
@@ -388,7 +390,7 @@ fn journal_error(context: &str, error: mcpproxy_activity::Error) -> ApiError {
 pub(super) async fn sinks(State(state): State<ApiState>) -> Result<Response, ApiError> {
     let report = match &state.delivery {
         Some(delivery) => delivery.report(),
-        None => mcpproxy_activity::delivery::offline_report(&state.journal),
+        None => mcpproxy_activity::offline_report(&state.journal),
     }
     .map_err(|e| journal_error("cannot read the sinks' status", e))?;
     Ok(ok(report))

@@ -26,8 +26,8 @@ use serde_json::json;
 
 use crate::access::Access;
 use crate::proxy::Proxy;
+use mcpproxy_activity::Delivery;
 use mcpproxy_activity::Journal;
-use mcpproxy_activity::delivery::Delivery;
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -187,7 +187,7 @@ async fn metrics(State(state): State<ApiState>) -> Response {
     metrics.set_journal_health(state.journal.health().reason.as_deref());
     let sinks = match &state.delivery {
         Some(delivery) => delivery.report(),
-        None => mcpproxy_activity::delivery::offline_report(&state.journal),
+        None => mcpproxy_activity::offline_report(&state.journal),
     };
     if let Ok(sinks) = sinks {
         metrics.set_sinks(sinks.into_iter().map(|s| crate::metrics::SinkGauge {
@@ -197,10 +197,7 @@ async fn metrics(State(state): State<ApiState>) -> Response {
         }));
     }
     (
-        [(
-            http::header::CONTENT_TYPE,
-            crate::metrics::CONTENT_TYPE,
-        )],
+        [(http::header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
         metrics.encode(),
     )
         .into_response()

@@ -15,7 +15,7 @@ use clap::{Args, Subcommand};
 use serde_json::Value;
 
 use crate::config::{self, Config};
-use mcpproxy_activity::export::ExportFormat;
+use mcpproxy_activity::ExportFormat;
 use mcpproxy_activity::{
     ActivityRecord, Filter, Journal, JournalOptions, RecordType, format_timestamp, now_ms,
     parse_timestamp,
@@ -825,7 +825,7 @@ impl SinksCommand {
         let sinks: Value = match &store {
             Store::Remote(remote) => remote.get("/activity/sinks", &[]).await?,
             Store::Local(journal) => {
-                serde_json::to_value(mcpproxy_activity::delivery::offline_report(journal)?)?
+                serde_json::to_value(mcpproxy_activity::offline_report(journal)?)?
             }
         };
         let list = sinks.as_array().cloned().unwrap_or_default();

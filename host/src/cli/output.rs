@@ -26,7 +26,10 @@ pub(super) enum Format {
 
 /// Prints `value` in the machine-readable `format` and returns true; returns false for
 /// [`Format::Table`], whose readable form each command prints itself.
-pub(super) fn print_data<T: Serialize + ?Sized>(value: &T, format: Format) -> serde_json::Result<bool> {
+pub(super) fn print_data<T: Serialize + ?Sized>(
+    value: &T,
+    format: Format,
+) -> serde_json::Result<bool> {
     match format {
         Format::Table => return Ok(false),
         Format::Json => println!("{}", serde_json::to_string_pretty(value)?),

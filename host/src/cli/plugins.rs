@@ -11,11 +11,11 @@ use serde_json::json;
 
 use crate::runtime::plugin_engine;
 use mcpproxy_activity::{ActivityRecord, RecordType, SinkBatch, Source, Status};
-use mcpproxy_plugin_host::limits::Bytes;
+use mcpproxy_plugin_host::Bytes;
 use mcpproxy_plugin_host::suite::{self, Suite};
 use mcpproxy_plugin_host::{Plugin, PluginKind, PluginSet, PluginSettings, PluginSource};
 use mcpproxy_plugin_host::{cases, template};
-use mcpproxy_policy::limits::{DEFAULT_MEMORY_BYTES, DEFAULT_TIMEOUT, Limits};
+use mcpproxy_policy::Limits;
 use mcpproxy_policy::{
     AnnotationSource, Annotations, CallRequest, EffectiveAnnotations, OperationType, Outcome,
     SafetyClass, Tool, Verdict,
@@ -189,7 +189,7 @@ pub(super) struct CheckCommand {
     timeout_ms: Option<u64>,
 
     /// The memory cap per instance, in MiB.
-    #[arg(long, value_name = "MIB", default_value_t = DEFAULT_MEMORY_BYTES >> 20)]
+    #[arg(long, value_name = "MIB", default_value_t = Limits::DEFAULT_MEMORY_BYTES >> 20)]
     memory_mib: usize,
 
     /// The plugin's settings (what its `config()` import returns), as a JSON object.
@@ -218,7 +218,7 @@ impl CheckCommand {
         let mut limits = Limits {
             timeout: self
                 .timeout_ms
-                .map_or(DEFAULT_TIMEOUT, Duration::from_millis),
+                .map_or(Limits::DEFAULT_TIMEOUT, Duration::from_millis),
             memory_bytes: self.memory_mib.saturating_mul(1 << 20),
             ..Limits::default()
         };

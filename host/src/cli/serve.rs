@@ -84,7 +84,7 @@ fn default_worker_threads(cores: usize) -> usize {
 impl ServeCommand {
     pub(super) fn run(self, globals: &Globals) -> Result<ExitCode> {
         // Before any thread starts: a thread's first allocation picks its arena.
-        mcpproxy_plugin_host::memory::limit_arenas();
+        mcpproxy_plugin_host::limit_malloc_arenas();
         let loaded = config::load(self.config.as_deref(), globals.home.as_deref());
         // The trace exporter's client and thread are made outside the async runtime.
         let traces = match loaded
@@ -471,7 +471,7 @@ async fn summary(runtime: &Runtime, config_path: Option<&std::path::Path>) {
     upstreams.settle(Duration::from_secs(10)).await;
     // Start-up is over (plugins loaded, the upstreams' first tool lists indexed): give the
     // kernel back what it freed, so an idle proxy holds only what it uses.
-    mcpproxy_plugin_host::memory::release_freed();
+    mcpproxy_plugin_host::release_freed_memory();
     let statuses = upstreams.statuses();
     if statuses.is_empty() {
         eprintln!("upstreams: none configured");

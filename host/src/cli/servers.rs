@@ -299,7 +299,11 @@ pub(super) async fn remove(globals: &Globals, args: NameArgs) -> Result<ExitCode
     .await
 }
 
-pub(super) async fn set_enabled(globals: &Globals, args: NameArgs, enabled: bool) -> Result<ExitCode> {
+pub(super) async fn set_enabled(
+    globals: &Globals,
+    args: NameArgs,
+    enabled: bool,
+) -> Result<ExitCode> {
     let destination = destination(globals, &args.target).await?;
     let name = args.name.clone();
     let answer = apply(

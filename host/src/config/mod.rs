@@ -34,11 +34,11 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use mcpproxy_activity::DeliveryOptions as DeliveryConfig;
 pub use mcpproxy_activity::Durability;
 pub use mcpproxy_activity::Retention as RetentionConfig;
-pub use mcpproxy_activity::delivery::DeliveryOptions as DeliveryConfig;
 use mcpproxy_policy::Grant;
-pub use mcpproxy_policy::limits::Limits as LimitsConfig;
+pub use mcpproxy_policy::Limits as LimitsConfig;
 
 /// The config file's name inside [`DEFAULT_DIR`].
 pub const FILE_NAME: &str = "mcp_config.json";

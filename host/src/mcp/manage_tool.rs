@@ -20,7 +20,10 @@ fn entry_fields() -> impl Iterator<Item = &'static str> {
 }
 
 /// Runs one operation; the error is the message the agent reads.
-pub(super) async fn run(manager: &Manager, arguments: &Map<String, Value>) -> Result<Value, String> {
+pub(super) async fn run(
+    manager: &Manager,
+    arguments: &Map<String, Value>,
+) -> Result<Value, String> {
     let operation = match arguments.get("operation") {
         Some(Value::String(op)) => op.as_str(),
         _ => {

@@ -165,11 +165,7 @@ impl Proxy {
                 tools: Vec::new(),
                 approved_by: by.to_owned(),
                 approved_at: now,
-                launch: Some(
-                    trust::LaunchSpec::of(upstream.config())
-                        .view
-                        .summary(),
-                ),
+                launch: Some(trust::LaunchSpec::of(upstream.config()).view.summary()),
             }
         } else {
             upstream

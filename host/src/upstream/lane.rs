@@ -283,7 +283,11 @@ impl LaneRequest {
     }
 
     /// Writes the request.
-    pub(super) async fn send(&self, method: &str, params: &impl Serialize) -> Result<(), LaneError> {
+    pub(super) async fn send(
+        &self,
+        method: &str,
+        params: &impl Serialize,
+    ) -> Result<(), LaneError> {
         let request = RequestLine {
             jsonrpc: "2.0",
             id: self.id,

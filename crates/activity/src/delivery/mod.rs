@@ -30,7 +30,7 @@ pub use report::{Activity, Live, SinkReport, offline_report};
 use worker::Worker;
 
 /// The first wait after a failed delivery; it doubles per failure up to `max_backoff`.
-pub const INITIAL_BACKOFF: Duration = Duration::from_secs(1);
+pub(crate) const INITIAL_BACKOFF: Duration = Duration::from_secs(1);
 
 /// Why a sink did not store a batch.
 #[derive(Debug, Clone, PartialEq, Eq)]

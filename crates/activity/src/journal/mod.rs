@@ -108,14 +108,14 @@ use writer::{Applied, Command, Put, Unencoded, WriterSetup, commit_puts, writer_
 
 /// A test hook for the binary: while the file this variable names exists, every write of
 /// the journal fails as on a full disk (see [`WriteFaults`]). Never set in normal use.
-pub const WRITE_FAULT_ENV: &str = "MCPPROXY_TEST_JOURNAL_WRITE_FAULT_FILE";
+pub(crate) const WRITE_FAULT_ENV: &str = "MCPPROXY_TEST_JOURNAL_WRITE_FAULT_FILE";
 
 /// Most records committed in one transaction.
-pub const MAX_BATCH: usize = 10_000;
+pub(crate) const MAX_BATCH: usize = 10_000;
 
 /// Most records `append`/`upsert` let wait in the queue: past this they wait for the writer
 /// (without it, Async mode under a flood queues without bound: ~1 GB in the bench).
-pub const MAX_QUEUED: usize = 2 * MAX_BATCH;
+pub(crate) const MAX_QUEUED: usize = 2 * MAX_BATCH;
 
 /// Longest a read waits for the writer to apply the records sent before it.
 const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -140,7 +140,7 @@ pub enum Durability {
 /// journal is written at its end and read mostly there (the newest records, the outbox), and
 /// the file's pages stay in the kernel's page cache, so a page that misses this cache costs
 /// a `pread`, not a disk read.
-pub const DEFAULT_CACHE_BYTES: usize = 8 << 20;
+pub(crate) const DEFAULT_CACHE_BYTES: usize = 8 << 20;
 
 /// How to open a [`Journal`].
 #[derive(Debug, Clone)]

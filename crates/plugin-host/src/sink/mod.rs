@@ -12,7 +12,7 @@
 //!
 //! Parts: `http_hooks` (grant and timeouts), `record` (the WIT form of an audit record);
 //! this file links and runs the world, and makes a sink plugin an
-//! [`activity::delivery::Sink`](mcpproxy_activity::delivery::Sink).
+//! [`activity::Sink`](mcpproxy_activity::Sink).
 
 mod http_hooks;
 mod record;
@@ -26,7 +26,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use mcpproxy_activity::SinkBatch;
-use mcpproxy_activity::delivery::{Failure, Sink};
+use mcpproxy_activity::{Failure, Sink};
 use mcpproxy_policy::Grant;
 
 use super::bindings::{
@@ -34,9 +34,9 @@ use super::bindings::{
     wit_ndjson_sink, wit_types,
 };
 use super::host::PluginCtx;
-use super::limits::Limits;
 use super::{Fault, Plugin};
 use http_hooks::GrantedHosts;
+use mcpproxy_policy::Limits;
 
 use super::deadline::{ArmedDeadline, HoldsDeadline};
 

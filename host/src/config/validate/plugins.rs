@@ -7,7 +7,7 @@ use super::{Context, MAX_NAME_LEN, describe};
 use crate::config::raw::{self, RawLimits};
 use crate::config::{LimitsConfig, PluginsConfig, Result};
 use mcpproxy_plugin_host::is_plugin_name;
-use mcpproxy_policy::limits::{MAX_MEMORY_MIB, MAX_TIMEOUT_MS, mib_to_bytes};
+use mcpproxy_policy::{Limits, mib_to_bytes};
 
 pub(super) fn plugins_from(raw: raw::RawPlugins, ctx: &Context<'_>) -> Result<PluginsConfig> {
     let mut plugins = PluginsConfig::default();
@@ -98,13 +98,19 @@ fn limits_from(
             &format!("{key}.timeout_ms"),
             ms,
             1,
-            MAX_TIMEOUT_MS,
+            Limits::MAX_TIMEOUT_MS,
             " milliseconds",
         )?;
         limits.timeout = Duration::from_millis(ms);
     }
     if let Some(mib) = raw.memory_mib {
-        let mib = ctx.range(&format!("{key}.memory_mib"), mib, 1, MAX_MEMORY_MIB, " MiB")?;
+        let mib = ctx.range(
+            &format!("{key}.memory_mib"),
+            mib,
+            1,
+            Limits::MAX_MEMORY_MIB,
+            " MiB",
+        )?;
         limits.memory_bytes = mib_to_bytes(mib);
     }
     if let Some(reuse) = raw.reuse_instance {
