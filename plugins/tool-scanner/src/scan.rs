@@ -30,134 +30,21 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
+mod collect;
 mod evidence;
+mod finding;
 mod pattern;
+mod settings;
 
+use collect::{Collector, Hit, Location, cap};
 use evidence::{clip, quote};
-use pattern::{Norm, Rules, Tok, find_bounded, find_rules, tok_is, tok_text, tokenize};
-
-/// How much a finding should worry a reviewer (the WIT `severity`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Severity {
-    Info,
-    Warning,
-    Danger,
-}
-
-/// One thing worth a reviewer's attention in one tool (the WIT `finding`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Finding {
-    /// The tool's name; empty for a `scanner-error`, which concerns the whole scan.
-    pub tool: String,
-    pub kind: &'static str,
-    pub severity: Severity,
-    pub detail: String,
-}
-
-/// The parts of a tool the scanner reads.
-#[derive(Clone, Copy, Debug)]
-pub struct ToolText<'a> {
-    pub name: &'a str,
-    pub description: &'a str,
-    /// The input schema as JSON text.
-    pub input_schema: &'a str,
-}
-
-pub const HIDDEN_INSTRUCTIONS: &str = "hidden-instructions";
-pub const CREDENTIAL_ACCESS: &str = "credential-access";
-pub const URL: &str = "url";
-pub const EMAIL: &str = "email";
-pub const ENCODED_DATA: &str = "encoded-data";
-pub const INVISIBLE_UNICODE: &str = "invisible-unicode";
-pub const CROSS_SERVER_REFERENCE: &str = "cross-server-reference";
-/// The settings are unusable; nothing was scanned.
-pub const SCANNER_ERROR: &str = "scanner-error";
-/// The last finding of a tool that had more than [`MAX_PER_TOOL`].
-pub const MORE_FINDINGS: &str = "more-findings";
-
-/// The kinds `ignore_kinds` may name.
-pub const KINDS: [&str; 7] = [
-    HIDDEN_INSTRUCTIONS,
-    CREDENTIAL_ACCESS,
+pub use finding::{
+    CREDENTIAL_ACCESS, CROSS_SERVER_REFERENCE, EMAIL, ENCODED_DATA, Finding, HIDDEN_INSTRUCTIONS,
+    INVISIBLE_UNICODE, MAX_PER_TOOL, MORE_FINDINGS, QUOTE_CHARS, SCANNER_ERROR, Severity, ToolText,
     URL,
-    EMAIL,
-    ENCODED_DATA,
-    INVISIBLE_UNICODE,
-    CROSS_SERVER_REFERENCE,
-];
-
-/// At most this many findings per tool, the last of them a [`MORE_FINDINGS`] when cut.
-pub const MAX_PER_TOOL: usize = 20;
-/// A detail quotes at most this many characters of the text behind it.
-pub const QUOTE_CHARS: usize = 80;
-
-/// The scanner's settings.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Settings {
-    /// Kinds whose findings are dropped.
-    pub ignore_kinds: Vec<&'static str>,
-}
-
-impl Settings {
-    /// Reads the settings JSON. Keys other than `ignore_kinds` belong to the host and are
-    /// ignored; empty text means no settings.
-    pub fn parse(config: &str) -> Result<Settings, String> {
-        if config.trim().is_empty() {
-            return Ok(Settings::default());
-        }
-        let value: Value = serde_json::from_str(config)
-            .map_err(|e| format!("they are not valid JSON ({})", clip(&e.to_string(), 120)))?;
-        let Value::Object(map) = value else {
-            return Err(format!(
-                "they must be a JSON object, not {}",
-                json_type(&value)
-            ));
-        };
-        let mut settings = Settings::default();
-        match map.get("ignore_kinds") {
-            None => {}
-            Some(Value::Array(items)) => {
-                for item in items {
-                    let Value::String(given) = item else {
-                        return Err(format!(
-                            "`ignore_kinds` must list kinds as strings, but it holds {}",
-                            json_type(item)
-                        ));
-                    };
-                    let Some(kind) = KINDS.iter().find(|k| **k == given.as_str()) else {
-                        return Err(format!(
-                            "`ignore_kinds` names '{}', which is not a finding kind (the kinds \
-                             are {})",
-                            clip(given, 40),
-                            KINDS.join(", ")
-                        ));
-                    };
-                    if !settings.ignore_kinds.contains(kind) {
-                        settings.ignore_kinds.push(kind);
-                    }
-                }
-            }
-            Some(other) => {
-                return Err(format!(
-                    "`ignore_kinds` must be a list of finding kinds, not {}",
-                    json_type(other)
-                ));
-            }
-        }
-        Ok(settings)
-    }
-}
-
-fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
-}
+};
+use pattern::{Norm, Rules, Tok, find_bounded, find_rules, tok_is, tok_text, tokenize};
+pub use settings::Settings;
 
 /// Reads the settings, then scans; unusable settings give a single `scanner-error` finding.
 pub fn run(config: &str, tools: &[ToolText<'_>], other_tools: &[&str]) -> Vec<Finding> {
@@ -193,116 +80,6 @@ pub fn scan(tools: &[ToolText<'_>], other_tools: &[&str], settings: &Settings) -
         }));
     }
     out
-}
-
-/// A finding before it is tied to its tool.
-#[derive(Clone, Debug)]
-struct Hit {
-    kind: &'static str,
-    severity: Severity,
-    detail: String,
-}
-
-/// Keeps the first finding per (kind, matched phrase).
-#[derive(Default)]
-struct Collector {
-    seen: BTreeSet<(&'static str, String)>,
-    hits: Vec<Hit>,
-}
-
-impl Collector {
-    fn add(
-        &mut self,
-        kind: &'static str,
-        severity: Severity,
-        key: String,
-        detail: impl FnOnce() -> String,
-    ) {
-        if self.seen.insert((kind, key)) {
-            self.hits.push(Hit {
-                kind,
-                severity,
-                detail: detail(),
-            });
-        }
-    }
-}
-
-/// Cuts a tool's findings (sorted, most severe first) to [`MAX_PER_TOOL`].
-fn cap(mut hits: Vec<Hit>) -> Vec<Hit> {
-    if hits.len() <= MAX_PER_TOOL {
-        return hits;
-    }
-    let rest = hits.split_off(MAX_PER_TOOL - 1);
-    let mut counts: Vec<(&str, usize)> = Vec::new();
-    for hit in &rest {
-        match counts.iter_mut().find(|(kind, _)| *kind == hit.kind) {
-            Some((_, n)) => *n += 1,
-            None => counts.push((hit.kind, 1)),
-        }
-    }
-    let counts: Vec<String> = counts.iter().map(|(k, n)| format!("{n} {k}")).collect();
-    hits.push(Hit {
-        kind: MORE_FINDINGS,
-        severity: rest
-            .iter()
-            .map(|h| h.severity)
-            .max()
-            .unwrap_or(Severity::Info),
-        detail: format!(
-            "And {} more findings for this tool ({}) are not listed: the scanner lists at most \
-             {MAX_PER_TOOL} per tool, most severe first.",
-            rest.len(),
-            counts.join(", ")
-        ),
-    });
-    hits
-}
-
-// ---------------------------------------------------------------------------------------------
-// Where a text comes from.
-
-#[derive(Clone, Debug)]
-enum Location {
-    Name,
-    Description,
-    /// A string value in the input schema, at this path.
-    Schema(String),
-    /// An object key in the input schema, at this path.
-    SchemaKey(String),
-    /// The input schema is not valid JSON and was read as plain text.
-    RawSchema,
-}
-
-impl Location {
-    /// "the description", "the input schema at properties.x.description", ...
-    fn phrase(&self) -> String {
-        match self {
-            Location::Name => "the tool name".to_string(),
-            Location::Description => "the description".to_string(),
-            Location::Schema(path) => format!("the input schema at {}", show_path(path)),
-            Location::SchemaKey(path) => format!("the input schema key at {}", show_path(path)),
-            Location::RawSchema => "the input schema (not valid JSON, read as text)".to_string(),
-        }
-    }
-
-    /// The phrase capitalised, to start a sentence.
-    fn subject(&self) -> String {
-        let phrase = self.phrase();
-        let mut chars = phrase.chars();
-        match chars.next() {
-            Some(first) => first.to_ascii_uppercase().to_string() + chars.as_str(),
-            None => phrase,
-        }
-    }
-}
-
-fn show_path(path: &str) -> String {
-    if path.is_empty() {
-        "its root".to_string()
-    } else {
-        clip(path, 60)
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

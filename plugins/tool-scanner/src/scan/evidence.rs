@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::QUOTE_CHARS;
+use super::finding::QUOTE_CHARS;
 use super::is_hidden;
 
 /// Characters of context a quote shows before the match.
