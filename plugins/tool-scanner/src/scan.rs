@@ -30,13 +30,17 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
+mod base64;
 mod collect;
+mod escapes;
 mod evidence;
 mod finding;
 mod pattern;
 mod settings;
 
+use base64::{base64_runs, readable};
 use collect::{Collector, Hit, Location, cap};
+use escapes::escape_runs;
 use evidence::{clip, quote};
 pub use finding::{
     CREDENTIAL_ACCESS, CROSS_SERVER_REFERENCE, EMAIL, ENCODED_DATA, Finding, HIDDEN_INSTRUCTIONS,
@@ -891,183 +895,6 @@ fn emails(c: &mut Collector, location: &Location, text: &str, urls: &[(usize, us
                 clip(address, QUOTE_CHARS)
             )
         });
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// encoded-data
-
-/// Runs of 40+ base64 characters (standard or URL-safe alphabet) that look like encoded data:
-/// upper case, lower case and digits mixed, not plain hex, not inside a URL.
-fn base64_runs(c: &mut Collector, location: &Location, text: &str, urls: &[(usize, usize)]) {
-    let b = text.as_bytes();
-    let is_b64 = |ch: u8| ch.is_ascii_alphanumeric() || b"+/=-_".contains(&ch);
-    let mut i = 0;
-    while i < b.len() {
-        if !is_b64(b[i]) {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < b.len() && is_b64(b[i]) {
-            i += 1;
-        }
-        let run = &text[start..i];
-        if run.len() < 40 || urls.iter().any(|&(s, e)| start < e && s < i) {
-            continue;
-        }
-        let upper = run.bytes().filter(u8::is_ascii_uppercase).count();
-        let lower = run.bytes().filter(u8::is_ascii_lowercase).count();
-        let digits = run.bytes().filter(u8::is_ascii_digit).count();
-        let hex = run
-            .strip_prefix("0x")
-            .or_else(|| run.strip_prefix("0X"))
-            .unwrap_or(run)
-            .bytes()
-            .all(|ch| ch.is_ascii_hexdigit());
-        if hex || upper == 0 || lower == 0 || digits == 0 || (upper + digits) * 4 < run.len() {
-            continue;
-        }
-        let decoded = base64_decode(run).and_then(|bytes| readable(&bytes));
-        c.add(
-            ENCODED_DATA,
-            Severity::Warning,
-            run.to_string(),
-            || match decoded {
-                Some(plain) => format!(
-                    "{} contains a {}-character base64 string that decodes to readable text: '{}' \
-                 decodes to '{}'.",
-                    location.subject(),
-                    run.len(),
-                    clip(run, 40),
-                    clip(&plain, 60)
-                ),
-                None => format!(
-                    "{} contains a {}-character base64-like string of opaque data: '{}'.",
-                    location.subject(),
-                    run.len(),
-                    clip(run, 60)
-                ),
-            },
-        );
-    }
-}
-
-/// Decodes base64 (either alphabet, padding ignored).
-fn base64_decode(s: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    let (mut buf, mut bits) = (0u32, 0u32);
-    for ch in s.bytes() {
-        let v = match ch {
-            b'A'..=b'Z' => ch - b'A',
-            b'a'..=b'z' => ch - b'a' + 26,
-            b'0'..=b'9' => ch - b'0' + 52,
-            b'+' | b'-' => 62,
-            b'/' | b'_' => 63,
-            b'=' => continue,
-            _ => return None,
-        };
-        buf = (buf << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((buf >> bits) as u8);
-            buf &= (1 << bits) - 1;
-        }
-    }
-    Some(out)
-}
-
-/// The bytes as text, when they are UTF-8 and nearly all printable.
-fn readable(bytes: &[u8]) -> Option<String> {
-    let text = std::str::from_utf8(bytes).ok()?;
-    let total = text.chars().count();
-    let printable = text
-        .chars()
-        .filter(|ch| !ch.is_control() || matches!(ch, '\n' | '\r' | '\t'))
-        .count();
-    (total >= 4 && printable * 100 >= total * 95).then(|| text.to_string())
-}
-
-/// Runs of 6+ `\uXXXX`, `\u{X}` or `\xXX` escapes written out as text.
-fn escape_runs(c: &mut Collector, location: &Location, text: &str) {
-    const MIN_RUN: usize = 6;
-    let b = text.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] != b'\\' {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        let mut units: Vec<u32> = Vec::new();
-        let mut letter = None;
-        while let Some((next, unit, l)) = parse_escape(b, i) {
-            if letter.is_some_and(|prev| prev != l) {
-                break;
-            }
-            letter = Some(l);
-            units.push(unit);
-            i = next;
-        }
-        if units.len() < MIN_RUN {
-            i = start + 1;
-            continue;
-        }
-        let decoded = if letter == Some(b'x') {
-            let bytes: Vec<u8> = units.iter().map(|&u| u as u8).collect();
-            String::from_utf8_lossy(&bytes).into_owned()
-        } else {
-            let mut s = String::new();
-            let mut pending: Vec<u16> = Vec::new();
-            for &u in &units {
-                if u <= 0xFFFF {
-                    pending.push(u as u16);
-                } else {
-                    s.extend(
-                        char::decode_utf16(pending.drain(..)).map(|r| r.unwrap_or('\u{FFFD}')),
-                    );
-                    s.push(char::from_u32(u).unwrap_or('\u{FFFD}'));
-                }
-            }
-            s.extend(char::decode_utf16(pending.drain(..)).map(|r| r.unwrap_or('\u{FFFD}')));
-            s
-        };
-        let run = &text[start..i];
-        let escape = if letter == Some(b'x') { "\\x" } else { "\\u" };
-        c.add(ENCODED_DATA, Severity::Warning, run.to_string(), || {
-            format!(
-                "{} contains {} consecutive {escape} escape sequences that spell out '{}': {}.",
-                location.subject(),
-                units.len(),
-                clip(&decoded, 60),
-                quote(text, start, i)
-            )
-        });
-    }
-}
-
-/// One escape at `i`: (index after it, its value, `u` or `x`).
-fn parse_escape(b: &[u8], i: usize) -> Option<(usize, u32, u8)> {
-    if b.get(i) != Some(&b'\\') {
-        return None;
-    }
-    let hex = |from: usize, len: usize| -> Option<u32> {
-        let digits = b.get(from..from + len)?;
-        if !digits.iter().all(u8::is_ascii_hexdigit) {
-            return None;
-        }
-        u32::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
-    };
-    match b.get(i + 1)? {
-        b'u' if b.get(i + 2) == Some(&b'{') => {
-            let close = (i + 3..(i + 10).min(b.len())).find(|&j| b[j] == b'}')?;
-            let value = hex(i + 3, close - (i + 3)).filter(|_| close > i + 3)?;
-            Some((close + 1, value, b'u'))
-        }
-        b'u' => Some((i + 6, hex(i + 2, 4)?, b'u')),
-        b'x' => Some((i + 4, hex(i + 2, 2)?, b'x')),
-        _ => None,
     }
 }
 
