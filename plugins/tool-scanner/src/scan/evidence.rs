@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::finding::QUOTE_CHARS;
-use super::is_hidden;
+use super::invisible::is_hidden;
 
 /// Characters of context a quote shows before the match.
 const QUOTE_BEFORE: usize = 20;

@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 
 use super::evidence::quote;
-use super::is_hidden;
+use super::invisible::is_hidden;
 
 /// A lowercased, whitespace-collapsed copy of a text without invisible characters, with the
 /// original byte range of every byte.
