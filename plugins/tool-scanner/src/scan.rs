@@ -32,15 +32,18 @@ use serde_json::Value;
 
 mod base64;
 mod collect;
+mod email;
 mod escapes;
 mod evidence;
 mod finding;
 mod invisible;
 mod pattern;
 mod settings;
+mod url;
 
 use base64::base64_runs;
 use collect::{Collector, Hit, Location, cap};
+use email::emails;
 use escapes::escape_runs;
 use evidence::{clip, quote};
 pub use finding::{
@@ -48,9 +51,10 @@ pub use finding::{
     INVISIBLE_UNICODE, MAX_PER_TOOL, MORE_FINDINGS, QUOTE_CHARS, SCANNER_ERROR, Severity, ToolText,
     URL,
 };
-use invisible::{invisible, is_hidden};
+use invisible::invisible;
 use pattern::{Norm, Rules, Tok, find_bounded, find_rules, tok_is, tok_text, tokenize};
 pub use settings::Settings;
+use url::urls;
 
 /// Reads the settings, then scans; unusable settings give a single `scanner-error` finding.
 pub fn run(config: &str, tools: &[ToolText<'_>], other_tools: &[&str]) -> Vec<Finding> {
@@ -180,18 +184,7 @@ fn scan_text(
     hidden_phrases(c, location, &norm, &toks);
     credential_files(c, location, &norm);
     credential_verbs(c, location, &norm, &toks);
-    let urls = url_spans(text);
-    for &(start, end) in &urls {
-        let url = &text[start..end];
-        c.add(URL, Severity::Info, url.to_string(), || {
-            format!(
-                "{} contains a URL to {}: '{}'.",
-                location.subject(),
-                clip(&url_host(url), 60),
-                clip(url, QUOTE_CHARS)
-            )
-        });
-    }
+    let urls = urls(c, location, text);
     emails(c, location, text, &urls);
     base64_runs(c, location, text, &urls);
     escape_runs(c, location, text);
@@ -763,141 +756,6 @@ fn copy_from_file(text: &str, toks: &[Tok]) -> Option<(usize, usize)> {
         }
     }
     None
-}
-
-// ---------------------------------------------------------------------------------------------
-// url, email
-
-/// Byte ranges of `http://` and `https://` URLs in `text`.
-fn url_spans(text: &str) -> Vec<(usize, usize)> {
-    let lower = text.to_ascii_lowercase();
-    let mut out = Vec::new();
-    let mut from = 0;
-    while let Some(found) = lower[from..].find("http") {
-        let start = from + found;
-        from = start + 4;
-        let scheme = if lower[start..].starts_with("https://") {
-            8
-        } else if lower[start..].starts_with("http://") {
-            7
-        } else {
-            continue;
-        };
-        if text[..start]
-            .chars()
-            .next_back()
-            .is_some_and(char::is_alphanumeric)
-        {
-            continue;
-        }
-        let mut end = text[start..]
-            .char_indices()
-            .find(|&(_, ch)| {
-                ch.is_whitespace()
-                    || ch.is_control()
-                    || is_hidden(ch)
-                    || matches!(
-                        ch,
-                        '"' | '\'' | '<' | '>' | '`' | '|' | '{' | '}' | '\\' | '^'
-                    )
-            })
-            .map_or(text.len(), |(k, _)| start + k);
-        // Trailing punctuation belongs to the sentence; a ')' only when unbalanced.
-        while end > start + scheme {
-            let last = text[..end].chars().next_back().unwrap_or(' ');
-            let unbalanced_paren = last == ')'
-                && text[start..end].matches('(').count() < text[start..end].matches(')').count();
-            if matches!(last, '.' | ',' | ';' | ':' | '!' | '?' | ']' | '*') || unbalanced_paren {
-                end -= 1;
-            } else {
-                break;
-            }
-        }
-        if end <= start + scheme {
-            continue;
-        }
-        from = end;
-        if !is_example_host(&url_host(&text[start..end])) {
-            out.push((start, end));
-        }
-    }
-    out
-}
-
-/// The lowercased host of a URL.
-fn url_host(url: &str) -> String {
-    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let host = authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, host)| host);
-    let host = if host.starts_with('[') {
-        host.split_once(']')
-            .map_or(host, |(h, _)| h)
-            .trim_start_matches('[')
-    } else {
-        host.split(':').next().unwrap_or(host)
-    };
-    host.to_ascii_lowercase()
-}
-
-/// Reserved example domains (RFC 2606), which documentation uses as placeholders.
-fn is_example_host(host: &str) -> bool {
-    let host = host.trim_end_matches('.');
-    ["example.com", "example.org", "example.net"]
-        .iter()
-        .any(|d| host == *d || host.ends_with(&format!(".{d}")))
-        || [".example", ".test", ".invalid"]
-            .iter()
-            .any(|d| host.ends_with(d))
-        || matches!(host, "example" | "test" | "invalid")
-}
-
-fn emails(c: &mut Collector, location: &Location, text: &str, urls: &[(usize, usize)]) {
-    let b = text.as_bytes();
-    let local = |ch: u8| ch.is_ascii_alphanumeric() || b"._%+-".contains(&ch);
-    let domain = |ch: u8| ch.is_ascii_alphanumeric() || ch == b'.' || ch == b'-';
-    for (at, _) in text.match_indices('@') {
-        if urls.iter().any(|&(s, e)| s <= at && at < e) {
-            continue;
-        }
-        let mut start = at;
-        while start > 0 && local(b[start - 1]) {
-            start -= 1;
-        }
-        while start < at && !b[start].is_ascii_alphanumeric() {
-            start += 1;
-        }
-        let mut end = at + 1;
-        while end < b.len() && domain(b[end]) {
-            end += 1;
-        }
-        while end > at + 1 && !b[end - 1].is_ascii_alphanumeric() {
-            end -= 1;
-        }
-        if start == at || end <= at + 1 {
-            continue;
-        }
-        let host = &text[at + 1..end];
-        let labels: Vec<&str> = host.split('.').collect();
-        let tld_ok = labels
-            .last()
-            .is_some_and(|tld| tld.len() >= 2 && tld.bytes().all(|ch| ch.is_ascii_alphabetic()));
-        if labels.len() < 2 || labels.iter().any(|l| l.is_empty()) || !tld_ok {
-            continue;
-        }
-        if is_example_host(&host.to_ascii_lowercase()) {
-            continue;
-        }
-        let address = &text[start..end];
-        c.add(EMAIL, Severity::Info, address.to_ascii_lowercase(), || {
-            format!(
-                "{} contains the e-mail address '{}'.",
-                location.subject(),
-                clip(address, QUOTE_CHARS)
-            )
-        });
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
