@@ -28,20 +28,20 @@ pub struct ToolText<'a> {
     pub input_schema: &'a str,
 }
 
-pub const HIDDEN_INSTRUCTIONS: &str = "hidden-instructions";
-pub const CREDENTIAL_ACCESS: &str = "credential-access";
-pub const URL: &str = "url";
-pub const EMAIL: &str = "email";
-pub const ENCODED_DATA: &str = "encoded-data";
-pub const INVISIBLE_UNICODE: &str = "invisible-unicode";
-pub const CROSS_SERVER_REFERENCE: &str = "cross-server-reference";
+pub(super) const HIDDEN_INSTRUCTIONS: &str = "hidden-instructions";
+pub(super) const CREDENTIAL_ACCESS: &str = "credential-access";
+pub(super) const URL: &str = "url";
+pub(super) const EMAIL: &str = "email";
+pub(super) const ENCODED_DATA: &str = "encoded-data";
+pub(super) const INVISIBLE_UNICODE: &str = "invisible-unicode";
+pub(super) const CROSS_SERVER_REFERENCE: &str = "cross-server-reference";
 /// The settings are unusable; nothing was scanned.
 pub const SCANNER_ERROR: &str = "scanner-error";
 /// The last finding of a tool that had more than [`MAX_PER_TOOL`].
-pub const MORE_FINDINGS: &str = "more-findings";
+pub(super) const MORE_FINDINGS: &str = "more-findings";
 
 /// The kinds `ignore_kinds` may name.
-pub const KINDS: [&str; 7] = [
+pub(super) const KINDS: [&str; 7] = [
     HIDDEN_INSTRUCTIONS,
     CREDENTIAL_ACCESS,
     URL,
@@ -52,6 +52,6 @@ pub const KINDS: [&str; 7] = [
 ];
 
 /// At most this many findings per tool, the last of them a [`MORE_FINDINGS`] when cut.
-pub const MAX_PER_TOOL: usize = 20;
+pub(super) const MAX_PER_TOOL: usize = 20;
 /// A detail quotes at most this many characters of the text behind it.
-pub const QUOTE_CHARS: usize = 80;
+pub(super) const QUOTE_CHARS: usize = 80;
