@@ -32,7 +32,6 @@ mod collect;
 mod credential;
 mod cross;
 mod driver;
-mod email;
 mod escapes;
 mod evidence;
 mod finding;
@@ -40,7 +39,7 @@ mod hidden;
 mod invisible;
 mod pattern;
 mod settings;
-mod url;
+mod url_email;
 
 // What lib.rs uses.
 pub use driver::run;

@@ -12,14 +12,13 @@ use super::base64::base64_runs;
 use super::collect::{Collector, Hit, Location, cap};
 use super::credential::{credential_files, credential_verbs, secret_property};
 use super::cross::{Others, cross_references};
-use super::email::emails;
 use super::escapes::escape_runs;
 use super::finding::{Finding, SCANNER_ERROR, Severity, ToolText};
 use super::hidden::{hidden_phrases, hidden_tags};
 use super::invisible::invisible;
 use super::pattern::{Norm, tokenize};
 use super::settings::Settings;
-use super::url::urls;
+use super::url_email::{emails, urls};
 
 /// Reads the settings, then scans; unusable settings give a single `scanner-error` finding.
 pub fn run(config: &str, tools: &[ToolText<'_>], other_tools: &[&str]) -> Vec<Finding> {
