@@ -16,16 +16,16 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, ReadBuf};
 
 /// The longest line passed on: 1 KiB under the MCP library's 16 MiB.
-pub const MAX_LINE_BYTES: usize = (16 << 20) - 1024;
+pub(crate) const MAX_LINE_BYTES: usize = (16 << 20) - 1024;
 /// How much of a line's start is kept to find its id.
 const HEAD_BYTES: usize = 512;
 
 /// What goes in place of a cut line, given its id (JSON text: a number or a string) and
 /// whether the line was a request (it had a `method`); `None` passes nothing.
-pub type Replacement = fn(id: &str, request: bool) -> Option<String>;
+pub(crate) type Replacement = fn(id: &str, request: bool) -> Option<String>;
 
 /// An [`AsyncRead`] that cuts lines over [`MAX_LINE_BYTES`] (see the module docs).
-pub struct LineGuard<R> {
+pub(crate) struct LineGuard<R> {
     inner: R,
     max: usize,
     replace: Replacement,
@@ -42,7 +42,7 @@ pub struct LineGuard<R> {
 }
 
 impl<R> LineGuard<R> {
-    pub fn new(inner: R, replace: Replacement) -> Self {
+    pub(crate) fn new(inner: R, replace: Replacement) -> Self {
         Self::with_max(inner, replace, MAX_LINE_BYTES)
     }
 
@@ -190,7 +190,7 @@ impl<R: AsyncRead + Unpin> AsyncRead for LineGuard<R> {
 }
 
 /// For an upstream's stdout: a cut response becomes an error response to the same id.
-pub fn error_response(id: &str, request: bool) -> Option<String> {
+pub(crate) fn error_response(id: &str, request: bool) -> Option<String> {
     (!request).then(|| {
         format!(
             "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{{\"code\":-32603,\"message\":\"the server's reply was larger than {} MiB, the most mcpproxy reads from a stdio server; ask for less (a narrower query, a smaller page)\"}}}}",
@@ -200,12 +200,12 @@ pub fn error_response(id: &str, request: bool) -> Option<String> {
 }
 
 /// The tool name a cut client request is replaced with a call of (see [`oversized_request`]).
-pub const OVERSIZED_REQUEST_TOOL: &str = "mcpproxy/oversized-request";
+pub(crate) const OVERSIZED_REQUEST_TOOL: &str = "mcpproxy/oversized-request";
 
 /// For a client's stdin (`serve --stdio`): a cut request becomes a `tools/call` of
 /// [`OVERSIZED_REQUEST_TOOL`] with the same id, which the proxy answers with an error
 /// saying the request was too large; the client's request is answered, not left waiting.
-pub fn oversized_request(id: &str, request: bool) -> Option<String> {
+pub(crate) fn oversized_request(id: &str, request: bool) -> Option<String> {
     request.then(|| {
         format!(
             "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"{OVERSIZED_REQUEST_TOOL}\"}}}}"

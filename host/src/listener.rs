@@ -30,7 +30,7 @@ use tower::ServiceExt;
 
 /// The listener's bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Bounds {
+pub(crate) struct Bounds {
     /// Open connections at most.
     pub max_connections: usize,
     /// How long a request's headers may take to arrive, and how long an idle keep-alive
@@ -49,7 +49,7 @@ const WARN_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Serves `app` on `listener` until `shutdown` fires, then lets open connections finish
 /// for up to `bounds.shutdown_grace`.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     app: Router,
     bounds: Bounds,
@@ -183,7 +183,7 @@ impl RateLimitedWarning {
     unsafe_code,
     reason = "libc has no safe wrapper for getrlimit and setrlimit"
 )]
-pub fn raise_fd_limit(wanted: u64) -> Option<u64> {
+pub(crate) fn raise_fd_limit(wanted: u64) -> Option<u64> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -213,7 +213,7 @@ pub fn raise_fd_limit(_wanted: u64) -> Option<u64> {
 
 /// Descriptors kept for the proxy's own files, upstream pipes and journal besides the
 /// connections.
-pub const RESERVED_FDS: u64 = 256;
+pub(crate) const RESERVED_FDS: u64 = 256;
 
 #[cfg(test)]
 mod tests {

@@ -30,7 +30,7 @@ use mcpproxy_activity::{ActivityRecord, RecordType, Source, Status, format_times
 
 /// Who asks for a change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Actor {
+pub(crate) enum Actor {
     /// An MCP client, through the `upstream_servers` tool.
     Agent,
     /// A person, through the CLI or the REST API.
@@ -48,7 +48,7 @@ impl Actor {
 
 /// What a person's change approves besides being made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Approve {
+pub(crate) enum Approve {
     /// The launch spec the person wrote may run, quarantined (its calls wait for
     /// `mcpproxy upstream approve`).
     #[default]
@@ -59,7 +59,7 @@ pub enum Approve {
 
 /// A change to the servers.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Change {
+pub(crate) enum Change {
     /// A new server; `entry` is its `mcpServers` entry (without `name`).
     Add {
         name: String,
@@ -77,7 +77,7 @@ pub enum Change {
 
 impl Change {
     /// The server the change is about.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         match self {
             Change::Add { name, .. } | Change::Remove { name } | Change::Patch { name, .. } => name,
         }
@@ -105,7 +105,7 @@ impl Change {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     #[error(
         "server management is read-only (management.read_only in the config): list and tail_log work; change servers by editing {}",
         path.as_deref().map_or_else(|| "the config file".to_owned(), |p| p.display().to_string())
@@ -145,7 +145,7 @@ pub enum Error {
 /// One server as `list` shows it: its state and its configuration, with the values of
 /// `env` and `headers` and any URL password hidden.
 #[derive(Debug, Clone, Serialize)]
-pub struct ServerView {
+pub(crate) struct ServerView {
     pub name: String,
     pub transport: &'static str,
     #[serde(flatten)]
@@ -170,7 +170,7 @@ pub struct ServerView {
 }
 
 /// Changes the servers of one running proxy.
-pub struct Manager {
+pub(crate) struct Manager {
     /// Where changes are written: the config file the proxy was started with, else the
     /// default `~/.mcpproxy/mcp_config.json` (made on the first change).
     path: Option<PathBuf>,
@@ -183,7 +183,7 @@ pub struct Manager {
 }
 
 impl Manager {
-    pub fn new(
+    pub(crate) fn new(
         path: Option<PathBuf>,
         home: Option<PathBuf>,
         proxy: Arc<Proxy>,
@@ -199,17 +199,17 @@ impl Manager {
         }
     }
 
-    pub fn settings(&self) -> ManagementConfig {
+    pub(crate) fn settings(&self) -> ManagementConfig {
         self.settings
     }
 
     /// The config file changes go to.
-    pub fn path(&self) -> Option<&Path> {
+    pub(crate) fn path(&self) -> Option<&Path> {
         self.path.as_deref()
     }
 
     /// Every server, by name.
-    pub fn list(&self) -> Vec<ServerView> {
+    pub(crate) fn list(&self) -> Vec<ServerView> {
         self.upstreams
             .all()
             .iter()
@@ -218,7 +218,7 @@ impl Manager {
     }
 
     /// The server's last `lines` stderr lines (stdio servers), oldest first.
-    pub fn logs(&self, name: &str, lines: usize) -> Result<(Vec<LogLine>, u64), Error> {
+    pub(crate) fn logs(&self, name: &str, lines: usize) -> Result<(Vec<LogLine>, u64), Error> {
         let upstream = self
             .upstreams
             .get(name)
@@ -227,7 +227,7 @@ impl Manager {
     }
 
     /// Ends the server's session and starts a new one (a new process for a stdio server).
-    pub async fn restart(&self, name: &str) -> Result<(), Error> {
+    pub(crate) async fn restart(&self, name: &str) -> Result<(), Error> {
         if self.upstreams.restart(name).await {
             Ok(())
         } else {
@@ -239,7 +239,7 @@ impl Manager {
     /// launch spec it writes (the server starts, quarantined unless `approve` is
     /// [`Approve::Server`]); an agent's approves nothing: a server it adds, or whose launch
     /// it changes, is not started until a person approves it. Recorded either way.
-    pub async fn change(
+    pub(crate) async fn change(
         &self,
         change: Change,
         actor: Actor,
@@ -324,7 +324,7 @@ impl Manager {
     /// Reads the config file again (after a hand edit) and applies its servers. An invalid
     /// file changes nothing. A server the edit adds, or whose launch spec it changes, is not
     /// started until a person approves it; each change is recorded.
-    pub async fn reload(&self) -> Result<Applied, Error> {
+    pub(crate) async fn reload(&self) -> Result<Applied, Error> {
         let path = self.path.clone().ok_or(Error::NoConfigFile)?;
         let mut running = self.running.lock().await;
         let config = config::load(Some(&path), self.home.as_deref())
@@ -421,7 +421,7 @@ fn launch_diff(before: Option<&ServerConfig>, after: Option<&ServerConfig>) -> V
 }
 
 /// Where a server stands, in a word for records and lists.
-pub fn standing_word(standing: &Standing, quarantined: bool) -> &'static str {
+pub(crate) fn standing_word(standing: &Standing, quarantined: bool) -> &'static str {
     match standing {
         Standing::LaunchNotApproved { .. } => "launch not approved: not started",
         _ if quarantined => "quarantined",
@@ -432,7 +432,7 @@ pub fn standing_word(standing: &Standing, quarantined: bool) -> &'static str {
 /// Approves what a person wrote for `server` (`before`: the server as it was, if it
 /// existed): its launch spec when it is new or changed, and its calls with
 /// [`Approve::Server`]. Nothing else is approved.
-pub fn approve_written(
+pub(crate) fn approve_written(
     trust: &TrustStore,
     before: Option<&ServerConfig>,
     server: &ServerConfig,
@@ -457,7 +457,7 @@ pub fn approve_written(
 /// Makes `change` in the config file at `path` (made if missing): read, edited in place,
 /// validated as a whole, written back atomically. Returns the new configuration. Used by
 /// a running proxy ([`Manager::change`]) and by the CLI when none runs.
-pub fn change_file(
+pub(crate) fn change_file(
     path: &Path,
     home: Option<&Path>,
     change: Change,
@@ -601,7 +601,7 @@ fn view(config: &ServerConfig, status: crate::upstream::Status) -> ServerView {
 /// Watches the config file and applies hand edits ([`Manager::reload`]); an edit mcpproxy
 /// made itself finds nothing to change. Editors that save by writing a new file and
 /// renaming it are handled: the directory is watched and events are matched by name.
-pub fn watch(
+pub(crate) fn watch(
     manager: Arc<Manager>,
     shutdown: tokio_util::sync::CancellationToken,
 ) -> Result<(), notify::Error> {
@@ -665,7 +665,7 @@ pub fn watch(
 const SETTLE: Duration = Duration::from_millis(200);
 
 /// `added fs; removed gh; restarted db`.
-pub fn describe(applied: &Applied) -> String {
+pub(crate) fn describe(applied: &Applied) -> String {
     let mut parts = Vec::new();
     for (verb, names) in [
         ("added", &applied.added),
@@ -684,7 +684,7 @@ pub fn describe(applied: &Applied) -> String {
 }
 
 /// The JSON a change answers with.
-pub fn applied_json(applied: &Applied) -> Value {
+pub(crate) fn applied_json(applied: &Applied) -> Value {
     json!({
         "added": applied.added,
         "removed": applied.removed,

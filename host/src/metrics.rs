@@ -65,7 +65,7 @@ fn call_buckets() -> Histogram {
 
 /// One upstream as the gauges show it.
 #[derive(Debug, Clone)]
-pub struct UpstreamGauge {
+pub(crate) struct UpstreamGauge {
     pub server: String,
     pub state: String,
     pub tools: u64,
@@ -73,7 +73,7 @@ pub struct UpstreamGauge {
 
 /// One sink as the gauges show it.
 #[derive(Debug, Clone)]
-pub struct SinkGauge {
+pub(crate) struct SinkGauge {
     pub sink: String,
     /// Records not yet delivered.
     pub backlog: u64,
@@ -82,7 +82,7 @@ pub struct SinkGauge {
 }
 
 /// Every metric the proxy exposes.
-pub struct Metrics {
+pub(crate) struct Metrics {
     registry: Registry,
     calls: Family<CallLabels, Counter>,
     call_seconds: Family<VariantLabels, Histogram>,
@@ -114,7 +114,7 @@ impl std::fmt::Debug for Metrics {
 }
 
 impl Metrics {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let mut registry = Registry::with_prefix("mcpproxy");
         let calls = Family::<CallLabels, Counter>::default();
         registry.register(
@@ -238,7 +238,14 @@ impl Metrics {
     /// One call answered: `status` is how it ended (`success`, `error`, `blocked`,
     /// `refused`, `held`, `dry_run`), `decision` the policy's (`allow`, `warn`, `reject`,
     /// or `none` when the policy did not run).
-    pub fn call(&self, server: &str, variant: &str, status: &str, decision: &str, took: Duration) {
+    pub(crate) fn call(
+        &self,
+        server: &str,
+        variant: &str,
+        status: &str,
+        decision: &str,
+        took: Duration,
+    ) {
         self.calls
             .get_or_create(&CallLabels {
                 server: server.to_owned(),
@@ -256,7 +263,7 @@ impl Metrics {
 
     /// An upstream server answered one `tools/call` (or failed to) after `took`. `server`
     /// must be a configured server's name, never one a caller chose.
-    pub fn upstream_call(&self, server: &str, took: Duration) {
+    pub(crate) fn upstream_call(&self, server: &str, took: Duration) {
         self.upstream_call_seconds
             .get_or_create(&ServerLabels {
                 server: server.to_owned(),
@@ -265,12 +272,12 @@ impl Metrics {
     }
 
     /// The policy pipeline ran for one call.
-    pub fn policy(&self, took: Duration) {
+    pub(crate) fn policy(&self, took: Duration) {
         self.policy_seconds.observe(took.as_secs_f64());
     }
 
     /// A plugin faulted and the call it judged was rejected.
-    pub fn plugin_fault(&self, plugin: &str, kind: &str) {
+    pub(crate) fn plugin_fault(&self, plugin: &str, kind: &str) {
         self.plugin_faults
             .get_or_create(&FaultLabels {
                 plugin: plugin.to_owned(),
@@ -280,17 +287,17 @@ impl Metrics {
     }
 
     /// One group commit of the journal.
-    pub fn journal_commit(&self, took: Duration) {
+    pub(crate) fn journal_commit(&self, took: Duration) {
         self.journal_commit_seconds.observe(took.as_secs_f64());
     }
 
     /// One fsync by the journal's writer.
-    pub fn journal_fsync(&self) {
+    pub(crate) fn journal_fsync(&self) {
         self.journal_fsyncs.inc();
     }
 
     /// The upstreams as they are now (servers no longer listed disappear).
-    pub fn set_upstreams(&self, upstreams: impl IntoIterator<Item = UpstreamGauge>) {
+    pub(crate) fn set_upstreams(&self, upstreams: impl IntoIterator<Item = UpstreamGauge>) {
         self.upstream_state.clear();
         self.upstream_tools.clear();
         for upstream in upstreams {
@@ -309,7 +316,7 @@ impl Metrics {
     }
 
     /// The journal as it is now.
-    pub fn set_journal(&self, file_bytes: u64, records: u64) {
+    pub(crate) fn set_journal(&self, file_bytes: u64, records: u64) {
         self.journal_bytes
             .set(i64::try_from(file_bytes).unwrap_or(i64::MAX));
         self.journal_records
@@ -317,7 +324,7 @@ impl Metrics {
     }
 
     /// Whether the journal writes: `None`, or why not.
-    pub fn set_journal_health(&self, failing: Option<&str>) {
+    pub(crate) fn set_journal_health(&self, failing: Option<&str>) {
         self.journal_failure.clear();
         self.journal_failing.set(i64::from(failing.is_some()));
         if let Some(reason) = failing {
@@ -330,7 +337,7 @@ impl Metrics {
     }
 
     /// The sinks as they are now.
-    pub fn set_sinks(&self, sinks: impl IntoIterator<Item = SinkGauge>) {
+    pub(crate) fn set_sinks(&self, sinks: impl IntoIterator<Item = SinkGauge>) {
         self.sink_backlog.clear();
         self.sink_lag_seconds.clear();
         for sink in sinks {
@@ -345,7 +352,7 @@ impl Metrics {
     }
 
     /// The OpenMetrics text exposition of every metric.
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         let mut text = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
@@ -354,7 +361,7 @@ impl Metrics {
 }
 
 /// The content type of [`Metrics::encode`]'s text.
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 #[cfg(test)]
 mod tests {

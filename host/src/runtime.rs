@@ -26,7 +26,7 @@ const ONE_SHOT_SETTLE: Duration = Duration::from_secs(30);
 
 /// Why the proxy could not be built. Each says what to change.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     #[error(transparent)]
     Plugin(#[from] plugin::Error),
     #[error("{key} names '{name}', which is {actual} plugin, not {wanted}")]
@@ -73,10 +73,10 @@ pub enum Error {
     Trust(#[from] trust::Error),
 }
 
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything a running proxy is made of.
-pub struct Runtime {
+pub(crate) struct Runtime {
     pub config: Config,
     pub proxy: Arc<Proxy>,
     /// The annotators and validators the pipeline runs, in order (for the startup summary).
@@ -90,7 +90,10 @@ pub struct Runtime {
 
 /// Opens the data dir's trust store; at the data dir's first start, approves the servers of
 /// the config as written ([`TrustStore::bind_launches`]).
-pub fn open_trust(data_dir: &Path, servers: &[crate::config::ServerConfig]) -> Result<TrustStore> {
+pub(crate) fn open_trust(
+    data_dir: &Path,
+    servers: &[crate::config::ServerConfig],
+) -> Result<TrustStore> {
     let trust = TrustStore::open(data_dir)?;
     let now = activity::format_timestamp(activity::now_ms());
     let approved = trust.bind_launches(servers, &now)?;
@@ -148,14 +151,18 @@ fn record_unapproved_launches(proxy: &Arc<Proxy>) {
 }
 
 /// The activity journal's file in the data dir.
-pub fn journal_path(data_dir: &Path) -> PathBuf {
+pub(crate) fn journal_path(data_dir: &Path) -> PathBuf {
     data_dir.join("activity.redb")
 }
 
 impl Runtime {
     /// Loads plugins, opens the journal, starts the upstreams and builds the proxy.
     /// `plugins_dir` overrides the config's `plugins.dir`. Must run inside a tokio runtime.
-    pub fn build(config: Config, data_dir: &Path, plugins_dir: Option<PathBuf>) -> Result<Self> {
+    pub(crate) fn build(
+        config: Config,
+        data_dir: &Path,
+        plugins_dir: Option<PathBuf>,
+    ) -> Result<Self> {
         let plugins_dir = plugins_dir.or_else(|| config.plugins.dir.clone());
         let plugins = load_plugins(&config, data_dir, plugins_dir.as_deref())?;
         let annotators = select(
@@ -227,7 +234,7 @@ impl Runtime {
     /// The proxy for a one-shot command: only `server`'s upstream (or all, if `None`) is
     /// started, calls an earlier run left pending are closed, and this waits until the
     /// upstream has connected or failed once.
-    pub async fn build_for_one(
+    pub(crate) async fn build_for_one(
         mut config: Config,
         data_dir: &Path,
         server: Option<&str>,
@@ -245,7 +252,7 @@ impl Runtime {
     }
 
     /// Starts feeding the journal to the configured sinks.
-    pub fn start_delivery(&self) -> Result<Delivery> {
+    pub(crate) fn start_delivery(&self) -> Result<Delivery> {
         Delivery::start(
             self.proxy.journal().clone(),
             self.sinks
@@ -258,7 +265,7 @@ impl Runtime {
     }
 
     /// Closes the calls an earlier process left pending (see [`Journal::close_interrupted`]).
-    pub async fn close_interrupted(&self) {
+    pub(crate) async fn close_interrupted(&self) {
         match self.proxy.journal().close_interrupted().await {
             Ok(0) => {}
             Ok(n) => tracing::warn!(
@@ -269,7 +276,7 @@ impl Runtime {
     }
 
     /// Closes the upstream sessions and flushes the journal.
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         self.proxy.upstreams().shutdown().await;
         if let Err(e) = self.proxy.journal().flush().await {
             tracing::error!("cannot flush the activity journal: {e}");
@@ -280,7 +287,11 @@ impl Runtime {
 /// The limits and settings each plugin gets from the config: its `plugin_limits` entry
 /// (sinks default to a 30 s deadline, scanners to 5 s), and its settings merged over the
 /// intent settings.
-pub fn plugin_settings(config: &Config, name: &str, kind: PluginKind) -> plugin::PluginSettings {
+pub(crate) fn plugin_settings(
+    config: &Config,
+    name: &str,
+    kind: PluginKind,
+) -> plugin::PluginSettings {
     let limits = match kind {
         // A delivery waits on a remote store, a scan reads a whole server's tools: the
         // validators' 50 ms would not do, and neither is on the path of a call.
@@ -304,7 +315,7 @@ pub fn plugin_settings(config: &Config, name: &str, kind: PluginKind) -> plugin:
 
 /// The engine (sized for the largest memory cap configured, caching compiled components in
 /// the data dir) and every plugin, embedded and from `dir`, configured.
-pub fn load_plugins(
+pub(crate) fn load_plugins(
     config: &Config,
     data_dir: &Path,
     dir: Option<&Path>,
@@ -322,7 +333,7 @@ pub fn load_plugins(
 
 /// The WebAssembly engine, caching compiled components in the data dir, with memory slots
 /// for instances of up to `max_memory_bytes`.
-pub fn plugin_engine(
+pub(crate) fn plugin_engine(
     data_dir: &Path,
     max_memory_bytes: usize,
 ) -> Result<PluginEngine, plugin::Error> {
@@ -336,7 +347,7 @@ pub fn plugin_engine(
 /// Opens (or creates) the journal with the config's durability and retention.
 /// Opens the journal of `data_dir` with the config's durability and retention; with
 /// `metrics`, each group commit is timed and each fsync counted into them.
-pub fn open_journal(
+pub(crate) fn open_journal(
     config: &Config,
     data_dir: &Path,
     metrics: Option<&Arc<Metrics>>,

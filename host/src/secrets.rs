@@ -20,7 +20,7 @@
 //! This module imports nothing of the crate: it sits below everything that shows a spec.
 
 /// What a hidden value is shown as.
-pub const MASK: &str = "***";
+pub(crate) const MASK: &str = "***";
 
 /// Words that make a name secret when it contains one (normalised: lower case, letters and
 /// digits only).
@@ -57,7 +57,7 @@ const SWITCH_PREFIXES: [&str; 3] = ["no", "disable", "skip"];
 
 /// Prefixes of well-known tokens. A value is a token when it starts with one and at least
 /// eight token characters follow, with a digit among them or twenty or more of them.
-pub const TOKEN_PREFIXES: [&str; 25] = [
+pub(crate) const TOKEN_PREFIXES: [&str; 25] = [
     "sk-",         // OpenAI (sk-proj-...), Anthropic (sk-ant-...)
     "sk_live_",    // Stripe secret keys
     "sk_test_",    //
@@ -86,13 +86,13 @@ pub const TOKEN_PREFIXES: [&str; 25] = [
 ];
 
 /// The shortest value [`is_high_entropy`] considers.
-pub const MIN_RANDOM_CHARS: usize = 20;
+pub(crate) const MIN_RANDOM_CHARS: usize = 20;
 
 /// `url` with its secrets masked: the user info (user and password:
 /// `https://***@host/`), every query value (`?token=***&x=***`, key names kept), the
 /// fragment, and any path segment that looks like a token. Works on text that is not a
 /// valid URL too (nothing is parsed strictly).
-pub fn mask_url(url: &str) -> String {
+pub(crate) fn mask_url(url: &str) -> String {
     let mut out = String::with_capacity(url.len());
     let mut rest = url;
     if let Some(at) = url.find("://")
@@ -162,7 +162,7 @@ pub fn mask_url(url: &str) -> String {
 /// secret, any value that looks like a token or a long random string (after any flag,
 /// `-t` included, or on its own), and the secrets of URLs and free text inside an argument.
 /// Flags, paths, package names, ports, hashes and UUIDs stay as they are.
-pub fn mask_args(args: &[String]) -> Vec<String> {
+pub(crate) fn mask_args(args: &[String]) -> Vec<String> {
     let mut shown = Vec::with_capacity(args.len());
     // Whether the argument before was a flag whose name looks secret.
     let mut after_secret_flag = false;
@@ -211,7 +211,7 @@ fn mask_value(arg: &str) -> String {
 /// key looks secret, the word after `Bearer` or `Basic`, and a credential-looking word after
 /// a flag with a secret name (`--token VALUE`). Random-looking words are left alone here
 /// (record ids, hashes); [`mask_args`] masks those.
-pub fn mask_text(text: &str) -> String {
+pub(crate) fn mask_text(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut pending = Pending::No;
     let mut rest = text;
@@ -243,7 +243,7 @@ pub fn mask_text(text: &str) -> String {
 /// user and query values wherever they appear verbatim (an error that quotes the URL in
 /// pieces, or the debug form of a parsed URL), when they are long enough (six characters)
 /// not to match ordinary words.
-pub fn mask_text_with_url(text: &str, url: &str) -> String {
+pub(crate) fn mask_text_with_url(text: &str, url: &str) -> String {
     let mut shown = mask_text(text);
     for part in url_secret_parts(url) {
         if part.chars().count() >= 6 && part != MASK {
@@ -257,7 +257,7 @@ pub fn mask_text_with_url(text: &str, url: &str) -> String {
 /// line shows a secret, whoever wrote it (mcpproxy, or a library quoting a URL in an error).
 /// The log formats each event into one buffer and writes it at once, so a write is a whole
 /// line.
-pub struct MaskingWriter<W>(pub W);
+pub(crate) struct MaskingWriter<W>(pub W);
 
 impl<W: std::io::Write> std::io::Write for MaskingWriter<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -475,7 +475,7 @@ fn is_name(key: &str) -> bool {
 
 /// Whether a flag, environment variable, query key or header named `name` holds a secret
 /// (see the module doc).
-pub fn is_secret_name(name: &str) -> bool {
+pub(crate) fn is_secret_name(name: &str) -> bool {
     let mut key: String = name
         .chars()
         .filter(char::is_ascii_alphanumeric)
@@ -501,13 +501,13 @@ pub fn is_secret_name(name: &str) -> bool {
 
 /// A value that looks like a secret on its own: a token ([`looks_like_token`]) or a long
 /// random string ([`is_high_entropy`]).
-pub fn is_secret_value(value: &str) -> bool {
+pub(crate) fn is_secret_value(value: &str) -> bool {
     looks_like_token(value) || is_high_entropy(value)
 }
 
 /// A well-known token: one of [`TOKEN_PREFIXES`] followed by at least eight token
 /// characters (with a digit, or at least twenty of them), an AWS access key id, or a JWT.
-pub fn looks_like_token(word: &str) -> bool {
+pub(crate) fn looks_like_token(word: &str) -> bool {
     let token_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
     let prefixed = TOKEN_PREFIXES.iter().any(|prefix| {
         word.strip_prefix(prefix).is_some_and(|rest| {
@@ -559,7 +559,7 @@ fn is_jwt(word: &str) -> bool {
 /// strings, 97% of 32, 98% of 40, 99.5% of 64, 97% of 40-character base64 and 94% of
 /// 32-character base64url; passed 98.7% of 34,000 synthetic identifiers of 20 characters or
 /// more made of English words, numbers and separators.
-pub fn is_high_entropy(value: &str) -> bool {
+pub(crate) fn is_high_entropy(value: &str) -> bool {
     let chars: Vec<char> = value.chars().collect();
     let n = chars.len();
     if n < MIN_RANDOM_CHARS

@@ -29,7 +29,7 @@ const MAX_QUEUED_SPANS: usize = 8192;
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     #[error("cannot set up trace export to {url}: {reason}")]
     Exporter { url: String, reason: String },
 }
@@ -37,7 +37,7 @@ pub enum Error {
 /// The running export. Dropping it without [`TraceExport::shutdown`] loses the spans not
 /// yet sent.
 #[derive(Debug)]
-pub struct TraceExport {
+pub(crate) struct TraceExport {
     provider: SdkTracerProvider,
     url: String,
 }
@@ -45,7 +45,7 @@ pub struct TraceExport {
 impl TraceExport {
     /// Builds the exporter and its batching thread. Call it outside an async runtime's
     /// worker (the HTTP client it makes is a blocking one, on its own thread).
-    pub fn start(config: &OtlpConfig) -> Result<Self, Error> {
+    pub(crate) fn start(config: &OtlpConfig) -> Result<Self, Error> {
         // The URL as logs and errors show it (a collector's URL may carry a token).
         let shown = crate::secrets::mask_url(&config.traces_url);
         let failed = |reason: String| Error::Exporter {
@@ -93,13 +93,13 @@ impl TraceExport {
     }
 
     /// Where spans go, with the URL's secrets masked ([`crate::secrets::mask_url`]).
-    pub fn url(&self) -> &str {
+    pub(crate) fn url(&self) -> &str {
         &self.url
     }
 
     /// The tracing layer that turns [`mcpproxy_policy::spans`] into exported spans; it sees nothing
     /// else (no log events, no spans of libraries).
-    pub fn layer<S>(&self) -> impl Layer<S> + Send + Sync + 'static
+    pub(crate) fn layer<S>(&self) -> impl Layer<S> + Send + Sync + 'static
     where
         S: Subscriber + for<'span> LookupSpan<'span> + Send + Sync,
     {
@@ -121,7 +121,7 @@ impl TraceExport {
 
     /// Sends the spans still queued (waiting at most the export timeout) and stops the
     /// batching thread. Call it outside an async runtime's worker.
-    pub fn shutdown(self) {
+    pub(crate) fn shutdown(self) {
         if let Err(e) = self.provider.shutdown() {
             let e = crate::secrets::mask_text(&e.to_string());
             tracing::warn!("trace export to {} did not finish: {e}", self.url);

@@ -41,8 +41,8 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 pub use engine::{CacheOutcome, EngineOptions, PluginEngine};
-pub use loader::{Plugin, PluginSet, PluginSettings};
 pub use limits::{Bytes, MemoryCapExceeded};
+pub use loader::{Plugin, PluginSet, PluginSettings};
 pub use mcpproxy_policy::Limits;
 pub use memory::{limit_arenas as limit_malloc_arenas, release_freed as release_freed_memory};
 pub use stages::{annotators, validators};

@@ -4,7 +4,6 @@
 
 use std::fmt;
 
-
 /// Tables hold function references; no honest plugin needs more entries than this.
 pub(crate) const MAX_TABLE_ELEMENTS: usize = 100_000;
 

@@ -4,13 +4,13 @@
 use std::path::{Path, PathBuf};
 
 /// The file the generated key lives in.
-pub fn key_path(data_dir: &Path) -> PathBuf {
+pub(crate) fn key_path(data_dir: &Path) -> PathBuf {
     data_dir.join("api_key")
 }
 
 /// Why the key could not be read or made.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     #[error("cannot read the API key from {path}: {source}")]
     Read {
         path: PathBuf,
@@ -28,7 +28,7 @@ pub enum Error {
 }
 
 /// The configured key, else the stored one, else a new one (stored).
-pub fn load_or_create(data_dir: &Path, configured: Option<&str>) -> Result<String, Error> {
+pub(crate) fn load_or_create(data_dir: &Path, configured: Option<&str>) -> Result<String, Error> {
     if let Some(key) = configured {
         return Ok(key.to_owned());
     }
@@ -56,7 +56,7 @@ pub fn load_or_create(data_dir: &Path, configured: Option<&str>) -> Result<Strin
 }
 
 /// The stored key, if any, without creating one.
-pub fn load_existing(data_dir: &Path, configured: Option<&str>) -> Option<String> {
+pub(crate) fn load_existing(data_dir: &Path, configured: Option<&str>) -> Option<String> {
     configured.map(str::to_owned).or_else(|| {
         std::fs::read_to_string(key_path(data_dir))
             .ok()
@@ -66,7 +66,7 @@ pub fn load_existing(data_dir: &Path, configured: Option<&str>) -> Option<String
 }
 
 /// Constant-time equality of two keys.
-pub fn matches(expected: &str, given: &str) -> bool {
+pub(crate) fn matches(expected: &str, given: &str) -> bool {
     crate::access::secret_matches(expected, given)
 }
 

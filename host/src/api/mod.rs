@@ -8,7 +8,7 @@
 //! to fix it; internal failures are logged and reported without their details.
 
 mod activity;
-pub mod key;
+pub(crate) mod key;
 mod tools;
 mod upstreams;
 
@@ -31,7 +31,7 @@ use mcpproxy_activity::Journal;
 
 /// What the handlers share.
 #[derive(Clone)]
-pub struct ApiState {
+pub(crate) struct ApiState {
     pub proxy: Arc<Proxy>,
     pub journal: Arc<Journal>,
     /// The sink delivery tasks, when this process runs them.
@@ -46,7 +46,7 @@ pub struct ApiState {
 }
 
 /// `/api/v1/...`, with the key check on every route.
-pub fn router(state: ApiState) -> Router {
+pub(crate) fn router(state: ApiState) -> Router {
     let routes = Router::new()
         .route("/status", get(status))
         .route("/activity", get(activity::list))
@@ -217,27 +217,27 @@ async fn require_key_unless_public(
 
 /// An API error: a status and a message for the caller.
 #[derive(Debug)]
-pub struct ApiError {
+pub(crate) struct ApiError {
     status: StatusCode,
     message: String,
 }
 
 impl ApiError {
-    pub fn bad_request(message: impl Into<String>) -> Self {
+    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
         Self {
             status: StatusCode::BAD_REQUEST,
             message: message.into(),
         }
     }
 
-    pub fn with_status(status: StatusCode, message: impl Into<String>) -> Self {
+    pub(crate) fn with_status(status: StatusCode, message: impl Into<String>) -> Self {
         Self {
             status,
             message: message.into(),
         }
     }
 
-    pub fn not_found(message: impl Into<String>) -> Self {
+    pub(crate) fn not_found(message: impl Into<String>) -> Self {
         Self {
             status: StatusCode::NOT_FOUND,
             message: message.into(),
@@ -245,7 +245,7 @@ impl ApiError {
     }
 
     /// Logs the real error; the caller sees only that something failed.
-    pub fn internal(context: &str, error: impl std::fmt::Display) -> Self {
+    pub(crate) fn internal(context: &str, error: impl std::fmt::Display) -> Self {
         tracing::error!("{context}: {error}");
         Self {
             status: StatusCode::INTERNAL_SERVER_ERROR,
@@ -262,7 +262,7 @@ impl IntoResponse for ApiError {
 }
 
 /// The success envelope.
-pub fn ok<T: Serialize>(data: T) -> Response {
+pub(crate) fn ok<T: Serialize>(data: T) -> Response {
     Json(json!({"success": true, "data": data, "error": null})).into_response()
 }
 

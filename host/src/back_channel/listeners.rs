@@ -22,7 +22,7 @@ use super::outbox::{Item, QueueKey, Target};
 use super::{BackChannel, lock};
 
 /// The most `subscriptions/listen` streams open at once, over all clients.
-pub const MAX_LISTENERS: usize = 256;
+pub(crate) const MAX_LISTENERS: usize = 256;
 
 #[derive(Default)]
 pub(super) struct Listeners {
@@ -45,14 +45,14 @@ impl Listener {
 }
 
 /// A client stream's registration: dropped when the stream ends.
-pub struct ListenerGuard {
+pub(crate) struct ListenerGuard {
     back_channel: Arc<BackChannel>,
     id: u64,
 }
 
 impl ListenerGuard {
     /// What `server` sends on its stream `upstream_request` goes to this client stream.
-    pub fn route(&self, server: &str, upstream_request: RequestId) {
+    pub(crate) fn route(&self, server: &str, upstream_request: RequestId) {
         if let Some(listener) = lock(&self.back_channel.listeners).by_id.get_mut(&self.id) {
             listener
                 .upstream
@@ -71,7 +71,7 @@ impl Drop for ListenerGuard {
 impl BackChannel {
     /// Registers a client's stream that sees `server` (or every server), until the guard
     /// is dropped. Refused past [`MAX_LISTENERS`].
-    pub fn add_listener(
+    pub(crate) fn add_listener(
         self: &Arc<Self>,
         server: Option<&str>,
         sink: SubscriptionSink,
@@ -102,7 +102,7 @@ impl BackChannel {
     /// The client streams a change `server` announced goes to (by registration id): the one
     /// its upstream stream `tag` was opened for, or, untagged, every stream that sees
     /// `server`.
-    pub fn listeners_of(
+    pub(crate) fn listeners_of(
         &self,
         server: &str,
         tag: Option<&RequestId>,
@@ -117,7 +117,7 @@ impl BackChannel {
 
     /// Queues `notification` for the client streams a change of `server` goes to (see
     /// [`BackChannel::listeners_of`]); a stream whose filter does not take it skips it.
-    pub fn announce(
+    pub(crate) fn announce(
         &self,
         server: &str,
         tag: Option<&RequestId>,
@@ -133,7 +133,8 @@ impl BackChannel {
     }
 
     /// Open client streams.
-    pub fn listener_count(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn listener_count(&self) -> usize {
         lock(&self.listeners).by_id.len()
     }
 }

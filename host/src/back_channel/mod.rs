@@ -43,27 +43,24 @@ use rmcp::model::{
 use rmcp::service::{OriginatingRequestId, Peer, RoleServer};
 use tokio_util::sync::CancellationToken;
 
-pub use listeners::{ListenerGuard, MAX_LISTENERS};
-pub use outbox::{
-    DROPPED_NOTE_LOGGER, MAX_QUEUED_LOG_BYTES, MAX_QUEUED_LOGS, MAX_WAITING_PROGRESS,
-};
+pub(crate) use listeners::ListenerGuard;
 
 use outbox::{Item, Outboxes, QueueKey, Target};
 
 /// The most `_meta` bytes (as JSON) a client request may pass on to an upstream; a larger
 /// `_meta` is not forwarded.
-pub const MAX_FORWARDED_META_BYTES: usize = 16 << 10;
+pub(crate) const MAX_FORWARDED_META_BYTES: usize = 16 << 10;
 
 /// At most this many resource subscriptions per client session.
-pub const MAX_SUBSCRIPTIONS_PER_SESSION: usize = 1024;
+pub(crate) const MAX_SUBSCRIPTIONS_PER_SESSION: usize = 1024;
 
 /// One client session, for the life of its handler.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct SessionKey(u64);
+pub(crate) struct SessionKey(u64);
 
 impl SessionKey {
     /// A key no other session in this process has.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         Self(NEXT.fetch_add(1, Ordering::Relaxed))
     }
@@ -77,7 +74,7 @@ impl Default for SessionKey {
 
 /// The client request a proxied call came from.
 #[derive(Debug, Clone)]
-pub struct CallOrigin {
+pub(crate) struct CallOrigin {
     pub session: SessionKey,
     pub peer: Peer<RoleServer>,
     /// The client's JSON-RPC request id.
@@ -109,7 +106,7 @@ pub struct CallOrigin {
 }
 
 impl CallOrigin {
-    pub fn can_elicit(&self) -> bool {
+    pub(crate) fn can_elicit(&self) -> bool {
         self.capabilities
             .as_ref()
             .is_some_and(|c| c.elicitation.is_some())
@@ -117,20 +114,20 @@ impl CallOrigin {
 
     /// Whether the client declared the tasks extension (for its session or in this
     /// request's `_meta`), so it can follow a task with `tasks/get`.
-    pub fn can_follow_tasks(&self) -> bool {
+    pub(crate) fn can_follow_tasks(&self) -> bool {
         self.capabilities
             .as_ref()
             .is_some_and(ClientCapabilities::supports_tasks)
     }
 
-    pub fn can_sample(&self) -> bool {
+    pub(crate) fn can_sample(&self) -> bool {
         self.capabilities
             .as_ref()
             .is_some_and(|c| c.sampling.is_some())
     }
 
     /// How the client is named in messages: `client 'NAME'` or `the client`.
-    pub fn describe_client(&self) -> String {
+    pub(crate) fn describe_client(&self) -> String {
         match &self.client {
             Some(client) => format!("client '{}'", crate::trust::quote(&client.name)),
             None => "the client".to_owned(),
@@ -140,7 +137,7 @@ impl CallOrigin {
 
 /// What a server-to-client request was, for the audit trail.
 #[derive(Debug, Clone)]
-pub struct ForwardedRequest {
+pub(crate) struct ForwardedRequest {
     pub server: String,
     /// `elicitation/create`, `sampling/createMessage`.
     pub method: &'static str,
@@ -156,7 +153,7 @@ pub struct ForwardedRequest {
 }
 
 /// Told about every server-to-client request the back channel handled (the proxy records them).
-pub trait RequestObserver: Send + Sync {
+pub(crate) trait RequestObserver: Send + Sync {
     fn forwarded(&self, request: ForwardedRequest);
 }
 
@@ -174,7 +171,7 @@ struct InFlight {
 /// relayed now: rmcp hands each notification to a task of its own, so the last one can
 /// still be on its way when the call's response arrives.
 #[derive(Default)]
-pub struct Relays {
+pub(crate) struct Relays {
     started: std::sync::atomic::AtomicUsize,
     active: std::sync::atomic::AtomicUsize,
     /// Told when a relay ends.
@@ -182,7 +179,7 @@ pub struct Relays {
 }
 
 /// Held while one progress notification is relayed.
-pub struct RelayTicket(Arc<Relays>);
+pub(crate) struct RelayTicket(Arc<Relays>);
 
 impl Drop for RelayTicket {
     fn drop(&mut self) {
@@ -208,21 +205,21 @@ struct ClientSession {
 
 /// A client session something is relayed to.
 #[derive(Clone)]
-pub struct Recipient {
+pub(crate) struct Recipient {
     key: SessionKey,
     peer: Peer<RoleServer>,
 }
 
 /// A client session a log message is relayed to, and the least severe level it takes.
 #[derive(Clone)]
-pub struct LogRecipient {
+pub(crate) struct LogRecipient {
     recipient: Recipient,
     min_level: LoggingLevel,
 }
 
 /// Every route back from upstreams to clients.
 #[derive(Default)]
-pub struct BackChannel {
+pub(crate) struct BackChannel {
     calls: Mutex<Calls>,
     sessions: Mutex<HashMap<SessionKey, ClientSession>>,
     listeners: Mutex<listeners::Listeners>,
@@ -236,7 +233,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Removes a call's routes when the call ends, however it ends.
-pub struct CallGuard {
+pub(crate) struct CallGuard {
     back_channel: Arc<BackChannel>,
     id: u64,
     relays: Arc<Relays>,
@@ -246,7 +243,7 @@ impl CallGuard {
     /// Before the call's answer goes back: lets progress notifications the upstream sent
     /// before its answer reach the client first. Free for a call that had no progress; for
     /// one that had, a few scheduler turns and at most [`SETTLE_LIMIT`].
-    pub async fn settle(&self) {
+    pub(crate) async fn settle(&self) {
         if self.relays.started.load(Ordering::Acquire) == 0 {
             return;
         }
@@ -260,7 +257,7 @@ impl CallGuard {
     /// the server sent ahead of its answer (`sent_before`): waits until that many have been
     /// taken up and every relay has ended, at most [`SETTLE_LIMIT`]. Free when there were
     /// none.
-    pub async fn settle_counted(&self, sent_before: usize) {
+    pub(crate) async fn settle_counted(&self, sent_before: usize) {
         if sent_before == 0 {
             return;
         }
@@ -291,7 +288,7 @@ impl CallGuard {
 }
 
 /// The longest a call's answer waits for its progress notifications to be relayed.
-pub const SETTLE_LIMIT: Duration = Duration::from_millis(50);
+pub(crate) const SETTLE_LIMIT: Duration = Duration::from_millis(50);
 
 impl Drop for CallGuard {
     fn drop(&mut self) {
@@ -300,16 +297,16 @@ impl Drop for CallGuard {
 }
 
 impl BackChannel {
-    pub fn new() -> Arc<Self> {
+    pub(crate) fn new() -> Arc<Self> {
         Arc::new(Self::default())
     }
 
     /// Sets who is told about server-to-client requests; only the first call counts.
-    pub fn set_observer(&self, observer: Arc<dyn RequestObserver>) {
+    pub(crate) fn set_observer(&self, observer: Arc<dyn RequestObserver>) {
         let _ = self.observer.set(observer);
     }
 
-    pub fn observe(&self, request: ForwardedRequest) {
+    pub(crate) fn observe(&self, request: ForwardedRequest) {
         if let Some(observer) = self.observer.get() {
             observer.forwarded(request);
         }
@@ -317,7 +314,7 @@ impl BackChannel {
 
     /// Routes what the upstream `server` sends about its request `upstream_request`
     /// (progress token `upstream_progress`) to `origin`, until the guard is dropped.
-    pub fn register_call(
+    pub(crate) fn register_call(
         self: &Arc<Self>,
         server: &str,
         upstream_request: RequestId,
@@ -352,7 +349,7 @@ impl BackChannel {
 
     /// The call of `server` that sent `token` upstream, and a ticket to hold while its
     /// progress is relayed (see [`CallGuard::settle`]).
-    pub fn origin_by_progress(
+    pub(crate) fn origin_by_progress(
         &self,
         server: &str,
         token: &ProgressToken,
@@ -371,7 +368,7 @@ impl BackChannel {
     /// The call a server-to-client request of `server` belongs to: the one with the
     /// upstream request id the transport associated it with, else (stdio carries no
     /// association) the newest call in flight to `server`.
-    pub fn origin_for_request(
+    pub(crate) fn origin_for_request(
         &self,
         server: &str,
         upstream_request: Option<&RequestId>,
@@ -394,12 +391,18 @@ impl BackChannel {
     }
 
     /// Calls in flight, over all servers.
-    pub fn calls_in_flight(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn calls_in_flight(&self) -> usize {
         lock(&self.calls).by_id.len()
     }
 
     /// Registers (or refreshes) an open client session.
-    pub fn open_session(&self, key: SessionKey, peer: &Peer<RoleServer>, server: Option<&str>) {
+    pub(crate) fn open_session(
+        &self,
+        key: SessionKey,
+        peer: &Peer<RoleServer>,
+        server: Option<&str>,
+    ) {
         lock(&self.sessions)
             .entry(key)
             .or_insert_with(|| ClientSession {
@@ -412,7 +415,7 @@ impl BackChannel {
 
     /// The open sessions of the direct endpoint of `server` (for
     /// `notifications/tools/list_changed`: only they see its tools).
-    pub fn direct_sessions(&self, server: &str) -> Vec<Recipient> {
+    pub(crate) fn direct_sessions(&self, server: &str) -> Vec<Recipient> {
         let mut sessions = lock(&self.sessions);
         sessions.retain(|_, s| !s.peer.is_transport_closed());
         sessions
@@ -427,7 +430,7 @@ impl BackChannel {
 
     /// Forgets a session; returns the `(server, uri)` subscriptions no other session
     /// holds any more, which the caller unsubscribes upstream.
-    pub fn close_session(&self, key: SessionKey) -> Vec<(String, String)> {
+    pub(crate) fn close_session(&self, key: SessionKey) -> Vec<(String, String)> {
         self.outboxes.forget(QueueKey::Session(key));
         let mut sessions = lock(&self.sessions);
         let Some(closed) = sessions.remove(&key) else {
@@ -441,7 +444,12 @@ impl BackChannel {
     }
 
     /// The session wants log messages at `level` and above.
-    pub fn set_log_level(&self, key: SessionKey, peer: &Peer<RoleServer>, level: LoggingLevel) {
+    pub(crate) fn set_log_level(
+        &self,
+        key: SessionKey,
+        peer: &Peer<RoleServer>,
+        level: LoggingLevel,
+    ) {
         self.open_session(key, peer, None);
         if let Some(session) = lock(&self.sessions).get_mut(&key) {
             session.log_level = Some(level);
@@ -453,7 +461,7 @@ impl BackChannel {
     /// set none that way but have a call in flight to `server` whose request set a log level
     /// of its own (protocol 2026-07-28) that takes it. A session that set no level gets no
     /// log message at all: upstream logs can be chatty, and nobody asked.
-    pub fn log_receivers(&self, server: &str, level: LoggingLevel) -> Vec<LogRecipient> {
+    pub(crate) fn log_receivers(&self, server: &str, level: LoggingLevel) -> Vec<LogRecipient> {
         let per_request: Vec<(SessionKey, Peer<RoleServer>, LoggingLevel)> = lock(&self.calls)
             .by_id
             .values()
@@ -503,7 +511,7 @@ impl BackChannel {
 
     /// The most verbose level any open session asked for: what upstreams are asked to
     /// send (each session still gets only its own level and above).
-    pub fn most_verbose_level(&self) -> Option<LoggingLevel> {
+    pub(crate) fn most_verbose_level(&self) -> Option<LoggingLevel> {
         lock(&self.sessions)
             .values()
             .filter(|s| !s.peer.is_transport_closed())
@@ -512,7 +520,7 @@ impl BackChannel {
     }
 
     /// Every open session (for `list_changed` notifications).
-    pub fn all_sessions(&self) -> Vec<Recipient> {
+    pub(crate) fn all_sessions(&self) -> Vec<Recipient> {
         let mut sessions = lock(&self.sessions);
         sessions.retain(|_, s| !s.peer.is_transport_closed());
         sessions
@@ -527,7 +535,7 @@ impl BackChannel {
     /// Queues progress of the call `origin` (already carrying the client's progress token)
     /// for its session: past [`MAX_WAITING_PROGRESS`] of its token waiting, it replaces the
     /// newest of them. `ticket` is let go once it is sent, replaced or dropped.
-    pub fn relay_progress(
+    pub(crate) fn relay_progress(
         &self,
         origin: &CallOrigin,
         progress: ProgressNotificationParam,
@@ -543,7 +551,7 @@ impl BackChannel {
     /// Queues a log message of `server` for each of `receivers` (see
     /// [`BackChannel::log_receivers`]); past [`MAX_QUEUED_LOGS`] waiting for a session it is
     /// dropped, and counted in one note.
-    pub fn relay_log(
+    pub(crate) fn relay_log(
         &self,
         server: &str,
         receivers: Vec<LogRecipient>,
@@ -568,7 +576,11 @@ impl BackChannel {
 
     /// Queues a change notification (`list_changed`, `resources/updated`) for each of
     /// `recipients`; one of each kind waits per session.
-    pub fn relay_change(&self, recipients: Vec<Recipient>, notification: &ServerNotification) {
+    pub(crate) fn relay_change(
+        &self,
+        recipients: Vec<Recipient>,
+        notification: &ServerNotification,
+    ) {
         for recipient in recipients {
             self.outboxes.push(
                 QueueKey::Session(recipient.key),
@@ -580,7 +592,7 @@ impl BackChannel {
 
     /// Subscribes the session to `uri` of `server`. `Ok(true)` when no session held that
     /// subscription before (the caller subscribes upstream).
-    pub fn subscribe(
+    pub(crate) fn subscribe(
         &self,
         key: SessionKey,
         peer: &Peer<RoleServer>,
@@ -607,7 +619,7 @@ impl BackChannel {
     }
 
     /// Drops the session's subscription; `true` when no session holds it any more.
-    pub fn unsubscribe(&self, key: SessionKey, server: &str, uri: &str) -> bool {
+    pub(crate) fn unsubscribe(&self, key: SessionKey, server: &str, uri: &str) -> bool {
         let mut sessions = lock(&self.sessions);
         let entry = (server.to_owned(), uri.to_owned());
         if let Some(session) = sessions.get_mut(&key) {
@@ -617,7 +629,7 @@ impl BackChannel {
     }
 
     /// The sessions subscribed to `uri` of `server`.
-    pub fn subscribers(&self, server: &str, uri: &str) -> Vec<Recipient> {
+    pub(crate) fn subscribers(&self, server: &str, uri: &str) -> Vec<Recipient> {
         let entry = (server.to_owned(), uri.to_owned());
         lock(&self.sessions)
             .iter()
@@ -648,7 +660,7 @@ fn rank(level: LoggingLevel) -> u8 {
 /// the progress token (the upstream gets one of the proxy's, mapped back by the back channel) and
 /// the `io.modelcontextprotocol/` keys of the client's own session. `None` when nothing
 /// is left, or when it is larger than [`MAX_FORWARDED_META_BYTES`].
-pub fn forwardable_meta(meta: &RequestMetaObject) -> Option<RequestMetaObject> {
+pub(crate) fn forwardable_meta(meta: &RequestMetaObject) -> Option<RequestMetaObject> {
     let kept: serde_json::Map<String, serde_json::Value> = meta
         .0
         .iter()
@@ -670,7 +682,7 @@ pub fn forwardable_meta(meta: &RequestMetaObject) -> Option<RequestMetaObject> {
 
 /// The per-request lifecycle `_meta` of a client on protocol 2026-07-28 or later (version,
 /// capabilities, client info, log level); `None` for a client of an earlier version.
-pub fn protocol_meta(
+pub(crate) fn protocol_meta(
     version: Option<rmcp::model::ProtocolVersion>,
     capabilities: Option<ClientCapabilities>,
     client: Option<rmcp::model::Implementation>,
@@ -694,7 +706,7 @@ pub fn protocol_meta(
 
 /// Why a server-to-client request got no answer from the client.
 #[derive(Debug, thiserror::Error)]
-pub enum AskError {
+pub(crate) enum AskError {
     #[error("{client} did not answer within {} s", timeout.as_secs())]
     Timeout { client: String, timeout: Duration },
     #[error("{client} could not be asked: {message}")]
@@ -704,7 +716,7 @@ pub enum AskError {
 /// Sends `request` to the client of `origin` on the stream of the request that caused
 /// it, and waits at most `timeout` for the answer. Also ends when the client cancels the
 /// call.
-pub async fn ask_client(
+pub(crate) async fn ask_client(
     origin: &CallOrigin,
     mut request: ServerRequest,
     timeout: Duration,
@@ -748,6 +760,7 @@ pub async fn ask_client(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::back_channel::outbox::{DROPPED_NOTE_LOGGER, MAX_QUEUED_LOGS, MAX_WAITING_PROGRESS};
 
     #[test]
     fn forwardable_meta_drops_the_token_and_session_keys_and_caps_size() {

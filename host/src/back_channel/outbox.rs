@@ -36,18 +36,18 @@ use super::{RelayTicket, SessionKey, lock, rank};
 /// The most log messages waiting for one client session or stream. A client reads them as
 /// fast as it can; past this many waiting it is not keeping up, and the rest are dropped
 /// (and counted, see the module docs).
-pub const MAX_QUEUED_LOGS: usize = 256;
+pub(crate) const MAX_QUEUED_LOGS: usize = 256;
 
 /// The most bytes of log messages (their JSON `data` and `logger`) waiting for one client
 /// session or stream: 256 messages of the largest size relayed (16 KiB) would be 4 MiB.
-pub const MAX_QUEUED_LOG_BYTES: usize = 1 << 20;
+pub(crate) const MAX_QUEUED_LOG_BYTES: usize = 1 << 20;
 
 /// The most progress notifications of one progress token (one call) waiting; past this the
 /// newest waiting is replaced by the latest.
-pub const MAX_WAITING_PROGRESS: usize = 8;
+pub(crate) const MAX_WAITING_PROGRESS: usize = 8;
 
 /// The logger of mcpproxy's own note about dropped messages.
-pub const DROPPED_NOTE_LOGGER: &str = "mcpproxy";
+pub(crate) const DROPPED_NOTE_LOGGER: &str = "mcpproxy";
 
 /// At most this many server names are listed in a note about dropped messages.
 const MAX_NAMED_SERVERS: usize = 8;

@@ -18,9 +18,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 /// Exit status when a command ran and found a problem (a failed check).
-pub const EXIT_FAILURE: u8 = 1;
+pub(crate) const EXIT_FAILURE: u8 = 1;
 /// Exit status for bad usage or an error that stopped the command.
-pub const EXIT_USAGE: u8 = 2;
+pub(crate) const EXIT_USAGE: u8 = 2;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -29,7 +29,7 @@ pub const EXIT_USAGE: u8 = 2;
     about = "An MCP proxy whose security policy runs as sandboxed WebAssembly plugins",
     propagate_version = true
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     /// Where mcpproxy keeps its state (compiled-plugin cache, journal, API key).
     #[arg(long, global = true, env = "MCPPROXY_DATA_DIR", value_name = "DIR")]
     data_dir: Option<PathBuf>,
@@ -72,7 +72,7 @@ enum Command {
 
 /// Global options every command can read.
 #[derive(Debug, Clone)]
-pub struct Globals {
+pub(crate) struct Globals {
     /// `-v` given this many times.
     pub verbose: u8,
     /// `--data-dir`, if given.
@@ -83,7 +83,7 @@ pub struct Globals {
 
 impl Globals {
     /// `--data-dir`, else the config's `data_dir`, else `~/.mcpproxy`.
-    pub fn data_dir(&self, from_config: Option<&std::path::Path>) -> PathBuf {
+    pub(crate) fn data_dir(&self, from_config: Option<&std::path::Path>) -> PathBuf {
         self.data_dir_flag
             .clone()
             .or_else(|| from_config.map(PathBuf::from))

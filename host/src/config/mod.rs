@@ -23,7 +23,7 @@
 //! );
 //! ```
 
-pub mod document;
+pub(crate) mod document;
 mod raw;
 mod validate;
 
@@ -34,27 +34,28 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use mcpproxy_activity::DeliveryOptions as DeliveryConfig;
-pub use mcpproxy_activity::Durability;
-pub use mcpproxy_activity::Retention as RetentionConfig;
+pub(crate) use mcpproxy_activity::DeliveryOptions as DeliveryConfig;
+pub(crate) use mcpproxy_activity::Durability;
+pub(crate) use mcpproxy_activity::Retention as RetentionConfig;
 use mcpproxy_policy::Grant;
-pub use mcpproxy_policy::Limits as LimitsConfig;
+pub(crate) use mcpproxy_policy::Limits as LimitsConfig;
 
 /// The config file's name inside [`DEFAULT_DIR`].
-pub const FILE_NAME: &str = "mcp_config.json";
+pub(crate) const FILE_NAME: &str = "mcp_config.json";
 /// The directory under the home directory that holds the default config file.
-pub const DEFAULT_DIR: &str = ".mcpproxy";
+pub(crate) const DEFAULT_DIR: &str = ".mcpproxy";
 /// Loopback only, so nothing off this machine can reach the proxy unless asked to.
-pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 8080));
+pub(crate) const DEFAULT_LISTEN: SocketAddr =
+    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 8080));
 /// How long one upstream tool call may take unless its server says otherwise.
-pub const DEFAULT_TOOL_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_TOOL_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// The longest `tool_call_timeout_ms` accepted: one hour.
-pub const MAX_TOOL_CALL_TIMEOUT_MS: u64 = 3_600_000;
+pub(crate) const MAX_TOOL_CALL_TIMEOUT_MS: u64 = 3_600_000;
 /// With `durability: async`, the longest a record waits before it is written.
-pub const DEFAULT_ASYNC_FLUSH: Duration = Duration::from_millis(100);
+pub(crate) const DEFAULT_ASYNC_FLUSH: Duration = Duration::from_millis(100);
 /// Argument keys whose values the activity journal replaces with a placeholder.
 /// A key is redacted when it contains one of these, compared without case, `_` or `-`.
-pub const DEFAULT_REDACT_KEYS: [&str; 9] = [
+pub(crate) const DEFAULT_REDACT_KEYS: [&str; 9] = [
     "password",
     "passwd",
     "token",
@@ -104,7 +105,7 @@ fn key_prefix(key: &str) -> String {
     }
 }
 
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// The validated configuration, with every default filled in. Its `Debug` output hides
 /// the API key, `env` values and header values.
@@ -430,11 +431,11 @@ impl Default for ActivityConfig {
 
 /// The largest config file read: far more than any real config (`--config /dev/zero` must
 /// not fill the memory).
-pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
+pub(crate) const MAX_CONFIG_BYTES: u64 = 4 << 20;
 
 /// Reads the config file, refusing one larger than [`MAX_CONFIG_BYTES`].
 /// The file's text, refused past [`MAX_CONFIG_BYTES`] (`--config /dev/zero` is not a config).
-pub fn read_bounded(path: &Path) -> Result<String> {
+pub(crate) fn read_bounded(path: &Path) -> Result<String> {
     use std::io::Read;
     let read_err = |io| Error::Read {
         path: path.to_owned(),
@@ -609,13 +610,13 @@ impl fmt::Debug for OtlpConfig {
 
 /// Whether a secret (API key, bearer token) is usable as written in a header: non-empty,
 /// no spaces or control characters.
-pub fn is_secret_text(text: &str) -> bool {
+pub(crate) fn is_secret_text(text: &str) -> bool {
     !text.is_empty() && !text.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
 /// A configuration and the file it came from.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Loaded {
+pub(crate) struct Loaded {
     pub config: Config,
     /// `None` when no file was read and every default applies.
     pub path: Option<PathBuf>,
@@ -623,7 +624,7 @@ pub struct Loaded {
 
 /// `<home>/.mcpproxy/mcp_config.json`; without a home directory, that path relative to the
 /// current directory.
-pub fn default_path(home: Option<&Path>) -> PathBuf {
+pub(crate) fn default_path(home: Option<&Path>) -> PathBuf {
     home.unwrap_or(Path::new(""))
         .join(DEFAULT_DIR)
         .join(FILE_NAME)
@@ -635,7 +636,7 @@ pub fn default_path(home: Option<&Path>) -> PathBuf {
 /// it exists, and otherwise every default applies (as it does when `home` is unknown).
 /// `home` also expands a leading `~` in paths; relative paths are resolved against the
 /// file's directory.
-pub fn load(path: Option<&Path>, home: Option<&Path>) -> Result<Loaded> {
+pub(crate) fn load(path: Option<&Path>, home: Option<&Path>) -> Result<Loaded> {
     let path = match path {
         Some(path) => match std::fs::metadata(path) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {

@@ -20,7 +20,7 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio_util::sync::CancellationToken;
 
 /// How often a bridge without an owner tries the socket again.
-pub const RECONNECT_EVERY: Duration = Duration::from_millis(500);
+pub(crate) const RECONNECT_EVERY: Duration = Duration::from_millis(500);
 
 /// JSON-RPC error code of a request no owner could take.
 const NO_OWNER: i64 = -32000;
@@ -62,7 +62,7 @@ struct Session {
 
 /// Carries the session on `input`/`output` (the IDE's stdin and stdout) to the owner,
 /// starting on `owner`, until the IDE closes `input` or `shutdown` fires.
-pub async fn run<R, W>(
+pub(crate) async fn run<R, W>(
     data_dir: &Path,
     owner: UnixStream,
     input: R,

@@ -6,7 +6,7 @@ use std::path::Path;
 
 /// A process that has the file open.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Holder {
+pub(crate) struct Holder {
     pub pid: u32,
     /// Its command line, arguments joined by spaces, secret-looking ones masked
     /// ([`crate::secrets::mask_args`]), control characters escaped, cut to 200 characters
@@ -21,7 +21,7 @@ impl std::fmt::Display for Holder {
 }
 
 /// The first process other than this one with `file` open, if one can be seen.
-pub fn find(file: &Path) -> Option<Holder> {
+pub(crate) fn find(file: &Path) -> Option<Holder> {
     let target = std::fs::canonicalize(file).ok()?;
     let me = std::process::id();
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {

@@ -17,27 +17,27 @@
 //! socket. [`holder`] names the process that holds a data dir, for the message of a
 //! second would-be owner.
 
-pub mod bridge;
-pub mod holder;
-pub mod owner;
-pub mod relay;
+pub(crate) mod bridge;
+pub(crate) mod holder;
+pub(crate) mod owner;
+pub(crate) mod relay;
 
 use std::io;
 use std::path::{Path, PathBuf};
 
 /// The control socket's file name in the data dir.
-pub const SOCKET_FILE: &str = "mcpproxy.sock";
+pub(crate) const SOCKET_FILE: &str = "mcpproxy.sock";
 
 /// The longest path a Unix socket address takes on Linux (`sun_path` less its NUL).
 const MAX_SOCKET_PATH: usize = 107;
 
 /// The control socket of a data dir.
-pub fn socket_path(data_dir: &Path) -> PathBuf {
+pub(crate) fn socket_path(data_dir: &Path) -> PathBuf {
     data_dir.join(SOCKET_FILE)
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     #[error(
         "the control socket path {} is {len} bytes, more than the {MAX_SOCKET_PATH} a Unix socket takes: use a shorter --data-dir",
         path.display()
@@ -49,7 +49,7 @@ pub enum Error {
 
 /// The owner's socket, connected; `None` when no owner answers (no socket file, or one left
 /// by an owner that died).
-pub async fn connect(data_dir: &Path) -> Option<tokio::net::UnixStream> {
+pub(crate) async fn connect(data_dir: &Path) -> Option<tokio::net::UnixStream> {
     tokio::net::UnixStream::connect(socket_path(data_dir))
         .await
         .ok()

@@ -27,7 +27,7 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
 /// Serves one MCP session over a connection (its read and write halves).
-pub type SessionServer = Arc<
+pub(crate) type SessionServer = Arc<
     dyn Fn(
             tokio::io::ReadHalf<BufReader<UnixStream>>,
             tokio::io::WriteHalf<BufReader<UnixStream>>,
@@ -37,7 +37,7 @@ pub type SessionServer = Arc<
 >;
 
 /// The bound socket; its file is removed when this is dropped.
-pub struct ControlSocket {
+pub(crate) struct ControlSocket {
     listener: UnixListener,
     path: PathBuf,
     /// The socket file's inode, to remove only our own file.
@@ -50,7 +50,7 @@ impl ControlSocket {
     /// that died left behind, replaced here. The socket is bound under a temporary name,
     /// given mode 0600, then renamed into place, so it is never reachable with wider
     /// permissions.
-    pub fn bind(data_dir: &Path) -> Result<Self, Error> {
+    pub(crate) fn bind(data_dir: &Path) -> Result<Self, Error> {
         let path = socket_path(data_dir);
         check_length(&path)?;
         let temporary = data_dir.join(format!(".{}.{}", super::SOCKET_FILE, std::process::id()));
@@ -78,12 +78,17 @@ impl ControlSocket {
         })
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Accepts connections until `shutdown`, then gives open ones [`SHUTDOWN_GRACE`].
-    pub async fn serve(self, app: Router, sessions: SessionServer, shutdown: CancellationToken) {
+    pub(crate) async fn serve(
+        self,
+        app: Router,
+        sessions: SessionServer,
+        shutdown: CancellationToken,
+    ) {
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         let connections = tokio_util::task::TaskTracker::new();
         loop {

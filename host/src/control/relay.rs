@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 /// Forwards connections from `listener` to the owner of `data_dir` until `shutdown`.
-pub async fn serve(listener: TcpListener, data_dir: PathBuf, shutdown: CancellationToken) {
+pub(crate) async fn serve(listener: TcpListener, data_dir: PathBuf, shutdown: CancellationToken) {
     let connections = TaskTracker::new();
     loop {
         let accepted = tokio::select! {

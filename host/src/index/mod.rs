@@ -34,9 +34,7 @@ use tantivy::{
 
 /// What the index needs to know about one tool.
 #[derive(Clone, Copy, Debug)]
-pub struct ToolDoc<'a> {
-    /// Upstream server the tool belongs to.
-    pub server: &'a str,
+pub(crate) struct ToolDoc<'a> {
     /// Tool name as the upstream advertises it.
     pub name: &'a str,
     /// Tool description (may be empty).
@@ -47,7 +45,7 @@ pub struct ToolDoc<'a> {
 
 /// One search result.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Hit {
+pub(crate) struct Hit {
     /// Upstream server name.
     pub server: String,
     /// Tool name as the upstream advertises it.
@@ -59,17 +57,17 @@ pub struct Hit {
 /// Errors from the tool index. Searching can only fail on an internal
 /// tantivy error, never because of the query text.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     /// tantivy failed while indexing, committing or searching.
     #[error("tool index: {0}")]
     Tantivy(#[from] tantivy::TantivyError),
 }
 
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Parameter names of a tool: the keys of `input_schema.properties`, sorted.
 /// Empty when the schema has no `properties` object.
-pub fn param_names(input_schema: &serde_json::Value) -> Vec<String> {
+pub(crate) fn param_names(input_schema: &serde_json::Value) -> Vec<String> {
     let mut names: Vec<String> = input_schema
         .get("properties")
         .and_then(serde_json::Value::as_object)
@@ -130,7 +128,7 @@ struct Fields {
 /// its own and closes it when committed: an idle writer would keep its
 /// threads and a ~2.4 MB document queue (tantivy makes a new one at every
 /// commit) for updates that come only when an upstream's tools change.
-pub struct ToolIndex {
+pub(crate) struct ToolIndex {
     fields: Fields,
     index: Index,
     reader: IndexReader,
@@ -158,7 +156,7 @@ fn text_options(analyzer: &str) -> TextOptions {
 
 impl ToolIndex {
     /// Creates an empty index held in RAM.
-    pub fn new() -> Result<Self> {
+    pub(crate) fn new() -> Result<Self> {
         let mut builder = Schema::builder();
         let fields = Fields {
             server: builder.add_text_field(F_SERVER, STRING | FAST),
@@ -197,7 +195,7 @@ impl ToolIndex {
     /// When this returns, [`search`](Self::search) sees the new tools.
     /// Each tool's own `server` field is ignored in favour of `server`;
     /// duplicate tool names keep the first occurrence.
-    pub fn replace_server(&self, server: &str, tools: &[ToolDoc<'_>]) -> Result<()> {
+    pub(crate) fn replace_server(&self, server: &str, tools: &[ToolDoc<'_>]) -> Result<()> {
         let started = Instant::now();
         let mut seen = HashSet::with_capacity(tools.len());
         let mut docs = Vec::with_capacity(tools.len());
@@ -219,7 +217,7 @@ impl ToolIndex {
     }
 
     /// Removes every tool of `server`. Removing an unknown server is a no-op.
-    pub fn remove_server(&self, server: &str) -> Result<()> {
+    pub(crate) fn remove_server(&self, server: &str) -> Result<()> {
         self.update(server, Vec::new())?;
         tracing::debug!(server, "tool index: removed server");
         Ok(())
@@ -230,7 +228,7 @@ impl ToolIndex {
     /// An empty or whitespace-only query (or one with nothing searchable,
     /// like `***`) lists all tools ordered by server then name, score 0.0.
     /// Equal scores are ordered by server, then name.
-    pub fn search(&self, query: &str, limit: usize) -> Result<Vec<Hit>> {
+    pub(crate) fn search(&self, query: &str, limit: usize) -> Result<Vec<Hit>> {
         let searcher = self.reader.searcher();
         let total = usize::try_from(searcher.num_docs()).unwrap_or(usize::MAX);
         let limit = limit.min(total);
@@ -261,13 +259,8 @@ impl ToolIndex {
     }
 
     /// Number of tools in the current snapshot.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         usize::try_from(self.reader.searcher().num_docs()).unwrap_or(usize::MAX)
-    }
-
-    /// Whether the current snapshot holds no tools.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     fn document(&self, server: &str, tool: &ToolDoc<'_>) -> TantivyDocument {

@@ -22,7 +22,6 @@ fn put(index: &ToolIndex, server: &str, tools: &[T]) {
     let docs: Vec<ToolDoc<'_>> = tools
         .iter()
         .map(|tool| ToolDoc {
-            server,
             name: &tool.name,
             description: &tool.description,
             params: &tool.params,

@@ -29,11 +29,11 @@ use super::sessions::{BoundedSessions, SessionBounds, with_client};
 use crate::access::{Access, LOOPBACK_HOSTS, check_bearer, loopback_origin_patterns};
 
 /// The largest MCP request body accepted.
-pub const MAX_REQUEST_BODY_BYTES: usize = 4 << 20;
+pub(crate) const MAX_REQUEST_BODY_BYTES: usize = 4 << 20;
 
 /// Who may use `/mcp`, and how many sessions it keeps.
 #[derive(Clone)]
-pub struct Endpoint {
+pub(crate) struct Endpoint {
     /// The Host/Origin rule.
     pub access: Access,
     /// The bearer token every request must carry, if any.
@@ -49,7 +49,11 @@ struct Gate {
 }
 
 /// The `/mcp` router.
-pub fn router(server: ProxyServer, endpoint: Endpoint, shutdown: CancellationToken) -> Router {
+pub(crate) fn router(
+    server: ProxyServer,
+    endpoint: Endpoint,
+    shutdown: CancellationToken,
+) -> Router {
     let mut config = StreamableHttpServerConfig::default();
     // rmcp checks too; the same lists, so both agree.
     config.allowed_hosts = LOOPBACK_HOSTS

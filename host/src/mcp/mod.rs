@@ -16,10 +16,10 @@
 
 mod client_session;
 mod direct;
-pub mod http;
+pub(crate) mod http;
 mod json_reply;
 mod manage_tool;
-pub mod sessions;
+pub(crate) mod sessions;
 mod tools;
 
 use std::sync::Arc;
@@ -47,11 +47,11 @@ use mcpproxy_policy::OperationType;
 
 use client_session::SessionSlot;
 
-pub use tools::{LEGACY_CALL_TOOL_MESSAGE, builtin_tools, builtin_tools_with};
+pub(crate) use tools::{LEGACY_CALL_TOOL_MESSAGE, builtin_tools_with};
 
 /// One MCP session's handler; all sessions share the proxy.
 #[derive(Clone)]
-pub struct ProxyServer {
+pub(crate) struct ProxyServer {
     proxy: Arc<Proxy>,
     /// Offers `upstream_servers` when set (and `management.upstream_servers_tool` is on).
     manager: Option<Arc<Manager>>,
@@ -62,7 +62,7 @@ pub struct ProxyServer {
 }
 
 impl ProxyServer {
-    pub fn new(proxy: Arc<Proxy>) -> Self {
+    pub(crate) fn new(proxy: Arc<Proxy>) -> Self {
         Self {
             session: SessionSlot::new(proxy.clone()),
             proxy,
@@ -72,13 +72,13 @@ impl ProxyServer {
     }
 
     /// Serves the direct view of one upstream on every request.
-    pub fn for_server(mut self, server: String) -> Self {
+    pub(crate) fn for_server(mut self, server: String) -> Self {
         self.fixed_server = Some(server);
         self
     }
 
     /// The handler of a new session: the same views, a session of its own in the back channel.
-    pub fn for_new_session(&self) -> Self {
+    pub(crate) fn for_new_session(&self) -> Self {
         Self {
             session: SessionSlot::new(self.proxy.clone()),
             ..self.clone()
@@ -152,7 +152,7 @@ impl ProxyServer {
 
     /// Offers the `upstream_servers` tool, changing servers through `manager`, unless the
     /// config turns the tool off.
-    pub fn with_manager(mut self, manager: Arc<Manager>) -> Self {
+    pub(crate) fn with_manager(mut self, manager: Arc<Manager>) -> Self {
         if manager.settings().upstream_servers_tool {
             self.manager = Some(manager);
         }

@@ -43,7 +43,7 @@ tokio::task_local! {
 
 /// Runs `future` (one `/mcp` request) with `client` as the address sessions are counted
 /// against.
-pub async fn with_client<F: Future>(client: IpAddr, future: F) -> F::Output {
+pub(crate) async fn with_client<F: Future>(client: IpAddr, future: F) -> F::Output {
     CLIENT.scope(client, future).await
 }
 
@@ -53,7 +53,7 @@ const UNKNOWN_CLIENT: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
 
 /// How many sessions may be open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SessionBounds {
+pub(crate) struct SessionBounds {
     pub max_sessions: usize,
     pub max_sessions_per_client: usize,
     /// A session without traffic for this long is closed.
@@ -62,7 +62,7 @@ pub struct SessionBounds {
 
 /// Why a session was not opened, or what rmcp's manager reported.
 #[derive(Debug, thiserror::Error)]
-pub enum SessionError {
+pub(crate) enum SessionError {
     #[error("{0}")]
     Full(String),
     #[error(transparent)]
@@ -201,7 +201,7 @@ enum Room {
 }
 
 /// rmcp's in-memory sessions, bounded in number overall and per client address.
-pub struct BoundedSessions {
+pub(crate) struct BoundedSessions {
     inner: Arc<LocalSessionManager>,
     bounds: SessionBounds,
     ledger: Arc<Mutex<Ledger>>,
@@ -226,7 +226,7 @@ fn lock(ledger: &Mutex<Ledger>) -> std::sync::MutexGuard<'_, Ledger> {
 }
 
 impl BoundedSessions {
-    pub fn new(bounds: SessionBounds) -> Self {
+    pub(crate) fn new(bounds: SessionBounds) -> Self {
         let mut inner = LocalSessionManager::default();
         inner.session_config.keep_alive = Some(bounds.idle);
         Self {
@@ -237,13 +237,14 @@ impl BoundedSessions {
     }
 
     /// Open sessions, over all clients.
-    pub fn open(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn open(&self) -> usize {
         lock(&self.ledger).by_session.len()
     }
 
     /// `Ok` when `client` may open one more session now (maybe by closing an idle one);
     /// otherwise why not and what to do.
-    pub fn admit(&self, client: IpAddr) -> Result<(), String> {
+    pub(crate) fn admit(&self, client: IpAddr) -> Result<(), String> {
         self.room(&lock(&self.ledger), client).map(|_| ())
     }
 

@@ -14,7 +14,7 @@ pub(super) const UPSTREAM_SERVERS: &str = "upstream_servers";
 /// The removed legacy tool; calling it gets a message naming the replacements.
 pub(super) const LEGACY_CALL_TOOL: &str = "call_tool";
 
-pub const LEGACY_CALL_TOOL_MESSAGE: &str = "Tool 'call_tool' not found. Use call_tool_read, call_tool_write, or call_tool_destructive with matching intent.operation_type. See retrieve_tools for annotations and recommendations.";
+pub(crate) const LEGACY_CALL_TOOL_MESSAGE: &str = "Tool 'call_tool' not found. Use call_tool_read, call_tool_write, or call_tool_destructive with matching intent.operation_type. See retrieve_tools for annotations and recommendations.";
 
 /// Usage advice returned with every search.
 pub(super) const USAGE_INSTRUCTIONS: &str = "Use call_tool_read for read-only operations, call_tool_write for modifications, call_tool_destructive for deletions. Intent must match tool variant: pick the variant given in each tool's call_with. Pass the tool's name (server:tool) as 'name' and its arguments as 'args' (an object) or 'args_json' (a JSON string).";
@@ -32,7 +32,7 @@ fn schema(value: Value) -> Arc<Map<String, Value>> {
 
 /// Every built-in tool, in the order `tools/list` shows them; `upstream_servers` last when
 /// `management` is offered.
-pub fn builtin_tools_with(management: bool) -> Vec<Tool> {
+pub(crate) fn builtin_tools_with(management: bool) -> Vec<Tool> {
     let mut tools = builtin_tools();
     if management {
         tools.push(upstream_servers_tool());
@@ -78,7 +78,7 @@ fn upstream_servers_tool() -> Tool {
 }
 
 /// Every built-in tool but `upstream_servers`, in the order `tools/list` shows them.
-pub fn builtin_tools() -> Vec<Tool> {
+pub(crate) fn builtin_tools() -> Vec<Tool> {
     let mut tools = vec![Tool::new(
         RETRIEVE_TOOLS,
         "Search for tools across all upstream servers. Results include annotations (readOnlyHint, destructiveHint) and recommended call_with variant. Use call_tool_read for read-only operations, call_tool_write for modifications, call_tool_destructive for deletions. Intent must match tool variant.",

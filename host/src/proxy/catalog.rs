@@ -33,18 +33,18 @@ use mcpproxy_policy::{Annotations, OperationType, Tool};
 use super::{CallContext, CallInput, Judged, Proxy};
 
 /// The tool name a resource read is judged and recorded as.
-pub const RESOURCE_READ_TOOL: &str = "resources/read";
+pub(crate) const RESOURCE_READ_TOOL: &str = "resources/read";
 
 /// Which servers a request sees: every upstream (names carry their server), or one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope<'a> {
+pub(crate) enum Scope<'a> {
     All,
     Server(&'a str),
 }
 
 /// Why a catalog request failed.
 #[derive(Debug, thiserror::Error)]
-pub enum CatalogError {
+pub(crate) enum CatalogError {
     /// The name or URI does not lead to a usable server (the client's mistake).
     #[error("{0}")]
     NotFound(String),
@@ -58,7 +58,7 @@ pub enum CatalogError {
 
 /// What a `subscription` record is about: its MCP method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SubscriptionMethod {
+pub(crate) enum SubscriptionMethod {
     /// `resources/subscribe`.
     Subscribe,
     /// `resources/unsubscribe` (also sent when the last session watching a URI ends).
@@ -69,7 +69,7 @@ pub enum SubscriptionMethod {
 
 impl SubscriptionMethod {
     /// The MCP method, kept in the record's `details.method`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Subscribe => "resources/subscribe",
             Self::Unsubscribe => "resources/unsubscribe",
@@ -82,14 +82,14 @@ impl SubscriptionMethod {
 /// [`Proxy::subscription_route`] or [`Proxy::subscription_record`], written by
 /// [`Proxy::subscription_done`] once the request has ended.
 #[derive(Debug)]
-pub struct PendingSubscription {
+pub(crate) struct PendingSubscription {
     record: ActivityRecord,
     started: Instant,
 }
 
 impl PendingSubscription {
     /// The server the request goes to.
-    pub fn server(&self) -> &str {
+    pub(crate) fn server(&self) -> &str {
         &self.record.server_name
     }
 }
@@ -129,7 +129,7 @@ impl Proxy {
     }
 
     /// The server of a direct endpoint, or why there is none.
-    pub fn direct_server(&self, name: &str) -> Result<Arc<Upstream>, CatalogError> {
+    pub(crate) fn direct_server(&self, name: &str) -> Result<Arc<Upstream>, CatalogError> {
         self.upstreams.get(name).ok_or_else(|| {
             CatalogError::NotFound(format!(
                 "there is no upstream server '{}'; configured servers: {}",
@@ -198,7 +198,7 @@ impl Proxy {
     }
 
     /// Every prompt of the scope's servers.
-    pub async fn list_prompts(&self, scope: Scope<'_>) -> Result<Vec<Prompt>, CatalogError> {
+    pub(crate) async fn list_prompts(&self, scope: Scope<'_>) -> Result<Vec<Prompt>, CatalogError> {
         self.gather(
             scope,
             |c| c.prompts.is_some(),
@@ -210,7 +210,7 @@ impl Proxy {
 
     /// One prompt, from the server its name leads to; recorded as `prompt_get` (the
     /// prompt's name on its server, its arguments capped and redacted).
-    pub async fn get_prompt(
+    pub(crate) async fn get_prompt(
         &self,
         scope: Scope<'_>,
         mut params: GetPromptRequestParams,
@@ -286,7 +286,10 @@ impl Proxy {
     }
 
     /// Every resource of the scope's servers.
-    pub async fn list_resources(&self, scope: Scope<'_>) -> Result<Vec<Resource>, CatalogError> {
+    pub(crate) async fn list_resources(
+        &self,
+        scope: Scope<'_>,
+    ) -> Result<Vec<Resource>, CatalogError> {
         self.gather(
             scope,
             |c| c.resources.is_some(),
@@ -297,7 +300,7 @@ impl Proxy {
     }
 
     /// Every resource template of the scope's servers.
-    pub async fn list_resource_templates(
+    pub(crate) async fn list_resource_templates(
         &self,
         scope: Scope<'_>,
     ) -> Result<Vec<ResourceTemplate>, CatalogError> {
@@ -360,7 +363,7 @@ impl Proxy {
 
     /// Reads a resource: judged by the policy as a read of [`RESOURCE_READ_TOOL`] with
     /// `{"uri": ...}` as arguments, recorded, then read from its server.
-    pub async fn read_resource(
+    pub(crate) async fn read_resource(
         &self,
         scope: Scope<'_>,
         mut params: ReadResourceRequestParams,
@@ -436,7 +439,7 @@ impl Proxy {
     /// reference leads to; recorded as `completion` (the prompt or template completed, and
     /// what was asked, capped and redacted). A server that offers no completion is not asked
     /// (and nothing is recorded): the answer is empty.
-    pub async fn complete(
+    pub(crate) async fn complete(
         &self,
         scope: Scope<'_>,
         mut params: CompleteRequestParams,
@@ -489,7 +492,7 @@ impl Proxy {
     /// The server `uri` belongs to for a client's subscription request, with the request's
     /// record drafted. A quarantined server refuses, recorded as blocked; a URI that leads
     /// to no server is refused unrecorded.
-    pub async fn subscription_route(
+    pub(crate) async fn subscription_route(
         &self,
         scope: Scope<'_>,
         method: SubscriptionMethod,
@@ -509,7 +512,7 @@ impl Proxy {
 
     /// The record of a subscription request of `method` on `uri` of `server` (`uri` is the
     /// `tool_name` and `arguments.uri`), started now.
-    pub fn subscription_record(
+    pub(crate) fn subscription_record(
         &self,
         method: SubscriptionMethod,
         server: &str,
@@ -545,7 +548,7 @@ impl Proxy {
     /// Writes the record of a subscription request that has ended: `sent` whether it went
     /// to the server (the first session to subscribe to a URI subscribes upstream, the last
     /// to leave unsubscribes; the others are only registered), `outcome` its error if any.
-    pub async fn subscription_done(
+    pub(crate) async fn subscription_done(
         &self,
         pending: PendingSubscription,
         sent: bool,
@@ -568,7 +571,11 @@ impl Proxy {
 
     /// Unsubscribes upstream from `uri` of `server` for the proxy itself (the last session
     /// watching it ended), recorded as a `subscription` from the proxy.
-    pub async fn unsubscribe_orphaned(&self, server: &str, uri: &str) -> Result<(), CatalogError> {
+    pub(crate) async fn unsubscribe_orphaned(
+        &self,
+        server: &str,
+        uri: &str,
+    ) -> Result<(), CatalogError> {
         let context = CallContext::new(mcpproxy_activity::Source::Proxy);
         let pending =
             self.subscription_record(SubscriptionMethod::Unsubscribe, server, uri, &context);
@@ -580,7 +587,11 @@ impl Proxy {
 
     /// Subscribes upstream to `uri` (the back channel keeps which sessions want it); returns the
     /// server it belongs to.
-    pub async fn subscribe(&self, scope: Scope<'_>, uri: &str) -> Result<String, CatalogError> {
+    pub(crate) async fn subscribe(
+        &self,
+        scope: Scope<'_>,
+        uri: &str,
+    ) -> Result<String, CatalogError> {
         let upstream = self.route_uri(scope, uri).await?;
         if !offers(&upstream, |c| {
             c.resources
@@ -601,7 +612,7 @@ impl Proxy {
     }
 
     /// Unsubscribes upstream from `uri` of `server` (no session wants it any more).
-    pub async fn unsubscribe(&self, server: &str, uri: &str) -> Result<(), CatalogError> {
+    pub(crate) async fn unsubscribe(&self, server: &str, uri: &str) -> Result<(), CatalogError> {
         let upstream = self.direct_server(server)?;
         #[allow(deprecated)]
         let request = ClientRequest::UnsubscribeRequest(rmcp::model::Request::new(
@@ -614,7 +625,11 @@ impl Proxy {
     /// Asks every usable upstream that logs (or the one of a direct endpoint) to send
     /// messages at `level` and above. A server that refuses is logged, not fatal.
     #[allow(deprecated)]
-    pub async fn set_upstream_log_level(&self, scope: Scope<'_>, level: rmcp::model::LoggingLevel) {
+    pub(crate) async fn set_upstream_log_level(
+        &self,
+        scope: Scope<'_>,
+        level: rmcp::model::LoggingLevel,
+    ) {
         let Ok(servers) = self.catalog_servers(scope) else {
             return;
         };
@@ -633,7 +648,7 @@ impl Proxy {
     }
 
     /// The server a resource URI is routed to, for unsubscribing.
-    pub async fn resource_server(
+    pub(crate) async fn resource_server(
         &self,
         scope: Scope<'_>,
         uri: &str,

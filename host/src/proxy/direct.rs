@@ -11,7 +11,7 @@ use super::{CatalogError, Proxy};
 
 /// A tool of the direct endpoint.
 #[derive(Debug, Clone)]
-pub struct DirectTool {
+pub(crate) struct DirectTool {
     /// As the server sent it, with the effective annotations when it sent none.
     pub tool: WireTool,
     /// The variant a call is judged as.
@@ -21,7 +21,7 @@ pub struct DirectTool {
 impl Proxy {
     /// The trusted tools of `server`, as its direct endpoint lists them, in the server's
     /// order. A quarantined server lists none.
-    pub async fn direct_tools(&self, server: &str) -> Result<Vec<DirectTool>, CatalogError> {
+    pub(crate) async fn direct_tools(&self, server: &str) -> Result<Vec<DirectTool>, CatalogError> {
         let upstream = self.direct_server(server)?;
         if upstream.is_quarantined() {
             return Ok(Vec::new());
@@ -53,7 +53,7 @@ impl Proxy {
 
     /// The direct endpoint's view of one tool of `server`; `None` when the server has no
     /// such tool.
-    pub async fn direct_tool(
+    pub(crate) async fn direct_tool(
         &self,
         server: &str,
         name: &str,

@@ -16,7 +16,7 @@ use super::{CallContext, Proxy, Scope, SubscriptionMethod};
 impl Proxy {
     /// Opens the upstream streams for a client stream registered as `guard`; they stay open
     /// while the returned streams live.
-    pub async fn listen_upstreams(
+    pub(crate) async fn listen_upstreams(
         &self,
         scope: Scope<'_>,
         accepted: &SubscriptionFilter,

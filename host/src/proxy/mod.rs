@@ -31,20 +31,18 @@ use mcpproxy_policy::{
     Annotations, EffectiveAnnotations, Evaluation, Pipeline, SafetyClass, call_with,
 };
 
-pub use catalog::{
-    CatalogError, PendingSubscription, RESOURCE_READ_TOOL, Scope, SubscriptionMethod,
-};
-pub use direct::DirectTool;
-pub use record::ActivitySettings;
+pub(crate) use catalog::{CatalogError, Scope, SubscriptionMethod};
+pub(crate) use record::ActivitySettings;
 use record::Concluded as _;
-pub use report::{CallReport, Ending};
-pub use request::{CallInput, parse_call, split_name};
-pub use tasks::{LIFETIME_WITHOUT_TTL, MAX_TASK_ID_BYTES, MAX_TASKS, shown_task_id};
+pub(crate) use report::{CallReport, Ending};
+pub(crate) use request::CallInput;
+pub use request::{parse_call, split_name};
+pub(crate) use tasks::shown_task_id;
 
 /// Who is calling, for the audit record.
 #[derive(Debug, Clone)]
-pub struct CallContext {
-    pub source: Source,
+pub(crate) struct CallContext {
+    pub(crate) source: Source,
     /// Judge and record the call, but do not send it (`mcpproxy call --dry-run`).
     pub dry_run: bool,
     /// Overrides the upstream's call timeout.
@@ -58,7 +56,7 @@ pub struct CallContext {
 }
 
 impl CallContext {
-    pub fn new(source: Source) -> Self {
+    pub(crate) fn new(source: Source) -> Self {
         Self {
             source,
             dry_run: false,
@@ -73,15 +71,15 @@ impl CallContext {
 
 /// What happened to a call.
 #[derive(Debug)]
-pub enum CallOutcome {
+pub(crate) enum CallOutcome {
     /// Refused before the policy ran: unknown server or tool, unusable server.
     Refused(String),
     /// The policy rejected it; the upstream was not contacted.
     Blocked(Evaluation),
     /// Held back by the trust rules (a quarantined server, a tool changed since approval):
-    /// `detail` is what the caller reads (the security analysis, the change), `message`
-    /// the one line recorded.
-    Held { message: String, detail: String },
+    /// `detail` is what the caller reads (the security analysis, the change); the record
+    /// keeps the one-line message.
+    Held { detail: String },
     /// A dry run: the verdict, with nothing sent upstream.
     DryRun(Evaluation),
     /// The policy let it through and the upstream was called.
@@ -134,7 +132,7 @@ enum Judged {
 
 /// One `retrieve_tools` hit.
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct RetrievedTool {
+pub(crate) struct RetrievedTool {
     /// `server:tool`, what the call variants take as `name`.
     pub name: String,
     pub server: String,
@@ -160,7 +158,7 @@ pub struct RetrievedTool {
 }
 
 /// The shared proxy state.
-pub struct Proxy {
+pub(crate) struct Proxy {
     pipeline: Arc<Pipeline>,
     upstreams: Arc<Upstreams>,
     index: Arc<ToolIndex>,
@@ -173,7 +171,7 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    pub fn new(
+    pub(crate) fn new(
         pipeline: Arc<Pipeline>,
         upstreams: Arc<Upstreams>,
         index: Arc<ToolIndex>,
@@ -199,32 +197,28 @@ impl Proxy {
     }
 
     /// Counts calls, policy time and plugin faults into `metrics`.
-    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+    pub(crate) fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
         self.metrics = metrics;
         self
     }
 
-    pub fn metrics(&self) -> &Arc<Metrics> {
+    pub(crate) fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
     }
 
     /// Sets the scanner behind the security analysis of quarantined servers and changed
     /// tools.
-    pub fn with_scanner(mut self, scanner: Option<Arc<dyn ToolScanner>>) -> Self {
+    pub(crate) fn with_scanner(mut self, scanner: Option<Arc<dyn ToolScanner>>) -> Self {
         self.scanner = scanner;
         self
     }
 
-    pub fn journal(&self) -> &Arc<Journal> {
+    pub(crate) fn journal(&self) -> &Arc<Journal> {
         &self.journal
     }
 
-    pub fn upstreams(&self) -> &Arc<Upstreams> {
+    pub(crate) fn upstreams(&self) -> &Arc<Upstreams> {
         &self.upstreams
-    }
-
-    pub fn pipeline(&self) -> &Arc<Pipeline> {
-        &self.pipeline
     }
 
     /// Resolves, judges and (if allowed) performs one call, and records it. A refused or
@@ -232,7 +226,7 @@ impl Proxy {
     /// record is durable (sync mode) or queued (async mode) before the call is sent, and
     /// completed with the outcome right after. A call whose `pending` record the journal
     /// cannot take is refused and not sent ([`unrecorded`]).
-    pub async fn call(&self, input: CallInput, context: CallContext) -> CallOutcome {
+    pub(crate) async fn call(&self, input: CallInput, context: CallContext) -> CallOutcome {
         let started = Instant::now();
         // Only configured servers become metric labels: a caller cannot add label sets.
         let server = match self.upstreams.get(&input.server) {
@@ -289,7 +283,7 @@ impl Proxy {
             Judged::Held { message, detail } => {
                 let record = draft.held(&message, started);
                 self.append(record).await;
-                CallOutcome::Held { message, detail }
+                CallOutcome::Held { detail }
             }
             Judged::Blocked(evaluation) => {
                 let record = draft.judged(&evaluation, Status::Blocked, started);
@@ -383,7 +377,7 @@ impl Proxy {
     }
 
     /// [`Proxy::call`], summed up as the report the REST API and the CLI print.
-    pub async fn call_reported(&self, input: CallInput, context: CallContext) -> CallReport {
+    pub(crate) async fn call_reported(&self, input: CallInput, context: CallContext) -> CallReport {
         let tool = format!("{}:{}", input.server, input.tool);
         let variant = input.variant.tool_name();
         let arguments = serde_json::Value::Object(input.args.clone());
@@ -394,7 +388,7 @@ impl Proxy {
     /// Writes a record whose call is already decided (refused, held, blocked, a dry run), or
     /// that is not a call's (approvals, tool and server changes): a failure is logged, the
     /// caller's answer stays the same.
-    pub async fn append(&self, record: mcpproxy_activity::ActivityRecord) {
+    pub(crate) async fn append(&self, record: mcpproxy_activity::ActivityRecord) {
         if let Err(e) = self.try_append(record).await {
             tracing::error!("cannot write the activity record: {e}");
         }
@@ -528,7 +522,7 @@ impl Proxy {
     }
 
     /// BM25 search over every upstream tool, each hit annotated.
-    pub async fn retrieve(
+    pub(crate) async fn retrieve(
         &self,
         query: String,
         limit: usize,
@@ -557,7 +551,10 @@ impl Proxy {
     }
 
     /// Every tool of every upstream (or of one), sorted by server and name.
-    pub async fn list_tools(&self, server: Option<String>) -> Result<Vec<RetrievedTool>, String> {
+    pub(crate) async fn list_tools(
+        &self,
+        server: Option<String>,
+    ) -> Result<Vec<RetrievedTool>, String> {
         if let Some(name) = &server
             && self.upstreams.get(name).is_none()
         {
@@ -594,7 +591,7 @@ impl Proxy {
 /// What a caller is told when the record of its call cannot be written: the call was not
 /// sent (`cannot record the call: the activity journal cannot write (No space left on
 /// device); nothing was run`).
-pub fn unrecorded(e: &mcpproxy_activity::Error) -> String {
+pub(crate) fn unrecorded(e: &mcpproxy_activity::Error) -> String {
     format!("cannot record the call: {e}; nothing was run")
 }
 

@@ -15,7 +15,7 @@ use super::{CallContext, CallInput};
 
 /// How arguments are kept in records.
 #[derive(Debug, Clone)]
-pub struct ActivitySettings {
+pub(crate) struct ActivitySettings {
     pub max_argument_bytes: usize,
     pub redact_keys: Vec<String>,
 }

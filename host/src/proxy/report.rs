@@ -11,7 +11,7 @@ use super::CallOutcome;
 /// How a call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Ending {
+pub(crate) enum Ending {
     /// The upstream answered with a result.
     Success,
     /// The upstream answered with `isError: true`.
@@ -31,7 +31,7 @@ pub enum Ending {
 
 /// Everything about one call.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct CallReport {
+pub(crate) struct CallReport {
     pub outcome: Ending,
     /// `server:tool`.
     pub tool: String,
@@ -53,7 +53,12 @@ pub struct CallReport {
 }
 
 impl CallReport {
-    pub fn new(tool: String, variant: &str, arguments: Value, outcome: &CallOutcome) -> Self {
+    pub(crate) fn new(
+        tool: String,
+        variant: &str,
+        arguments: Value,
+        outcome: &CallOutcome,
+    ) -> Self {
         let mut report = Self {
             outcome: Ending::Refused,
             tool,
@@ -135,7 +140,7 @@ impl CallReport {
     }
 
     /// Whether the policy would let the call through (meaningful for dry runs).
-    pub fn allowed(&self) -> bool {
+    pub(crate) fn allowed(&self) -> bool {
         self.verdict.as_ref().is_some_and(Outcome::is_allowed)
     }
 }

@@ -19,7 +19,7 @@ const MAX_RECORDED_MESSAGE: usize = 1000;
 impl Proxy {
     /// The security analysis of `server`: every tool it lists, each tool's standing, and
     /// what the scanner found.
-    pub async fn analysis(&self, server: &str) -> Result<Analysis, String> {
+    pub(crate) async fn analysis(&self, server: &str) -> Result<Analysis, String> {
         let upstream = self
             .upstreams()
             .get(server)
@@ -134,7 +134,7 @@ impl Proxy {
     /// A server whose launch spec is not approved (not started) has its launch spec as
     /// configured now approved and is started; with `launch_only` it starts quarantined, so
     /// its tools can be reviewed before its calls are approved.
-    pub async fn approve(
+    pub(crate) async fn approve(
         &self,
         server: &str,
         tools: Option<Vec<String>>,
@@ -186,7 +186,7 @@ impl Proxy {
     }
 
     /// Records each tool change the supervisors report, until the channel closes.
-    pub fn record_tool_changes(
+    pub(crate) fn record_tool_changes(
         self: &Arc<Self>,
         mut changes: tokio::sync::mpsc::UnboundedReceiver<ToolChange>,
     ) -> tokio::task::JoinHandle<()> {

@@ -17,7 +17,7 @@ use super::{CatalogError, Proxy};
 
 impl Proxy {
     /// One page of `server`'s skills.
-    pub async fn list_skills(
+    pub(crate) async fn list_skills(
         &self,
         server: &str,
         mut page: Option<PaginatedRequestParams>,
@@ -38,7 +38,7 @@ impl Proxy {
     }
 
     /// One skill's entry, from `server`.
-    pub async fn get_skill(
+    pub(crate) async fn get_skill(
         &self,
         server: &str,
         mut params: GetSkillRequestParams,
@@ -54,7 +54,7 @@ impl Proxy {
     }
 
     /// The children of a directory resource of `server`.
-    pub async fn read_resource_directory(
+    pub(crate) async fn read_resource_directory(
         &self,
         server: &str,
         mut params: ReadResourceDirectoryRequestParams,

@@ -33,11 +33,11 @@ use super::catalog::unexpected;
 use super::{CallOutcome, CatalogError, Proxy, Scope};
 
 /// The longest task id accepted from a server.
-pub const MAX_TASK_ID_BYTES: usize = 256;
+pub(crate) const MAX_TASK_ID_BYTES: usize = 256;
 /// How many tasks are followed at once.
-pub const MAX_TASKS: usize = 4096;
+pub(crate) const MAX_TASKS: usize = 4096;
 /// How long a task whose server set no `ttlMs` is followed.
-pub const LIFETIME_WITHOUT_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+pub(crate) const LIFETIME_WITHOUT_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 /// The longest a task is followed, whatever its `ttlMs`.
 const MAX_LIFETIME: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 
@@ -164,7 +164,7 @@ fn check_task_id(id: &str) -> Result<(), String> {
 }
 
 /// The task id a client sees for `id` of `server`.
-pub fn shown_task_id(scope: Scope<'_>, server: &str, id: &str) -> String {
+pub(crate) fn shown_task_id(scope: Scope<'_>, server: &str, id: &str) -> String {
     match scope {
         Scope::All => format!("{server}:{id}"),
         Scope::Server(_) => id.to_owned(),
@@ -281,7 +281,7 @@ impl Proxy {
 
     /// `tasks/get`, from the server that made the task. The first answer that shows the
     /// task ended completes the call's record.
-    pub async fn get_task(
+    pub(crate) async fn get_task(
         &self,
         scope: Scope<'_>,
         mut params: GetTaskParams,
@@ -307,7 +307,7 @@ impl Proxy {
 
     /// `tasks/update`: the client's answers to the task's questions, to the server that
     /// made it.
-    pub async fn update_task(
+    pub(crate) async fn update_task(
         &self,
         scope: Scope<'_>,
         mut params: UpdateTaskParams,
@@ -322,7 +322,7 @@ impl Proxy {
     }
 
     /// `tasks/cancel`, to the server that made the task.
-    pub async fn cancel_task(
+    pub(crate) async fn cancel_task(
         &self,
         scope: Scope<'_>,
         mut params: CancelTaskParams,

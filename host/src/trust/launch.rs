@@ -16,7 +16,7 @@ use crate::config::{ServerConfig, Transport};
 /// The launch spec of a server as it can be stored and shown: secret values replaced by
 /// digests (so a change is still seen) and masked in the text.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LaunchView {
+pub(crate) struct LaunchView {
     /// `stdio` or `http`.
     pub transport: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -44,7 +44,7 @@ pub struct LaunchView {
 
 /// A server's launch spec: what an approval is bound to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LaunchSpec {
+pub(crate) struct LaunchSpec {
     /// SHA-256 (hex) over the whole spec, values included.
     pub sha256: String,
     pub view: LaunchView,
@@ -52,7 +52,7 @@ pub struct LaunchSpec {
 
 impl LaunchSpec {
     /// The launch spec of `server` as configured.
-    pub fn of(server: &ServerConfig) -> Self {
+    pub(crate) fn of(server: &ServerConfig) -> Self {
         let mut whole = Sha256::new();
         let mut part = |label: &str, value: &str| {
             // Length-prefixed, so no two specs hash the same text.
@@ -117,7 +117,7 @@ impl LaunchSpec {
 impl LaunchView {
     /// What changed from `self` (approved) to `now`, one line per difference, secrets
     /// never shown (a changed secret value is named, not quoted).
-    pub fn diff(&self, now: &LaunchView) -> Vec<String> {
+    pub(crate) fn diff(&self, now: &LaunchView) -> Vec<String> {
         let q = |s: &str| super::quote(s);
         let mut lines = Vec::new();
         if self.transport != now.transport {
@@ -168,7 +168,7 @@ impl LaunchView {
     }
 
     /// One line for a person: `stdio: npx -y server ...` or `http: https://host/mcp`.
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         let mut text = match (&self.command, &self.url) {
             (Some(command), _) => {
                 let mut line = super::quote(command);

@@ -19,13 +19,10 @@ mod launch;
 mod pin;
 mod store;
 
-pub use launch::{LaunchSpec, LaunchView};
-pub use mcpproxy_policy::{Finding, Severity, ToolScanner, is_unprintable, quote};
-pub use pin::{
-    PIN_VERSION, ToolDiff, UNPINNED_META_KEYS, fingerprint, has_outdated_pins, pinned_meta,
-    upgrade_pins,
-};
-pub use store::{ApprovedLaunch, FIRST_START, PinnedTool, ServerTrust, Standing, TrustStore};
+pub(crate) use launch::LaunchSpec;
+pub(crate) use mcpproxy_policy::{Finding, ToolScanner, is_unprintable, quote};
+pub(crate) use pin::{ToolDiff, fingerprint, has_outdated_pins, upgrade_pins};
+pub(crate) use store::{PinnedTool, ServerTrust, Standing, TrustStore};
 
 use std::collections::BTreeMap;
 
@@ -35,7 +32,7 @@ use mcpproxy_policy::{self as policy, Tool};
 
 /// What went wrong with the trust store.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     #[error("cannot read {}: {source}", path.display())]
     Read {
         path: std::path::PathBuf,
@@ -56,11 +53,11 @@ pub enum Error {
     },
 }
 
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Where one listed tool stands against the pins.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ToolStanding {
+pub(crate) enum ToolStanding {
     /// Pinned and unchanged: usable.
     Trusted,
     /// Not pinned, on a server whose tools were pinned before: held until approved.
@@ -72,7 +69,7 @@ pub enum ToolStanding {
 
 /// A server's listed tools held against its pins.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Review {
+pub(crate) struct Review {
     /// Every listed tool's standing.
     pub standing: BTreeMap<String, ToolStanding>,
     /// Pinned tools the server no longer lists.
@@ -81,7 +78,7 @@ pub struct Review {
 
 impl Review {
     /// Holds `listed` against `pins` (`None`: the server was never pinned).
-    pub fn of(listed: &BTreeMap<String, Tool>, pins: Option<&ServerTrust>) -> Self {
+    pub(crate) fn of(listed: &BTreeMap<String, Tool>, pins: Option<&ServerTrust>) -> Self {
         let Some(pins) = pins else {
             return Self {
                 standing: listed
@@ -114,14 +111,14 @@ impl Review {
     }
 
     /// The tools held back (new or changed), by name.
-    pub fn pending(&self) -> impl Iterator<Item = (&str, &ToolStanding)> {
+    pub(crate) fn pending(&self) -> impl Iterator<Item = (&str, &ToolStanding)> {
         self.standing
             .iter()
             .filter(|(_, s)| **s != ToolStanding::Trusted)
             .map(|(name, s)| (name.as_str(), s))
     }
 
-    pub fn is_trusted(&self, tool: &str) -> bool {
+    pub(crate) fn is_trusted(&self, tool: &str) -> bool {
         self.standing.get(tool) == Some(&ToolStanding::Trusted)
     }
 }
@@ -129,7 +126,7 @@ impl Review {
 /// The analysis a reviewer reads for a server: each tool as the server describes it, its
 /// standing, and what the scanner found.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Analysis {
+pub(crate) struct Analysis {
     pub server: String,
     pub quarantined: bool,
     /// The scanner that produced the findings, if one ran.
@@ -156,7 +153,7 @@ fn yes() -> bool {
 
 /// One tool in an [`Analysis`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct AnalyzedTool {
+pub(crate) struct AnalyzedTool {
     pub name: String,
     pub description: String,
     #[serde(rename = "inputSchema")]
@@ -171,7 +168,7 @@ pub struct AnalyzedTool {
 
 impl Analysis {
     /// Puts the review and the findings together.
-    pub fn new(
+    pub(crate) fn new(
         server: &str,
         quarantined: bool,
         tools: &BTreeMap<String, Tool>,
@@ -219,7 +216,7 @@ impl Analysis {
     }
 
     /// Adds how the server starts and where its launch spec stands.
-    pub fn with_launch(mut self, spec: &LaunchSpec, standing: &Standing) -> Self {
+    pub(crate) fn with_launch(mut self, spec: &LaunchSpec, standing: &Standing) -> Self {
         self.launch = spec.view.summary();
         if let Standing::LaunchNotApproved { changes, .. } = standing {
             self.launch_approved = false;
@@ -229,7 +226,7 @@ impl Analysis {
     }
 
     /// The findings of every tool, most severe first.
-    pub fn findings(&self) -> Vec<&Finding> {
+    pub(crate) fn findings(&self) -> Vec<&Finding> {
         let mut all: Vec<&Finding> = self.tools.iter().flat_map(|t| &t.findings).collect();
         all.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.tool.cmp(&b.tool)));
         all
@@ -237,7 +234,7 @@ impl Analysis {
 
     /// The analysis as text for an agent or a terminal. Every string from the upstream is
     /// escaped ([`crate::trust::quote`]), so a tool cannot forge lines of this report.
-    pub fn to_text(&self) -> String {
+    pub(crate) fn to_text(&self) -> String {
         use std::fmt::Write;
         let mut out = String::new();
         let _ = writeln!(
@@ -340,6 +337,7 @@ fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mcpproxy_policy::Severity;
     use serde_json::json;
 
     fn tool(name: &str, description: &str) -> Tool {

@@ -25,7 +25,7 @@ use mcpproxy_policy::{Annotations, Tool};
 use super::{PinnedTool, ServerTrust};
 
 /// The pin format written now: see the module's doc.
-pub const PIN_VERSION: u32 = 2;
+pub(crate) const PIN_VERSION: u32 = 2;
 
 /// The format of a pin stored without a version (by an earlier mcpproxy).
 pub(super) fn v1() -> u32 {
@@ -40,11 +40,11 @@ pub(super) fn v1() -> u32 {
 /// per-request keys, progress tokens and the like, travel on requests and results, not on
 /// tool definitions); a server that changes one anyway has the tool held until approved,
 /// which fails closed.
-pub const UNPINNED_META_KEYS: &[&str] = &[];
+pub(crate) const UNPINNED_META_KEYS: &[&str] = &[];
 
 /// The `_meta` a pin covers: `meta` without [`UNPINNED_META_KEYS`], `None` when nothing
 /// is left.
-pub fn pinned_meta(meta: Option<&Value>) -> Option<Value> {
+pub(crate) fn pinned_meta(meta: Option<&Value>) -> Option<Value> {
     match meta? {
         Value::Object(map) => {
             let kept: Map<String, Value> = map
@@ -88,7 +88,7 @@ fn annotations_json(hints: Option<Annotations>, title: Option<&str>) -> Option<V
 /// pinned `_meta` ([`pinned_meta`]), as JSON with sorted keys: the same tool always gives
 /// the same fingerprint, however the server orders its keys. The server's name is not part
 /// of it.
-pub fn fingerprint(tool: &Tool) -> String {
+pub(crate) fn fingerprint(tool: &Tool) -> String {
     digest(&serde_json::json!({
         "name": tool.name,
         "description": tool.description,
@@ -164,7 +164,7 @@ impl PinnedTool {
     /// Whether `tool` is the tool as pinned, compared in the pin's own format: a v1 pin by
     /// the v1 fingerprint (so the fields it never covered cannot count as changed), any
     /// other by the current one (a pin of a later format never matches: held, fail closed).
-    pub fn matches(&self, tool: &Tool) -> bool {
+    pub(crate) fn matches(&self, tool: &Tool) -> bool {
         if self.version == v1() {
             self.sha256 == fingerprint_v1(tool)
         } else {
@@ -173,13 +173,13 @@ impl PinnedTool {
     }
 
     /// Whether the pin is of an earlier format ([`upgrade_pins`] re-pins it).
-    pub fn is_outdated(&self) -> bool {
+    pub(crate) fn is_outdated(&self) -> bool {
         self.version < PIN_VERSION
     }
 }
 
 /// Whether [`upgrade_pins`] would re-pin any of `server`'s tools.
-pub fn has_outdated_pins(server: &ServerTrust, listed: &BTreeMap<String, Tool>) -> bool {
+pub(crate) fn has_outdated_pins(server: &ServerTrust, listed: &BTreeMap<String, Tool>) -> bool {
     server.tools.iter().any(|(name, pinned)| {
         pinned.is_outdated() && listed.get(name).is_some_and(|tool| pinned.matches(tool))
     })
@@ -189,7 +189,10 @@ pub fn has_outdated_pins(server: &ServerTrust, listed: &BTreeMap<String, Tool>) 
 /// tool as listed now (the approval carries over; `pinned_at` is kept), and returns their
 /// names. What the old pin did not cover is taken as it is listed now: see the module's
 /// doc. A pin that does not match is left alone (the tool stays held as changed).
-pub fn upgrade_pins(server: &mut ServerTrust, listed: &BTreeMap<String, Tool>) -> Vec<String> {
+pub(crate) fn upgrade_pins(
+    server: &mut ServerTrust,
+    listed: &BTreeMap<String, Tool>,
+) -> Vec<String> {
     let mut upgraded = Vec::new();
     for (name, pinned) in &mut server.tools {
         if let Some(tool) = listed.get(name)
@@ -209,7 +212,7 @@ pub(super) type Change = (Option<Value>, Option<Value>);
 /// What differs between a pinned tool and the tool as listed now: each field that changed,
 /// as (pinned, now).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ToolDiff {
+pub(crate) struct ToolDiff {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<(String, String)>,
     #[serde(
@@ -234,7 +237,7 @@ pub struct ToolDiff {
 
 impl ToolDiff {
     /// The fields that differ. A v1 pin is held against the fields it covered only.
-    pub fn between(pinned: &PinnedTool, now: &Tool) -> Self {
+    pub(crate) fn between(pinned: &PinnedTool, now: &Tool) -> Self {
         let v1 = pinned.version == v1();
         let now_annotations = annotations_json(now.annotations, now.annotations_title.as_deref());
         let annotations_changed = if v1 {
@@ -264,7 +267,7 @@ impl ToolDiff {
     }
 
     /// The changed fields, named as MCP names them.
-    pub fn fields(&self) -> Vec<&'static str> {
+    pub(crate) fn fields(&self) -> Vec<&'static str> {
         [
             ("description", self.description.is_some()),
             ("inputSchema", self.input_schema.is_some()),
@@ -278,7 +281,7 @@ impl ToolDiff {
     }
 
     /// One line per changed field, `field was … now …`, upstream text escaped.
-    pub fn lines(&self) -> Vec<String> {
+    pub(crate) fn lines(&self) -> Vec<String> {
         let q = |s: &str| super::quote(s);
         let json = |v: Option<&Value>| v.map_or_else(|| "none".to_owned(), |v| q(&v.to_string()));
         let mut lines = Vec::new();

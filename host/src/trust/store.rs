@@ -20,7 +20,7 @@ const MAX_FILE_BYTES: u64 = 64 << 20;
 
 /// A tool as it was approved: everything the policy reads about it (see [`super::pin`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PinnedTool {
+pub(crate) struct PinnedTool {
     /// The pin's format ([`super::pin::PIN_VERSION`] now). Absent in the files of earlier
     /// versions (1): those pins cover the name, description, input schema and hints only.
     #[serde(default = "super::pin::v1")]
@@ -51,7 +51,7 @@ pub struct PinnedTool {
 }
 
 impl PinnedTool {
-    pub fn of(tool: &Tool, at: &str) -> Self {
+    pub(crate) fn of(tool: &Tool, at: &str) -> Self {
         Self {
             version: super::pin::PIN_VERSION,
             sha256: fingerprint(tool),
@@ -68,7 +68,7 @@ impl PinnedTool {
 
 /// What was decided about one server.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ServerTrust {
+pub(crate) struct ServerTrust {
     /// When a person approved the server (clearing its quarantine), and who.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approved_at: Option<String>,
@@ -85,7 +85,7 @@ pub struct ServerTrust {
 
 /// An approved launch spec.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ApprovedLaunch {
+pub(crate) struct ApprovedLaunch {
     /// [`LaunchSpec::sha256`] of what was approved.
     pub sha256: String,
     /// What was approved, secrets masked (for the diff when it changes).
@@ -96,7 +96,7 @@ pub struct ApprovedLaunch {
 
 /// Where a configured server stands against the approvals.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Standing {
+pub(crate) enum Standing {
     /// Its launch spec is approved and so are its calls.
     Approved,
     /// Its launch spec is approved (it may start and list its tools) but its calls are not:
@@ -112,18 +112,18 @@ pub enum Standing {
 
 impl Standing {
     /// Whether calls are refused.
-    pub fn is_quarantined(&self) -> bool {
+    pub(crate) fn is_quarantined(&self) -> bool {
         *self != Standing::Approved
     }
 
     /// Whether the server may be started (its process run, its URL connected).
-    pub fn may_start(&self) -> bool {
+    pub(crate) fn may_start(&self) -> bool {
         !matches!(self, Standing::LaunchNotApproved { .. })
     }
 }
 
 impl ServerTrust {
-    pub fn pin(&mut self, tool: &Tool, at: &str) {
+    pub(crate) fn pin(&mut self, tool: &Tool, at: &str) {
         self.tools
             .insert(tool.name.clone(), PinnedTool::of(tool, at));
     }
@@ -140,18 +140,18 @@ struct TrustFile {
 }
 
 /// Who approved the servers found in the config at the data dir's first start.
-pub const FIRST_START: &str = "mcp_config.json at the data dir's first start";
+pub(crate) const FIRST_START: &str = "mcp_config.json at the data dir's first start";
 
 /// The trust decisions of one data dir, loaded once and saved on every change.
 #[derive(Debug)]
-pub struct TrustStore {
+pub(crate) struct TrustStore {
     path: PathBuf,
     file: Mutex<TrustFile>,
 }
 
 impl TrustStore {
     /// Opens `<data_dir>/trust.json` (an absent file is an empty store).
-    pub fn open(data_dir: &Path) -> Result<Self> {
+    pub(crate) fn open(data_dir: &Path) -> Result<Self> {
         let path = data_dir.join(FILE_NAME);
         let file = match std::fs::File::open(&path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => TrustFile::default(),
@@ -183,29 +183,17 @@ impl TrustStore {
         })
     }
 
-    /// A store that is never saved (tests, and commands that only read).
-    pub fn in_memory() -> Self {
-        Self {
-            path: PathBuf::new(),
-            file: Mutex::new(TrustFile::default()),
-        }
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, TrustFile> {
         self.file.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// What was decided about `server`, if anything.
-    pub fn server(&self, server: &str) -> Option<ServerTrust> {
+    pub(crate) fn server(&self, server: &str) -> Option<ServerTrust> {
         self.lock().servers.get(server).cloned()
     }
 
     /// Where `server` stands: whether its launch spec and its calls are approved.
-    pub fn standing(&self, server: &ServerConfig) -> Standing {
+    pub(crate) fn standing(&self, server: &ServerConfig) -> Standing {
         let file = self.lock();
         let trust = file.servers.get(&server.name);
         let spec = LaunchSpec::of(server);
@@ -230,7 +218,7 @@ impl TrustStore {
 
     /// Approves how `server` starts as configured now and, with `calls`, its calls (clearing
     /// its quarantine); without `calls` it starts quarantined, for review. Saved at once.
-    pub fn approve_launch(
+    pub(crate) fn approve_launch(
         &self,
         server: &ServerConfig,
         calls: bool,
@@ -257,7 +245,7 @@ impl TrustStore {
 
     /// Forgets everything decided about `server` (its approvals and its pins): a server
     /// removed and added again is new.
-    pub fn forget(&self, server: &str) -> Result<()> {
+    pub(crate) fn forget(&self, server: &str) -> Result<()> {
         let mut file = self.lock();
         if file.servers.remove(server).is_some() {
             self.save(&file)?;
@@ -270,7 +258,7 @@ impl TrustStore {
     /// written — the person wrote that file — its calls too unless it is marked
     /// `quarantined` (and a person did not approve it before). Every server added later
     /// arrives with no approval. Returns the servers approved now.
-    pub fn bind_launches(&self, servers: &[ServerConfig], at: &str) -> Result<Vec<String>> {
+    pub(crate) fn bind_launches(&self, servers: &[ServerConfig], at: &str) -> Result<Vec<String>> {
         let mut file = self.lock();
         if file.launch_binding {
             return Ok(Vec::new());
@@ -298,7 +286,11 @@ impl TrustStore {
 
     /// Changes what is stored about `server` and saves the file. The change is kept in
     /// memory even if the save fails (the error says so).
-    pub fn update<R>(&self, server: &str, change: impl FnOnce(&mut ServerTrust) -> R) -> Result<R> {
+    pub(crate) fn update<R>(
+        &self,
+        server: &str,
+        change: impl FnOnce(&mut ServerTrust) -> R,
+    ) -> Result<R> {
         let mut file = self.lock();
         let result = change(file.servers.entry(server.to_owned()).or_default());
         self.save(&file)?;

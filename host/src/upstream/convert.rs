@@ -18,7 +18,7 @@ const HINTS: [&str; 4] = [
 /// the MCP defaults (an unset destructiveHint counts as destructive), the matrix must not.
 /// An annotations object without any hint stays `Some` (the pipeline then applies the
 /// spec's defaults to every hint); no annotations object is `None`.
-pub fn tool_from_mcp(server: &str, tool: &mcp::Tool) -> Tool {
+pub(crate) fn tool_from_mcp(server: &str, tool: &mcp::Tool) -> Tool {
     Tool {
         server: server.to_owned(),
         name: tool.name.to_string(),

@@ -5,27 +5,27 @@
 use std::collections::VecDeque;
 
 /// Lines kept per server.
-pub const MAX_LINES: usize = 500;
+pub(crate) const MAX_LINES: usize = 500;
 /// The longest line kept, in bytes (longer ones are cut at a character boundary).
-pub const MAX_LINE_BYTES: usize = 2048;
+pub(crate) const MAX_LINE_BYTES: usize = 2048;
 
 /// One line and when it arrived.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct LogLine {
+pub(crate) struct LogLine {
     /// Milliseconds since the Unix epoch.
     pub at_ms: u64,
     pub line: String,
 }
 
 #[derive(Debug, Default)]
-pub struct Ring {
+pub(crate) struct Ring {
     lines: VecDeque<LogLine>,
     /// Lines ever pushed (so a follower knows what it missed).
     total: u64,
 }
 
 impl Ring {
-    pub fn push(&mut self, line: &str, at_ms: u64) {
+    pub(crate) fn push(&mut self, line: &str, at_ms: u64) {
         let mut end = line.len().min(MAX_LINE_BYTES);
         while !line.is_char_boundary(end) {
             end -= 1;
@@ -41,7 +41,7 @@ impl Ring {
     }
 
     /// The last `n` lines, oldest first, and the count of lines ever pushed.
-    pub fn tail(&self, n: usize) -> (Vec<LogLine>, u64) {
+    pub(crate) fn tail(&self, n: usize) -> (Vec<LogLine>, u64) {
         let skip = self.lines.len().saturating_sub(n);
         (self.lines.iter().skip(skip).cloned().collect(), self.total)
     }

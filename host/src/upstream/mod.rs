@@ -15,7 +15,7 @@ mod call_result;
 mod child;
 mod convert;
 mod lane;
-pub mod log;
+pub(crate) mod log;
 mod reach;
 mod supervisor;
 mod vetting;
@@ -38,17 +38,13 @@ use crate::index::ToolIndex;
 use crate::trust::{Review, Standing, ToolStanding, TrustStore};
 use mcpproxy_policy::Tool;
 
-pub use convert::tool_from_mcp;
+pub(crate) use convert::tool_from_mcp;
 
-/// `url` with the password of its user info shown as `***`.
-pub fn hide_url_password(url: &str) -> String {
-    reach::hide_url_password(url, url)
-}
-pub use vetting::{Approval, ApproveError, ChangeKind, ToolChange};
+pub(crate) use vetting::{Approval, ChangeKind, ToolChange};
 
 /// Why an upstream call did not produce a result.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     #[error(
         "upstream server '{server}' is not connected ({state}); the call was not sent. It reconnects by itself; check `mcpproxy serve` logs or the server's command/url"
     )]
@@ -96,7 +92,7 @@ const CANCELLED_UPSTREAM: &str = "the client cancelled the request; the server w
 
 /// What a server answered a `tools/call`.
 #[derive(Debug, Clone)]
-pub enum CallAnswer {
+pub(crate) enum CallAnswer {
     /// The result.
     Complete(CallToolResult),
     /// The server needs input from the client first (2026-07-28 multi-round-trip): the
@@ -110,13 +106,13 @@ pub enum CallAnswer {
 
 /// A server's tools as it listed them: in its order, found by name.
 #[derive(Debug, Default)]
-pub struct WireTools {
+pub(crate) struct WireTools {
     pub tools: Vec<rmcp::model::Tool>,
     position: std::collections::HashMap<String, usize>,
 }
 
 impl WireTools {
-    pub fn new(tools: Vec<rmcp::model::Tool>) -> Self {
+    pub(crate) fn new(tools: Vec<rmcp::model::Tool>) -> Self {
         let position = tools
             .iter()
             .enumerate()
@@ -128,7 +124,7 @@ impl WireTools {
 
 /// A `subscriptions/listen` stream open on a server for one client stream; cancelled on
 /// the server when dropped.
-pub struct UpstreamStream {
+pub(crate) struct UpstreamStream {
     id: rmcp::model::RequestId,
     peer: Peer<RoleClient>,
     _handle: rmcp::service::RequestHandle<RoleClient>,
@@ -136,7 +132,7 @@ pub struct UpstreamStream {
 
 impl UpstreamStream {
     /// The id the server tags the stream's notifications with.
-    pub fn id(&self) -> &rmcp::model::RequestId {
+    pub(crate) fn id(&self) -> &rmcp::model::RequestId {
         &self.id
     }
 }
@@ -162,7 +158,7 @@ impl Drop for UpstreamStream {
 /// Where an upstream is in its life.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(tag = "state", content = "detail", rename_all = "lowercase")]
-pub enum State {
+pub(crate) enum State {
     Disconnected,
     Connecting,
     Ready,
@@ -189,7 +185,7 @@ impl std::fmt::Display for State {
 
 /// A snapshot of one upstream for status displays.
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct Status {
+pub(crate) struct Status {
     pub name: String,
     pub transport: String,
     #[serde(flatten)]
@@ -205,7 +201,7 @@ pub struct Status {
 }
 
 /// One upstream server.
-pub struct Upstream {
+pub(crate) struct Upstream {
     config: ServerConfig,
     settings: UpstreamConfig,
     default_timeout: Duration,
@@ -244,12 +240,12 @@ pub struct Upstream {
 }
 
 impl Upstream {
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.config.name
     }
 
     /// A snapshot for status displays.
-    pub fn status(&self) -> Status {
+    pub(crate) fn status(&self) -> Status {
         let quarantined = self.is_quarantined();
         Status {
             name: self.config.name.clone(),
@@ -269,12 +265,12 @@ impl Upstream {
     }
 
     /// The configuration it runs with.
-    pub fn config(&self) -> &ServerConfig {
+    pub(crate) fn config(&self) -> &ServerConfig {
         &self.config
     }
 
     /// The server's last `lines` stderr lines, oldest first, and how many it ever wrote.
-    pub fn recent_log(&self, lines: usize) -> (Vec<log::LogLine>, u64) {
+    pub(crate) fn recent_log(&self, lines: usize) -> (Vec<log::LogLine>, u64) {
         self.log
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -291,22 +287,22 @@ impl Upstream {
             .push(line, now);
     }
 
-    pub fn state(&self) -> State {
+    pub(crate) fn state(&self) -> State {
         self.state.borrow().clone()
     }
 
     /// Waits for the state to change (for startup summaries and tests).
-    pub fn subscribe(&self) -> watch::Receiver<State> {
+    pub(crate) fn subscribe(&self) -> watch::Receiver<State> {
         self.state.subscribe()
     }
 
     /// The tool as the server describes it now.
-    pub fn tool(&self, name: &str) -> Option<Tool> {
+    pub(crate) fn tool(&self, name: &str) -> Option<Tool> {
         read(&self.tools).get(name).cloned()
     }
 
     /// A tool as the server sent it.
-    pub fn wire_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+    pub(crate) fn wire_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
         let listing = read(&self.wire_tools).clone();
         listing
             .position
@@ -316,38 +312,38 @@ impl Upstream {
     }
 
     /// The tools as the server sent them, in the order it listed them.
-    pub fn wire_tools(&self) -> Arc<WireTools> {
+    pub(crate) fn wire_tools(&self) -> Arc<WireTools> {
         read(&self.wire_tools).clone()
     }
 
-    pub fn tools(&self) -> Arc<BTreeMap<String, Tool>> {
+    pub(crate) fn tools(&self) -> Arc<BTreeMap<String, Tool>> {
         read(&self.tools).clone()
     }
 
     /// Whether the server is quarantined now (until a person approves it).
-    pub fn is_quarantined(&self) -> bool {
+    pub(crate) fn is_quarantined(&self) -> bool {
         self.quarantined.load(Ordering::Acquire)
     }
 
     /// Where it stood against the approvals when it was launched (an approval since then
     /// may have cleared its quarantine: see [`Upstream::is_quarantined`]).
-    pub fn standing(&self) -> &Standing {
+    pub(crate) fn standing(&self) -> &Standing {
         &self.standing
     }
 
     /// The last listing held against the pins.
-    pub fn review(&self) -> Arc<Review> {
+    pub(crate) fn review(&self) -> Arc<Review> {
         read(&self.review).clone()
     }
 
     /// Whether `tool` may be searched and called: listed, pinned and unchanged, on a server
     /// that is not quarantined.
-    pub fn is_trusted(&self, tool: &str) -> bool {
+    pub(crate) fn is_trusted(&self, tool: &str) -> bool {
         !self.is_quarantined() && self.review().is_trusted(tool)
     }
 
     /// The tools that may be searched and called.
-    pub fn trusted_tools(&self) -> Vec<Tool> {
+    pub(crate) fn trusted_tools(&self) -> Vec<Tool> {
         if self.is_quarantined() {
             return Vec::new();
         }
@@ -360,7 +356,7 @@ impl Upstream {
     }
 
     /// Whether the server is usable at all (not disabled, not quarantined).
-    pub fn check_usable(&self) -> Result<(), Error> {
+    pub(crate) fn check_usable(&self) -> Result<(), Error> {
         if !self.config.enabled {
             return Err(Error::Disabled {
                 server: self.config.name.clone(),
@@ -375,7 +371,7 @@ impl Upstream {
     }
 
     /// The deadline of a call: the one asked for, else the server's, else the default.
-    pub fn call_timeout(&self, requested: Option<Duration>) -> Duration {
+    pub(crate) fn call_timeout(&self, requested: Option<Duration>) -> Duration {
         requested
             .or(self.config.tool_call_timeout)
             .unwrap_or(self.default_timeout)
@@ -383,7 +379,7 @@ impl Upstream {
 
     /// Waits while the server is still connecting (as just after start), up to `timeout`;
     /// returns at once in any other state. `true` when it is ready.
-    pub async fn wait_while_connecting(&self, timeout: Duration) -> bool {
+    pub(crate) async fn wait_while_connecting(&self, timeout: Duration) -> bool {
         let mut states = self.subscribe();
         let _ = tokio::time::timeout(
             timeout,
@@ -406,7 +402,7 @@ impl Upstream {
     /// `origin`, the client's `_meta` goes along, what the server sends about this call
     /// (progress, elicitation and sampling requests) is routed back to that client, and
     /// the client's cancellation is forwarded as `notifications/cancelled`.
-    pub async fn call(
+    pub(crate) async fn call(
         &self,
         tool: &str,
         arguments: Option<serde_json::Map<String, serde_json::Value>>,
@@ -650,7 +646,7 @@ impl Upstream {
     }
 
     /// Every prompt of the server (all pages).
-    pub async fn list_prompts(&self) -> Result<Vec<rmcp::model::Prompt>, Error> {
+    pub(crate) async fn list_prompts(&self) -> Result<Vec<rmcp::model::Prompt>, Error> {
         self.list("prompts/list", |peer| async move {
             peer.list_all_prompts().await
         })
@@ -658,7 +654,7 @@ impl Upstream {
     }
 
     /// Every resource of the server (all pages).
-    pub async fn list_resources(&self) -> Result<Vec<rmcp::model::Resource>, Error> {
+    pub(crate) async fn list_resources(&self) -> Result<Vec<rmcp::model::Resource>, Error> {
         self.list("resources/list", |peer| async move {
             peer.list_all_resources().await
         })
@@ -666,7 +662,7 @@ impl Upstream {
     }
 
     /// Every resource template of the server (all pages).
-    pub async fn list_resource_templates(
+    pub(crate) async fn list_resource_templates(
         &self,
     ) -> Result<Vec<rmcp::model::ResourceTemplate>, Error> {
         self.list("resources/templates/list", |peer| async move {
@@ -677,13 +673,13 @@ impl Upstream {
 
     /// What the server offers besides tools, from its `initialize` answer (`None` before
     /// the first connection).
-    pub fn capabilities(&self) -> Option<rmcp::model::ServerCapabilities> {
+    pub(crate) fn capabilities(&self) -> Option<rmcp::model::ServerCapabilities> {
         read(&self.capabilities).clone()
     }
 
     /// Sends a request other than `tools/call` (prompts, resources, completion) and returns
     /// the server's answer. `origin` routes what the server sends about it, as for calls.
-    pub async fn request(
+    pub(crate) async fn request(
         &self,
         request: ClientRequest,
         origin: Option<&CallOrigin>,
@@ -698,7 +694,7 @@ impl Upstream {
     /// announces changes on its session, if at all, and those reach every stream). What
     /// the server sends on the stream arrives tagged with [`UpstreamStream::id`]; dropping
     /// the stream cancels it on the server.
-    pub async fn listen(
+    pub(crate) async fn listen(
         &self,
         filter: rmcp::model::SubscriptionFilter,
         origin: &CallOrigin,
@@ -735,7 +731,7 @@ impl Upstream {
 
 /// Every configured upstream, with their supervisors. Servers can be added, removed and
 /// restarted while the proxy runs ([`Upstreams::apply`], [`Upstreams::restart`]).
-pub struct Upstreams {
+pub(crate) struct Upstreams {
     servers: RwLock<BTreeMap<String, Running>>,
     settings: UpstreamConfig,
     default_timeout: Duration,
@@ -756,7 +752,7 @@ struct Running {
 
 /// What [`Upstreams::apply`] changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Applied {
+pub(crate) struct Applied {
     pub added: Vec<String>,
     pub removed: Vec<String>,
     /// Servers whose configuration changed, restarted with the new one.
@@ -764,7 +760,7 @@ pub struct Applied {
 }
 
 impl Applied {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.added.is_empty() && self.removed.is_empty() && self.restarted.is_empty()
     }
 }
@@ -772,7 +768,7 @@ impl Applied {
 impl Upstreams {
     /// Starts a supervisor per enabled server (quarantined ones included: they are listed,
     /// never called). Must run inside a tokio runtime.
-    pub fn start(
+    pub(crate) fn start(
         servers: &[ServerConfig],
         settings: &UpstreamConfig,
         default_timeout: Duration,
@@ -851,7 +847,7 @@ impl Upstreams {
     /// Makes the running servers match `servers`: new ones start, removed ones stop (their
     /// sessions closed, their processes ended, their tools out of the index), changed ones
     /// restart with their new configuration; the others are not touched.
-    pub async fn apply(&self, servers: &[ServerConfig]) -> Applied {
+    pub(crate) async fn apply(&self, servers: &[ServerConfig]) -> Applied {
         let mut applied = Applied::default();
         let mut stopping = Vec::new();
         {
@@ -905,7 +901,7 @@ impl Upstreams {
 
     /// Forgets that a person approved `name`'s calls (its approved launch spec and its pinned
     /// tools stay): it is quarantined again when it restarts.
-    pub fn revoke_approval(&self, name: &str) -> Result<(), crate::trust::Error> {
+    pub(crate) fn revoke_approval(&self, name: &str) -> Result<(), crate::trust::Error> {
         if self
             .trust
             .server(name)
@@ -921,7 +917,7 @@ impl Upstreams {
 
     /// Approves how `name` starts as configured now and, with `calls`, its calls; restarts it
     /// so the approval takes effect (a server whose launch was not approved starts now).
-    pub async fn approve_launch(
+    pub(crate) async fn approve_launch(
         &self,
         name: &str,
         calls: bool,
@@ -936,13 +932,13 @@ impl Upstreams {
     }
 
     /// The trust decisions the upstreams are held against.
-    pub fn trust(&self) -> &Arc<TrustStore> {
+    pub(crate) fn trust(&self) -> &Arc<TrustStore> {
         &self.trust
     }
 
     /// Stops `name`'s session and starts a new one with the same configuration (a new
     /// process for a stdio server). `false` if there is no such server.
-    pub async fn restart(&self, name: &str) -> bool {
+    pub(crate) async fn restart(&self, name: &str) -> bool {
         let old = {
             let mut map = write(&self.servers);
             let Some(config) = map.get(name).map(|r| r.upstream.config.clone()) else {
@@ -958,7 +954,7 @@ impl Upstreams {
 
     /// The tool changes the supervisors notice (new, changed, removed tools), for the
     /// activity journal. `None` after the first call: there is one consumer.
-    pub fn take_changes(&self) -> Option<mpsc::UnboundedReceiver<ToolChange>> {
+    pub(crate) fn take_changes(&self) -> Option<mpsc::UnboundedReceiver<ToolChange>> {
         self.changes
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -966,32 +962,32 @@ impl Upstreams {
     }
 
     /// The routes from upstreams back to clients (progress, logs, questions for the user).
-    pub fn back_channel(&self) -> &Arc<BackChannel> {
+    pub(crate) fn back_channel(&self) -> &Arc<BackChannel> {
         &self.back_channel
     }
 
-    pub fn get(&self, name: &str) -> Option<Arc<Upstream>> {
+    pub(crate) fn get(&self, name: &str) -> Option<Arc<Upstream>> {
         read(&self.servers).get(name).map(|r| r.upstream.clone())
     }
 
-    pub fn names(&self) -> Vec<String> {
+    pub(crate) fn names(&self) -> Vec<String> {
         read(&self.servers).keys().cloned().collect()
     }
 
     /// Every upstream, by name.
-    pub fn all(&self) -> Vec<Arc<Upstream>> {
+    pub(crate) fn all(&self) -> Vec<Arc<Upstream>> {
         read(&self.servers)
             .values()
             .map(|r| r.upstream.clone())
             .collect()
     }
 
-    pub fn statuses(&self) -> Vec<Status> {
+    pub(crate) fn statuses(&self) -> Vec<Status> {
         self.all().iter().map(|u| u.status()).collect()
     }
 
     /// Waits until no upstream is still on its first connection attempt, or the timeout.
-    pub async fn settle(&self, timeout: Duration) {
+    pub(crate) async fn settle(&self, timeout: Duration) {
         let upstreams = self.all();
         let wait_all = async {
             for upstream in &upstreams {
@@ -1005,7 +1001,7 @@ impl Upstreams {
     }
 
     /// Stops every supervisor, closes every session and ends child processes.
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         self.shutdown.cancel();
         let running: Vec<Running> = std::mem::take(&mut *write(&self.servers))
             .into_values()

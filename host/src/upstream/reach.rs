@@ -34,12 +34,6 @@ fn causes<'a>(err: &'a (dyn Error + 'static)) -> Vec<&'a (dyn Error + 'static)> 
 /// What the streamable-HTTP client reports: rmcp's error around reqwest's.
 type ClientError = StreamableHttpError<reqwest::Error>;
 
-/// `text` (a message about the upstream at `url`) with the URL's secrets masked: kept for
-/// `upstream::hide_url_password`; new callers use [`crate::secrets`] directly.
-pub(crate) fn hide_url_password(text: &str, url: &str) -> String {
-    crate::secrets::mask_text_with_url(text, url)
-}
-
 /// A sentence for why initializing the upstream at `url` failed, from the error its
 /// transport reported.
 pub(crate) fn describe_http_failure(url: &str, err: &(dyn Error + 'static)) -> String {

@@ -18,7 +18,7 @@ use super::{Upstream, write};
 /// What happened to a tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum ChangeKind {
+pub(crate) enum ChangeKind {
     /// Listed for the first time on a server whose tools were pinned.
     New,
     /// Listed otherwise than approved: description, input or output schema, annotations
@@ -30,7 +30,7 @@ pub enum ChangeKind {
 
 /// A tool change the supervisor noticed, for the activity journal.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolChange {
+pub(crate) struct ToolChange {
     pub server: String,
     pub tool: String,
     pub kind: ChangeKind,
@@ -46,7 +46,7 @@ pub struct ToolChange {
 
 /// Why an approval did not happen.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ApproveError {
+pub(crate) enum ApproveError {
     #[error(
         "server '{server}' is quarantined: approve the server itself first (`mcpproxy upstream approve {server}`), which accepts all its tools"
     )]
@@ -67,7 +67,7 @@ pub enum ApproveError {
 
 /// What an approval did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Approval {
+pub(crate) struct Approval {
     pub server: String,
     /// The quarantine was cleared.
     pub unquarantined: bool,
@@ -198,7 +198,6 @@ impl Upstream {
             .iter()
             .zip(&params)
             .map(|(t, params)| ToolDoc {
-                server: self.name(),
                 name: &t.name,
                 description: &t.description,
                 params,
@@ -211,7 +210,11 @@ impl Upstream {
 
     /// Approves the server (clearing its quarantine and accepting every listed tool as it
     /// is now), or, with `tools`, accepts those tools' current form. Takes effect at once.
-    pub fn approve(&self, tools: Option<&[String]>, by: &str) -> Result<Approval, ApproveError> {
+    pub(crate) fn approve(
+        &self,
+        tools: Option<&[String]>,
+        by: &str,
+    ) -> Result<Approval, ApproveError> {
         let name = self.name().to_owned();
         let listed = self.tools();
         let quarantined = self.is_quarantined();

@@ -27,7 +27,7 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; conn
                    img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 /// `/`, `/ui/app.js` and `/ui/app.css`.
-pub fn router(access: Arc<Access>) -> Router {
+pub(crate) fn router(access: Arc<Access>) -> Router {
     Router::new()
         .route(
             "/",
