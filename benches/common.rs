@@ -1,6 +1,9 @@
 //! What the benches share: a deterministic generator of realistic activity records.
 
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "shared helpers: each bench uses a different subset"
+)]
 
 use mcpproxy_activity::{
     ActivityRecord, ClientRecord, RecordType, Source, Status, format_timestamp,

@@ -24,7 +24,10 @@ mod clickhouse_util;
 mod common;
 /// The ClickHouse sink's own row builder, so the native baseline sends the same bytes.
 #[path = "../plugins/clickhouse-sink/src/schema.rs"]
-#[allow(unused)]
+#[allow(
+    unused,
+    reason = "the bench uses only the row builder of the sink's schema module"
+)]
 mod schema;
 
 const BATCH: usize = 1000;

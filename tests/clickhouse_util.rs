@@ -16,7 +16,10 @@
 //! The generated config is the minimum Debian's clickhouse-server 18.16.1 starts with (it
 //! refuses to start without `mark_cache_size`), plus what isolates it from the host.
 
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "shared helpers: each test module uses a different subset"
+)]
 
 use std::ffi::OsStr;
 use std::fs::{self, OpenOptions};

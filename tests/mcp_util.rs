@@ -1,7 +1,10 @@
 //! Helpers for end-to-end tests: the fixture upstream, a running `mcpproxy serve`, and an
 //! MCP client (rmcp over streamable HTTP) to talk to it.
 
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "shared helpers: each test module uses a different subset"
+)]
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -234,7 +234,10 @@ async fn a_completion_is_a_completion_record_with_its_argument_redacted_by_name(
     delivered(&receiver, "completion", 3).await;
 }
 
-#[allow(deprecated)] // resources/subscribe: legacy-only in rmcp, what pre-2026 clients send
+#[allow(
+    deprecated,
+    reason = "resources/subscribe is legacy-only in rmcp; pre-2026 clients send it"
+)]
 #[tokio::test(flavor = "multi_thread")]
 async fn subscribing_and_unsubscribing_are_subscription_records() {
     let receiver = Receiver::default();
@@ -277,7 +280,10 @@ async fn subscribing_and_unsubscribing_are_subscription_records() {
     delivered(&receiver, "subscription", 2).await;
 }
 
-#[allow(deprecated)] // resources/subscribe: legacy-only in rmcp, what pre-2026 clients send
+#[allow(
+    deprecated,
+    reason = "resources/subscribe is legacy-only in rmcp; pre-2026 clients send it"
+)]
 #[tokio::test(flavor = "multi_thread")]
 async fn a_quarantined_servers_refusals_are_recorded_as_blocked() {
     let receiver = Receiver::default();

@@ -1,6 +1,9 @@
 //! Shared test helpers: paths of the compiled test plugins and a runner for the binary.
 
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "shared helpers: each test module uses a different subset"
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

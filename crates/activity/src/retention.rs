@@ -281,7 +281,10 @@ impl Journal {
     }
 
     /// The five sessions and clients with the most records among the newest `window`.
-    #[allow(clippy::type_complexity)]
+    #[allow(
+        clippy::type_complexity,
+        reason = "two ranked lists of (name, count); a named type would be used once"
+    )]
     fn busiest(&self, window: usize) -> Result<(Vec<(String, u64)>, Vec<(String, u64)>)> {
         let txn = self.db()?.begin_read()?;
         let table = txn.open_table(RECORDS)?;

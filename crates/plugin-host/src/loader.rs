@@ -192,7 +192,10 @@ impl Plugin {
 
     /// Loads a sink: type-checked against its sink world (`lines`: the NDJSON one) with the
     /// sink linker (WASI and `wasi:http`), asked who it is with no host granted.
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the per-world constructors of one plugin take its parts one by one"
+    )]
     fn load_sink(
         engine: &PluginEngine,
         component: Component,
@@ -232,7 +235,10 @@ impl Plugin {
         )
     }
 
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the per-world constructors of one plugin take its parts one by one"
+    )]
     fn assemble(
         engine: &PluginEngine,
         runner: Runner,

@@ -25,7 +25,10 @@
 
 // Logging and sampling are deprecated by SEP-2577 (2026-07-28), but the clients and servers
 // of earlier versions use them, and mcpproxy carries them.
-#![allow(deprecated)]
+#![allow(
+    deprecated,
+    reason = "MCP logging and sampling are deprecated by SEP-2577; earlier clients and servers use them"
+)]
 
 mod listeners;
 mod outbox;

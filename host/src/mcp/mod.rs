@@ -533,7 +533,10 @@ impl ServerHandler for ProxyServer {
 
     /// Registers the session's interest in a resource, and subscribes upstream when it is
     /// the first session to watch it; recorded as a `subscription`.
-    #[allow(deprecated)]
+    #[allow(
+        deprecated,
+        reason = "resources/subscribe is legacy-only in rmcp; pre-2026 clients send it"
+    )]
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,
@@ -577,7 +580,10 @@ impl ServerHandler for ProxyServer {
 
     /// Forgets the session's interest in a resource, and unsubscribes upstream when no
     /// other session watches it; recorded as a `subscription`.
-    #[allow(deprecated)]
+    #[allow(
+        deprecated,
+        reason = "resources/subscribe is legacy-only in rmcp; pre-2026 clients send it"
+    )]
     async fn unsubscribe(
         &self,
         request: UnsubscribeRequestParams,
@@ -615,7 +621,10 @@ impl ServerHandler for ProxyServer {
 
     // `logging/setLevel` is deprecated by SEP-2577 but still sent by clients: the session
     // gets upstream log messages at that level and above, tagged with their server.
-    #[allow(deprecated)]
+    #[allow(
+        deprecated,
+        reason = "MCP logging and sampling are deprecated by SEP-2577; earlier clients and servers use them"
+    )]
     async fn set_level(
         &self,
         request: rmcp::model::SetLevelRequestParams,

@@ -603,7 +603,10 @@ impl Proxy {
                 upstream.name()
             )));
         }
-        #[allow(deprecated)]
+        #[allow(
+            deprecated,
+            reason = "resources/subscribe is legacy-only in rmcp; pre-2026 clients send it"
+        )]
         let request = ClientRequest::SubscribeRequest(rmcp::model::Request::new(
             SubscribeRequestParams::new(uri),
         ));
@@ -614,7 +617,10 @@ impl Proxy {
     /// Unsubscribes upstream from `uri` of `server` (no session wants it any more).
     pub(crate) async fn unsubscribe(&self, server: &str, uri: &str) -> Result<(), CatalogError> {
         let upstream = self.direct_server(server)?;
-        #[allow(deprecated)]
+        #[allow(
+            deprecated,
+            reason = "resources/subscribe is legacy-only in rmcp; pre-2026 clients send it"
+        )]
         let request = ClientRequest::UnsubscribeRequest(rmcp::model::Request::new(
             UnsubscribeRequestParams::new(uri),
         ));
@@ -624,7 +630,10 @@ impl Proxy {
 
     /// Asks every usable upstream that logs (or the one of a direct endpoint) to send
     /// messages at `level` and above. A server that refuses is logged, not fatal.
-    #[allow(deprecated)]
+    #[allow(
+        deprecated,
+        reason = "MCP logging and sampling are deprecated by SEP-2577; earlier clients and servers use them"
+    )]
     pub(crate) async fn set_upstream_log_level(
         &self,
         scope: Scope<'_>,

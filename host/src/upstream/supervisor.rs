@@ -2,7 +2,10 @@
 
 // Logging and sampling are deprecated by SEP-2577 (2026-07-28), but the clients and servers
 // of earlier versions use them, and mcpproxy carries them.
-#![allow(deprecated)]
+#![allow(
+    deprecated,
+    reason = "MCP logging and sampling are deprecated by SEP-2577; earlier clients and servers use them"
+)]
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Weak};
@@ -239,7 +242,10 @@ impl ClientHandler for UpstreamClient {
         }
     }
 
-    #[allow(deprecated)]
+    #[allow(
+        deprecated,
+        reason = "MCP logging and sampling are deprecated by SEP-2577; earlier clients and servers use them"
+    )]
     async fn create_message(
         &self,
         request: CreateMessageRequestParams,
@@ -287,7 +293,10 @@ impl ClientHandler for UpstreamClient {
         self.back_channel.relay_progress(&origin, relayed, relaying);
     }
 
-    #[allow(deprecated)]
+    #[allow(
+        deprecated,
+        reason = "MCP logging and sampling are deprecated by SEP-2577; earlier clients and servers use them"
+    )]
     async fn on_logging_message(
         &self,
         params: LoggingMessageNotificationParam,
@@ -500,7 +509,10 @@ async fn serve_session(
             .peer_info()
             .is_some_and(|info| info.capabilities.logging.is_some())
     {
-        #[allow(deprecated)]
+        #[allow(
+            deprecated,
+            reason = "MCP logging and sampling are deprecated by SEP-2577; earlier clients and servers use them"
+        )]
         if let Err(e) = peer
             .set_level(rmcp::model::SetLevelRequestParams::new(level))
             .await
