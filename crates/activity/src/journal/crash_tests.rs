@@ -89,7 +89,7 @@ fn crash_round(mode: &str, after: usize, log_capacity: u64) -> usize {
         .args([
             "--ignored",
             "--exact",
-            "activity::journal::crash_tests::crash_child_writer",
+            "journal::crash_tests::crash_child_writer",
             "--nocapture",
             "--test-threads=1",
         ])
