@@ -28,10 +28,10 @@ use super::embedded::EMBEDDED;
 use super::engine::PluginEngine;
 use super::host::PluginCtx;
 use super::limits::MemoryCapExceeded;
-use super::sink::{SinkRunner, WarmSink};
+use super::sink::{SinkRunner, SinkWorld, WarmSink};
 use super::slots::{SLOT_WAIT, is_pool_exhausted};
 use super::warm_pool::{Warm, WarmPool};
-use super::{Error, Fault, PluginFault, PluginInfo, PluginKind, PluginSource};
+use super::{CacheOutcome, CallFault, Error, PluginFault, PluginInfo, PluginKind, PluginSource};
 use mcpproxy_policy::Limits;
 
 /// The deadline of the `metadata.info()` call that identifies a plugin at load. Loading is
@@ -90,6 +90,20 @@ impl std::fmt::Debug for Plugin {
     }
 }
 
+/// A component compiled and identified as a plugin of some world, on its way to being a
+/// [`Plugin`]: what loading any world carries along.
+struct Compiled<'e> {
+    engine: &'e PluginEngine,
+    compile: CacheOutcome,
+    size_bytes: usize,
+    source: PluginSource,
+    /// The file (or "the embedded plugin"), for messages.
+    origin: String,
+    /// The limits of the `metadata.info()` call made while loading, and of later calls
+    /// until the plugin is configured.
+    limits: Limits,
+}
+
 impl Plugin {
     /// Loads one component. `limits` bound the `metadata.info()` call made here.
     pub fn load(
@@ -109,21 +123,25 @@ impl Plugin {
         })?;
         let exports = exports(engine, &component);
         let kind = kind_from_exports(&exports, &origin)?;
+        let compiled = Compiled {
+            engine,
+            compile,
+            size_bytes: bytes.len(),
+            source,
+            origin: origin.clone(),
+            limits,
+        };
         if kind == PluginKind::Sink {
             // A component exporting both sink interfaces is run in the faster form.
-            let lines = exports
+            let world = if exports
                 .iter()
-                .any(|name| same_interface(name, NDJSON_SINK_EXPORT));
-            return Self::load_sink(
-                engine,
-                component,
-                lines,
-                compile,
-                bytes.len(),
-                source,
-                origin,
-                limits,
-            );
+                .any(|name| same_interface(name, NDJSON_SINK_EXPORT))
+            {
+                SinkWorld::Lines
+            } else {
+                SinkWorld::Records
+            };
+            return Self::load_sink(compiled, &component, world);
         }
 
         let mismatch = |world: &'static str| {
@@ -177,43 +195,26 @@ impl Plugin {
                 origin: origin.clone(),
                 fault: classify(e, &limits),
             })?;
-        Self::assemble(
-            engine,
-            runner,
-            kind,
-            info,
-            source,
-            bytes.len(),
-            compile,
-            origin,
-            limits,
-        )
+        Self::assemble(compiled, runner, kind, info)
     }
 
-    /// Loads a sink: type-checked against its sink world (`lines`: the NDJSON one) with the
-    /// sink linker (WASI and `wasi:http`), asked who it is with no host granted.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "the per-world constructors of one plugin take its parts one by one"
-    )]
+    /// Loads a sink: type-checked against its sink `world` with the sink linker (WASI and
+    /// `wasi:http`), asked who it is with no host granted.
     fn load_sink(
-        engine: &PluginEngine,
-        component: Component,
-        lines: bool,
-        compile: super::CacheOutcome,
-        size_bytes: usize,
-        source: PluginSource,
-        origin: String,
-        limits: Limits,
+        compiled: Compiled<'_>,
+        component: &Component,
+        world: SinkWorld,
     ) -> Result<Self, Error> {
-        let runner = SinkRunner::new(engine.sink_linker(), &component, lines).map_err(|e| {
+        let Compiled {
+            engine,
+            ref origin,
+            limits,
+            ..
+        } = compiled;
+        let runner = SinkRunner::new(engine.sink_linker(), component, world).map_err(|e| {
             Error::WorldMismatch {
                 origin: origin.clone(),
-                world: if lines {
-                    "ndjson-sink-plugin"
-                } else {
-                    "sink-plugin"
-                },
+                world: world.name(),
                 reason: format!("{e:#}"),
             }
         })?;
@@ -228,28 +229,24 @@ impl Plugin {
             origin: origin.clone(),
             fault: classify(e, &limits),
         })?;
-        let kind = PluginKind::Sink;
-        let runner = Runner::Sink(runner);
-        Self::assemble(
-            engine, runner, kind, info, source, size_bytes, compile, origin, limits,
-        )
+        Self::assemble(compiled, Runner::Sink(runner), PluginKind::Sink, info)
     }
 
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "the per-world constructors of one plugin take its parts one by one"
-    )]
+    /// The plugin, once its world is known and it said who it is.
     fn assemble(
-        engine: &PluginEngine,
+        compiled: Compiled<'_>,
         runner: Runner,
         kind: PluginKind,
         info: wit_metadata::PluginInfo,
-        source: PluginSource,
-        size_bytes: usize,
-        compile: super::CacheOutcome,
-        origin: String,
-        limits: Limits,
     ) -> Result<Self, Error> {
+        let Compiled {
+            engine,
+            compile,
+            size_bytes,
+            source,
+            origin,
+            limits,
+        } = compiled;
         if !is_plugin_name(&info.name) {
             return Err(Error::BadName {
                 origin,
@@ -527,7 +524,7 @@ impl Plugin {
                 Err(e) if is_pool_exhausted(&e) => {
                     drop(store);
                     if !self.engine.slot_signal().wait_until(give_up) {
-                        return Err(self.fault(Fault::Overloaded {
+                        return Err(self.fault(CallFault::Overloaded {
                             slots: self.engine.max_instances(),
                             wait: SLOT_WAIT,
                         }));
@@ -547,13 +544,13 @@ impl Plugin {
 
     /// The fault of a call made to the wrong kind of plugin.
     fn not_a(&self, kind: &str) -> PluginFault {
-        self.fault(Fault::Instantiate(format!(
+        self.fault(CallFault::Instantiate(format!(
             "it is {} plugin, not {kind}",
             self.kind().with_article()
         )))
     }
 
-    fn fault(&self, fault: Fault) -> PluginFault {
+    fn fault(&self, fault: CallFault) -> PluginFault {
         PluginFault {
             plugin: self.info.name.clone(),
             kind: self.info.kind,
@@ -765,90 +762,21 @@ fn world_name(kind: PluginKind) -> &'static str {
 }
 
 /// Turns a wasmtime error from instantiation or a call into what a user needs to know.
-fn classify(err: wasmtime::Error, limits: &Limits) -> Fault {
+fn classify(err: wasmtime::Error, limits: &Limits) -> CallFault {
     for cause in err.chain() {
         if let Some(cap) = cause.downcast_ref::<MemoryCapExceeded>() {
-            return Fault::Memory(cap.clone());
+            return CallFault::Memory(cap.clone());
         }
     }
     match err.downcast_ref::<Trap>() {
-        Some(Trap::Interrupt) => Fault::Deadline(limits.timeout),
+        Some(Trap::Interrupt) => CallFault::Deadline(limits.timeout),
         Some(trap) => {
             let text = trap.to_string();
-            Fault::Trap(text.strip_prefix("wasm trap: ").unwrap_or(&text).to_owned())
+            CallFault::Trap(text.strip_prefix("wasm trap: ").unwrap_or(&text).to_owned())
         }
-        None => Fault::Instantiate(format!("{err:#}")),
+        None => CallFault::Instantiate(format!("{err:#}")),
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_embedded_stateless_plugins_on_warm_instances_are_quick() {
-        let engine = PluginEngine::new(super::super::EngineOptions::default()).unwrap();
-        let embedded = EMBEDDED.iter().find(|e| e.stateless).unwrap();
-        let load = |source| Plugin::load(&engine, embedded.bytes, source, Limits::default());
-        let mut ours = load(PluginSource::Embedded).unwrap();
-        ours.stateless_embedded = true; // as `PluginSet::load` marks it
-        ours.configure(&PluginSettings::default());
-        assert!(ours.is_quick(), "embedded, stateless, reusing by default");
-        let fresh = PluginSettings {
-            limits: Limits {
-                reuse_instance: false,
-                ..Limits::default()
-            },
-            reuse_chosen: true,
-            ..PluginSettings::default()
-        };
-        ours.configure(&fresh);
-        assert!(
-            !ours.is_quick(),
-            "fresh instances: the operator asked for them"
-        );
-        // The same component from a file (as with --plugins) is not ours to vouch for.
-        let mut file = load(PluginSource::File("x.wasm".into())).unwrap();
-        file.configure(&PluginSettings {
-            limits: Limits {
-                reuse_instance: true,
-                ..Limits::default()
-            },
-            reuse_chosen: true,
-            ..PluginSettings::default()
-        });
-        assert!(file.reuses_instances());
-        assert!(!file.is_quick());
-    }
-
-    #[test]
-    fn names_are_checked() {
-        assert!(is_plugin_name("intent-matrix"));
-        assert!(is_plugin_name("v2"));
-        assert!(!is_plugin_name(""));
-        assert!(!is_plugin_name("Intent"));
-        assert!(!is_plugin_name("-x"));
-        assert!(!is_plugin_name("a_b"));
-        assert!(!is_plugin_name(&"a".repeat(65)));
-    }
-
-    #[test]
-    fn exports_are_matched_by_interface_and_version_line() {
-        let ours = "mcpproxy:plugin/validator@0.1.0";
-        assert!(same_interface("mcpproxy:plugin/validator@0.1.0", ours));
-        assert!(same_interface("mcpproxy:plugin/validator@0.1.3", ours));
-        assert!(!same_interface("mcpproxy:plugin/validator@0.2.0", ours));
-        assert!(!same_interface("mcpproxy:plugin/annotator@0.1.0", ours));
-        assert!(!same_interface("mcpproxy:plugin/validator", ours));
-    }
-
-    #[test]
-    fn header_check_names_what_the_file_is() {
-        let err = check_header(b"hello world", "x.wasm").unwrap_err();
-        assert!(err.to_string().contains("not a WebAssembly file"), "{err}");
-        let core = b"\0asm\x01\0\0\0";
-        let err = check_header(core, "x.wasm").unwrap_err();
-        assert!(err.to_string().contains("core WebAssembly module"), "{err}");
-        assert!(check_header(b"\0asm\x0d\0\x01\0", "x.wasm").is_ok());
-    }
-}
+mod tests;

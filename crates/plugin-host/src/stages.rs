@@ -15,18 +15,18 @@ use super::{Plugin, PluginFault, PluginKind, PluginSet};
 impl From<PluginFault> for policy::Fault {
     fn from(fault: PluginFault) -> Self {
         let detail = match fault.fault {
-            super::Fault::Overloaded { slots, wait } => format!(
+            super::CallFault::Overloaded { slots, wait } => format!(
                 "all {slots} WebAssembly instance slots were busy for {} s",
                 wait.as_secs()
             ),
             _ => fault.to_string(),
         };
         let kind = match fault.fault {
-            super::Fault::Deadline(_) => FaultKind::Deadline,
-            super::Fault::Memory(_) => FaultKind::Memory,
-            super::Fault::Trap(_) => FaultKind::Trap,
-            super::Fault::Instantiate(_) => FaultKind::Start,
-            super::Fault::Overloaded { .. } => FaultKind::Overloaded,
+            super::CallFault::Deadline(_) => FaultKind::Deadline,
+            super::CallFault::Memory(_) => FaultKind::Memory,
+            super::CallFault::Trap(_) => FaultKind::Trap,
+            super::CallFault::Instantiate(_) => FaultKind::Start,
+            super::CallFault::Overloaded { .. } => FaultKind::Overloaded,
         };
         Self {
             stage: fault.plugin.clone(),
