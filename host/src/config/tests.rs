@@ -5,6 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::model::{DEFAULT_DIR, DEFAULT_REDACT_KEYS, FILE_NAME, MAX_CONFIG_BYTES};
 use super::*;
 
 fn parse(text: &str) -> Config {

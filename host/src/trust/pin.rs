@@ -114,7 +114,7 @@ fn digest(value: &Value) -> String {
     let mut text = String::new();
     canonical(value, &mut text);
     let digest = Sha256::digest(text.as_bytes());
-    super::hex(&digest)
+    hex(&digest)
 }
 
 /// JSON text with object keys sorted at every depth.
@@ -322,6 +322,11 @@ impl ToolDiff {
         }
         lines
     }
+}
+
+/// Lower-case hex of `bytes` (a digest), as fingerprints are written.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

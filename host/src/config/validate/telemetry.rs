@@ -4,8 +4,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::super::raw;
+use super::Context;
 use super::servers::{check_url, is_header_name};
-use super::{Context, raw};
 use crate::config::{OtlpConfig, Result, TelemetryConfig};
 
 /// The longest `telemetry.service_name`.
