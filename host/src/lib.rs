@@ -1,39 +1,31 @@
 //! mcpproxy: an MCP proxy whose security policy runs as sandboxed WebAssembly components.
 //!
-//! Modules, from the bottom of the graph up (each imports only modules listed before it;
-//! `docs/architecture.md` draws the graph):
+//! This crate is the top of the workspace: the MCP server and client sides, trust, the REST
+//! API, the page and the command line. Below it, and unable to name it: `mcpproxy-plugin-host`
+//! (wasmtime, the WIT worlds, the embedded plugins), `mcpproxy-activity` (the journal) and
+//! `mcpproxy-policy` (the vocabulary and the pipeline).
 //!
-//! - [`spans`]: the tracing target of the spans exported as traces;
-//! - [`secrets`], [`private_fs`]: secrets kept out of what is shown (URLs, arguments, free
-//!   text masked) and out of other users' reach (data-dir files 0600, directories 0700);
-//! - [`policy`]: the vocabulary of a call and the pipeline: annotator and validator stages,
-//!   verdicts, the combined evaluation;
-//! - [`grant`], [`limits`], [`access`]: small rules shared by several modules (the hosts a
-//!   sink may reach, plugin resource limits, the loopback Host/Origin check and the bearer
-//!   token);
-//! - [`listener`]: the TCP listener under `/mcp` and `/api/v1` (connection cap, header-read
-//!   timeout, graceful shutdown);
-//! - [`activity`]: the audit trail: records, the redb journal, queries, retention, and the
-//!   delivery of records to sinks;
-//! - [`config`]: reads and validates `mcp_config.json`;
-//! - [`telemetry`]: exports the [`spans`] to an OpenTelemetry collector (OTLP), if configured;
-//! - [`plugin`]: loads and runs WebAssembly components (the `wit/` contract) as policy
-//!   stages and sinks;
-//! - [`trust`]: approved servers and pinned tools (quarantine, rug-pull protection), and
-//!   the security analysis a reviewer reads;
-//! - [`index`]: the BM25 search over every upstream tool;
-//! - [`upstream`]: one MCP client session per upstream server;
-//! - [`proxy`]: the shared core: resolve, judge, call, record; search;
-//! - [`runtime`]: builds the running proxy from a [`config::Config`];
-//! - [`manage`]: changes to the upstream servers while running (tool, CLI, REST, hand
-//!   edits of the file): validated, written back, applied;
-//! - [`mcp`], [`api`], [`web`]: the MCP server (HTTP and stdio), the REST API under
-//!   `/api/v1` and the page at `/`;
-//! - [`control`]: one owner per data dir: the owner's control socket, and the front-ends
-//!   (a stdio bridge, a TCP relay) of every other process on the data dir;
-//! - [`memory`]: the heap under glibc: malloc arenas capped at one per four cores, freed pages
-//!   given back;
-//! - [`cli`]: the `mcpproxy` command line.
+//! Its modules in layers, bottom up; a module uses only modules of lower layers (the
+//! architecture test in `tests/architecture.rs` checks it, `docs/architecture.md` draws it):
+//!
+//! 0. `secrets` (what is masked wherever something is shown), `line_guard` (newline-delimited
+//!    JSON-RPC read with a line cap), `access` (the loopback Host/Origin rule, the bearer
+//!    token), `listener` (the TCP listener: connection cap, header timeout, shutdown),
+//!    `metrics` (Prometheus), `index` (the BM25 search over every upstream tool);
+//! 1. `config`: reads and validates `mcp_config.json`;
+//! 2. `telemetry` (OTLP export of the call spans), `trust` (approved launches, pinned tools,
+//!    the security analysis a reviewer reads);
+//! 3. `control` (one owner per data dir: its socket; the bridge and relay of every other
+//!    process), `back_channel` (from upstream sessions back to client sessions);
+//! 4. `upstream`: one MCP client session per upstream server;
+//! 5. `proxy`: the shared core: resolve, judge, call, record; search;
+//! 6. `runtime` (the running proxy built from a [`Config`]), `manage` (changes to the
+//!    upstream servers while running, validated, written back, applied);
+//! 7. `mcp`, `api`, `web`: the MCP server (HTTP and stdio), the REST API under `/api/v1`,
+//!    the page at `/`;
+//! 8. `cli`: the `mcpproxy` command line ([`run`]).
+//!
+//! The public surface is what the binary, the benches and the black-box tests need.
 
 mod access;
 mod api;
