@@ -16,7 +16,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
@@ -110,8 +110,7 @@ impl DeadlineTicker {
     }
 
     fn running(&self) -> MutexGuard<'_, Running> {
-        // Every update leaves the set consistent; a panic elsewhere cannot break it.
-        self.running.lock().unwrap_or_else(PoisonError::into_inner)
+        mcpproxy_policy::lock(&self.running)
     }
 
     /// Advances the epoch if a running call's deadline has come (forgetting those

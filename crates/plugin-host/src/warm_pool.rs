@@ -33,10 +33,7 @@ impl<B> WarmPool<B> {
     }
 
     fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Warm<B>>> {
-        // A panic while holding the lock cannot leave the list inconsistent.
-        self.idle
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        mcpproxy_policy::lock(&self.idle)
     }
 
     pub(super) fn take(&self) -> Option<Warm<B>> {

@@ -17,6 +17,7 @@ mod pipeline;
 mod scan;
 mod spans;
 mod stage;
+mod sync;
 mod text;
 mod types;
 
@@ -26,5 +27,6 @@ pub use pipeline::{Evaluation, Judgement, Outcome, Pipeline, Warning};
 pub use scan::{Finding, Severity, ToolScanner};
 pub use spans::TARGET as SPAN_TARGET;
 pub use stage::{Annotator, Fault, FaultKind, Validator};
+pub use sync::{lock, read as read_lock, write as write_lock};
 pub use text::{is_unprintable, quote};
 pub use types::*;

@@ -8,7 +8,7 @@
 //! over when full.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard};
 
 use super::types::{EffectiveAnnotations, Tool};
 
@@ -32,8 +32,7 @@ struct Entries {
 
 impl AnnotationMemo {
     fn entries(&self) -> MutexGuard<'_, Entries> {
-        // The map is consistent between statements; a panic elsewhere cannot break it.
-        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::sync::lock(&self.entries)
     }
 
     /// The annotations remembered for exactly this definition of the tool.

@@ -224,10 +224,7 @@ impl SinkRunner {
     }
 
     fn warm_slot(&self) -> std::sync::MutexGuard<'_, Option<WarmSink>> {
-        // A panic while holding the lock cannot leave an `Option` inconsistent.
-        self.warm
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        mcpproxy_policy::lock(&self.warm)
     }
 
     /// The instance kept from the previous batch, if any.
