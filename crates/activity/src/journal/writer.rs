@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use redb::{Database, ReadableTable, WriteTransaction};
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
 
+use super::database::{DbSlot, guard};
 use super::health::Health;
 use super::schema::{
     DATA_BYTES, IDX_STATUS, IndexKeys, META, RECORDS, index_keys, key_id, open_indexes, parse_key,
@@ -32,7 +33,7 @@ use super::schema::{
 };
 use super::storage::WriteFaults;
 use super::wal::{self, WriteAheadLog};
-use super::{DbSlot, Durability, MAX_BATCH, guard};
+use super::{Durability, MAX_BATCH};
 use crate::outbox;
 use crate::record::{ActivityRecord, Status};
 use crate::{Error, Result};

@@ -29,9 +29,10 @@ use super::{
     Batch, BlockingAck, Failure, IDX_STATUS, MAX_KEPT, Put, Writer, latest, remove_abandoned_log,
     stored_puts, write_missing,
 };
+use crate::journal::database::open_database_with;
 use crate::journal::storage;
 use crate::journal::wal::{self, WriteAheadLog};
-use crate::journal::{Durability, guard, open_database_with};
+use crate::journal::{Durability, guard};
 use crate::record::Status;
 use crate::{Error, Result};
 
