@@ -70,8 +70,8 @@ impl std::fmt::Debug for Journal {
 impl Journal {
     /// Opens (or creates) the journal at `path`, creating the parent directory. A file left by
     /// a crash is repaired by redb here (1–2 s at 1M records), and the records its
-    /// write-ahead log holds are written back (see [`restored_from_log`]
-    /// (Self::restored_from_log)). Starts the writer thread;
+    /// write-ahead log holds are written back (see
+    /// [`restored_from_log`](Self::restored_from_log)). Starts the writer thread;
     /// retention runs only through [`run_retention`](Self::run_retention) or
     /// [`spawn_retention`](Self::spawn_retention).
     pub fn open(path: &Path, mut options: JournalOptions) -> Result<Arc<Self>> {

@@ -30,24 +30,24 @@
 //! fail its neighbours. Reads (`get`, `query`, `stats`) run on the caller's thread in redb read
 //! transactions; a page of 50 takes ~0.2 ms, so calling them inline from async code is fine.
 //!
-//! Damage: redb may panic (`unreachable!`) or report corruption when it reads a damaged
-//! page. Every read and write runs under [`guard`], which turns either into
-//! [`Error::Damaged`](crate::Error::Damaged) (a message pointing at `mcpproxy activity repair`); no panic hook is
-//! installed. A write that hits damage fails (the proxy refuses the call: fail closed) and
-//! the writer stops touching the file, answering every later write with the same error, so
-//! it never waits on a transaction a panic left behind.
+//! Damage: redb may panic (`unreachable!`) or report corruption when it reads a damaged page. Every
+//! read and write runs under [`guard`], which turns either into
+//! [`Error::Damaged`](crate::Error::Damaged) (a message pointing at `mcpproxy activity repair`); no
+//! panic hook is installed. A write that hits damage fails (the proxy refuses the call: fail
+//! closed) and the writer stops touching the file, answering every later write with the same error,
+//! so it never waits on a transaction a panic left behind.
 //!
-//! A full disk or an I/O error: the journal fails closed and heals by itself. The writer
-//! enters the failing state ([`Journal::health`] says why); records somebody waits for (a
-//! call's `pending` record) are refused with [`Error::Unwritable`](crate::Error::Unwritable), so the call is not run,
-//! while records nobody waits for are kept in memory; the writer retries with backoff,
-//! re-opening redb (which refuses everything after an I/O error until re-opened) once a
-//! probe write works, and writes back what the write-ahead log and memory hold (see the
-//! writer's `recovery`). Readers take the database per transaction from a `DbSlot` the
-//! writer can swap.
+//! A full disk or an I/O error: the journal fails closed and heals by itself. The writer enters the
+//! failing state ([`Journal::health`] says why); records somebody waits for (a call's `pending`
+//! record) are refused with [`Error::Unwritable`](crate::Error::Unwritable), so the call is not
+//! run, while records nobody waits for are kept in memory; the writer retries with backoff,
+//! re-opening redb (which refuses everything after an I/O error until re-opened) once a probe write
+//! works, and writes back what the write-ahead log and memory hold (see the writer's `recovery`).
+//! Readers take the database per transaction from a `DbSlot` the writer can swap.
 //!
 //! Compaction: redb files never shrink on their own. [`Journal::open`] compacts the file
-//! when much of it is free space (see [`compact_if_worthwhile`](database::compact_if_worthwhile)); a running server's file
+//! when much of it is free space (see
+//! [`compact_if_worthwhile`](database::compact_if_worthwhile)); a running server's file
 //! therefore follows retention down at its next start (or `mcpproxy activity repair`).
 //!
 //! The parts:

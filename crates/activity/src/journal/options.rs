@@ -33,14 +33,14 @@ pub enum Durability {
 /// a `pread`, not a disk read.
 pub(crate) const DEFAULT_CACHE_BYTES: usize = 8 << 20;
 
-/// How to open a [`Journal`].
+/// How to open a [`Journal`](super::Journal).
 #[derive(Debug, Clone)]
 pub struct JournalOptions {
     /// Commit durability; default [`Durability::Sync`].
     pub durability: Durability,
     /// redb page cache; default [`DEFAULT_CACHE_BYTES`].
     pub cache_bytes: usize,
-    /// Limits applied by [`Journal::run_retention`].
+    /// Limits applied by [`Journal::run_retention`](super::Journal::run_retention).
     pub retention: Retention,
     /// Records deleted per retention transaction; default 10 000.
     pub retention_batch: usize,

@@ -57,8 +57,8 @@ impl Journal {
 
     /// Fire-and-forget [`upsert`](Self::upsert): never blocks; errors are logged. It takes a
     /// queue slot if one is free but never waits for one, so it is not held back by
-    /// [`MAX_QUEUED`]. The writer thread encodes the record, not the caller (a call's outcome
-    /// is submitted on its way back to the client).
+    /// [`MAX_QUEUED`](super::MAX_QUEUED). The writer thread encodes the record, not the
+    /// caller (a call's outcome is submitted on its way back to the client).
     pub fn submit(&self, record: ActivityRecord) {
         let slot = self.slots.clone().try_acquire_owned().ok();
         let id = record.id.clone();
