@@ -2,14 +2,21 @@
 //!
 //! - [`record`]: the [`ActivityRecord`] (its JSON is the REST API's), ids, timestamps and the
 //!   argument cap/redaction;
-//! - [`journal`]: the redb-backed [`Journal`] with one writer thread doing group commit;
+//! - [`journal`]: the redb-backed [`Journal`] with one writer thread doing group commit (the
+//!   handle, its options, reads and writes, the redb file, the writer thread, sync mode's
+//!   write-ahead log);
 //! - [`query`]: indexed, newest-first, filtered paging ([`Filter`], [`Page`]);
+//! - [`stats`]: call statistics over a window of the journal ([`CallStats`]);
+//! - [`export`]: the export formats, JSON Lines and CSV ([`ExportFormat`]);
 //! - [`outbox`]: per-sink cursors over finished records, in commit order, for delivery;
 //! - [`batch`]: what a sink is handed, the records' stored JSON ([`SinkBatch`]);
 //! - [`retention`]: deletion by age / count / size, held back by undelivered records and, for
 //!   size and count, by `min_age`; pressure mode (summarised records) and its `alert` record;
 //! - [`repair`]: copying the readable records of a damaged journal into a new file;
-//! - [`delivery`]: the background tasks that feed the outbox to sinks.
+//! - [`delivery`]: the [`Sink`] trait and the background tasks ([`Delivery`]) that feed the
+//!   outbox to sinks;
+//! - [`private_fs`]: files and directories only their owner can use (0600/0700);
+//! - [`error`]: the crate's [`Error`] and [`Result`].
 //!
 //! The record is built from the policy's own types ([`mcpproxy_policy`]); this module imports
 //! nothing else of the crate.
