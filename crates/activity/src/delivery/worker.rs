@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::super::Journal;
+use super::options::INITIAL_BACKOFF;
 use super::report::{Activity, Live, lock};
-use super::{DeliveryOptions, INITIAL_BACKOFF, Sink};
+use super::{DeliveryOptions, Sink};
 
 /// How long past its `deadline` a sink's batch may run before it is reported as stuck:
 /// the deadline plus as much again, at most 5 s more.

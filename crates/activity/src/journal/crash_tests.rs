@@ -5,7 +5,9 @@ use super::*;
 use crate::record::{Status, now_ms};
 use crate::test_util::{check_indexes, padded_read, rec_at};
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Command as Process, Stdio};
+use std::time::Duration;
 
 const CRASH_DB: &str = "MCPPROXY_ACTIVITY_CRASH_DB";
 const CRASH_MODE: &str = "MCPPROXY_ACTIVITY_CRASH_MODE";

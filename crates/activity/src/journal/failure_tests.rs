@@ -4,9 +4,14 @@
 //! once the disk does, in each durability mode.
 
 use super::writer::Put;
+use super::writer::commit_puts;
 use super::*;
+use crate::record::ActivityRecord;
 use crate::record::{Status, now_ms};
 use crate::test_util::{check_indexes, open_temp, rec_at};
+use crate::{Error, Result};
+use std::sync::Arc;
+use std::time::Duration;
 
 const FULL: &str = "No space left on device";
 

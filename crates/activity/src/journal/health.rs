@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Serialize;
 
-use super::format_timestamp;
+use crate::record::format_timestamp;
 use crate::record::now_ms;
 
 /// The journal's health as shown to operators.

@@ -5,9 +5,13 @@
 use super::wal::{self, WriteAheadLog};
 use super::writer::Put;
 use super::*;
+use crate::record::ActivityRecord;
 use crate::record::{Status, now_ms};
 use crate::test_util::{check_indexes, open_temp, padded_read, rec_at};
+use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use super::tests::stored_within;
 

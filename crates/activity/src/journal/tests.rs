@@ -4,10 +4,15 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::writer::latest_per_key;
+use super::writer::{Put, commit_puts};
 use super::*;
+use crate::Error;
+use crate::record::ActivityRecord;
 use crate::record::{Status, new_id, now_ms};
 use crate::test_util::{check_indexes, open_temp, rec_at};
 use crate::{Filter, RecordType, Source};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// The records whose status is `status`, newest first (at most 1,000).
 fn with_status(j: &Journal, status: &str) -> Vec<ActivityRecord> {

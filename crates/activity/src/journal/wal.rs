@@ -65,10 +65,64 @@ pub(super) fn frame_len(payload_len: usize) -> u64 {
     (FRAME_HEADER + payload_len) as u64
 }
 
+/// The log's file: in tests, one that counts its fsyncs ([`CountingFile`]).
+#[cfg(not(test))]
+type LogFile = File;
+#[cfg(test)]
+type LogFile = CountingFile;
+
+/// In tests, the log's file: a [`File`] whose `sync_data` and `sync_all` count the fsyncs
+/// they make, so a test can tell that the log fsyncs (reading the file back goes through
+/// the page cache, and would show frames that were never fsync'd).
+#[cfg(test)]
+#[derive(Debug)]
+struct CountingFile {
+    file: File,
+    fsyncs: std::sync::atomic::AtomicU64,
+}
+
+#[cfg(test)]
+impl CountingFile {
+    fn new(file: File) -> Self {
+        Self {
+            file,
+            fsyncs: Default::default(),
+        }
+    }
+
+    /// The fsyncs made so far.
+    fn fsyncs(&self) -> u64 {
+        self.fsyncs.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        self.file.sync_data()?;
+        self.fsyncs
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+
+    fn sync_all(&self) -> io::Result<()> {
+        self.file.sync_all()?;
+        self.fsyncs
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+impl std::ops::Deref for CountingFile {
+    type Target = File;
+
+    fn deref(&self) -> &File {
+        &self.file
+    }
+}
+
 /// An open write-ahead log (see the module docs). Owned by the journal's writer thread.
 #[derive(Debug)]
 pub(super) struct WriteAheadLog {
-    file: File,
+    file: LogFile,
     path: PathBuf,
     generation: u64,
     /// Where the next frame goes.
@@ -102,6 +156,8 @@ impl WriteAheadLog {
                 .truncate(false),
             path,
         )?;
+        #[cfg(test)]
+        let file = CountingFile::new(file);
         let mut log = Self {
             file,
             path: path.to_path_buf(),
@@ -157,8 +213,8 @@ impl WriteAheadLog {
     }
 
     /// Writes one frame per payload in a single write, not yet fsync'd: a later
-    /// [`sync`](Self::sync) covers it with every frame before it. A batch that does not fit is refused with `StorageFull` and nothing
-    /// is written.
+    /// [`sync`](Self::sync) covers it with every frame before it. A batch that does not fit is
+    /// refused with `StorageFull` and nothing is written.
     pub(super) fn write<'a>(&mut self, payloads: impl Iterator<Item = &'a [u8]>) -> io::Result<()> {
         self.buf.clear();
         for payload in payloads {
@@ -432,11 +488,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("j-wal");
         let (mut log, _) = open(&path);
+        let fsyncs = log.file.fsyncs();
         log.write([b"unawaited".as_slice()].into_iter()).unwrap();
         log.write([b"awaited".as_slice()].into_iter()).unwrap();
+        assert_eq!(
+            log.file.fsyncs(),
+            fsyncs,
+            "writing frames does not fsync them"
+        );
         log.sync().unwrap();
+        assert_eq!(log.file.fsyncs(), fsyncs + 1, "one fsync for both frames");
         log.write([b"after".as_slice()].into_iter()).unwrap();
         log.sync().unwrap();
+        assert_eq!(log.file.fsyncs(), fsyncs + 2);
         drop(log);
         assert_eq!(texts(&open(&path).1), ["unawaited", "awaited", "after"]);
     }

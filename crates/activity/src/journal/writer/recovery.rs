@@ -25,13 +25,17 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{
-    Batch, BlockingAck, Failure, IDX_STATUS, MAX_KEPT, Put, Writer, latest, remove_abandoned_log,
-    stored_puts, write_missing,
-};
+use super::batch::Batch;
+use super::messages::{Ack, BlockingAck, Failure, Put};
+use super::replay::{stored_puts, write_missing};
+use super::syncs::remove_abandoned_log;
+use super::thread::{MAX_KEPT, Writer};
+use super::transactions::latest;
+use crate::journal::database::open_database_with;
+use crate::journal::schema::IDX_STATUS;
 use crate::journal::storage;
 use crate::journal::wal::{self, WriteAheadLog};
-use crate::journal::{Durability, guard, open_database_with};
+use crate::journal::{Durability, guard};
 use crate::record::Status;
 use crate::{Error, Result};
 
@@ -141,7 +145,7 @@ impl Writer<'_> {
     pub(super) fn refuse_failed(
         &mut self,
         puts: Vec<Put>,
-        flushes: Vec<super::Ack>,
+        flushes: Vec<Ack>,
         checkpoints: Vec<BlockingAck>,
         touched: bool,
     ) {
