@@ -65,6 +65,5 @@ pub fn offline_report(journal: &Journal) -> Result<Vec<SinkReport>, Error> {
 }
 
 pub(super) fn lock(live: &Mutex<Live>) -> std::sync::MutexGuard<'_, Live> {
-    live.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    mcpproxy_policy::lock(live)
 }

@@ -22,15 +22,11 @@ pub(crate) struct DbSlot(RwLock<Option<Arc<Database>>>);
 
 impl DbSlot {
     fn lock_read(&self) -> std::sync::RwLockReadGuard<'_, Option<Arc<Database>>> {
-        self.0
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        mcpproxy_policy::read_lock(&self.0)
     }
 
     fn lock_write(&self) -> std::sync::RwLockWriteGuard<'_, Option<Arc<Database>>> {
-        self.0
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        mcpproxy_policy::write_lock(&self.0)
     }
 
     /// The database, unless it is being re-opened.

@@ -17,7 +17,7 @@ use super::database::{DbSlot, compact_if_worthwhile, guard, open_database_with};
 use super::health::Health;
 use super::schema::{INDEXES, META, RECORDS};
 use super::wal::{self, WriteAheadLog};
-use super::writer::{self, Applied, Command, WriterSetup, writer_loop};
+use super::writer::{self, AppliedPuts, Command, WriterSetup, writer_loop};
 use super::{Durability, JournalHealth, JournalOptions, WriteFaults};
 use crate::{Error, Result, outbox};
 
@@ -53,7 +53,7 @@ pub struct Journal {
     /// Records the write-ahead log restored at open.
     pub(super) restored: usize,
     /// How far the writer has applied what was sent to it (reads wait for it in sync mode).
-    pub(super) applied: Arc<Applied>,
+    pub(super) applied: Arc<AppliedPuts>,
     /// Whether writes work (set by the writer thread).
     pub(super) health: Arc<Health>,
 }
@@ -122,7 +122,7 @@ impl Journal {
         let slot = Arc::new(DbSlot::default());
         slot.put(db.clone());
         let outbox_on = Arc::new(AtomicBool::new(outbox_at_open));
-        let applied = Arc::new(Applied::default());
+        let applied = Arc::new(AppliedPuts::default());
         let health = Arc::new(Health::default());
         let (tx, rx) = mpsc::channel();
         let writer_slot = slot.clone();

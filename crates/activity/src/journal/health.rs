@@ -47,9 +47,7 @@ impl Health {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<(String, u64)>> {
-        self.detail
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        mcpproxy_policy::lock(&self.detail)
     }
 
     /// Why writes fail, while they do.

@@ -30,7 +30,7 @@ mod syncs;
 mod thread;
 mod transactions;
 
-pub(super) use applied::Applied;
+pub(super) use applied::AppliedPuts;
 pub(super) use messages::{Command, Failure, Put, Unencoded};
 pub(super) use replay::replay;
 #[cfg(test)]

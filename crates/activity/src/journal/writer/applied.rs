@@ -1,4 +1,4 @@
-//! [`Applied`]: how far the writer has applied what was sent to it, which a read waits on
+//! [`AppliedPuts`]: how far the writer has applied what was sent to it, which a read waits on
 //! to see every write made before it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,13 +13,13 @@ use std::time::Duration;
 /// takes puts in send order, so once it has applied as many as had been counted when a read
 /// began, it has applied every put whose send finished before the read.
 #[derive(Debug, Default)]
-pub(in crate::journal) struct Applied {
+pub(in crate::journal) struct AppliedPuts {
     sent: AtomicU64,
     done: Mutex<u64>,
     changed: Condvar,
 }
 
-impl Applied {
+impl AppliedPuts {
     /// Counts a put about to be sent.
     pub(in crate::journal) fn sending(&self) {
         self.sent.fetch_add(1, Ordering::SeqCst);
@@ -33,9 +33,7 @@ impl Applied {
 
     /// The count of applied puts (a panic elsewhere cannot leave a `u64` half-written).
     fn lock(&self) -> std::sync::MutexGuard<'_, u64> {
-        self.done
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        mcpproxy_policy::lock(&self.done)
     }
 
     fn done(&self) -> u64 {

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use super::applied::Applied;
+use super::applied::AppliedPuts;
 use super::messages::{Ack, BlockingAck, Command, Failure, Put};
 use crate::journal::MAX_BATCH;
 use crate::journal::schema::key_id;
@@ -109,7 +109,7 @@ impl Batch {
     }
 
     /// Answers everything in the batch with `message` (the file is damaged).
-    pub(super) fn refuse(self, message: &str, applied: &Applied) {
+    pub(super) fn refuse(self, message: &str, applied: &AppliedPuts) {
         applied.advance(self.puts.len());
         for put in self.puts {
             ack(put, &Err(Error::Write(message.to_owned())));

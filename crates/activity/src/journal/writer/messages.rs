@@ -108,7 +108,7 @@ pub(in crate::journal) enum Command {
     /// commit and the write-ahead log (if any) has started over.
     Checkpoint(BlockingAck),
     /// A reader waits to see everything queued before it (see
-    /// [`Applied`](super::applied::Applied)): apply it now.
+    /// [`AppliedPuts`](super::applied::AppliedPuts)): apply it now.
     Apply,
     /// Another thread's transaction (retention, a sink's cursor) found the disk failing.
     Failed(Failure),

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use redb::Database;
 
-use super::applied::Applied;
+use super::applied::AppliedPuts;
 use super::batch::Batch;
 use super::messages::{Command, Failure, Put};
 use crate::journal::Durability;
@@ -73,7 +73,7 @@ pub(in crate::journal) struct WriterSetup {
     /// Sync mode's write-ahead log, if it has one.
     pub(in crate::journal) log: Option<WriteAheadLog>,
     /// Shared with the journal's readers.
-    pub(in crate::journal) applied: Arc<Applied>,
+    pub(in crate::journal) applied: Arc<AppliedPuts>,
     /// redb's page cache, for a re-open.
     pub(in crate::journal) cache_bytes: usize,
     /// The log's size, for re-creating it after a failure (0: sync mode has no log).
