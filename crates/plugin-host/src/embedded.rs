@@ -1,4 +1,4 @@
-//! The default plugins, compiled from `plugins/` by `host/build.rs` and built into the
+//! The default plugins, compiled from `plugins/` by this crate's `build.rs` and built into the
 //! binary so `mcpproxy serve` needs no `--plugins` directory.
 
 /// One plugin built into the binary.
