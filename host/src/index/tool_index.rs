@@ -1,18 +1,6 @@
-//! The tool search index behind `retrieve_tools`.
-//!
-//! This module owns an in-RAM tantivy index holding one document per
-//! upstream tool (server name, tool name, description, parameter names), the
-//! text analysis used to fill and query it, and BM25 ranking over it. It
-//! knows nothing about MCP transports or upstream lifecycles: callers push a
-//! server's whole tool list with [`ToolIndex::replace_server`] and drop it
-//! with [`ToolIndex::remove_server`].
-//!
-//! Queries are free text from users and agents. They are never parsed as
-//! query syntax: the text is run through the same analyzers as the indexed
-//! fields and turned into a boolean "should" query of term queries, so no
-//! input can make [`ToolIndex::search`] fail or panic.
+//! The index ([`ToolIndex`]): its schema and field boosts, replacing and removing a server's
+//! tools, and BM25 search over them with the query text run through the fields' analyzers.
 
-mod analysis;
 #[cfg(test)]
 mod tests;
 
@@ -31,6 +19,8 @@ use tantivy::{
     Index, IndexReader, IndexWriter, Order, ReloadPolicy, TantivyDocument, Term,
     indexer::{IndexWriterOptions, NoMergePolicy},
 };
+
+use super::analysis;
 
 /// What the index needs to know about one tool.
 #[derive(Clone, Copy, Debug)]
