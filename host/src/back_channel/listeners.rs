@@ -18,8 +18,8 @@ use std::sync::Arc;
 use rmcp::model::{RequestId, ServerNotification};
 use rmcp::service::SubscriptionSink;
 
+use super::channel::{BackChannel, lock};
 use super::outbox::{Item, QueueKey, Target};
-use super::{BackChannel, lock};
 
 /// The most `subscriptions/listen` streams open at once, over all clients.
 pub(crate) const MAX_LISTENERS: usize = 256;

@@ -22,6 +22,13 @@
 //! send). Nothing else is buffered on the way: rmcp carries one notification of a queue at a
 //! time.
 
+// Logging and sampling are deprecated by SEP-2577 (2026-07-28), but the clients and servers
+// of earlier versions use them, and mcpproxy carries them.
+#![allow(
+    deprecated,
+    reason = "MCP logging and sampling are deprecated by SEP-2577; earlier clients and servers use them"
+)]
+
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
@@ -31,7 +38,9 @@ use rmcp::model::{
 };
 use rmcp::service::{Peer, RoleServer, SubscriptionSendError, SubscriptionSink};
 
-use super::{RelayTicket, SessionKey, lock, rank};
+use super::channel::lock;
+use super::relay::RelayTicket;
+use super::sessions::{SessionKey, rank};
 
 /// The most log messages waiting for one client session or stream. A client reads them as
 /// fast as it can; past this many waiting it is not keeping up, and the rest are dropped

@@ -13,7 +13,8 @@ use crate::trust::{self, Review, ToolDiff, ToolStanding, fingerprint};
 use mcpproxy_activity::{format_timestamp, now_ms};
 use mcpproxy_policy::Tool;
 
-use super::{Upstream, write};
+use super::Upstream;
+use super::locks::{lock, write};
 
 /// What happened to a tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -108,7 +109,7 @@ impl Upstream {
         let auto = self.config.auto_approve_tool_changes;
         let mut changes = Vec::new();
         {
-            let mut reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
+            let mut reported = lock(&self.reported);
             for (tool, standing) in review.pending() {
                 let (kind, diff) = match standing {
                     ToolStanding::New => (ChangeKind::New, None),
@@ -260,7 +261,7 @@ impl Upstream {
             self.quarantined.store(false, Ordering::Release);
         }
         {
-            let mut reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
+            let mut reported = lock(&self.reported);
             for tool in &chosen {
                 reported.remove(&tool.name);
             }

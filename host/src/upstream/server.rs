@@ -1,0 +1,228 @@
+//! One upstream server ([`Upstream`]): its configuration, its session's peer, its tools as
+//! listed and as vetted, its stderr log, and what status displays show of it. Requests to
+//! it are in `requests`; the task that keeps its session is `supervisor`.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use rmcp::service::{Peer, RoleClient};
+use tokio::sync::{Notify, mpsc, watch};
+
+use crate::back_channel::BackChannel;
+use crate::config::{ServerConfig, UpstreamConfig};
+use crate::index::ToolIndex;
+use crate::trust::{Review, Standing, ToolStanding, TrustStore};
+use mcpproxy_policy::Tool;
+
+use super::locks::{lock, read};
+use super::{Error, State, Status, ToolChange, TransportKind, lane, log};
+
+/// A server's tools as it listed them: in its order, found by name.
+#[derive(Debug, Default)]
+pub(crate) struct WireTools {
+    pub tools: Vec<rmcp::model::Tool>,
+    position: std::collections::HashMap<String, usize>,
+}
+
+impl WireTools {
+    pub(crate) fn new(tools: Vec<rmcp::model::Tool>) -> Self {
+        let position = tools
+            .iter()
+            .enumerate()
+            .map(|(at, t)| (t.name.to_string(), at))
+            .collect();
+        Self { tools, position }
+    }
+}
+
+/// One upstream server.
+pub(crate) struct Upstream {
+    pub(super) config: ServerConfig,
+    pub(super) settings: UpstreamConfig,
+    pub(super) default_timeout: Duration,
+    pub(super) state: watch::Sender<State>,
+    pub(super) peer: RwLock<Option<Peer<RoleClient>>>,
+    /// The call lane of the current session, when it is a stdio session that began with
+    /// `initialize` (requests of 2026-07-28 carry per-request metadata only rmcp adds).
+    pub(super) lane: RwLock<Option<lane::Lane>>,
+    pub(super) tools: RwLock<Arc<BTreeMap<String, Tool>>>,
+    /// The same tools as the server sent them (title, icons, outputSchema, ...), for
+    /// clients that see the server as it is (the direct endpoint, `retrieve_tools`).
+    pub(super) wire_tools: RwLock<Arc<WireTools>>,
+    pub(super) refresh: Notify,
+    /// Quarantined now: its launch spec or its calls are not approved.
+    pub(super) quarantined: AtomicBool,
+    /// Where it stood against the approvals when it was launched.
+    pub(super) standing: Standing,
+    /// The last listing held against the pins.
+    pub(super) review: RwLock<Arc<Review>>,
+    pub(super) trust: Arc<TrustStore>,
+    pub(super) index: Arc<ToolIndex>,
+    pub(super) changes: mpsc::UnboundedSender<ToolChange>,
+    /// Held-back tools already reported, with the fingerprint reported (a change is recorded
+    /// once, not at every refresh).
+    pub(super) reported: std::sync::Mutex<BTreeMap<String, String>>,
+    /// The server's recent stderr lines (stdio servers).
+    pub(super) log: std::sync::Mutex<log::Ring>,
+    /// Routes from this server back to the clients whose calls it serves.
+    pub(super) back_channel: Arc<BackChannel>,
+    /// What the server offers besides tools (prompts, resources, ...), from its
+    /// `initialize` answer.
+    pub(super) capabilities: RwLock<Option<rmcp::model::ServerCapabilities>>,
+    /// The protocol versions the server listed in `server/discover` (2026-07-28 and later);
+    /// empty for a server that does not answer it.
+    pub(super) discovered_versions: RwLock<Vec<rmcp::model::ProtocolVersion>>,
+}
+
+impl Upstream {
+    pub(crate) fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    /// A snapshot for status displays.
+    pub(crate) fn status(&self) -> Status {
+        let quarantined = self.is_quarantined();
+        Status {
+            name: self.config.name.clone(),
+            transport: TransportKind::from(&self.config.transport),
+            state: self.state(),
+            tools: self.tools().len(),
+            quarantined,
+            pending: if quarantined {
+                Vec::new()
+            } else {
+                self.review()
+                    .pending()
+                    .map(|(name, _)| name.to_owned())
+                    .collect()
+            },
+        }
+    }
+
+    /// The configuration it runs with.
+    pub(crate) fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
+    /// The server's last `lines` stderr lines, oldest first, and how many it ever wrote.
+    pub(crate) fn recent_log(&self, lines: usize) -> (Vec<log::LogLine>, u64) {
+        lock(&self.log).tail(lines)
+    }
+
+    pub(super) fn log_line(&self, line: &str) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        lock(&self.log).push(line, now);
+    }
+
+    pub(crate) fn state(&self) -> State {
+        self.state.borrow().clone()
+    }
+
+    /// Waits for the state to change (for startup summaries and tests).
+    pub(crate) fn subscribe(&self) -> watch::Receiver<State> {
+        self.state.subscribe()
+    }
+
+    /// The tool as the server describes it now.
+    pub(crate) fn tool(&self, name: &str) -> Option<Tool> {
+        read(&self.tools).get(name).cloned()
+    }
+
+    /// A tool as the server sent it.
+    pub(crate) fn wire_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        let listing = read(&self.wire_tools).clone();
+        listing
+            .position
+            .get(name)
+            .and_then(|&at| listing.tools.get(at))
+            .cloned()
+    }
+
+    /// The tools as the server sent them, in the order it listed them.
+    pub(crate) fn wire_tools(&self) -> Arc<WireTools> {
+        read(&self.wire_tools).clone()
+    }
+
+    pub(crate) fn tools(&self) -> Arc<BTreeMap<String, Tool>> {
+        read(&self.tools).clone()
+    }
+
+    /// Whether the server is quarantined now (until a person approves it).
+    pub(crate) fn is_quarantined(&self) -> bool {
+        self.quarantined.load(Ordering::Acquire)
+    }
+
+    /// Where it stood against the approvals when it was launched (an approval since then
+    /// may have cleared its quarantine: see [`Upstream::is_quarantined`]).
+    pub(crate) fn standing(&self) -> &Standing {
+        &self.standing
+    }
+
+    /// The last listing held against the pins.
+    pub(crate) fn review(&self) -> Arc<Review> {
+        read(&self.review).clone()
+    }
+
+    /// Whether `tool` may be searched and called: listed, pinned and unchanged, on a server
+    /// that is not quarantined.
+    pub(crate) fn is_trusted(&self, tool: &str) -> bool {
+        !self.is_quarantined() && self.review().is_trusted(tool)
+    }
+
+    /// The tools that may be searched and called.
+    pub(crate) fn trusted_tools(&self) -> Vec<Tool> {
+        if self.is_quarantined() {
+            return Vec::new();
+        }
+        let review = self.review();
+        self.tools()
+            .values()
+            .filter(|t| review.standing.get(&t.name) == Some(&ToolStanding::Trusted))
+            .cloned()
+            .collect()
+    }
+
+    /// Whether the server is usable at all (not disabled, not quarantined).
+    pub(crate) fn check_usable(&self) -> Result<(), Error> {
+        if !self.config.enabled {
+            return Err(Error::Disabled {
+                server: self.config.name.clone(),
+            });
+        }
+        if self.is_quarantined() {
+            return Err(Error::Quarantined {
+                server: self.config.name.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The deadline of a call: the one asked for, else the server's, else the default.
+    pub(crate) fn call_timeout(&self, requested: Option<Duration>) -> Duration {
+        requested
+            .or(self.config.tool_call_timeout)
+            .unwrap_or(self.default_timeout)
+    }
+
+    /// Waits while the server is still connecting (as just after start), up to `timeout`;
+    /// returns at once in any other state. `true` when it is ready.
+    pub(crate) async fn wait_while_connecting(&self, timeout: Duration) -> bool {
+        let mut states = self.subscribe();
+        let _ = tokio::time::timeout(
+            timeout,
+            states.wait_for(|s| !matches!(s, State::Disconnected | State::Connecting)),
+        )
+        .await;
+        matches!(self.state(), State::Ready)
+    }
+
+    /// What the server offers besides tools, from its `initialize` answer (`None` before
+    /// the first connection).
+    pub(crate) fn capabilities(&self) -> Option<rmcp::model::ServerCapabilities> {
+        read(&self.capabilities).clone()
+    }
+}

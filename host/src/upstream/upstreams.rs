@@ -1,0 +1,334 @@
+//! Every configured upstream ([`Upstreams`]): starting a supervisor for each, applying a
+//! new configuration while the proxy runs, restarting, approving a launch, shutting down.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::{Notify, mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::back_channel::BackChannel;
+use crate::config::{ServerConfig, UpstreamConfig};
+use crate::index::ToolIndex;
+use crate::trust::{Review, TrustStore};
+
+use super::locks::{lock, read, write};
+use super::{State, Status, ToolChange, Upstream, log, supervisor};
+
+/// Every configured upstream, with their supervisors. Servers can be added, removed and
+/// restarted while the proxy runs ([`Upstreams::apply`], [`Upstreams::restart`]).
+pub(crate) struct Upstreams {
+    servers: RwLock<BTreeMap<String, Running>>,
+    settings: UpstreamConfig,
+    default_timeout: Duration,
+    index: Arc<ToolIndex>,
+    trust: Arc<TrustStore>,
+    shutdown: CancellationToken,
+    changes_tx: mpsc::UnboundedSender<ToolChange>,
+    changes: std::sync::Mutex<Option<mpsc::UnboundedReceiver<ToolChange>>>,
+    back_channel: Arc<BackChannel>,
+}
+
+/// One upstream and its supervisor.
+struct Running {
+    upstream: Arc<Upstream>,
+    stop: CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// What [`Upstreams::apply`] changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub(crate) struct Applied {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    /// Servers whose configuration changed, restarted with the new one.
+    pub restarted: Vec<String>,
+}
+
+impl Applied {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.restarted.is_empty()
+    }
+}
+
+impl Upstreams {
+    /// Starts a supervisor per enabled server (quarantined ones included: they are listed,
+    /// never called). Must run inside a tokio runtime.
+    pub(crate) fn start(
+        servers: &[ServerConfig],
+        settings: &UpstreamConfig,
+        default_timeout: Duration,
+        index: Arc<ToolIndex>,
+        trust: Arc<TrustStore>,
+    ) -> Arc<Self> {
+        let (changes_tx, receiver) = mpsc::unbounded_channel();
+        let upstreams = Self {
+            servers: RwLock::new(BTreeMap::new()),
+            settings: *settings,
+            default_timeout,
+            index,
+            trust,
+            shutdown: CancellationToken::new(),
+            changes_tx,
+            changes: std::sync::Mutex::new(Some(receiver)),
+            back_channel: BackChannel::new(),
+        };
+        {
+            let mut map = write(&upstreams.servers);
+            for config in servers {
+                map.insert(config.name.clone(), upstreams.launch(config));
+            }
+        }
+        Arc::new(upstreams)
+    }
+
+    /// A new upstream for `config`, its supervisor started unless it is disabled or its
+    /// launch spec is not approved.
+    fn launch(&self, config: &ServerConfig) -> Running {
+        let standing = self.trust.standing(config);
+        let initial = if !config.enabled {
+            State::Disabled
+        } else if !standing.may_start() {
+            State::Unapproved
+        } else {
+            State::Disconnected
+        };
+        let upstream = Arc::new(Upstream {
+            config: config.clone(),
+            settings: self.settings,
+            default_timeout: self.default_timeout,
+            state: watch::Sender::new(initial.clone()),
+            peer: RwLock::new(None),
+            lane: RwLock::new(None),
+            tools: RwLock::new(Arc::new(BTreeMap::new())),
+            wire_tools: RwLock::new(Arc::default()),
+            refresh: Notify::new(),
+            quarantined: AtomicBool::new(standing.is_quarantined()),
+            standing,
+            review: RwLock::new(Arc::new(Review::default())),
+            trust: self.trust.clone(),
+            index: self.index.clone(),
+            changes: self.changes_tx.clone(),
+            reported: std::sync::Mutex::new(BTreeMap::new()),
+            log: std::sync::Mutex::new(log::Ring::default()),
+            back_channel: self.back_channel.clone(),
+            capabilities: RwLock::new(None),
+            discovered_versions: RwLock::new(Vec::new()),
+        });
+        let stop = self.shutdown.child_token();
+        let task = (initial == State::Disconnected).then(|| {
+            tokio::spawn(supervisor::run(
+                upstream.clone(),
+                self.index.clone(),
+                stop.clone(),
+            ))
+        });
+        Running {
+            upstream,
+            stop,
+            task,
+        }
+    }
+
+    /// Makes the running servers match `servers`: new ones start, removed ones stop (their
+    /// sessions closed, their processes ended, their tools out of the index), changed ones
+    /// restart with their new configuration; the others are not touched.
+    pub(crate) async fn apply(&self, servers: &[ServerConfig]) -> Applied {
+        let mut applied = Applied::default();
+        let mut stopping = Vec::new();
+        {
+            let mut map = write(&self.servers);
+            let wanted: BTreeMap<&str, &ServerConfig> =
+                servers.iter().map(|s| (s.name.as_str(), s)).collect();
+            let gone: Vec<String> = map
+                .keys()
+                .filter(|name| !wanted.contains_key(name.as_str()))
+                .cloned()
+                .collect();
+            for name in gone {
+                if let Some(running) = map.remove(&name) {
+                    stopping.push(running);
+                    // A server removed and added again is new: nothing of it is trusted.
+                    if let Err(e) = self.trust.forget(&name) {
+                        tracing::error!(
+                            "cannot forget the approvals of removed server '{name}': {e}"
+                        );
+                    }
+                    applied.removed.push(name);
+                }
+            }
+            for (name, config) in wanted {
+                match map.get(name) {
+                    Some(running) if running.upstream.config == *config => {}
+                    Some(running) => {
+                        if config.quarantined
+                            && !running.upstream.config.quarantined
+                            && let Err(e) = self.revoke_approval(name)
+                        {
+                            tracing::error!("cannot quarantine '{name}' again: {e}");
+                        }
+                        if let Some(old) = map.insert(name.to_owned(), self.launch(config)) {
+                            stopping.push(old);
+                        }
+                        applied.restarted.push(name.to_owned());
+                    }
+                    None => {
+                        map.insert(name.to_owned(), self.launch(config));
+                        applied.added.push(name.to_owned());
+                    }
+                }
+            }
+        }
+        for running in stopping {
+            stop(running).await;
+        }
+        applied
+    }
+
+    /// Forgets that a person approved `name`'s calls (its approved launch spec and its pinned
+    /// tools stay): it is quarantined again when it restarts.
+    pub(crate) fn revoke_approval(&self, name: &str) -> Result<(), crate::trust::Error> {
+        if self
+            .trust
+            .server(name)
+            .is_some_and(|s| s.approved_at.is_some())
+        {
+            self.trust.update(name, |server| {
+                server.approved_at = None;
+                server.approved_by = None;
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Approves how `name` starts as configured now and, with `calls`, its calls; restarts it
+    /// so the approval takes effect (a server whose launch was not approved starts now).
+    pub(crate) async fn approve_launch(
+        &self,
+        name: &str,
+        calls: bool,
+        by: &str,
+        at: &str,
+    ) -> Result<bool, crate::trust::Error> {
+        let Some(config) = self.get(name).map(|u| u.config.clone()) else {
+            return Ok(false);
+        };
+        self.trust.approve_launch(&config, calls, by, at)?;
+        Ok(self.restart(name).await)
+    }
+
+    /// The trust decisions the upstreams are held against.
+    pub(crate) fn trust(&self) -> &Arc<TrustStore> {
+        &self.trust
+    }
+
+    /// Stops `name`'s session and starts a new one with the same configuration (a new
+    /// process for a stdio server). `false` if there is no such server.
+    pub(crate) async fn restart(&self, name: &str) -> bool {
+        let old = {
+            let mut map = write(&self.servers);
+            let Some(config) = map.get(name).map(|r| r.upstream.config.clone()) else {
+                return false;
+            };
+            map.insert(name.to_owned(), self.launch(&config))
+        };
+        if let Some(old) = old {
+            stop(old).await;
+        }
+        true
+    }
+
+    /// The tool changes the supervisors notice (new, changed, removed tools), for the
+    /// activity journal. `None` after the first call: there is one consumer.
+    pub(crate) fn take_changes(&self) -> Option<mpsc::UnboundedReceiver<ToolChange>> {
+        lock(&self.changes).take()
+    }
+
+    /// The routes from upstreams back to clients (progress, logs, questions for the user).
+    pub(crate) fn back_channel(&self) -> &Arc<BackChannel> {
+        &self.back_channel
+    }
+
+    pub(crate) fn get(&self, name: &str) -> Option<Arc<Upstream>> {
+        read(&self.servers).get(name).map(|r| r.upstream.clone())
+    }
+
+    pub(crate) fn names(&self) -> Vec<String> {
+        read(&self.servers).keys().cloned().collect()
+    }
+
+    /// Every upstream, by name.
+    pub(crate) fn all(&self) -> Vec<Arc<Upstream>> {
+        read(&self.servers)
+            .values()
+            .map(|r| r.upstream.clone())
+            .collect()
+    }
+
+    pub(crate) fn statuses(&self) -> Vec<Status> {
+        self.all().iter().map(|u| u.status()).collect()
+    }
+
+    /// Waits until no upstream is still on its first connection attempt, or the timeout.
+    pub(crate) async fn settle(&self, timeout: Duration) {
+        let upstreams = self.all();
+        let wait_all = async {
+            for upstream in &upstreams {
+                let mut rx = upstream.subscribe();
+                let _ = rx
+                    .wait_for(|s| !matches!(s, State::Disconnected | State::Connecting))
+                    .await;
+            }
+        };
+        let _ = tokio::time::timeout(timeout, wait_all).await;
+    }
+
+    /// Stops every supervisor, closes every session and ends child processes.
+    pub(crate) async fn shutdown(&self) {
+        self.shutdown.cancel();
+        let running: Vec<Running> = std::mem::take(&mut *write(&self.servers))
+            .into_values()
+            .collect();
+        for running in running {
+            stop(running).await;
+        }
+    }
+}
+
+/// Stops one supervisor and waits for it (its session closed, its tools out of the index).
+async fn stop(mut running: Running) {
+    running.stop.cancel();
+    if let Some(task) = running.task.take() {
+        let _ = task.await;
+    }
+    running.upstream.state.send_replace(State::Disconnected);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn applied_is_empty_only_when_nothing_changed() {
+        assert!(Applied::default().is_empty());
+        for applied in [
+            Applied {
+                added: vec!["fs".into()],
+                ..Applied::default()
+            },
+            Applied {
+                removed: vec!["fs".into()],
+                ..Applied::default()
+            },
+            Applied {
+                restarted: vec!["fs".into()],
+                ..Applied::default()
+            },
+        ] {
+            assert!(!applied.is_empty(), "{applied:?}");
+        }
+    }
+}
