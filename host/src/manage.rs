@@ -25,7 +25,7 @@ use crate::config::{self, Config, ManagementConfig, ServerConfig, Transport};
 use crate::proxy::Proxy;
 use crate::trust::{LaunchSpec, Standing, TrustStore};
 use crate::upstream::log::LogLine;
-use crate::upstream::{Applied, State, Upstreams};
+use crate::upstream::{AppliedChanges, State, Upstreams};
 use mcpproxy_activity::{ActivityRecord, RecordType, Source, Status, format_timestamp, now_ms};
 
 /// Who asks for a change.
@@ -244,7 +244,7 @@ impl Manager {
         change: Change,
         actor: Actor,
         approve: Approve,
-    ) -> Result<Applied, Error> {
+    ) -> Result<AppliedChanges, Error> {
         let source = match actor {
             Actor::Agent => Source::Mcp,
             Actor::Person => Source::Api,
@@ -291,7 +291,7 @@ impl Manager {
         change: Change,
         actor: Actor,
         approve: Approve,
-    ) -> Result<(Applied, Vec<String>), Error> {
+    ) -> Result<(AppliedChanges, Vec<String>), Error> {
         if self.settings.read_only {
             return Err(Error::ReadOnly {
                 path: self.path.clone(),
@@ -324,7 +324,7 @@ impl Manager {
     /// Reads the config file again (after a hand edit) and applies its servers. An invalid
     /// file changes nothing. A server the edit adds, or whose launch spec it changes, is not
     /// started until a person approves it; each change is recorded.
-    pub(crate) async fn reload(&self) -> Result<Applied, Error> {
+    pub(crate) async fn reload(&self) -> Result<AppliedChanges, Error> {
         let path = self.path.clone().ok_or(Error::NoConfigFile)?;
         let mut running = self.running.lock().await;
         let config = config::load(Some(&path), self.home.as_deref())
@@ -356,7 +356,7 @@ impl Manager {
         &self,
         before: &[ServerConfig],
         after: &[ServerConfig],
-        applied: &Applied,
+        applied: &AppliedChanges,
     ) {
         let old = |name: &str| before.iter().find(|s| s.name == name);
         let new = |name: &str| after.iter().find(|s| s.name == name);
@@ -561,7 +561,7 @@ fn changes_launch(patch: &Value) -> bool {
         .is_some_and(|fields| fields.keys().any(|k| LAUNCH_KEYS.contains(&k.as_str())))
 }
 
-fn view(config: &ServerConfig, status: crate::upstream::Status) -> ServerView {
+fn view(config: &ServerConfig, status: crate::upstream::ServerStatus) -> ServerView {
     let (transport, command, args, env, url, headers) = match &config.transport {
         Transport::Stdio {
             command, args, env, ..
@@ -665,7 +665,7 @@ pub(crate) fn watch(
 const SETTLE: Duration = Duration::from_millis(200);
 
 /// `added fs; removed gh; restarted db`.
-pub(crate) fn describe(applied: &Applied) -> String {
+pub(crate) fn describe(applied: &AppliedChanges) -> String {
     let mut parts = Vec::new();
     for (verb, names) in [
         ("added", &applied.added),
@@ -684,7 +684,7 @@ pub(crate) fn describe(applied: &Applied) -> String {
 }
 
 /// The JSON a change answers with.
-pub(crate) fn applied_json(applied: &Applied) -> Value {
+pub(crate) fn applied_json(applied: &AppliedChanges) -> Value {
     json!({
         "added": applied.added,
         "removed": applied.removed,

@@ -3,7 +3,7 @@
 //! server-to-client requests.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use super::asking::RequestObserver;
 use super::calls::Calls;
@@ -21,10 +21,7 @@ pub(crate) struct BackChannel {
     pub(super) observer: OnceLock<Arc<dyn RequestObserver>>,
 }
 
-pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Maps and sets only; a panic elsewhere cannot leave them half-written.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
+pub(super) use mcpproxy_policy::lock;
 
 impl BackChannel {
     pub(crate) fn new() -> Arc<Self> {

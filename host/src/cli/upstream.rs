@@ -15,7 +15,7 @@ use serde_json::json;
 use crate::config;
 use crate::runtime::Runtime;
 use crate::trust::{Analysis, quote};
-use crate::upstream::{Approval, Status};
+use crate::upstream::{Approval, ServerStatus};
 use mcpproxy_activity::Source;
 
 use super::Globals;
@@ -105,7 +105,7 @@ impl UpstreamCommand {
                 Self::Import(args) => super::servers::import(globals, args).await,
                 Self::List(common) => {
                     let backend = open(globals, &common, None).await?;
-                    let statuses: Vec<Status> = match &backend {
+                    let statuses: Vec<ServerStatus> = match &backend {
                         Backend::Remote(remote) => {
                             serde_json::from_value(remote.get("/upstreams", &[]).await?)
                                 .context("the server's answer is not an upstream list")?
@@ -210,7 +210,7 @@ fn approver() -> String {
     who.chars().filter(|c| !c.is_control()).take(128).collect()
 }
 
-fn print_list(statuses: &[Status], format: Format) -> Result<()> {
+fn print_list(statuses: &[ServerStatus], format: Format) -> Result<()> {
     if print_data(statuses, format)? {
         return Ok(());
     }

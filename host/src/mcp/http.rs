@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -133,7 +133,7 @@ impl DirectServices {
             );
         }
         let service = {
-            let mut services = self.services.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut services = mcpproxy_policy::lock(&self.services);
             services
                 .entry(name.clone())
                 .or_insert_with(|| {

@@ -25,7 +25,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
@@ -219,11 +219,7 @@ impl Drop for InFlight {
     }
 }
 
-fn lock(ledger: &Mutex<Ledger>) -> std::sync::MutexGuard<'_, Ledger> {
-    // Counts and indexes only, each change made under one lock; a panic elsewhere cannot
-    // leave it half-written.
-    ledger.lock().unwrap_or_else(PoisonError::into_inner)
-}
+use mcpproxy_policy::lock;
 
 impl BoundedSessions {
     pub(crate) fn new(bounds: SessionBounds) -> Self {

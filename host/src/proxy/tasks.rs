@@ -15,7 +15,7 @@
 //! (after [`LIFETIME_WITHOUT_TTL`] when the server set none).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
@@ -85,7 +85,7 @@ pub(super) struct TaskRoutes {
 
 impl TaskRoutes {
     fn lock(&self) -> MutexGuard<'_, HashMap<(String, String), Route>> {
-        self.routes.lock().unwrap_or_else(PoisonError::into_inner)
+        mcpproxy_policy::lock(&self.routes)
     }
 
     fn insert(&self, key: (String, String), route: Route) {

@@ -35,7 +35,7 @@ use std::future::poll_fn;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
 
 use serde::{Deserialize, Serialize};
@@ -80,10 +80,7 @@ struct Waiter {
     progress: usize,
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A map and an optional writer; a panic elsewhere cannot leave them half-written.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
+use mcpproxy_policy::lock;
 
 impl Shared {
     fn take_waiter(&self, id: i64) -> Option<Waiter> {
@@ -337,7 +334,7 @@ struct ReplyFields<'a> {
 }
 
 /// What a response says.
-pub(super) enum Outcome<'a> {
+pub(super) enum ReplyContent<'a> {
     Result(&'a RawValue),
     Error(rmcp::ErrorData),
 }
@@ -345,12 +342,12 @@ pub(super) enum Outcome<'a> {
 impl Reply {
     /// The response's result or error; an error message when it has neither or cannot be
     /// read.
-    pub(super) fn outcome(&self) -> Result<Outcome<'_>, String> {
+    pub(super) fn outcome(&self) -> Result<ReplyContent<'_>, String> {
         let fields: ReplyFields<'_> =
             serde_json::from_slice(&self.line).map_err(|e| e.to_string())?;
         match (fields.result, fields.error) {
-            (_, Some(error)) => Ok(Outcome::Error(error)),
-            (Some(result), None) => Ok(Outcome::Result(result)),
+            (_, Some(error)) => Ok(ReplyContent::Error(error)),
+            (Some(result), None) => Ok(ReplyContent::Result(result)),
             (None, None) => Err("the response has neither a result nor an error".into()),
         }
     }

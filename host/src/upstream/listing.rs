@@ -10,8 +10,8 @@ use crate::trust::is_unprintable;
 use mcpproxy_policy::MAX_QUALIFIED_NAME_BYTES;
 
 use super::convert::tool_from_wire;
-use super::locks::lock;
 use super::supervisor::CONNECT_TIMEOUT;
+use mcpproxy_policy::lock;
 
 /// The most pages one listing reads; a server with more is listed up to there (warned).
 const MAX_LIST_PAGES: usize = 1000;

@@ -12,8 +12,8 @@ use rmcp::service::{Peer, RoleClient};
 use crate::back_channel::CallOrigin;
 use crate::config::Transport;
 
-use super::locks::read;
 use super::{Error, Upstream, call_result, lane};
+use mcpproxy_policy::read_lock as read;
 
 /// The reason a client's cancellation is forwarded upstream with.
 const CLIENT_CANCELLED: &str = "the client cancelled the request";
@@ -260,14 +260,14 @@ impl Upstream {
             route.settle_counted(reply.progress_before()).await;
         }
         match reply.outcome() {
-            Ok(lane::Outcome::Result(result)) => {
+            Ok(lane::ReplyContent::Result(result)) => {
                 call_result::read(result).map_err(|message| Error::Call {
                     server: self.config.name.clone(),
                     tool,
                     message,
                 })
             }
-            Ok(lane::Outcome::Error(error)) => Err(Error::Rejected {
+            Ok(lane::ReplyContent::Error(error)) => Err(Error::Rejected {
                 server: self.config.name.clone(),
                 tool,
                 error,

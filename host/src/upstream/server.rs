@@ -16,8 +16,8 @@ use crate::index::ToolIndex;
 use crate::trust::{Review, Standing, ToolStanding, TrustStore};
 use mcpproxy_policy::Tool;
 
-use super::locks::{lock, read};
-use super::{Error, State, Status, ToolChange, TransportKind, lane, log};
+use super::{Error, ServerStatus, State, ToolChange, TransportKind, lane, log};
+use mcpproxy_policy::{lock, read_lock as read};
 
 /// A server's tools as it listed them: in its order, found by name.
 #[derive(Debug, Default)]
@@ -82,9 +82,9 @@ impl Upstream {
     }
 
     /// A snapshot for status displays.
-    pub(crate) fn status(&self) -> Status {
+    pub(crate) fn status(&self) -> ServerStatus {
         let quarantined = self.is_quarantined();
-        Status {
+        ServerStatus {
             name: self.config.name.clone(),
             transport: TransportKind::from(&self.config.transport),
             state: self.state(),

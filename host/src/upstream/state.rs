@@ -1,5 +1,5 @@
 //! Where an upstream is in its life ([`State`]) and the snapshot status displays show of it
-//! ([`Status`]), with the transport it is reached by ([`TransportKind`]).
+//! ([`ServerStatus`]), with the transport it is reached by ([`TransportKind`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -63,7 +63,7 @@ impl std::fmt::Display for TransportKind {
 
 /// A snapshot of one upstream for status displays.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Status {
+pub(crate) struct ServerStatus {
     pub name: String,
     pub transport: TransportKind,
     #[serde(flatten)]
@@ -145,7 +145,7 @@ mod tests {
     fn a_status_serializes_as_it_did_with_the_transport_as_text_and_reads_back() {
         for transport in [TransportKind::Stdio, TransportKind::Http] {
             for state in every_state() {
-                let status = Status {
+                let status = ServerStatus {
                     name: "fs".into(),
                     transport,
                     state: state.clone(),
@@ -163,12 +163,12 @@ mod tests {
                 };
                 let json = serde_json::to_string(&status).unwrap();
                 assert_eq!(json, serde_json::to_string(&before).unwrap());
-                let read: Status = serde_json::from_str(&json).unwrap();
+                let read: ServerStatus = serde_json::from_str(&json).unwrap();
                 assert_eq!(read.transport, transport);
                 assert_eq!(read.state, status.state);
             }
         }
-        let quarantined = Status {
+        let quarantined = ServerStatus {
             name: "gh".into(),
             transport: TransportKind::Http,
             state: State::Error("refused".into()),

@@ -25,8 +25,8 @@ use crate::trust::quote;
 
 use super::handler::{UpstreamClient, proxy_client_capabilities};
 use super::listing::{Warned, is_listable_tool_name, list_tools};
-use super::locks::write;
 use super::{State, Upstream, tool_from_mcp};
+use mcpproxy_policy::write_lock as write;
 
 /// How long one connection attempt (spawn + initialize) may take; each tools/list has the
 /// same bound of its own.

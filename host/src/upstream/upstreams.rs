@@ -15,8 +15,8 @@ use crate::config::{ServerConfig, UpstreamConfig};
 use crate::index::ToolIndex;
 use crate::trust::{Review, TrustStore};
 
-use super::locks::{lock, read, write};
-use super::{State, Status, ToolChange, Upstream, log, supervisor};
+use super::{ServerStatus, State, ToolChange, Upstream, log, supervisor};
+use mcpproxy_policy::{lock, read_lock as read, write_lock as write};
 
 /// Every configured upstream, with their supervisors. Servers can be added, removed and
 /// restarted while the proxy runs ([`Upstreams::apply`], [`Upstreams::restart`]).
@@ -41,14 +41,14 @@ struct Running {
 
 /// What [`Upstreams::apply`] changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub(crate) struct Applied {
+pub(crate) struct AppliedChanges {
     pub added: Vec<String>,
     pub removed: Vec<String>,
     /// Servers whose configuration changed, restarted with the new one.
     pub restarted: Vec<String>,
 }
 
-impl Applied {
+impl AppliedChanges {
     pub(crate) fn is_empty(&self) -> bool {
         self.added.is_empty() && self.removed.is_empty() && self.restarted.is_empty()
     }
@@ -136,8 +136,8 @@ impl Upstreams {
     /// Makes the running servers match `servers`: new ones start, removed ones stop (their
     /// sessions closed, their processes ended, their tools out of the index), changed ones
     /// restart with their new configuration; the others are not touched.
-    pub(crate) async fn apply(&self, servers: &[ServerConfig]) -> Applied {
-        let mut applied = Applied::default();
+    pub(crate) async fn apply(&self, servers: &[ServerConfig]) -> AppliedChanges {
+        let mut applied = AppliedChanges::default();
         let mut stopping = Vec::new();
         {
             let mut map = write(&self.servers);
@@ -268,7 +268,7 @@ impl Upstreams {
             .collect()
     }
 
-    pub(crate) fn statuses(&self) -> Vec<Status> {
+    pub(crate) fn statuses(&self) -> Vec<ServerStatus> {
         self.all().iter().map(|u| u.status()).collect()
     }
 
@@ -313,19 +313,19 @@ mod tests {
 
     #[test]
     fn applied_is_empty_only_when_nothing_changed() {
-        assert!(Applied::default().is_empty());
+        assert!(AppliedChanges::default().is_empty());
         for applied in [
-            Applied {
+            AppliedChanges {
                 added: vec!["fs".into()],
-                ..Applied::default()
+                ..AppliedChanges::default()
             },
-            Applied {
+            AppliedChanges {
                 removed: vec!["fs".into()],
-                ..Applied::default()
+                ..AppliedChanges::default()
             },
-            Applied {
+            AppliedChanges {
                 restarted: vec!["fs".into()],
-                ..Applied::default()
+                ..AppliedChanges::default()
             },
         ] {
             assert!(!applied.is_empty(), "{applied:?}");

@@ -14,7 +14,7 @@ use mcpproxy_activity::{format_timestamp, now_ms};
 use mcpproxy_policy::Tool;
 
 use super::Upstream;
-use super::locks::{lock, write};
+use mcpproxy_policy::{lock, write_lock as write};
 
 /// What happened to a tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

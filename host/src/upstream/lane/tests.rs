@@ -57,7 +57,7 @@ async fn a_lane_answer_reaches_its_request_and_other_lines_reach_rmcp() {
         "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}\n"
     );
     let reply = request.answer().await.expect("answer");
-    let Ok(Outcome::Result(result)) = reply.outcome() else {
+    let Ok(ReplyContent::Result(result)) = reply.outcome() else {
         panic!("not a result");
     };
     assert_eq!(result.get(), r#"{"content":[]}"#);
@@ -106,7 +106,7 @@ async fn an_error_answer_is_read_whole() {
         let _ = reader.read(&mut sink).await;
     });
     let reply = request.answer().await.expect("answer");
-    let Ok(Outcome::Error(error)) = reply.outcome() else {
+    let Ok(ReplyContent::Error(error)) = reply.outcome() else {
         panic!("not an error");
     };
     assert_eq!(error.code.0, -32602);
