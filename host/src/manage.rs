@@ -97,7 +97,12 @@ impl Change {
         match self {
             Change::Add { entry: v, .. } | Change::Patch { patch: v, .. } => v
                 .as_object()
-                .map(|o| o.keys().map(|k| crate::trust::quote(k)).take(32).collect())
+                .map(|o| {
+                    o.keys()
+                        .map(|k| mcpproxy_policy::quote(k))
+                        .take(32)
+                        .collect()
+                })
                 .unwrap_or_default(),
             Change::Remove { .. } => Vec::new(),
         }

@@ -11,7 +11,7 @@ use crate::config::Config;
 use crate::index::{self, ToolIndex};
 use crate::metrics::Metrics;
 use crate::proxy::{ActivitySettings, Proxy};
-use crate::trust::{self, ToolScanner, TrustStore};
+use crate::trust::{self, TrustStore};
 use crate::upstream::Upstreams;
 use mcpproxy_activity::{self as activity, Journal, JournalOptions};
 use mcpproxy_activity::{Delivery, Sink};
@@ -20,6 +20,7 @@ use mcpproxy_plugin_host::{
 };
 use mcpproxy_policy::Limits;
 use mcpproxy_policy::Pipeline;
+use mcpproxy_policy::ToolScanner;
 
 /// How long a one-shot command waits for its upstream to connect (or fail once).
 const ONE_SHOT_SETTLE: Duration = Duration::from_secs(30);

@@ -115,7 +115,7 @@ fn approve_param(query: &HashMap<String, String>) -> Result<Approve, ApiError> {
     if let Some(unknown) = query.keys().find(|k| k.as_str() != "approve") {
         return Err(ApiError::bad_request(format!(
             "unknown query parameter '{}': only approve=true|false is accepted",
-            crate::trust::quote(unknown)
+            mcpproxy_policy::quote(unknown)
         )));
     }
     match query.get("approve").map(String::as_str) {
@@ -123,7 +123,7 @@ fn approve_param(query: &HashMap<String, String>) -> Result<Approve, ApiError> {
         Some("true") => Ok(Approve::Server),
         Some(other) => Err(ApiError::bad_request(format!(
             "approve must be true or false, not '{}'",
-            crate::trust::quote(other)
+            mcpproxy_policy::quote(other)
         ))),
     }
 }

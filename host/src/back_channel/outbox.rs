@@ -347,7 +347,7 @@ impl Queue {
 fn quoted(servers: &BTreeSet<String>) -> String {
     servers
         .iter()
-        .map(|s| format!("'{}'", crate::trust::quote(s)))
+        .map(|s| format!("'{}'", mcpproxy_policy::quote(s)))
         .collect::<Vec<_>>()
         .join(", ")
 }

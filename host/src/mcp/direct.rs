@@ -42,7 +42,7 @@ impl ProxyServer {
                 return Err(ErrorData::invalid_params(
                     format!(
                         "Tool '{}' not found: server '{server}' has no tool of that name (tools/list shows its tools)",
-                        crate::trust::quote(&request.name)
+                        mcpproxy_policy::quote(&request.name)
                     ),
                     None,
                 ));

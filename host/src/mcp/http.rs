@@ -128,7 +128,7 @@ impl DirectServices {
                 -32602,
                 &format!(
                     "there is no upstream server '{}' behind /mcp/servers/; configured servers: {known}",
-                    crate::trust::quote(&name)
+                    mcpproxy_policy::quote(&name)
                 ),
             );
         }

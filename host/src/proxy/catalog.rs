@@ -133,7 +133,7 @@ impl Proxy {
         self.upstreams.get(name).ok_or_else(|| {
             CatalogError::NotFound(format!(
                 "there is no upstream server '{}'; configured servers: {}",
-                crate::trust::quote(name),
+                mcpproxy_policy::quote(name),
                 self.upstreams.names().join(", ")
             ))
         })
@@ -154,7 +154,7 @@ impl Proxy {
                 CatalogError::NotFound(format!(
                     "{what} '{}' has no server: mcpproxy names them 'server:{what}', as \
                      {what}s/list shows",
-                    crate::trust::quote(name)
+                    mcpproxy_policy::quote(name)
                 ))
             })?,
         };
@@ -357,7 +357,7 @@ impl Proxy {
         Err(CatalogError::NotFound(format!(
             "no usable upstream server lists the resource '{}' or a template that matches it; \
              resources/list and resources/templates/list show what can be read",
-            crate::trust::quote(uri)
+            mcpproxy_policy::quote(uri)
         )))
     }
 

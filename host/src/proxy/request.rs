@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::trust::is_unprintable;
+use mcpproxy_policy::is_unprintable;
 use mcpproxy_policy::{Intent, OperationType};
 
 /// A parsed call request.

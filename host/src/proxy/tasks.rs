@@ -103,7 +103,7 @@ impl TaskRoutes {
             tracing::warn!(
                 server = %oldest.0,
                 "following more than {MAX_TASKS} tasks: forgot the oldest, task {}",
-                crate::trust::quote(&oldest.1)
+                mcpproxy_policy::quote(&oldest.1)
             );
             routes.remove(&oldest);
         }
@@ -188,7 +188,7 @@ fn unknown_task(id: &str) -> CatalogError {
     // No id mcpproxy hands out is longer (the server's name, ':' and the server's id); a
     // longer one is not echoed back.
     let named = if id.len() <= 2 * MAX_TASK_ID_BYTES {
-        format!("'{}'", crate::trust::quote(id))
+        format!("'{}'", mcpproxy_policy::quote(id))
     } else {
         format!("of {} bytes", id.len())
     };

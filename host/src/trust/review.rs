@@ -209,7 +209,7 @@ impl Analysis {
     }
 
     /// The analysis as text for an agent or a terminal. Every string from the upstream is
-    /// escaped ([`crate::trust::quote`]), so a tool cannot forge lines of this report.
+    /// escaped ([`mcpproxy_policy::quote`]), so a tool cannot forge lines of this report.
     pub(crate) fn to_text(&self) -> String {
         use std::fmt::Write;
         let mut out = String::new();

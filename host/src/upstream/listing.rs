@@ -6,8 +6,8 @@ use std::collections::HashSet;
 use rmcp::model::{ClientRequest, CustomRequest};
 use rmcp::service::{PeerRequestOptions, RoleClient};
 
-use crate::trust::is_unprintable;
 use mcpproxy_policy::MAX_QUALIFIED_NAME_BYTES;
+use mcpproxy_policy::is_unprintable;
 
 use super::convert::tool_from_wire;
 use super::supervisor::CONNECT_TIMEOUT;

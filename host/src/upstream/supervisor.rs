@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Transport;
 use crate::index::ToolIndex;
-use crate::trust::quote;
+use mcpproxy_policy::quote;
 
 use super::handler::{UpstreamClient, proxy_client_capabilities};
 use super::listing::{Warned, is_listable_tool_name, list_tools};

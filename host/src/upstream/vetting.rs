@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use serde::{Deserialize, Serialize};
 
 use crate::index::{ToolDoc, param_names};
-use crate::trust::{self, Review, ToolDiff, ToolStanding, fingerprint};
+use crate::trust::{Review, ToolDiff, ToolStanding, fingerprint};
 use mcpproxy_activity::{format_timestamp, now_ms};
 use mcpproxy_policy::Tool;
 
@@ -149,13 +149,13 @@ impl Upstream {
                 ChangeKind::Removed => {}
                 _ if auto => tracing::warn!(
                     server = name,
-                    tool = %trust::quote(&change.tool),
+                    tool = %mcpproxy_policy::quote(&change.tool),
                     "tool {} since approval; accepted (auto_approve_tool_changes)",
                     if change.kind == ChangeKind::New { "is new" } else { "changed" }
                 ),
                 _ => tracing::warn!(
                     server = name,
-                    tool = %trust::quote(&change.tool),
+                    tool = %mcpproxy_policy::quote(&change.tool),
                     "tool {} since approval; held until approved (`mcpproxy upstream inspect {name}`)",
                     if change.kind == ChangeKind::New { "is new" } else { "changed" }
                 ),
