@@ -4,8 +4,9 @@
 
 use anyhow::{Result, bail};
 use clap::Args;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 
-use mcpproxy_activity::{Filter, RecordType, format_timestamp, now_ms, parse_timestamp};
+use mcpproxy_activity::{Filter, RecordType, Status, format_timestamp, now_ms, parse_timestamp};
 
 /// The filters `list`, `export` and `stats` share.
 #[derive(Debug, Clone, Args)]
@@ -20,11 +21,11 @@ pub(super) struct FilterArgs {
     #[arg(long)]
     tool: Option<String>,
     /// Only records with this status.
-    #[arg(long, value_parser = ["pending", "success", "error", "blocked"])]
-    status: Option<String>,
+    #[arg(long, value_parser = one_of(&Filter::STATUSES, Status::as_str))]
+    status: Option<Status>,
     /// Only records of this type.
-    #[arg(long = "type", value_parser = clap::builder::PossibleValuesParser::new(RecordType::names()))]
-    record_type: Option<String>,
+    #[arg(long = "type", value_parser = one_of(&RecordType::ALL, RecordType::as_str))]
+    record_type: Option<RecordType>,
     /// Only records of this MCP session.
     #[arg(long)]
     session: Option<String>,
@@ -35,6 +36,21 @@ pub(super) struct FilterArgs {
     /// Only records at or before this time (as --since).
     #[arg(long, value_name = "TIME")]
     until: Option<String>,
+}
+
+/// A value parser for one of `values`, each written as `name` gives it: the same help and
+/// the same error as a plain list of the words, and the value itself for the command.
+fn one_of<T: Copy + Send + Sync + 'static>(
+    values: &'static [T],
+    name: fn(T) -> &'static str,
+) -> impl TypedValueParser<Value = T> {
+    PossibleValuesParser::new(values.iter().map(|value| name(*value))).try_map(move |word| {
+        values
+            .iter()
+            .copied()
+            .find(|value| name(*value) == word)
+            .ok_or("not one of the possible values")
+    })
 }
 
 impl FilterArgs {
@@ -50,8 +66,8 @@ impl FilterArgs {
             intent_type: self.intent_type.clone(),
             server: self.server.clone(),
             tool: self.tool.clone(),
-            status: self.status.clone(),
-            record_type: self.record_type.clone(),
+            status: self.status,
+            record_type: self.record_type,
             session: self.session.clone(),
             start_ms: time("since", &self.since)?,
             end_ms: time("until", &self.until)?,
@@ -69,15 +85,15 @@ impl FilterArgs {
         let filter = self.filter()?;
         let mut query = Vec::new();
         for (key, value) in [
-            ("intent_type", &filter.intent_type),
-            ("server", &filter.server),
-            ("tool", &filter.tool),
-            ("status", &filter.status),
-            ("type", &filter.record_type),
-            ("session", &filter.session),
+            ("intent_type", filter.intent_type.as_deref()),
+            ("server", filter.server.as_deref()),
+            ("tool", filter.tool.as_deref()),
+            ("status", filter.status.map(Status::as_str)),
+            ("type", filter.record_type.map(RecordType::as_str)),
+            ("session", filter.session.as_deref()),
         ] {
             if let Some(v) = value {
-                query.push((key, v.clone()));
+                query.push((key, v.to_owned()));
             }
         }
         if let Some(ms) = filter.start_ms {
