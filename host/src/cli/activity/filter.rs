@@ -118,7 +118,8 @@ fn parse_time_arg(text: &str) -> Result<u64, String> {
         Some('w') => Some(7 * 86_400_000),
         _ => None,
     };
-    let digits = &text[..text.len().saturating_sub(1)];
+    // `get`: the last character may take more than one byte (`1é`).
+    let digits = text.get(..text.len().saturating_sub(1)).unwrap_or("");
     if let Some(unit) = unit_ms
         && !digits.is_empty()
         && digits.bytes().all(|b| b.is_ascii_digit())
@@ -129,4 +130,23 @@ fn parse_time_arg(text: &str) -> Result<u64, String> {
         return Ok(now_ms().saturating_sub(n.saturating_mul(unit)));
     }
     parse_timestamp(text).map_err(|e| format!("{e}; or a duration ago: 90s, 30m, 1h, 7d, 2w"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_time_is_a_duration_ago_or_a_timestamp() {
+        let hour_ago = now_ms() - 3_600_000;
+        let parsed = parse_time_arg("1h").unwrap();
+        assert!(parsed >= hour_ago && parsed < hour_ago + 60_000, "{parsed}");
+        assert_eq!(
+            parse_time_arg("2026-11-22T04:10:00Z"),
+            Ok(parse_timestamp("2026-11-22T04:10:00Z").unwrap())
+        );
+        assert!(parse_time_arg("99999999999999999999d").is_err());
+        // A last character of more than one byte is an error, not a panic.
+        assert!(parse_time_arg("1\u{e9}").is_err());
+    }
 }
