@@ -19,7 +19,7 @@ use criterion::Criterion;
 #[path = "common.rs"]
 mod common;
 use common::{Rng, record};
-use mcpproxy_activity::{Durability, Filter, Journal, JournalOptions, Retention};
+use mcpproxy_activity::{Durability, Filter, Journal, JournalOptions, Retention, Status};
 
 const DAY_MS: u64 = 86_400_000;
 /// Fills `journal` with `n` records over the 30 days ending `end_ms`; returns a sample of ids.
@@ -145,7 +145,7 @@ fn main() {
         ..Filter::default()
     };
     let blocked_destructive = Filter {
-        status: s("blocked"),
+        status: Some(Status::Blocked),
         intent_type: s("destructive"),
         ..Filter::default()
     };

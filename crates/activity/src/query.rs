@@ -20,10 +20,10 @@ use super::journal::{
     IDX_INTENT, IDX_SERVER, IDX_STATUS, IDX_TOOL, IDX_TYPE, INDEXES, Journal, RECORDS, key_id,
     key_ms, parse_key,
 };
-use super::record::ActivityRecord;
+use super::record::{ActivityRecord, RecordType, Status};
 
-/// Which records a query wants; `None` fields do not filter. String filters on intent type,
-/// status and type ignore ASCII case; server and tool are exact.
+/// Which records a query wants; `None` fields do not filter. The intent type ignores ASCII
+/// case; server and tool are exact.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Filter {
     /// Intent type (`read`, `write`, `destructive`, ...): the declared operation type, else
@@ -33,10 +33,10 @@ pub struct Filter {
     pub server: Option<String>,
     /// Tool name, or `server:tool`.
     pub tool: Option<String>,
-    /// `pending` | `success` | `error` | `blocked`.
-    pub status: Option<String>,
-    /// `tool_call` | `policy_decision` | `tool_change` | `approval` | `alert`.
-    pub record_type: Option<String>,
+    /// The record's status.
+    pub status: Option<Status>,
+    /// The record's type.
+    pub record_type: Option<RecordType>,
     /// MCP session id (exact; not indexed: checked on each candidate).
     pub session: Option<String>,
     /// Inclusive lower bound, unix ms.
@@ -46,11 +46,16 @@ pub struct Filter {
 }
 
 impl Filter {
+    /// The statuses a status filter takes, in the order the CLI and the REST API list them.
+    pub const STATUSES: [Status; 4] = [
+        Status::Pending,
+        Status::Success,
+        Status::Error,
+        Status::Blocked,
+    ];
+
     /// Whether `rec` passes every filter, time range included (taken from its id).
     pub fn matches(&self, rec: &ActivityRecord) -> bool {
-        let ci = |want: &Option<String>, have: &str| {
-            want.as_deref().is_none_or(|w| w.eq_ignore_ascii_case(have))
-        };
         let in_time = || match parse_key(&rec.id) {
             Ok(key) => {
                 let ms = key_ms(&key);
@@ -73,8 +78,8 @@ impl Filter {
             .as_deref()
             .is_none_or(|s| rec.session_id.as_deref() == Some(s))
             && self.server.as_deref().is_none_or(|s| rec.server_name == s)
-            && ci(&self.status, rec.status.as_str())
-            && ci(&self.record_type, rec.record_type.as_str())
+            && self.status.is_none_or(|s| s == rec.status)
+            && self.record_type.is_none_or(|t| t == rec.record_type)
             && tool_ok()
             && intent_ok()
             && in_time()
@@ -239,10 +244,10 @@ impl Journal {
             single(IDX_SERVER, server.clone())
         } else if let Some(intent) = &filter.intent_type {
             single(IDX_INTENT, lower(intent))
-        } else if let Some(status) = &filter.status {
-            single(IDX_STATUS, lower(status))
-        } else if let Some(record_type) = &filter.record_type {
-            single(IDX_TYPE, lower(record_type))
+        } else if let Some(status) = filter.status {
+            single(IDX_STATUS, status.as_str().to_owned())
+        } else if let Some(record_type) = filter.record_type {
+            single(IDX_TYPE, record_type.as_str().to_owned())
         } else {
             Plan::Records
         })
@@ -356,8 +361,8 @@ impl Journal {
                 for (i, want) in [
                     (IDX_SERVER, filter.server.clone()),
                     (IDX_INTENT, lower(&filter.intent_type)),
-                    (IDX_STATUS, lower(&filter.status)),
-                    (IDX_TYPE, lower(&filter.record_type)),
+                    (IDX_STATUS, filter.status.map(|s| s.as_str().to_owned())),
+                    (IDX_TYPE, filter.record_type.map(|t| t.as_str().to_owned())),
                 ] {
                     if let Some(want) = want
                         && i != idx
@@ -397,7 +402,6 @@ impl Journal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{RecordType, Status};
     use crate::test_util::{open_temp, rec_at, with_intent};
     use crate::{JournalOptions, Retention};
 
@@ -449,8 +453,8 @@ mod tests {
             && f.tool
                 .as_ref()
                 .is_none_or(|v| *v == r.tool_name || *v == qualified)
-            && lower(&f.status).is_none_or(|v| v == r.status.as_str())
-            && lower(&f.record_type).is_none_or(|v| v == r.record_type.as_str())
+            && f.status.is_none_or(|v| v == r.status)
+            && f.record_type.is_none_or(|v| v == r.record_type)
             && f.start_ms.is_none_or(|v| ms >= v)
             && f.end_ms.is_none_or(|v| ms <= v)
     }
@@ -507,15 +511,15 @@ mod tests {
                 ..Filter::default()
             },
             Filter {
-                status: s("blocked"),
+                status: Some(Status::Blocked),
                 ..Filter::default()
             },
             Filter {
-                status: s("Pending"),
+                status: Some(Status::Pending),
                 ..Filter::default()
             },
             Filter {
-                record_type: s("policy_decision"),
+                record_type: Some(RecordType::PolicyDecision),
                 ..Filter::default()
             },
             Filter {
@@ -534,8 +538,8 @@ mod tests {
                     intent_type: a.intent_type.clone().or(b.intent_type.clone()),
                     server: a.server.clone().or(b.server.clone()),
                     tool: a.tool.clone().or(b.tool.clone()),
-                    status: a.status.clone().or(b.status.clone()),
-                    record_type: a.record_type.clone().or(b.record_type.clone()),
+                    status: a.status.or(b.status),
+                    record_type: a.record_type.or(b.record_type),
                     session: a.session.clone().or(b.session.clone()),
                     start_ms: a.start_ms.or(b.start_ms),
                     end_ms: a.end_ms.or(b.end_ms),
@@ -545,7 +549,7 @@ mod tests {
         filters.push(Filter {
             server: s("alpha"),
             tool: s("read_file"),
-            status: s("success"),
+            status: Some(Status::Success),
             start_ms: Some(T0 + 10 * 60_000),
             end_ms: Some(T0 + 200 * 60_000),
             ..Filter::default()

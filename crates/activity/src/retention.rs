@@ -690,7 +690,7 @@ mod tests {
         let alerts = |j: &Journal| {
             j.query(
                 &Filter {
-                    record_type: Some("alert".into()),
+                    record_type: Some(RecordType::Alert),
                     ..Filter::default()
                 },
                 100,

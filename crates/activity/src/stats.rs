@@ -96,12 +96,9 @@ impl Journal {
     /// The statistics of the records matching `filter` of one type: the filter's type, else
     /// tool calls (records of other types are never mixed in).
     pub fn call_stats(&self, filter: &Filter) -> Result<CallStats> {
-        let record_type = filter.record_type.as_deref().map_or_else(
-            || RecordType::ToolCall.as_str().to_owned(),
-            str::to_ascii_lowercase,
-        );
+        let record_type = filter.record_type.unwrap_or(RecordType::ToolCall);
         let filter = Filter {
-            record_type: Some(record_type.clone()),
+            record_type: Some(record_type),
             ..filter.clone()
         };
         let mut tally = Tally::default();
@@ -121,7 +118,7 @@ impl Journal {
             groups: [server, tool, variant, status, decision],
         } = tally;
         Ok(CallStats {
-            record_type,
+            record_type: record_type.as_str().to_owned(),
             calls: all.len() as u64,
             first,
             last,
@@ -223,7 +220,7 @@ mod tests {
         ));
         journal.bulk_load(&records).unwrap();
         let prompts = Filter {
-            record_type: Some("PROMPT_GET".into()),
+            record_type: Some(RecordType::PromptGet),
             ..Filter::default()
         };
         let stats = journal.call_stats(&prompts).unwrap();
@@ -234,7 +231,7 @@ mod tests {
         assert_eq!(stats.by_variant[0].key, "(none)");
         assert_eq!(stats.p99_ms, 30);
         let completions = Filter {
-            record_type: Some("completion".into()),
+            record_type: Some(RecordType::Completion),
             ..Filter::default()
         };
         assert_eq!(journal.call_stats(&completions).unwrap().calls, 1);

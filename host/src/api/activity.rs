@@ -12,7 +12,8 @@ use serde_json::json;
 
 use mcpproxy_activity::ExportFormat;
 use mcpproxy_activity::SCAN_CHUNK;
-use mcpproxy_activity::{Filter, RecordType, parse_timestamp};
+use mcpproxy_activity::{Filter, RecordType, Status, parse_record_id, parse_timestamp};
+use mcpproxy_policy::OperationType;
 
 use super::{ApiError, ApiState, ok};
 
@@ -53,16 +54,6 @@ fn parse_query_of(
             params.join(", ")
         )));
     }
-    let one_of = |key: &str, allowed: &[&str]| -> Result<Option<String>, ApiError> {
-        match query.get(key) {
-            None => Ok(None),
-            Some(v) if allowed.contains(&v.as_str()) => Ok(Some(v.clone())),
-            Some(v) => Err(ApiError::bad_request(format!(
-                "{key} '{v}' is not valid: use one of {}",
-                allowed.join(", ")
-            ))),
-        }
-    };
     let text = |key: &str| -> Result<Option<String>, ApiError> {
         match query.get(key) {
             Some(v) if v.trim().is_empty() => Err(ApiError::bad_request(format!(
@@ -96,11 +87,17 @@ fn parse_query_of(
         }
     };
     let filter = Filter {
-        intent_type: one_of("intent_type", &["read", "write", "destructive"])?,
+        intent_type: one_of(
+            query,
+            "intent_type",
+            &OperationType::ALL,
+            OperationType::as_str,
+        )?
+        .map(|op| op.as_str().to_owned()),
         server: text("server")?,
         tool: text("tool")?,
-        status: one_of("status", &["pending", "success", "error", "blocked"])?,
-        record_type: one_of("type", &RecordType::names().collect::<Vec<_>>())?,
+        status: one_of(query, "status", &Filter::STATUSES, Status::as_str)?,
+        record_type: one_of(query, "type", &RecordType::ALL, RecordType::as_str)?,
         session: text("session")?,
         start_ms: time("start_time")?,
         end_ms: time("end_time")?,
@@ -113,6 +110,30 @@ fn parse_query_of(
     let limit = number("limit", DEFAULT_LIMIT, 1..=MAX_LIMIT)?;
     let offset = number("offset", 0, 0..=usize::MAX)?;
     Ok((filter, limit, offset))
+}
+
+/// The value of the parameter `key`: one of `values`, each written as `name` gives it, or a
+/// 400 listing them.
+fn one_of<T: Copy>(
+    query: &HashMap<String, String>,
+    key: &str,
+    values: &[T],
+    name: fn(T) -> &'static str,
+) -> Result<Option<T>, ApiError> {
+    let Some(v) = query.get(key) else {
+        return Ok(None);
+    };
+    match values.iter().copied().find(|value| name(*value) == v) {
+        Some(value) => Ok(Some(value)),
+        None => Err(ApiError::bad_request(format!(
+            "{key} '{v}' is not valid: use one of {}",
+            values
+                .iter()
+                .map(|value| name(*value))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
 }
 
 pub(super) async fn list(
@@ -159,23 +180,23 @@ pub(super) async fn show(
     State(state): State<ApiState>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
+    let no_record = || {
+        ApiError::not_found(format!(
+            "no activity record with id '{id}'; `mcpproxy activity list` shows the ids"
+        ))
+    };
+    // Not a record id (a ULID): no record can have it.
+    if parse_record_id(&id).is_none() {
+        return Err(no_record());
+    }
     let journal = state.journal.clone();
     let lookup = id.clone();
-    let record = match tokio::task::spawn_blocking(move || journal.get(&lookup))
+    tokio::task::spawn_blocking(move || journal.get(&lookup))
         .await
         .map_err(|e| ApiError::internal("reading the activity record failed", e))?
-    {
-        Ok(record) => record,
-        // Not a ULID: no record can have it.
-        Err(mcpproxy_activity::Error::InvalidId(_)) => None,
-        Err(e) => return Err(journal_error("reading the activity record failed", e)),
-    };
-    match record {
-        Some(record) => Ok(ok(record)),
-        None => Err(ApiError::not_found(format!(
-            "no activity record with id '{id}'; `mcpproxy activity list` shows the ids"
-        ))),
-    }
+        .map_err(|e| journal_error("reading the activity record failed", e))?
+        .map(ok)
+        .ok_or_else(no_record)
 }
 
 /// `GET /activity/export?format=jsonl|csv&<filters>`: every matching record, oldest first,
@@ -268,7 +289,7 @@ pub(super) async fn stream(
         .map(str::to_owned)
         .or(after);
     if let Some(id) = &resume
-        && mcpproxy_activity::parse_record_id(id).is_none()
+        && parse_record_id(id).is_none()
     {
         return Err(ApiError::bad_request(format!(
             "'{id}' (Last-Event-ID or after) is not a record id"
@@ -343,8 +364,8 @@ impl Feed {
         let now = mcpproxy_activity::now_ms();
         let mut held = false;
         for record in chunk {
-            let pending = record.status == mcpproxy_activity::Status::Pending
-                && mcpproxy_activity::parse_record_id(&record.id)
+            let pending = record.status == Status::Pending
+                && parse_record_id(&record.id)
                     .is_some_and(|ms| now.saturating_sub(ms) < STREAM_PENDING_PATIENCE_MS);
             if pending {
                 held = true;
@@ -423,7 +444,7 @@ mod budget_tests {
         ] {
             let query = HashMap::from([("type".to_owned(), name.to_owned())]);
             let (filter, _, _) = parse_query(&query).unwrap();
-            assert_eq!(filter.record_type.as_deref(), Some(name));
+            assert_eq!(filter.record_type.map(RecordType::as_str), Some(name));
         }
         let query = HashMap::from([("type".to_owned(), "prompt".to_owned())]);
         let error = parse_query(&query).unwrap_err();

@@ -349,7 +349,8 @@ fn print_dry_run(report: &CallReport) {
     let verdict = report.verdict.clone().unwrap_or_default();
     println!(
         "Dry run: {} via {} (the upstream was not called)",
-        report.tool, report.variant
+        report.tool,
+        report.variant.tool_name()
     );
     println!("Arguments:    {}", report.arguments);
     let annotations = report

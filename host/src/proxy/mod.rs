@@ -379,7 +379,7 @@ impl Proxy {
     /// [`Proxy::call`], summed up as the report the REST API and the CLI print.
     pub(crate) async fn call_reported(&self, input: CallInput, context: CallContext) -> CallReport {
         let tool = format!("{}:{}", input.server, input.tool);
-        let variant = input.variant.tool_name();
+        let variant = input.variant;
         let arguments = serde_json::Value::Object(input.args.clone());
         let outcome = self.call(input, context).await;
         CallReport::new(tool, variant, arguments, &outcome)

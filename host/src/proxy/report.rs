@@ -4,7 +4,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use mcpproxy_policy::{AnnotationSource, Annotations, Evaluation, Outcome, SafetyClass};
+use mcpproxy_policy::{
+    AnnotationSource, Annotations, Evaluation, OperationType, Outcome, SafetyClass,
+};
 
 use super::CallOutcome;
 
@@ -35,8 +37,10 @@ pub(crate) struct CallReport {
     pub outcome: Ending,
     /// `server:tool`.
     pub tool: String,
-    /// `call_tool_read`, ...
-    pub variant: String,
+    /// The variant called, written `call_tool_read`, `call_tool_write` or
+    /// `call_tool_destructive`.
+    #[serde(with = "variant_name")]
+    pub variant: OperationType,
     /// The rejection or error, when there is one.
     pub message: Option<String>,
     /// The upstream's result, unchanged.
@@ -55,14 +59,14 @@ pub(crate) struct CallReport {
 impl CallReport {
     pub(crate) fn new(
         tool: String,
-        variant: &str,
+        variant: OperationType,
         arguments: Value,
         outcome: &CallOutcome,
     ) -> Self {
         let mut report = Self {
             outcome: Ending::Refused,
             tool,
-            variant: variant.to_owned(),
+            variant,
             message: None,
             result: None,
             arguments,
@@ -142,5 +146,52 @@ impl CallReport {
     /// Whether the policy would let the call through (meaningful for dry runs).
     pub(crate) fn allowed(&self) -> bool {
         self.verdict.as_ref().is_some_and(Outcome::is_allowed)
+    }
+}
+
+/// Serde for a variant written as its tool name (`"call_tool_read"`), as the audit record's
+/// `tool_variant` is.
+mod variant_name {
+    use serde::{Deserializer, Serializer, de::Error as _};
+
+    use mcpproxy_policy::{OperationType, variant_tool_name};
+
+    pub(super) fn serialize<S: Serializer>(
+        variant: &OperationType,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.serialize_str(variant.tool_name())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<OperationType, D::Error> {
+        variant_tool_name::deserialize(d)?
+            .ok_or_else(|| D::Error::custom("the tool variant is missing"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_variant_is_written_as_its_tool_name() {
+        let refused = CallOutcome::Refused("unknown server".to_owned());
+        let report = CallReport::new(
+            "fx:echo".to_owned(),
+            OperationType::Write,
+            Value::Null,
+            &refused,
+        );
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["variant"], "call_tool_write");
+        let read: CallReport = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(read.variant, OperationType::Write);
+        let mut odd = json;
+        odd["variant"] = "call_tool_sideways".into();
+        let error = serde_json::from_value::<CallReport>(odd).unwrap_err();
+        assert!(
+            error.to_string().contains("unknown tool variant"),
+            "{error}"
+        );
     }
 }

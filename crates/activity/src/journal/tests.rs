@@ -17,7 +17,12 @@ use std::time::Duration;
 /// The records whose status is `status`, newest first (at most 1,000).
 fn with_status(j: &Journal, status: &str) -> Vec<ActivityRecord> {
     let filter = Filter {
-        status: Some(status.into()),
+        status: Some(
+            Filter::STATUSES
+                .into_iter()
+                .find(|s| s.as_str() == status)
+                .expect("a status"),
+        ),
         ..Filter::default()
     };
     j.query(&filter, 1000, 0).unwrap().records
@@ -384,12 +389,12 @@ async fn close_interrupted_closes_each_pending_record_once_in_async_mode() {
     // are acknowledged before they are committed.
     assert_eq!(j.close_interrupted().await.unwrap(), 2000);
     let pending = Filter {
-        status: Some("pending".to_owned()),
+        status: Some(Status::Pending),
         ..Filter::default()
     };
     assert!(j.query(&pending, 10, 0).unwrap().records.is_empty());
     let errors = Filter {
-        status: Some("error".to_owned()),
+        status: Some(Status::Error),
         ..Filter::default()
     };
     let page = j.query(&errors, 10, 0).unwrap();

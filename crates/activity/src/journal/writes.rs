@@ -93,7 +93,7 @@ impl Journal {
     /// is pending yet. Returns how many were closed.
     pub async fn close_interrupted(&self) -> Result<usize> {
         let pending = crate::Filter {
-            status: Some(Status::Pending.as_str().to_owned()),
+            status: Some(Status::Pending),
             ..crate::Filter::default()
         };
         let mut closed = 0;

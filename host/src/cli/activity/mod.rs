@@ -1,0 +1,27 @@
+//! `mcpproxy activity list`, `show`, `export`, `stats`, `watch`, `sinks` and `repair`: the
+//! audit trail and its delivery to sinks, read from the running server's REST API when one is
+//! up, else from the journal file; `repair` saves the readable records of a damaged journal
+//! file (offline only).
+//!
+//! - [`command`]: the subcommands and their dispatch (and the quiet redb panic hook);
+//! - [`store`]: where records come from, the server or the journal file;
+//! - [`filter`]: the filters `list`, `export`, `stats` and `watch` share;
+//! - [`record`]: a record as the commands read it, once, from the server's JSON or the journal;
+//! - [`render`]: the labels every record view uses (intent, status, reason);
+//! - one module per subcommand: [`list`], [`show`], [`export`], [`stats`], [`watch`],
+//!   [`sinks`], [`repair`].
+
+mod command;
+mod export;
+mod filter;
+mod list;
+mod record;
+mod render;
+mod repair;
+mod show;
+mod sinks;
+mod stats;
+mod store;
+mod watch;
+
+pub(super) use command::ActivityCommand;

@@ -1,0 +1,174 @@
+//! `mcpproxy activity show ID`: every field of one record, escaped, or the record as JSON.
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use serde_json::Value;
+
+use mcpproxy_activity::{RecordType, parse_record_id};
+use mcpproxy_policy::OperationType;
+
+use crate::cli::Globals;
+use crate::cli::output::{Format, print_data, verdict_line};
+use crate::trust::quote;
+
+use super::record::ShownRecord;
+use super::render::subscription_method;
+use super::store::{Source, Store, open};
+
+#[derive(Debug, Args)]
+pub(in crate::cli) struct ShowCommand {
+    #[command(flatten)]
+    source: Source,
+    /// The record's id (from `activity list`).
+    id: String,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t)]
+    output: Format,
+}
+
+impl ShowCommand {
+    pub(super) async fn run(self, globals: &Globals) -> Result<ExitCode> {
+        let store = open(&self.source, globals).await?;
+        // Not a record id (a ULID): no record can have it.
+        if parse_record_id(&self.id).is_none() {
+            bail!(no_record(&self.id));
+        }
+        let shown = match &store {
+            Store::Remote(remote) => {
+                let record = remote.get(&format!("/activity/{}", self.id), &[]).await?;
+                if print_data(&record, self.output)? {
+                    return Ok(ExitCode::SUCCESS);
+                }
+                ShownRecord::read(&record)
+                    .context("the server's answer is not an activity record")?
+            }
+            Store::Local(journal) => {
+                let Some(record) = journal.get(&self.id)? else {
+                    bail!(no_record(&self.id));
+                };
+                // As a JSON value, whose keys print sorted, as a server's answer does.
+                if print_data(&serde_json::to_value(&record)?, self.output)? {
+                    return Ok(ExitCode::SUCCESS);
+                }
+                ShownRecord::from(record)
+            }
+        };
+        print_record(&shown);
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// The error for an id no record has (the REST API says the same).
+fn no_record(id: &str) -> String {
+    format!("no activity record with id '{id}'; `mcpproxy activity list` shows the ids")
+}
+
+fn print_record(shown: &ShownRecord) {
+    let record = &shown.record;
+    // Every value may come from a caller, an upstream or a plugin: print it escaped.
+    let text = |value: Option<&str>| quote(value.unwrap_or("-"));
+    let server = quote(&record.server_name);
+    let tool = quote(&record.tool_name);
+    println!("ID:          {}", quote(&record.id));
+    println!("Time:        {}", quote(&record.timestamp));
+    println!(
+        "Type:        {} (source: {})",
+        quote(shown.type_name()),
+        quote(record.source.as_str())
+    );
+    match shown.record_type() {
+        Some(RecordType::PromptGet) => println!("Prompt:      {server}:{tool}"),
+        Some(RecordType::Completion) => println!("Completes:   {server}:{tool}"),
+        Some(RecordType::ServerChange) => println!(
+            "Server:      {server} ({tool} by {})",
+            text(
+                record
+                    .details
+                    .as_ref()
+                    .and_then(|d| d.get("actor"))
+                    .and_then(Value::as_str)
+            )
+        ),
+        Some(RecordType::Subscription) => match subscription_method(record) {
+            Some(method @ "subscriptions/listen") => {
+                println!("Stream:      {server} ({method})")
+            }
+            method => println!("Resource:    {server}:{tool} ({})", text(method)),
+        },
+        _ => println!(
+            "Tool:        {server}:{tool} via {}",
+            text(record.tool_variant.map(OperationType::tool_name))
+        ),
+    }
+    println!(
+        "Status:      {}{}",
+        quote(record.status.as_str()),
+        if record.dry_run { " (dry run)" } else { "" }
+    );
+    println!("Duration:    {} ms", record.duration_ms);
+    let intent = record.intent.clone().unwrap_or_default();
+    println!("Intent:");
+    println!(
+        "  operation_type:   {}",
+        text(intent.operation_type.map(OperationType::as_str))
+    );
+    println!(
+        "  data_sensitivity: {}",
+        text(intent.data_sensitivity.as_deref())
+    );
+    println!("  reason:           {}", text(intent.reason.as_deref()));
+    // As a JSON value, whose keys print sorted, as they always have.
+    let annotations = record
+        .annotations
+        .and_then(|a| serde_json::to_value(a).ok());
+    println!(
+        "Annotations: {} (from {}; safety class {})",
+        json_text(annotations.as_ref()),
+        quote(record.annotation_source.label()),
+        quote(record.safety_class.as_str())
+    );
+    println!("Verdict:     {}", verdict_line(&record.verdict));
+    for w in &record.verdict.warnings {
+        println!("  warning from {}: {}", quote(&w.plugin), quote(&w.message));
+    }
+    println!(
+        "Arguments:   {}{}",
+        json_text(record.arguments.as_ref()),
+        if record.arguments_truncated {
+            " (truncated)"
+        } else {
+            ""
+        }
+    );
+    println!("Response:    {} bytes", record.response_bytes);
+    if let Some(details) = record.details.as_ref().filter(|d| !d.is_null()) {
+        println!("Details:     {}", json_text(Some(details)));
+    }
+    if let Some(error) = &record.error_message {
+        println!("Error:       {}", quote(error));
+    }
+    println!(
+        "Session:     {}  Request: {}",
+        text(record.session_id.as_deref()),
+        text(record.request_id.as_deref())
+    );
+    if let Some(client) = &record.client {
+        println!(
+            "Client:      {} {}",
+            quote(&client.name),
+            quote(&client.version)
+        );
+    }
+}
+
+/// A free-form JSON field of a record, escaped: `-` when absent, a string as itself,
+/// anything else as compact JSON.
+fn json_text(value: Option<&Value>) -> String {
+    match value {
+        None | Some(Value::Null) => "-".to_owned(),
+        Some(Value::String(s)) => quote(s),
+        Some(other) => quote(&other.to_string()),
+    }
+}

@@ -1,0 +1,49 @@
+//! Where the activity commands read records: the running server's REST API when one
+//! answers on the config's listen address, else the journal file.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Result, bail};
+use clap::Args;
+
+use mcpproxy_activity::{Journal, JournalOptions};
+
+use crate::cli::Globals;
+use crate::cli::remote::Remote;
+use crate::config::{self, Config};
+use crate::runtime::journal_path;
+
+#[derive(Debug, Args)]
+pub(super) struct Source {
+    /// The config file (to find the running server and the data dir).
+    #[arg(long, env = "MCPPROXY_CONFIG", value_name = "FILE")]
+    pub(super) config: Option<PathBuf>,
+}
+
+/// Where records come from: the server, or the journal file.
+pub(super) enum Store {
+    Remote(Remote),
+    Local(Arc<Journal>),
+}
+
+pub(super) async fn open(source: &Source, globals: &Globals) -> Result<Store> {
+    let loaded = config::load(source.config.as_deref(), globals.home.as_deref())?;
+    let config: Config = loaded.config;
+    let data_dir = globals.data_dir(config.data_dir.as_deref());
+    if let Some(remote) = Remote::find(&config, &data_dir).await? {
+        return Ok(Store::Remote(remote));
+    }
+    let path = journal_path(&data_dir);
+    if !path.exists() {
+        bail!(
+            "no activity yet: {} does not exist and no mcpproxy answers on {} (start one with `mcpproxy serve`)",
+            path.display(),
+            config.listen
+        );
+    }
+    // The error says what is wrong (held by another process, damaged, unreadable) and what
+    // to do; no context is added, so nothing is said twice.
+    let journal = Journal::open(&path, JournalOptions::default())?;
+    Ok(Store::Local(journal))
+}
