@@ -14,8 +14,8 @@ use crate::config;
 use crate::mcp::LEGACY_CALL_TOOL_MESSAGE;
 use crate::proxy::{CallContext, CallReport, Ending, parse_call, split_name};
 use crate::runtime::Runtime;
-use crate::trust::quote;
 use mcpproxy_activity::Source;
+use mcpproxy_policy::quote;
 use mcpproxy_policy::{OperationType, is_data_sensitivity};
 
 use super::output::{Format, Tone, paint_err, print_data, verdict_line};
@@ -336,7 +336,7 @@ fn print_result(result: &Value) {
 fn quote_multiline(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        if c != '\n' && c != '\t' && crate::trust::is_unprintable(c) {
+        if c != '\n' && c != '\t' && mcpproxy_policy::is_unprintable(c) {
             out.push_str(&format!("\\u{{{:x}}}", c as u32));
         } else {
             out.push(c);

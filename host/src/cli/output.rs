@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Serialize;
 
-use crate::trust::quote;
+use mcpproxy_policy::quote;
 
 /// How a command prints its result: the same words for every command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -132,7 +132,7 @@ pub(super) fn paint_err(text: &str, tone: Option<Tone>) -> String {
 
 /// Prints rows as left-aligned columns under a header. Cells come from callers, upstreams
 /// and plugins, so control, bidirectional and zero-width characters are shown escaped
-/// ([`crate::trust::quote`]): no cell can move the cursor, clear the screen or print a row
+/// ([`mcpproxy_policy::quote`]): no cell can move the cursor, clear the screen or print a row
 /// of its own.
 ///
 /// On a terminal, the last column is cut (ending in `…`) so that no line is wider than the

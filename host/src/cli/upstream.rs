@@ -14,9 +14,10 @@ use serde_json::json;
 
 use crate::config;
 use crate::runtime::Runtime;
-use crate::trust::{Analysis, quote};
+use crate::trust::Analysis;
 use crate::upstream::{Approval, ServerStatus};
 use mcpproxy_activity::Source;
+use mcpproxy_policy::quote;
 
 use super::Globals;
 use super::output::{Format, Tone, print_data, print_table_toned};

@@ -24,9 +24,9 @@ use tracing::field::Empty;
 use crate::back_channel::CallOrigin;
 use crate::index::ToolIndex;
 use crate::metrics::Metrics;
-use crate::trust::ToolScanner;
 use crate::upstream::{self, State, Upstreams};
 use mcpproxy_activity::{ClientRecord, Journal, Source, Status};
+use mcpproxy_policy::ToolScanner;
 use mcpproxy_policy::{
     Annotations, EffectiveAnnotations, Evaluation, Pipeline, SafetyClass, call_with,
 };

@@ -53,7 +53,7 @@ impl Proxy {
         &self,
         server: &str,
         tools: Vec<Tool>,
-    ) -> Result<(String, Vec<trust::Finding>), String> {
+    ) -> Result<(String, Vec<mcpproxy_policy::Finding>), String> {
         let Some(scanner) = self.scanner.clone() else {
             return Err("no scanner plugin is loaded".to_owned());
         };
@@ -87,7 +87,7 @@ impl Proxy {
     pub(super) async fn held_changed(&self, upstream: &Arc<Upstream>, tool: &Tool) -> Judged {
         let server = upstream.name();
         let review = upstream.review();
-        let name = trust::quote(&tool.name);
+        let name = mcpproxy_policy::quote(&tool.name);
         let what = match review.standing.get(&tool.name) {
             Some(ToolStanding::Changed(diff)) => {
                 format!(
@@ -119,7 +119,7 @@ impl Proxy {
                 "\n  [{}] {}: {}",
                 finding.severity,
                 finding.kind,
-                trust::quote(&finding.detail)
+                mcpproxy_policy::quote(&finding.detail)
             ));
         }
         Judged::Held {

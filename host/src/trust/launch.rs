@@ -118,7 +118,7 @@ impl LaunchView {
     /// What changed from `self` (approved) to `now`, one line per difference, secrets
     /// never shown (a changed secret value is named, not quoted).
     pub(crate) fn diff(&self, now: &LaunchView) -> Vec<String> {
-        let q = |s: &str| super::quote(s);
+        let q = |s: &str| mcpproxy_policy::quote(s);
         let mut lines = Vec::new();
         if self.transport != now.transport {
             lines.push(format!(
@@ -171,14 +171,14 @@ impl LaunchView {
     pub(crate) fn summary(&self) -> String {
         let mut text = match (&self.command, &self.url) {
             (Some(command), _) => {
-                let mut line = super::quote(command);
+                let mut line = mcpproxy_policy::quote(command);
                 for arg in &self.args {
                     line.push(' ');
-                    line.push_str(&super::quote(arg));
+                    line.push_str(&mcpproxy_policy::quote(arg));
                 }
                 format!("stdio: {line}")
             }
-            (None, Some(url)) => format!("http: {}", super::quote(url)),
+            (None, Some(url)) => format!("http: {}", mcpproxy_policy::quote(url)),
             (None, None) => self.transport.clone(),
         };
         if !self.env.is_empty() {
@@ -186,7 +186,7 @@ impl LaunchView {
                 " (env: {})",
                 self.env
                     .keys()
-                    .map(|k| super::quote(k))
+                    .map(|k| mcpproxy_policy::quote(k))
                     .collect::<Vec<_>>()
                     .join(", ")
             ));
@@ -196,7 +196,7 @@ impl LaunchView {
                 " (headers: {})",
                 self.headers
                     .keys()
-                    .map(|k| super::quote(k))
+                    .map(|k| mcpproxy_policy::quote(k))
                     .collect::<Vec<_>>()
                     .join(", ")
             ));
@@ -206,7 +206,10 @@ impl LaunchView {
 }
 
 fn shown(value: Option<&str>) -> String {
-    value.map_or_else(|| "none".to_owned(), |v| format!("\"{}\"", super::quote(v)))
+    value.map_or_else(
+        || "none".to_owned(),
+        |v| format!("\"{}\"", mcpproxy_policy::quote(v)),
+    )
 }
 
 fn map_diff(
@@ -217,15 +220,18 @@ fn map_diff(
 ) {
     for (name, value) in now {
         match was.get(name) {
-            None => lines.push(format!("{what} {} added", super::quote(name))),
+            None => lines.push(format!("{what} {} added", mcpproxy_policy::quote(name))),
             Some(old) if old != value => {
-                lines.push(format!("{what} {} value changed", super::quote(name)));
+                lines.push(format!(
+                    "{what} {} value changed",
+                    mcpproxy_policy::quote(name)
+                ));
             }
             Some(_) => {}
         }
     }
     for name in was.keys().filter(|name| !now.contains_key(*name)) {
-        lines.push(format!("{what} {} removed", super::quote(name)));
+        lines.push(format!("{what} {} removed", mcpproxy_policy::quote(name)));
     }
 }
 

@@ -23,7 +23,7 @@ mod store;
 use pin::hex;
 
 pub(crate) use launch::LaunchSpec;
-pub(crate) use mcpproxy_policy::{Finding, ToolScanner, is_unprintable, quote};
+
 pub(crate) use pin::{ToolDiff, fingerprint, has_outdated_pins, upgrade_pins};
 pub(crate) use review::{Analysis, Error, Result, Review, ToolStanding};
 pub(crate) use store::{PinnedTool, ServerTrust, Standing, TrustStore};

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::cli::Globals;
 use crate::cli::output::{Format, Tone, paint, to_yaml};
-use crate::trust::quote;
+use mcpproxy_policy::quote;
 
 use super::filter::FilterArgs;
 use super::record::ShownRecord;
