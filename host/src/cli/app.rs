@@ -1,0 +1,187 @@
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Exit status when a command ran and found a problem (a failed check).
+pub(crate) const EXIT_FAILURE: u8 = 1;
+/// Exit status for bad usage or an error that stopped the command.
+pub(crate) const EXIT_USAGE: u8 = 2;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "mcpproxy",
+    version,
+    about = "An MCP proxy whose security policy runs as sandboxed WebAssembly plugins",
+    propagate_version = true
+)]
+pub(crate) struct Cli {
+    /// Where mcpproxy keeps its state (compiled-plugin cache, journal, API key).
+    #[arg(long, global = true, env = "MCPPROXY_DATA_DIR", value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+
+    /// More log output (-v: debug, -vv: trace). RUST_LOG overrides it.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+
+    /// Colour: auto (on a terminal, unless NO_COLOR is set), always or never.
+    #[arg(long, global = true, value_enum, default_value_t, value_name = "WHEN")]
+    color: super::output::ColorChoice,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the proxy: MCP on http://127.0.0.1:8080/mcp (or stdio), upstreams, plugins.
+    Serve(super::serve::ServeCommand),
+    /// List, check and test policy plugins.
+    #[command(subcommand)]
+    Plugins(super::plugins::PluginsCommand),
+    /// The audit trail: every call, allowed or not.
+    #[command(subcommand)]
+    Activity(super::activity::ActivityCommand),
+    /// Print the REST API key (made on first start, kept in the data dir).
+    ApiKey(super::api_key::ApiKeyCommand),
+    /// Call an upstream tool: tool-read, tool-write or tool-destructive SERVER:TOOL.
+    #[command(subcommand)]
+    Call(super::call::CallCommand),
+    /// Search and list upstream tools.
+    #[command(subcommand)]
+    Tools(super::tools::ToolsCommand),
+    /// Upstream servers: list, add, remove, enable, disable, restart, logs, import; review and
+    /// approve them (quarantine, tools changed since approval).
+    #[command(subcommand)]
+    Upstream(super::upstream::UpstreamCommand),
+}
+
+/// Global options every command can read.
+#[derive(Debug, Clone)]
+pub(crate) struct Globals {
+    /// `-v` given this many times.
+    pub verbose: u8,
+    /// `--data-dir`, if given.
+    pub data_dir_flag: Option<PathBuf>,
+    /// The user's home directory, for `~` and the default paths.
+    pub home: Option<PathBuf>,
+}
+
+impl Globals {
+    /// `--data-dir`, else the config's `data_dir`, else `~/.mcpproxy`.
+    pub(crate) fn data_dir(&self, from_config: Option<&std::path::Path>) -> PathBuf {
+        self.data_dir_flag
+            .clone()
+            .or_else(|| from_config.map(PathBuf::from))
+            .unwrap_or_else(|| {
+                self.home
+                    .clone()
+                    .unwrap_or_else(|| PathBuf::from("."))
+                    .join(".mcpproxy")
+            })
+    }
+}
+
+/// Parses the command line, runs the command, and maps the result to an exit status.
+pub fn run() -> ExitCode {
+    let cli = Cli::parse();
+    super::output::init_colour(cli.color);
+    // `serve` starts the log itself once it has read the config (which may add trace
+    // export to it).
+    if !matches!(cli.command, Command::Serve(_)) {
+        init_logging(cli.verbose, false, None);
+    }
+    quiet_on_closed_stdout();
+    let globals = Globals {
+        verbose: cli.verbose,
+        data_dir_flag: cli.data_dir,
+        home: std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from),
+    };
+    let result = match cli.command {
+        Command::Serve(cmd) => cmd.run(&globals),
+        Command::Plugins(cmd) => cmd.run(&globals),
+        Command::Activity(cmd) => cmd.run(&globals),
+        Command::ApiKey(cmd) => cmd.run(&globals),
+        Command::Call(cmd) => cmd.run(&globals),
+        Command::Tools(cmd) => cmd.run(&globals),
+        Command::Upstream(cmd) => cmd.run(&globals),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!(
+                "{} {err:#}",
+                super::output::paint_err("error:", Some(super::output::Tone::Bad))
+            );
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
+
+/// `mcpproxy activity list | head` should end quietly, as other Unix tools do, rather than
+/// print a panic when stdout's reader goes away: `println!` panics on that write, and this
+/// hook turns exactly that panic into a silent exit 0 (as ripgrep does). SIGPIPE itself stays
+/// ignored (Rust's default): a sink or an HTTP client writing to a socket its peer closed
+/// must get an error, not kill the process, and such writes go through `writev`, which
+/// cannot ask the kernel not to raise the signal.
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
+}
+
+/// The log on stderr, and the export of [`mcpproxy_policy::spans`] as traces when `traces` is given.
+pub(super) fn init_logging(
+    verbose: u8,
+    serving: bool,
+    traces: Option<&crate::telemetry::TraceExport>,
+) {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+
+    // rmcp logs every request and response, arguments included, at debug: that stays off
+    // at -v and -vv (secrets in arguments are redacted in the journal, not in its lines), as
+    // do the compiler's traces; RUST_LOG can still ask for them. By default rmcp says
+    // nothing: its errors repeat what mcpproxy's own one line per upstream failure says
+    // (`cannot connect to upstream ...`), and its warnings answer clients' unsupported
+    // requests, which is not the operator's concern.
+    let default = match verbose {
+        0 if serving => "info,rmcp=off",
+        0 => "warn,rmcp=off",
+        1 => "debug,rmcp=info,cranelift_codegen=info,wasmtime=info,wasmtime_cranelift=info",
+        _ => {
+            "trace,rmcp=info,cranelift_codegen=info,wasmtime=info,wasmtime_cranelift=info,regalloc2=info"
+        }
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default))
+        // The call spans are for trace export only; the log never prints them.
+        .add_directive(
+            format!("{}=off", mcpproxy_policy::SPAN_TARGET)
+                .parse()
+                .expect("a valid directive"),
+        );
+    // Every line passes through the masking of secrets (URL query values and user info,
+    // tokens): libraries quote URLs in their errors too.
+    let log = tracing_subscriber::fmt::layer()
+        .with_writer(|| crate::secrets::MaskingWriter(std::io::stderr()))
+        .with_ansi(super::output::stderr_colour())
+        .with_filter(filter);
+    let _ = tracing_subscriber::registry()
+        .with(log)
+        .with(traces.map(|t| t.layer()))
+        .try_init();
+}
