@@ -7,8 +7,8 @@ use rmcp::ServiceExt;
 use rmcp::transport::TokioChildProcess;
 use serde_json::json;
 
-use crate::mcp_util::{call, config_with, is_error, stdio_fixture, text};
-use crate::util::TestCommand;
+use crate::support::TestCommand;
+use crate::support::mcp::{call, config_with, is_error, stdio_fixture, text};
 
 #[test]
 fn serve_with_no_config_file_uses_defaults_and_stops_cleanly_on_sigterm() {
@@ -234,9 +234,9 @@ fn unreachable_http_upstreams_are_explained_in_plain_words() {
         .spawn()
         .unwrap();
     let stderr = child.stderr.take().unwrap();
-    let proc = crate::mcp_util::Proc {
+    let proc = crate::support::mcp::Proc {
         child,
-        stderr_lines: crate::mcp_util::pipe_lines(stderr),
+        stderr_lines: crate::support::mcp::pipe_lines(stderr),
     };
     let mut summary = Vec::new();
     for _ in 0..3 {
@@ -319,8 +319,8 @@ async fn worker_threads_can_be_chosen_and_zero_is_refused() {
 
     let log = tempfile::NamedTempFile::new().unwrap();
     let config = config_with(vec![stdio_fixture("fx", log.path())]);
-    let proxy = crate::mcp_util::Proxy::start(&config, &["--worker-threads", "3"]);
-    let client = crate::mcp_util::connect(&proxy.url).await;
+    let proxy = crate::support::mcp::Proxy::start(&config, &["--worker-threads", "3"]);
+    let client = crate::support::mcp::connect(&proxy.url).await;
     let result = call(
         &client,
         "call_tool_read",

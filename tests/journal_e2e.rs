@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 
 use rmcp::ServiceExt;
 
-use crate::mcp_util::{Proxy, call, config_with, connect, is_error, stdio_fixture, text};
-use crate::util::TestCommand;
+use crate::support::TestCommand;
+use crate::support::mcp::{Proxy, call, config_with, connect, is_error, stdio_fixture, text};
 
 fn api_key(proxy: &Proxy) -> String {
     proxy.api_key()

@@ -13,9 +13,9 @@ use rmcp::model::{
 };
 use serde_json::{Map, Value, json};
 
-use crate::mcp_util::{Proxy, config_with, connect, workspace_bin};
-use crate::sinks_e2e::Receiver;
-use crate::util::TestCommand;
+use crate::sink_e2e::Receiver;
+use crate::support::TestCommand;
+use crate::support::mcp::{Proxy, config_with, connect, workspace_bin};
 
 /// The conformance fixture as the stdio upstream `cf`.
 fn fixture(quarantined: bool) -> Value {

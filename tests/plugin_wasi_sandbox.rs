@@ -14,7 +14,7 @@ use mcpproxy_policy::{
 };
 use serde_json::{Value, json};
 
-use crate::util::{artifact, artifact_bytes};
+use crate::support::{artifact, artifact_bytes};
 
 fn probe(reuse_instance: bool) -> Plugin {
     let engine = PluginEngine::new(EngineOptions::default()).expect("engine");

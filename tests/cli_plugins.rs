@@ -2,7 +2,7 @@
 //! author uses them, including the projects `plugins new` writes (Rust, Python, JavaScript)
 //! built with their own build.sh and checked against their own cases.
 
-use crate::util::{TestCommand, artifact};
+use crate::support::{TestCommand, artifact};
 
 #[test]
 fn list_shows_the_embedded_defaults() {
@@ -529,13 +529,13 @@ impl TemplateBuild {
         // Compiling a componentize-py or componentize-js component to native code takes a
         // debug build of the proxy minutes; keep the compiled code between runs.
         let cache = data.path().join("cache/plugins");
-        crate::mcp_util::copy_cwasm(&crate::mcp_util::shared_compile_cache(), &cache);
+        crate::support::mcp::copy_cwasm(&crate::support::mcp::shared_compile_cache(), &cache);
         let out = TestCommand::new(data.path())
             .args(["plugins", "check", "--timeout-ms", "10000"])
             .args([project.join("no_blocked.wasm")])
             .args(["--cases".as_ref(), project.join("cases.json").as_os_str()])
             .output();
-        crate::mcp_util::copy_cwasm(&cache, &crate::mcp_util::shared_compile_cache());
+        crate::support::mcp::copy_cwasm(&cache, &crate::support::mcp::shared_compile_cache());
         out.assert_code(0);
         let stdout = out.stdout();
         assert!(

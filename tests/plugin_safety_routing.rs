@@ -10,8 +10,8 @@ use mcpproxy_policy::{
 };
 use serde_json::json;
 
-use crate::mcp_util::{Proxy, call, config_with, connect, is_error, stdio_fixture, text};
-use crate::util::{artifact, artifact_bytes};
+use crate::support::mcp::{Proxy, call, config_with, connect, is_error, stdio_fixture, text};
+use crate::support::{artifact, artifact_bytes};
 
 fn request(variant: OperationType, class: SafetyClass) -> CallRequest {
     CallRequest {
@@ -163,7 +163,7 @@ async fn chained_after_intent_matrix_it_blocks_unknown_tools_through_mcp() {
     assert_eq!(text(&job), "ran j");
 
     // Only the two allowed calls reached the upstream.
-    let tools: Vec<String> = crate::mcp_util::call_log_lines(log.path())
+    let tools: Vec<String> = crate::support::mcp::call_log_lines(log.path())
         .iter()
         .filter_map(|l| l["tool"].as_str().map(str::to_owned))
         .collect();

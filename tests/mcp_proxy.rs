@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::mcp_util::{
+use crate::support::mcp::{
     Proxy, call, call_log_lines, config_with, connect, is_error, start_http_fixture, stdio_fixture,
     text,
 };
@@ -559,7 +559,7 @@ async fn requests_from_foreign_origins_and_hosts_are_refused() {
 /// for rmcp's own 202).
 #[tokio::test(flavor = "multi_thread")]
 async fn the_official_python_sdk_calls_and_ends_its_session_cleanly() {
-    let Some(python) = crate::util::test_python() else {
+    let Some(python) = crate::support::test_python() else {
         return;
     };
     let log = tempfile::NamedTempFile::new().unwrap();
