@@ -14,6 +14,10 @@
 
 mod support;
 
+/// The workspace's layers: which crate may depend on which, and which module of the proxy
+/// may use which.
+mod architecture;
+
 /// `mcpproxy call` and `mcpproxy tools`, with and without a running server.
 mod cli_call;
 /// `mcpproxy plugins list` and `mcpproxy plugins check`, run as a user would.
