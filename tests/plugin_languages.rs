@@ -23,8 +23,8 @@ use mcpproxy_policy::{
 use serde_json::{Value, json};
 
 use crate::support::mcp::{
-    Proxy, call, config_with, connect, copy_cwasm, is_error, shared_compile_cache, stdio_fixture,
-    text,
+    PLUGIN_TIMEOUT_MS, Proxy, call, config_with, connect, copy_cwasm, is_error,
+    shared_compile_cache, stdio_fixture, text,
 };
 use crate::support::{TestCommand, artifact, artifact_bytes};
 
@@ -202,6 +202,7 @@ async fn a_javascript_validator_rejects_and_allows_through_mcp() {
     let log = tempfile::NamedTempFile::new().unwrap();
     let mut config = config_with(vec![stdio_fixture("fx", log.path())]);
     config["plugins"] = json!({
+        "limits": {"timeout_ms": PLUGIN_TIMEOUT_MS},
         "validators": ["intent-matrix", "data-guard"],
         "settings": {"data-guard": {"allowed_root": "/tmp"}},
     });
@@ -303,6 +304,7 @@ async fn a_python_validator_rejects_secrets_and_fails_closed_when_it_raises() {
     let log = tempfile::NamedTempFile::new().unwrap();
     let mut config = config_with(vec![stdio_fixture("fx", log.path())]);
     config["plugins"] = json!({
+        "limits": {"timeout_ms": PLUGIN_TIMEOUT_MS},
         "validators": ["intent-matrix", "secret-guard"],
         "settings": {"secret-guard": {
             "extra_patterns": {"an internal ticket token": "TKT-[0-9]{6}"},
@@ -410,6 +412,7 @@ async fn a_c_validator_gates_tools_by_its_settings_through_mcp() {
     let log = tempfile::NamedTempFile::new().unwrap();
     let mut config = config_with(vec![stdio_fixture("fx", log.path())]);
     config["plugins"] = json!({
+        "limits": {"timeout_ms": PLUGIN_TIMEOUT_MS},
         "validators": ["intent-matrix", "tool-gate"],
         "settings": {"tool-gate": {
             "deny": ["fx:delete_*", "*:wipe_*"],

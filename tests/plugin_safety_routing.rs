@@ -10,7 +10,9 @@ use mcpproxy_policy::{
 };
 use serde_json::json;
 
-use crate::support::mcp::{Proxy, call, config_with, connect, is_error, stdio_fixture, text};
+use crate::support::mcp::{
+    PLUGIN_TIMEOUT_MS, Proxy, call, config_with, connect, is_error, stdio_fixture, text,
+};
 use crate::support::{artifact, artifact_bytes};
 
 fn request(variant: OperationType, class: SafetyClass) -> CallRequest {
@@ -117,6 +119,7 @@ async fn chained_after_intent_matrix_it_blocks_unknown_tools_through_mcp() {
     let log = tempfile::NamedTempFile::new().unwrap();
     let mut config = config_with(vec![stdio_fixture("fx", log.path())]);
     config["plugins"] = json!({
+        "limits": {"timeout_ms": PLUGIN_TIMEOUT_MS},
         "validators": ["intent-matrix", "safety-routing"],
     });
     let proxy = Proxy::start(&config, &[]);

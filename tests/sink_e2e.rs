@@ -16,7 +16,9 @@ use axum::routing::post;
 use serde_json::{Value, json};
 
 use crate::support::clickhouse::ClickHouse;
-use crate::support::mcp::{Proxy, call, config_with, connect, is_error, stdio_fixture};
+use crate::support::mcp::{
+    PLUGIN_TIMEOUT_MS, Proxy, call, config_with, connect, is_error, stdio_fixture,
+};
 use crate::support::{TestCommand, artifact};
 
 /// A real NDJSON endpoint: stores every line it is sent; answers 503 while `down`. Also
@@ -166,6 +168,7 @@ async fn journal_ids(proxy: &Proxy) -> Vec<String> {
 fn base_config(log: &std::path::Path, sink: &str, settings: Value) -> Value {
     let mut config = config_with(vec![stdio_fixture("fx", log)]);
     config["plugins"] = json!({
+        "limits": {"timeout_ms": PLUGIN_TIMEOUT_MS},
         "sinks": [sink],
         "settings": { sink: settings },
     });
