@@ -147,11 +147,14 @@ async fn secrets_in_urls_and_arguments_stay_out_of_the_cli_rest_mcp_and_log() {
         "command": "sh",
         "args": ["-c", "exec \"$0\"", fixture_bin(), "--token", GITHUB_TOKEN, LIVE_KEY],
     });
-    let config = config_with(vec![
+    let mut config = config_with(vec![
         json!({"name": "live", "url": live_url}),
         json!({"name": "dead", "url": dead_url}),
         stdio,
     ]);
+    // The dead server stays in its error (which names the masked URL) for the whole test:
+    // read while a retry runs, its state would be "connecting", with no URL.
+    config["upstream"] = json!({"reconnect_initial_ms": 30_000});
     let (proxy, log) = start_recorded(&config);
     let config_path = proxy.data_dir.path().join("mcp_config.json");
 
