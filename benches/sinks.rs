@@ -18,7 +18,7 @@ use mcpproxy_plugin_host::{
     EngineOptions, Limits, Plugin, PluginEngine, PluginSettings, PluginSource,
 };
 
-#[path = "../tests/clickhouse_util.rs"]
+#[path = "../tests/support/clickhouse.rs"]
 mod clickhouse_util;
 #[path = "common.rs"]
 mod common;

@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::mcp_util::{
+use crate::support::TestCommand;
+use crate::support::mcp::{
     Client, Proxy, call, call_log_lines, config_with, connect, is_error, stdio_fixture, text,
 };
-use crate::util::TestCommand;
 
 /// What every refused call says while the disk is full.
 const REFUSAL: &str = "cannot record the call: the activity journal cannot write (No space left on device); nothing was run";

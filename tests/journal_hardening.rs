@@ -8,8 +8,8 @@ use std::time::Duration;
 use mcpproxy_activity::{ActivityRecord, Journal, JournalOptions, RecordType, Source, Status};
 use serde_json::{Value, json};
 
-use crate::mcp_util::{Proxy, call, config_with, connect, is_error, stdio_fixture};
-use crate::util::TestCommand;
+use crate::support::TestCommand;
+use crate::support::mcp::{Proxy, call, config_with, connect, is_error, stdio_fixture};
 
 async fn get(proxy: &Proxy, query: &str) -> Vec<Value> {
     let key = std::fs::read_to_string(proxy.data_dir.path().join("api_key"))

@@ -14,7 +14,7 @@ use mcpproxy_policy::{
 };
 use serde_json::json;
 
-use crate::util::{artifact, artifact_bytes};
+use crate::support::{artifact, artifact_bytes};
 
 fn engine() -> PluginEngine {
     PluginEngine::new(EngineOptions::default()).expect("engine")

@@ -7,8 +7,8 @@ use rmcp::ServiceExt;
 use rmcp::transport::TokioChildProcess;
 use serde_json::json;
 
-use crate::mcp_util::{call, config_with, is_error, stdio_fixture, text};
-use crate::util::TestCommand;
+use crate::support::TestCommand;
+use crate::support::mcp::{call, config_with, is_error, stdio_fixture, text};
 
 #[test]
 fn serve_with_no_config_file_uses_defaults_and_stops_cleanly_on_sigterm() {
@@ -234,9 +234,9 @@ fn unreachable_http_upstreams_are_explained_in_plain_words() {
         .spawn()
         .unwrap();
     let stderr = child.stderr.take().unwrap();
-    let proc = crate::mcp_util::Proc {
+    let proc = crate::support::mcp::Proc {
         child,
-        stderr_lines: crate::mcp_util::pipe_lines(stderr),
+        stderr_lines: crate::support::mcp::pipe_lines(stderr),
     };
     let mut summary = Vec::new();
     for _ in 0..3 {
@@ -271,12 +271,21 @@ fn unreachable_http_upstreams_are_explained_in_plain_words() {
 }
 
 /// On a glibc that loads them (2.36+), the binary's relative relocations are packed
-/// (`DT_RELR`, host/build.rs): ~25 KB the loader reads at start instead of ~1.9 MB.
+/// (`DT_RELR`, host/build.rs): ~25 KB the loader reads at start instead of ~1.9 MB. Where
+/// this cannot be checked (no glibc, an older one, no readelf) the test says so and passes,
+/// unless `MCPPROXY_REQUIRE_RELR` is set (as in CI): then that is a failure.
 #[test]
 fn the_binary_packs_its_relocations_where_glibc_loads_them() {
+    let not_checked = |why: &str| {
+        assert!(
+            std::env::var_os("MCPPROXY_REQUIRE_RELR").is_none(),
+            "MCPPROXY_REQUIRE_RELR is set, but the binary's relocations cannot be checked: {why}"
+        );
+        eprintln!("not checked: {why}");
+    };
     let glibc = Command::new("getconf").arg("GNU_LIBC_VERSION").output();
     let Some(version) = glibc.ok().and_then(|o| String::from_utf8(o.stdout).ok()) else {
-        return; // not glibc
+        return not_checked("not glibc (`getconf GNU_LIBC_VERSION` answers nothing)");
     };
     let Some((major, minor)) = version
         .trim()
@@ -284,18 +293,17 @@ fn the_binary_packs_its_relocations_where_glibc_loads_them() {
         .and_then(|v| v.split_once('.'))
         .and_then(|(a, b)| Some((a.parse::<u32>().ok()?, b.parse::<u32>().ok()?)))
     else {
-        return;
+        return not_checked(&format!("not a glibc version: {}", version.trim()));
     };
     if (major, minor) < (2, 36) {
-        return;
+        return not_checked(&format!("glibc {major}.{minor} does not load DT_RELR"));
     }
     let Ok(dynamic) = Command::new("readelf")
         .arg("--dynamic")
         .arg(env!("CARGO_BIN_EXE_mcpproxy"))
         .output()
     else {
-        eprintln!("readelf is not installed; not checked");
-        return;
+        return not_checked("readelf is not installed");
     };
     let dynamic = String::from_utf8_lossy(&dynamic.stdout);
     assert!(
@@ -319,8 +327,8 @@ async fn worker_threads_can_be_chosen_and_zero_is_refused() {
 
     let log = tempfile::NamedTempFile::new().unwrap();
     let config = config_with(vec![stdio_fixture("fx", log.path())]);
-    let proxy = crate::mcp_util::Proxy::start(&config, &["--worker-threads", "3"]);
-    let client = crate::mcp_util::connect(&proxy.url).await;
+    let proxy = crate::support::mcp::Proxy::start(&config, &["--worker-threads", "3"]);
+    let client = crate::support::mcp::connect(&proxy.url).await;
     let result = call(
         &client,
         "call_tool_read",

@@ -1,5 +1,10 @@
 //! mcpproxy's black-box and library-level integration tests: one test binary, one module per
 //! area. Plugins under test are the real components built from `plugins/` by crates/plugin-host/build.rs.
+//!
+//! A module's name starts with its area: `cli_` (commands run as a user would), `journal_`
+//! (the audit trail), `mcp_` (the proxy through MCP), `plugin_` (the plugin host and the
+//! plugins), `serve_` (`mcpproxy serve`, its listener and what it exposes), `sink_`,
+//! `trust_`, `upstream_`, `web_`. Helpers they share are in `support`.
 
 #![allow(
     unsafe_code,
@@ -7,90 +12,96 @@
               (kill, setrlimit, getuid), which has no safe wrappers"
 )]
 
-mod util;
+mod support;
 
-/// The plugin host through the library: every matrix and prefix row against the compiled
-/// components, faults failing closed, the compile cache.
-mod plugin_host;
-/// `mcpproxy plugins list` and `mcpproxy plugins check`, run as a user would.
-mod plugins_cli;
+/// The workspace's layers: which crate may depend on which, and which module of the proxy
+/// may use which.
+mod architecture;
 
-mod mcp_util;
-
-/// A real ClickHouse on loopback for the sink tests (started by the test; skipped with a
-/// note when it is not installed, unless `MCPPROXY_REQUIRE_CLICKHOUSE` is set, as in CI).
-mod clickhouse_util;
-
-/// The audit trail: REST API, `mcpproxy activity`, crash safety.
-mod activity_e2e;
 /// `mcpproxy call` and `mcpproxy tools`, with and without a running server.
-mod call_cli;
-/// The MCP conformance suite against the conformance fixture, directly and through the
-/// direct endpoint `/mcp/servers/NAME`.
-mod conformance_e2e;
-/// Everything MCP carries (progress, elicitation, prompts, resources) through the proxy,
-/// against the official server-everything and the official Python SDK.
-mod everything_e2e;
-/// What the proxy passes on about a call: the request `_meta` and the client's cancellation.
-mod forwarding_e2e;
+mod cli_call;
+/// `mcpproxy plugins list` and `mcpproxy plugins check`, run as a user would.
+mod cli_plugins;
+
 /// A journal written by an older release reads the same.
 mod journal_compat;
+/// The audit trail: REST API, `mcpproxy activity`, crash safety.
+mod journal_e2e;
 /// The audit trail fails closed: calls refused while the journal cannot write (injected
 /// write errors, a real full tmpfs), and its recovery without a restart.
 mod journal_failclosed;
 /// The audit trail under flood (minimum age, pressure mode, alert) and damage (repair).
 mod journal_hardening;
+/// Everything that runs server code on the record: prompts, completions, subscriptions,
+/// through the API, the CLI and a sink.
+mod journal_records;
+
+/// The MCP conformance suite against the conformance fixture, directly and through the
+/// direct endpoint `/mcp/servers/NAME`.
+mod mcp_conformance;
+/// Everything MCP carries (progress, elicitation, prompts, resources) through the proxy,
+/// against the official server-everything and the official Python SDK.
+mod mcp_everything;
+/// What the proxy passes on about a call: the request `_meta` and the client's cancellation.
+mod mcp_forwarding;
+/// The proxy in front of the official npm MCP servers.
+mod mcp_npm;
+/// The proxy end to end: the binary, the fixture upstream, an MCP client.
+mod mcp_proxy;
+/// Bounded relays: log and progress floods at clients that do not read, and session floods
+/// from one client address.
+mod mcp_relay_bounds;
+/// Tasks (the tasks extension) on the aggregate endpoint, as a 2026-07-28 client sends them.
+mod mcp_tasks;
+
+/// The plugin host through the library: every matrix and prefix row against the compiled
+/// components, faults failing closed, the compile cache.
+mod plugin_host;
 /// Validators in other languages (JavaScript, Python and C examples built from source), the
 /// contract's versioning rule, and instance reuse.
-mod languages;
-/// `/mcp` and the listener under attack: the bearer token, session and connection bounds,
-/// malformed requests.
-mod listener_e2e;
-/// Changing upstream servers while running: the upstream_servers tool, the CLI, hand edits.
-mod manage_e2e;
-/// The proxy in front of the official npm MCP servers.
-mod npm_e2e;
-/// `/healthz`, `/readyz` and `/metrics` (read by the reference OpenMetrics parser).
-mod observability_e2e;
-/// One owner per data dir: stdio front-ends, the CLI and an HTTP relay beside it.
-mod owner_e2e;
-/// Pins on everything the policy reads (`_meta`, output schema, annotations' title), the
-/// spec's defaults for an annotations object without hints, listings that survive a
-/// malformed tool, and the pins of the previous version.
-mod pins_e2e;
+mod plugin_languages;
+/// The opt-in safety-routing validator: every class x variant, and through real MCP.
+mod plugin_safety_routing;
+/// The deny-all WASI of validators, annotators and scanners, proved from a guest.
+mod plugin_wasi_sandbox;
+
 /// Property tests (random inputs, proptest): call arguments and intents, config text, the
 /// record codec. No input panics; every accepted one keeps the invariants.
 mod properties;
-/// The proxy end to end: the binary, the fixture upstream, an MCP client.
-mod proxy_e2e;
-/// Everything that runs server code on the record: prompts, completions, subscriptions,
-/// through the API, the CLI and a sink.
-mod records_e2e;
-/// Bounded relays: log and progress floods at clients that do not read, and session floods
-/// from one client address.
-mod relay_bounds;
-/// The opt-in safety-routing validator: every class x variant, and through real MCP.
-mod safety_routing;
-/// Secrets in upstream URLs and arguments hidden in the CLI, REST, MCP and the log; data-dir
-/// files private whatever the umask.
-mod secrets_e2e;
+
 /// `mcpproxy serve` itself: defaults, config errors, stdio mode, shutdown.
 mod serve_cli;
+/// `/mcp` and the listener under attack: the bearer token, session and connection bounds,
+/// malformed requests.
+mod serve_listener;
+/// `/healthz`, `/readyz` and `/metrics` (read by the reference OpenMetrics parser).
+mod serve_observability;
+/// One owner per data dir: stdio front-ends, the CLI and an HTTP relay beside it.
+mod serve_owner;
+/// Trace export over OTLP/HTTP.
+mod serve_telemetry;
+
 /// Sinks: the audit trail into an HTTP receiver and a real ClickHouse, through outages,
 /// restarts, an ungranted host, and sinks that trap or hang.
-mod sinks_e2e;
-/// Tasks (the tasks extension) on the aggregate endpoint, as a 2026-07-28 client sends them.
-mod tasks_e2e;
+mod sink_e2e;
+
 /// Quarantine and tool pinning: review, rug pulls, approval, across restarts.
-/// Trace export over OTLP/HTTP.
-mod telemetry_e2e;
 mod trust_e2e;
 /// Approval bound to what runs: launch specs changed by an agent, a hand edit or between
 /// runs wait for a person; every change to the servers is recorded.
 mod trust_launch;
+/// Pins on everything the policy reads (`_meta`, output schema, annotations' title), the
+/// spec's defaults for an annotations object without hints, listings that survive a
+/// malformed tool, and the pins of the previous version.
+mod trust_pins;
+
 /// An upstream's life with the proxy: waited for while it connects, killed with the proxy.
 mod upstream_lifecycle;
-/// The deny-all WASI of validators, annotators and scanners, proved from a guest.
-mod wasi_sandbox;
+/// Changing upstream servers while running: the upstream_servers tool, the CLI, hand edits.
+mod upstream_manage;
+/// Secrets in upstream URLs and arguments hidden in the CLI, REST, MCP and the log; data-dir
+/// files private whatever the umask.
+mod upstream_secrets;
+
 /// The page at `/` in a real headless browser (chromium through chromedriver).
 mod web_e2e;

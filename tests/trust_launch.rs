@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::mcp_util::{Client, Proxy, call, config_with, connect, fixture_bin, is_error, text};
-use crate::util::{CmdOutput, TestCommand};
+use crate::support::mcp::{Client, Proxy, call, config_with, connect, fixture_bin, is_error, text};
+use crate::support::{CmdOutput, TestCommand};
 
 /// A stdio server named `name` that appends a line to `mark` when it starts, then serves
 /// as the fixture.

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::mcp_util::{Proxy, call, config_with, connect, fixture_bin, is_error, text};
+use crate::support::mcp::{Proxy, call, config_with, connect, fixture_bin, is_error, text};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_call_right_after_start_waits_for_its_connecting_upstream() {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::mcp_util::{Proxy, call, config_with, connect, stdio_fixture};
+use crate::support::mcp::{Proxy, call, config_with, connect, stdio_fixture};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";

@@ -159,6 +159,7 @@ fn truncate(s: &str, max: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Mutex;
     use wit_host::Host;
 
     #[test]
@@ -170,15 +171,93 @@ mod tests {
     #[test]
     fn log_lines_are_bounded_per_call() {
         let mut ctx = PluginCtx::new("p".into(), "{}".into(), 1 << 20);
-        for _ in 0..100 {
-            ctx.log(LogLevel::Debug, "x".repeat(10_000));
-        }
+        let logged = LoggedLines::capture(|| {
+            for _ in 0..100 {
+                ctx.log(LogLevel::Debug, "x".repeat(10_000));
+            }
+        });
         assert_eq!(ctx.log.lines(), 100);
+        // What reached the log: the first lines up to the budget, each cut to the longest
+        // kept, and one notice that the rest of the call's lines are dropped.
+        let from_plugin: Vec<&String> = logged.iter().filter(|l| l.starts_with('x')).collect();
+        assert_eq!(
+            from_plugin.len(),
+            MAX_LOG_LINES_PER_CALL as usize,
+            "lines of one call that reached the log"
+        );
+        assert!(
+            from_plugin.iter().all(|l| l.len() == MAX_LOG_LINE_BYTES),
+            "a line longer than {MAX_LOG_LINE_BYTES} bytes reached the log"
+        );
+        let notices = logged
+            .iter()
+            .filter(|l| l.starts_with("plugin log limit reached"))
+            .count();
+        assert_eq!(notices, 1, "notices that the call's log budget is spent");
+
+        // The next call of a reused instance has a budget again.
+        let logged = LoggedLines::capture(|| {
+            ctx.begin_call("{}".into());
+            ctx.log(LogLevel::Info, "next call".into());
+        });
+        assert_eq!(logged, ["next call"]);
     }
 
     #[test]
     fn truncate_respects_char_boundaries() {
         assert_eq!(truncate("héllo", 2), "h");
         assert_eq!(truncate("abc", 10), "abc");
+    }
+
+    /// The messages of the events that reach a subscriber (the proxy's log) while a closure
+    /// runs on this thread.
+    #[derive(Default)]
+    struct LoggedLines(Mutex<Vec<String>>);
+
+    impl LoggedLines {
+        fn capture(run: impl FnOnce()) -> Vec<String> {
+            let logged = Arc::new(Self::default());
+            tracing::subscriber::with_default(Arc::clone(&logged), run);
+            let lines = logged.0.lock().expect("no test thread panicked holding it");
+            lines.clone()
+        }
+    }
+
+    impl tracing::Subscriber for LoggedLines {
+        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+            true
+        }
+
+        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+            tracing::span::Id::from_u64(1)
+        }
+
+        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+
+        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+
+        fn event(&self, event: &tracing::Event<'_>) {
+            let mut message = Message(String::new());
+            event.record(&mut message);
+            self.0
+                .lock()
+                .expect("no test thread panicked holding it")
+                .push(message.0);
+        }
+
+        fn enter(&self, _: &tracing::span::Id) {}
+
+        fn exit(&self, _: &tracing::span::Id) {}
+    }
+
+    /// The `message` field of an event.
+    struct Message(String);
+
+    impl tracing::field::Visit for Message {
+        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+            if field.name() == "message" {
+                self.0 = format!("{value:?}");
+            }
+        }
     }
 }

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::mcp_util::{
-    Proxy, call, call_log_lines, config_with, connect, is_error, start_http_fixture, stdio_fixture,
-    text,
+use crate::support::mcp::{
+    PLUGIN_TIMEOUT_MS, Proxy, call, call_log_lines, config_with, connect, is_error,
+    start_http_fixture, stdio_fixture, text,
 };
 
 const LEGACY: &str = "Tool 'call_tool' not found. Use call_tool_read, call_tool_write, or call_tool_destructive with matching intent.operation_type. See retrieve_tools for annotations and recommendations.";
@@ -422,6 +422,7 @@ async fn a_killed_upstream_fails_clearly_others_keep_working_and_it_comes_back()
             stdio_fixture("fs", stdio_log.path()),
         ],
         "upstream": {"reconnect_initial_ms": 100, "reconnect_max_ms": 400},
+        "plugins": {"limits": {"timeout_ms": PLUGIN_TIMEOUT_MS}},
     });
     let proxy = Proxy::start(&config, &[]);
     let client = connect(&proxy.url).await;
@@ -559,7 +560,7 @@ async fn requests_from_foreign_origins_and_hosts_are_refused() {
 /// for rmcp's own 202).
 #[tokio::test(flavor = "multi_thread")]
 async fn the_official_python_sdk_calls_and_ends_its_session_cleanly() {
-    let Some(python) = crate::util::test_python() else {
+    let Some(python) = crate::support::test_python() else {
         return;
     };
     let log = tempfile::NamedTempFile::new().unwrap();

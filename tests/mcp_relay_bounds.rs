@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::mcp_util::{Proxy, config_with, copy_cwasm, shared_compile_cache, stdio_fixture};
+use crate::support::mcp::{Proxy, config_with, copy_cwasm, shared_compile_cache, stdio_fixture};
 
 /// Log messages and progress notifications the fixture sends in one flood, and the filler
 /// bytes in each: 50 MB of log data, which the proxy without bounds held in memory.

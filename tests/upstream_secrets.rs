@@ -14,11 +14,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::mcp_util::{
+use crate::support::TestCommand;
+use crate::support::mcp::{
     Proc, Proxy, call, config_with, connect, copy_cwasm, fixture_bin, is_error,
     shared_compile_cache, start_http_fixture, stdio_fixture, text,
 };
-use crate::util::TestCommand;
 
 /// A GitHub token (36 characters after the prefix) and an OpenAI-style key.
 const GITHUB_TOKEN: &str = "ghp_Q7w2E9r4T1y6U3i8O5p0A2s7D4f9G1h6J3k8";
@@ -147,11 +147,14 @@ async fn secrets_in_urls_and_arguments_stay_out_of_the_cli_rest_mcp_and_log() {
         "command": "sh",
         "args": ["-c", "exec \"$0\"", fixture_bin(), "--token", GITHUB_TOKEN, LIVE_KEY],
     });
-    let config = config_with(vec![
+    let mut config = config_with(vec![
         json!({"name": "live", "url": live_url}),
         json!({"name": "dead", "url": dead_url}),
         stdio,
     ]);
+    // The dead server stays in its error (which names the masked URL) for the whole test:
+    // read while a retry runs, its state would be "connecting", with no URL.
+    config["upstream"] = json!({"reconnect_initial_ms": 30_000});
     let (proxy, log) = start_recorded(&config);
     let config_path = proxy.data_dir.path().join("mcp_config.json");
 
@@ -267,7 +270,7 @@ async fn data_dir_files_are_private_whatever_the_umask_or_the_parent() {
     // Compiling a plugin makes the data dir, its cache directories and a compiled file.
     let out = under_umask_zero(&fresh)
         .args(["plugins", "check"])
-        .arg(crate::util::artifact("allow_all"))
+        .arg(crate::support::artifact("allow_all"))
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
@@ -321,7 +324,7 @@ async fn data_dir_files_are_private_whatever_the_umask_or_the_parent() {
     let stderr = child.stderr.take().unwrap();
     let proc = Proc {
         child,
-        stderr_lines: crate::mcp_util::pipe_lines(stderr),
+        stderr_lines: crate::support::mcp::pipe_lines(stderr),
     };
     proc.wait_for_line(Duration::from_secs(120), |l| l.starts_with("upstream fx"));
     // Approving writes trust.json (in the server, under its umask 0).

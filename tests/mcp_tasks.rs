@@ -3,13 +3,13 @@
 //! `Mcp-Method`/`Mcp-Name` headers): a call the conformance fixture runs as a task answers
 //! with a task whose id carries its server, `tasks/get` follows it to its result, ids that
 //! lead nowhere are refused, and a client without the extension gets a plain result.
-//! (`conformance_e2e` runs the suite's task scenarios through the direct endpoint.)
+//! (`mcp_conformance` runs the suite's task scenarios through the direct endpoint.)
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::mcp_util::{Proxy, config_with, workspace_bin};
+use crate::support::mcp::{Proxy, config_with, workspace_bin};
 
 const VERSION: &str = "2026-07-28";
 

@@ -11,7 +11,7 @@ use rmcp::service::PeerRequestOptions;
 use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::{Value, json};
 
-use crate::mcp_util::{Client, Proxy, call_log_lines, config_with, connect, stdio_fixture};
+use crate::support::mcp::{Client, Proxy, call_log_lines, config_with, connect, stdio_fixture};
 
 /// Sends `tools/call name arguments` with `_meta` `{"trace": trace}` and returns its handle.
 async fn send(
@@ -145,12 +145,12 @@ async fn the_direct_endpoint_names_what_is_missing() {
     );
 
     let direct = connect(&format!("{}/mcp/servers/fx", proxy.base())).await;
-    let error = crate::mcp_util::call(&direct, "no_such_tool", json!({}))
+    let error = crate::support::mcp::call(&direct, "no_such_tool", json!({}))
         .await
         .unwrap_err();
     assert!(error.contains("Tool 'no_such_tool' not found"), "{error}");
     // The built-in tools are not on the direct endpoint.
-    let error = crate::mcp_util::call(&direct, "retrieve_tools", json!({"query": "x"}))
+    let error = crate::support::mcp::call(&direct, "retrieve_tools", json!({"query": "x"}))
         .await
         .unwrap_err();
     assert!(error.contains("not found"), "{error}");

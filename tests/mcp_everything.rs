@@ -9,7 +9,7 @@ use std::time::Duration;
 use rmcp::model::{GetPromptRequestParams, ReadResourceRequestParams};
 use serde_json::{Value, json};
 
-use crate::mcp_util::{
+use crate::support::mcp::{
     Proxy, call, config_with, connect, is_error, npm_bin_installed, npm_dir, text,
 };
 
@@ -59,7 +59,7 @@ async fn the_python_sdk_gets_progress_elicitation_prompts_and_resources_directly
     if !npm_bin_installed("mcp-server-everything") {
         return;
     }
-    let Some(python) = crate::util::test_python() else {
+    let Some(python) = crate::support::test_python() else {
         return;
     };
     let proxy = Proxy::start(&config_with(vec![everything()]), &[]);

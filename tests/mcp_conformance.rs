@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::mcp_util::{Proc, Proxy, config_with, pipe_lines};
+use crate::support::mcp::{Proc, Proxy, config_with, pipe_lines};
 
 /// Scenarios that pass directly but not (or not always) through the direct endpoint, and
 /// why; `docs/conformance.md` lists the same. None at present: every scenario that passes
@@ -149,7 +149,7 @@ fn suite_installed() -> bool {
 /// The `mcp-conformance-fixture` binary, built on first use if this test run did not build it.
 fn fixture_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| crate::mcp_util::workspace_bin("mcp-conformance-fixture"))
+    BIN.get_or_init(|| crate::support::mcp::workspace_bin("mcp-conformance-fixture"))
         .clone()
 }
 

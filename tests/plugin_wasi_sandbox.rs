@@ -1,10 +1,12 @@
 //! The deny-all WASI that validators, annotators and scanners get, proved from inside a
 //! guest: the fixture `wasi-probe` (plugins/fixtures/wasi-probe) tries to read a file, list
 //! a directory, read the environment, open TCP and UDP sockets and resolve a name, and
-//! reports each outcome in its verdict; clocks, randomness and stdio must work.
+//! reports each outcome in its verdict; clocks, randomness and stdio must work, and what
+//! the guest prints reaches the log only up to the per-call budget.
 
 use std::collections::HashMap;
 use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
 
 use mcpproxy_plugin_host::{
     EngineOptions, Limits, Plugin, PluginEngine, PluginSettings, PluginSource,
@@ -14,7 +16,7 @@ use mcpproxy_policy::{
 };
 use serde_json::{Value, json};
 
-use crate::util::{artifact, artifact_bytes};
+use crate::support::{artifact, artifact_bytes};
 
 fn probe(reuse_instance: bool) -> Plugin {
     let engine = PluginEngine::new(EngineOptions::default()).expect("engine");
@@ -135,15 +137,104 @@ fn a_plugin_has_clocks_randomness_and_bounded_stdio() {
     let guest_now: u64 = first["clock"].parse().unwrap();
     // The guest's wall clock is the host's (within a day, to stay clear of any timing).
     assert!(guest_now.abs_diff(now) < 86_400, "{guest_now} vs {now}");
-    assert_eq!(first["monotonic"], "true");
+    // The monotonic clock advances (the probe reads it until it has moved by 1 ms, giving
+    // up after 2 s of wall-clock time) and never steps back.
+    let advanced: u64 = first["monotonic"].parse().unwrap();
+    assert!(
+        advanced >= 1_000_000,
+        "the guest's monotonic clock advanced by {advanced} ns while it waited for 1 ms: {first:?}"
+    );
+    assert_eq!(
+        first["monotonic_backwards"], "0",
+        "the guest's monotonic clock stepped back: {first:?}"
+    );
     // Each fresh instance seeds its hash keys from WASI randomness: two calls differ.
     let second = report(&plugin, json!({"port": 9}));
     assert_ne!(first["random"], second["random"], "random bytes repeat");
 
     // Far more output than the log keeps: dropped past the cap, the call still answers,
     // and so does the next one.
-    let flood = report(&plugin, json!({"port": 9, "print_lines": 5_000}));
+    let (flood, logged) =
+        LoggedLines::capture(|| report(&plugin, json!({"port": 9, "print_lines": 5_000})));
     assert_eq!(flood["env"], "0");
-    let after = report(&plugin, json!({"port": 9}));
+    // What reached the log: the first lines, up to the budget.
+    let printed: Vec<String> = logged
+        .into_iter()
+        .filter(|l| l.starts_with("probe "))
+        .collect();
+    let expected: Vec<String> = (0..LOG_LINES_PER_CALL)
+        .map(|i| format!("probe stdout line {i}"))
+        .collect();
+    assert_eq!(
+        printed.len(),
+        LOG_LINES_PER_CALL,
+        "lines that reached the log of the 5,001 the guest printed"
+    );
+    assert_eq!(printed, expected, "the first lines are the ones kept");
+    // The next call has a budget of its own.
+    let (after, logged) = LoggedLines::capture(|| report(&plugin, json!({"port": 9})));
     assert_eq!(after["stdin"], "0");
+    assert_eq!(
+        logged
+            .iter()
+            .filter(|l| l.starts_with("probe "))
+            .collect::<Vec<_>>(),
+        ["probe stdout line 0", "probe stderr line"]
+    );
+}
+
+/// Log lines a plugin's call may write, stdout and stderr included (docs/plugins.md: at
+/// most 32 lines per call).
+const LOG_LINES_PER_CALL: usize = 32;
+
+/// The messages of the events that reach the log (a `tracing` subscriber) while a closure
+/// runs on this thread: plugins run on the thread that calls them.
+#[derive(Default)]
+struct LoggedLines(Mutex<Vec<String>>);
+
+impl LoggedLines {
+    fn capture<T>(run: impl FnOnce() -> T) -> (T, Vec<String>) {
+        let logged = Arc::new(Self::default());
+        let value = tracing::subscriber::with_default(Arc::clone(&logged), run);
+        let lines = logged.0.lock().expect("no test thread panicked holding it");
+        (value, lines.clone())
+    }
+}
+
+impl tracing::Subscriber for LoggedLines {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut message = Message(String::new());
+        event.record(&mut message);
+        self.0
+            .lock()
+            .expect("no test thread panicked holding it")
+            .push(message.0);
+    }
+
+    fn enter(&self, _: &tracing::span::Id) {}
+
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// The `message` field of an event.
+struct Message(String);
+
+impl tracing::field::Visit for Message {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.0 = format!("{value:?}");
+        }
+    }
 }

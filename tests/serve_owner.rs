@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::mcp_util::{Proc, Proxy, call, config_with, connect, pipe_lines, stdio_fixture};
-use crate::util::{TestCommand, test_python};
+use crate::support::mcp::{Proc, Proxy, call, config_with, connect, pipe_lines, stdio_fixture};
+use crate::support::{TestCommand, test_python};
 
 /// Processes whose command line mentions `needle` (the fixture's unique call log).
 fn processes_mentioning(needle: &Path) -> usize {
@@ -108,7 +108,7 @@ fn echo_text(answer: &Value) -> &str {
         .unwrap_or_else(|| panic!("not a tool result: {answer}"))
 }
 
-fn cli(config: &Path, data_dir: &Path, args: &[&str]) -> crate::util::CmdOutput {
+fn cli(config: &Path, data_dir: &Path, args: &[&str]) -> crate::support::CmdOutput {
     TestCommand::new(data_dir)
         .args(args)
         .args(["--config"])

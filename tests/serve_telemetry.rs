@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::mcp_util::{Proxy, call, config_with, connect, stdio_fixture};
-use crate::util::{run_python, test_python};
+use crate::support::mcp::{Proxy, call, config_with, connect, stdio_fixture};
+use crate::support::{run_python, test_python};
 
 /// One request the receiver got.
 #[derive(Debug, Clone)]

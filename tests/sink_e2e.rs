@@ -15,12 +15,14 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use serde_json::{Value, json};
 
-use crate::clickhouse_util::ClickHouse;
-use crate::mcp_util::{Proxy, call, config_with, connect, is_error, stdio_fixture};
-use crate::util::{TestCommand, artifact};
+use crate::support::clickhouse::ClickHouse;
+use crate::support::mcp::{
+    PLUGIN_TIMEOUT_MS, Proxy, call, config_with, connect, is_error, stdio_fixture,
+};
+use crate::support::{TestCommand, artifact};
 
 /// A real NDJSON endpoint: stores every line it is sent; answers 503 while `down`. Also
-/// used by `records_e2e`.
+/// used by `journal_records`.
 #[derive(Clone, Default)]
 pub(crate) struct Receiver {
     pub(crate) lines: Arc<Mutex<Vec<Value>>>,
@@ -166,6 +168,7 @@ async fn journal_ids(proxy: &Proxy) -> Vec<String> {
 fn base_config(log: &std::path::Path, sink: &str, settings: Value) -> Value {
     let mut config = config_with(vec![stdio_fixture("fx", log)]);
     config["plugins"] = json!({
+        "limits": {"timeout_ms": PLUGIN_TIMEOUT_MS},
         "sinks": [sink],
         "settings": { sink: settings },
     });
@@ -476,7 +479,7 @@ async fn records_too_big_for_a_sinks_memory_together_are_delivered_in_smaller_ba
 /// Runs `mcpproxy plugins check` with `args` without blocking the async runtime (the
 /// receivers run on it); one still running after 60 s is killed and fails the test, so a
 /// hang shows as a failure rather than a stuck run.
-async fn plugins_check(args: Vec<String>) -> crate::util::CmdOutput {
+async fn plugins_check(args: Vec<String>) -> crate::support::CmdOutput {
     let limit = Duration::from_secs(60);
     let data = tempfile::tempdir().unwrap();
     let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcpproxy"))
@@ -494,7 +497,7 @@ async fn plugins_check(args: Vec<String>) -> crate::util::CmdOutput {
         .await
         .unwrap_or_else(|_| panic!("plugins check {args:?} still ran after {limit:?}"))
         .unwrap();
-    crate::util::CmdOutput(output)
+    crate::support::CmdOutput(output)
 }
 
 #[tokio::test(flavor = "multi_thread")]

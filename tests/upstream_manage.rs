@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::mcp_util::{Client, Proxy, call, config_with, connect, fixture_bin, is_error, text};
-use crate::util::{CmdOutput, TestCommand};
+use crate::support::mcp::{Client, Proxy, call, config_with, connect, fixture_bin, is_error, text};
+use crate::support::{CmdOutput, TestCommand};
 
 fn config_file(proxy: &Proxy) -> PathBuf {
     proxy.data_dir.path().join("mcp_config.json")

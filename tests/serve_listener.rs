@@ -12,8 +12,8 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
 
-use crate::mcp_util::{Proxy, call, connect, is_error};
-use crate::util::TestCommand;
+use crate::support::TestCommand;
+use crate::support::mcp::{Proxy, call, connect, is_error};
 
 const TOKEN: &str = "a-test-token-0123456789abcdef";
 
@@ -289,8 +289,10 @@ async fn malformed_and_oversized_requests_get_errors_that_say_what_is_wrong() {
 #[tokio::test(flavor = "multi_thread")]
 async fn four_hundred_concurrent_calls_all_complete_or_get_the_overload_result() {
     let log = tempfile::NamedTempFile::new().unwrap();
-    let mut config =
-        crate::mcp_util::config_with(vec![crate::mcp_util::stdio_fixture("fx", log.path())]);
+    let mut config = crate::support::mcp::config_with(vec![crate::support::mcp::stdio_fixture(
+        "fx",
+        log.path(),
+    )]);
     // This test is about waiting for instance slots, not deadlines: 400 calls on 2 cores
     // can keep one instance off the CPU for longer than the default 50 ms.
     config["plugins"] = json!({"limits": {"timeout_ms": 10000}});
@@ -314,7 +316,7 @@ async fn four_hundred_concurrent_calls_all_complete_or_get_the_overload_result()
     let mut completed = 0;
     for (i, handle) in calls.into_iter().enumerate() {
         let result = handle.await.unwrap().expect("every call is answered");
-        let text = crate::mcp_util::text(&result);
+        let text = crate::support::mcp::text(&result);
         if is_error(&result) {
             assert!(text.contains("mcpproxy is overloaded"), "call {i}: {text}");
         } else {

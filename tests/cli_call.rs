@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
-use crate::mcp_util::{Proxy, call_log_lines, config_with, stdio_fixture};
-use crate::util::{CmdOutput, TestCommand};
+use crate::support::mcp::{Proxy, call_log_lines, config_with, stdio_fixture};
+use crate::support::{CmdOutput, TestCommand};
 
 /// Where the CLI runs: a config file and a data dir, with or without a server on `listen`.
 struct Setup {

@@ -13,9 +13,9 @@ use rmcp::model::{
 };
 use serde_json::{Map, Value, json};
 
-use crate::mcp_util::{Proxy, config_with, connect, workspace_bin};
-use crate::sinks_e2e::Receiver;
-use crate::util::TestCommand;
+use crate::sink_e2e::Receiver;
+use crate::support::TestCommand;
+use crate::support::mcp::{PLUGIN_TIMEOUT_MS, Proxy, config_with, connect, workspace_bin};
 
 /// The conformance fixture as the stdio upstream `cf`.
 fn fixture(quarantined: bool) -> Value {
@@ -31,6 +31,7 @@ fn fixture(quarantined: bool) -> Value {
 fn start(quarantined: bool, sink_url: &str) -> Proxy {
     let mut config = config_with(vec![fixture(quarantined)]);
     config["plugins"] = json!({
+        "limits": {"timeout_ms": PLUGIN_TIMEOUT_MS},
         "sinks": ["http-sink"],
         "settings": {"http-sink": {"url": sink_url}},
     });

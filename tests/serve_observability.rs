@@ -7,8 +7,8 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::mcp_util::{Proxy, call, config_with, connect, is_error, stdio_fixture};
-use crate::util::{run_python, test_python};
+use crate::support::mcp::{Proxy, call, config_with, connect, is_error, stdio_fixture};
+use crate::support::{run_python, test_python};
 
 fn base(proxy: &Proxy) -> String {
     proxy.base()
@@ -211,7 +211,7 @@ async fn metrics_can_be_made_public_and_readiness_waits_for_upstreams() {
     let log = tempfile::NamedTempFile::new().unwrap();
     let slow = json!({
         "name": "fx",
-        "command": crate::mcp_util::fixture_bin(),
+        "command": crate::support::mcp::fixture_bin(),
         "args": ["--call-log", log.path(), "--startup-delay-ms", "3000"],
     });
     let mut config = config_with(vec![slow]);
@@ -255,7 +255,7 @@ fn cli_config(proxy: &Proxy, log: &std::path::Path) -> std::path::PathBuf {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn export_and_stats_through_the_server_and_offline() {
-    use crate::util::TestCommand;
+    use crate::support::TestCommand;
     let log = tempfile::NamedTempFile::new().unwrap();
     let mut proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
     let client = connect(&proxy.url).await;

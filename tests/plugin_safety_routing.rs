@@ -10,8 +10,10 @@ use mcpproxy_policy::{
 };
 use serde_json::json;
 
-use crate::mcp_util::{Proxy, call, config_with, connect, is_error, stdio_fixture, text};
-use crate::util::{artifact, artifact_bytes};
+use crate::support::mcp::{
+    PLUGIN_TIMEOUT_MS, Proxy, call, config_with, connect, is_error, stdio_fixture, text,
+};
+use crate::support::{artifact, artifact_bytes};
 
 fn request(variant: OperationType, class: SafetyClass) -> CallRequest {
     CallRequest {
@@ -117,6 +119,7 @@ async fn chained_after_intent_matrix_it_blocks_unknown_tools_through_mcp() {
     let log = tempfile::NamedTempFile::new().unwrap();
     let mut config = config_with(vec![stdio_fixture("fx", log.path())]);
     config["plugins"] = json!({
+        "limits": {"timeout_ms": PLUGIN_TIMEOUT_MS},
         "validators": ["intent-matrix", "safety-routing"],
     });
     let proxy = Proxy::start(&config, &[]);
@@ -163,7 +166,7 @@ async fn chained_after_intent_matrix_it_blocks_unknown_tools_through_mcp() {
     assert_eq!(text(&job), "ran j");
 
     // Only the two allowed calls reached the upstream.
-    let tools: Vec<String> = crate::mcp_util::call_log_lines(log.path())
+    let tools: Vec<String> = crate::support::mcp::call_log_lines(log.path())
         .iter()
         .filter_map(|l| l["tool"].as_str().map(str::to_owned))
         .collect();

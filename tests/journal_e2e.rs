@@ -1,14 +1,14 @@
 //! End-to-end: the audit trail of real calls, through the REST API and `mcpproxy activity`,
 //! with the server up and down, and after a crash.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use rmcp::ServiceExt;
 
-use crate::mcp_util::{Proxy, call, config_with, connect, is_error, stdio_fixture, text};
-use crate::util::TestCommand;
+use crate::support::TestCommand;
+use crate::support::mcp::{Proxy, call, config_with, connect, is_error, stdio_fixture, text};
 
 fn api_key(proxy: &Proxy) -> String {
     proxy.api_key()
@@ -287,8 +287,25 @@ async fn no_answered_call_is_lost_when_the_server_is_killed() {
             }
         }));
     }
-    // Let calls flow, then kill -9 in the middle of them.
-    while answered.lock().unwrap().len() < 300 {
+    // Let calls flow, then kill -9 in the middle of them. The wait ends: a client stops at
+    // its first call unanswered for 5 s, and the wait gives up after WAIT_FOR_CALLS (far
+    // more than 300 calls take on a loaded machine; a bound, not a measure of speed).
+    const WAIT_FOR_CALLS: Duration = Duration::from_secs(600);
+    let waiting_since = Instant::now();
+    loop {
+        let count = answered.lock().unwrap().len();
+        if count >= 300 {
+            break;
+        }
+        assert!(
+            tasks.iter().any(|task| !task.is_finished()),
+            "every client stopped (a call went unanswered for 5 s) after {count} answered \
+             calls; the kill waits for 300"
+        );
+        assert!(
+            waiting_since.elapsed() < WAIT_FOR_CALLS,
+            "only {count} of the 300 calls the kill waits for were answered in {WAIT_FOR_CALLS:?}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let pid = proxy.proc.child.id().to_string();

@@ -320,10 +320,20 @@ impl Proxy {
     }
 }
 
-/// A config with the given upstream servers.
+/// A config with the given upstream servers, and plugin deadlines no loaded test machine
+/// reaches ([`PLUGIN_TIMEOUT_MS`]): the tests that start from it expect calls to be judged,
+/// not stopped. A test of a deadline sets its own.
 pub(crate) fn config_with(servers: Vec<Value>) -> Value {
-    serde_json::json!({ "mcpServers": servers })
+    serde_json::json!({
+        "mcpServers": servers,
+        "plugins": {"limits": {"timeout_ms": PLUGIN_TIMEOUT_MS}},
+    })
 }
+
+/// The deadline of each validator and annotator call in [`config_with`]'s config. The
+/// default (50 ms) is for a release build on an idle machine: a debug build on a loaded
+/// two-core runner can keep an instance off the CPU for longer, and the call fails closed.
+pub(crate) const PLUGIN_TIMEOUT_MS: u64 = 10_000;
 
 /// The fixture as a stdio upstream named `name`, logging calls to `call_log`.
 pub(crate) fn stdio_fixture(name: &str, call_log: &Path) -> Value {
@@ -388,15 +398,16 @@ pub(crate) fn npm_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/npm")
 }
 
-/// Whether the npm package that provides `bin` is installed in [`npm_dir`]; on CI its
-/// absence is a failure, elsewhere the test skips with a note.
+/// Whether the npm package that provides `bin` is installed in [`npm_dir`]; with
+/// `MCPPROXY_REQUIRE_NPM` set (as in CI) its absence is a failure, elsewhere the test skips
+/// with a note.
 pub(crate) fn npm_bin_installed(bin: &str) -> bool {
     let path = npm_dir().join("node_modules/.bin").join(bin);
     if path.exists() {
         return true;
     }
     assert!(
-        std::env::var_os("CI").is_none(),
+        std::env::var_os("MCPPROXY_REQUIRE_NPM").is_none(),
         "{} is missing: CI must run `npm ci --prefix tests/npm`",
         path.display()
     );

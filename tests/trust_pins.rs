@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::mcp_util::{
+use crate::support::TestCommand;
+use crate::support::mcp::{
     Proc, Proxy, call, call_log_lines, config_with, connect, copy_cwasm, fixture_bin, is_error,
     pipe_lines, shared_compile_cache, text,
 };
-use crate::util::TestCommand;
 
 /// Replaces a file the fixture re-reads on every listing, in one step.
 fn set_file(path: &Path, content: Value) {
@@ -141,7 +141,7 @@ fn records(proxy: &Proxy, log: &Path) -> Vec<Value> {
 /// Calls `tool` (one that `variant` refuses before its change too) until the call is
 /// refused as held, and returns the refusal; panics if the call goes through (the change
 /// was not held) or after 300 tries.
-async fn until_held(client: &crate::mcp_util::Client, variant: &str, tool: &str) -> String {
+async fn until_held(client: &crate::support::mcp::Client, variant: &str, tool: &str) -> String {
     let mut last = String::new();
     for _ in 0..300 {
         let result = call(client, variant, json!({"name": tool})).await.unwrap();
@@ -158,7 +158,7 @@ async fn until_held(client: &crate::mcp_util::Client, variant: &str, tool: &str)
     panic!("{tool} was never held: {last}");
 }
 
-async fn announce(client: &crate::mcp_util::Client, server: &str) {
+async fn announce(client: &crate::support::mcp::Client, server: &str) {
     let announced = call(
         client,
         "call_tool_write",

@@ -22,11 +22,11 @@ use mcpproxy_policy::{
 };
 use serde_json::{Value, json};
 
-use crate::mcp_util::{
-    Proxy, call, config_with, connect, copy_cwasm, is_error, shared_compile_cache, stdio_fixture,
-    text,
+use crate::support::mcp::{
+    PLUGIN_TIMEOUT_MS, Proxy, call, config_with, connect, copy_cwasm, is_error,
+    shared_compile_cache, stdio_fixture, text,
 };
-use crate::util::{TestCommand, artifact, artifact_bytes};
+use crate::support::{TestCommand, artifact, artifact_bytes};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -202,6 +202,7 @@ async fn a_javascript_validator_rejects_and_allows_through_mcp() {
     let log = tempfile::NamedTempFile::new().unwrap();
     let mut config = config_with(vec![stdio_fixture("fx", log.path())]);
     config["plugins"] = json!({
+        "limits": {"timeout_ms": PLUGIN_TIMEOUT_MS},
         "validators": ["intent-matrix", "data-guard"],
         "settings": {"data-guard": {"allowed_root": "/tmp"}},
     });
@@ -261,7 +262,7 @@ async fn a_javascript_validator_rejects_and_allows_through_mcp() {
     assert!(!is_error(&inside), "{}", text(&inside));
     assert_eq!(text(&inside), "hi");
 
-    let called: Vec<Value> = crate::mcp_util::call_log_lines(log.path())
+    let called: Vec<Value> = crate::support::mcp::call_log_lines(log.path())
         .into_iter()
         .map(|l| l["tool"].clone())
         .collect();
@@ -303,6 +304,7 @@ async fn a_python_validator_rejects_secrets_and_fails_closed_when_it_raises() {
     let log = tempfile::NamedTempFile::new().unwrap();
     let mut config = config_with(vec![stdio_fixture("fx", log.path())]);
     config["plugins"] = json!({
+        "limits": {"timeout_ms": PLUGIN_TIMEOUT_MS},
         "validators": ["intent-matrix", "secret-guard"],
         "settings": {"secret-guard": {
             "extra_patterns": {"an internal ticket token": "TKT-[0-9]{6}"},
@@ -371,7 +373,7 @@ async fn a_python_validator_rejects_secrets_and_fails_closed_when_it_raises() {
     assert!(!is_error(&result), "{}", text(&result));
     assert_eq!(text(&result), "hello again");
 
-    let called: Vec<Value> = crate::mcp_util::call_log_lines(log.path())
+    let called: Vec<Value> = crate::support::mcp::call_log_lines(log.path())
         .into_iter()
         .map(|l| l["arguments"]["text"].clone())
         .collect();
@@ -410,6 +412,7 @@ async fn a_c_validator_gates_tools_by_its_settings_through_mcp() {
     let log = tempfile::NamedTempFile::new().unwrap();
     let mut config = config_with(vec![stdio_fixture("fx", log.path())]);
     config["plugins"] = json!({
+        "limits": {"timeout_ms": PLUGIN_TIMEOUT_MS},
         "validators": ["intent-matrix", "tool-gate"],
         "settings": {"tool-gate": {
             "deny": ["fx:delete_*", "*:wipe_*"],
@@ -483,7 +486,7 @@ async fn a_c_validator_gates_tools_by_its_settings_through_mcp() {
     assert!(!is_error(&small), "{}", text(&small));
     assert_eq!(text(&small), "hi");
 
-    let called: Vec<Value> = crate::mcp_util::call_log_lines(log.path())
+    let called: Vec<Value> = crate::support::mcp::call_log_lines(log.path())
         .into_iter()
         .map(|l| l["tool"].clone())
         .collect();
@@ -835,7 +838,7 @@ fn per_call(plugin: &Plugin, req: &CallRequest, calls: usize) -> (f64, f64) {
 /// instance and reused. The C example runs twice: with settings that allow the request and
 /// with settings that deny it.
 /// Run it optimised: `cargo test --release -p mcpproxy --test integration
-/// languages::measure_per_call_cost -- --ignored --nocapture`.
+/// plugin_languages::measure_per_call_cost -- --ignored --nocapture`.
 #[test]
 #[ignore = "a measurement, not a check: run with --ignored --nocapture (in --release)"]
 fn measure_per_call_cost() {

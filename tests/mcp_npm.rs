@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::mcp_util::{
+use crate::support::mcp::{
     Proxy, call, config_with, connect, is_error, npm_bin_installed, npm_dir, text,
 };
 

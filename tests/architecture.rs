@@ -1,0 +1,768 @@
+//! The workspace's layers, read from its sources: which crate may depend on which, what the
+//! crates below the proxy must not depend on, and which top-level module of the proxy may
+//! use which.
+//!
+//! - Crates, from the bottom up ([`CRATES`]): `mcpproxy-policy` < `mcpproxy-activity` <
+//!   `mcpproxy-plugin-host` < `mcpproxy`. A crate depends only on crates below it (in any
+//!   dependency table, dev-dependencies included).
+//! - Neither `mcpproxy-policy` nor `mcpproxy-activity` depends directly on wasmtime,
+//!   wasmtime-wasi*, rmcp, axum or reqwest, and `mcpproxy-policy` not on tokio either
+//!   ([`FORBIDDEN`]; dev-dependencies are left out: what a crate's tests use is not what
+//!   its users get).
+//! - No file under `crates/` mentions `rmcp`: nothing below the proxy knows MCP.
+//! - The proxy's top-level modules are in layers ([`MODULE_LAYERS`]): a module uses
+//!   (`crate::NAME`, in a `use` or in a path) only modules of lower layers and its own
+//!   submodules; modules of one layer do not use each other. Comments, doc comments and
+//!   string literals are not read. A module that is in no layer fails too, as does a layer
+//!   entry that names no module.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// The workspace's crates from the bottom of the graph up, with their directories: a crate
+/// may depend only on crates before it.
+const CRATES: [(&str, &str); 4] = [
+    ("mcpproxy-policy", "crates/policy"),
+    ("mcpproxy-activity", "crates/activity"),
+    ("mcpproxy-plugin-host", "crates/plugin-host"),
+    ("mcpproxy", "host"),
+];
+
+/// What a crate below the proxy must not depend on directly (a trailing `*` matches any
+/// suffix): no WebAssembly runtime and no MCP, HTTP server or HTTP client below the plugin
+/// host, and no async runtime in the policy vocabulary.
+const FORBIDDEN: [(&str, &[&str]); 2] = [
+    (
+        "mcpproxy-policy",
+        &[
+            "wasmtime",
+            "wasmtime-wasi*",
+            "rmcp",
+            "axum",
+            "reqwest",
+            "tokio",
+        ],
+    ),
+    (
+        "mcpproxy-activity",
+        &["wasmtime", "wasmtime-wasi*", "rmcp", "axum", "reqwest"],
+    ),
+];
+
+/// The top-level modules of the proxy crate (`host/src`), by layer from the bottom up. A
+/// module may use modules of lower layers (and its own submodules), never one of its own
+/// layer or above.
+///
+/// | Layer | Modules | What they are |
+/// |---|---|---|
+/// | 0 | `access`, `index`, `line_guard`, `listener`, `metrics`, `secrets` | leaves: the loopback and bearer-token check, tool search, bounded line reading, the TCP listener, counters, secrets kept out of sight |
+/// | 1 | `config` | `mcp_config.json`, read and validated |
+/// | 2 | `telemetry`, `trust` | trace export; approvals and pins |
+/// | 3 | `back_channel`, `control` | server-to-client requests; one owner per data dir |
+/// | 4 | `upstream` | one client session per upstream server |
+/// | 5 | `proxy` | resolve, judge, call, record |
+/// | 6 | `manage`, `runtime` | changes to the servers while running; the running proxy built from a config |
+/// | 7 | `api`, `mcp`, `web` | the front ends: REST, MCP, the page |
+/// | 8 | `cli` | the command line |
+const MODULE_LAYERS: [&[&str]; 9] = [
+    &[
+        "access",
+        "index",
+        "line_guard",
+        "listener",
+        "metrics",
+        "secrets",
+    ],
+    &["config"],
+    &["telemetry", "trust"],
+    &["back_channel", "control"],
+    &["upstream"],
+    &["proxy"],
+    &["manage", "runtime"],
+    &["api", "mcp", "web"],
+    &["cli"],
+];
+
+/// The workspace root (the proxy crate's manifest is in `host/`).
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("host/ is inside the workspace")
+        .to_path_buf()
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+}
+
+/// Fails with every violation found, one per line.
+#[track_caller]
+fn assert_none(violations: &[String], what: &str) {
+    assert!(violations.is_empty(), "{what}:\n{}", violations.join("\n"));
+}
+
+#[test]
+fn crates_depend_only_on_crates_below_them() {
+    let order: Vec<String> = CRATES.iter().map(|(name, _)| (*name).to_owned()).collect();
+    let mut violations = Vec::new();
+    for (position, (name, dir)) in CRATES.iter().enumerate() {
+        let path = format!("{dir}/Cargo.toml");
+        let manifest = Manifest::parse(&read(&workspace().join(&path)));
+        assert_eq!(
+            manifest.package.as_deref(),
+            Some(*name),
+            "{path} is not the crate {name}: update CRATES in tests/architecture.rs"
+        );
+        for dep in &manifest.dependencies {
+            if let Some(at) = order.iter().position(|c| *c == dep.name)
+                && at >= position
+            {
+                violations.push(format!(
+                    "{path}:{}: {name} depends on {} in [{}], a crate {} it \
+                     (rule: a crate depends only on crates below it: {})",
+                    dep.line,
+                    dep.name,
+                    dep.table,
+                    if at == position {
+                        "no lower than"
+                    } else {
+                        "above"
+                    },
+                    order.join(" < "),
+                ));
+            }
+        }
+    }
+    assert_none(&violations, "crates depend on crates above them");
+}
+
+#[test]
+fn policy_and_activity_depend_on_no_runtime_and_no_mcp() {
+    let mut violations = Vec::new();
+    for (name, forbidden) in FORBIDDEN {
+        let (_, dir) = CRATES
+            .iter()
+            .find(|(crate_name, _)| *crate_name == name)
+            .expect("every crate of FORBIDDEN is in CRATES");
+        let path = format!("{dir}/Cargo.toml");
+        let manifest = Manifest::parse(&read(&workspace().join(&path)));
+        for dep in manifest.dependencies.iter().filter(|d| !d.is_dev()) {
+            if forbidden.iter().any(|f| matches_name(f, &dep.name)) {
+                violations.push(format!(
+                    "{path}:{}: {name} depends on {} in [{}] (rule: {name} depends on none of {})",
+                    dep.line,
+                    dep.name,
+                    dep.table,
+                    forbidden.join(", ")
+                ));
+            }
+        }
+    }
+    assert_none(
+        &violations,
+        "crates below the proxy depend on what they must not",
+    );
+}
+
+#[test]
+fn nothing_below_the_proxy_mentions_rmcp() {
+    let mut violations = Vec::new();
+    for file in files_under(&workspace().join("crates")) {
+        let Ok(text) = std::fs::read(&file) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&text);
+        for (n, line) in text.lines().enumerate() {
+            if line.to_ascii_lowercase().contains("rmcp") {
+                violations.push(format!(
+                    "{}:{}: mentions rmcp (rule: nothing below the proxy knows MCP): {}",
+                    relative(&file),
+                    n + 1,
+                    line.trim()
+                ));
+            }
+        }
+    }
+    assert_none(&violations, "files under crates/ mention rmcp");
+}
+
+#[test]
+fn proxy_modules_use_only_modules_of_lower_layers() {
+    let src = workspace().join("host/src");
+    let layer_of = layer_index();
+    let declared = declared_modules(&read(&src.join("lib.rs")));
+    let mut violations = Vec::new();
+    for module in &declared {
+        if !layer_of.contains_key(module.as_str()) {
+            violations.push(format!(
+                "host/src/lib.rs: module `{module}` is in no layer \
+                 (rule: every top-level module has a layer in MODULE_LAYERS, tests/architecture.rs)"
+            ));
+        }
+    }
+    for module in layer_of.keys() {
+        if !declared.iter().any(|m| m == module) {
+            violations.push(format!(
+                "tests/architecture.rs: MODULE_LAYERS names `{module}`, which host/src/lib.rs \
+                 does not declare"
+            ));
+        }
+    }
+    let root_names = root_reexports(&read(&src.join("lib.rs")));
+
+    for file in files_under(&src) {
+        if file.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let rel = file.strip_prefix(&src).expect("under host/src");
+        let Some(module) = top_module(rel) else {
+            continue; // lib.rs and main.rs: the crate roots
+        };
+        let Some(&from) = layer_of.get(module.as_str()) else {
+            continue; // reported above
+        };
+        for (line, name) in crate_references(&read(&file)) {
+            let used = root_names.get(&name).cloned().unwrap_or(name);
+            if used == module {
+                continue;
+            }
+            let Some(&to) = layer_of.get(used.as_str()) else {
+                continue; // not a module: an item of the crate root
+            };
+            if to >= from {
+                violations.push(format!(
+                    "host/src/{}:{line}: `{module}` (layer {from}) uses `{used}` (layer {to}) \
+                     (rule: a module uses only modules of lower layers{})",
+                    rel.display(),
+                    if to == from {
+                        "; modules of one layer do not use each other"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+        }
+    }
+    assert_none(
+        &violations,
+        &format!(
+            "modules of the proxy use modules of their own layer or above (layers, bottom up: {})",
+            layers_text()
+        ),
+    );
+}
+
+#[test]
+fn references_are_read_from_code_only() {
+    let source = r##"
+//! Uses `crate::cli` in a doc comment.
+use crate::{config::{self, Config}, secrets,
+    trust::Store};
+/* crate::web in a block /* nested */ comment */
+fn f<'a>(x: &'a str) -> char {
+    let _ = "crate::api in a string";
+    let _ = r#"crate::mcp in a "raw" string"#;
+    let _ = crate :: proxy::split_name(x);
+    let _ = $crate::manage;
+    ('{', '\'', '"').0
+}
+pub(crate) fn g() { crate::index::search() }
+"##;
+    assert_eq!(
+        crate_references(source),
+        [
+            (3, "config".to_owned()),
+            (3, "secrets".to_owned()),
+            (4, "trust".to_owned()),
+            (9, "proxy".to_owned()),
+            (13, "index".to_owned()),
+        ]
+    );
+}
+
+/// Each top-level module's layer.
+fn layer_index() -> BTreeMap<&'static str, usize> {
+    let mut layer_of = BTreeMap::new();
+    for (layer, modules) in MODULE_LAYERS.iter().enumerate() {
+        for module in *modules {
+            assert!(
+                layer_of.insert(*module, layer).is_none(),
+                "`{module}` is in two layers of MODULE_LAYERS"
+            );
+        }
+    }
+    layer_of
+}
+
+/// The layers as one line: `0: access, index, ... < 1: config < ...`.
+fn layers_text() -> String {
+    let mut text = String::new();
+    for (layer, modules) in MODULE_LAYERS.iter().enumerate() {
+        if layer > 0 {
+            text.push_str(" < ");
+        }
+        let _ = write!(text, "{layer}: {}", modules.join(", "));
+    }
+    text
+}
+
+/// The top-level module a file of `host/src` belongs to (`api/routes.rs` → `api`,
+/// `secrets.rs` → `secrets`); `None` for the crate roots.
+fn top_module(rel: &Path) -> Option<String> {
+    let first = rel.components().next()?.as_os_str().to_str()?;
+    match first {
+        "lib.rs" | "main.rs" => None,
+        file if rel.components().count() == 1 => file.strip_suffix(".rs").map(str::to_owned),
+        dir => Some(dir.to_owned()),
+    }
+}
+
+/// The modules `lib.rs` declares (`mod NAME;`, any visibility).
+fn declared_modules(lib: &str) -> Vec<String> {
+    let code = code_only(lib);
+    code.lines()
+        .filter_map(|line| {
+            let line = line.trim();
+            let rest = line
+                .strip_prefix("pub ")
+                .or_else(|| line.strip_prefix("pub(crate) "))
+                .unwrap_or(line);
+            rest.strip_prefix("mod ")?
+                .strip_suffix(';')
+                .map(|name| name.trim().to_owned())
+        })
+        .collect()
+}
+
+/// Names the crate root re-exports from a module (`pub use config::Config;` makes
+/// `crate::Config` a use of `config`).
+fn root_reexports(lib: &str) -> BTreeMap<String, String> {
+    let code = code_only(lib);
+    let mut names = BTreeMap::new();
+    for statement in code.split(';') {
+        // `pub use PATH` or `pub(crate) use PATH`, after any attributes.
+        let Some(at) = statement.find("use ") else {
+            continue;
+        };
+        let before = statement[..at].trim_end();
+        if !(before.ends_with("pub") || before.ends_with("pub(crate)")) {
+            continue;
+        }
+        let path = statement[at + "use ".len()..].trim();
+        let path = path.strip_prefix("crate::").unwrap_or(path);
+        let Some((module, items)) = path.split_once("::") else {
+            continue;
+        };
+        let items = items.trim().trim_start_matches('{').trim_end_matches('}');
+        for item in items.split(',') {
+            let item = item.trim();
+            let name = item.rsplit(" as ").next().unwrap_or(item).trim();
+            let name = name.rsplit("::").next().unwrap_or(name);
+            if !name.is_empty() && name != "self" && name != "*" {
+                names.insert(name.to_owned(), module.trim().to_owned());
+            }
+        }
+    }
+    names
+}
+
+/// Every `crate::NAME` in `source` outside comments and literals, with its line: for a
+/// group (`crate::{a::X, b}`), each name at its top level.
+fn crate_references(source: &str) -> Vec<(usize, String)> {
+    let code: Vec<char> = code_only(source).chars().collect();
+    let line_at = |i: usize| code[..i].iter().filter(|&&c| c == '\n').count() + 1;
+    let is_ident = |c: char| c.is_alphanumeric() || c == '_';
+    let skip_space = |mut i: usize| {
+        while i < code.len() && code[i].is_whitespace() {
+            i += 1;
+        }
+        i
+    };
+    let ident_at =
+        |i: usize| -> String { code[i..].iter().take_while(|&&c| is_ident(c)).collect() };
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < code.len() {
+        let starts_word = i == 0 || !(is_ident(code[i - 1]) || code[i - 1] == '$');
+        if !(starts_word && ident_at(i) == "crate") {
+            i += 1;
+            continue;
+        }
+        let mut j = skip_space(i + "crate".len());
+        if !(code.get(j) == Some(&':') && code.get(j + 1) == Some(&':')) {
+            i = j;
+            continue;
+        }
+        j = skip_space(j + 2);
+        if code.get(j) == Some(&'{') {
+            // A group: the first name of each comma-separated item at depth 1.
+            let mut depth = 1;
+            let mut item_start = true;
+            j += 1;
+            while j < code.len() && depth > 0 {
+                let c = code[j];
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    ',' if depth == 1 => item_start = true,
+                    c if depth == 1 && item_start && is_ident(c) => {
+                        let name = ident_at(j);
+                        j += name.len();
+                        item_start = false;
+                        if name != "self" {
+                            found.push((line_at(j), name));
+                        }
+                        continue;
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+        } else {
+            let name = ident_at(j);
+            if !name.is_empty() {
+                found.push((line_at(j), name));
+            }
+        }
+        i = j.max(i + 1);
+    }
+    found
+}
+
+/// `source` with comments (doc comments included), string, byte-string and char literals
+/// blanked out; line breaks are kept, so positions keep their line.
+fn code_only(source: &str) -> String {
+    let chars: Vec<char> = source.chars().collect();
+    let mut out = String::with_capacity(source.len());
+    let blank = |out: &mut String, part: &[char]| {
+        for &c in part {
+            out.push(if c == '\n' { '\n' } else { ' ' });
+        }
+    };
+    let is_ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        let after_ident = i > 0 && is_ident(chars[i - 1]);
+        if c == '/' && next == Some('/') {
+            let end = chars[i..]
+                .iter()
+                .position(|&c| c == '\n')
+                .map_or(chars.len(), |p| i + p);
+            blank(&mut out, &chars[i..end]);
+            i = end;
+        } else if c == '/' && next == Some('*') {
+            let mut depth = 0;
+            let mut j = i;
+            while j < chars.len() {
+                if chars[j] == '/' && chars.get(j + 1) == Some(&'*') {
+                    depth += 1;
+                    j += 2;
+                } else if chars[j] == '*' && chars.get(j + 1) == Some(&'/') {
+                    depth -= 1;
+                    j += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    j += 1;
+                }
+            }
+            blank(&mut out, &chars[i..j.min(chars.len())]);
+            i = j.min(chars.len());
+        } else if let Some(end) = (!after_ident).then(|| raw_string_end(&chars, i)).flatten() {
+            blank(&mut out, &chars[i..end]);
+            i = end;
+        } else if c == '"' {
+            let mut j = i + 1;
+            while j < chars.len() && chars[j] != '"' {
+                j += if chars[j] == '\\' { 2 } else { 1 };
+            }
+            let end = (j + 1).min(chars.len());
+            blank(&mut out, &chars[i..end]);
+            i = end;
+        } else if c == '\'' {
+            // A char literal ('x', '\n', '\u{1f}'); otherwise a lifetime or label.
+            let end = if next == Some('\\') {
+                // The character after the backslash is escaped, whatever it is.
+                chars
+                    .get(i + 3..)
+                    .and_then(|rest| rest.iter().position(|&c| c == '\''))
+                    .map(|p| i + 3 + p + 1)
+            } else if chars.get(i + 2) == Some(&'\'') {
+                Some(i + 3)
+            } else {
+                None
+            };
+            match end {
+                Some(end) => {
+                    blank(&mut out, &chars[i..end]);
+                    i = end;
+                }
+                None => {
+                    out.push(c);
+                    i += 1;
+                }
+            }
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Where the raw string (`r"…"`, `r#"…"#`, `br#"…"#`) starting at `i` ends, if one does.
+fn raw_string_end(chars: &[char], i: usize) -> Option<usize> {
+    let mut j = i;
+    if chars.get(j) == Some(&'b') {
+        j += 1;
+    }
+    if chars.get(j) != Some(&'r') {
+        return None;
+    }
+    j += 1;
+    let hashes = chars[j..].iter().take_while(|&&c| c == '#').count();
+    j += hashes;
+    if chars.get(j) != Some(&'"') {
+        return None;
+    }
+    j += 1;
+    while j < chars.len() {
+        if chars[j] == '"'
+            && chars[j + 1..]
+                .iter()
+                .take(hashes)
+                .filter(|&&c| c == '#')
+                .count()
+                == hashes
+        {
+            return Some(j + 1 + hashes);
+        }
+        j += 1;
+    }
+    Some(chars.len())
+}
+
+/// Every file under `dir`, recursively, in name order (`target/` and hidden entries left
+/// out).
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+        .map(|entry| entry.expect("a directory entry").path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        if name.starts_with('.') || name == "target" {
+            continue;
+        }
+        if path.is_dir() {
+            files.extend(files_under(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+/// `path` relative to the workspace root, for messages.
+fn relative(path: &Path) -> String {
+    let root = workspace();
+    path.strip_prefix(&root)
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+/// Whether the dependency `name` matches `pattern` (`wasmtime-wasi*`: any suffix).
+fn matches_name(pattern: &str, name: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => name == pattern,
+    }
+}
+
+/// What the layer checks need of a `Cargo.toml`: the package's name and every dependency
+/// (by its package name, renames resolved), with its table and line.
+struct Manifest {
+    package: Option<String>,
+    dependencies: Vec<Dependency>,
+}
+
+struct Dependency {
+    name: String,
+    /// `dependencies`, `dev-dependencies`, `target.'cfg(unix)'.build-dependencies`, ...
+    table: String,
+    line: usize,
+}
+
+impl Dependency {
+    fn is_dev(&self) -> bool {
+        self.table.ends_with("dev-dependencies")
+    }
+}
+
+impl Manifest {
+    /// Reads the forms a manifest names dependencies in: `name = "1"`, `name = { ... }`,
+    /// `name.workspace = true` under a dependency table, and `[dependencies.name]`; a
+    /// `package = "..."` key renames.
+    fn parse(text: &str) -> Self {
+        let mut package = None;
+        let mut dependencies: Vec<Dependency> = Vec::new();
+        let mut table = String::new();
+        // Under `[dependencies.name]`: the index of that dependency.
+        let mut dotted: Option<usize> = None;
+        for (n, raw) in text.lines().enumerate() {
+            let line = strip_toml_comment(raw).trim();
+            if line.is_empty() {
+                continue;
+            }
+            if let Some(header) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+                let header = header.trim();
+                dotted = None;
+                table = header.to_owned();
+                if let Some((deps, name)) = split_dependency_header(header) {
+                    table = deps.to_owned();
+                    dependencies.push(Dependency {
+                        name: unquote(name).to_owned(),
+                        table: deps.to_owned(),
+                        line: n + 1,
+                    });
+                    dotted = Some(dependencies.len() - 1);
+                }
+                continue;
+            }
+            let Some((key, value)) = line.split_once('=') else {
+                continue; // a continuation line of a multi-line array
+            };
+            let key = key.trim();
+            if table == "package" && key == "name" {
+                package = Some(unquote(value.trim()).to_owned());
+            }
+            if let Some(index) = dotted {
+                if key == "package" {
+                    dependencies[index].name = unquote(value.trim()).to_owned();
+                }
+                continue;
+            }
+            if !is_dependency_table(&table) {
+                continue;
+            }
+            let name = unquote(key.split('.').next().unwrap_or(key).trim());
+            if !name
+                .chars()
+                .all(|c| c.is_alphanumeric() || c == '-' || c == '_')
+            {
+                continue;
+            }
+            let renamed = package_key(value).unwrap_or(name);
+            dependencies.push(Dependency {
+                name: renamed.to_owned(),
+                table: table.clone(),
+                line: n + 1,
+            });
+        }
+        Self {
+            package,
+            dependencies,
+        }
+    }
+}
+
+fn is_dependency_table(table: &str) -> bool {
+    table == "dependencies"
+        || table == "dev-dependencies"
+        || table == "build-dependencies"
+        || (table.starts_with("target.")
+            && (table.ends_with(".dependencies")
+                || table.ends_with(".dev-dependencies")
+                || table.ends_with(".build-dependencies")))
+}
+
+/// `dependencies.wasmtime` → (`dependencies`, `wasmtime`).
+fn split_dependency_header(header: &str) -> Option<(&str, &str)> {
+    for deps in ["dev-dependencies.", "build-dependencies.", "dependencies."] {
+        if let Some(at) = header.find(deps) {
+            let table = &header[..at + deps.len() - 1];
+            if is_dependency_table(table) {
+                return Some((table, &header[at + deps.len()..]));
+            }
+        }
+    }
+    None
+}
+
+/// The `package = "..."` of an inline table, if it has one.
+fn package_key(value: &str) -> Option<&str> {
+    let at = value.find("package")?;
+    let rest = value[at + "package".len()..]
+        .trim_start()
+        .strip_prefix('=')?;
+    let rest = rest.trim_start().strip_prefix('"')?;
+    rest.split('"').next()
+}
+
+fn unquote(s: &str) -> &str {
+    s.trim().trim_matches('"').trim_matches('\'')
+}
+
+/// A line of TOML without its comment (a `#` outside a string).
+fn strip_toml_comment(line: &str) -> &str {
+    let mut in_string = None;
+    for (i, c) in line.char_indices() {
+        match (c, in_string) {
+            ('"' | '\'', None) => in_string = Some(c),
+            (c, Some(open)) if c == open => in_string = None,
+            ('#', None) => return &line[..i],
+            _ => {}
+        }
+    }
+    line
+}
+
+#[test]
+fn manifests_are_read_in_every_form_that_names_a_dependency() {
+    let manifest = Manifest::parse(
+        r#"
+[package]
+name = "example" # a comment
+[dependencies]
+mcpproxy-policy.workspace = true
+serde = { version = "1", features = [
+    "derive",
+] }
+web = { package = "axum", version = "0.8" }
+[target.'cfg(unix)'.dependencies]
+libc = "0.2"
+[dev-dependencies]
+tempfile = "3"
+[dependencies.rt]
+package = "tokio"
+version = "1"
+"#,
+    );
+    assert_eq!(manifest.package.as_deref(), Some("example"));
+    let found: Vec<(&str, &str, usize)> = manifest
+        .dependencies
+        .iter()
+        .map(|d| (d.name.as_str(), d.table.as_str(), d.line))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("mcpproxy-policy", "dependencies", 5),
+            ("serde", "dependencies", 6),
+            ("axum", "dependencies", 9),
+            ("libc", "target.'cfg(unix)'.dependencies", 11),
+            ("tempfile", "dev-dependencies", 13),
+            ("tokio", "dependencies", 14),
+        ]
+    );
+}

@@ -1,0 +1,19 @@
+//! Helpers the test modules share: the binary run as a user would, the compiled test
+//! plugins, a running proxy with the fixture upstream and an MCP client, a real ClickHouse,
+//! and the tests' Python.
+
+/// The compiled test plugins.
+mod artifacts;
+/// A real ClickHouse on loopback for the sink tests (started by the test; skipped with a
+/// note when it is not installed, unless `MCPPROXY_REQUIRE_CLICKHOUSE` is set, as in CI).
+pub(crate) mod clickhouse;
+/// The `mcpproxy` binary with a private data dir.
+mod command;
+/// The fixture upstream, a running `mcpproxy serve`, and an MCP client (rmcp).
+pub(crate) mod mcp;
+/// The Python of `tests/python/.venv`.
+mod python;
+
+pub(crate) use artifacts::{artifact, artifact_bytes};
+pub(crate) use command::{CmdOutput, TestCommand};
+pub(crate) use python::{run_python, test_python};
