@@ -1,5 +1,6 @@
 //! mcpproxy's black-box and library-level integration tests: one test binary, one module per
-//! area. Plugins under test are the real components built from `plugins/` by crates/plugin-host/build.rs.
+//! area. Plugins under test are the real components built from `plugins/` by
+//! crates/plugin-host/build.rs.
 //!
 //! A module's name starts with its area: `cli_` (commands run as a user would), `journal_`
 //! (the audit trail), `mcp_` (the proxy through MCP), `plugin_` (the plugin host and the

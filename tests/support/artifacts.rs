@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-/// Where host/build.rs put the compiled plugins (defaults and test fixtures).
+/// Where crates/plugin-host/build.rs put the compiled plugins (defaults and test fixtures).
 pub(crate) fn artifact(crate_name: &str) -> PathBuf {
     Path::new(env!("MCPPROXY_PLUGIN_ARTIFACTS")).join(format!("{crate_name}.wasm"))
 }
