@@ -2,7 +2,7 @@
 //!
 //! Parsing has two stages. `raw` reads the file as written (serde, `deny_unknown_fields`,
 //! every key optional); `validate` checks it and builds the [`Config`] the rest of the
-//! proxy uses, with defaults filled in, milliseconds turned into [`Duration`]s and paths
+//! proxy uses, with defaults filled in, milliseconds turned into [`Duration`](std::time::Duration)s and paths
 //! resolved. Every [`Error`] names the file, the key path (`mcpServers[2].url`,
 //! `plugins.limits.timeout_ms`) and what was expected.
 //!
@@ -10,7 +10,7 @@
 //! create the data directory.
 //!
 //! ```
-//! # use mcpproxy::config::Config;
+//! # use mcpproxy::Config;
 //! let text = r#"{"mcpServers": [{"name": "docs", "url": "http://127.0.0.1:9000/mcp"}]}"#;
 //! let config = Config::from_json(text, "inline.json").unwrap();
 //! assert_eq!(config.servers[0].name, "docs");
