@@ -25,7 +25,7 @@ use crate::config::{self, Config, ManagementConfig, ServerConfig, Transport};
 use crate::proxy::Proxy;
 use crate::trust::{LaunchSpec, Standing, TrustStore};
 use crate::upstream::log::LogLine;
-use crate::upstream::{AppliedChanges, State, Upstreams};
+use crate::upstream::{AppliedChanges, State, TransportKind, Upstreams};
 use mcpproxy_activity::{ActivityRecord, RecordType, Source, Status, format_timestamp, now_ms};
 
 /// Who asks for a change.
@@ -152,7 +152,7 @@ pub(crate) enum Error {
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct ServerView {
     pub name: String,
-    pub transport: &'static str,
+    pub transport: TransportKind,
     #[serde(flatten)]
     pub state: State,
     pub enabled: bool,
@@ -567,11 +567,10 @@ fn changes_launch(patch: &Value) -> bool {
 }
 
 fn view(config: &ServerConfig, status: crate::upstream::ServerStatus) -> ServerView {
-    let (transport, command, args, env, url, headers) = match &config.transport {
+    let (command, args, env, url, headers) = match &config.transport {
         Transport::Stdio {
             command, args, env, ..
         } => (
-            "stdio",
             Some(command.clone()),
             Some(crate::secrets::mask_args(args)),
             env.keys().cloned().collect(),
@@ -579,7 +578,6 @@ fn view(config: &ServerConfig, status: crate::upstream::ServerStatus) -> ServerV
             Vec::new(),
         ),
         Transport::Http { url, headers } => (
-            "http",
             None,
             None,
             Vec::new(),
@@ -589,7 +587,7 @@ fn view(config: &ServerConfig, status: crate::upstream::ServerStatus) -> ServerV
     };
     ServerView {
         name: status.name,
-        transport,
+        transport: status.transport,
         state: status.state,
         enabled: config.enabled,
         quarantined: status.quarantined,
