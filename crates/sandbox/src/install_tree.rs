@@ -1,0 +1,225 @@
+//! The server's own install tree, found from its command and arguments, so the sandbox can
+//! let it read its code and nothing else of where it lives: the `node_modules` a Node.js
+//! server runs from, the venv of a Python one (and the interpreter the venv was made from),
+//! the prefix of an interpreter installed under a home directory (`~/.nvm`, `~/.pyenv`), or
+//! the project a script argument belongs to.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+/// Resolves `command` as `execvp` would: a name without a slash through `path_var`.
+pub(crate) fn resolve_command(
+    command: &str,
+    path_var: Option<&OsStr>,
+    working_dir: Option<&Path>,
+) -> Option<PathBuf> {
+    if command.contains('/') {
+        let path = Path::new(command);
+        let path = match working_dir {
+            Some(dir) if path.is_relative() => dir.join(path),
+            _ => path.to_path_buf(),
+        };
+        return path.is_file().then_some(path);
+    }
+    std::env::split_paths(path_var?)
+        .map(|dir| dir.join(command))
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The trees the server needs to read to run: of the command (and its real path, and the
+/// interpreter its `#!` line names), and of every argument that is an existing file.
+/// `home` is never a tree itself (a script directly in it is granted alone).
+pub(crate) fn install_trees(
+    command: Option<&Path>,
+    args: &[String],
+    working_dir: Option<&Path>,
+    path_var: Option<&OsStr>,
+    home: Option<&Path>,
+) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    if let Some(command) = command {
+        files.push(command.to_path_buf());
+        if let Some(interpreter) = shebang_interpreter(command, path_var) {
+            files.push(interpreter);
+        }
+    }
+    for arg in args {
+        let path = Path::new(arg);
+        let path = match working_dir {
+            Some(dir) if path.is_relative() => dir.join(path),
+            _ => path.to_path_buf(),
+        };
+        if path.is_file() {
+            files.push(path);
+        }
+    }
+    let mut trees = Vec::new();
+    for file in files {
+        let real = std::fs::canonicalize(&file).unwrap_or_else(|_| file.clone());
+        for path in [file, real] {
+            for tree in trees_of(&path, home) {
+                if !trees.contains(&tree) {
+                    trees.push(tree);
+                }
+            }
+        }
+    }
+    trees
+}
+
+/// The interpreter a script's `#!` line names (`/usr/bin/env node` resolved through PATH).
+fn shebang_interpreter(script: &Path, path_var: Option<&OsStr>) -> Option<PathBuf> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let read = std::fs::File::open(script).ok()?.read(&mut head).ok()?;
+    let head = head.get(..read)?;
+    let line = head.strip_prefix(b"#!")?;
+    let line = line.split(|&b| b == b'\n').next()?;
+    let line = std::str::from_utf8(line).ok()?;
+    let mut words = line.split_whitespace();
+    let interpreter = words.next()?;
+    if Path::new(interpreter).file_name() == Some(OsStr::new("env")) {
+        let name = words.find(|w| !w.starts_with('-'))?;
+        return resolve_command(name, path_var, None);
+    }
+    Some(PathBuf::from(interpreter))
+}
+
+/// The trees `file` belongs to.
+fn trees_of(file: &Path, home: Option<&Path>) -> Vec<PathBuf> {
+    let acceptable = |dir: &Path| dir.parent().is_some() && Some(dir) != home;
+    // The outermost node_modules above the file.
+    if let Some(modules) = file
+        .ancestors()
+        .filter(|a| a.file_name() == Some(OsStr::new("node_modules")))
+        .last()
+    {
+        return vec![modules.to_path_buf()];
+    }
+    // A venv, and the prefix of the interpreter it was made from.
+    if let Some(venv) = file.ancestors().find(|a| a.join("pyvenv.cfg").is_file()) {
+        let mut trees = vec![venv.to_path_buf()];
+        if let Some(base) = venv_base_prefix(&venv.join("pyvenv.cfg"))
+            && acceptable(&base)
+        {
+            trees.push(base);
+        }
+        return trees;
+    }
+    // A program in a prefix's bin/ (~/.nvm/versions/node/v22, ~/.pyenv/versions/3.11).
+    if let Some(bin) = file.parent()
+        && bin.file_name() == Some(OsStr::new("bin"))
+        && let Some(prefix) = bin.parent()
+        && acceptable(prefix)
+    {
+        return vec![prefix.to_path_buf()];
+    }
+    // A script in a project.
+    let markers = [
+        "package.json",
+        "pyproject.toml",
+        "setup.py",
+        "Cargo.toml",
+        "go.mod",
+    ];
+    if let Some(project) = file
+        .ancestors()
+        .skip(1)
+        .take_while(|a| acceptable(a))
+        .find(|a| markers.iter().any(|m| a.join(m).is_file()))
+    {
+        return vec![project.to_path_buf()];
+    }
+    vec![file.to_path_buf()]
+}
+
+/// The `home` of a `pyvenv.cfg` (the base interpreter's bin/), as its prefix.
+fn venv_base_prefix(config: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(config).ok()?;
+    let home = text.lines().find_map(|line| {
+        let (key, value) = line.split_once('=')?;
+        (key.trim() == "home").then(|| PathBuf::from(value.trim()))
+    })?;
+    let home = std::fs::canonicalize(&home).unwrap_or(home);
+    if home.file_name() == Some(OsStr::new("bin")) {
+        home.parent().map(Path::to_path_buf)
+    } else {
+        Some(home)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_modules_bin_grants_the_node_modules() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("node_modules/.bin");
+        let pkg = dir.path().join("node_modules/@scope/server/dist");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(&pkg).unwrap();
+        std::fs::write(pkg.join("index.js"), "#!/bin/sh\n").unwrap();
+        std::os::unix::fs::symlink(pkg.join("index.js"), bin.join("server")).unwrap();
+        let trees = install_trees(Some(&bin.join("server")), &[], None, None, None);
+        assert!(trees.contains(&dir.path().join("node_modules")));
+        assert!(!trees.contains(&dir.path().to_path_buf()));
+    }
+
+    #[test]
+    fn a_venv_grants_the_venv_and_its_base_interpreter() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("python/3.11");
+        std::fs::create_dir_all(base.join("bin")).unwrap();
+        let venv = dir.path().join("project/.venv");
+        std::fs::create_dir_all(venv.join("bin")).unwrap();
+        std::fs::write(
+            venv.join("pyvenv.cfg"),
+            format!("home = {}\n", base.join("bin").display()),
+        )
+        .unwrap();
+        std::fs::write(venv.join("bin/server"), "#!/usr/bin/python3\n").unwrap();
+        let trees = install_trees(Some(&venv.join("bin/server")), &[], None, None, None);
+        assert!(trees.contains(&venv), "{trees:?}");
+        assert!(trees.contains(&base), "{trees:?}");
+        assert!(!trees.contains(&dir.path().join("project")), "{trees:?}");
+    }
+
+    #[test]
+    fn a_script_directly_in_home_is_granted_alone() {
+        let home = tempfile::tempdir().unwrap();
+        let script = home.path().join("server.py");
+        std::fs::write(&script, "print(1)\n").unwrap();
+        std::fs::write(home.path().join("package.json"), "{}").unwrap();
+        let trees = install_trees(
+            None,
+            &[script.display().to_string()],
+            None,
+            None,
+            Some(home.path()),
+        );
+        assert_eq!(trees, vec![script]);
+    }
+
+    #[test]
+    fn a_script_in_a_project_grants_the_project() {
+        let home = tempfile::tempdir().unwrap();
+        let project = home.path().join("code/server");
+        std::fs::create_dir_all(project.join("src")).unwrap();
+        std::fs::write(project.join("pyproject.toml"), "").unwrap();
+        std::fs::write(project.join("src/main.py"), "").unwrap();
+        let trees = install_trees(
+            None,
+            &["src/main.py".into(), "/nonexistent".into()],
+            Some(&project),
+            None,
+            Some(home.path()),
+        );
+        assert_eq!(trees, vec![project]);
+    }
+}

@@ -1,0 +1,33 @@
+//! mcpproxy's sandbox for the stdio servers it starts, applied between fork and exec with no
+//! daemon and no image: Landlock confines the file system (system directories and the
+//! server's own install tree to read, a private home and temp dir and the granted paths to
+//! write, never mcpproxy's data dir) and scopes signals; a network namespace of its own cuts
+//! the network; the capabilities go (when mcpproxy runs as root); `no_new_privs` and a seccomp
+//! filter refuse tracing, mounting, kernel modules and new namespaces; rlimits and a pids
+//! cgroup bound memory, files, CPU and processes; and the environment is rebuilt from a few
+//! names.
+//!
+//! [`prepare`] does everything that can fail or allocate in the parent; the child only runs
+//! [`ChildSetup::enter`].
+
+#[cfg(target_os = "linux")]
+mod child;
+mod environment;
+mod error;
+#[cfg(target_os = "linux")]
+mod filesystem;
+mod install_tree;
+#[cfg(target_os = "linux")]
+mod prepared;
+#[cfg(target_os = "linux")]
+mod resources;
+mod spec;
+mod support;
+#[cfg(target_os = "linux")]
+mod syscalls;
+
+pub use error::Error;
+#[cfg(target_os = "linux")]
+pub use prepared::{ChildSetup, Launch, Prepared, Report, SandboxGuard, missing_features, prepare};
+pub use spec::{ForbiddenPath, Network, ResourceLimits, SandboxSpec};
+pub use support::Support;

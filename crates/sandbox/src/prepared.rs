@@ -1,0 +1,307 @@
+//! A sandbox made ready for one launch: the grants checked, the private home and temp dir
+//! made, the Landlock ruleset and seccomp filters built, the cgroup made, and the steps the
+//! child runs between fork and exec; plus a report of what is enforced and what the kernel
+//! lacks.
+
+use std::ffi::{CString, OsString};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::child::{ChildSteps, NamespaceStep, UserMapping};
+use crate::error::Error;
+use crate::filesystem::{self, Grants};
+use crate::resources::{self, CgroupGroup};
+use crate::spec::{Network, SandboxSpec};
+use crate::support::Support;
+
+/// What the server's process runs between fork and exec.
+#[derive(Debug, Clone)]
+pub struct ChildSetup(Arc<ChildSteps>);
+
+impl ChildSetup {
+    /// Enters the sandbox. Call it only in the child between fork and exec (for example
+    /// from `Command::pre_exec`): it makes system calls only, allocates nothing and takes no
+    /// lock, so it is async-signal-safe. A failure is the errno of the step that failed.
+    pub fn enter(&self) -> std::io::Result<()> {
+        self.0.run()
+    }
+}
+
+/// What lives as long as the sandboxed server: its private directory and its cgroup.
+#[derive(Debug)]
+pub struct SandboxGuard {
+    // The cgroup goes first (its processes killed) so the directory can be removed.
+    _cgroup: Option<CgroupGroup>,
+    _private: tempfile::TempDir,
+}
+
+/// What the sandbox of a launch enforces, for the server's log and the warnings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    pub network: Network,
+    /// The paths the server may read, beyond the system directories.
+    pub read: Vec<PathBuf>,
+    /// The paths the server may write (its private home and temp dir included).
+    pub write: Vec<PathBuf>,
+    /// What the kernel lacks, in words ("Landlock (file system rules)").
+    pub missing: Vec<String>,
+}
+
+impl Report {
+    /// One line for the server's log.
+    pub fn summary(&self) -> String {
+        let list = |paths: &[PathBuf]| {
+            if paths.is_empty() {
+                "nothing".to_string()
+            } else {
+                paths
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        };
+        let mut line = format!(
+            "sandbox: network {}; reads the system directories and {}; writes {}",
+            self.network.as_str(),
+            list(&self.read),
+            list(&self.write)
+        );
+        if !self.missing.is_empty() {
+            line.push_str(&format!(
+                "; NOT ENFORCED (the kernel lacks it): {}",
+                self.missing.join(", ")
+            ));
+        }
+        line
+    }
+}
+
+/// A sandbox ready for one launch.
+#[derive(Debug)]
+pub struct Prepared {
+    pub setup: ChildSetup,
+    /// The server's whole environment (clear mcpproxy's first).
+    pub environment: Vec<(OsString, OsString)>,
+    pub guard: SandboxGuard,
+    pub report: Report,
+}
+
+/// What the server runs: its command, arguments and working directory.
+#[derive(Debug, Clone, Copy)]
+pub struct Launch<'a> {
+    pub command: &'a str,
+    pub args: &'a [String],
+    pub working_dir: Option<&'a Path>,
+    /// A label for the cgroup and the private directory (the server's name).
+    pub label: &'a str,
+}
+
+/// Prepares `spec` for `launch` on a kernel with `support`.
+pub fn prepare(
+    spec: &SandboxSpec,
+    launch: Launch<'_>,
+    support: &Support,
+) -> Result<Prepared, Error> {
+    let parent = |name: &str| std::env::var_os(name);
+    let real_home = parent("HOME").map(PathBuf::from);
+    check_grants(spec)?;
+
+    let missing = missing_features(spec, support);
+    if spec.required && !missing.is_empty() {
+        return Err(Error::Unsupported {
+            missing: missing.join(", "),
+        });
+    }
+
+    let private = tempfile::Builder::new()
+        .prefix(&format!("mcpproxy-sandbox-{}-", sanitize(launch.label)))
+        .tempdir()
+        .map_err(Error::PrivateDir)?;
+    let home = private.path().join("home");
+    let tmp = private.path().join("tmp");
+    for dir in [&home, &tmp] {
+        std::fs::create_dir(dir).map_err(Error::PrivateDir)?;
+    }
+
+    let path_var = parent("PATH");
+    let command = crate::install_tree::resolve_command(
+        launch.command,
+        path_var.as_deref(),
+        launch.working_dir,
+    );
+    let mut read: Vec<PathBuf> = Vec::new();
+    for tree in crate::install_tree::install_trees(
+        command.as_deref(),
+        launch.args,
+        launch.working_dir,
+        path_var.as_deref(),
+        real_home.as_deref(),
+    ) {
+        // A tree that reaches the data dir is not granted (the server may then fail to
+        // start, which is the safe way to fail).
+        if forbidden_overlap(&tree, spec).is_none() && !read.contains(&tree) {
+            read.push(tree);
+        }
+    }
+    if let Some(dir) = launch.working_dir
+        && Some(dir) != real_home.as_deref()
+        && dir.parent().is_some()
+        && forbidden_overlap(dir, spec).is_none()
+        && !read.iter().any(|r| dir.starts_with(r))
+    {
+        read.push(dir.to_path_buf());
+    }
+    for path in &spec.read {
+        if !read.contains(path) {
+            read.push(path.clone());
+        }
+    }
+
+    let grants = Grants {
+        read: filesystem::SYSTEM_READ
+            .iter()
+            .map(PathBuf::from)
+            .chain(read.iter().cloned())
+            .collect(),
+        write_private: filesystem::DEVICES
+            .iter()
+            .map(PathBuf::from)
+            .chain([home.clone(), tmp.clone()])
+            .collect(),
+        write: spec.write.clone(),
+    };
+    let real_home_granted = real_home
+        .as_ref()
+        .is_some_and(|h| spec.read.contains(h) || spec.write.contains(h));
+    let environment = crate::environment::environment(spec, &home, &tmp, real_home_granted, parent);
+
+    let namespace =
+        (spec.network == Network::None && support.network_namespace).then(|| NamespaceStep {
+            user: (!support.root).then(user_mapping),
+        });
+    let in_own_user_namespace = namespace.as_ref().is_some_and(|n| n.user.is_some());
+    let mut cgroup = None;
+    let mut cgroup_procs = None;
+    if let (Some(max), Some(parent_group)) = (spec.limits.max_processes, &support.pids_cgroup) {
+        let (group, procs) = CgroupGroup::create(parent_group, launch.label, max)?;
+        cgroup = Some(group);
+        cgroup_procs = Some(procs);
+    }
+    let steps = ChildSteps {
+        namespace,
+        cgroup_procs,
+        rlimits: resources::rlimits(&spec.limits, cgroup.is_none() && in_own_user_namespace),
+        drop_capabilities: support.root,
+        landlock: filesystem::ruleset(
+            support.landlock_abi,
+            &grants,
+            spec.network == Network::None && !support.network_namespace,
+        )?,
+        seccomp: if support.seccomp {
+            crate::syscalls::filters()?
+        } else {
+            Vec::new()
+        },
+    };
+    let mut write = spec.write.clone();
+    write.extend([home, tmp]);
+    Ok(Prepared {
+        setup: ChildSetup(Arc::new(steps)),
+        environment,
+        guard: SandboxGuard {
+            _cgroup: cgroup,
+            _private: private,
+        },
+        report: Report {
+            network: spec.network,
+            read,
+            write,
+            missing,
+        },
+    })
+}
+
+/// What `spec` needs that the kernel lacks, in words.
+pub fn missing_features(spec: &SandboxSpec, support: &Support) -> Vec<String> {
+    let mut missing = Vec::new();
+    if support.landlock_abi == 0 {
+        missing.push("Landlock (the file system rules)".to_string());
+    } else if support.landlock_abi < 6 {
+        missing.push(format!(
+            "Landlock ABI 6 (signal scoping; this kernel has ABI {})",
+            support.landlock_abi
+        ));
+    }
+    if spec.network == Network::None && !support.network_namespace {
+        if support.landlock_abi >= 4 {
+            missing.push(
+                "network namespaces (TCP is refused by Landlock instead; UDP is not)".to_string(),
+            );
+        } else {
+            missing.push("network namespaces (the network is not confined)".to_string());
+        }
+    }
+    if !support.seccomp {
+        missing.push("seccomp (the system call filter)".to_string());
+    }
+    let nproc_possible =
+        spec.network == Network::None && support.network_namespace && !support.root;
+    if spec.limits.max_processes.is_some() && support.pids_cgroup.is_none() && !nproc_possible {
+        missing.push("a pids cgroup mcpproxy may write (the process count)".to_string());
+    }
+    missing
+}
+
+/// Refuses grants that reach a forbidden path.
+fn check_grants(spec: &SandboxSpec) -> Result<(), Error> {
+    for grant in spec.read.iter().chain(&spec.write) {
+        if let Some(forbidden) = forbidden_overlap(grant, spec) {
+            return Err(Error::Forbidden {
+                grant: grant.display().to_string(),
+                what: forbidden.what,
+                forbidden: forbidden.path.display().to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn forbidden_overlap<'a>(
+    grant: &Path,
+    spec: &'a SandboxSpec,
+) -> Option<&'a crate::spec::ForbiddenPath> {
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let grant = canonical(grant);
+    spec.forbidden.iter().find(|f| {
+        let forbidden = canonical(&f.path);
+        forbidden.starts_with(&grant) || grant.starts_with(&forbidden)
+    })
+}
+
+fn user_mapping() -> UserMapping {
+    let uid = crate::child::effective_uid();
+    let gid = crate::child::effective_gid();
+    let path = |p: &str| CString::new(p).unwrap_or_default();
+    UserMapping {
+        setgroups_path: path("/proc/self/setgroups"),
+        uid_map_path: path("/proc/self/uid_map"),
+        gid_map_path: path("/proc/self/gid_map"),
+        uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+        gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+    }
+}
+
+fn sanitize(label: &str) -> String {
+    label
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect()
+}

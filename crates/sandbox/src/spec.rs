@@ -1,0 +1,87 @@
+//! What a server's sandbox allows: the settings the config resolves to, before anything is
+//! opened or checked against the kernel.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Where a sandboxed server may connect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Network {
+    /// A network namespace of its own: a loopback interface nobody else shares, no route out,
+    /// nothing of the host's network (its loopback services included) reachable.
+    #[default]
+    None,
+    /// The host's network, as an unsandboxed process has it.
+    All,
+}
+
+impl Network {
+    /// The config's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Network::None => "none",
+            Network::All => "all",
+        }
+    }
+}
+
+/// Resource limits, each `None` for "not limited".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResourceLimits {
+    /// Address space (`RLIMIT_AS`), in MiB.
+    pub memory_mb: Option<u64>,
+    /// Processes and threads of the server together (a pids cgroup where mcpproxy may create
+    /// one, else `RLIMIT_NPROC` in the server's own user namespace).
+    pub max_processes: Option<u64>,
+    /// Open file descriptors (`RLIMIT_NOFILE`).
+    pub open_files: Option<u64>,
+    /// CPU seconds over the server's life (`RLIMIT_CPU`): a long-lived server accumulates
+    /// them, so the default is no limit.
+    pub cpu_seconds: Option<u64>,
+}
+
+impl ResourceLimits {
+    /// The defaults: 2 GiB of address space (Node.js and CPython servers start and work in
+    /// 1 GiB), 256 processes, 1024 open files, CPU time not limited.
+    pub const DEFAULT: ResourceLimits = ResourceLimits {
+        memory_mb: Some(2048),
+        max_processes: Some(256),
+        open_files: Some(1024),
+        cpu_seconds: None,
+    };
+}
+
+impl Default for ResourceLimits {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// The sandbox of one stdio server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxSpec {
+    pub network: Network,
+    /// Paths the server may read (and execute), besides the system directories and its own
+    /// install tree.
+    pub read: Vec<PathBuf>,
+    /// Paths the server may read and write.
+    pub write: Vec<PathBuf>,
+    /// Variables of mcpproxy's environment the server gets, besides the fixed few.
+    pub env_passthrough: Vec<String>,
+    /// The server's configured `env`.
+    pub env: BTreeMap<String, String>,
+    pub limits: ResourceLimits,
+    /// Refuse to start the server when the kernel lacks a part of the sandbox (else start it
+    /// with what there is and a warning naming what is missing).
+    pub required: bool,
+    /// Paths no grant may reach (the data dir, the config file).
+    pub forbidden: Vec<ForbiddenPath>,
+}
+
+/// A path no server may read or write, whatever the config grants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForbiddenPath {
+    /// What it is, for the error: "the data dir", "the config file".
+    pub what: &'static str,
+    pub path: PathBuf,
+}
