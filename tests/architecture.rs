@@ -2,11 +2,12 @@
 //! crates below the proxy must not depend on, and which top-level module of the proxy may
 //! use which.
 //!
-//! - Crates, from the bottom up ([`CRATES`]): `mcpproxy-policy` < `mcpproxy-activity` <
-//!   `mcpproxy-plugin-host` < `mcpproxy`. A crate depends only on crates below it (in any
+//! - Crates, from the bottom up ([`CRATES`]): `mcpproxy-sandbox` < `mcpproxy-policy` <
+//!   `mcpproxy-activity` < `mcpproxy-plugin-host` < `mcpproxy`. A crate depends only on crates below it (in any
 //!   dependency table, dev-dependencies included).
 //! - Neither `mcpproxy-policy` nor `mcpproxy-activity` depends directly on wasmtime,
-//!   wasmtime-wasi*, rmcp, axum or reqwest, and `mcpproxy-policy` not on tokio either
+//!   wasmtime-wasi*, rmcp, axum or reqwest, and `mcpproxy-policy` and `mcpproxy-sandbox`
+//!   (which also stays off all of those) not on tokio either
 //!   ([`FORBIDDEN`]; dev-dependencies are left out: what a crate's tests use is not what
 //!   its users get).
 //! - No file under `crates/` mentions `rmcp`: nothing below the proxy knows MCP.
@@ -22,7 +23,8 @@ use std::path::{Path, PathBuf};
 
 /// The workspace's crates from the bottom of the graph up, with their directories: a crate
 /// may depend only on crates before it.
-const CRATES: [(&str, &str); 4] = [
+const CRATES: [(&str, &str); 5] = [
+    ("mcpproxy-sandbox", "crates/sandbox"),
     ("mcpproxy-policy", "crates/policy"),
     ("mcpproxy-activity", "crates/activity"),
     ("mcpproxy-plugin-host", "crates/plugin-host"),
@@ -32,7 +34,18 @@ const CRATES: [(&str, &str); 4] = [
 /// What a crate below the proxy must not depend on directly (a trailing `*` matches any
 /// suffix): no WebAssembly runtime and no MCP, HTTP server or HTTP client below the plugin
 /// host, and no async runtime in the policy vocabulary.
-const FORBIDDEN: [(&str, &[&str]); 2] = [
+const FORBIDDEN: [(&str, &[&str]); 3] = [
+    (
+        "mcpproxy-sandbox",
+        &[
+            "wasmtime",
+            "wasmtime-wasi*",
+            "rmcp",
+            "axum",
+            "reqwest",
+            "tokio",
+        ],
+    ),
     (
         "mcpproxy-policy",
         &[

@@ -30,7 +30,11 @@ impl Setup {
             .port();
         config["listen"] = json!(format!("127.0.0.1:{port}"));
         let path = dir.path().join("mcp_config.json");
-        std::fs::write(&path, config.to_string()).unwrap();
+        std::fs::write(
+            &path,
+            crate::support::mcp::grant_fixture_files(&config).to_string(),
+        )
+        .unwrap();
         Self {
             config: path,
             data_dir: dir.path().join("data"),
@@ -51,7 +55,11 @@ impl Setup {
         let mut config = config_with(vec![stdio_fixture("fx", &log)]);
         config["listen"] = json!(addr);
         let path = dir.path().join("mcp_config.json");
-        std::fs::write(&path, config.to_string()).unwrap();
+        std::fs::write(
+            &path,
+            crate::support::mcp::grant_fixture_files(&config).to_string(),
+        )
+        .unwrap();
         Self {
             config: path,
             data_dir: proxy.data_dir.path().to_owned(),

@@ -19,6 +19,9 @@ async fn server_filesystem_reads_pass_and_destructive_writes_need_the_destructiv
         "name": "fs",
         "command": "npx",
         "args": ["--prefix", npm_dir(), "--no-install", "mcp-server-filesystem", root_path],
+        // The directory it serves, granted to its sandbox (the rest of the sandbox is the
+        // default: no network, a private home, nothing else of the disk).
+        "isolation": {"write": [root_path]},
     });
     let proxy = Proxy::start(&config_with(vec![upstream]), &[]);
     let client = connect(&proxy.url).await;

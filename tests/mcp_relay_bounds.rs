@@ -171,7 +171,7 @@ impl StdioProxy {
         let config = data_dir.path().join("mcp_config.json");
         std::fs::write(
             &config,
-            config_with(vec![stdio_fixture("fx", calls)]).to_string(),
+            config_with(vec![flooding_fixture(calls)]).to_string(),
         )
         .unwrap();
         copy_cwasm(
@@ -269,6 +269,14 @@ fn read_call(tool: &str, args: Value) -> Value {
     json!({"name": "call_tool_read", "arguments": {"name": format!("fx:{tool}"), "args": args}})
 }
 
+/// The fixture as `fx`, its sandbox granted the call log's directory, where it writes the
+/// file that says a flood was sent.
+fn flooding_fixture(calls: &Path) -> Value {
+    let mut fixture = stdio_fixture("fx", calls);
+    fixture["isolation"] = json!({"write": [calls.parent().unwrap()]});
+    fixture
+}
+
 fn flood_args(kind: &str, count: u64, bytes: u64, done: &Path) -> Value {
     json!({"count": count, "bytes": bytes, "kind": kind, "done_file": done})
 }
@@ -338,7 +346,7 @@ async fn a_log_flood_at_a_client_that_set_no_level_and_never_reads_leaves_memory
     let dir = tempfile::tempdir().unwrap();
     let calls = temp_path(&dir, "calls.log");
     let done = temp_path(&dir, "flood.done");
-    let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", &calls)]), &[]);
+    let proxy = Proxy::start(&config_with(vec![flooding_fixture(&calls)]), &[]);
     let pid = proxy.proc.child.id();
     let http = reqwest::Client::new();
     let session = open_session(&http, &proxy.url, "never-reads").await;

@@ -150,11 +150,13 @@ fn serve_refuses_a_sink_with_no_granted_host_and_says_which_setting_to_add() {
 #[tokio::test(flavor = "multi_thread")]
 async fn serve_over_stdio_for_ides_that_spawn_their_servers() {
     let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("calls.log");
+    // The call log is granted to the fixture's sandbox: it cannot be in the data dir.
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let log = log.path();
     let config = dir.path().join("mcp_config.json");
     std::fs::write(
         &config,
-        config_with(vec![stdio_fixture("fx", &log)]).to_string(),
+        config_with(vec![stdio_fixture("fx", log)]).to_string(),
     )
     .unwrap();
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcpproxy"));

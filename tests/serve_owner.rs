@@ -224,7 +224,11 @@ async fn a_stdio_owner_serves_the_cli_another_ide_and_http_beside_it() {
     let dir = tempfile::tempdir().unwrap();
     let config = config_with(vec![stdio_fixture("fx", calls.path())]);
     let config_path = dir.path().join("mcp_config.json");
-    std::fs::write(&config_path, config.to_string()).unwrap();
+    std::fs::write(
+        &config_path,
+        crate::support::mcp::grant_fixture_files(&config).to_string(),
+    )
+    .unwrap();
     let data_dir = dir.path().join("data");
 
     let mut owner = StdioSession::start(&config_path, &data_dir);

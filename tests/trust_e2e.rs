@@ -20,6 +20,9 @@ fn fixture(log: &Path, overrides: &Path) -> Value {
         "name": "fx",
         "command": fixture_bin(),
         "args": ["--call-log", log, "--name", "fx", "--tool-overrides", overrides],
+        // The directory of the log and the overrides (which are replaced by rename, a new
+        // file each time) is granted to the fixture's sandbox.
+        "isolation": {"write": [log.parent().unwrap()]},
     })
 }
 
@@ -35,7 +38,11 @@ fn cli_config(dir: &Path, server: Value, listen: &str) -> PathBuf {
     let mut config = config_with(vec![server]);
     config["listen"] = json!(listen);
     let path = dir.join("cli_config.json");
-    std::fs::write(&path, config.to_string()).unwrap();
+    std::fs::write(
+        &path,
+        crate::support::mcp::grant_fixture_files(&config).to_string(),
+    )
+    .unwrap();
     path
 }
 
@@ -311,7 +318,10 @@ async fn a_tool_that_changes_after_approval_is_held_until_approved_again() {
 #[test]
 fn approval_works_offline_on_the_data_dir() {
     let dir = tempfile::tempdir().unwrap();
-    let data_dir = dir.path().join("data");
+    // Beside, not inside, the directory granted to the fixture: no sandbox reaches the data
+    // dir or the config file.
+    let data = tempfile::tempdir().unwrap();
+    let data_dir = data.path().join("data");
     let log = dir.path().join("calls.log");
     let overrides = dir.path().join("overrides.json");
     set_overrides(&overrides, json!({}));
@@ -323,7 +333,8 @@ fn approval_works_offline_on_the_data_dir() {
         .local_addr()
         .unwrap()
         .port();
-    let config = cli_config(dir.path(), server, &format!("127.0.0.1:{port}"));
+    // The config file too lies beside the granted directory.
+    let config = cli_config(data.path(), server, &format!("127.0.0.1:{port}"));
 
     let refused = cli(
         &data_dir,

@@ -15,6 +15,10 @@ use crate::support::{CmdOutput, TestCommand};
 /// A stdio server named `name` that appends a line to `mark` when it starts, then serves
 /// as the fixture.
 fn marked(name: &str, mark: &Path, env: Value) -> Value {
+    // The mark is granted to the server's sandbox (an empty file until it starts).
+    if !mark.exists() {
+        std::fs::write(mark, "").unwrap();
+    }
     json!({
         "name": name,
         "command": "sh",
@@ -23,6 +27,8 @@ fn marked(name: &str, mark: &Path, env: Value) -> Value {
             format!("echo started >> '{}'; exec '{}' --name {name}", mark.display(), fixture_bin().display()),
         ],
         "env": env,
+        // `sh -c` names the fixture in a script, where no install tree is found: it is granted.
+        "isolation": {"write": [mark], "read": [fixture_bin()]},
     })
 }
 

@@ -35,7 +35,19 @@ fn stdio_server(name: &str, log: &Path, overrides: &Path, raw: Option<&Path>) ->
     if let (Some(raw), Some(args)) = (raw, args.as_array_mut()) {
         args.extend([json!("--raw-tools"), json!(raw)]);
     }
-    json!({"name": name, "command": fixture_bin(), "args": args})
+    // The overrides are rewritten by rename (a new file), so the sandbox grants their
+    // directory, not the file.
+    let dirs: Vec<&Path> = [Some(log), Some(overrides), raw]
+        .into_iter()
+        .flatten()
+        .filter_map(Path::parent)
+        .filter(|dir| *dir != std::env::temp_dir())
+        .collect();
+    let mut grants: Vec<Value> = dirs.iter().map(|d| json!(d)).collect();
+    if log.parent() == Some(std::env::temp_dir().as_path()) {
+        grants.push(json!(log));
+    }
+    json!({"name": name, "command": fixture_bin(), "args": args, "isolation": {"write": grants}})
 }
 
 /// The fixture serving streamable HTTP on a free loopback port, with overrides and raw
@@ -70,7 +82,11 @@ fn start_http_server(log: &Path, overrides: &Path, raw: &Path) -> (Proc, String)
 fn start_logging_to_file(config: &Value, servers: usize) -> Proxy {
     let data_dir = tempfile::tempdir().unwrap();
     let config_path = data_dir.path().join("mcp_config.json");
-    std::fs::write(&config_path, config.to_string()).unwrap();
+    std::fs::write(
+        &config_path,
+        crate::support::mcp::grant_fixture_files(config).to_string(),
+    )
+    .unwrap();
     let compiled = data_dir.path().join("cache/plugins");
     copy_cwasm(&shared_compile_cache(), &compiled);
     let stderr = std::fs::File::create(data_dir.path().join("stderr.log")).unwrap();

@@ -96,6 +96,7 @@ fn fixture(name: &str, log: &Path) -> Value {
     json!({
         "command": fixture_bin(),
         "args": ["--name", name, "--call-log", log],
+        "isolation": {"write": [log]},
     })
 }
 

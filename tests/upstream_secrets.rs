@@ -59,7 +59,11 @@ fn leaks(shown: &[(String, String)]) -> Vec<(String, &'static str)> {
 fn start_recorded(config: &Value) -> (Proxy, Arc<Mutex<Vec<String>>>) {
     let data_dir = tempfile::tempdir().unwrap();
     let config_path = data_dir.path().join("mcp_config.json");
-    std::fs::write(&config_path, config.to_string()).unwrap();
+    std::fs::write(
+        &config_path,
+        crate::support::mcp::grant_fixture_files(config).to_string(),
+    )
+    .unwrap();
     copy_cwasm(
         &shared_compile_cache(),
         &data_dir.path().join("cache/plugins"),

@@ -227,6 +227,13 @@ async fn the_page_shows_servers_a_live_call_and_filters() {
         )
         .await;
     assert!(servers.as_str().unwrap().contains("trusted"), "{servers}");
+    assert!(
+        servers
+            .as_str()
+            .unwrap()
+            .contains("on (network none, writes "),
+        "the server's sandbox: {servers}"
+    );
     assert_eq!(
         driver.script("return location.hash").await,
         "",

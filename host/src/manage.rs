@@ -172,6 +172,9 @@ pub(crate) struct ServerView {
     /// The names of its headers (values hidden).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub headers: Vec<String>,
+    /// The sandbox of a stdio server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::upstream::SandboxStatus>,
 }
 
 /// Changes the servers of one running proxy.
@@ -593,6 +596,7 @@ fn view(config: &ServerConfig, status: crate::upstream::ServerStatus) -> ServerV
         quarantined: status.quarantined,
         tools: status.tools,
         pending: status.pending,
+        sandbox: status.sandbox,
         command,
         args,
         env,

@@ -152,6 +152,26 @@ fn record_unapproved_launches(proxy: &Arc<Proxy>) {
 }
 
 /// The activity journal's file in the data dir.
+/// What no server's sandbox may grant: the data dir (approvals, pins, the journal, the
+/// control socket) and the config file (every server's secrets; an agent's way to widen a
+/// sandbox).
+fn forbidden_paths(
+    data_dir: &Path,
+    config_file: Option<&Path>,
+) -> Vec<mcpproxy_sandbox::ForbiddenPath> {
+    let mut paths = vec![mcpproxy_sandbox::ForbiddenPath {
+        what: "mcpproxy's data dir",
+        path: data_dir.to_path_buf(),
+    }];
+    if let Some(file) = config_file {
+        paths.push(mcpproxy_sandbox::ForbiddenPath {
+            what: "mcpproxy's config file",
+            path: file.to_path_buf(),
+        });
+    }
+    paths
+}
+
 pub(crate) fn journal_path(data_dir: &Path) -> PathBuf {
     data_dir.join("activity.redb")
 }
@@ -162,6 +182,7 @@ impl Runtime {
     pub(crate) fn build(
         config: Config,
         data_dir: &Path,
+        config_file: Option<&Path>,
         plugins_dir: Option<PathBuf>,
     ) -> Result<Self> {
         let plugins_dir = plugins_dir.or_else(|| config.plugins.dir.clone());
@@ -207,6 +228,7 @@ impl Runtime {
             config.tool_call_timeout,
             index.clone(),
             trust,
+            forbidden_paths(data_dir, config_file),
         );
         let changes = upstreams.take_changes();
         let activity = ActivitySettings {
@@ -238,6 +260,7 @@ impl Runtime {
     pub(crate) async fn build_for_one(
         mut config: Config,
         data_dir: &Path,
+        config_file: Option<&Path>,
         server: Option<&str>,
     ) -> Result<Self> {
         if let Some(server) = server {
@@ -246,7 +269,7 @@ impl Runtime {
             open_trust(data_dir, &config.servers)?;
             config.servers.retain(|s| s.name == server);
         }
-        let runtime = Self::build(config, data_dir, None)?;
+        let runtime = Self::build(config, data_dir, config_file, None)?;
         runtime.close_interrupted().await;
         runtime.proxy.upstreams().settle(ONE_SHOT_SETTLE).await;
         Ok(runtime)

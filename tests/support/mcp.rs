@@ -241,6 +241,7 @@ impl Proxy {
         env: &[(&str, &Path)],
     ) -> Self {
         let config_path = data_dir.path().join("mcp_config.json");
+        let config = grant_fixture_files(config);
         std::fs::write(&config_path, config.to_string()).expect("write config");
         let compiled = data_dir.path().join("cache/plugins");
         copy_cwasm(&shared_compile_cache(), &compiled);
@@ -320,6 +321,43 @@ impl Proxy {
     }
 }
 
+/// `config` with the files its stdio servers are pointed at granted to them: a fixture's
+/// call log, pid file or tool overrides (any argument that is an absolute path to a file, or
+/// to a file not made yet in an existing directory, which is made empty). The sandbox every
+/// stdio server runs in by default would refuse them, as it refuses what a user does not
+/// grant; tests of the sandbox itself write their own `isolation`.
+pub(crate) fn grant_fixture_files(config: &Value) -> Value {
+    let mut config = config.clone();
+    let servers: Vec<&mut Value> = match config.get_mut("mcpServers") {
+        Some(Value::Array(list)) => list.iter_mut().collect(),
+        Some(Value::Object(map)) => map.values_mut().collect(),
+        _ => Vec::new(),
+    };
+    for server in servers {
+        if server.get("command").is_none() || server.get("isolation").is_some() {
+            continue;
+        }
+        let files: Vec<Value> = server["args"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(Path::new)
+            .filter(|path| path.is_absolute() && !path.is_dir())
+            .filter(|path| {
+                path.is_file()
+                    || (path.parent().is_some_and(Path::is_dir)
+                        && std::fs::write(path, b"").is_ok())
+            })
+            .map(|path| Value::from(path.display().to_string()))
+            .collect();
+        if !files.is_empty() {
+            server["isolation"] = serde_json::json!({"write": files});
+        }
+    }
+    config
+}
+
 /// A config with the given upstream servers, and plugin deadlines no loaded test machine
 /// reaches ([`PLUGIN_TIMEOUT_MS`]): the tests that start from it expect calls to be judged,
 /// not stopped. A test of a deadline sets its own.
@@ -335,12 +373,17 @@ pub(crate) fn config_with(servers: Vec<Value>) -> Value {
 /// two-core runner can keep an instance off the CPU for longer, and the call fails closed.
 pub(crate) const PLUGIN_TIMEOUT_MS: u64 = 10_000;
 
-/// The fixture as a stdio upstream named `name`, logging calls to `call_log`.
+/// The fixture as a stdio upstream named `name`, logging calls to `call_log`, which its
+/// sandbox may write (made empty here, so there is a file to grant).
 pub(crate) fn stdio_fixture(name: &str, call_log: &Path) -> Value {
+    if !call_log.exists() {
+        let _ = std::fs::write(call_log, b"");
+    }
     serde_json::json!({
         "name": name,
         "command": fixture_bin(),
         "args": ["--call-log", call_log, "--name", name],
+        "isolation": {"write": [call_log]},
     })
 }
 

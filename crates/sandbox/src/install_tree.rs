@@ -1,8 +1,9 @@
-//! The server's own install tree, found from its command and arguments, so the sandbox can
+//! The server's own install tree, found from its command and the program files among its
+//! arguments (`server.js`, `main.py`), so the sandbox can
 //! let it read its code and nothing else of where it lives: the `node_modules` a Node.js
 //! server runs from, the venv of a Python one (and the interpreter the venv was made from),
 //! the prefix of an interpreter installed under a home directory (`~/.nvm`, `~/.pyenv`), or
-//! the project a script argument belongs to.
+//! the project a script argument belongs to, or the `node_modules` of an `npx --prefix DIR`.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -32,7 +33,8 @@ fn is_executable(path: &Path) -> bool {
 }
 
 /// The trees the server needs to read to run: of the command (and its real path, and the
-/// interpreter its `#!` line names), and of every argument that is an existing file.
+/// interpreter its `#!` line names), and of every argument that is an existing program file
+/// ([`is_program_file`]).
 /// `home` is never a tree itself (a script directly in it is granted alone).
 pub(crate) fn install_trees(
     command: Option<&Path>,
@@ -50,6 +52,9 @@ pub(crate) fn install_trees(
     }
     for arg in args {
         let path = Path::new(arg);
+        if !is_program_file(path) {
+            continue;
+        }
         let path = match working_dir {
             Some(dir) if path.is_relative() => dir.join(path),
             _ => path.to_path_buf(),
@@ -59,6 +64,19 @@ pub(crate) fn install_trees(
         }
     }
     let mut trees = Vec::new();
+    // `npx --prefix DIR` and `npm exec --prefix DIR` run a package installed in DIR.
+    for pair in args.windows(2) {
+        if pair[0] == "--prefix" {
+            let modules = Path::new(&pair[1]).join("node_modules");
+            let modules = match working_dir {
+                Some(dir) if modules.is_relative() => dir.join(modules),
+                _ => modules,
+            };
+            if modules.is_dir() && !trees.contains(&modules) {
+                trees.push(modules);
+            }
+        }
+    }
     for file in files {
         let real = std::fs::canonicalize(&file).unwrap_or_else(|_| file.clone());
         for path in [file, real] {
@@ -70,6 +88,18 @@ pub(crate) fn install_trees(
         }
     }
     trees
+}
+
+/// Whether an argument names a program an interpreter runs (`server.js`, `main.py`,
+/// `app.jar`): only those are install trees. Any other file an argument names (a key, a
+/// config, a data file) is the server's to be granted in the config, never found here.
+fn is_program_file(path: &Path) -> bool {
+    const PROGRAMS: &[&str] = &[
+        "js", "mjs", "cjs", "ts", "mts", "py", "pyz", "rb", "pl", "php", "lua", "jar", "sh",
+    ];
+    path.extension()
+        .and_then(OsStr::to_str)
+        .is_some_and(|ext| PROGRAMS.contains(&ext))
 }
 
 /// The interpreter a script's `#!` line names (`/usr/bin/env node` resolved through PATH).
@@ -172,6 +202,19 @@ mod tests {
     }
 
     #[test]
+    fn npx_with_a_prefix_grants_its_node_modules() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("node_modules/.bin")).unwrap();
+        let args = [
+            "--prefix".to_string(),
+            dir.path().display().to_string(),
+            "srv".into(),
+        ];
+        let trees = install_trees(None, &args, None, None, None);
+        assert_eq!(trees, vec![dir.path().join("node_modules")]);
+    }
+
+    #[test]
     fn a_venv_grants_the_venv_and_its_base_interpreter() {
         let dir = tempfile::tempdir().unwrap();
         let base = dir.path().join("python/3.11");
@@ -213,9 +256,14 @@ mod tests {
         std::fs::create_dir_all(project.join("src")).unwrap();
         std::fs::write(project.join("pyproject.toml"), "").unwrap();
         std::fs::write(project.join("src/main.py"), "").unwrap();
+        std::fs::write(project.join("src/secret"), "").unwrap();
         let trees = install_trees(
             None,
-            &["src/main.py".into(), "/nonexistent".into()],
+            &[
+                "src/main.py".into(),
+                "/nonexistent".into(),
+                "src/secret".into(),
+            ],
             Some(&project),
             None,
             Some(home.path()),

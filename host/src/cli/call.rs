@@ -196,7 +196,9 @@ impl CallArgs {
                 eprintln!("error: {}", config.unknown_server(&server));
                 return Ok(ExitCode::from(EXIT_USAGE));
             }
-            let runtime = Runtime::build_for_one(config, &data_dir, Some(&server)).await?;
+            let runtime =
+                Runtime::build_for_one(config, &data_dir, loaded.path.as_deref(), Some(&server))
+                    .await?;
             let mut context = CallContext::new(Source::Cli);
             context.dry_run = self.dry_run;
             context.timeout = timeout;

@@ -157,7 +157,12 @@ impl ServeCommand {
         if let Some(owner) = crate::control::connect(&data_dir).await {
             return self.front_end(owner, &data_dir, listen, shutdown).await;
         }
-        let runtime = match Runtime::build(config, &data_dir, self.plugins.clone()) {
+        let runtime = match Runtime::build(
+            config,
+            &data_dir,
+            loaded.path.as_deref(),
+            self.plugins.clone(),
+        ) {
             Ok(runtime) => runtime,
             Err(crate::runtime::Error::Held { .. })
                 if let Some(owner) = wait_for_owner(&data_dir, &shutdown).await =>

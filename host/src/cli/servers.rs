@@ -45,6 +45,23 @@ pub(super) struct AddArgs {
     /// Add it disabled.
     #[arg(long)]
     disabled: bool,
+    /// A path its sandbox may read (repeatable).
+    #[arg(long = "read", value_name = "PATH")]
+    read: Vec<String>,
+    /// A path its sandbox may read and write, e.g. a filesystem server's directory
+    /// (repeatable).
+    #[arg(long = "write", value_name = "PATH")]
+    write: Vec<String>,
+    /// Its sandbox's network: none (the default) or all.
+    #[arg(long, value_name = "none|all")]
+    network: Option<String>,
+    /// A variable of mcpproxy's environment passed to it (repeatable).
+    #[arg(long = "env-passthrough", value_name = "NAME")]
+    env_passthrough: Vec<String>,
+    /// Run it without a sandbox: as you, with your files, mcpproxy's environment and the
+    /// network.
+    #[arg(long, conflicts_with_all = ["read", "write", "network", "env_passthrough"])]
+    no_sandbox: bool,
     /// Approve its calls too: without it the server starts quarantined (listed, never
     /// called) until `mcpproxy upstream approve NAME`.
     #[arg(long)]
@@ -248,6 +265,30 @@ pub(super) async fn add(globals: &Globals, args: AddArgs) -> Result<ExitCode> {
     }
     if args.disabled {
         entry.insert("enabled".into(), json!(false));
+    }
+    let mut isolation = Map::new();
+    if args.no_sandbox {
+        isolation.insert("enabled".into(), json!(false));
+    }
+    for (key, values) in [
+        ("read", &args.read),
+        ("write", &args.write),
+        ("env_passthrough", &args.env_passthrough),
+    ] {
+        if !values.is_empty() {
+            isolation.insert(key.into(), json!(values));
+        }
+    }
+    if let Some(network) = &args.network {
+        isolation.insert("network".into(), json!(network));
+    }
+    if !isolation.is_empty() {
+        if args.url.is_some() {
+            bail!(
+                "the sandbox options (--read, --write, --network, --env-passthrough, --no-sandbox) apply to a server started with a command, not to --url"
+            );
+        }
+        entry.insert("isolation".into(), Value::Object(isolation));
     }
     // A server added from the command line starts quarantined unless --approve: the person
     // typed how it starts, and reviews its tools before approving its calls.

@@ -106,7 +106,9 @@ async fn fetch(
     {
         bail!("unknown server '{name}'");
     }
-    let runtime = Runtime::build_for_one(config, &data_dir, server.as_deref()).await?;
+    let runtime =
+        Runtime::build_for_one(config, &data_dir, loaded.path.as_deref(), server.as_deref())
+            .await?;
     let tools = match search {
         Some((q, n)) => runtime.proxy.retrieve(q.to_owned(), n as usize).await,
         None => runtime.proxy.list_tools(server).await,

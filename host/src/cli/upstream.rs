@@ -185,7 +185,7 @@ async fn open(globals: &Globals, common: &Common, server: Option<&str>) -> Resul
     if let Some(remote) = Remote::find(&config, &data_dir).await? {
         return Ok(Backend::Remote(remote));
     }
-    let runtime = Runtime::build_for_one(config, &data_dir, server).await?;
+    let runtime = Runtime::build_for_one(config, &data_dir, loaded.path.as_deref(), server).await?;
     Ok(Backend::Local(Box::new(runtime)))
 }
 
@@ -236,15 +236,19 @@ fn print_list(statuses: &[ServerStatus], format: Format) -> Result<()> {
                         .collect::<Vec<_>>()
                         .join(", ")
                 },
+                s.sandbox
+                    .as_ref()
+                    .map_or_else(|| "-".to_owned(), |sandbox| quote(&sandbox.brief())),
             ]
         })
         .collect();
     print_table_toned(
-        &["NAME", "STATE", "TOOLS", "QUARANTINED", "HELD"],
+        &["NAME", "STATE", "TOOLS", "QUARANTINED", "HELD", "SANDBOX"],
         &rows,
         |column, cell| match (column, cell) {
             (1, state) => Tone::of_word(state),
             (3, "yes") => Some(Tone::Caution),
+            (5, "OFF") => Some(Tone::Caution),
             _ => None,
         },
     );

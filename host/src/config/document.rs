@@ -17,7 +17,7 @@ use serde_json::Value;
 /// The keys of an `mcpServers` entry besides `name`, in the order the docs list them and a
 /// server added by mcpproxy is written in: first how the server is started or reached
 /// ([`LAUNCH_KEYS`]), then how mcpproxy treats it.
-pub(crate) const SERVER_KEYS: [&str; 11] = [
+pub(crate) const SERVER_KEYS: [&str; 12] = [
     "command",
     "args",
     "env",
@@ -25,6 +25,7 @@ pub(crate) const SERVER_KEYS: [&str; 11] = [
     "url",
     "headers",
     "protocol",
+    "isolation",
     "enabled",
     "quarantined",
     "auto_approve_tool_changes",
@@ -32,7 +33,7 @@ pub(crate) const SERVER_KEYS: [&str; 11] = [
 ];
 
 /// The keys of an `mcpServers` entry that say how the server is started or reached.
-pub(crate) const LAUNCH_KEYS: &[&str] = SERVER_KEYS.split_at(7).0;
+pub(crate) const LAUNCH_KEYS: &[&str] = SERVER_KEYS.split_at(8).0;
 
 /// Why an edit could not be made.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -446,7 +447,8 @@ mod tests {
                 "working_dir",
                 "url",
                 "headers",
-                "protocol"
+                "protocol",
+                "isolation"
             ]
         );
     }

@@ -105,6 +105,9 @@ pub struct Config {
     pub telemetry: TelemetryConfig,
     /// `management`: changing the upstream servers while running.
     pub management: ManagementConfig,
+    /// `isolation`: the default sandbox of every stdio server (each server's own
+    /// `isolation` keys win; the resolved settings are in [`ServerConfig::isolation`]).
+    pub isolation: Isolation,
 }
 
 impl Default for Config {
@@ -124,6 +127,7 @@ impl Default for Config {
             http: HttpConfig::default(),
             telemetry: TelemetryConfig::default(),
             management: ManagementConfig::default(),
+            isolation: Isolation::default(),
         }
     }
 }
@@ -221,6 +225,47 @@ pub struct ServerConfig {
     pub auto_approve_tool_changes: bool,
     /// Overrides [`Config::tool_call_timeout`] for this server.
     pub tool_call_timeout: Option<Duration>,
+    /// The sandbox the server's process runs in (stdio servers only).
+    pub isolation: Isolation,
+}
+
+/// `isolation`: the sandbox of a stdio server (docs/security.md says what each part stops).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Isolation {
+    /// `false` runs the server as the user, with mcpproxy's environment: explicit, shown in
+    /// `upstream list` and the security analysis.
+    pub enabled: bool,
+    pub network: mcpproxy_sandbox::Network,
+    /// Paths the server may read besides the system directories and its install tree.
+    pub read: Vec<PathBuf>,
+    /// Paths the server may read and write.
+    pub write: Vec<PathBuf>,
+    /// Variables of mcpproxy's environment passed on by name.
+    pub env_passthrough: Vec<String>,
+    pub limits: mcpproxy_sandbox::ResourceLimits,
+    /// Refuse to start the server when the kernel lacks a part of the sandbox.
+    pub required: bool,
+}
+
+impl Default for Isolation {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            network: mcpproxy_sandbox::Network::None,
+            read: Vec::new(),
+            write: Vec::new(),
+            env_passthrough: Vec::new(),
+            limits: mcpproxy_sandbox::ResourceLimits::DEFAULT,
+            required: false,
+        }
+    }
+}
+
+impl Isolation {
+    /// The defaults, unchanged.
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// How to reach an upstream server. `Debug` hides `env` and header values, which often

@@ -33,6 +33,7 @@ pub(super) struct RawConfig {
     pub http: Option<RawHttp>,
     pub telemetry: Option<RawTelemetry>,
     pub management: Option<RawManagement>,
+    pub isolation: Option<RawIsolation>,
 }
 
 /// `mcpServers`: canonically a list; the Claude Desktop form maps names to servers.
@@ -91,6 +92,25 @@ pub(super) struct RawServer {
     pub quarantined: Option<bool>,
     pub auto_approve_tool_changes: Option<bool>,
     pub tool_call_timeout_ms: Option<u64>,
+    pub isolation: Option<RawIsolation>,
+}
+
+/// `isolation`, the sandbox of a stdio server: at the top level the default of every server,
+/// in a server its own settings (each key given there wins).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+pub(super) struct RawIsolation {
+    pub enabled: Option<bool>,
+    pub network: Option<serde_json::Value>,
+    pub read: Option<Vec<String>>,
+    pub write: Option<Vec<String>>,
+    pub env_passthrough: Option<Vec<String>>,
+    pub memory_mb: Option<u64>,
+    pub max_processes: Option<u64>,
+    pub open_files: Option<u64>,
+    pub cpu_seconds: Option<u64>,
+    pub required: Option<bool>,
+    pub image: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -239,6 +259,7 @@ object_only!(
     RawHttp,
     RawTelemetry,
     RawManagement,
+    RawIsolation,
 );
 
 /// Why the text could not be read as a [`RawConfig`].

@@ -632,3 +632,83 @@ fn telemetry_mistakes_are_named() {
             .contains("telemetry.exporter")
     );
 }
+
+#[test]
+fn isolation_defaults_merge_per_server_and_refuse_what_is_not_built() {
+    let config = parse(
+        r#"{"isolation": {"network": "all", "memory_mb": 1024},
+            "mcpServers": [
+              {"name": "a", "command": "srv"},
+              {"name": "b", "command": "srv", "isolation": {"network": "none", "write": ["/data"], "max_processes": 0}}
+            ]}"#,
+    );
+    let a = &config.server("a").unwrap().isolation;
+    assert_eq!(a.network, mcpproxy_sandbox::Network::All);
+    assert_eq!(a.limits.memory_mb, Some(1024));
+    assert!(a.enabled);
+    let b = &config.server("b").unwrap().isolation;
+    assert_eq!(b.network, mcpproxy_sandbox::Network::None);
+    assert_eq!(
+        b.limits.memory_mb,
+        Some(1024),
+        "the default's other keys stay"
+    );
+    assert_eq!(b.limits.max_processes, None, "0 is no limit");
+    assert_eq!(b.write, vec![PathBuf::from("/data")]);
+    assert!(
+        parse(r#"{"mcpServers": [{"name": "c", "command": "x"}]}"#).servers[0]
+            .isolation
+            .is_default()
+    );
+
+    for (text, expected) in [
+        (
+            r#"{"mcpServers": [{"name": "h", "url": "http://127.0.0.1/mcp", "isolation": {}}]}"#,
+            "'isolation' only applies to a server started with 'command'",
+        ),
+        (
+            r#"{"isolation": {"image": "node:22"}}"#,
+            "not supported yet",
+        ),
+        (
+            r#"{"isolation": {"network": "loopback"}}"#,
+            "'loopback' is not supported yet",
+        ),
+        (
+            r#"{"isolation": {"network": ["127.0.0.1:5432"]}}"#,
+            "a list of destinations is not supported yet",
+        ),
+        (
+            r#"{"isolation": {"network": "wifi"}}"#,
+            "'wifi' is not a network policy",
+        ),
+        (r#"{"isolation": {"memory_mb": 8}}"#, "at least 64"),
+        (r#"{"isolation": {"open_files": 3}}"#, "at least 16"),
+        (
+            r#"{"isolation": {"env_passthrough": ["A=B"]}}"#,
+            "is not an environment variable name",
+        ),
+        (r#"{"isolation": {"unknown": 1}}"#, "unknown"),
+    ] {
+        let message = error(text);
+        assert!(message.contains(expected), "{text}: {message}");
+    }
+}
+
+#[test]
+fn isolation_paths_expand_home_and_resolve_against_the_file() {
+    let config = Config::from_json_in(
+        r#"{"mcpServers": [{"name": "a", "command": "x", "isolation": {"read": ["~/notes", "rel"]}}]}"#,
+        "c.json",
+        Path::new("/etc/mcp"),
+        Some(Path::new("/home/u")),
+    )
+    .unwrap();
+    assert_eq!(
+        config.servers[0].isolation.read,
+        vec![
+            PathBuf::from("/home/u/notes"),
+            PathBuf::from("/etc/mcp/rel")
+        ]
+    );
+}

@@ -58,6 +58,8 @@ fn upstream_servers_tool() -> Tool {
                 "env": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Environment variables of a stdio server"},
                 "env_json": json_string("env"),
                 "working_dir": {"type": "string"},
+                "isolation": {"type": "object", "description": "The sandbox of a stdio server: enabled, network (\"none\" or \"all\"), read, write, env_passthrough, memory_mb, max_processes, open_files, cpu_seconds, required. A change makes the server wait for a person's approval."},
+                "isolation_json": json_string("isolation"),
                 "url": {"type": "string", "description": "add: the URL of a streamable-HTTP server"},
                 "headers": {"type": "object", "additionalProperties": {"type": "string"}},
                 "headers_json": json_string("headers"),

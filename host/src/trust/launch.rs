@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::config::{ServerConfig, Transport};
+use crate::config::{Isolation, ServerConfig, Transport};
 
 /// The launch spec of a server as it can be stored and shown: secret values replaced by
 /// digests (so a change is still seen) and masked in the text.
@@ -40,6 +40,9 @@ pub(crate) struct LaunchView {
     /// Each header's name and a digest of its value.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
+    /// The sandbox of a stdio server when it is not the default one ([`isolation_text`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<String>,
 }
 
 /// A server's launch spec: what an approval is bound to.
@@ -81,6 +84,13 @@ impl LaunchSpec {
                 if let Some(dir) = &working_dir {
                     part("working_dir", dir);
                 }
+                // Only a sandbox other than the default is part of the spec, so approvals
+                // given before sandboxes existed still hold for the default one.
+                let isolation =
+                    (!server.isolation.is_default()).then(|| isolation_text(&server.isolation));
+                if let Some(text) = &isolation {
+                    part("isolation", text);
+                }
                 LaunchView {
                     transport: "stdio".into(),
                     command: Some(command.clone()),
@@ -88,6 +98,7 @@ impl LaunchSpec {
                     args_sha256: digest_all(args.iter().map(String::as_str)),
                     env: digests(env),
                     working_dir,
+                    isolation,
                     ..LaunchView::default()
                 }
             }
@@ -164,6 +175,17 @@ impl LaunchView {
             }
         }
         map_diff("header", &self.headers, &now.headers, &mut lines);
+        if self.isolation != now.isolation {
+            let shown = |text: &Option<String>| {
+                text.as_deref()
+                    .map_or_else(|| "the default sandbox".to_owned(), mcpproxy_policy::quote)
+            };
+            lines.push(format!(
+                "isolation was {}, now {}",
+                shown(&self.isolation),
+                shown(&now.isolation)
+            ));
+        }
         lines
     }
 
@@ -191,6 +213,16 @@ impl LaunchView {
                     .join(", ")
             ));
         }
+        if self.transport == "stdio" {
+            text.push_str(&match self.isolation.as_deref() {
+                None => " (sandbox: default)".to_owned(),
+                Some("off") => {
+                    " (sandbox: OFF: it runs as you, with your files, your environment and the network)"
+                        .to_owned()
+                }
+                Some(settings) => format!(" (sandbox: {})", mcpproxy_policy::quote(settings)),
+            });
+        }
         if !self.headers.is_empty() {
             text.push_str(&format!(
                 " (headers: {})",
@@ -203,6 +235,36 @@ impl LaunchView {
         }
         text
     }
+}
+
+/// The sandbox settings in one canonical line: what the fingerprint hashes and a reviewer
+/// reads (`off`, or `network none; read /a; write /b; memory 2048 MiB; ...`).
+pub(crate) fn isolation_text(isolation: &Isolation) -> String {
+    if !isolation.enabled {
+        return "off".to_owned();
+    }
+    let paths = |paths: &[std::path::PathBuf]| {
+        paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let limit =
+        |value: Option<u64>| value.map_or_else(|| "unlimited".to_owned(), |v| v.to_string());
+    let limits = &isolation.limits;
+    format!(
+        "network {}; read [{}]; write [{}]; env_passthrough [{}]; memory_mb {}; max_processes {}; open_files {}; cpu_seconds {}; required {}",
+        isolation.network.as_str(),
+        paths(&isolation.read),
+        paths(&isolation.write),
+        isolation.env_passthrough.join(", "),
+        limit(limits.memory_mb),
+        limit(limits.max_processes),
+        limit(limits.open_files),
+        limit(limits.cpu_seconds),
+        isolation.required
+    )
 }
 
 fn shown(value: Option<&str>) -> String {
@@ -275,7 +337,41 @@ mod tests {
             quarantined: false,
             auto_approve_tool_changes: false,
             tool_call_timeout: None,
+            isolation: Isolation::default(),
         }
+    }
+
+    #[test]
+    fn a_sandbox_other_than_the_default_is_part_of_the_launch() {
+        let default = stdio("srv", &[], &[]);
+        let mut off = default.clone();
+        off.isolation.enabled = false;
+        let mut open = default.clone();
+        open.isolation.network = mcpproxy_sandbox::Network::All;
+        let mut wider = default.clone();
+        wider.isolation.write = vec!["/home/me".into()];
+        let base = LaunchSpec::of(&default);
+        assert_eq!(
+            base.view.isolation, None,
+            "the default sandbox is not hashed"
+        );
+        for other in [&off, &open, &wider] {
+            let spec = LaunchSpec::of(other);
+            assert_ne!(spec.sha256, base.sha256, "{other:?}");
+            let diff = base.view.diff(&spec.view).join("\n");
+            assert!(
+                diff.starts_with("isolation was the default sandbox, now "),
+                "{diff}"
+            );
+        }
+        assert_eq!(LaunchSpec::of(&off).view.isolation.as_deref(), Some("off"));
+        assert!(
+            LaunchSpec::of(&wider)
+                .view
+                .isolation
+                .unwrap()
+                .contains("write [/home/me]")
+        );
     }
 
     #[test]

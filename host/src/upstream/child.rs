@@ -2,7 +2,9 @@
 //! it), killed by the kernel if mcpproxy dies (Linux), its stdout read through the
 //! [`LineGuard`](crate::line_guard) so a reply over 16 MiB fails its call at once instead of
 //! being dropped, and ended when its session ends: stdin closes first, then the process
-//! gets [`EXIT_GRACE`] to exit before it is killed.
+//! gets [`EXIT_GRACE`] to exit before it is killed. A sandboxed server enters its sandbox
+//! last, just before exec, and the sandbox's leftovers (private directory, cgroup) go once
+//! the process is gone.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -11,24 +13,34 @@ use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop, ProcessGroup};
 use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 
 use crate::line_guard::{LineGuard, error_response};
+use mcpproxy_sandbox::{ChildSetup, Prepared, SandboxGuard};
 
 /// How long a server may take to exit after its stdin closes.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
 
 /// The running process; dropping it ends the process (after [`EXIT_GRACE`]).
-pub(super) struct ChildGuard(Option<Box<dyn ChildWrapper>>);
+pub(super) struct ChildGuard {
+    child: Option<Box<dyn ChildWrapper>>,
+    sandbox: Option<SandboxGuard>,
+}
 
 impl Drop for ChildGuard {
     fn drop(&mut self) {
-        let Some(mut child) = self.0.take() else {
+        let Some(mut child) = self.child.take() else {
             return;
         };
+        let sandbox = self.sandbox.take();
         let ended = async move {
             if tokio::time::timeout(EXIT_GRACE, child.wait())
                 .await
                 .is_err()
             {
                 let _ = Box::into_pin(child.kill()).await;
+                let _ = child.wait().await;
+            }
+            // Removing the cgroup kills what the server left and may wait a little.
+            if let Some(sandbox) = sandbox {
+                let _ = tokio::task::spawn_blocking(move || drop(sandbox)).await;
             }
         };
         match tokio::runtime::Handle::try_current() {
@@ -48,12 +60,23 @@ pub(super) struct Pipes {
     pub stderr: Option<ChildStderr>,
 }
 
-/// Starts `cmd` with piped stdio.
-pub(super) fn spawn(mut cmd: tokio::process::Command) -> std::io::Result<(ChildGuard, Pipes)> {
+/// Starts `cmd` with piped stdio, in `sandbox` when there is one (its environment is then
+/// the only one the server gets).
+pub(super) fn spawn(
+    mut cmd: tokio::process::Command,
+    sandbox: Option<Prepared>,
+) -> std::io::Result<(ChildGuard, Pipes)> {
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    die_with_this_process(&mut cmd);
+    let (setup, sandbox) = match sandbox {
+        Some(prepared) => {
+            cmd.env_clear().envs(prepared.environment.iter().cloned());
+            (Some(prepared.setup), Some(prepared.guard))
+        }
+        None => (None, None),
+    };
+    die_with_this_process(&mut cmd, setup);
     let mut wrapped = CommandWrap::from(cmd);
     // Its own process group, so children it spawns (npx → node) end with it.
     wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
@@ -63,7 +86,10 @@ pub(super) fn spawn(mut cmd: tokio::process::Command) -> std::io::Result<(ChildG
     let stdin = child.stdin().take().ok_or_else(|| missing("stdin"))?;
     let stderr = child.stderr().take();
     Ok((
-        ChildGuard(Some(child)),
+        ChildGuard {
+            child: Some(child),
+            sandbox,
+        },
         Pipes {
             stdout: LineGuard::new(stdout, error_response),
             stdin,
@@ -74,12 +100,13 @@ pub(super) fn spawn(mut cmd: tokio::process::Command) -> std::io::Result<(ChildG
 
 /// Has the kernel kill a stdio server when this process dies, even by `kill -9` (which no
 /// cleanup code survives): a server that ignores the end of its stdin would otherwise run on.
+/// Then the server enters its sandbox, when it has one.
 #[cfg(target_os = "linux")]
 #[allow(
     unsafe_code,
     reason = "libc has no safe wrapper for prctl; pre_exec is unsafe by nature"
 )]
-fn die_with_this_process(cmd: &mut tokio::process::Command) {
+fn die_with_this_process(cmd: &mut tokio::process::Command, sandbox: Option<ChildSetup>) {
     // SAFETY: getpid is async-signal-safe.
     let parent = unsafe { libc::getpid() };
     // SAFETY: the closure runs in the child between fork and exec and calls only
@@ -91,14 +118,16 @@ fn die_with_this_process(cmd: &mut tokio::process::Command) {
             }
             // The parent died between fork and prctl: nobody will send the signal.
             if libc::getppid() != parent {
-                return Err(std::io::Error::other(
-                    "mcpproxy exited while starting the server",
-                ));
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
             }
-            Ok(())
+            // Async-signal-safe: system calls only, everything built before the fork.
+            match &sandbox {
+                Some(setup) => setup.enter(),
+                None => Ok(()),
+            }
         });
     }
 }
 
 #[cfg(not(target_os = "linux"))]
-fn die_with_this_process(_cmd: &mut tokio::process::Command) {}
+fn die_with_this_process(_cmd: &mut tokio::process::Command, _sandbox: Option<ChildSetup>) {}

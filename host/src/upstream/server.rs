@@ -74,6 +74,8 @@ pub(crate) struct Upstream {
     /// The protocol versions the server listed in `server/discover` (2026-07-28 and later);
     /// empty for a server that does not answer it.
     pub(super) discovered_versions: RwLock<Vec<rmcp::model::ProtocolVersion>>,
+    /// Paths no sandbox grant may reach (the data dir, the config file).
+    pub(super) forbidden_paths: Arc<[mcpproxy_sandbox::ForbiddenPath]>,
 }
 
 impl Upstream {
@@ -98,6 +100,13 @@ impl Upstream {
                     .map(|(name, _)| name.to_owned())
                     .collect()
             },
+            sandbox: matches!(
+                self.config.transport,
+                crate::config::Transport::Stdio { .. }
+            )
+            .then(|| {
+                super::sandbox::SandboxStatus::of(&self.config.isolation, &self.forbidden_paths)
+            }),
         }
     }
 

@@ -76,6 +76,9 @@ pub(crate) struct ServerStatus {
     /// Tools held back because they are new or changed since approval.
     #[serde(default)]
     pub pending: Vec<String>,
+    /// The sandbox of a stdio server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<super::sandbox::SandboxStatus>,
 }
 
 #[cfg(test)]
@@ -152,6 +155,7 @@ mod tests {
                     tools: 3,
                     quarantined: false,
                     pending: vec!["write_file".into()],
+                    sandbox: None,
                 };
                 let before = StatusWithTransportText {
                     name: "fs".into(),
@@ -175,6 +179,7 @@ mod tests {
             tools: 0,
             quarantined: true,
             pending: Vec::new(),
+            sandbox: None,
         };
         assert_eq!(
             serde_json::to_string(&quarantined).unwrap(),

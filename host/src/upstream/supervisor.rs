@@ -329,12 +329,17 @@ async fn connect(upstream: &Arc<Upstream>, warned: &Arc<Warned>) -> Result<Conne
             working_dir,
         } => {
             let mut cmd = tokio::process::Command::new(command);
-            cmd.args(args).envs(env);
+            cmd.args(args);
             if let Some(dir) = working_dir {
                 cmd.current_dir(dir);
             }
-            let (child, pipes) =
-                super::child::spawn(cmd).map_err(|e| format!("cannot start `{command}`: {e}"))?;
+            let sandbox =
+                super::sandbox::prepare(upstream, command, args, env, working_dir.as_deref())?;
+            if sandbox.is_none() {
+                cmd.envs(env);
+            }
+            let (child, pipes) = super::child::spawn(cmd, sandbox)
+                .map_err(|e| format!("cannot start `{command}`: {e}"))?;
             let stderr = pipes.stderr;
             let (lane, stdout, stdin) = super::lane::split(pipes.stdout, pipes.stdin);
             let transport = (stdout, stdin);
@@ -351,10 +356,14 @@ async fn connect(upstream: &Arc<Upstream>, warned: &Arc<Warned>) -> Result<Conne
                     }
                 });
             }
-            let session = handler
-                .serve(transport)
-                .await
-                .map_err(|e| format!("MCP initialize with `{command}` failed: {e}"))?;
+            let session = handler.serve(transport).await.map_err(|e| {
+                let mut message = format!("MCP initialize with `{command}` failed: {e}");
+                if let Some(hint) = super::sandbox::start_hint(&upstream.config.isolation, command)
+                {
+                    message.push_str(&format!("; {hint}"));
+                }
+                message
+            })?;
             Ok(Connection {
                 session,
                 child: Some(child),

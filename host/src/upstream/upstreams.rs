@@ -30,6 +30,8 @@ pub(crate) struct Upstreams {
     changes_tx: mpsc::UnboundedSender<ToolChange>,
     changes: std::sync::Mutex<Option<mpsc::UnboundedReceiver<ToolChange>>>,
     back_channel: Arc<BackChannel>,
+    /// Paths no sandbox grant may reach (the data dir, the config file).
+    forbidden_paths: Arc<[mcpproxy_sandbox::ForbiddenPath]>,
 }
 
 /// One upstream and its supervisor.
@@ -63,6 +65,7 @@ impl Upstreams {
         default_timeout: Duration,
         index: Arc<ToolIndex>,
         trust: Arc<TrustStore>,
+        forbidden_paths: Vec<mcpproxy_sandbox::ForbiddenPath>,
     ) -> Arc<Self> {
         let (changes_tx, receiver) = mpsc::unbounded_channel();
         let upstreams = Self {
@@ -75,6 +78,7 @@ impl Upstreams {
             changes_tx,
             changes: std::sync::Mutex::new(Some(receiver)),
             back_channel: BackChannel::new(),
+            forbidden_paths: forbidden_paths.into(),
         };
         {
             let mut map = write(&upstreams.servers);
@@ -117,6 +121,7 @@ impl Upstreams {
             back_channel: self.back_channel.clone(),
             capabilities: RwLock::new(None),
             discovered_versions: RwLock::new(Vec::new()),
+            forbidden_paths: self.forbidden_paths.clone(),
         });
         let stop = self.shutdown.child_token();
         let task = (initial == State::Disconnected).then(|| {

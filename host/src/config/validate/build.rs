@@ -1,6 +1,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::super::model::Isolation;
 use super::super::raw::{self, Failure, RawConfig};
 use super::super::{
     Config, Error, HttpConfig, IntentConfig, MAX_TOOL_CALL_TIMEOUT_MS, ManagementConfig, Result,
@@ -196,9 +197,16 @@ fn build(raw: RawConfig, ctx: &Context<'_>) -> Result<Config> {
     if let Some(ms) = raw.tool_call_timeout_ms {
         config.tool_call_timeout = tool_call_timeout(ctx, "tool_call_timeout_ms", ms)?;
     }
+    let isolation = match &raw.isolation {
+        Some(raw) => {
+            super::isolation::isolation_from(raw, &Isolation::default(), "isolation", ctx)?
+        }
+        None => Isolation::default(),
+    };
     if let Some(servers) = raw.mcp_servers {
-        config.servers = servers_from(servers, ctx)?;
+        config.servers = servers_from(servers, &isolation, ctx)?;
     }
+    config.isolation = isolation;
     if let Some(intent) = raw.intent_declaration {
         let default = IntentConfig::default();
         config.intent = IntentConfig {

@@ -1,11 +1,12 @@
 //! Stage two: checks a [`RawConfig`] and builds the [`Config`], filling in defaults. Each
 //! check names the key path of the value it refuses and says what would be accepted.
 //!
-//! Parts: `servers` (`mcpServers`), `plugins`, `activity` and `telemetry`; the top-level keys,
+//! Parts: `servers` (`mcpServers`), `isolation`, `plugins`, `activity` and `telemetry`; the top-level keys,
 //! `intent_declaration` and `upstream` are checked here.
 
 mod activity;
 mod build;
+mod isolation;
 mod plugins;
 mod servers;
 mod telemetry;

@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use super::isolation::isolation_from;
 use super::{Context, MAX_NAME_LEN, tool_call_timeout};
+use crate::config::model::Isolation;
 use crate::config::raw::{self, RawServer, RawServers};
 use crate::config::{Result, ServerConfig, Transport};
 
@@ -15,7 +17,11 @@ struct Entry {
     raw: RawServer,
 }
 
-pub(super) fn servers_from(servers: RawServers, ctx: &Context<'_>) -> Result<Vec<ServerConfig>> {
+pub(super) fn servers_from(
+    servers: RawServers,
+    isolation: &Isolation,
+    ctx: &Context<'_>,
+) -> Result<Vec<ServerConfig>> {
     let entries: Vec<Entry> = match servers {
         RawServers::List(list) => list
             .into_iter()
@@ -43,7 +49,13 @@ pub(super) fn servers_from(servers: RawServers, ctx: &Context<'_>) -> Result<Vec
     let mut seen: BTreeMap<String, String> = BTreeMap::new();
     let mut servers = Vec::with_capacity(entries.len());
     for entry in entries {
-        let server = server_from(entry.raw, entry.map_name.as_deref(), &entry.key, ctx)?;
+        let server = server_from(
+            entry.raw,
+            entry.map_name.as_deref(),
+            &entry.key,
+            isolation,
+            ctx,
+        )?;
         if let Some(first) = seen.get(&server.name) {
             return Err(if entry.map_name.is_some() {
                 ctx.err(
@@ -73,6 +85,7 @@ fn server_from(
     raw: RawServer,
     map_name: Option<&str>,
     key: &str,
+    default_isolation: &Isolation,
     ctx: &Context<'_>,
 ) -> Result<ServerConfig> {
     let at = |field: &str| format!("{key}.{field}");
@@ -195,6 +208,12 @@ fn server_from(
                     ));
                 }
             }
+            if raw.isolation.is_some() {
+                return Err(ctx.err(
+                    &at("isolation"),
+                    "'isolation' only applies to a server started with 'command'; this one has 'url' and runs elsewhere",
+                ));
+            }
             check_url(&url).map_err(|why| ctx.err(&at("url"), why))?;
             let headers = raw.headers.unwrap_or_default();
             for (name, value) in &headers {
@@ -221,6 +240,10 @@ fn server_from(
         Some(ms) => Some(tool_call_timeout(ctx, &at("tool_call_timeout_ms"), ms)?),
         None => None,
     };
+    let isolation = match &raw.isolation {
+        Some(own) => isolation_from(own, default_isolation, &at("isolation"), ctx)?,
+        None => default_isolation.clone(),
+    };
     Ok(ServerConfig {
         name,
         transport,
@@ -228,6 +251,7 @@ fn server_from(
         quarantined: raw.quarantined.unwrap_or(false),
         auto_approve_tool_changes: raw.auto_approve_tool_changes.unwrap_or(false),
         tool_call_timeout,
+        isolation,
     })
 }
 

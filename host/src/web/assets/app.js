@@ -224,6 +224,7 @@ async function loadUpstreams() {
       el("td", upstream.state + (upstream.detail ? ": " + upstream.detail : ""), "state-" + state),
       el("td", upstream.tools),
       el("td", trust),
+      el("td", sandboxText(upstream.sandbox), upstream.sandbox && !upstream.sandbox.enabled ? "state-error" : ""),
     );
     const cell = el("td");
     if (upstream.quarantined || pending.length) {
@@ -240,6 +241,16 @@ async function loadUpstreams() {
   }
   select.value = chosen;
   $("upstreams-empty").hidden = upstreams.length > 0;
+}
+
+// A stdio server's sandbox in a few words: "on (network none)", "OFF"; "-" for HTTP servers.
+function sandboxText(sandbox) {
+  if (!sandbox) return "-";
+  if (!sandbox.enabled) return "OFF: runs as you, with your files and the network";
+  let text = "on (network " + sandbox.network;
+  if (sandbox.write && sandbox.write.length) text += ", writes " + sandbox.write.join(", ");
+  if (sandbox.missing && sandbox.missing.length) text += "; not enforced: " + sandbox.missing.join(", ");
+  return text + ")";
 }
 
 async function approve(server, button) {

@@ -1,0 +1,322 @@
+//! End-to-end: the sandbox every stdio server runs in by default, against a hostile server
+//! of our own (`mcp-hostile`) that at start-up, and again in a tool, tries to read a planted
+//! `~/.ssh/id_rsa` and the data dir's `trust.json`, write `~/.bashrc` and the config file,
+//! read the proxy's environment (its own and through `/proc`), signal the proxy, connect to a
+//! loopback port this test listens on, start 400 processes and reserve 4 GiB. Under the
+//! default sandbox each attempt fails and the proxy keeps serving; the same server with
+//! `"isolation": {"enabled": false}` succeeds at each, which shows the test is real.
+
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::support::TestCommand;
+use crate::support::mcp::{Client, Proxy, call, config_with, connect, fixture_bin, is_error, text};
+
+const SECRET_ENV: &str = "MCPPROXY_TEST_SANDBOX_SECRET";
+
+fn hostile_bin() -> PathBuf {
+    fixture_bin().with_file_name("mcp-hostile")
+}
+
+/// Whether this kernel has every part of the sandbox; without one the test skips with a
+/// note, unless `MCPPROXY_REQUIRE_SANDBOX` is set (as in CI).
+fn sandbox_supported() -> bool {
+    let support = mcpproxy_sandbox_probe();
+    if support {
+        return true;
+    }
+    assert!(
+        std::env::var_os("MCPPROXY_REQUIRE_SANDBOX").is_none(),
+        "this kernel lacks Landlock ABI 6 or namespaces, which CI requires"
+    );
+    eprintln!("SKIPPED: this kernel lacks Landlock ABI 6 or network namespaces");
+    false
+}
+
+/// Landlock ABI >= 6 (the version query) and a network namespace we may make.
+#[allow(unsafe_code, reason = "the Landlock version query has no safe wrapper")]
+fn mcpproxy_sandbox_probe() -> bool {
+    // SAFETY: the version query takes no attribute.
+    let abi = unsafe { libc::syscall(444, std::ptr::null::<u8>(), 0usize, 1u32) };
+    abi >= 6 && Path::new("/proc/self/ns/net").exists()
+}
+
+struct Planted {
+    _home: tempfile::TempDir,
+    ssh_key: PathBuf,
+    bashrc: PathBuf,
+    listener: TcpListener,
+}
+
+fn plant() -> Planted {
+    let home = tempfile::tempdir().unwrap();
+    let ssh = home.path().join(".ssh");
+    std::fs::create_dir(&ssh).unwrap();
+    let ssh_key = ssh.join("id_rsa");
+    std::fs::write(&ssh_key, "-----BEGIN OPENSSH PRIVATE KEY-----\nplanted\n").unwrap();
+    let bashrc = home.path().join(".bashrc");
+    std::fs::write(&bashrc, "# the user's own\n").unwrap();
+    Planted {
+        _home: home,
+        ssh_key,
+        bashrc,
+        listener: TcpListener::bind("127.0.0.1:0").unwrap(),
+    }
+}
+
+/// The hostile server aimed at `planted` and at the proxy's own files in `data_dir`.
+fn hostile(planted: &Planted, data_dir: &Path, isolation: Option<Value>) -> Value {
+    let port = planted.listener.local_addr().unwrap().port();
+    let mut server = json!({
+        "name": "hostile",
+        "command": hostile_bin(),
+        "args": [
+            "--read", planted.ssh_key,
+            "--read", data_dir.join("trust.json"),
+            "--write", planted.bashrc,
+            "--write", data_dir.join("mcp_config.json"),
+            "--connect", format!("127.0.0.1:{port}"),
+            "--forks", "400",
+            "--allocate-mb", "4096",
+        ],
+    });
+    // `{}` is the default sandbox, written out so the test helpers grant nothing.
+    server["isolation"] = isolation.unwrap_or_else(|| json!({}));
+    server
+}
+
+async fn report(client: &Client, tool: &str) -> BTreeMap<String, String> {
+    let result = call(
+        client,
+        "call_tool_read",
+        json!({"name": format!("hostile:{tool}")}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&result), "{}", text(&result));
+    serde_json::from_str(&text(&result)).unwrap_or_else(|e| panic!("{e}: {}", text(&result)))
+}
+
+fn start(planted: &Planted, isolation: Option<Value>) -> Proxy {
+    let data_dir = tempfile::tempdir().unwrap();
+    let config = config_with(vec![hostile(planted, data_dir.path(), isolation)]);
+    let home = planted
+        .ssh_key
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    // A variable of the proxy's environment a server must not see.
+    let secret = tempfile::NamedTempFile::new().unwrap();
+    Proxy::start_in_with_env(
+        &config,
+        &[],
+        data_dir,
+        &[("HOME", home.as_path()), (SECRET_ENV, secret.path())],
+    )
+}
+
+fn denied(report: &BTreeMap<String, String>, key: &str, why: &str) {
+    let outcome = report
+        .get(key)
+        .unwrap_or_else(|| panic!("no {key:?} in {report:?}"));
+    assert!(
+        outcome.starts_with("denied: ") && outcome.contains(why),
+        "{key}: expected a denial saying {why:?}, got {outcome:?}"
+    );
+}
+
+fn allowed(report: &BTreeMap<String, String>, key: &str) {
+    let outcome = report
+        .get(key)
+        .unwrap_or_else(|| panic!("no {key:?} in {report:?}"));
+    assert!(
+        outcome.starts_with("ok: "),
+        "{key}: expected ok, got {outcome:?}"
+    );
+}
+
+fn keys(planted: &Planted, data_dir: &Path) -> [String; 5] {
+    let port = planted.listener.local_addr().unwrap().port();
+    [
+        format!("read {}", planted.ssh_key.display()),
+        format!("read {}", data_dir.join("trust.json").display()),
+        format!("write {}", planted.bashrc.display()),
+        format!("write {}", data_dir.join("mcp_config.json").display()),
+        format!("connect 127.0.0.1:{port}"),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hostile_server_is_contained_by_the_default_sandbox() {
+    if !sandbox_supported() {
+        return;
+    }
+    let planted = plant();
+    let proxy = start(&planted, None);
+    let data_dir = proxy.data_dir.path().to_path_buf();
+    let client = connect(&proxy.url).await;
+    let [ssh, trust, bashrc, config, connect_key] = keys(&planted, &data_dir);
+    for tool in ["startup_report", "probe"] {
+        let report = report(&client, tool).await;
+        denied(&report, &ssh, "Permission denied");
+        denied(&report, &trust, "Permission denied");
+        denied(&report, &bashrc, "Permission denied");
+        denied(&report, &config, "Permission denied");
+        let connected = &report[&connect_key];
+        assert!(connected.starts_with("denied: "), "{tool}: {connected}");
+        denied(
+            &report,
+            "read the parent's environment",
+            "Permission denied",
+        );
+        denied(&report, "signal the parent", "Operation not permitted");
+        denied(&report, "fork", "started");
+        denied(&report, "allocate", "memory allocation");
+        let env = &report["environment"];
+        assert!(!env.contains(SECRET_ENV), "{tool}: {env}");
+        assert!(env.contains("TMPDIR"), "{tool}: {env}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(&planted.bashrc).unwrap(),
+        "# the user's own\n"
+    );
+    let config_text = std::fs::read_to_string(data_dir.join("mcp_config.json")).unwrap();
+    assert!(!config_text.contains("hostile server"), "{config_text}");
+
+    // The proxy keeps serving, and says what the sandbox is.
+    let tools = call(&client, "retrieve_tools", json!({"query": "probe"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&tools), "{}", text(&tools));
+    let list = TestCommand::new(&data_dir)
+        .args(["upstream", "list"])
+        .output();
+    list.assert_code(0);
+    assert!(
+        list.stdout().contains("on (network none)"),
+        "{}",
+        list.stdout()
+    );
+    let logs = TestCommand::new(&data_dir)
+        .args(["upstream", "logs", "hostile"])
+        .output();
+    logs.assert_code(0);
+    assert!(
+        logs.stdout().contains("sandbox: network none"),
+        "{}",
+        logs.stdout()
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_same_server_without_its_sandbox_reaches_everything() {
+    let planted = plant();
+    let proxy = start(&planted, Some(json!({"enabled": false})));
+    let data_dir = proxy.data_dir.path().to_path_buf();
+    let client = connect(&proxy.url).await;
+    let [ssh, trust, bashrc, config, connect_key] = keys(&planted, &data_dir);
+    let report = report(&client, "startup_report").await;
+    for key in [
+        &ssh,
+        &trust,
+        &bashrc,
+        &config,
+        &connect_key,
+        "read the parent's environment",
+        "signal the parent",
+        "fork",
+        "allocate",
+    ] {
+        allowed(&report, key);
+    }
+    assert!(report["environment"].contains(SECRET_ENV), "{report:?}");
+    assert!(
+        std::fs::read_to_string(&planted.bashrc)
+            .unwrap()
+            .contains("hostile server")
+    );
+    let list = TestCommand::new(&data_dir)
+        .args(["upstream", "list"])
+        .output();
+    assert!(list.stdout().contains("OFF"), "{}", list.stdout());
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_official_memory_server_and_a_pypi_server_work_in_the_default_sandbox() {
+    if !sandbox_supported() || !crate::support::mcp::npm_bin_installed("mcp-server-memory") {
+        return;
+    }
+    let Some(python) = crate::support::test_python() else {
+        return;
+    };
+    let time_server = python.with_file_name("mcp-server-time");
+    assert!(
+        time_server.exists(),
+        "{} missing: pip install -r tests/python/requirements.txt",
+        time_server.display()
+    );
+    // The memory server keeps its file beside its code unless told otherwise: here, in the
+    // one directory its sandbox may write.
+    let memory = tempfile::tempdir().unwrap();
+    let memory_file = memory.path().join("memory.jsonl");
+    let config = config_with(vec![
+        json!({
+            "name": "mem",
+            "command": crate::support::mcp::npm_dir().join("node_modules/.bin/mcp-server-memory"),
+            "env": {"MEMORY_FILE_PATH": memory_file},
+            "isolation": {"write": [memory.path()]},
+        }),
+        json!({
+            "name": "time",
+            "command": time_server,
+            "args": ["--local-timezone", "UTC"],
+            "isolation": {},
+        }),
+    ]);
+    let proxy = Proxy::start(&config, &[]);
+    let client = connect(&proxy.url).await;
+    let created = call(
+        &client,
+        "call_tool_write",
+        json!({"name": "mem:create_entities", "args": {"entities": [
+            {"name": "sandbox", "entityType": "test", "observations": ["kept in a granted directory"]}
+        ]}}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&created), "{}", text(&created));
+    let graph = call(
+        &client,
+        "call_tool_read",
+        json!({"name": "mem:read_graph", "args": {}}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        text(&graph).contains("kept in a granted directory"),
+        "{}",
+        text(&graph)
+    );
+    assert!(
+        std::fs::read_to_string(&memory_file)
+            .unwrap()
+            .contains("kept in a granted directory")
+    );
+    let now = call(
+        &client,
+        "call_tool_read",
+        json!({"name": "time:get_current_time", "args": {"timezone": "UTC"}}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&now), "{}", text(&now));
+    assert!(text(&now).contains("UTC"), "{}", text(&now));
+    client.cancel().await.unwrap();
+}
