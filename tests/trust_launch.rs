@@ -387,3 +387,49 @@ async fn a_person_adds_through_the_cli_approved_or_quarantined() {
     );
     client.cancel().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn loosening_a_servers_sandbox_by_hand_waits_for_a_person() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = dir.path().join("good.mark");
+    let mut config = config_with(vec![marked("good", &mark, json!({}))]);
+    let proxy = Proxy::start(&config, &[]);
+    config["listen"] = json!(proxy.base().trim_start_matches("http://"));
+    std::fs::write(config_file(&proxy), config.to_string()).unwrap();
+    let client = connect(&proxy.url).await;
+    assert!(!call_read(&client, "good:echo").await.0);
+    assert_eq!(status(&proxy, "good")["sandbox"]["network"], "none");
+
+    // An agent that can write files turns the sandbox off and opens the network.
+    edit_config(&proxy, |config| {
+        config["mcpServers"][0]["isolation"]["enabled"] = json!(false);
+    });
+    eventually("good held after the edit", || {
+        status(&proxy, "good")["state"] == "unapproved"
+    });
+    let (failed, answer) = call_read(&client, "good:echo").await;
+    assert!(failed, "{answer}");
+    assert_eq!(started(&mark), 1, "the unsandboxed launch ran");
+    let update = server_changes(&proxy)
+        .into_iter()
+        .find(|r| r["server_name"] == "good" && r["tool_name"] == "update")
+        .expect("a server_change record for the edit");
+    let lines = update["details"]["launch_changes"].to_string();
+    assert!(lines.contains("isolation was"), "{lines}");
+    assert!(lines.contains("now off"), "{lines}");
+    let inspect = cli(&proxy, &["upstream", "inspect", "good"]);
+    assert!(
+        inspect.stdout().contains("sandbox: OFF"),
+        "{}",
+        inspect.stdout()
+    );
+
+    // A person approves: it starts, as configured, without its sandbox.
+    cli(&proxy, &["upstream", "approve", "good"]).assert_code(0);
+    eventually("the approved server started", || started(&mark) == 2);
+    eventually("the approved server ready", || {
+        status(&proxy, "good")["state"] == "ready"
+    });
+    assert_eq!(status(&proxy, "good")["sandbox"]["enabled"], false);
+    client.cancel().await.unwrap();
+}
