@@ -1,7 +1,8 @@
 //! End-to-end: the sandbox every stdio server runs in by default, against a hostile server
 //! of our own (`mcp-hostile`) that at start-up, and again in a tool, tries to read a planted
 //! `~/.ssh/id_rsa` and the data dir's `trust.json`, write `~/.bashrc` and the config file,
-//! read the proxy's environment (its own and through `/proc`), signal the proxy, connect to a
+//! read the proxy's environment (its own and through `/proc`), signal the proxy, make a user
+//! namespace, connect to a
 //! loopback port this test listens on, start 400 processes and reserve 4 GiB. Under the
 //! default sandbox each attempt fails and the proxy keeps serving; the same server with
 //! `"isolation": {"enabled": false}` succeeds at each, which shows the test is real.
@@ -175,6 +176,7 @@ async fn a_hostile_server_is_contained_by_the_default_sandbox() {
             "Permission denied",
         );
         denied(&report, "signal the parent", "Operation not permitted");
+        denied(&report, "make a user namespace", "Operation not permitted");
         denied(&report, "fork", "started");
         denied(&report, "allocate", "memory allocation");
         let env = &report["environment"];
@@ -230,6 +232,7 @@ async fn the_same_server_without_its_sandbox_reaches_everything() {
         &connect_key,
         "read the parent's environment",
         "signal the parent",
+        "make a user namespace",
         "fork",
         "allocate",
     ] {

@@ -175,3 +175,40 @@ fn a_grant_that_reaches_the_data_dir_is_refused() {
     .unwrap_err();
     assert!(err.to_string().contains("the data dir"), "{err}");
 }
+
+#[test]
+fn a_kernel_without_the_features_refuses_a_required_sandbox_and_names_what_is_missing() {
+    let data = tempfile::tempdir().unwrap();
+    let launch = Launch {
+        command: "/bin/true",
+        args: &[],
+        working_dir: None,
+        label: "test",
+    };
+    let required = spec(Network::None, vec![], data.path());
+    let err = mcpproxy_sandbox::prepare(&required, launch, &Support::none()).unwrap_err();
+    let message = err.to_string();
+    for part in [
+        "Landlock",
+        "network namespaces",
+        "seccomp",
+        "pids cgroup",
+        "required",
+    ] {
+        assert!(message.contains(part), "{part}: {message}");
+    }
+    let mut optional = required.clone();
+    optional.required = false;
+    let prepared = mcpproxy_sandbox::prepare(&optional, launch, &Support::none()).unwrap();
+    assert!(
+        prepared.report.summary().contains("NOT ENFORCED"),
+        "{}",
+        prepared.report.summary()
+    );
+    assert_eq!(
+        prepared.report.missing.len(),
+        4,
+        "{:?}",
+        prepared.report.missing
+    );
+}
