@@ -44,4 +44,9 @@ pub(crate) const EMBEDDED: &[Embedded] = &[
         opt_in: false,
         stateless: true,
     },
+    Embedded {
+        bytes: include_bytes!(concat!(env!("OUT_DIR"), "/secret_redactor.wasm")),
+        opt_in: false,
+        stateless: true,
+    },
 ];

@@ -430,6 +430,7 @@ fn smoke_call(plugin: &Plugin) -> Result<String, String> {
             )),
             Err(fault) => Err(fault.to_string()),
         },
+        PluginKind::ResultGuard => mcpproxy_plugin_host::guard_cases::smoke(plugin),
         PluginKind::Sink => Ok(match granted(plugin) {
             Some(hosts) => format!(
                 "sink loaded ({}); it may reach {hosts}; pass --deliver to send two sample \
