@@ -20,6 +20,10 @@ pub const WIT: &[(&str, &str)] = &[
     ("scanner.wit", include_str!("../../../wit/scanner.wit")),
     ("sink.wit", include_str!("../../../wit/sink.wit")),
     (
+        "result-guard.wit",
+        include_str!("../../../wit/result-guard.wit"),
+    ),
+    (
         "deps/cli/cli.wit",
         include_str!("../../../wit/deps/cli/cli.wit"),
     ),

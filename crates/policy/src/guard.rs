@@ -152,7 +152,8 @@ pub struct GuardReport {
     /// The kinds found, sorted, each once (`aws-access-key`, `github-token`); at most 16.
     #[serde(default)]
     pub kinds: Vec<String>,
-    /// Redactions made, items marked; 1 for a block or a fault.
+    /// Distinct secrets redacted (one written twice, say as text and again in
+    /// `structuredContent`, counts once), items marked; 1 for a block or a fault.
     #[serde(default)]
     pub count: u32,
 }
@@ -336,6 +337,8 @@ impl Guarded {
         }
         let mut texts: Vec<Option<String>> = vec![None; actions.len()];
         let mut redacted = BTreeMap::new();
+        // A secret counts once, however often it appears (text and structuredContent).
+        let mut distinct = std::collections::HashSet::new();
         let mut marked = BTreeMap::new();
         let mut new_marks = Vec::new();
         for (i, action) in actions.into_iter().enumerate() {
@@ -343,10 +346,13 @@ impl Guarded {
                 ItemAction::Pass => {}
                 ItemAction::Redact(spans) if spans.is_empty() => {}
                 ItemAction::Redact(spans) => {
-                    let (text, kinds) = redact(&self.items[i].text, spans)
+                    let (text, found) = redact(&self.items[i].text, spans)
                         .map_err(|e| format!("answered an unusable redaction for item {i}: {e}"))?;
-                    for kind in kinds {
-                        *redacted.entry(kind).or_insert(0) += 1;
+                    for (kind, fingerprint) in found {
+                        let count = redacted.entry(kind.clone()).or_insert(0);
+                        if distinct.insert((kind, fingerprint)) {
+                            *count += 1;
+                        }
                     }
                     texts[i] = Some(text);
                 }
@@ -374,9 +380,9 @@ impl Guarded {
     }
 }
 
-/// `text` with `spans` replaced, and the kind of each span; `Err` when a span is out of
-/// bounds, not on character boundaries, reversed, or overlaps another.
-fn redact(text: &str, mut spans: Vec<Redaction>) -> Result<(String, Vec<String>), String> {
+/// `text` with `spans` replaced, and the kind and [`fingerprint`] of each span; `Err` when
+/// a span is out of bounds, not on character boundaries, reversed, or overlaps another.
+fn redact(text: &str, mut spans: Vec<Redaction>) -> Result<(String, Vec<(String, u64)>), String> {
     spans.sort_by_key(|s| (s.start, s.end));
     let mut out = String::with_capacity(text.len());
     let mut at = 0;
@@ -412,11 +418,28 @@ fn redact(text: &str, mut spans: Vec<Redaction>) -> Result<(String, Vec<String>)
                 out.push(']');
             }
         }
-        kinds.push(kind);
+        kinds.push((kind, fingerprint(&text[span.start..span.end])));
         at = span.end;
     }
     out.push_str(&text[at..]);
     Ok((out, kinds))
+}
+
+/// A hash of a redacted span that is the same for a secret written as plain text and as a
+/// JSON string (escapes and whitespace left out): what makes a secret count once. Kept
+/// only while one answer is guarded, never stored.
+fn fingerprint(span: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    let mut chars = span.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            chars.next();
+        } else if !c.is_whitespace() {
+            c.hash(&mut hasher);
+        }
+    }
+    hasher.finish()
 }
 
 /// A kind as records and metrics keep it: lowercase ASCII letters, digits, `-` and `_` (other

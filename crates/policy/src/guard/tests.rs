@@ -248,3 +248,26 @@ fn the_report_reads_back_from_its_json() {
     );
     assert_eq!(serde_json::from_value::<GuardReport>(json).unwrap(), report);
 }
+
+#[test]
+fn a_secret_shown_twice_counts_once() {
+    // The same key as plain text and again inside a JSON string (escaped newline).
+    let items = vec![
+        GuardItem::text("k-\nAB"),
+        GuardItem {
+            kind: ItemKind::Structured,
+            text: r#"{"v":"k-\nAB"}"#.into(),
+            uri: None,
+        },
+    ];
+    let chain = guards(vec![Arc::new(Fixed(
+        "r",
+        Ok(GuardAnswer::Items(vec![
+            ItemAction::Redact(vec![span(0, 5, "key")]),
+            ItemAction::Redact(vec![span(6, 12, "key")]),
+        ])),
+    ))]);
+    let out = chain.run(&context(), items);
+    assert_eq!(out.items[1].text, r#"{"v":"[REDACTED:key]"}"#);
+    assert_eq!(out.reports[0].count, 1);
+}

@@ -1,0 +1,294 @@
+//! Result guards end to end: a real `mcpproxy serve`, real upstreams (the official
+//! `@modelcontextprotocol/server-filesystem` and the fixture server), real guard components
+//! built from `plugins/`, a real journal file and a real HTTP sink receiver.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::sink_e2e::Receiver;
+use crate::support::artifact;
+use crate::support::mcp::{
+    PLUGIN_TIMEOUT_MS, Proxy, call, config_with, connect, is_error, npm_bin_installed, npm_dir,
+    stdio_fixture, text,
+};
+
+/// Made-up secrets in real formats (none of them was ever issued).
+const AWS_KEY_ID: &str = "AKIAZ7Q4RT3XW5LMN2PB";
+const AWS_SECRET: &str = "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";
+const GITHUB_TOKEN: &str = "ghp_R7kQ2mZx9Lw4Tv8Np3Hs6Jd1Fb5Gc0Ya2Ue7W";
+const PEM_BODY: &str = "MIIEowIBAAKCAQEAw3Zq8Rv2Lw7Zt4Xc1Nb6Mk3Jh9Gf5Ds0Ap2Qe7Wr4TyUi";
+
+fn secrets_file() -> String {
+    format!(
+        "# deploy credentials\n\
+         [default]\n\
+         aws_access_key_id = {AWS_KEY_ID}\n\
+         aws_secret_access_key = {AWS_SECRET}\n\
+         region = eu-west-1\n\
+         \n\
+         GITHUB_TOKEN={GITHUB_TOKEN}\n\
+         \n\
+         -----BEGIN RSA PRIVATE KEY-----\n\
+         {PEM_BODY}\n\
+         Kx1Nb6Mk3Jh9Gf5Ds0Ap2Qe7Wr4TyUiOp3Zq8Rv2Lw7Zt4Xc1Nb6Mk3Jh9Gf5Ds0\n\
+         -----END RSA PRIVATE KEY-----\n\
+         end of file\n"
+    )
+}
+
+const SECRETS: [&str; 4] = [AWS_KEY_ID, AWS_SECRET, GITHUB_TOKEN, PEM_BODY];
+
+async fn activity(proxy: &Proxy, query: &str) -> Vec<Value> {
+    let base = proxy.url.trim_end_matches("/mcp").to_owned() + "/api/v1";
+    let body: Value = reqwest::Client::new()
+        .get(format!("{base}/activity?{query}"))
+        .header("X-API-Key", proxy.api_key().trim())
+        .send()
+        .await
+        .expect("GET /activity")
+        .json()
+        .await
+        .expect("JSON");
+    body["data"]["records"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Polls until `check` holds, for up to 30 s.
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    for _ in 0..600 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+fn contains_bytes(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn secrets_read_through_the_filesystem_server_are_redacted_and_never_recorded() {
+    if !npm_bin_installed("mcp-server-filesystem") {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let root_path = root.path().canonicalize().unwrap();
+    let file = root_path.join("credentials.txt");
+    std::fs::write(&file, secrets_file()).unwrap();
+    let receiver = Receiver::default();
+    let url = receiver.start().await;
+
+    let mut config = config_with(vec![json!({
+        "name": "fs",
+        "command": "npx",
+        "args": ["--prefix", npm_dir(), "--no-install", "mcp-server-filesystem", root_path],
+    })]);
+    config["plugins"] = json!({
+        "limits": {"timeout_ms": PLUGIN_TIMEOUT_MS},
+        "sinks": ["http-sink"],
+        "settings": {"http-sink": {"url": url}},
+    });
+    config["activity"] = json!({"delivery": {"interval_ms": 50, "max_backoff_ms": 300}});
+    let mut proxy = Proxy::start(&config, &[]);
+    let client = connect(&proxy.url).await;
+
+    let read = call(
+        &client,
+        "call_tool_read",
+        json!({"name": "fs:read_text_file", "args": {"path": file}}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&read), "{}", text(&read));
+    let shown = text(&read);
+    for secret in SECRETS {
+        assert!(
+            !shown.contains(secret),
+            "{secret} reached the client: {shown}"
+        );
+    }
+    for kind in [
+        "aws-access-key",
+        "aws-secret-key",
+        "github-token",
+        "private-key",
+    ] {
+        assert!(
+            shown.contains(&format!("[REDACTED:{kind}]")),
+            "{kind} not redacted: {shown}"
+        );
+    }
+    // Everything else is left as it was.
+    assert!(
+        shown.contains("region = eu-west-1") && shown.contains("end of file"),
+        "{shown}"
+    );
+
+    // The record says what was redacted, by kind, and nothing of the secrets.
+    let records = activity(&proxy, "tool=read_text_file").await;
+    let record = records
+        .iter()
+        .find(|r| r["tool_name"] == "read_text_file")
+        .expect("the read is recorded");
+    assert_eq!(record["status"], "success", "{record}");
+    assert_eq!(
+        record["guards"],
+        json!([{
+            "plugin": "secret-redactor",
+            "action": "redact",
+            "kinds": ["aws-access-key", "aws-secret-key", "github-token", "private-key"],
+            "count": 4,
+        }]),
+        "{record}"
+    );
+    let id = record["id"].as_str().unwrap().to_owned();
+
+    // The sink gets the record, guards included, and none of the secrets.
+    eventually("the sink receives the read's record", async || {
+        receiver
+            .lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l["id"] == id.as_str() && l["status"] == "success")
+    })
+    .await;
+    let delivered = receiver.lines.lock().unwrap().clone();
+    let sent = delivered.iter().find(|l| l["id"] == id.as_str()).unwrap();
+    assert_eq!(sent["guards"], record["guards"]);
+    let sent_text = serde_json::to_string(&delivered).unwrap();
+    for secret in SECRETS {
+        assert!(!sent_text.contains(secret), "{secret} reached the sink");
+    }
+
+    // The `activity show` of the CLI prints the guards.
+    let shown = crate::support::TestCommand::new(proxy.data_dir.path())
+        .args(["activity", "show", &id])
+        .output();
+    shown.assert_code(0);
+    assert!(
+        shown.stdout().contains(
+            "secret-redactor: redact 4 (aws-access-key, aws-secret-key, github-token, private-key)"
+        ),
+        "{}",
+        shown.stdout()
+    );
+
+    // /metrics counts the redactions by guard and kind.
+    let metrics = reqwest::Client::new()
+        .get(proxy.url.trim_end_matches("/mcp").to_owned() + "/metrics")
+        .header("X-API-Key", proxy.api_key().trim())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(
+            "mcpproxy_result_guard_actions_total{guard=\"secret-redactor\",action=\"redact\",kind=\"github-token\"} 1"
+        ),
+        "{metrics}"
+    );
+
+    // On disk: neither the journal nor its write-ahead log holds any secret.
+    client.cancel().await.ok();
+    proxy.stop();
+    let mut on_disk = 0;
+    for name in ["activity.redb", "activity.redb-wal"] {
+        let path = proxy.data_dir.path().join(name);
+        let Ok(bytes) = std::fs::read(&path) else {
+            continue;
+        };
+        on_disk += bytes.len();
+        assert!(contains_bytes(&bytes, &id), "{name} lacks the record");
+        for secret in SECRETS {
+            assert!(!contains_bytes(&bytes, secret), "{secret} is in {name}");
+        }
+    }
+    assert!(on_disk > 0, "no journal file found");
+}
+
+/// A guard that traps blocks the result it was judging, saying so, and the proxy keeps
+/// serving: the next result passes. One that runs past its deadline is stopped the same way.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_faulting_guard_withholds_the_result_and_the_proxy_keeps_serving() {
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        artifact("guard_trap"),
+        plugins.path().join("guard_trap.wasm"),
+    )
+    .unwrap();
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut config = config_with(vec![stdio_fixture("fx", log.path())]);
+    config["plugins"] = json!({
+        "limits": {"timeout_ms": PLUGIN_TIMEOUT_MS},
+        "guards": ["secret-redactor", "guard-trap"],
+        "plugin_limits": {"guard-trap": {"timeout_ms": 200}},
+    });
+    let plugins_dir = plugins.path().to_str().unwrap();
+    let proxy = Proxy::start(&config, &["--plugins", plugins_dir]);
+    let client = connect(&proxy.url).await;
+    let echo = |t: &str| json!({"name": "fx:echo", "args": {"text": t}});
+
+    let trapped = call(&client, "call_tool_read", echo("a TRAP for the guard"))
+        .await
+        .unwrap();
+    assert!(is_error(&trapped), "{}", text(&trapped));
+    assert!(
+        text(&trapped)
+            .starts_with("Result withheld because the result-guard plugin 'guard-trap' trapped")
+            && text(&trapped).ends_with("the proxy fails closed when a result guard faults"),
+        "{}",
+        text(&trapped)
+    );
+    assert!(!text(&trapped).contains("a TRAP for the guard"));
+
+    let spun = call(&client, "call_tool_read", echo("SPIN")).await.unwrap();
+    assert!(is_error(&spun), "{}", text(&spun));
+    assert!(
+        text(&spun).contains("'guard-trap' ran past its deadline of 200 ms"),
+        "{}",
+        text(&spun)
+    );
+
+    // The next result goes through both guards (a token redacted by the first).
+    let fine = call(
+        &client,
+        "call_tool_read",
+        echo("still here ghp_R7kQ2mZx9Lw4Tv8Np3Hs6Jd1Fb5Gc0Ya2Ue7W"),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&fine), "{}", text(&fine));
+    assert_eq!(text(&fine), "still here [REDACTED:github-token]");
+
+    // The records say which guard faulted, and how.
+    let records = activity(&proxy, "tool=echo").await;
+    let faults: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["status"] == "blocked")
+        .collect();
+    assert_eq!(faults.len(), 2, "{records:?}");
+    let kinds: Vec<Value> = faults
+        .iter()
+        .map(|r| r["guards"][0]["kinds"][0].clone())
+        .collect();
+    assert!(
+        kinds.contains(&json!("trap")) && kinds.contains(&json!("deadline")),
+        "{kinds:?}"
+    );
+    assert!(
+        faults.iter().all(
+            |r| r["guards"][0]["plugin"] == "guard-trap" && r["guards"][0]["action"] == "fault"
+        )
+    );
+    client.cancel().await.ok();
+}
