@@ -292,3 +292,118 @@ async fn a_faulting_guard_withholds_the_result_and_the_proxy_keeps_serving() {
     );
     client.cancel().await.ok();
 }
+
+/// `plugins new --kind result-guard --lang python`, built by its own build.sh (componentize-py
+/// from PyPI in a venv, kept in `target/template-projects/python-guard` between runs),
+/// passes its own cases, and under `serve` blocks a result holding `CONFIDENTIAL`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_python_guard_from_the_template_blocks_a_confidential_result() {
+    let python = std::process::Command::new("python3")
+        .args(["-c", "import ensurepip, venv"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !python {
+        assert!(
+            std::env::var_os("CI").is_none()
+                && std::env::var_os("MCPPROXY_REQUIRE_PYTHON").is_none(),
+            "python3 with venv is required"
+        );
+        eprintln!("SKIPPED: python3 with venv is not installed");
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let fresh = data.path().join("confidential-guard");
+    crate::support::TestCommand::new(data.path())
+        .args(["plugins", "new", "confidential-guard", "--lang", "python"])
+        .args(["--kind", "result-guard", "--dir"])
+        .args([&fresh])
+        .output()
+        .assert_code(0);
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let project = repo.join("target/template-projects/python-guard");
+    std::fs::create_dir_all(&project).unwrap();
+    for entry in std::fs::read_dir(&project).unwrap().flatten() {
+        if entry.file_name() != ".venv" {
+            let path = entry.path();
+            if path.is_dir() {
+                std::fs::remove_dir_all(&path).unwrap();
+            } else {
+                std::fs::remove_file(&path).unwrap();
+            }
+        }
+    }
+    let copy = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(format!("{}/.", fresh.display()))
+        .arg(&project)
+        .status()
+        .unwrap();
+    assert!(copy.success());
+    let built = std::process::Command::new("bash")
+        .arg(project.join("build.sh"))
+        .status()
+        .expect("run build.sh");
+    assert!(built.success(), "build.sh failed: {built}");
+    let wasm = project.join("confidential_guard.wasm");
+
+    let cache = data.path().join("cache/plugins");
+    crate::support::mcp::copy_cwasm(&crate::support::mcp::shared_compile_cache(), &cache);
+    let check = crate::support::TestCommand::new(data.path())
+        .args(["plugins", "check", "--timeout-ms", "10000"])
+        .args([&wasm])
+        .args(["--cases".as_ref(), project.join("cases.json").as_os_str()])
+        .output();
+    crate::support::mcp::copy_cwasm(&cache, &crate::support::mcp::shared_compile_cache());
+    check.assert_code(0);
+    assert!(
+        check
+            .stdout()
+            .contains("result-guard plugin 'confidential-guard' 0.1.0")
+            && check.stdout().lines().any(|l| l == "3 passed, 0 failed"),
+        "{}",
+        check.stdout()
+    );
+
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(&wasm, plugins.path().join("confidential_guard.wasm")).unwrap();
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut config = config_with(vec![stdio_fixture("fx", log.path())]);
+    config["plugins"] = json!({
+        "limits": {"timeout_ms": PLUGIN_TIMEOUT_MS},
+        "guards": ["secret-redactor", "confidential-guard"],
+    });
+    let plugins_dir = plugins.path().to_str().unwrap();
+    let proxy = Proxy::start(&config, &["--plugins", plugins_dir]);
+    let client = connect(&proxy.url).await;
+    let echo = |t: &str| json!({"name": "fx:echo", "args": {"text": t}});
+
+    let blocked = call(
+        &client,
+        "call_tool_read",
+        echo("CONFIDENTIAL: the merger plan"),
+    )
+    .await
+    .unwrap();
+    assert!(is_error(&blocked), "{}", text(&blocked));
+    assert_eq!(
+        text(&blocked),
+        "Result withheld: the result guard 'confidential-guard' blocked it: the result of \
+         fx:echo is marked CONFIDENTIAL; ask its owner for a copy you may share"
+    );
+    let fine = call(&client, "call_tool_read", echo("the public roadmap"))
+        .await
+        .unwrap();
+    assert!(!is_error(&fine), "{}", text(&fine));
+    assert_eq!(text(&fine), "the public roadmap");
+
+    let records = activity(&proxy, "tool=echo").await;
+    let blocked = records
+        .iter()
+        .find(|r| r["status"] == "blocked")
+        .expect("the blocked result is recorded");
+    assert_eq!(
+        blocked["guards"],
+        json!([{"plugin": "confidential-guard", "action": "block", "kinds": ["marker-word"], "count": 1}])
+    );
+    client.cancel().await.ok();
+}
