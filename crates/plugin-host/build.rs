@@ -18,6 +18,7 @@ const EMBEDDED: &[&str] = &[
     "safety_routing",
     "tool_scanner",
     "secret_redactor",
+    "injection_marker",
 ];
 
 fn main() {
@@ -39,6 +40,7 @@ fn main() {
         "clickhouse-sink",
         "http-sink",
         "secret-redactor",
+        "injection-marker",
         "fixtures",
     ] {
         println!(

@@ -49,4 +49,9 @@ pub(crate) const EMBEDDED: &[Embedded] = &[
         opt_in: false,
         stateless: true,
     },
+    Embedded {
+        bytes: include_bytes!(concat!(env!("OUT_DIR"), "/injection_marker.wasm")),
+        opt_in: true,
+        stateless: true,
+    },
 ];
