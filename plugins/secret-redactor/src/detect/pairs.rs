@@ -92,6 +92,12 @@ fn pair_at(bytes: &[u8], sep: usize, found: &mut Vec<Found>) {
         }
     }
     let value = &bytes[start..end];
+    if !quoted && looks_like_code(value, bytes.get(end).copied()) {
+        return;
+    }
+    if constant_name(value) {
+        return;
+    }
     let kind = match kind {
         KeyKind::Password => password_value(value, quoted).then_some("password"),
         KeyKind::AwsSecret if aws_secret(value) => Some("aws-secret-key"),
@@ -176,6 +182,49 @@ fn value_after(bytes: &[u8], at: usize) -> Option<(usize, usize, bool)> {
         })
         .unwrap_or_else(|| (bytes.len() - start).min(MAX_VALUE));
     (len > 0).then_some((start, start + len, false))
+}
+
+/// Whether an unquoted value is code rather than data: a path (`crate::Type`,
+/// `mem::MaybeUninit`), a generic or a call (`Option<P>`, `get()`), a field access
+/// (`node.colon2_token`), a snake_case name (`x25519_generate_private_key`) or a type name
+/// (`CString`, `Curve25519SeedBin`). `next` is the byte after the value.
+fn looks_like_code(value: &[u8], next: Option<u8>) -> bool {
+    if matches!(next, Some(b'<' | b'(')) || value.windows(2).any(|w| w == b"::") {
+        return true;
+    }
+    let ident = |part: &[u8]| {
+        !part.is_empty()
+            && (part[0].is_ascii_alphabetic() || part[0] == b'_')
+            && part.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_')
+    };
+    let lower_snake = |part: &[u8]| {
+        part.iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_')
+    };
+    // `node.colon2_token`, `self.config.api_key`
+    if value.contains(&b'.') && value.split(|b| *b == b'.').all(|p| ident(p) && lower_snake(p)) {
+        return true;
+    }
+    // `x25519_generate_private_key`
+    if value.contains(&b'_') && ident(value) && lower_snake(value) {
+        return true;
+    }
+    // `CString`, `Curve25519SeedBin`: a capital, then lowercase somewhere, no `_`/`-`.
+    value[0].is_ascii_uppercase()
+        && value.iter().all(u8::is_ascii_alphanumeric)
+        && value.iter().any(u8::is_ascii_lowercase)
+        && value.iter().filter(|b| b.is_ascii_digit()).count() <= 5
+        && value.len() <= 32
+        && entropy(value) < 3.8
+}
+
+/// `CLIENT_TRAFFIC_SECRET_0`: the name of a constant or variable, not its value.
+fn constant_name(value: &[u8]) -> bool {
+    value.contains(&b'_')
+        && value[0].is_ascii_uppercase()
+        && value
+            .iter()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || *b == b'_')
 }
 
 /// Whether a password-like key's value is a password: at least 6 bytes, no placeholder,
@@ -281,8 +330,10 @@ fn url_password(bytes: &[u8], at: usize, found: &mut Vec<Found>) {
         return;
     };
     let password = &userinfo[colon + 1..];
-    if password.is_empty()
+    let host = &authority[amp + 1..];
+    if password.len() < 4
         || placeholder(password)
+        || example_host(host)
         || password.starts_with(b"$")
         || password.starts_with(b"{")
     {
@@ -293,4 +344,18 @@ fn url_password(bytes: &[u8], at: usize, found: &mut Vec<Found>) {
         end: at + amp,
         kind: "password",
     });
+}
+
+/// Hosts reserved for documentation and tests (RFC 2606 and 6761): `example.com`,
+/// `foo.example`, `x.test`, `y.invalid`, with any port.
+fn example_host(host: &[u8]) -> bool {
+    let host = host.split(|b| *b == b':').next().unwrap_or_default();
+    let host = host.to_ascii_lowercase();
+    host == b"example.com"
+        || host.ends_with(b".example.com")
+        || host == b"example.org"
+        || host == b"example.net"
+        || host.ends_with(b".example")
+        || host.ends_with(b".test")
+        || host.ends_with(b".invalid")
 }

@@ -27,6 +27,13 @@ pub(super) fn find(text: &str, found: &mut Vec<Found>) {
             from = after_header;
             continue;
         }
+        // A key block's body starts on the next line (`\n`, or `\\n` inside a JSON
+        // string); a header alone (in a pattern, a message) is no key.
+        let rest = &text[after_header..];
+        if !(rest.starts_with('\n') || rest.starts_with("\r\n") || rest.starts_with("\\n")) {
+            from = after_header;
+            continue;
+        }
         let end = match text[after_header..].find(END) {
             Some(at) => {
                 let end_label = after_header + at + END.len();

@@ -157,6 +157,15 @@ fn ordinary_text_is_left_alone() {
         "uuid 123e4567-e89b-12d3-a456-426614174000 sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
         "AKIA is a prefix; skid marks",
         "2026-11-26T10:00:00Z INFO request id=01KAMXH0VBSJ2QX6F6R4VZ7P3M took 12ms",
+        "pub fn basic_auth<U, P>(self, username: U, password: Option<P>) -> RequestBuilder",
+        "pub passwd: CString,",
+        "let mut pwd = mem::MaybeUninit::<libc::passwd>::uninit();",
+        "generate_private_key: x25519_generate_private_key,",
+        "colon2_token: node.colon2_token,",
+        "ServerTrafficSecret => \"SERVER_TRAFFIC_SECRET_0\",",
+        "Url::parse(\"ftp://rms:secret123@example.com\")",
+        "Proxy::all(\"http://letme:in@yo.local\")",
+        "r\"-----BEGIN PRIVATE KEY-----\"",
     ] {
         assert!(kinds(text).is_empty(), "{text}: {:?}", kinds(text));
     }
