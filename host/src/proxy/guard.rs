@@ -22,6 +22,10 @@ use mcpproxy_policy::{
     wrap_marked,
 };
 
+/// The largest answer (its items' text, in bytes) quick guards judge on the thread serving
+/// the call.
+const INLINE_BYTES: usize = 64 << 10;
+
 /// What the guards did to one answer, for its record.
 #[derive(Debug, Default)]
 pub(crate) struct GuardNote {
@@ -141,7 +145,10 @@ impl Proxy {
         let items: Vec<GuardItem> = slots.iter_mut().map(take_item).collect();
         let started = Instant::now();
         let guards = self.guards.clone();
-        let guarded = if guards.is_quick() {
+        // Quick guards (the embedded ones, warm) run on this thread for answers of a few
+        // pages; a large answer takes them milliseconds, so it goes to a blocking thread.
+        let bytes: usize = items.iter().map(|item| item.text.len()).sum();
+        let guarded = if guards.is_quick() && bytes <= INLINE_BYTES {
             guards.run(&context, items)
         } else {
             match tokio::task::spawn_blocking(move || guards.run(&context, items)).await {
