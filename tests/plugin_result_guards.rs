@@ -465,3 +465,94 @@ async fn injection_marker_wraps_instructions_in_delimiters_the_upstream_cannot_f
     assert_eq!(marked[0]["status"], "success");
     client.cancel().await.ok();
 }
+
+/// A tool the upstream runs as a task (the tasks extension): its result, read with
+/// `tasks/get`, goes through the guards like any other, and the call's record says so.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_result_read_with_tasks_get_is_guarded() {
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        artifact("guard_trap"),
+        plugins.path().join("guard_trap.wasm"),
+    )
+    .unwrap();
+    let mut config = config_with(vec![json!({
+        "name": "conf",
+        "command": crate::support::mcp::workspace_bin("mcp-conformance-fixture"),
+        "args": ["--name", "conf"],
+    })]);
+    config["plugins"] = json!({
+        "limits": {"timeout_ms": PLUGIN_TIMEOUT_MS},
+        "guards": ["guard-trap"],
+        "settings": {"guard-trap": {"redact_word": "computed"}},
+    });
+    let plugins_dir = plugins.path().to_str().unwrap();
+    let proxy = Proxy::start(&config, &["--plugins", plugins_dir]);
+
+    // A 2026-07-28 client declaring the tasks extension, in stateless requests.
+    let rpc = async |method: &str, name: &str, mut params: Value| -> Value {
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "guards-e2e", "version": "1.0.0"},
+            "io.modelcontextprotocol/clientCapabilities":
+                {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+        });
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let text = reqwest::Client::new()
+            .post(&proxy.url)
+            .header("Accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", "2026-07-28")
+            .header("Mcp-Method", method)
+            .header("Mcp-Name", name)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let json_text = if text.trim_start().starts_with('{') {
+            text.clone()
+        } else {
+            text.lines()
+                .rev()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(str::trim)
+                .find(|l| l.contains("\"id\""))
+                .unwrap_or_default()
+                .to_owned()
+        };
+        serde_json::from_str(&json_text).unwrap_or_else(|e| panic!("{e}: {text}"))
+    };
+    let created = rpc(
+        "tools/call",
+        "call_tool_write",
+        json!({"name": "call_tool_write",
+               "arguments": {"name": "conf:slow_compute", "args": {"seconds": 1}}}),
+    )
+    .await;
+    let id = created["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no task: {created}"))
+        .to_owned();
+    let mut last = Value::Null;
+    for _ in 0..100 {
+        last = rpc("tasks/get", &id, json!({"taskId": id})).await;
+        if last["result"]["status"] == "completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let text = last["result"]["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no result: {last}"));
+    assert!(text.starts_with("[REDACTED:test] after "), "{last}");
+
+    let records = activity(&proxy, "tool=slow_compute").await;
+    let record = records.first().expect("the call is recorded");
+    assert_eq!(
+        record["guards"],
+        json!([{"plugin": "guard-trap", "action": "redact", "kinds": ["test"], "count": 1}]),
+        "{record}"
+    );
+}

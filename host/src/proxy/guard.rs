@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use rmcp::model::{
     CallToolResult, CompleteResult, ContentBlock, GetPromptResponse, GetPromptResult,
-    ReadResourceResponse, ReadResourceResult, ResourceContents,
+    ReadResourceResponse, ReadResourceResult, ResourceContents, TaskPayload,
 };
 use serde_json::Value;
 
@@ -63,7 +63,7 @@ impl Proxy {
     pub(super) async fn guard_tool_result(
         &self,
         evaluation: &Evaluation,
-        mut result: CallToolResult,
+        result: CallToolResult,
     ) -> (CallToolResult, GuardNote) {
         if self.guards.is_empty() {
             return (result, GuardNote::default());
@@ -77,6 +77,62 @@ impl Proxy {
             intent: request.intent.clone(),
             annotations: request.effective.annotations.clone(),
         };
+        self.guard_call_result(context, result).await
+    }
+
+    /// A completed task's result (a tool call's, as JSON: the tasks extension's
+    /// `tasks/get`) through the guards, in place. A result the guards cannot read as a tool
+    /// result is withheld.
+    pub(super) async fn guard_task_payload(
+        &self,
+        server: &str,
+        tool: &str,
+        payload: &mut TaskPayload,
+    ) -> GuardNote {
+        let TaskPayload::Completed { result } = payload else {
+            return GuardNote::default();
+        };
+        if self.guards.is_empty() {
+            return GuardNote::default();
+        }
+        let context = GuardContext {
+            kind: ResultKind::ToolResult,
+            server: server.to_owned(),
+            name: tool.to_owned(),
+            variant: None,
+            intent: None,
+            annotations: None,
+        };
+        let (guarded, note) =
+            match serde_json::from_value::<CallToolResult>(Value::Object(result.clone())) {
+                Ok(parsed) => self.guard_call_result(context, parsed).await,
+                Err(e) => {
+                    let message = format!(
+                        "Result withheld: the task's result is not a tool result the result \
+                         guards can read ({e}); the proxy fails closed"
+                    );
+                    let note = GuardNote {
+                        reports: Vec::new(),
+                        withheld: Some(message.clone()),
+                    };
+                    (
+                        CallToolResult::error(vec![ContentBlock::text(message)]),
+                        note,
+                    )
+                }
+            };
+        if let Ok(Value::Object(object)) = serde_json::to_value(&guarded) {
+            *result = object;
+        }
+        note
+    }
+
+    /// A tool result through the guards, for `context`.
+    async fn guard_call_result(
+        &self,
+        context: GuardContext,
+        mut result: CallToolResult,
+    ) -> (CallToolResult, GuardNote) {
         let mut slots: Vec<Slot<'_>> = result.content.iter_mut().filter_map(content_slot).collect();
         if result.structured_content.is_some() {
             slots.push(Slot::Structured(&mut result.structured_content));

@@ -202,7 +202,11 @@ fn looks_like_code(value: &[u8], next: Option<u8>) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_')
     };
     // `node.colon2_token`, `self.config.api_key`
-    if value.contains(&b'.') && value.split(|b| *b == b'.').all(|p| ident(p) && lower_snake(p)) {
+    if value.contains(&b'.')
+        && value
+            .split(|b| *b == b'.')
+            .all(|p| ident(p) && lower_snake(p))
+    {
         return true;
     }
     // `x25519_generate_private_key`
