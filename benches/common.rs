@@ -108,6 +108,7 @@ pub(crate) fn record(rng: &mut Rng, ms: u64, id: String) -> ActivityRecord {
         }),
         dry_run: false,
         details: None,
+        guards: Vec::new(),
         summarised: false,
     }
 }

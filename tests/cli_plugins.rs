@@ -62,6 +62,8 @@ fn list_as_json_and_a_plugins_dir_that_replaces_an_embedded_plugin() {
             "http-sink",
             "safety-routing",
             "tool-scanner",
+            "secret-redactor",
+            "injection-marker",
             "test-allow-all"
         ]
     );

@@ -61,6 +61,8 @@ mod plugin_host;
 /// Validators in other languages (JavaScript, Python and C examples built from source), the
 /// contract's versioning rule, and instance reuse.
 mod plugin_languages;
+/// Result guards: secrets redacted from what upstreams return, custom guards, faults.
+mod plugin_result_guards;
 /// The opt-in safety-routing validator: every class x variant, and through real MCP.
 mod plugin_safety_routing;
 /// The deny-all WASI of validators, annotators and scanners, proved from a guest.

@@ -17,6 +17,8 @@ const EMBEDDED: &[&str] = &[
     "http_sink",
     "safety_routing",
     "tool_scanner",
+    "secret_redactor",
+    "injection_marker",
 ];
 
 fn main() {
@@ -37,6 +39,8 @@ fn main() {
         "tool-scanner",
         "clickhouse-sink",
         "http-sink",
+        "secret-redactor",
+        "injection-marker",
         "fixtures",
     ] {
         println!(

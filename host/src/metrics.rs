@@ -56,6 +56,17 @@ struct ReasonLabels {
     reason: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GuardLabels {
+    guard: String,
+    action: String,
+    kind: String,
+}
+
+/// The most distinct (guard, action, kind) label sets counted; kinds past it count as
+/// `other`, so a guard that invents kinds cannot grow the exposition without bound.
+const MAX_GUARD_LABEL_SETS: usize = 256;
+
 type Seconds = Gauge<f64, AtomicU64>;
 
 /// Latency buckets from 50 µs to about 1.6 s (a call) or 3.3 ms (the policy).
@@ -99,6 +110,9 @@ pub(crate) struct Metrics {
     journal_failure: Family<ReasonLabels, Gauge>,
     sink_backlog: Family<SinkLabels, Gauge>,
     sink_lag_seconds: Family<SinkLabels, Seconds>,
+    guard_actions: Family<GuardLabels, Counter>,
+    guard_label_sets: std::sync::Mutex<std::collections::HashSet<GuardLabels>>,
+    guard_seconds: Histogram,
 }
 
 impl Default for Metrics {
@@ -215,7 +229,25 @@ impl Metrics {
             Unit::Seconds,
             sink_lag_seconds.clone(),
         );
+        let guard_actions = Family::<GuardLabels, Counter>::default();
+        registry.register(
+            "result_guard_actions",
+            "What result guards did to upstream answers, by guard, action (redact: spans \
+             redacted; mark: items marked; block: results withheld; fault: results withheld \
+             because the guard faulted) and kind",
+            guard_actions.clone(),
+        );
+        let guard_seconds = Histogram::new(exponential_buckets(0.000_005, 2.0, 16));
+        registry.register_with_unit(
+            "result_guard_duration",
+            "Time the result guards took for one upstream answer",
+            Unit::Seconds,
+            guard_seconds.clone(),
+        );
         Self {
+            guard_actions,
+            guard_label_sets: std::sync::Mutex::default(),
+            guard_seconds,
             registry,
             calls,
             call_seconds,
@@ -284,6 +316,33 @@ impl Metrics {
                 kind: kind.to_owned(),
             })
             .inc();
+    }
+
+    /// A result guard acted `count` times on things of `kind`.
+    pub(crate) fn guard_action(&self, guard: &str, action: &str, kind: &str, count: u32) {
+        let mut labels = GuardLabels {
+            guard: guard.to_owned(),
+            action: action.to_owned(),
+            kind: kind.to_owned(),
+        };
+        {
+            let mut seen = mcpproxy_policy::lock(&self.guard_label_sets);
+            if !seen.contains(&labels) {
+                if seen.len() < MAX_GUARD_LABEL_SETS {
+                    seen.insert(labels.clone());
+                } else {
+                    labels.kind = "other".to_owned();
+                }
+            }
+        }
+        self.guard_actions
+            .get_or_create(&labels)
+            .inc_by(u64::from(count));
+    }
+
+    /// The result guards ran over one answer.
+    pub(crate) fn guards_ran(&self, took: Duration) {
+        self.guard_seconds.observe(took.as_secs_f64());
     }
 
     /// One group commit of the journal.

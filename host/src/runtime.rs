@@ -87,6 +87,8 @@ pub(crate) struct Runtime {
     pub sinks: Vec<Arc<Plugin>>,
     /// The scanner behind the security analysis (the first loaded scanner plugin).
     pub scanner: Option<Arc<Plugin>>,
+    /// The result guards every upstream answer goes through, in order.
+    pub guards: Vec<Arc<Plugin>>,
 }
 
 /// Opens the data dir's trust store; at the data dir's first start, approves the servers of
@@ -212,6 +214,12 @@ impl Runtime {
         if validators.is_empty() {
             tracing::warn!("no validator is active: every call is allowed");
         }
+        let guards = select(
+            &plugins,
+            PluginKind::ResultGuard,
+            config.plugins.guards.as_deref(),
+            "plugins.guards",
+        )?;
         let pipeline = Pipeline::new(
             plugin::annotators(&annotators),
             plugin::validators(&validators),
@@ -238,7 +246,8 @@ impl Runtime {
         let proxy = Arc::new(
             Proxy::new(Arc::new(pipeline), upstreams, index, journal, activity)
                 .with_scanner(scanner.clone().map(|s| s as Arc<dyn ToolScanner>))
-                .with_metrics(metrics),
+                .with_metrics(metrics)
+                .with_guards(mcpproxy_policy::Guards::new(plugin::result_guards(&guards))),
         );
         if let Some(changes) = changes {
             proxy.record_tool_changes(changes);
@@ -251,6 +260,7 @@ impl Runtime {
             validators,
             sinks,
             scanner,
+            guards,
         })
     }
 
@@ -322,7 +332,9 @@ pub(crate) fn plugin_settings(
         PluginKind::Sink | PluginKind::Scanner => config
             .plugins
             .limits_with_timeout(name, kind.default_timeout()),
-        PluginKind::Annotator | PluginKind::Validator => config.plugins.limits_for(name),
+        PluginKind::Annotator | PluginKind::Validator | PluginKind::ResultGuard => {
+            config.plugins.limits_for(name)
+        }
     };
     let mut settings = config.intent.as_settings();
     if let (Some(merged), serde_json::Value::Object(own)) =

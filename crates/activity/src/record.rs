@@ -16,7 +16,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use mcpproxy_policy::{
-    AnnotationSource, Annotations, Intent, OperationType, Outcome, SafetyClass, variant_tool_name,
+    AnnotationSource, Annotations, GuardReport, Intent, OperationType, Outcome, SafetyClass,
+    variant_tool_name,
 };
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -257,6 +258,11 @@ pub struct ActivityRecord {
     /// [`ActivityRecord::summarised`]). Absent when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub summarised: bool,
+    /// What the result guards did to the answer: one entry per guard and action, with the
+    /// kinds found and how many times it acted (never the text found, so the journal does not
+    /// become a store of the secrets it redacted). Absent when no guard acted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guards: Vec<GuardReport>,
 }
 
 impl ActivityRecord {

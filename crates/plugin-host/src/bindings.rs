@@ -65,10 +65,24 @@ pub(crate) mod ndjson_sink_world {
     });
 }
 
+/// The result-guard world (`wit/result-guard.wit`); the same mappings as `scanner_world`.
+pub(crate) mod result_guard_world {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "result-guard-plugin",
+        with: {
+            "mcpproxy:plugin/types": crate::bindings::validator_world::mcpproxy::plugin::types,
+            "mcpproxy:plugin/host": crate::bindings::validator_world::mcpproxy::plugin::host,
+        },
+    });
+}
+
 pub(crate) use annotator_world::exports::mcpproxy::plugin::annotator as wit_annotator;
 pub(crate) use annotator_world::{AnnotatorPlugin, AnnotatorPluginPre};
 pub(crate) use ndjson_sink_world::exports::mcpproxy::plugin::ndjson_sink as wit_ndjson_sink;
 pub(crate) use ndjson_sink_world::{NdjsonSinkPlugin, NdjsonSinkPluginPre};
+pub(crate) use result_guard_world::exports::mcpproxy::plugin::result_guard as wit_guard;
+pub(crate) use result_guard_world::{ResultGuardPlugin, ResultGuardPluginPre};
 pub(crate) use scanner_world::exports::mcpproxy::plugin::scanner as wit_scanner;
 pub(crate) use scanner_world::{ScannerPlugin, ScannerPluginPre};
 pub(crate) use sink_world::{SinkPlugin, SinkPluginPre};
@@ -83,4 +97,5 @@ pub(crate) const ANNOTATOR_EXPORT: &str = "mcpproxy:plugin/annotator@0.1.0";
 pub(crate) const SINK_EXPORT: &str = "mcpproxy:plugin/sink@0.1.0";
 pub(crate) const NDJSON_SINK_EXPORT: &str = "mcpproxy:plugin/ndjson-sink@0.1.0";
 pub(crate) const SCANNER_EXPORT: &str = "mcpproxy:plugin/scanner@0.1.0";
+pub(crate) const RESULT_GUARD_EXPORT: &str = "mcpproxy:plugin/result-guard@0.1.0";
 pub(crate) const METADATA_EXPORT: &str = "mcpproxy:plugin/metadata@0.1.0";

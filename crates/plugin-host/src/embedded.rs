@@ -44,4 +44,14 @@ pub(crate) const EMBEDDED: &[Embedded] = &[
         opt_in: false,
         stateless: true,
     },
+    Embedded {
+        bytes: include_bytes!(concat!(env!("OUT_DIR"), "/secret_redactor.wasm")),
+        opt_in: false,
+        stateless: true,
+    },
+    Embedded {
+        bytes: include_bytes!(concat!(env!("OUT_DIR"), "/injection_marker.wasm")),
+        opt_in: true,
+        stateless: true,
+    },
 ];

@@ -28,6 +28,9 @@ pub enum PluginKind {
     Validator,
     Sink,
     Scanner,
+    /// `result-guard-plugin`: judges what upstreams return.
+    #[serde(rename = "result-guard")]
+    ResultGuard,
 }
 
 impl PluginKind {
@@ -37,14 +40,15 @@ impl PluginKind {
             Self::Validator => "validator",
             Self::Sink => "sink",
             Self::Scanner => "scanner",
+            Self::ResultGuard => "result-guard",
         }
     }
 
     /// The deadline a plugin of this kind gets unless its `plugin_limits` entry sets one:
-    /// validators and annotators are on every call's path; sinks and scanners are not.
+    /// validators, annotators and result guards are on every call's path; sinks and scanners are not.
     pub fn default_timeout(self) -> std::time::Duration {
         match self {
-            Self::Annotator | Self::Validator => Limits::DEFAULT_TIMEOUT,
+            Self::Annotator | Self::Validator | Self::ResultGuard => Limits::DEFAULT_TIMEOUT,
             Self::Sink => Limits::DEFAULT_SINK_TIMEOUT,
             Self::Scanner => Limits::DEFAULT_SCANNER_TIMEOUT,
         }
@@ -57,6 +61,7 @@ impl PluginKind {
             Self::Validator => "a validator",
             Self::Sink => "a sink",
             Self::Scanner => "a scanner",
+            Self::ResultGuard => "a result guard",
         }
     }
 }

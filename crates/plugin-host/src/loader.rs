@@ -65,6 +65,7 @@ enum Runner {
     Validator(ValidatorPluginPre<PluginCtx>, WarmPool<ValidatorPlugin>),
     Annotator(AnnotatorPluginPre<PluginCtx>, WarmPool<AnnotatorPlugin>),
     Scanner(ScannerPluginPre<PluginCtx>, WarmPool<ScannerPlugin>),
+    Guard(guard::GuardPre, WarmPool<guard::GuardBindings>),
     /// Sinks run with their own linker (WASI and `wasi:http`), see `sink`.
     Sink(SinkRunner),
 }
@@ -175,6 +176,7 @@ impl Plugin {
                 ScannerPluginPre::new(pre.clone()).map_err(mismatch(world))?,
                 WarmPool::new(),
             ),
+            PluginKind::ResultGuard => guard::runner(&pre).map_err(mismatch(world))?,
             PluginKind::Sink => unreachable!("sinks are loaded by load_sink"),
         };
 
@@ -329,6 +331,7 @@ impl Plugin {
             Runner::Validator(_, warm) => warm.clear(),
             Runner::Annotator(_, warm) => warm.clear(),
             Runner::Scanner(_, warm) => warm.clear(),
+            Runner::Guard(_, warm) => warm.clear(),
             Runner::Sink(sink) => {
                 let (grant, problems) = Grant::from_settings(&settings.settings);
                 for problem in problems {
@@ -701,6 +704,7 @@ fn kind_from_exports(exports: &[String], origin: &str) -> Result<PluginKind, Err
                 (SINK_EXPORT, PluginKind::Sink),
                 (NDJSON_SINK_EXPORT, PluginKind::Sink),
                 (SCANNER_EXPORT, PluginKind::Scanner),
+                (guard::EXPORT, PluginKind::ResultGuard),
             ]
             .into_iter()
             .find(|(export, _)| same_interface(name, export))
@@ -758,6 +762,7 @@ fn world_name(kind: PluginKind) -> &'static str {
         PluginKind::Annotator => "annotator-plugin",
         PluginKind::Sink => "sink-plugin",
         PluginKind::Scanner => "scanner-plugin",
+        PluginKind::ResultGuard => "result-guard-plugin",
     }
 }
 
@@ -778,5 +783,6 @@ fn classify(err: wasmtime::Error, limits: &Limits) -> CallFault {
     }
 }
 
+mod guard;
 #[cfg(test)]
 mod tests;

@@ -102,6 +102,14 @@ pub fn annotators(plugins: &[Arc<Plugin>]) -> Vec<Arc<dyn policy::Annotator>> {
         .collect()
 }
 
+/// Plugins as result-guard stages, in order.
+pub fn result_guards(plugins: &[Arc<Plugin>]) -> Vec<Arc<dyn policy::ResultGuard>> {
+    plugins
+        .iter()
+        .map(|p| p.clone() as Arc<dyn policy::ResultGuard>)
+        .collect()
+}
+
 /// Plugins as validator stages, in order.
 pub fn validators(plugins: &[Arc<Plugin>]) -> Vec<Arc<dyn policy::Validator>> {
     plugins

@@ -1,8 +1,8 @@
 //! What `mcpproxy plugins wit` and `mcpproxy plugins new` write: the WIT contract embedded
 //! in the binary (so authors do not need this repository), and starter projects in Rust,
-//! Python and JavaScript for a validator or an annotator, each with a build script, a
-//! README with the three commands (build, check, load) and, for a validator, `cases.json`
-//! for `plugins check --cases`.
+//! Python and JavaScript for a validator, an annotator or a result guard, each with a build
+//! script, a README with the three commands (build, check, load) and, for a validator or a
+//! result guard, `cases.json` for `plugins check --cases`.
 
 use std::path::{Path, PathBuf};
 
@@ -19,6 +19,10 @@ pub const WIT: &[(&str, &str)] = &[
     ("annotator.wit", include_str!("../../../wit/annotator.wit")),
     ("scanner.wit", include_str!("../../../wit/scanner.wit")),
     ("sink.wit", include_str!("../../../wit/sink.wit")),
+    (
+        "result-guard.wit",
+        include_str!("../../../wit/result-guard.wit"),
+    ),
     (
         "deps/cli/cli.wit",
         include_str!("../../../wit/deps/cli/cli.wit"),
@@ -59,7 +63,7 @@ pub enum TemplateError {
     BadName(String),
     #[error("{0} already exists and is not empty: choose another name or directory")]
     NotEmpty(PathBuf),
-    #[error("`plugins new` makes validators and annotators, not {0} plugins")]
+    #[error("`plugins new` makes validators, annotators and result guards, not {0} plugins")]
     Kind(PluginKind),
     #[error("cannot write {path}: {source}")]
     Write {
@@ -111,6 +115,7 @@ pub fn new_project(
     let world = match kind {
         PluginKind::Validator => "validator-plugin",
         PluginKind::Annotator => "annotator-plugin",
+        PluginKind::ResultGuard => "result-guard-plugin",
         other => return Err(TemplateError::Kind(other)),
     };
     if std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some()) {
@@ -118,31 +123,22 @@ pub fn new_project(
     }
     let validator = kind == PluginKind::Validator;
     let file = name.replace('-', "_");
-    let (source_path, source) = match (lang, validator) {
-        (Lang::Rust, true) => (
-            "src/lib.rs".to_owned(),
-            include_str!("../templates/rust/validator.rs"),
-        ),
-        (Lang::Rust, false) => (
-            "src/lib.rs".to_owned(),
-            include_str!("../templates/rust/annotator.rs"),
-        ),
-        (Lang::Python, true) => (
-            format!("src/{file}.py"),
-            include_str!("../templates/python/validator.py"),
-        ),
-        (Lang::Python, false) => (
-            format!("src/{file}.py"),
-            include_str!("../templates/python/annotator.py"),
-        ),
-        (Lang::Js, true) => (
-            "src/plugin.js".to_owned(),
-            include_str!("../templates/js/validator.js"),
-        ),
-        (Lang::Js, false) => (
-            "src/plugin.js".to_owned(),
-            include_str!("../templates/js/annotator.js"),
-        ),
+    let guard = kind == PluginKind::ResultGuard;
+    let source = match (lang, kind) {
+        (Lang::Rust, PluginKind::Validator) => include_str!("../templates/rust/validator.rs"),
+        (Lang::Rust, PluginKind::ResultGuard) => include_str!("../templates/rust/guard.rs"),
+        (Lang::Rust, _) => include_str!("../templates/rust/annotator.rs"),
+        (Lang::Python, PluginKind::Validator) => include_str!("../templates/python/validator.py"),
+        (Lang::Python, PluginKind::ResultGuard) => include_str!("../templates/python/guard.py"),
+        (Lang::Python, _) => include_str!("../templates/python/annotator.py"),
+        (Lang::Js, PluginKind::Validator) => include_str!("../templates/js/validator.js"),
+        (Lang::Js, PluginKind::ResultGuard) => include_str!("../templates/js/guard.js"),
+        (Lang::Js, _) => include_str!("../templates/js/annotator.js"),
+    };
+    let source_path = match lang {
+        Lang::Rust => "src/lib.rs".to_owned(),
+        Lang::Python => format!("src/{file}.py"),
+        Lang::Js => "src/plugin.js".to_owned(),
     };
     let mut files: Vec<(String, &str)> = vec![
         (source_path.clone(), source),
@@ -192,7 +188,18 @@ pub fn new_project(
             include_str!("../templates/cases.json"),
         ));
     }
-    let config = if validator {
+    if guard {
+        files.push((
+            "cases.json".to_owned(),
+            include_str!("../templates/guard-cases.json"),
+        ));
+    }
+    let config = if guard {
+        format!(
+            "{{\n  \"plugins\": {{\n    \"guards\": [\"secret-redactor\", \"{name}\"],\n    \
+             \"settings\": {{ \"{name}\": {{ \"marker_words\": [\"CONFIDENTIAL\"] }} }}\n  }}\n}}"
+        )
+    } else if validator {
         format!(
             "{{\n  \"plugins\": {{\n    \"validators\": [\"intent-matrix\", \"{name}\"],\n    \
              \"settings\": {{ \"{name}\": {{ \"blocked_tools\": [\"github:delete_repo\"] }} }}\n  }}\n}}"
@@ -209,13 +216,20 @@ pub fn new_project(
         ("{{source}}", source_path),
         (
             "{{check_args}}",
-            if validator { " --cases cases.json" } else { "" }.to_owned(),
+            if validator || guard {
+                " --cases cases.json"
+            } else {
+                ""
+            }
+            .to_owned(),
         ),
         ("{{config}}", config),
         (
             "{{cases_note}}",
             if validator {
                 "`cases.json` holds calls and the verdict each must get; add your own. "
+            } else if guard {
+                "`cases.json` holds results and the answer each must get; add your own. "
             } else {
                 ""
             }
@@ -273,7 +287,11 @@ mod tests {
     #[test]
     fn every_template_fills_every_placeholder() {
         for lang in [Lang::Rust, Lang::Python, Lang::Js] {
-            for kind in [PluginKind::Validator, PluginKind::Annotator] {
+            for kind in [
+                PluginKind::Validator,
+                PluginKind::Annotator,
+                PluginKind::ResultGuard,
+            ] {
                 let dir = tempfile::tempdir().unwrap();
                 let files = new_project(dir.path(), "my-policy", lang, kind).unwrap();
                 for path in files

@@ -12,6 +12,7 @@
 mod limits;
 
 mod grant;
+mod guard;
 mod memo;
 mod pipeline;
 mod scan;
@@ -22,6 +23,11 @@ mod text;
 mod types;
 
 pub use grant::{Grant, authority_of};
+pub use guard::{
+    Block, GuardAction, GuardAnswer, GuardContext, GuardItem, GuardReport, GuardTally, Guarded,
+    Guards, ItemAction, ItemKind, Mark, Redaction, ResultGuard, ResultKind, UNTRUSTED_CLOSE,
+    UNTRUSTED_OPEN, Withheld, clean_kind, wrap_marked,
+};
 pub use limits::{Limits, mib_to_bytes};
 pub use pipeline::{Evaluation, Judgement, Outcome, Pipeline, Warning};
 pub use scan::{Finding, Severity, ToolScanner};

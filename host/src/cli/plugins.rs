@@ -78,6 +78,8 @@ enum LangArg {
 enum NewKind {
     Validator,
     Annotator,
+    /// A result guard (`result-guard-plugin`): sees what upstreams return.
+    ResultGuard,
 }
 
 #[derive(Debug, Args)]
@@ -110,6 +112,7 @@ impl NewCommand {
         let kind = match self.kind {
             NewKind::Validator => PluginKind::Validator,
             NewKind::Annotator => PluginKind::Annotator,
+            NewKind::ResultGuard => PluginKind::ResultGuard,
         };
         template::new_project(&dir, &self.name, lang, kind)?;
         println!(
@@ -178,8 +181,9 @@ pub(super) struct CheckCommand {
     #[arg(long, value_name = "SUITE")]
     suite: Option<Suite>,
 
-    /// Run your own cases against a validator: a JSON array of calls and the verdict each
-    /// must get (see docs/plugins.md, "Testing a plugin").
+    /// Run your own cases against a validator (a JSON array of calls and the verdict each
+    /// must get) or a result guard (results and the answer each must get); see
+    /// docs/plugins.md, "Testing a plugin".
     #[arg(long, value_name = "CASES.json")]
     cases: Option<PathBuf>,
 
@@ -268,8 +272,14 @@ impl CheckCommand {
             None => None,
         };
         let suite_results = match &self.cases {
+            Some(path) if info.kind == PluginKind::ResultGuard => {
+                let cases = mcpproxy_plugin_host::guard_cases::load(path)?;
+                let mut results = suite_results.unwrap_or_default();
+                results.extend(cases.iter().map(|c| c.run(&plugin, &default_settings)));
+                Some(results)
+            }
             Some(_) if info.kind != PluginKind::Validator => bail!(
-                "--cases is for validator plugins, and {} is {} plugin",
+                "--cases is for validator and result-guard plugins, and {} is {} plugin",
                 self.file.display(),
                 info.kind.with_article()
             ),
@@ -430,6 +440,7 @@ fn smoke_call(plugin: &Plugin) -> Result<String, String> {
             )),
             Err(fault) => Err(fault.to_string()),
         },
+        PluginKind::ResultGuard => mcpproxy_plugin_host::guard_cases::smoke(plugin),
         PluginKind::Sink => Ok(match granted(plugin) {
             Some(hosts) => format!(
                 "sink loaded ({}); it may reach {hosts}; pass --deliver to send two sample \

@@ -458,6 +458,7 @@ async fn summary(runtime: &Runtime, config_path: Option<&std::path::Path>) {
     };
     eprintln!("annotators: {}", names(&runtime.annotators));
     eprintln!("validators: {}", names(&runtime.validators));
+    eprintln!("result guards: {}", names(&runtime.guards));
     if let Some(scanner) = &runtime.scanner {
         eprintln!("scanner: {} {}", scanner.name(), scanner.info().version);
     }

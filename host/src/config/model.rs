@@ -363,6 +363,9 @@ pub struct PluginsConfig {
     pub reuse_set_for_all: bool,
     /// Per-plugin settings, each a JSON object.
     pub settings: BTreeMap<String, serde_json::Value>,
+    /// Result guards in the order they run; `None` means every loaded guard but the opt-in
+    /// ones (the embedded `secret-redactor`, not `injection-marker`).
+    pub guards: Option<Vec<String>>,
 }
 
 impl PluginsConfig {

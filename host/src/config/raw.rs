@@ -130,6 +130,7 @@ pub(super) struct RawPlugins {
     pub limits: Option<RawLimits>,
     pub plugin_limits: Option<BTreeMap<String, RawLimits>>,
     pub settings: Option<BTreeMap<String, serde_json::Value>>,
+    pub guards: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Clone, Copy, Deserialize)]

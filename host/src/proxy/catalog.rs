@@ -251,7 +251,7 @@ impl Proxy {
     /// blocked when the server is quarantined; otherwise the pending `draft` is written while
     /// the request is on its way, and completed with the answer `read` takes (`None`: the
     /// wrong kind of answer).
-    async fn request_recorded<T>(
+    async fn request_recorded<T: super::guard::Guardable>(
         &self,
         upstream: &Upstream,
         request: ClientRequest,
@@ -279,10 +279,18 @@ impl Proxy {
             }
             Err(e) => Err(CatalogError::Upstream(e)),
         };
-        let size = outcome.as_ref().map(|(_, bytes)| *bytes);
-        let record = super::record::finished(draft, size.map_err(ToString::to_string), started);
+        let size = outcome
+            .as_ref()
+            .map(|(_, bytes)| *bytes)
+            .map_err(ToString::to_string);
+        let answer = outcome.map(|(answer, _)| answer);
+        let (outcome, guarded) = self
+            .guard_answer(answer, upstream.name(), &draft.tool_name)
+            .await;
+        let mut record = super::record::finished(draft, size, started);
+        guarded.note(&mut record);
         self.journal.submit(record);
-        outcome.map(|(answer, _)| answer)
+        outcome
     }
 
     /// Every resource of the scope's servers.
@@ -371,8 +379,9 @@ impl Proxy {
     ) -> Result<ReadResourceResponse, CatalogError> {
         let started = Instant::now();
         let upstream = self.find_uri(scope, &params.uri).await?;
+        let uri = params.uri.clone();
         let mut args = Map::new();
-        args.insert("uri".into(), Value::String(params.uri.clone()));
+        args.insert("uri".into(), Value::String(uri.clone()));
         let input = CallInput {
             variant: OperationType::Read,
             server: upstream.name().to_owned(),
@@ -427,10 +436,12 @@ impl Proxy {
             Ok(_) => Err(unexpected(&upstream, "resources/read")),
             Err(e) => Err(CatalogError::Upstream(e)),
         };
+        let (response, guarded) = self.guard_answer(response, upstream.name(), &uri).await;
         if let Err(e) = &response {
             record.status = Status::Error;
             record.error_message = Some(e.to_string());
         }
+        guarded.note(&mut record);
         self.journal.submit(record);
         response
     }

@@ -5,6 +5,7 @@
 mod catalog;
 mod direct;
 mod forwarded;
+mod guard;
 mod listen;
 mod record;
 mod report;

@@ -60,6 +60,7 @@ impl ActivitySettings {
             dry_run: context.dry_run,
             details: None,
             summarised: false,
+            guards: Vec::new(),
         }
     }
 }

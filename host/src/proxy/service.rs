@@ -147,6 +147,8 @@ pub(crate) struct Proxy {
     pub(super) metrics: Arc<Metrics>,
     /// The tasks clients follow through this proxy.
     pub(super) tasks: super::tasks::TaskRoutes,
+    /// The result guards every upstream answer goes through.
+    pub(super) guards: Arc<mcpproxy_policy::Guards>,
 }
 
 impl Proxy {
@@ -172,6 +174,7 @@ impl Proxy {
             scanner: None,
             metrics: Arc::default(),
             tasks: super::tasks::TaskRoutes::default(),
+            guards: Arc::default(),
         }
     }
 
@@ -339,6 +342,13 @@ impl Proxy {
                     }
                     Err(e) => Err(e),
                 };
+                let (result, guarded) = match result {
+                    Ok(r) => {
+                        let (r, note) = self.guard_tool_result(&evaluation, r).await;
+                        (Ok(r), note)
+                    }
+                    Err(e) => (Err(e), Default::default()),
+                };
                 let outcome = match &result {
                     Ok(r) if r.is_error == Some(true) => "tool_error",
                     Ok(_) => "success",
@@ -348,8 +358,9 @@ impl Proxy {
                 if outcome != "success" {
                     upstream_span.record("otel.status_code", "ERROR");
                 }
-                self.journal
-                    .submit(super::record::completed(pending, &result, started));
+                let mut record = super::record::completed(pending, &result, started);
+                guarded.note(&mut record);
+                self.journal.submit(record);
                 CallOutcome::Called { evaluation, result }
             }
         }

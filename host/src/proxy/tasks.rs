@@ -294,9 +294,15 @@ impl Proxy {
         let request = ClientRequest::GetTaskRequest(Request::new(params));
         match upstream.request(request, Some(origin)).await? {
             ServerResult::GetTaskResult(mut result) => {
-                if let Some((record, started)) = self.tasks.observed(&key, &result.task) {
-                    self.journal
-                        .submit(task_ended(record, &result.task, started));
+                let observed = self.tasks.observed(&key, &result.task);
+                let tool = observed.as_ref().map_or("", |(r, _)| r.tool_name.as_str());
+                let guarded = self
+                    .guard_task_payload(upstream.name(), tool, &mut result.task.payload)
+                    .await;
+                if let Some((record, started)) = observed {
+                    let mut record = task_ended(record, &result.task, started);
+                    guarded.note(&mut record);
+                    self.journal.submit(record);
                 }
                 result.task.task.task_id = shown;
                 Ok(result)

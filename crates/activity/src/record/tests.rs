@@ -50,6 +50,7 @@ fn full_record() -> ActivityRecord {
         dry_run: false,
         details: None,
         summarised: false,
+        guards: Vec::new(),
     }
 }
 

@@ -143,6 +143,18 @@ fn print_record(shown: &ShownRecord) {
         }
     );
     println!("Response:    {} bytes", record.response_bytes);
+    if !record.guards.is_empty() {
+        println!("Guards:");
+    }
+    for g in &record.guards {
+        println!(
+            "  {}: {} {} ({})",
+            quote(&g.plugin),
+            g.action.as_str(),
+            g.count,
+            quote(&g.kinds.join(", "))
+        );
+    }
     if let Some(details) = record.details.as_ref().filter(|d| !d.is_null()) {
         println!("Details:     {}", json_text(Some(details)));
     }

@@ -22,6 +22,10 @@ pub(super) fn plugins_from(raw: raw::RawPlugins, ctx: &Context<'_>) -> Result<Pl
         .validators
         .map(|names| plugin_list(names, "plugins.validators", ctx))
         .transpose()?;
+    plugins.guards = raw
+        .guards
+        .map(|names| plugin_list(names, "plugins.guards", ctx))
+        .transpose()?;
     if let Some(sinks) = raw.sinks {
         plugins.sinks = plugin_list(sinks, "plugins.sinks", ctx)?;
     }

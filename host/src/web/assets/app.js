@@ -61,10 +61,17 @@ function localTime(timestamp) {
   return isNaN(date) ? timestamp : date.toLocaleString();
 }
 
+// What the result guards did to the answer, e.g. "secret-redactor: redact 2 (github-token, jwt)".
+function guardsOf(record) {
+  return (record.guards || [])
+    .map((g) => g.plugin + ": " + g.action + " " + g.count + " (" + (g.kinds || []).join(", ") + ")")
+    .join("; ");
+}
+
 function reasonOf(record) {
   const verdict = record.verdict || {};
   if ((verdict.decision === "warn" || verdict.decision === "reject") && verdict.message) return verdict.message;
-  return record.error_message || "";
+  return record.error_message || guardsOf(record);
 }
 
 function feedRow(record) {
