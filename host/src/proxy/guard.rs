@@ -75,7 +75,7 @@ impl Proxy {
             name: request.tool.name.clone(),
             variant: Some(request.variant),
             intent: request.intent.clone(),
-            annotations: request.effective.annotations.clone(),
+            annotations: request.effective.annotations,
         };
         self.guard_call_result(context, result).await
     }
@@ -293,7 +293,9 @@ fn put_back(slots: Vec<Slot<'_>>, guarded: Guarded) -> Result<GuardNote, GuardNo
             Slot::Structured(value) => {
                 // Untouched unless a guard redacted inside it; a redaction that broke the
                 // JSON withholds the answer (fail closed). Marks apply to the text items.
-                if value.as_ref().is_some_and(|v| v.to_string() != item.text) {
+                if value.as_ref().is_some_and(|v| {
+                    serde_json::to_string(v).ok().as_deref() != Some(item.text.as_str())
+                }) {
                     match serde_json::from_str(&item.text) {
                         Ok(redacted) => *value = Some(redacted),
                         Err(e) => {
