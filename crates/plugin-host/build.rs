@@ -17,6 +17,7 @@ const EMBEDDED: &[&str] = &[
     "http_sink",
     "safety_routing",
     "tool_scanner",
+    "code_runtime",
 ];
 
 fn main() {
@@ -37,6 +38,7 @@ fn main() {
         "tool-scanner",
         "clickhouse-sink",
         "http-sink",
+        "code-runtime",
         "fixtures",
     ] {
         println!(
