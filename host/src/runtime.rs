@@ -216,7 +216,13 @@ impl Runtime {
         let proxy = Arc::new(
             Proxy::new(Arc::new(pipeline), upstreams, index, journal, activity)
                 .with_scanner(scanner.clone().map(|s| s as Arc<dyn ToolScanner>))
-                .with_metrics(metrics),
+                .with_metrics(metrics)
+                .with_code_execution(config.code_execution.enabled.then(|| {
+                    crate::proxy::CodeExecutor::start(
+                        config.code_execution,
+                        Some(data_dir.join("cache").join("plugins")),
+                    )
+                })),
         );
         if let Some(changes) = changes {
             proxy.record_tool_changes(changes);

@@ -36,7 +36,7 @@ pub(crate) use mcpproxy_activity::Retention as RetentionConfig;
 pub(crate) use mcpproxy_policy::Limits as LimitsConfig;
 pub use model::Config;
 pub(crate) use model::{
-    ActivityConfig, Error, HttpConfig, IntentConfig, ManagementConfig, OtlpConfig, PluginsConfig,
+    ActivityConfig, CodeExecutionConfig, Error, HttpConfig, IntentConfig, ManagementConfig, OtlpConfig, PluginsConfig,
     ServerConfig, TelemetryConfig, Transport, UpstreamConfig,
 };
 pub(crate) use model::{
