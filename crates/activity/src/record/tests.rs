@@ -172,7 +172,13 @@ fn every_record_type_round_trips_by_its_wire_name() {
     }
     assert_eq!(
         RecordType::names().collect::<Vec<_>>()[7..],
-        ["prompt_get", "completion", "subscription", "server_change", "code_execution"]
+        [
+            "prompt_get",
+            "completion",
+            "subscription",
+            "server_change",
+            "code_execution"
+        ]
     );
     assert_eq!(RecordType::parse("prompt"), None);
     // A record of each new type reads back whole, its details included.

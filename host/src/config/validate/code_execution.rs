@@ -28,13 +28,7 @@ pub(super) fn code_execution_from(
         code.timeout = Duration::from_millis(ms);
     }
     if let Some(n) = raw.max_tool_calls {
-        let n = ctx.range(
-            "code_execution.max_tool_calls",
-            n,
-            0,
-            C::MAX_TOOL_CALLS,
-            "",
-        )?;
+        let n = ctx.range("code_execution.max_tool_calls", n, 0, C::MAX_TOOL_CALLS, "")?;
         code.max_tool_calls = u32::try_from(n).unwrap_or(u32::MAX);
     }
     if let Some(mib) = raw.memory_mib {
@@ -48,13 +42,7 @@ pub(super) fn code_execution_from(
         code.memory_bytes = mib_to_bytes(mib);
     }
     if let Some(n) = raw.max_concurrent {
-        let n = ctx.range(
-            "code_execution.max_concurrent",
-            n,
-            1,
-            C::MAX_CONCURRENT,
-            "",
-        )?;
+        let n = ctx.range("code_execution.max_concurrent", n, 1, C::MAX_CONCURRENT, "")?;
         code.max_concurrent = u32::try_from(n).unwrap_or(u32::MAX);
     }
     Ok(code)

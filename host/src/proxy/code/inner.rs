@@ -121,7 +121,11 @@ impl ScriptHost for InnerCalls {
             )));
         };
         let report = CallReport::new(tool_name, self.ceiling, arguments, &outcome);
-        *self.tally().outcomes.entry(ending_name(report.outcome)).or_default() += 1;
+        *self
+            .tally()
+            .outcomes
+            .entry(ending_name(report.outcome))
+            .or_default() += 1;
         Ok(answer(report))
     }
 }

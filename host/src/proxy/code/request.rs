@@ -143,12 +143,16 @@ fn parse_intent(value: Option<&Value>) -> Result<Intent, String> {
             );
         }
         Some(_) => {
-            return Err("intent.operation_type must be \"read\", \"write\" or \"destructive\"".into());
+            return Err(
+                "intent.operation_type must be \"read\", \"write\" or \"destructive\"".into(),
+            );
         }
     }
     match object.get("data_sensitivity") {
         None | Some(Value::Null) => {}
-        Some(Value::String(s)) if is_data_sensitivity(s) => intent.data_sensitivity = Some(s.clone()),
+        Some(Value::String(s)) if is_data_sensitivity(s) => {
+            intent.data_sensitivity = Some(s.clone())
+        }
         Some(other) => {
             return Err(format!(
                 "intent.data_sensitivity {} is not one of public, internal, private, unknown",
@@ -210,8 +214,9 @@ fn parse_options(
         None | Some(Value::Null) => {}
         Some(v) => match v.as_u64() {
             Some(n) => {
-                request.max_tool_calls =
-                    u32::try_from(n).unwrap_or(u32::MAX).min(config.max_tool_calls);
+                request.max_tool_calls = u32::try_from(n)
+                    .unwrap_or(u32::MAX)
+                    .min(config.max_tool_calls);
             }
             None => {
                 return Err(format!(

@@ -16,7 +16,10 @@ fn defaults_are_a_read_ceiling_and_the_config_limits() {
     assert_eq!(request.intent.operation_type, Some(OperationType::Read));
     assert_eq!(request.input, Value::Null);
     assert_eq!(request.timeout, CodeExecutionConfig::DEFAULT_TIMEOUT);
-    assert_eq!(request.max_tool_calls, CodeExecutionConfig::DEFAULT_MAX_TOOL_CALLS);
+    assert_eq!(
+        request.max_tool_calls,
+        CodeExecutionConfig::DEFAULT_MAX_TOOL_CALLS
+    );
     assert_eq!(request.allowed_servers, None);
 }
 
@@ -34,7 +37,10 @@ fn options_lower_the_ceilings_and_never_raise_them() {
     assert_eq!(request.max_tool_calls, 3);
     assert_eq!(request.allowed_servers, Some(vec!["fs".to_owned()]));
     let request = parse(json!({"code": "", "options": {"max_tool_calls": 1_000_000}})).unwrap();
-    assert_eq!(request.max_tool_calls, CodeExecutionConfig::DEFAULT_MAX_TOOL_CALLS);
+    assert_eq!(
+        request.max_tool_calls,
+        CodeExecutionConfig::DEFAULT_MAX_TOOL_CALLS
+    );
 }
 
 #[test]
@@ -43,13 +49,34 @@ fn bad_arguments_are_refused_with_what_to_do() {
         (json!({}), "'code' is required"),
         (json!({"code": 5}), "must be a string"),
         (json!({"code": "", "extra": 1}), "Unknown parameter 'extra'"),
-        (json!({"code": "", "intent": {"operation_type": "delete"}}), "not one of read"),
-        (json!({"code": "", "intent": {"data_sensitivity": "secret"}}), "data_sensitivity"),
-        (json!({"code": "", "intent": {"reason": "x".repeat(1001)}}), "maximum length"),
-        (json!({"code": "", "options": {"timeout_ms": 0}}), "options.timeout_ms"),
-        (json!({"code": "", "options": {"max_tool_calls": -1}}), "options.max_tool_calls"),
-        (json!({"code": "", "options": {"allowed_servers": [1]}}), "allowed_servers"),
-        (json!({"code": "", "options": {"memory": 1}}), "Unknown key 'options.memory'"),
+        (
+            json!({"code": "", "intent": {"operation_type": "delete"}}),
+            "not one of read",
+        ),
+        (
+            json!({"code": "", "intent": {"data_sensitivity": "secret"}}),
+            "data_sensitivity",
+        ),
+        (
+            json!({"code": "", "intent": {"reason": "x".repeat(1001)}}),
+            "maximum length",
+        ),
+        (
+            json!({"code": "", "options": {"timeout_ms": 0}}),
+            "options.timeout_ms",
+        ),
+        (
+            json!({"code": "", "options": {"max_tool_calls": -1}}),
+            "options.max_tool_calls",
+        ),
+        (
+            json!({"code": "", "options": {"allowed_servers": [1]}}),
+            "allowed_servers",
+        ),
+        (
+            json!({"code": "", "options": {"memory": 1}}),
+            "Unknown key 'options.memory'",
+        ),
         (json!({"code": "x".repeat(MAX_CODE_BYTES + 1)}), "at most"),
     ] {
         let error = parse(args.clone()).unwrap_err();

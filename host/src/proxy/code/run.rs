@@ -231,12 +231,7 @@ impl Proxy {
     }
 }
 
-fn report_of(
-    run: ScriptRun,
-    tally: &Tally,
-    activity_id: String,
-    started: Instant,
-) -> CodeReport {
+fn report_of(run: ScriptRun, tally: &Tally, activity_id: String, started: Instant) -> CodeReport {
     let (ended, result, error) = match run.end {
         ScriptEnd::Returned(text) if text.len() > MAX_RESULT_BYTES => (
             Ended::Failed,
@@ -255,7 +250,11 @@ fn report_of(
                 Some(format!("the script's result is not JSON: {e}")),
             ),
         },
-        ScriptEnd::Threw(thrown) => (Ended::Threw, None, Some(format!("the script threw: {thrown}"))),
+        ScriptEnd::Threw(thrown) => (
+            Ended::Threw,
+            None,
+            Some(format!("the script threw: {thrown}")),
+        ),
         ScriptEnd::TimedOut(timeout) => (
             Ended::TimedOut,
             None,

@@ -1,0 +1,294 @@
+//! `code_execution` end to end: a script run by `mcpproxy serve` in its WebAssembly runtime,
+//! calling the official npm filesystem and memory servers through the proxy's policy, over
+//! MCP; its limits (time, memory, tool calls); its records and their parent links; and the
+//! tool's absence when the config does not enable it.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::mcp::{
+    Proxy, call, config_with, connect, copy_cwasm, is_error, npm_bin_installed, npm_dir,
+    shared_compile_cache, text,
+};
+
+/// The report `code_execution` answers, from its structured content.
+fn report(result: &rmcp::model::CallToolResult) -> Value {
+    result
+        .structured_content
+        .clone()
+        .unwrap_or_else(|| serde_json::from_str(&text(result)).expect("a JSON report"))
+}
+
+/// Every record of the proxy's journal (newest first), once none is pending.
+async fn records(proxy: &Proxy) -> Vec<Value> {
+    let url = format!("{}/api/v1/activity?limit=1000", proxy.base());
+    for _ in 0..100 {
+        let body: Value = reqwest::Client::new()
+            .get(&url)
+            .header("X-API-Key", proxy.api_key())
+            .send()
+            .await
+            .expect("GET /api/v1/activity")
+            .json()
+            .await
+            .expect("a JSON answer");
+        let records = body["data"]["records"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if records.iter().all(|r| r["status"] != "pending") {
+            return records;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("records stayed pending");
+}
+
+fn fs_and_memory(root: &Path, memory_file: &Path) -> Value {
+    let mut config = config_with(vec![
+        json!({
+            "name": "fs",
+            "command": "npx",
+            "args": ["--prefix", npm_dir(), "--no-install", "mcp-server-filesystem", root],
+        }),
+        json!({
+            "name": "memory",
+            "command": "npx",
+            "args": ["--prefix", npm_dir(), "--no-install", "mcp-server-memory"],
+            "env": {"MEMORY_FILE_PATH": memory_file},
+        }),
+    ]);
+    config["code_execution"] = json!({"enabled": true, "memory_mib": 32, "timeout_ms": 120_000});
+    config
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn scripts_orchestrate_real_servers_within_the_policy_and_their_limits() {
+    if !npm_bin_installed("mcp-server-filesystem") || !npm_bin_installed("mcp-server-memory") {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let root_path = root.path().canonicalize().unwrap();
+    for (name, body) in [
+        ("a.txt", "alpha"),
+        ("b.txt", "bravo bravo"),
+        ("c.txt", "charlie!"),
+    ] {
+        std::fs::write(root_path.join(name), body).unwrap();
+    }
+    let memory_file = root_path.join("memory.jsonl");
+    let proxy = Proxy::start(&fs_and_memory(&root_path, &memory_file), &[]);
+    let client = connect(&proxy.url).await;
+
+    let tools = client.peer().list_all_tools().await.unwrap();
+    let tool = tools
+        .iter()
+        .find(|t| t.name == "code_execution")
+        .expect("code_execution is listed when enabled");
+    assert_eq!(
+        tool.annotations.as_ref().and_then(|a| a.read_only_hint),
+        Some(false)
+    );
+
+    // Three files read by one script; only the summary comes back.
+    let summary = call(
+        &client,
+        "code_execution",
+        json!({
+            "code": "const sizes = {};
+                     for (const name of input.files) {
+                       const r = call_tool('fs:read_text_file', { path: input.root + '/' + name });
+                       if (!r.ok) throw new Error(r.error);
+                       sizes[name] = r.result.content[0].text.length;
+                     }
+                     console.log('read', input.files.length, 'files');
+                     return { sizes, total: Object.values(sizes).reduce((a, b) => a + b, 0) };",
+            "input": {"root": root_path, "files": ["a.txt", "b.txt", "c.txt"]},
+        }),
+    )
+    .await
+    .unwrap();
+    // The runtime is compiled by now: later proxies of this test binary find it cached.
+    copy_cwasm(
+        &proxy.data_dir.path().join("cache/plugins"),
+        &shared_compile_cache(),
+    );
+    assert!(!is_error(&summary), "{}", text(&summary));
+    let body = report(&summary);
+    assert_eq!(
+        body["result"],
+        json!({"sizes": {"a.txt": 5, "b.txt": 11, "c.txt": 8}, "total": 24})
+    );
+    assert_eq!(body["logs"], json!(["read 3 files"]));
+    assert_eq!(body["tool_calls"], 3);
+    assert_eq!(body["ended"], "returned");
+    let reading_id = body["activity_id"].as_str().unwrap().to_owned();
+
+    // A read ceiling cannot reach write_file: the matrix's message, and no file.
+    let target = root_path.join("written.txt");
+    let refused = call(
+        &client,
+        "code_execution",
+        json!({
+            "code": "return call_tool('fs:write_file', { path: input, content: 'x' });",
+            "input": target,
+        }),
+    )
+    .await
+    .unwrap();
+    let body = report(&refused);
+    assert_eq!(body["ok"], true, "{body}");
+    assert_eq!(body["result"]["ok"], false, "{body}");
+    assert_eq!(
+        body["result"]["error"],
+        "Tool 'fs:write_file' is marked destructive by server, use call_tool_destructive"
+    );
+    assert!(!target.exists(), "a read-ceiling script wrote the file");
+
+    // A write ceiling creates memory entities and reads them back.
+    let remembered = call(
+        &client,
+        "code_execution",
+        json!({
+            "code": "const made = call_tool('memory:create_entities', { entities: [
+                       { name: 'mcpproxy', entityType: 'project', observations: ['written by a script'] }
+                     ] });
+                     if (!made.ok) return made;
+                     const graph = call_tool('memory:read_graph', {});
+                     return graph.ok ? graph.result.structuredContent ?? JSON.parse(graph.result.content[0].text) : graph;",
+            "intent": {"operation_type": "write", "reason": "remember the project"},
+        }),
+    )
+    .await
+    .unwrap();
+    let body = report(&remembered);
+    assert_eq!(body["ok"], true, "{body}");
+    assert_eq!(body["result"]["entities"][0]["name"], "mcpproxy", "{body}");
+
+    // An endless loop ends at its timeout, and the proxy goes on serving.
+    let looped = call(
+        &client,
+        "code_execution",
+        json!({"code": "for (;;) {}", "options": {"timeout_ms": 500}}),
+    )
+    .await
+    .unwrap();
+    assert!(is_error(&looped));
+    let body = report(&looped);
+    assert_eq!(body["ended"], "timed_out", "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("ran past its timeout of 500 ms"),
+        "{body}"
+    );
+    let still = call(
+        &client,
+        "call_tool_read",
+        json!({"name": "fs:read_text_file", "args": {"path": root_path.join("a.txt")}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(text(&still), "alpha");
+
+    // Allocation without bound ends at the memory cap (32 MiB here).
+    let hog = call(
+        &client,
+        "code_execution",
+        json!({"code": "const keep = []; for (;;) { keep.push('x'.repeat(1 << 16) + keep.length); }"}),
+    )
+    .await
+    .unwrap();
+    let body = report(&hog);
+    assert_eq!(body["ended"], "out_of_memory", "{body}");
+    assert!(body["error"].as_str().unwrap().contains("32 MiB"), "{body}");
+
+    // max_tool_calls stops a loop of calls.
+    let limited = call(
+        &client,
+        "code_execution",
+        json!({
+            "code": "for (;;) { call_tool('fs:list_allowed_directories', {}); }",
+            "options": {"max_tool_calls": 3},
+        }),
+    )
+    .await
+    .unwrap();
+    let body = report(&limited);
+    assert_eq!(body["ended"], "call_limit", "{body}");
+    assert_eq!(body["tool_calls"], 3);
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("limit of 3 tool calls"),
+        "{body}"
+    );
+
+    // Every inner call is a record of its own, linked to its execution's record.
+    let all = records(&proxy).await;
+    let execution = all
+        .iter()
+        .find(|r| r["id"] == reading_id.as_str())
+        .expect("the execution's record");
+    assert_eq!(execution["type"], "code_execution");
+    assert_eq!(execution["status"], "success");
+    assert_eq!(execution["details"]["ended"], "returned");
+    assert_eq!(execution["details"]["inner_calls"], 3);
+    assert_eq!(execution["details"]["outcomes"]["success"], 3);
+    assert!(
+        execution["arguments"]["code"]
+            .as_str()
+            .unwrap()
+            .contains("fs:read_text_file")
+    );
+    let children: Vec<&Value> = all
+        .iter()
+        .filter(|r| r["parent_id"] == reading_id.as_str())
+        .collect();
+    assert_eq!(children.len(), 3);
+    assert!(children.iter().all(|c| c["tool_name"] == "read_text_file"
+        && c["status"] == "success"
+        && c["tool_variant"] == "call_tool_read"));
+    let listed: Vec<&Value> = execution["details"]["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .collect();
+    assert!(children.iter().all(|c| listed.contains(&&c["id"])));
+    let blocked = all
+        .iter()
+        .find(|r| r["tool_name"] == "write_file")
+        .expect("the refused write has its record");
+    assert_eq!(blocked["status"], "blocked");
+    assert!(blocked["parent_id"].is_string());
+    // Every inner call has a parent, and every parent is an execution.
+    let executions: Vec<&Value> = all
+        .iter()
+        .filter(|r| r["type"] == "code_execution")
+        .collect();
+    assert_eq!(executions.len(), 6);
+    for record in all.iter().filter(|r| r["type"] == "tool_call") {
+        if let Some(parent) = record["parent_id"].as_str() {
+            assert!(executions.iter().any(|e| e["id"] == parent), "{record}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_disabled_code_execution_is_not_listed_and_a_call_is_refused() {
+    let proxy = Proxy::start(&config_with(vec![]), &[]);
+    let client = connect(&proxy.url).await;
+    let tools = client.peer().list_all_tools().await.unwrap();
+    assert!(tools.iter().all(|t| t.name != "code_execution"));
+    let refused = call(&client, "code_execution", json!({"code": "return 1"}))
+        .await
+        .unwrap_err();
+    assert!(
+        refused.contains("\"code_execution\": {\"enabled\": true}"),
+        "{refused}"
+    );
+}
