@@ -292,3 +292,91 @@ async fn a_disabled_code_execution_is_not_listed_and_a_call_is_refused() {
         "{refused}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn code_run_goes_through_the_running_proxy_and_activity_show_draws_the_tree() {
+    if !npm_bin_installed("mcp-server-filesystem") {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let root_path = root.path().canonicalize().unwrap();
+    std::fs::write(root_path.join("a.txt"), "alpha").unwrap();
+    let mut config = config_with(vec![json!({
+        "name": "fs",
+        "command": "npx",
+        "args": ["--prefix", npm_dir(), "--no-install", "mcp-server-filesystem", root_path],
+    })]);
+    config["code_execution"] = json!({"enabled": true, "timeout_ms": 120_000});
+    let proxy = Proxy::start(&config, &[]);
+    let data_dir = proxy.data_dir.path().to_owned();
+    let config_path = data_dir.join("mcp_config.json");
+    let script = data_dir.join("copy.js");
+    std::fs::write(
+        &script,
+        "const read = call_tool('fs:read_text_file', { path: input.from });
+         if (!read.ok) throw new Error(read.error);
+         console.log('copying', read.result.content[0].text.length, 'characters');
+         const wrote = call_tool('fs:write_file', { path: input.to, content: read.result.content[0].text });
+         return { wrote: wrote.ok, error: wrote.error ?? null };",
+    )
+    .unwrap();
+    let input = json!({"from": root_path.join("a.txt"), "to": root_path.join("b.txt")}).to_string();
+    let run = |intent: &str| {
+        crate::support::TestCommand::new(&data_dir)
+            .args(["code", "run"])
+            .arg_path(&script)
+            .args([
+                "--input", &input, "--intent", intent, "-o", "json", "--config",
+            ])
+            .arg_path(&config_path)
+            .output()
+    };
+
+    // A read ceiling: the read passes, the write is refused inside the script.
+    let out = run("read");
+    out.assert_code(0);
+    let report: Value = serde_json::from_str(&out.stdout()).unwrap();
+    assert_eq!(report["result"]["wrote"], false, "{report}");
+    assert!(!root_path.join("b.txt").exists());
+    assert_eq!(report["logs"], json!(["copying 5 characters"]));
+    let id = report["activity_id"].as_str().unwrap().to_owned();
+
+    // A destructive ceiling lets the script write.
+    let out = run("destructive");
+    out.assert_code(0);
+    let report: Value = serde_json::from_str(&out.stdout()).unwrap();
+    assert_eq!(report["result"], json!({"wrote": true, "error": null}));
+    assert_eq!(
+        std::fs::read_to_string(root_path.join("b.txt")).unwrap(),
+        "alpha"
+    );
+
+    // `activity show` of the first run draws its two inner calls under it.
+    let mut shown = String::new();
+    for _ in 0..50 {
+        let out = crate::support::TestCommand::new(&data_dir)
+            .args(["activity", "show", &id, "--config"])
+            .arg_path(&config_path)
+            .output();
+        shown = out.stdout();
+        if shown.contains("Inner calls: 2") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        shown.contains("Type:        code_execution (source: cli)"),
+        "{shown}"
+    );
+    assert!(shown.contains("Inner calls: 2"), "{shown}");
+    assert!(
+        shown.contains("├─ ") && shown.contains("fs:read_text_file via call_tool_read: success"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("└─ ")
+            && shown.contains("fs:write_file via call_tool_read: blocked")
+            && shown.contains("use call_tool_destructive"),
+        "{shown}"
+    );
+}

@@ -16,7 +16,7 @@ mod skills;
 mod tasks;
 
 pub(crate) use catalog::{CatalogError, Scope, SubscriptionMethod};
-pub(crate) use code::{CodeExecutor, parse_code_request};
+pub(crate) use code::{CodeExecutor, CodeReport, parse_code_request};
 pub(crate) use record::ActivitySettings;
 pub(crate) use report::{CallReport, Ending};
 pub(crate) use request::CallInput;

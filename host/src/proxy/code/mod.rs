@@ -8,4 +8,4 @@ mod request;
 mod run;
 
 pub(crate) use request::parse_code_request;
-pub(crate) use run::CodeExecutor;
+pub(crate) use run::{CodeExecutor, CodeReport};
