@@ -308,7 +308,7 @@ fn complete(record: &mut ActivityRecord, report: &CodeReport, tally: &Tally) {
     record.response_bytes = report
         .result
         .as_ref()
-        .map_or(0, |r| super::super::record::json_len(r));
+        .map_or(0, super::super::record::json_len);
     record.details = Some(json!({
         "ended": report.ended,
         "inner_calls": tally.calls,
