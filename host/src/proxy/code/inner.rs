@@ -5,6 +5,7 @@
 //! which writes it into the execution's record.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -43,6 +44,8 @@ pub(crate) struct InnerCalls {
     pub max_calls: u32,
     pub allowed_servers: Option<Vec<String>>,
     pub tally: Arc<Mutex<Tally>>,
+    /// Set when the caller went away: the next call stops the script.
+    pub cancelled: Arc<AtomicBool>,
 }
 
 impl InnerCalls {
@@ -63,6 +66,12 @@ impl ScriptHost for InnerCalls {
         args: &str,
         deadline: Instant,
     ) -> Result<Result<String, String>, ScriptStop> {
+        if self.cancelled.load(Ordering::Relaxed) {
+            return Err(ScriptStop(
+                "the request was cancelled: the script was stopped at its next tool call"
+                    .to_owned(),
+            ));
+        }
         {
             let mut tally = self.tally();
             if tally.calls >= self.max_calls {

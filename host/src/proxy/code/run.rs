@@ -4,6 +4,7 @@
 //! the client reads.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -126,10 +127,38 @@ impl Proxy {
 
     /// Runs one script: records it, runs it in a fresh runtime instance on a blocking
     /// thread (its `call_tool`s are calls through this proxy), and records how it ended.
+    /// The run is a task of its own: a caller that goes away (a cancelled request) stops the
+    /// script's further tool calls, and the record is still completed.
     pub(crate) async fn execute_code(
         self: &Arc<Self>,
         request: CodeRequest,
         context: CallContext,
+    ) -> CodeReport {
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let _cancel_on_drop = CancelOnDrop(cancelled.clone());
+        let proxy = self.clone();
+        let started = Instant::now();
+        tokio::spawn(async move { proxy.run_code(request, context, cancelled).await })
+            .await
+            .unwrap_or_else(|e| CodeReport {
+                ok: false,
+                result: None,
+                error: Some(format!("the script's task failed: {e}")),
+                ended: Ended::Failed,
+                logs: Vec::new(),
+                logs_dropped: 0,
+                tool_calls: 0,
+                duration_ms: elapsed_ms(started),
+                memory_peak_bytes: 0,
+                activity_id: String::new(),
+            })
+    }
+
+    async fn run_code(
+        self: Arc<Self>,
+        request: CodeRequest,
+        context: CallContext,
+        cancelled: Arc<AtomicBool>,
     ) -> CodeReport {
         let started = Instant::now();
         let mut record = self.code_draft(&request, &context);
@@ -161,6 +190,15 @@ impl Proxy {
         let Ok(_permit) = executor.permits.acquire().await else {
             return fail("the proxy is shutting down".to_owned(), Ended::Failed);
         };
+        if cancelled.load(Ordering::Relaxed) {
+            let report = fail(
+                "the request was cancelled before the script started".to_owned(),
+                Ended::Failed,
+            );
+            complete(&mut record, &report, &Tally::default());
+            self.journal.submit(record);
+            return report;
+        }
         let tally = Arc::new(Mutex::new(Tally::default()));
         let mut inner_context = context;
         inner_context.parent_id = Some(id.clone());
@@ -175,6 +213,7 @@ impl Proxy {
             max_calls: request.max_tool_calls,
             allowed_servers: request.allowed_servers.clone(),
             tally: tally.clone(),
+            cancelled,
         };
         let limits = ScriptLimits {
             timeout: request.timeout,
@@ -274,7 +313,8 @@ fn report_of(run: ScriptRun, tally: &Tally, activity_id: String, started: Instan
             )),
         ),
         ScriptEnd::Stopped(why) if tally.limit_reached => (Ended::CallLimit, None, Some(why)),
-        ScriptEnd::Stopped(why) | ScriptEnd::Failed(why) => (
+        ScriptEnd::Stopped(why) => (Ended::Failed, None, Some(why)),
+        ScriptEnd::Failed(why) => (
             Ended::Failed,
             None,
             Some(format!("the script's runtime failed: {why}")),
@@ -317,6 +357,15 @@ fn complete(record: &mut ActivityRecord, report: &CodeReport, tally: &Tally) {
         "logs": report.logs.len() + report.logs_dropped,
         "memory_peak_bytes": report.memory_peak_bytes,
     }));
+}
+
+/// Tells the script's tool calls that the caller went away.
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 fn elapsed_ms(started: Instant) -> u64 {
