@@ -380,3 +380,54 @@ async fn code_run_goes_through_the_running_proxy_and_activity_show_draws_the_tre
         "{shown}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_page_shows_an_executions_inner_calls_as_a_tree() {
+    use crate::web_e2e::{Driver, browser_installed};
+    if !browser_installed() {
+        return;
+    }
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut config = config_with(vec![crate::support::mcp::stdio_fixture("fx", log.path())]);
+    config["code_execution"] = json!({"enabled": true, "timeout_ms": 120_000});
+    let proxy = Proxy::start(&config, &[]);
+    let client = connect(&proxy.url).await;
+    let ran = call(
+        &client,
+        "code_execution",
+        json!({"code": "call_tool('fx:echo', {text: 'one'}); \
+                        return call_tool('fx:echo', {text: 'two'}).ok;"}),
+    )
+    .await
+    .unwrap();
+    let body = report(&ran);
+    assert_eq!(body["result"], true, "{body}");
+    let id = body["activity_id"].as_str().unwrap().to_owned();
+
+    let profile = tempfile::tempdir().unwrap();
+    let driver = Driver::start(profile.path()).await;
+    driver
+        .post(
+            "/url",
+            json!({"url": format!("{}/#key={}", proxy.base(), proxy.api_key())}),
+        )
+        .await;
+    driver
+        .wait_for(
+            "return document.querySelector('#upstreams tbody').innerText",
+            |t| t.as_str().is_some_and(|t| t.contains("fx")),
+        )
+        .await;
+    driver
+        .script(&format!("showDetail('{id}'); return true"))
+        .await;
+    let tree = driver
+        .wait_for(
+            "return document.getElementById('detail-calls').textContent",
+            |t| t.as_str().is_some_and(|t| t.contains("Inner calls:")),
+        )
+        .await;
+    let tree = tree.as_str().unwrap();
+    assert_eq!(tree.matches("fx:echo success").count(), 2, "{tree}");
+    assert!(tree.contains("├─ ") && tree.contains("└─ "), "{tree}");
+}
