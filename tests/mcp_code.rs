@@ -431,3 +431,45 @@ async fn the_page_shows_an_executions_inner_calls_as_a_tree() {
     assert_eq!(tree.matches("fx:echo success").count(), 2, "{tree}");
     assert!(tree.contains("├─ ") && tree.contains("└─ "), "{tree}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_scripts_calls_to_a_quarantined_server_are_held_and_never_sent() {
+    use crate::support::mcp::{call_log_lines, stdio_fixture};
+    let held_log = tempfile::NamedTempFile::new().unwrap();
+    let open_log = tempfile::NamedTempFile::new().unwrap();
+    let mut held = stdio_fixture("held", held_log.path());
+    held["quarantined"] = json!(true);
+    let mut config = config_with(vec![held, stdio_fixture("open", open_log.path())]);
+    config["code_execution"] = json!({"enabled": true, "timeout_ms": 120_000});
+    let proxy = Proxy::start(&config, &[]);
+    let client = connect(&proxy.url).await;
+    let ran = call(
+        &client,
+        "code_execution",
+        json!({"code": "return [call_tool('held:echo', {text: 'x'}), \
+                                call_tool('open:echo', {text: 'y'}).ok];"}),
+    )
+    .await
+    .unwrap();
+    let body = report(&ran);
+    assert_eq!(body["result"][0]["ok"], false, "{body}");
+    assert!(
+        body["result"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("quarantined"),
+        "{body}"
+    );
+    assert_eq!(body["result"][1], true, "{body}");
+    assert!(call_log_lines(held_log.path()).is_empty());
+    assert_eq!(call_log_lines(open_log.path()).len(), 1);
+    let all = records(&proxy).await;
+    let execution = all
+        .iter()
+        .find(|r| r["id"] == body["activity_id"])
+        .expect("the execution's record");
+    assert_eq!(
+        execution["details"]["outcomes"],
+        json!({"held": 1, "success": 1})
+    );
+}
