@@ -472,4 +472,24 @@ async fn a_scripts_calls_to_a_quarantined_server_are_held_and_never_sent() {
         execution["details"]["outcomes"],
         json!({"held": 1, "success": 1})
     );
+
+    // options.allowed_servers narrows what a script reaches; a bad name never becomes a call.
+    let narrowed = call(
+        &client,
+        "code_execution",
+        json!({
+            "code": "return [call_tool('open:echo', {text: 'z'}), call_tool('nocolon', {})];",
+            "options": {"allowed_servers": ["held"]},
+        }),
+    )
+    .await
+    .unwrap();
+    let body = report(&narrowed);
+    assert_eq!(
+        body["result"][0]["error"],
+        "server 'open' is not in this script's options.allowed_servers (held)",
+        "{body}"
+    );
+    assert_eq!(body["result"][1]["ok"], false, "{body}");
+    assert_eq!(call_log_lines(open_log.path()).len(), 1);
 }
