@@ -492,4 +492,32 @@ async fn a_scripts_calls_to_a_quarantined_server_are_held_and_never_sent() {
     );
     assert_eq!(body["result"][1]["ok"], false, "{body}");
     assert_eq!(call_log_lines(open_log.path()).len(), 1);
+
+    // A tool's own error comes back as {ok: false} with its text.
+    let failed = call(
+        &client,
+        "code_execution",
+        json!({"code": "return call_tool('open:fail', {});"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        report(&failed)["result"],
+        json!({"ok": false, "error": "open:fail reported an error: fixture failure"})
+    );
+
+    // The deadline also ends a script that waits on a slow tool.
+    let waited = call(
+        &client,
+        "code_execution",
+        json!({
+            "code": "return call_tool('open:slow', {ms: 600000});",
+            "options": {"timeout_ms": 500},
+        }),
+    )
+    .await
+    .unwrap();
+    let body = report(&waited);
+    assert_eq!(body["ended"], "timed_out", "{body}");
+    assert_eq!(body["tool_calls"], 1, "{body}");
 }
