@@ -265,6 +265,23 @@ async fn scripts_orchestrate_real_servers_within_the_policy_and_their_limits() {
         .expect("the refused write has its record");
     assert_eq!(blocked["status"], "blocked");
     assert!(blocked["parent_id"].is_string());
+    // Under a write ceiling, a read-only tool is still called as a read; a tool that writes
+    // as a write, with the script's reason.
+    let read_graph = all
+        .iter()
+        .find(|r| r["tool_name"] == "read_graph")
+        .expect("read_graph's record");
+    assert_eq!(read_graph["tool_variant"], "call_tool_read", "{read_graph}");
+    assert_eq!(read_graph["verdict"]["decision"], "allow", "{read_graph}");
+    let create = all
+        .iter()
+        .find(|r| r["tool_name"] == "create_entities")
+        .expect("create_entities' record");
+    assert_eq!(create["tool_variant"], "call_tool_write", "{create}");
+    assert_eq!(
+        create["intent"]["reason"], "remember the project",
+        "{create}"
+    );
     // Every inner call has a parent, and every parent is an execution.
     let executions: Vec<&Value> = all
         .iter()

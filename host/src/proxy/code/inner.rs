@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::super::{CallContext, CallInput, CallReport, Ending, Proxy, split_name};
 use mcpproxy_activity::new_id;
 use mcpproxy_plugin_host::{ScriptHost, ScriptStop};
-use mcpproxy_policy::{Intent, OperationType};
+use mcpproxy_policy::{Intent, OperationType, call_with};
 
 /// The longest error message handed to a script (a held server's analysis can be long).
 const MAX_ERROR_BYTES: usize = 4096;
@@ -51,6 +51,25 @@ pub(crate) struct InnerCalls {
 impl InnerCalls {
     fn tally(&self) -> std::sync::MutexGuard<'_, Tally> {
         mcpproxy_policy::lock(&self.tally)
+    }
+
+    /// The variant of an inner call: the one the tool's effective annotations call for (as
+    /// `retrieve_tools`' `call_with` says), capped at the execution's ceiling. A tool that
+    /// needs more than the ceiling is called as the ceiling, and the policy refuses it as it
+    /// refuses that direct call; one that needs less is not called with more than it needs
+    /// (which the policy would only warn about).
+    fn variant_for(&self, server: &str, tool: &str) -> OperationType {
+        let needed = self
+            .proxy
+            .upstreams()
+            .get(server)
+            .and_then(|upstream| upstream.tool(tool))
+            .and_then(|tool| self.proxy.pipeline.annotate(&tool).ok())
+            .map(|effective| call_with(effective.annotations.as_ref()));
+        match needed {
+            Some(needed) if rank(needed) < rank(self.ceiling) => needed,
+            _ => self.ceiling,
+        }
     }
 
     fn invalid(&self, message: String) -> Result<Result<String, String>, ScriptStop> {
@@ -105,12 +124,16 @@ impl ScriptHost for InnerCalls {
             }
         };
         let remaining = deadline.saturating_duration_since(Instant::now());
+        let variant = self.variant_for(server, tool);
         let input = CallInput {
-            variant: self.ceiling,
+            variant,
             server: server.to_owned(),
             tool: tool.to_owned(),
             args,
-            intent: Some(self.intent.clone()),
+            intent: Some(Intent {
+                operation_type: Some(variant),
+                ..self.intent.clone()
+            }),
         };
         let mut context = self.context.clone();
         context.timeout = Some(remaining);
@@ -129,7 +152,7 @@ impl ScriptHost for InnerCalls {
                 "{tool_name} did not answer before the script's deadline"
             )));
         };
-        let report = CallReport::new(tool_name, self.ceiling, arguments, &outcome);
+        let report = CallReport::new(tool_name, variant, arguments, &outcome);
         *self
             .tally()
             .outcomes
@@ -184,6 +207,14 @@ fn cut(mut text: String) -> String {
         text.push('…');
     }
     text
+}
+
+/// Read < write < destructive.
+fn rank(variant: OperationType) -> usize {
+    OperationType::ALL
+        .iter()
+        .position(|v| *v == variant)
+        .unwrap_or(OperationType::ALL.len())
 }
 
 /// The wire name of an ending (`success`, `tool_error`, `blocked`, ...).
