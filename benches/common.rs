@@ -110,5 +110,6 @@ pub(crate) fn record(rng: &mut Rng, ms: u64, id: String) -> ActivityRecord {
         details: None,
         guards: Vec::new(),
         summarised: false,
+        parent_id: None,
     }
 }

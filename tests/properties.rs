@@ -213,6 +213,7 @@ fn record_value(key: &'static str) -> BoxedStrategy<Value> {
             "completion",
             "subscription",
             "server_change",
+            "code_execution",
         ]),
         "source" => one_of(&["mcp", "cli", "api", "upstream", "proxy", "config_file"]),
         "status" => one_of(&["pending", "success", "error", "blocked"]),

@@ -37,6 +37,9 @@ mod journal_hardening;
 /// through the API, the CLI and a sink.
 mod journal_records;
 
+/// `code_execution`: scripts in the WebAssembly runtime calling real servers through the
+/// policy, their limits and their records.
+mod mcp_code;
 /// The MCP conformance suite against the conformance fixture, directly and through the
 /// direct endpoint `/mcp/servers/NAME`.
 mod mcp_conformance;

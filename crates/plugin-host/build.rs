@@ -19,6 +19,7 @@ const EMBEDDED: &[&str] = &[
     "tool_scanner",
     "secret_redactor",
     "injection_marker",
+    "code_runtime",
 ];
 
 fn main() {
@@ -41,6 +42,7 @@ fn main() {
         "http-sink",
         "secret-redactor",
         "injection-marker",
+        "code-runtime",
         "fixtures",
     ] {
         println!(

@@ -247,7 +247,13 @@ impl Runtime {
             Proxy::new(Arc::new(pipeline), upstreams, index, journal, activity)
                 .with_scanner(scanner.clone().map(|s| s as Arc<dyn ToolScanner>))
                 .with_metrics(metrics)
-                .with_guards(mcpproxy_policy::Guards::new(plugin::result_guards(&guards))),
+                .with_guards(mcpproxy_policy::Guards::new(plugin::result_guards(&guards)))
+                .with_code_execution(config.code_execution.enabled.then(|| {
+                    crate::proxy::CodeExecutor::start(
+                        config.code_execution,
+                        Some(data_dir.join("cache").join("plugins")),
+                    )
+                })),
         );
         if let Some(changes) = changes {
             proxy.record_tool_changes(changes);

@@ -33,6 +33,11 @@ impl TestCommand {
         self
     }
 
+    pub(crate) fn arg_path(mut self, path: &Path) -> Self {
+        self.cmd.arg(path);
+        self
+    }
+
     pub(crate) fn env(mut self, key: &str, value: &str) -> Self {
         self.cmd.env(key, value);
         self

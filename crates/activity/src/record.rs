@@ -60,6 +60,10 @@ pub enum RecordType {
     /// config file), or found changed at start: `tool_name` is the operation, `details` who
     /// made it, what changed in its launch spec (secrets masked) and where it stands now.
     ServerChange,
+    /// A `code_execution` script: `arguments` hold its code (capped and redacted) and input,
+    /// `details` how it ended, its inner calls' outcomes and their ids. Each inner call is a
+    /// `tool_call` record of its own whose `parent_id` is this record's id.
+    CodeExecution,
 }
 
 impl RecordType {
@@ -77,11 +81,12 @@ impl RecordType {
             Self::Completion => "completion",
             Self::Subscription => "subscription",
             Self::ServerChange => "server_change",
+            Self::CodeExecution => "code_execution",
         }
     }
 
     /// Every type, in declaration order: what filters accept.
-    pub const ALL: [RecordType; 11] = [
+    pub const ALL: [RecordType; 12] = [
         Self::ToolCall,
         Self::PolicyDecision,
         Self::ToolChange,
@@ -93,6 +98,7 @@ impl RecordType {
         Self::Completion,
         Self::Subscription,
         Self::ServerChange,
+        Self::CodeExecution,
     ];
 
     /// The wire names of [`RecordType::ALL`].
@@ -263,6 +269,11 @@ pub struct ActivityRecord {
     /// become a store of the secrets it redacted). Absent when no guard acted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub guards: Vec<GuardReport>,
+    /// The record this one belongs to: an inner call of a `code_execution` names the
+    /// execution's record. Absent on records of their own (and on every record written
+    /// before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_id: Option<String>,
 }
 
 impl ActivityRecord {

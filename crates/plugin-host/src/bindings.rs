@@ -99,3 +99,13 @@ pub(crate) const NDJSON_SINK_EXPORT: &str = "mcpproxy:plugin/ndjson-sink@0.1.0";
 pub(crate) const SCANNER_EXPORT: &str = "mcpproxy:plugin/scanner@0.1.0";
 pub(crate) const RESULT_GUARD_EXPORT: &str = "mcpproxy:plugin/result-guard@0.1.0";
 pub(crate) const METADATA_EXPORT: &str = "mcpproxy:plugin/metadata@0.1.0";
+
+/// The `code-runtime` world (`wit/code.wit`): the JavaScript engine of `code_execution`.
+/// `call-tool` may trap: that is how the proxy stops a script (its call limit, say).
+pub(crate) mod code_world {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "code-runtime",
+        imports: { "mcpproxy:plugin/code-host.call-tool": trappable },
+    });
+}

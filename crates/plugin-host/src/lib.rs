@@ -15,7 +15,8 @@
 //! `warm_pool` (reused instances), `host` (the imports a plugin gets), `wasi` (the empty
 //! WASI of validators, annotators and scanners), `limits`
 //! (enforcement), `suite` (conformance suites for `plugins check`), `cases` (an author's own
-//! cases for `plugins check --cases`), `template` (`plugins wit` and `plugins new`).
+//! cases for `plugins check --cases`), `template` (`plugins wit` and `plugins new`),
+//! `script` (the JavaScript runtime of `code_execution`).
 
 mod bindings;
 pub mod cases;
@@ -30,6 +31,7 @@ mod identity;
 mod limits;
 mod loader;
 mod memory;
+mod script;
 mod sink;
 mod slots;
 mod stages;
@@ -45,4 +47,5 @@ pub use limits::{Bytes, MemoryCapExceeded};
 pub use loader::{Plugin, PluginSet, PluginSettings};
 pub use mcpproxy_policy::Limits;
 pub use memory::{limit_arenas as limit_malloc_arenas, release_freed as release_freed_memory};
+pub use script::{ScriptEnd, ScriptHost, ScriptLimits, ScriptRun, ScriptRuntime, ScriptStop};
 pub use stages::{annotators, result_guards, validators};

@@ -19,6 +19,7 @@ pub const WIT: &[(&str, &str)] = &[
     ("annotator.wit", include_str!("../../../wit/annotator.wit")),
     ("scanner.wit", include_str!("../../../wit/scanner.wit")),
     ("sink.wit", include_str!("../../../wit/sink.wit")),
+    ("code.wit", include_str!("../../../wit/code.wit")),
     (
         "result-guard.wit",
         include_str!("../../../wit/result-guard.wit"),

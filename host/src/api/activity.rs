@@ -441,6 +441,7 @@ mod budget_tests {
             "completion",
             "subscription",
             "server_change",
+            "code_execution",
         ] {
             let query = HashMap::from([("type".to_owned(), name.to_owned())]);
             let (filter, _, _) = parse_query(&query).unwrap();
@@ -451,7 +452,7 @@ mod budget_tests {
         assert!(
             error
                 .message
-                .ends_with("prompt_get, completion, subscription, server_change"),
+                .ends_with("prompt_get, completion, subscription, server_change, code_execution"),
             "{}",
             error.message
         );

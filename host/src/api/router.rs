@@ -44,6 +44,7 @@ pub(crate) fn router(state: ApiState) -> Router {
         .route("/tools", get(super::tools::list))
         .route("/tools/search", get(super::tools::search))
         .route("/tools/call", post(super::tools::call))
+        .route("/code/run", post(super::code::run))
         .route(
             "/upstreams",
             get(super::upstreams::list).post(super::upstreams::add),

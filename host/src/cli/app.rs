@@ -54,6 +54,9 @@ enum Command {
     /// approve them (quarantine, tools changed since approval).
     #[command(subcommand)]
     Upstream(super::upstream::UpstreamCommand),
+    /// Run a code_execution script (JavaScript) through the running mcpproxy.
+    #[command(subcommand)]
+    Code(super::code::CodeCommand),
 }
 
 /// Global options every command can read.
@@ -107,6 +110,7 @@ pub fn run() -> ExitCode {
         Command::Call(cmd) => cmd.run(&globals),
         Command::Tools(cmd) => cmd.run(&globals),
         Command::Upstream(cmd) => cmd.run(&globals),
+        Command::Code(cmd) => cmd.run(&globals),
     };
     match result {
         Ok(code) => code,

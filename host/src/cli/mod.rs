@@ -5,6 +5,7 @@ mod activity;
 mod api_key;
 mod app;
 mod call;
+mod code;
 mod output;
 mod plugins;
 mod remote;

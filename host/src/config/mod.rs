@@ -36,8 +36,9 @@ pub(crate) use mcpproxy_activity::Retention as RetentionConfig;
 pub(crate) use mcpproxy_policy::Limits as LimitsConfig;
 pub use model::Config;
 pub(crate) use model::{
-    ActivityConfig, Error, HttpConfig, IntentConfig, Isolation, ManagementConfig, OtlpConfig,
-    PluginsConfig, ServerConfig, TelemetryConfig, Transport, UpstreamConfig,
+    ActivityConfig, CodeExecutionConfig, Error, HttpConfig, IntentConfig, Isolation,
+    ManagementConfig, OtlpConfig, PluginsConfig, ServerConfig, TelemetryConfig, Transport,
+    UpstreamConfig,
 };
 pub(crate) use model::{
     DEFAULT_ASYNC_FLUSH, Loaded, MAX_TOOL_CALL_TIMEOUT_MS, Result, default_path, is_secret_text,

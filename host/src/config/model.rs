@@ -108,6 +108,8 @@ pub struct Config {
     /// `isolation`: the default sandbox of every stdio server (each server's own
     /// `isolation` keys win; the resolved settings are in [`ServerConfig::isolation`]).
     pub isolation: Isolation,
+    /// `code_execution`: the `code_execution` tool (off by default) and its limits.
+    pub code_execution: CodeExecutionConfig,
 }
 
 impl Default for Config {
@@ -128,6 +130,7 @@ impl Default for Config {
             telemetry: TelemetryConfig::default(),
             management: ManagementConfig::default(),
             isolation: Isolation::default(),
+            code_execution: CodeExecutionConfig::default(),
         }
     }
 }
@@ -149,6 +152,7 @@ impl fmt::Debug for Config {
             .field("http", &self.http)
             .field("telemetry", &self.telemetry)
             .field("management", &self.management)
+            .field("code_execution", &self.code_execution)
             .finish()
     }
 }
@@ -583,6 +587,46 @@ impl Default for ManagementConfig {
         Self {
             upstream_servers_tool: true,
             read_only: false,
+        }
+    }
+}
+
+/// `code_execution`: whether MCP clients get the `code_execution` tool, and the ceilings of
+/// what one script may use (a script's own `options` can only lower them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CodeExecutionConfig {
+    pub enabled: bool,
+    /// `timeout_ms`: the longest one script runs, its tool calls included.
+    pub timeout: Duration,
+    /// The most tool calls one script makes; the next one ends it.
+    pub max_tool_calls: u32,
+    /// `memory_mib`, in bytes: the most memory the JavaScript runtime of one script holds.
+    pub memory_bytes: usize,
+    /// Scripts that run at once; more wait for one to end.
+    pub max_concurrent: u32,
+}
+
+impl CodeExecutionConfig {
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+    pub const MAX_TIMEOUT_MS: u64 = 600_000;
+    pub const DEFAULT_MAX_TOOL_CALLS: u32 = 100;
+    pub const MAX_TOOL_CALLS: u64 = 10_000;
+    pub const DEFAULT_MEMORY_MIB: u64 = 64;
+    /// The runtime itself needs about 4 MiB; less could not start it.
+    pub const MIN_MEMORY_MIB: u64 = 8;
+    pub const MAX_MEMORY_MIB: u64 = 4096;
+    pub const DEFAULT_MAX_CONCURRENT: u32 = 4;
+    pub const MAX_CONCURRENT: u64 = 64;
+}
+
+impl Default for CodeExecutionConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            timeout: Self::DEFAULT_TIMEOUT,
+            max_tool_calls: Self::DEFAULT_MAX_TOOL_CALLS,
+            memory_bytes: mcpproxy_policy::mib_to_bytes(Self::DEFAULT_MEMORY_MIB),
+            max_concurrent: Self::DEFAULT_MAX_CONCURRENT,
         }
     }
 }

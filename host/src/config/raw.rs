@@ -34,6 +34,7 @@ pub(super) struct RawConfig {
     pub telemetry: Option<RawTelemetry>,
     pub management: Option<RawManagement>,
     pub isolation: Option<RawIsolation>,
+    pub code_execution: Option<RawCodeExecution>,
 }
 
 /// `mcpServers`: canonically a list; the Claude Desktop form maps names to servers.
@@ -210,6 +211,16 @@ pub(super) struct RawManagement {
     pub read_only: Option<bool>,
 }
 
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+pub(super) struct RawCodeExecution {
+    pub enabled: Option<bool>,
+    pub timeout_ms: Option<u64>,
+    pub max_tool_calls: Option<u64>,
+    pub memory_mib: Option<u64>,
+    pub max_concurrent: Option<u64>,
+}
+
 /// A struct derived with `remote = "Self"`: its derived deserializer is an inherent function.
 trait Derived<'de>: Sized {
     fn derived<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error>;
@@ -261,6 +272,7 @@ object_only!(
     RawTelemetry,
     RawManagement,
     RawIsolation,
+    RawCodeExecution,
 );
 
 /// Why the text could not be read as a [`RawConfig`].

@@ -15,6 +15,7 @@
 //! own results pass through unchanged. Protocol misuse (an unknown tool) is a JSON-RPC error.
 
 mod client_session;
+mod code_tool;
 mod direct;
 pub(crate) mod http;
 mod json_reply;

@@ -272,6 +272,8 @@ impl ProxyServer {
             request_id: Some(context.id.to_string()),
             client: client_record(context),
             origin: Some(self.origin(context)),
+            parent_id: None,
+            record_id: None,
         }
     }
 }
@@ -363,9 +365,11 @@ impl ServerHandler for ProxyServer {
         if let Some(server) = &self.fixed_server {
             return self.direct_list_tools(server).await;
         }
-        Ok(ListToolsResult::with_all_items(builtin_tools_with(
-            self.manager.is_some(),
-        )))
+        let mut tools = builtin_tools_with(self.manager.is_some());
+        if self.proxy.code_execution().is_some() {
+            tools.push(super::tools::code_execution_tool());
+        }
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn call_tool(
@@ -404,6 +408,10 @@ impl ServerHandler for ProxyServer {
                 ),
                 None,
             )),
+            super::tools::CODE_EXECUTION => {
+                let call = self.call_context(&context);
+                super::code_tool::code_execution(&self.proxy, &arguments, call).await
+            }
             super::tools::LEGACY_CALL_TOOL => {
                 Err(ErrorData::invalid_params(LEGACY_CALL_TOOL_MESSAGE, None))
             }

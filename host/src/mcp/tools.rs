@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 use mcpproxy_policy::{DATA_SENSITIVITIES, OperationType};
 
 pub(super) const RETRIEVE_TOOLS: &str = "retrieve_tools";
+pub(super) const CODE_EXECUTION: &str = "code_execution";
 pub(super) const UPSTREAM_SERVERS: &str = "upstream_servers";
 /// The removed legacy tool; calling it gets a message naming the replacements.
 pub(super) const LEGACY_CALL_TOOL: &str = "call_tool";
@@ -143,4 +144,46 @@ fn call_variant_tool(variant: OperationType) -> Tool {
         })),
     )
     .annotate(annotations)
+}
+
+/// `code_execution`, offered when the config enables it. Annotated as able to change things
+/// (a script with a write or destructive ceiling can), so IDEs ask before each run.
+pub(super) fn code_execution_tool() -> Tool {
+    Tool::new(
+        CODE_EXECUTION,
+        "Execute JavaScript code to orchestrate multiple tools in one step, keeping intermediate results out of the conversation. `code` is a function body whose `return` value (JSON-serialisable) is the result; the global `input` holds the `input` parameter. In the script, call_tool(\"server:tool\", args) returns {ok: true, result} (result is the tool's MCP result: content, structuredContent) or {ok: false, error}, synchronously; console.log lines come back with the result. Every call passes the proxy's policy with intent.operation_type as its ceiling (default read: write and destructive tools are refused). No files, network or timers: only call_tool.",
+        schema(json!({
+            "type": "object",
+            "properties": {
+                "code": {"type": "string", "description": "A JavaScript function body, e.g. \"const r = call_tool('fs:read_file', {path: input.path}); return r.ok ? r.result.content[0].text.length : r.error;\""},
+                "input": {"description": "Any JSON value: the script's global `input`"},
+                "intent": {
+                    "type": "object",
+                    "description": "The ceiling of every call the script makes, and what the audit trail records",
+                    "properties": {
+                        "operation_type": {"type": "string", "enum": ["read", "write", "destructive"], "default": "read"},
+                        "data_sensitivity": {"type": "string", "enum": DATA_SENSITIVITIES},
+                        "reason": {"type": "string", "maxLength": 1000}
+                    }
+                },
+                "options": {
+                    "type": "object",
+                    "description": "Limits of this run; each is capped by the proxy's configuration",
+                    "properties": {
+                        "timeout_ms": {"type": "integer", "minimum": 1},
+                        "max_tool_calls": {"type": "integer", "minimum": 0},
+                        "allowed_servers": {"type": "array", "items": {"type": "string"}, "description": "Only these servers may be called"}
+                    }
+                }
+            },
+            "required": ["code"]
+        })),
+    )
+    .annotate(
+        ToolAnnotations::new()
+            .read_only(false)
+            .destructive(true)
+            .idempotent(false)
+            .open_world(true),
+    )
 }

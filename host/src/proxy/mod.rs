@@ -3,6 +3,7 @@
 //! tool index with each hit's effective annotations and `call_with` advice.
 
 mod catalog;
+mod code;
 mod direct;
 mod forwarded;
 mod guard;
@@ -16,6 +17,7 @@ mod skills;
 mod tasks;
 
 pub(crate) use catalog::{CatalogError, Scope, SubscriptionMethod};
+pub(crate) use code::{CodeExecutor, CodeReport, parse_code_request};
 pub(crate) use record::ActivitySettings;
 pub(crate) use report::{CallReport, Ending};
 pub(crate) use request::CallInput;

@@ -23,7 +23,7 @@ pub(crate) struct ActivitySettings {
 impl ActivitySettings {
     /// The record of a call as it arrives: who, what, with which arguments and intent.
     pub(super) fn draft(&self, input: &CallInput, context: &CallContext) -> ActivityRecord {
-        let (id, ms) = new_id();
+        let (id, ms) = context.record_id.clone().unwrap_or_else(new_id);
         let (arguments, arguments_truncated) = cap_arguments(
             &serde_json::Value::Object(input.args.clone()),
             self.max_argument_bytes,
@@ -61,6 +61,7 @@ impl ActivitySettings {
             details: None,
             summarised: false,
             guards: Vec::new(),
+            parent_id: context.parent_id.clone(),
         }
     }
 }

@@ -32,6 +32,11 @@ pub(crate) struct CallContext {
     /// The MCP client request the call came from, when it came over MCP: what the upstream
     /// sends about the call (progress, questions for the user) goes back there.
     pub origin: Option<CallOrigin>,
+    /// The record this call belongs to (a `code_execution`'s, for its inner calls).
+    pub parent_id: Option<String>,
+    /// The id (and its milliseconds) the call's record takes, when the caller must know it
+    /// before the call is made (a `code_execution` lists its inner calls' records).
+    pub record_id: Option<(String, u64)>,
 }
 
 impl CallContext {
@@ -44,6 +49,8 @@ impl CallContext {
             request_id: None,
             client: None,
             origin: None,
+            parent_id: None,
+            record_id: None,
         }
     }
 }
@@ -149,6 +156,8 @@ pub(crate) struct Proxy {
     pub(super) tasks: super::tasks::TaskRoutes,
     /// The result guards every upstream answer goes through.
     pub(super) guards: Arc<mcpproxy_policy::Guards>,
+    /// The `code_execution` tool, when the config enables it.
+    pub(super) code: Option<Arc<super::CodeExecutor>>,
 }
 
 impl Proxy {
@@ -175,12 +184,19 @@ impl Proxy {
             metrics: Arc::default(),
             tasks: super::tasks::TaskRoutes::default(),
             guards: Arc::default(),
+            code: None,
         }
     }
 
     /// Counts calls, policy time and plugin faults into `metrics`.
     pub(crate) fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
         self.metrics = metrics;
+        self
+    }
+
+    /// Offers the `code_execution` tool (see `code`).
+    pub(crate) fn with_code_execution(mut self, code: Option<Arc<super::CodeExecutor>>) -> Self {
+        self.code = code;
         self
     }
 

@@ -51,6 +51,7 @@ fn full_record() -> ActivityRecord {
         details: None,
         summarised: false,
         guards: Vec::new(),
+        parent_id: None,
     }
 }
 
@@ -157,6 +158,7 @@ fn every_record_type_round_trips_by_its_wire_name() {
         RecordType::Completion => 8,
         RecordType::Subscription => 9,
         RecordType::ServerChange => 10,
+        RecordType::CodeExecution => 11,
     };
     for (i, t) in RecordType::ALL.into_iter().enumerate() {
         assert_eq!(position(t), i, "{t:?} out of place in RecordType::ALL");
@@ -171,7 +173,13 @@ fn every_record_type_round_trips_by_its_wire_name() {
     }
     assert_eq!(
         RecordType::names().collect::<Vec<_>>()[7..],
-        ["prompt_get", "completion", "subscription", "server_change"]
+        [
+            "prompt_get",
+            "completion",
+            "subscription",
+            "server_change",
+            "code_execution"
+        ]
     );
     assert_eq!(RecordType::parse("prompt"), None);
     // A record of each new type reads back whole, its details included.

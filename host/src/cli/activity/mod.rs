@@ -9,7 +9,7 @@
 //! - [`record`]: a record as the commands read it, once, from the server's JSON or the journal;
 //! - [`render`]: the labels every record view uses (intent, status, reason);
 //! - one module per subcommand: [`list`], [`show`], [`export`], [`stats`], [`watch`],
-//!   [`sinks`], [`repair`].
+//!   [`sinks`], [`repair`]; [`tree`], a `code_execution`'s inner calls under it in `show`.
 
 mod command;
 mod export;
@@ -22,6 +22,7 @@ mod show;
 mod sinks;
 mod stats;
 mod store;
+mod tree;
 mod watch;
 
 pub(super) use command::ActivityCommand;

@@ -56,6 +56,7 @@ impl ShowCommand {
             }
         };
         print_record(&shown);
+        super::tree::print_inner_calls(&store, &shown.record).await?;
         Ok(ExitCode::SUCCESS)
     }
 }
@@ -166,6 +167,12 @@ fn print_record(shown: &ShownRecord) {
         text(record.session_id.as_deref()),
         text(record.request_id.as_deref())
     );
+    if let Some(parent) = &record.parent_id {
+        println!(
+            "Parent:      {} (`mcpproxy activity show` it)",
+            quote(parent)
+        );
+    }
     if let Some(client) = &record.client {
         println!(
             "Client:      {} {}",

@@ -242,6 +242,9 @@ fn build(raw: RawConfig, ctx: &Context<'_>) -> Result<Config> {
             read_only: management.read_only.unwrap_or(default.read_only),
         };
     }
+    if let Some(code) = raw.code_execution {
+        config.code_execution = super::code_execution::code_execution_from(code, ctx)?;
+    }
     Ok(config)
 }
 

@@ -6,6 +6,7 @@
 
 mod activity;
 mod build;
+mod code_execution;
 mod isolation;
 mod plugins;
 mod servers;

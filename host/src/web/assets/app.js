@@ -280,6 +280,7 @@ async function showDetail(id) {
   try {
     const record = await api("/activity/" + encodeURIComponent(id));
     $("detail-id").textContent = id;
+    $("detail-calls").textContent = await innerCalls(record);
     $("detail-json").textContent = JSON.stringify(record, null, 2);
     $("detail").hidden = false;
     $("detail").scrollIntoView();
@@ -287,6 +288,26 @@ async function showDetail(id) {
     $("detail-json").textContent = error.message;
     $("detail").hidden = false;
   }
+}
+
+// A code_execution's inner calls as a tree (their ids are in details.calls), or the
+// execution an inner call belongs to. Text only: every field may come from a caller.
+async function innerCalls(record) {
+  if (record.parent_id) return "Inner call of code execution " + record.parent_id;
+  const ids = record.details && Array.isArray(record.details.calls) ? record.details.calls : [];
+  const lines = [];
+  for (let i = 0; i < ids.length; i++) {
+    const branch = i + 1 === ids.length ? "\u2514\u2500 " : "\u251c\u2500 ";
+    try {
+      const call = await api("/activity/" + encodeURIComponent(ids[i]));
+      const reason = reasonOf(call);
+      lines.push(branch + call.server_name + ":" + call.tool_name + " " + call.status
+        + " " + call.duration_ms + " ms" + (reason ? ": " + reason : ""));
+    } catch (error) {
+      lines.push(branch + ids[i] + " (no record)");
+    }
+  }
+  return lines.length ? "Inner calls:\n" + lines.join("\n") : "";
 }
 
 // The banner shown while the activity journal cannot write (calls are refused meanwhile).
