@@ -52,12 +52,16 @@ fn fs_and_memory(root: &Path, memory_file: &Path) -> Value {
             "name": "fs",
             "command": "npx",
             "args": ["--prefix", npm_dir(), "--no-install", "mcp-server-filesystem", root],
+            // The directory it serves, granted to its sandbox.
+            "isolation": {"write": [root]},
         }),
         json!({
             "name": "memory",
             "command": "npx",
             "args": ["--prefix", npm_dir(), "--no-install", "mcp-server-memory"],
             "env": {"MEMORY_FILE_PATH": memory_file},
+            // Its file, in a directory its sandbox may write.
+            "isolation": {"write": [memory_file.parent().unwrap()]},
         }),
     ]);
     config["code_execution"] = json!({"enabled": true, "memory_mib": 32, "timeout_ms": 120_000});
@@ -322,6 +326,7 @@ async fn code_run_goes_through_the_running_proxy_and_activity_show_draws_the_tre
         "name": "fs",
         "command": "npx",
         "args": ["--prefix", npm_dir(), "--no-install", "mcp-server-filesystem", root_path],
+        "isolation": {"write": [root_path]},
     })]);
     config["code_execution"] = json!({"enabled": true, "timeout_ms": 120_000});
     let proxy = Proxy::start(&config, &[]);

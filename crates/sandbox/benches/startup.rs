@@ -112,6 +112,11 @@ fn startup(c: &mut Criterion) {
         group.bench_function("rust-fixture-initialize/sandboxed", |b| {
             b.iter(|| run(&fixture, &none, Some(&default), true))
         });
+        let mut all = default.clone();
+        all.network = Network::All;
+        group.bench_function("rust-fixture-initialize/sandboxed-network-all", |b| {
+            b.iter(|| run(&fixture, &none, Some(&all), true))
+        });
     } else {
         eprintln!("skipped the fixture: build it with cargo build --release -p mcp-fixture");
     }
