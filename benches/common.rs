@@ -109,5 +109,6 @@ pub(crate) fn record(rng: &mut Rng, ms: u64, id: String) -> ActivityRecord {
         dry_run: false,
         details: None,
         summarised: false,
+        guards: Vec::new(),
     }
 }
