@@ -354,7 +354,7 @@ fn detection_rate_on_the_labelled_set() {
     let mut missed = Vec::new();
     for (secret, kind) in labelled_secrets() {
         let wrappers = [
-            format!("{secret}"),
+            secret.clone(),
             format!("TOKEN_VALUE={secret}\n"),
             format!("{{\"value\": \"{}\"}}", secret.replace('\n', "\\n")),
             format!("2026-11-26 INFO using credential {secret} for upload"),
