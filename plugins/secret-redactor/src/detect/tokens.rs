@@ -17,13 +17,13 @@ pub(super) fn find(text: &str, found: &mut Vec<Found>) {
     let bytes = text.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
-        let b = bytes[i];
         // Only the start of a run of token characters can start a token.
-        if !is_token_byte(b) || (i > 0 && is_token_byte(bytes[i - 1])) {
+        if !TOKEN[usize::from(bytes[i])] {
             i += 1;
             continue;
         }
-        let end = run_end(bytes, i, is_token_byte);
+        let b = bytes[i];
+        let end = run_end(bytes, i, |b| TOKEN[usize::from(b)]);
         let token = &bytes[i..end];
         if let Some(kind) = classify(token) {
             found.push(Found {
@@ -65,6 +65,17 @@ pub(super) fn find(text: &str, found: &mut Vec<Found>) {
         i = end;
     }
 }
+
+/// [`is_token_byte`] as a table: the scan's inner loop.
+static TOKEN: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = is_token_byte(b as u8);
+        b += 1;
+    }
+    table
+};
 
 fn run_end(bytes: &[u8], from: usize, keep: impl Fn(u8) -> bool) -> usize {
     bytes[from..]
