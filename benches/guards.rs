@@ -85,6 +85,34 @@ fn bench(c: &mut Criterion) {
             );
         }
     }
+    // The floor: a guard that passes everything (the `guard-trap` fixture, which looks at
+    // the text only for its trigger words), warm: the copy into the guest and the call.
+    let path = std::path::Path::new(env!("MCPPROXY_PLUGIN_ARTIFACTS")).join("guard_trap.wasm");
+    let bytes = std::fs::read(&path).expect("the guard-trap fixture is built");
+    let mut pass = mcpproxy_plugin_host::Plugin::load(
+        &engine,
+        &bytes,
+        mcpproxy_plugin_host::PluginSource::File(path),
+        mcpproxy_plugin_host::Limits::default(),
+    )
+    .expect("guard-trap loads");
+    pass.configure(&PluginSettings {
+        limits: mcpproxy_plugin_host::Limits {
+            reuse_instance: true,
+            ..Default::default()
+        },
+        reuse_chosen: true,
+        ..PluginSettings::default()
+    });
+    let pass = Guards::new(result_guards(&[std::sync::Arc::new(pass)]));
+    for (label, size) in [("10KB", 10 * 1024), ("1MB", 1024 * 1024)] {
+        let items = vec![GuardItem::text(ordinary(size))];
+        group.bench_with_input(
+            BenchmarkId::new("pass-through (floor)", label),
+            &items,
+            |b, items| b.iter(|| pass.run(&context, items.clone())),
+        );
+    }
     let items = vec![GuardItem::text(ordinary(10 * 1024))];
     assert!(both.run(&context, items.clone()).withheld.is_none());
     group.bench_with_input(

@@ -67,6 +67,11 @@ fn list_as_json_and_a_plugins_dir_that_replaces_an_embedded_plugin() {
             "test-allow-all"
         ]
     );
+    assert_eq!(list[6]["kind"], "result-guard");
+    assert_eq!(
+        list[7]["opt_in"], true,
+        "injection-marker is embedded but opt-in"
+    );
     assert_eq!(
         list[4]["opt_in"], true,
         "safety-routing is embedded but opt-in"

@@ -474,6 +474,37 @@ mod tests {
     }
 
     #[test]
+    fn result_guards_default_to_the_secret_redactor_and_are_checked_by_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config::from_json("{}", "t.json").unwrap();
+        let set = load_plugins(&config, dir.path(), None).unwrap();
+        let chosen = select(&set, PluginKind::ResultGuard, None, "plugins.guards").unwrap();
+        let names: Vec<&str> = chosen.iter().map(|p| p.name()).collect();
+        assert_eq!(names, ["secret-redactor"], "injection-marker is opt-in");
+        let named = ["injection-marker".to_owned()];
+        let chosen = select(
+            &set,
+            PluginKind::ResultGuard,
+            Some(&named),
+            "plugins.guards",
+        );
+        assert_eq!(chosen.unwrap()[0].name(), "injection-marker");
+        let wrong = ["intent-matrix".to_owned()];
+        let err = select(
+            &set,
+            PluginKind::ResultGuard,
+            Some(&wrong),
+            "plugins.guards",
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            err,
+            "plugins.guards names 'intent-matrix', which is a validator plugin, not a result guard"
+        );
+    }
+
+    #[test]
     fn the_stateless_embedded_plugins_reuse_instances_unless_the_config_says() {
         // By default: the embedded policy plugins keep nothing between calls, so reuse.
         assert!(

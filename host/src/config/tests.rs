@@ -712,3 +712,27 @@ fn isolation_paths_expand_home_and_resolve_against_the_file() {
         ]
     );
 }
+
+#[test]
+fn result_guards_are_listed_like_validators() {
+    assert_eq!(parse("{}").plugins.guards, None);
+    assert_eq!(
+        parse(r#"{"plugins": {"guards": []}}"#).plugins.guards,
+        Some(Vec::new())
+    );
+    assert_eq!(
+        parse(r#"{"plugins": {"guards": ["secret-redactor", "injection-marker"]}}"#)
+            .plugins
+            .guards
+            .as_deref(),
+        Some(&["secret-redactor".to_owned(), "injection-marker".to_owned()][..])
+    );
+    assert_eq!(
+        error(r#"{"plugins": {"guards": ["secret-redactor", "Marker"]}}"#),
+        "t.json: plugins.guards[1]: 'Marker' is not a valid plugin name: use 1 to 64 lowercase letters, digits and '-' (not first or last)"
+    );
+    assert_eq!(
+        error(r#"{"plugins": {"guards": ["a", "a"]}}"#),
+        "t.json: plugins.guards[1]: 'a' is already listed at plugins.guards[0]"
+    );
+}

@@ -48,7 +48,8 @@ impl GuardNote {
 /// A place in an answer that holds text a guard sees.
 enum Slot<'a> {
     Text(&'a mut String, ItemKind, Option<String>),
-    Structured(&'a mut Option<Value>),
+    /// `structuredContent`, and its JSON text as the guards were given it.
+    Structured(&'a mut Option<Value>, String),
 }
 
 impl Proxy {
@@ -135,7 +136,10 @@ impl Proxy {
     ) -> (CallToolResult, GuardNote) {
         let mut slots: Vec<Slot<'_>> = result.content.iter_mut().filter_map(content_slot).collect();
         if result.structured_content.is_some() {
-            slots.push(Slot::Structured(&mut result.structured_content));
+            slots.push(Slot::Structured(
+                &mut result.structured_content,
+                String::new(),
+            ));
         }
         match self.guard_slots(context, slots).await {
             Ok(note) => (result, note),
@@ -269,11 +273,15 @@ fn take_item(slot: &mut Slot<'_>) -> GuardItem {
             text: std::mem::take(*text),
             uri: uri.take(),
         },
-        Slot::Structured(value) => GuardItem {
-            kind: ItemKind::Structured,
-            text: value.as_ref().map(Value::to_string).unwrap_or_default(),
-            uri: None,
-        },
+        Slot::Structured(value, given) => {
+            let text = value.as_ref().map(Value::to_string).unwrap_or_default();
+            given.clone_from(&text);
+            GuardItem {
+                kind: ItemKind::Structured,
+                text,
+                uri: None,
+            }
+        }
     }
 }
 
@@ -290,12 +298,10 @@ fn put_back(slots: Vec<Slot<'_>>, guarded: Guarded) -> Result<GuardNote, GuardNo
         match slot {
             Slot::Text(text, _, _) if marks.is_empty() => *text = item.text,
             Slot::Text(text, _, _) => *text = wrap_marked(&item.text, &marks, &tag),
-            Slot::Structured(value) => {
+            Slot::Structured(value, given) => {
                 // Untouched unless a guard redacted inside it; a redaction that broke the
                 // JSON withholds the answer (fail closed). Marks apply to the text items.
-                if value.as_ref().is_some_and(|v| {
-                    serde_json::to_string(v).ok().as_deref() != Some(item.text.as_str())
-                }) {
+                if given != item.text {
                     match serde_json::from_str(&item.text) {
                         Ok(redacted) => *value = Some(redacted),
                         Err(e) => {

@@ -123,7 +123,7 @@ fn generic(kind: &str) -> bool {
 }
 
 /// Characters of the tokens the formats above are made of.
-pub(crate) fn is_token_byte(b: u8) -> bool {
+pub(crate) const fn is_token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
 }
 

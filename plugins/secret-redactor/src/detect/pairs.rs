@@ -42,13 +42,11 @@ const NOT_SECRET_KEYS: &[&str] = &["pagetoken", "synctoken", "continuationtoken"
 
 pub(super) fn find(text: &str, found: &mut Vec<Found>) {
     let bytes = text.as_bytes();
-    for (i, &b) in bytes.iter().enumerate() {
-        match b {
-            b'=' | b':' => pair_at(bytes, i, found),
-            b'/' if bytes[i..].starts_with(b"//") && i > 0 && bytes[i - 1] == b':' => {
-                url_password(bytes, i + 2, found)
-            }
-            _ => {}
+    for i in memchr::memchr2_iter(b'=', b':', bytes) {
+        if bytes[i] == b':' && bytes[i + 1..].starts_with(b"//") {
+            url_password(bytes, i + 3, found);
+        } else {
+            pair_at(bytes, i, found);
         }
     }
 }
@@ -120,6 +118,15 @@ fn key_before(bytes: &[u8], sep: usize) -> Option<KeyKind> {
     if end > 0 && matches!(bytes[end - 1], b'"' | b'\'' | b'`') {
         end -= 1;
     }
+    // Every name looked for ends in one of these letters: most keys are ruled out here.
+    if end == 0
+        || !matches!(
+            bytes[end - 1].to_ascii_lowercase(),
+            b'd' | b'e' | b't' | b'n' | b'y' | b'l' | b's' | b'h'
+        )
+    {
+        return None;
+    }
     let mut start = end;
     while start > 0
         && end - start < MAX_KEY
@@ -131,28 +138,31 @@ fn key_before(bytes: &[u8], sep: usize) -> Option<KeyKind> {
     if start == end {
         return None;
     }
-    let mut key = [0u8; MAX_KEY];
-    let mut len = 0;
-    for &b in &bytes[start..end] {
-        if b.is_ascii_alphanumeric() {
-            key[len] = b.to_ascii_lowercase();
-            len += 1;
-        }
-    }
-    let key = &key[..len];
-    let ends = |suffixes: &[&str]| suffixes.iter().any(|s| key.ends_with(s.as_bytes()));
+    let key = &bytes[start..end];
+    let ends = |suffixes: &[&str]| suffixes.iter().any(|s| ends_with_name(key, s.as_bytes()));
     if ends(PASSWORD_KEYS) {
         return Some(KeyKind::Password);
     }
-    if key.ends_with(b"secretaccesskey")
-        || (key.windows(3).any(|w| w == b"aws") && key.ends_with(b"secretkey"))
+    if ends_with_name(key, b"secretaccesskey")
+        || (ends_with_name(key, b"secretkey")
+            && key.windows(3).any(|w| w.eq_ignore_ascii_case(b"aws")))
     {
         return Some(KeyKind::AwsSecret);
     }
-    if key == b"accountkey" {
+    if key.eq_ignore_ascii_case(b"accountkey") {
         return Some(KeyKind::AzureAccountKey);
     }
     (ends(SECRET_KEYS) && !ends(NOT_SECRET_KEYS)).then_some(KeyKind::Secret)
+}
+
+/// Whether `key`, lowercased with everything but letters and digits dropped, ends with
+/// `name` (lowercase letters): `DB_PASSWORD` and `client-secret` end with `password` and
+/// `secret`.
+fn ends_with_name(key: &[u8], name: &[u8]) -> bool {
+    let mut k = key.iter().rev().filter(|b| b.is_ascii_alphanumeric());
+    name.iter()
+        .rev()
+        .all(|&n| k.next().is_some_and(|&b| b.to_ascii_lowercase() == n))
 }
 
 /// The value starting at `at` (after blanks): `(start, end, quoted)`.

@@ -354,7 +354,7 @@ fn detection_rate_on_the_labelled_set() {
     let mut missed = Vec::new();
     for (secret, kind) in labelled_secrets() {
         let wrappers = [
-            format!("{secret}"),
+            secret.clone(),
             format!("TOKEN_VALUE={secret}\n"),
             format!("{{\"value\": \"{}\"}}", secret.replace('\n', "\\n")),
             format!("2026-11-26 INFO using credential {secret} for upload"),
@@ -458,6 +458,40 @@ fn walk(dir: &std::path::Path, files: &mut Vec<std::path::PathBuf>) {
             .any(|x| e == *x)
         }) {
             files.push(path);
+        }
+    }
+}
+
+/// Native cost of `find` on 10 KB and 1 MB of ordinary output (`cargo test --release -p
+/// secret-redactor time_native -- --ignored --nocapture`); the guard's cost through the
+/// proxy is `cargo bench --bench guards`.
+#[test]
+#[ignore = "a timing, run by hand"]
+fn time_native() {
+    let line = "2026-11-26T10:00:01.123Z INFO http: GET /api/v1/items/42 200 17 ms user=u3\n\
+                {\"id\": 42, \"name\": \"item-42\", \"tags\": [\"a\", \"b\"], \"sha\": \"9e3779b97f4a7c15c2b2ae3d27d4eb4f\", \"url\": \"https://example.com/items/42\"}\n\
+                    let value_42 = config.get(\"key_42\").map(|v| v.len()).unwrap_or(42);\n";
+    for size in [10 * 1024, 1024 * 1024] {
+        let text: String = line.repeat(size / line.len() + 1);
+        let settings = Settings::default();
+        let runs = if size < 100_000 { 2000 } else { 20 };
+        let started = std::time::Instant::now();
+        for _ in 0..runs {
+            std::hint::black_box(find(std::hint::black_box(&text), &settings));
+        }
+        println!("{size} bytes: {:?} per find", started.elapsed() / runs);
+        for (name, f) in [
+            ("tokens", tokens::find as fn(&str, &mut Vec<Found>)),
+            ("pem", pem::find),
+            ("pairs", pairs::find),
+        ] {
+            let started = std::time::Instant::now();
+            for _ in 0..runs {
+                let mut found = Vec::new();
+                f(std::hint::black_box(&text), &mut found);
+                std::hint::black_box(found);
+            }
+            println!("  {name}: {:?}", started.elapsed() / runs);
         }
     }
 }

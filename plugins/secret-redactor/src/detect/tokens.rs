@@ -1,6 +1,6 @@
 //! Secrets recognised by their own format: a fixed prefix and a body of known length and
-//! alphabet (cloud keys, service tokens, JWTs, Slack webhooks), found in one pass over the
-//! starts of word-like runs.
+//! alphabet (cloud keys, service tokens, JWTs, Slack webhooks). The text is searched for
+//! what the formats start with (`memchr`/`memmem`); only a token that starts there is read.
 
 use super::{Found, has_letters_and_digits, is_token_byte};
 
@@ -13,58 +13,97 @@ const AWS_PREFIXES: &[&[u8]] = &[
 /// How far after an access key ID its secret is looked for, in bytes.
 const AWS_PAIR_WINDOW: usize = 400;
 
+/// What every format starts with (`Q~` is the fifth and sixth byte of an Entra ID secret):
+/// only where one of these stands does a token get a closer look.
+const LEADS: &[&[u8]] = &[
+    b"gh",
+    b"github_pat_",
+    b"gl",
+    b"xox",
+    b"sk",
+    b"rk_",
+    b"eyJ",
+    b"hooks.slack.com/services/",
+    b"Q~",
+];
+
 pub(super) fn find(text: &str, found: &mut Vec<Found>) {
     let bytes = text.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        let b = bytes[i];
-        // Only the start of a run of token characters can start a token.
-        if !is_token_byte(b) || (i > 0 && is_token_byte(bytes[i - 1])) {
-            i += 1;
+    let mut starts: Vec<usize> = memchr::memchr_iter(b'A', bytes).collect();
+    for lead in LEADS {
+        let back = if *lead == b"Q~" { 4 } else { 0 };
+        starts.extend(
+            memchr::memmem::find_iter(bytes, lead)
+                .filter(|&at| at >= back)
+                .map(|at| at - back),
+        );
+    }
+    starts.sort_unstable();
+    starts.dedup();
+    let mut free = 0;
+    for i in starts {
+        // A format starts a token: at the start of the text or after a non-token byte.
+        if i < free || (i > 0 && TOKEN[usize::from(bytes[i - 1])]) || !TOKEN[usize::from(bytes[i])]
+        {
             continue;
         }
-        let end = run_end(bytes, i, is_token_byte);
-        let token = &bytes[i..end];
-        if let Some(kind) = classify(token) {
+        free = token_at(bytes, i, found);
+    }
+}
+
+/// Looks at the token starting at `i`; returns where the next one may start.
+fn token_at(bytes: &[u8], i: usize, found: &mut Vec<Found>) -> usize {
+    let b = bytes[i];
+    let end = run_end(bytes, i, |b| TOKEN[usize::from(b)]);
+    let token = &bytes[i..end];
+    if let Some(kind) = classify(token) {
+        found.push(Found {
+            start: i,
+            end,
+            kind,
+        });
+        if kind == "aws-access-key" {
+            aws_secret_after(bytes, end, found);
+        }
+    } else if b == b'e' && token.starts_with(b"eyJ") {
+        if let Some(jwt_end) = jwt(bytes, i) {
+            found.push(Found {
+                start: i,
+                end: jwt_end,
+                kind: "jwt",
+            });
+            return jwt_end;
+        }
+    } else if b == b'h' && bytes[i..].starts_with(b"hooks.slack.com/services/") {
+        let end = run_end(bytes, i, |b| is_token_byte(b) || b == b'/' || b == b'.');
+        if end - i > 40 {
             found.push(Found {
                 start: i,
                 end,
-                kind,
+                kind: "slack-token",
             });
-            if kind == "aws-access-key" {
-                aws_secret_after(bytes, end, found);
-            }
-        } else if b == b'e' && token.starts_with(b"eyJ") {
-            if let Some(jwt_end) = jwt(bytes, i) {
-                found.push(Found {
-                    start: i,
-                    end: jwt_end,
-                    kind: "jwt",
-                });
-                i = jwt_end;
-                continue;
-            }
-        } else if b == b'h' && bytes[i..].starts_with(b"hooks.slack.com/services/") {
-            let end = run_end(bytes, i, |b| is_token_byte(b) || b == b'/' || b == b'.');
-            if end - i > 40 {
-                found.push(Found {
-                    start: i,
-                    end,
-                    kind: "slack-token",
-                });
-            }
-            i = end;
-            continue;
-        } else if token.len() == 5
-            && token[3].is_ascii_digit()
-            && token[4] == b'Q'
-            && bytes.get(end) == Some(&b'~')
-        {
-            azure_client_secret(bytes, i, found);
         }
-        i = end;
+        return end;
+    } else if token.len() == 5
+        && token[3].is_ascii_digit()
+        && token[4] == b'Q'
+        && bytes.get(end) == Some(&b'~')
+    {
+        azure_client_secret(bytes, i, found);
     }
+    end
 }
+
+/// [`is_token_byte`] as a table: the scan's inner loop.
+static TOKEN: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = is_token_byte(b as u8);
+        b += 1;
+    }
+    table
+};
 
 fn run_end(bytes: &[u8], from: usize, keep: impl Fn(u8) -> bool) -> usize {
     bytes[from..]
