@@ -55,8 +55,14 @@ impl CgroupGroup {
             })
             .take(64)
             .collect();
+        sweep_abandoned(parent);
+        // The pid, a counter and the start time: a pid the kernel hands out again, to a
+        // later mcpproxy, never meets a group an earlier one left behind.
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
         let dir = parent.join(format!(
-            "mcpproxy-{}-{}-{label}",
+            "mcpproxy-{}-{}-{started:x}-{label}",
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         ));
@@ -78,6 +84,29 @@ impl CgroupGroup {
             .lines()
             .filter_map(|line| line.trim().parse().ok())
             .collect()
+    }
+}
+
+/// Removes the empty groups an mcpproxy that is no longer running left behind (one that was
+/// killed, or exited before its servers' groups were removed). A group of a running mcpproxy
+/// is never touched, nor a group with a process in it (the kernel refuses to remove those).
+fn sweep_abandoned(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(owner) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("mcpproxy-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if owner != std::process::id() && !Path::new(&format!("/proc/{owner}")).exists() {
+            let _ = std::fs::remove_dir(entry.path());
+        }
     }
 }
 

@@ -212,3 +212,18 @@ fn a_kernel_without_the_features_refuses_a_required_sandbox_and_names_what_is_mi
         prepared.report.missing
     );
 }
+
+#[test]
+fn a_group_left_by_an_mcpproxy_that_is_gone_is_swept_and_never_collides() {
+    let Some(parent) = Support::get().pids_cgroup.clone() else {
+        eprintln!("SKIPPED: no pids cgroup mcpproxy may write");
+        return;
+    };
+    // A group as a killed mcpproxy (a pid no process has) leaves it.
+    let abandoned = parent.join("mcpproxy-4194304-0-0-test");
+    std::fs::create_dir(&abandoned).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let out = run(&spec(Network::None, vec![], data.path()), "echo started");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("started"));
+    assert!(!abandoned.exists(), "the abandoned group is still there");
+}
