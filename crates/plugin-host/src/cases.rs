@@ -143,16 +143,34 @@ pub struct UserCase {
 
 /// Reads and checks a cases file.
 pub fn load(path: &Path) -> Result<Vec<UserCase>, CasesError> {
+    load_items(path, case)
+}
+
+/// Parses the text of a cases file (`file` names it in errors).
+pub fn parse(text: &str, file: &str) -> Result<Vec<UserCase>, CasesError> {
+    parse_items(text, file, case)
+}
+
+/// Reads a cases file (a non-empty JSON array) and checks each item with `case`; shared by
+/// the validator and annotator cases here and the result-guard cases.
+pub(crate) fn load_items<T>(
+    path: &Path,
+    case: impl Fn(&Value, usize, &str) -> Result<T, CasesError>,
+) -> Result<Vec<T>, CasesError> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| CasesError::Read {
         file: file.clone(),
         source,
     })?;
-    parse(&text, &file)
+    parse_items(&text, &file, case)
 }
 
-/// Parses the text of a cases file (`file` names it in errors).
-pub fn parse(text: &str, file: &str) -> Result<Vec<UserCase>, CasesError> {
+/// [`load_items`] on text already read (`file` names it in errors).
+pub(crate) fn parse_items<T>(
+    text: &str,
+    file: &str,
+    case: impl Fn(&Value, usize, &str) -> Result<T, CasesError>,
+) -> Result<Vec<T>, CasesError> {
     let value: Value = serde_json::from_str(text).map_err(|e| CasesError::Syntax {
         file: file.to_owned(),
         reason: e.to_string(),

@@ -146,35 +146,12 @@ pub struct GuardCase {
 /// {"kind", "text", "uri"}], "settings", "expect": "pass"|"redact"|"mark"|"block", "kinds",
 /// "message"}`.
 pub fn load(path: &std::path::Path) -> Result<Vec<GuardCase>, CasesError> {
-    let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| CasesError::Read {
-        file: file.clone(),
-        source,
-    })?;
-    parse(&text, &file)
+    crate::cases::load_items(path, guard_case)
 }
 
 /// Parses the text of a guard's cases file (`file` names it in errors).
 pub fn parse(text: &str, file: &str) -> Result<Vec<GuardCase>, CasesError> {
-    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| CasesError::Syntax {
-        file: file.to_owned(),
-        reason: e.to_string(),
-    })?;
-    let serde_json::Value::Array(cases) = value else {
-        return Err(CasesError::NotAnArray {
-            file: file.to_owned(),
-        });
-    };
-    if cases.is_empty() {
-        return Err(CasesError::Empty {
-            file: file.to_owned(),
-        });
-    }
-    cases
-        .iter()
-        .enumerate()
-        .map(|(index, item)| guard_case(item, index, file))
-        .collect()
+    crate::cases::parse_items(text, file, guard_case)
 }
 
 fn guard_case(item: &serde_json::Value, index: usize, file: &str) -> Result<GuardCase, CasesError> {
