@@ -22,27 +22,20 @@ fn hostile_bin() -> PathBuf {
     fixture_bin().with_file_name("mcp-hostile")
 }
 
-/// Whether this kernel has every part of the sandbox; without one the test skips with a
-/// note, unless `MCPPROXY_REQUIRE_SANDBOX` is set (as in CI).
+/// Whether this kernel has every part of the sandbox (as the sandbox crate probes it);
+/// without one the test skips with a note, unless `MCPPROXY_REQUIRE_SANDBOX` is set (as in
+/// CI).
 fn sandbox_supported() -> bool {
-    let support = mcpproxy_sandbox_probe();
-    if support {
+    let support = mcpproxy_sandbox::Support::get();
+    if support.landlock_abi >= 6 && support.network_namespace && support.seccomp {
         return true;
     }
     assert!(
         std::env::var_os("MCPPROXY_REQUIRE_SANDBOX").is_none(),
-        "this kernel lacks Landlock ABI 6 or namespaces, which CI requires"
+        "this kernel lacks a part of the sandbox, which CI requires: {support:?}"
     );
-    eprintln!("SKIPPED: this kernel lacks Landlock ABI 6 or network namespaces");
+    eprintln!("SKIPPED: this kernel lacks a part of the sandbox: {support:?}");
     false
-}
-
-/// Landlock ABI >= 6 (the version query) and a network namespace we may make.
-#[allow(unsafe_code, reason = "the Landlock version query has no safe wrapper")]
-fn mcpproxy_sandbox_probe() -> bool {
-    // SAFETY: the version query takes no attribute.
-    let abi = unsafe { libc::syscall(444, std::ptr::null::<u8>(), 0usize, 1u32) };
-    abi >= 6 && Path::new("/proc/self/ns/net").exists()
 }
 
 struct Planted {

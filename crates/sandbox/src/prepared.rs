@@ -114,8 +114,10 @@ pub fn prepare(
         });
     }
 
+    // The server's name, safe in a file name, for the private directory and the cgroup.
+    let label = sanitize(launch.label);
     let private = tempfile::Builder::new()
-        .prefix(&format!("mcpproxy-sandbox-{}-", sanitize(launch.label)))
+        .prefix(&format!("mcpproxy-sandbox-{label}-"))
         .tempdir()
         .map_err(Error::PrivateDir)?;
     let home = private.path().join("home");
@@ -184,7 +186,7 @@ pub fn prepare(
     let mut cgroup = None;
     let mut cgroup_procs = None;
     if let (Some(max), Some(parent_group)) = (spec.limits.max_processes, &support.pids_cgroup) {
-        let (group, procs) = CgroupGroup::create(parent_group, launch.label, max)?;
+        let (group, procs) = CgroupGroup::create(parent_group, &label, max)?;
         cgroup = Some(group);
         cgroup_procs = Some(procs);
     }

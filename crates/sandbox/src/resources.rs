@@ -41,20 +41,9 @@ pub(crate) struct CgroupGroup {
 
 impl CgroupGroup {
     /// Makes a group under `parent` that admits `max` processes, and opens its
-    /// `cgroup.procs` for the child to join.
+    /// `cgroup.procs` for the child to join. `label` is already safe in a file name.
     pub(crate) fn create(parent: &Path, label: &str, max: u64) -> Result<(Self, OwnedFd), Error> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
-        let label: String = label
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .take(64)
-            .collect();
         sweep_abandoned(parent);
         // The pid, a counter and the start time: a pid the kernel hands out again, to a
         // later mcpproxy, never meets a group an earlier one left behind.
