@@ -100,13 +100,9 @@ impl Upstream {
                     .map(|(name, _)| name.to_owned())
                     .collect()
             },
-            sandbox: matches!(
-                self.config.transport,
-                crate::config::Transport::Stdio { .. }
-            )
-            .then(|| {
-                super::sandbox::SandboxStatus::of(&self.config.isolation, &self.forbidden_paths)
-            }),
+            sandbox: (TransportKind::from(&self.config.transport) == TransportKind::Stdio).then(
+                || super::sandbox::SandboxStatus::of(&self.config.isolation, &self.forbidden_paths),
+            ),
         }
     }
 
