@@ -13,8 +13,9 @@
 //!    token), `listener` (the TCP listener: connection cap, header timeout, shutdown),
 //!    `metrics` (Prometheus), `index` (the BM25 search over every upstream tool);
 //! 1. `config`: reads and validates `mcp_config.json`;
-//! 2. `telemetry` (OTLP export of the call spans), `trust` (approved launches, pinned tools,
-//!    the security analysis a reviewer reads);
+//! 2. `oauth` (logins to upstream servers that ask for one: OAuth 2.1), `telemetry` (OTLP
+//!    export of the call spans), `trust` (approved launches, pinned tools, the security
+//!    analysis a reviewer reads);
 //! 3. `control` (one owner per data dir: its socket; the bridge and relay of every other
 //!    process), `back_channel` (from upstream sessions back to client sessions);
 //! 4. `upstream`: one MCP client session per upstream server;
@@ -33,12 +34,14 @@ mod back_channel;
 mod cli;
 mod config;
 mod control;
+mod credentials;
 mod index;
 mod line_guard;
 mod listener;
 mod manage;
 mod mcp;
 mod metrics;
+mod oauth;
 mod proxy;
 mod runtime;
 mod secrets;

@@ -10,6 +10,7 @@
 mod activity;
 mod code;
 pub(crate) mod key;
+mod login;
 mod router;
 mod tools;
 mod upstreams;

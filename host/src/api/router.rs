@@ -60,6 +60,14 @@ pub(crate) fn router(state: ApiState) -> Router {
             get(super::upstreams::analysis),
         )
         .route("/upstreams/{name}/approve", post(super::upstreams::approve))
+        .route(
+            "/upstreams/{name}/login",
+            post(super::login::begin).delete(super::login::logout),
+        )
+        .route(
+            "/upstreams/{name}/login/callback",
+            post(super::login::finish),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
@@ -75,6 +83,7 @@ pub(crate) fn router(state: ApiState) -> Router {
     let probes = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route(super::login::CALLBACK_PATH, get(super::login::callback))
         .route(
             "/metrics",
             get(metrics).layer(axum::middleware::from_fn_with_state(

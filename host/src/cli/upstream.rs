@@ -48,6 +48,10 @@ pub(super) enum UpstreamCommand {
     /// Import the servers of a Claude Desktop, Cursor or VS Code config file (quarantined);
     /// shows what would be added unless --yes.
     Import(super::servers::ImportArgs),
+    /// Log in to an HTTP server that asks for an OAuth login (opens a browser).
+    Login(super::login::LoginArgs),
+    /// Forget an HTTP server's OAuth tokens.
+    Logout(super::login::LogoutArgs),
 }
 
 #[derive(Debug, Args)]
@@ -104,6 +108,8 @@ impl UpstreamCommand {
                 Self::Restart(args) => super::servers::restart(globals, args).await,
                 Self::Logs(args) => super::servers::logs(globals, args).await,
                 Self::Import(args) => super::servers::import(globals, args).await,
+                Self::Login(args) => super::login::login(globals, args).await,
+                Self::Logout(args) => super::login::logout(globals, args).await,
                 Self::List(common) => {
                     let backend = open(globals, &common, None).await?;
                     let statuses: Vec<ServerStatus> = match &backend {

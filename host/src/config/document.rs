@@ -17,7 +17,7 @@ use serde_json::Value;
 /// The keys of an `mcpServers` entry besides `name`, in the order the docs list them and a
 /// server added by mcpproxy is written in: first how the server is started or reached
 /// ([`LAUNCH_KEYS`]), then how mcpproxy treats it.
-pub(crate) const SERVER_KEYS: [&str; 12] = [
+pub(crate) const SERVER_KEYS: [&str; 13] = [
     "command",
     "args",
     "env",
@@ -30,6 +30,7 @@ pub(crate) const SERVER_KEYS: [&str; 12] = [
     "quarantined",
     "auto_approve_tool_changes",
     "tool_call_timeout_ms",
+    "oauth",
 ];
 
 /// The keys of an `mcpServers` entry that say how the server is started or reached.

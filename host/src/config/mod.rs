@@ -37,8 +37,8 @@ pub(crate) use mcpproxy_policy::Limits as LimitsConfig;
 pub use model::Config;
 pub(crate) use model::{
     ActivityConfig, CodeExecutionConfig, Error, HttpConfig, IntentConfig, Isolation,
-    ManagementConfig, OtlpConfig, PluginsConfig, ServerConfig, TelemetryConfig, Transport,
-    UpstreamConfig,
+    ManagementConfig, OAuthConfig, OtlpConfig, PluginsConfig, ServerConfig, TelemetryConfig,
+    Transport, UpstreamConfig,
 };
 pub(crate) use model::{
     DEFAULT_ASYNC_FLUSH, Loaded, MAX_TOOL_CALL_TIMEOUT_MS, Result, default_path, is_secret_text,

@@ -231,6 +231,31 @@ pub struct ServerConfig {
     pub tool_call_timeout: Option<Duration>,
     /// The sandbox the server's process runs in (stdio servers only).
     pub isolation: Isolation,
+    /// How mcpproxy logs in to the server when it asks for it (HTTP servers only).
+    pub oauth: OAuthConfig,
+}
+
+/// `oauth`: how mcpproxy logs in to an HTTP server that answers `401` with an OAuth
+/// challenge (docs/configuration.md). Every key is optional: without any, mcpproxy
+/// discovers the authorization server and registers itself (dynamic client registration).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OAuthConfig {
+    /// `false`: a `401` stays an error; mcpproxy never starts a login for this server.
+    pub disabled: bool,
+    /// A client registered with the authorization server beforehand.
+    pub client_id: Option<String>,
+    /// Its secret, for a confidential client (a `${secret:NAME}` reference in the file).
+    pub client_secret: Option<String>,
+    /// The HTTPS URL of a Client ID Metadata Document describing mcpproxy, used when the
+    /// authorization server supports them and no `client_id` is given.
+    pub client_metadata_url: Option<String>,
+    /// The name shown on the authorization server's consent page (dynamic registration).
+    pub client_name: Option<String>,
+    /// The scopes to ask for; empty: the server's challenge, else its `scopes_supported`.
+    pub scopes: Vec<String>,
+    /// A fixed port for the loopback redirect URI (for a client pre-registered with one);
+    /// `None`: any free port.
+    pub redirect_port: Option<u16>,
 }
 
 /// `isolation`: the sandbox of a stdio server (docs/security.md says what each part stops).

@@ -94,6 +94,20 @@ pub(super) struct RawServer {
     pub auto_approve_tool_changes: Option<bool>,
     pub tool_call_timeout_ms: Option<u64>,
     pub isolation: Option<RawIsolation>,
+    pub oauth: Option<RawOAuth>,
+}
+
+/// `oauth`, how mcpproxy logs in to an HTTP server that asks for it (OAuth 2.1).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+pub(super) struct RawOAuth {
+    pub enabled: Option<bool>,
+    pub client_id: Option<String>,
+    pub client_secret: Option<String>,
+    pub client_metadata_url: Option<String>,
+    pub client_name: Option<String>,
+    pub scopes: Option<Vec<String>>,
+    pub redirect_port: Option<u16>,
 }
 
 /// `isolation`, the sandbox of a stdio server: at the top level the default of every server,
@@ -273,6 +287,7 @@ object_only!(
     RawManagement,
     RawIsolation,
     RawCodeExecution,
+    RawOAuth,
 );
 
 /// Why the text could not be read as a [`RawConfig`].

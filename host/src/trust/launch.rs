@@ -338,6 +338,7 @@ mod tests {
             auto_approve_tool_changes: false,
             tool_call_timeout: None,
             isolation: Isolation::default(),
+            oauth: Default::default(),
         }
     }
 

@@ -16,6 +16,10 @@ pub(crate) enum Error {
         "upstream server '{server}' is quarantined: review it with `mcpproxy upstream inspect {server}` and approve it with `mcpproxy upstream approve {server}`"
     )]
     Quarantined { server: String },
+    #[error(
+        "upstream server '{server}' needs a login ({reason}); the call was not sent. Log in with `mcpproxy upstream login {server}`"
+    )]
+    LoginRequired { server: String, reason: String },
     #[error("upstream server '{server}' is disabled in mcp_config.json (\"enabled\": false)")]
     Disabled { server: String },
     #[error("upstream server '{server}' did not answer the call to '{tool}' within {} ms; raise tool_call_timeout_ms if it is slow", timeout.as_millis())]

@@ -19,6 +19,7 @@ mod handler;
 mod lane;
 mod listing;
 pub(crate) mod log;
+mod login;
 mod reach;
 mod requests;
 mod sandbox;
@@ -30,6 +31,7 @@ mod vetting;
 
 pub(crate) use convert::tool_from_mcp;
 pub(crate) use error::Error;
+pub(crate) use login::LoginError;
 pub(crate) use requests::{CallAnswer, UpstreamStream};
 pub(crate) use sandbox::SandboxStatus;
 pub(crate) use server::{Upstream, WireTools};

@@ -285,6 +285,12 @@ impl Upstream {
     fn connection_error(&self, what: &str, e: &dyn std::fmt::Display) -> Error {
         // The session may be dead: let the supervisor look at it now.
         self.refresh.notify_one();
+        if let Some(challenge) = self.needs_login() {
+            return Error::LoginRequired {
+                server: self.config.name.clone(),
+                reason: challenge.reason(),
+            };
+        }
         let message = match &self.config.transport {
             // The HTTP stack quotes the URL, query (tokens) and user info included.
             Transport::Http { url, .. } => crate::secrets::mask_text_with_url(&e.to_string(), url),

@@ -76,6 +76,12 @@ pub(crate) struct Upstream {
     pub(super) discovered_versions: RwLock<Vec<rmcp::model::ProtocolVersion>>,
     /// Paths no sandbox grant may reach (the data dir, the config file).
     pub(super) forbidden_paths: Arc<[mcpproxy_sandbox::ForbiddenPath]>,
+    /// Where the server's OAuth tokens are kept.
+    pub(super) credentials: crate::credentials::CredentialStore,
+    /// The last `401`/`403` challenge the server's HTTP client met (cleared by a login).
+    pub(super) challenge: Arc<crate::oauth::ChallengeSlot>,
+    /// Woken when a login to the server finishes (or its tokens are forgotten).
+    pub(super) login_done: Notify,
 }
 
 impl Upstream {
@@ -191,6 +197,23 @@ impl Upstream {
             .collect()
     }
 
+    /// The challenge that asks for a login, when the server gave one and a login can answer
+    /// it: OAuth is not turned off, and no `Authorization` header of the config is what
+    /// the server refused.
+    pub(crate) fn needs_login(&self) -> Option<crate::oauth::Challenge> {
+        let crate::config::Transport::Http { headers, .. } = &self.config.transport else {
+            return None;
+        };
+        if self.config.oauth.disabled
+            || headers
+                .keys()
+                .any(|k| k.eq_ignore_ascii_case("authorization"))
+        {
+            return None;
+        }
+        self.challenge.get()
+    }
+
     /// Whether the server is usable at all (not disabled, not quarantined).
     pub(crate) fn check_usable(&self) -> Result<(), Error> {
         if !self.config.enabled {
@@ -201,6 +224,12 @@ impl Upstream {
         if self.is_quarantined() {
             return Err(Error::Quarantined {
                 server: self.config.name.clone(),
+            });
+        }
+        if let State::LoginRequired(reason) = self.state() {
+            return Err(Error::LoginRequired {
+                server: self.config.name.clone(),
+                reason,
             });
         }
         Ok(())

@@ -18,6 +18,12 @@ pub(crate) enum State {
     /// Not started: how it starts (or where it connects) is not approved. Nothing of it
     /// runs until a person approves it.
     Unapproved,
+    /// The server asks for an OAuth login (or more access than the last one gave); the
+    /// detail says why and the command to run. Nothing is retried until a login finishes.
+    #[serde(rename = "login_required")]
+    LoginRequired(String),
+    /// A login was started and waits for the browser's redirect.
+    Authenticating,
 }
 
 impl std::fmt::Display for State {
@@ -29,6 +35,8 @@ impl std::fmt::Display for State {
             Self::Error(e) => write!(f, "error: {e}"),
             Self::Disabled => f.write_str("disabled"),
             Self::Unapproved => f.write_str("not started (launch not approved)"),
+            Self::LoginRequired(why) => write!(f, "login required: {why}"),
+            Self::Authenticating => f.write_str("authenticating (waiting for the browser)"),
         }
     }
 }
@@ -95,6 +103,8 @@ mod tests {
             State::Error("connection refused".into()),
             State::Disabled,
             State::Unapproved,
+            State::LoginRequired("the server asks for a login".into()),
+            State::Authenticating,
         ]
     }
 
@@ -110,6 +120,8 @@ mod tests {
                 "error: connection refused",
                 "disabled",
                 "not started (launch not approved)",
+                "login required: the server asks for a login",
+                "authenticating (waiting for the browser)",
             ]
         );
     }

@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Transport;
 use crate::index::ToolIndex;
+use crate::oauth::Watched;
 use mcpproxy_policy::quote;
 
 use super::handler::{UpstreamClient, proxy_client_capabilities};
@@ -97,6 +98,12 @@ pub(super) async fn run(
                 match ended {
                     SessionEnd::Shutdown => break,
                     SessionEnd::Lost(reason) => {
+                        if let Some(challenge) = upstream.needs_login() {
+                            if wait_for_login(&upstream, &challenge, &shutdown).await {
+                                break;
+                            }
+                            continue;
+                        }
                         let reason = shown(&upstream, &reason);
                         tracing::warn!(server = %name, "upstream connection lost: {reason}; reconnecting");
                         upstream.state.send_replace(State::Error(reason));
@@ -109,6 +116,13 @@ pub(super) async fn run(
                 }
             }
             Err(reason) => {
+                if let Some(challenge) = upstream.needs_login() {
+                    if wait_for_login(&upstream, &challenge, &shutdown).await {
+                        break;
+                    }
+                    backoff = initial;
+                    continue;
+                }
                 let reason = shown(&upstream, &reason);
                 tracing::warn!(
                     server = %name,
@@ -125,6 +139,24 @@ pub(super) async fn run(
         backoff = (backoff * 2).min(max);
     }
     upstream.state.send_replace(State::Disconnected);
+}
+
+/// Puts the upstream in "login required" with why, and waits until a login finishes;
+/// `true` when the proxy shuts down first. Nothing is retried meanwhile: a server that
+/// refuses the tokens would refuse them again.
+async fn wait_for_login(
+    upstream: &Upstream,
+    challenge: &crate::oauth::Challenge,
+    shutdown: &CancellationToken,
+) -> bool {
+    let name = upstream.name();
+    let hint = super::login::login_hint(name, &challenge.reason());
+    tracing::warn!(server = name, "login required: {hint}");
+    upstream.state.send_replace(State::LoginRequired(hint));
+    tokio::select! {
+        _ = shutdown.cancelled() => true,
+        _ = upstream.login_done.notified() => false,
+    }
 }
 
 /// `reason` (a failure of the upstream's session) as logs and statuses show it: the
@@ -236,6 +268,13 @@ async fn serve_session(
             _ = upstream.refresh.notified() => {}
             _ = sweep.tick() => {}
         }
+        // A request met a challenge the stored login cannot answer (a refused refresh, a
+        // step-up to more scopes): the session waits for a person's login.
+        if upstream.needs_login().is_some() {
+            session_token.cancel();
+            let _ = (&mut waiter).await;
+            return SessionEnd::Lost("the server asks for a login".to_owned());
+        }
         if let Err(reason) = refresh_tools(upstream, &peer, warned).await {
             session_token.cancel();
             let _ = (&mut waiter).await;
@@ -313,6 +352,45 @@ struct Connection {
     lane: Option<super::lane::Lane>,
 }
 
+/// A session over streamable HTTP: through the server's stored OAuth tokens when it has
+/// a login, and always through a client that notices the server's challenges.
+async fn http_session(
+    upstream: &Upstream,
+    handler: UpstreamClient,
+    url: &str,
+    config: StreamableHttpClientTransportConfig,
+) -> Result<Result<Session, rmcp::service::ClientInitializeError>, String> {
+    let slot = upstream.challenge.clone();
+    let secret = upstream.config.oauth.client_secret.clone();
+    let authorized = crate::oauth::authorized_client(
+        upstream.name(),
+        url,
+        &upstream.config.oauth,
+        secret.as_deref(),
+        &upstream.credentials,
+    )
+    .await
+    .map_err(|e| format!("cannot use the stored login: {e}"))?;
+    let session = match authorized {
+        Some(client) => {
+            let client = Watched::new(client, slot);
+            handler
+                .serve(StreamableHttpClientTransport::with_client(client, config))
+                .await
+        }
+        None => {
+            let client = Watched::new(reqwest::Client::default(), slot);
+            handler
+                .serve(StreamableHttpClientTransport::with_client(client, config))
+                .await
+        }
+    };
+    if session.is_ok() {
+        upstream.challenge.clear();
+    }
+    Ok(session)
+}
+
 /// Starts a session with the server.
 async fn connect(upstream: &Arc<Upstream>, warned: &Arc<Warned>) -> Result<Connection, String> {
     let handler = UpstreamClient {
@@ -381,17 +459,18 @@ async fn connect(upstream: &Arc<Upstream>, warned: &Arc<Warned>) -> Result<Conne
                 custom.insert(key, value);
             }
             config.custom_headers = custom;
-            let transport = StreamableHttpClientTransport::from_config(config);
-            let session = handler.serve(transport).await.map_err(|e| {
-                let message = match &e {
-                    rmcp::service::ClientInitializeError::TransportError { error, .. } => {
-                        super::reach::describe_http_failure(url.as_str(), error.error.as_ref())
-                    }
-                    _ => format!("MCP initialize with {url} failed: {e}"),
-                };
-                // The message goes to logs, the startup summary and /api/v1/status.
-                crate::secrets::mask_text_with_url(&message, url)
-            })?;
+            let session = http_session(upstream, handler, url, config)
+                .await?
+                .map_err(|e| {
+                    let message = match &e {
+                        rmcp::service::ClientInitializeError::TransportError { error, .. } => {
+                            super::reach::describe_http_failure(url.as_str(), error.error.as_ref())
+                        }
+                        _ => format!("MCP initialize with {url} failed: {e}"),
+                    };
+                    // The message goes to logs, the startup summary and /api/v1/status.
+                    crate::secrets::mask_text_with_url(&message, url)
+                })?;
             Ok(Connection {
                 session,
                 child: None,

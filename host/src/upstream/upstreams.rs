@@ -32,6 +32,10 @@ pub(crate) struct Upstreams {
     back_channel: Arc<BackChannel>,
     /// Paths no sandbox grant may reach (the data dir, the config file).
     forbidden_paths: Arc<[mcpproxy_sandbox::ForbiddenPath]>,
+    /// Where upstream servers' OAuth tokens are kept.
+    pub(super) credentials: crate::credentials::CredentialStore,
+    /// Logins in progress (`upstream login`, the page's "Log in").
+    pub(super) logins: crate::oauth::Logins,
 }
 
 /// One upstream and its supervisor.
@@ -66,6 +70,7 @@ impl Upstreams {
         index: Arc<ToolIndex>,
         trust: Arc<TrustStore>,
         forbidden_paths: Vec<mcpproxy_sandbox::ForbiddenPath>,
+        credentials: crate::credentials::CredentialStore,
     ) -> Arc<Self> {
         let (changes_tx, receiver) = mpsc::unbounded_channel();
         let upstreams = Self {
@@ -79,6 +84,8 @@ impl Upstreams {
             changes: std::sync::Mutex::new(Some(receiver)),
             back_channel: BackChannel::new(),
             forbidden_paths: forbidden_paths.into(),
+            credentials,
+            logins: crate::oauth::Logins::default(),
         };
         {
             let mut map = write(&upstreams.servers);
@@ -122,6 +129,9 @@ impl Upstreams {
             capabilities: RwLock::new(None),
             discovered_versions: RwLock::new(Vec::new()),
             forbidden_paths: self.forbidden_paths.clone(),
+            credentials: self.credentials.clone(),
+            challenge: Arc::default(),
+            login_done: Notify::new(),
         });
         let stop = self.shutdown.child_token();
         let task = (initial == State::Disconnected).then(|| {

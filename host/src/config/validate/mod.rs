@@ -8,6 +8,7 @@ mod activity;
 mod build;
 mod code_execution;
 mod isolation;
+mod oauth;
 mod plugins;
 mod servers;
 mod telemetry;

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::isolation::isolation_from;
 use super::{Context, MAX_NAME_LEN, tool_call_timeout};
-use crate::config::model::Isolation;
+use crate::config::model::{Isolation, OAuthConfig};
 use crate::config::raw::{self, RawServer, RawServers};
 use crate::config::{Result, ServerConfig, Transport};
 
@@ -112,6 +112,7 @@ fn server_from(
         }
     };
 
+    let mut oauth = OAuthConfig::default();
     let protocol = match raw.protocol.as_deref() {
         None => None,
         Some("stdio") => Some(Protocol::Stdio),
@@ -161,6 +162,12 @@ fn server_from(
                 return Err(ctx.err(
                     &at("headers"),
                     "'headers' only applies to a server reached by 'url'; this one has 'command'",
+                ));
+            }
+            if raw.oauth.is_some() {
+                return Err(ctx.err(
+                    &at("oauth"),
+                    "'oauth' only applies to a server reached by 'url'; this one has 'command' (give it credentials through 'env')",
                 ));
             }
             ctx.not_empty(&at("command"), &command, "the command")?;
@@ -215,6 +222,9 @@ fn server_from(
                 ));
             }
             check_url(&url).map_err(|why| ctx.err(&at("url"), why))?;
+            if let Some(raw_oauth) = &raw.oauth {
+                oauth = super::oauth::oauth_from(raw_oauth, &at("oauth"), ctx)?;
+            }
             let headers = raw.headers.unwrap_or_default();
             for (name, value) in &headers {
                 let mut header_key = at("headers");
@@ -252,6 +262,7 @@ fn server_from(
         auto_approve_tool_changes: raw.auto_approve_tool_changes.unwrap_or(false),
         tool_call_timeout,
         isolation,
+        oauth,
     })
 }
 
