@@ -105,6 +105,8 @@ mod trust_pins;
 mod upstream_lifecycle;
 /// Changing upstream servers while running: the upstream_servers tool, the CLI, hand edits.
 mod upstream_manage;
+/// Remote servers behind a real OAuth authorization server: login, refresh, revocation.
+mod upstream_oauth;
 /// The sandbox of stdio servers, against a hostile server.
 mod upstream_sandbox;
 /// Secrets in upstream URLs and arguments hidden in the CLI, REST, MCP and the log; data-dir

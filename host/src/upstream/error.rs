@@ -17,7 +17,7 @@ pub(crate) enum Error {
     )]
     Quarantined { server: String },
     #[error(
-        "upstream server '{server}' needs a login ({reason}); the call was not sent. Log in with `mcpproxy upstream login {server}`"
+        "upstream server '{server}' needs a login ({reason}); the call did not run. Log in with `mcpproxy upstream login {server}`"
     )]
     LoginRequired { server: String, reason: String },
     #[error("upstream server '{server}' is disabled in mcp_config.json (\"enabled\": false)")]

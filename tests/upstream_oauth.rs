@@ -1,0 +1,298 @@
+//! Logging in to a remote MCP server behind a real OAuth authorization server: oidc-provider
+//! (a certified OpenID Connect server, from npm) in front of an MCP server built with the
+//! official TypeScript SDK that checks every request's token against it
+//! (`tests/oauth/server.mjs`, installed by `npm ci --prefix tests/oauth`, run with the Node 22
+//! of `tests/conformance`). mcpproxy finds the server asks for a login, `mcpproxy upstream
+//! login` logs in through a scripted browser (`tests/oauth/browser.py`: the development
+//! login and consent pages), calls succeed, the short-lived access token is refreshed, and
+//! once the grant is revoked (RFC 7009, at the authorization server) the server goes back to
+//! `login required` instead of reconnecting in a loop.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::TestCommand;
+use crate::support::mcp::Proxy;
+
+/// The access token's life at the authorization server. mcpproxy refreshes a token that
+/// has less than 30 s left, so one of 35 s is refreshed once it is 5 s old.
+const ACCESS_TOKEN_TTL_SECS: u64 = 35;
+
+fn oauth_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/oauth")
+}
+
+/// Node 22 (from the conformance suite's install) and the OAuth test server's packages; with
+/// `MCPPROXY_REQUIRE_OAUTH` set (CI) their absence is a failure.
+fn node() -> Option<PathBuf> {
+    let node =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/conformance/node_modules/.bin/node");
+    let provider = oauth_dir().join("node_modules/oidc-provider");
+    if node.exists() && provider.exists() {
+        return Some(node);
+    }
+    assert!(
+        std::env::var_os("MCPPROXY_REQUIRE_OAUTH").is_none(),
+        "the OAuth test server is not installed: CI must run `npm ci --prefix tests/conformance` and `npm ci --prefix tests/oauth`"
+    );
+    eprintln!(
+        "SKIPPED: run `npm ci --prefix tests/conformance` and `npm ci --prefix tests/oauth` to run the OAuth end-to-end test"
+    );
+    None
+}
+
+/// The authorization server and the MCP server behind it.
+struct OAuthServer {
+    child: Child,
+    mcp: String,
+    control: String,
+}
+
+impl OAuthServer {
+    fn start(node: &Path) -> Self {
+        let mut child = Command::new(node)
+            .arg(oauth_dir().join("server.mjs"))
+            .arg(ACCESS_TOKEN_TTL_SECS.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start tests/oauth/server.mjs");
+        let mut line = String::new();
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        stdout
+            .read_line(&mut line)
+            .expect("read the OAuth server's addresses");
+        // Keep reading what it prints: a closed pipe would end it at its next line.
+        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+        let addresses: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("the OAuth server printed {line:?}: {e}"));
+        Self {
+            child,
+            mcp: addresses["mcp"].as_str().expect("mcp").to_owned(),
+            control: addresses["control"].as_str().expect("control").to_owned(),
+        }
+    }
+
+    fn stats(&self) -> Value {
+        http_json("GET", &format!("{}/test/stats", self.control))
+    }
+
+    /// Revokes every refresh token it issued at its RFC 7009 endpoint (and so the grants).
+    fn revoke(&self) -> Value {
+        http_json("POST", &format!("{}/test/revoke", self.control))
+    }
+}
+
+impl Drop for OAuthServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn http_json(method: &str, url: &str) -> Value {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let client = reqwest::Client::new();
+        let request = match method {
+            "POST" => client.post(url),
+            _ => client.get(url),
+        };
+        request
+            .send()
+            .await
+            .expect("reach the OAuth test server")
+            .json()
+            .await
+            .expect("a JSON answer")
+    })
+}
+
+/// `mcpproxy upstream ACTION s --config CONFIG ...` against the running proxy's data dir.
+fn upstream(proxy: &Proxy, config: &Path, action: &str, extra: &[&str]) -> TestCommand {
+    TestCommand::new(proxy.data_dir.path())
+        .env("MCPPROXY_CREDENTIALS", "file")
+        .args(["upstream", action, "s"])
+        .args(extra)
+        .args(["--config"])
+        .arg_path(config)
+}
+
+fn state_of(proxy: &Proxy, config: &Path) -> String {
+    let out = TestCommand::new(proxy.data_dir.path())
+        .args(["upstream", "list", "-o", "json", "--config"])
+        .arg_path(config)
+        .output();
+    let list: Value = serde_json::from_str(&out.stdout()).unwrap_or(Value::Null);
+    list[0]["state"].as_str().unwrap_or_default().to_owned()
+}
+
+fn wait_for_state(proxy: &Proxy, config: &Path, wanted: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        last = state_of(proxy, config);
+        if last == wanted {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("the server did not reach '{wanted}' within 30 s; it is '{last}'");
+}
+
+fn echo(proxy: &Proxy, config: &Path, text: &str) -> crate::support::CmdOutput {
+    TestCommand::new(proxy.data_dir.path())
+        .args(["call", "tool-read", "s:echo", "--args"])
+        .args([json!({ "text": text }).to_string()])
+        .args(["--config"])
+        .arg_path(config)
+        .output()
+}
+
+#[test]
+fn a_login_through_a_real_authorization_server_is_used_refreshed_and_lost_on_revocation() {
+    let Some(node) = node() else {
+        return;
+    };
+    let server = OAuthServer::start(&node);
+    let config = json!({ "mcpServers": [{ "name": "s", "url": server.mcp }] });
+    let data_dir = tempfile::tempdir().expect("tempdir");
+    let proxy = Proxy::start_listening_with_env(
+        &config,
+        &[],
+        data_dir,
+        &[("MCPPROXY_CREDENTIALS", Path::new("file"))],
+    );
+    let config_path = proxy.data_dir.path().join("mcp_config.json");
+
+    // The server answers 401: mcpproxy says a login is needed, with the command, and waits.
+    wait_for_state(&proxy, &config_path, "login_required");
+    let refused = echo(&proxy, &config_path, "before");
+    assert_ne!(refused.code(), Some(0));
+    assert!(
+        refused.stderr().contains("mcpproxy upstream login s"),
+        "{}",
+        refused.stderr()
+    );
+    assert_eq!(server.stats()["grants"]["authorization_code"], 0);
+
+    // Log in through the CLI with a scripted browser: register, sign in, consent, come back.
+    let login = upstream(&proxy, &config_path, "login", &["--timeout", "60"])
+        .env(
+            "BROWSER",
+            oauth_dir().join("browser.py").to_str().expect("path"),
+        )
+        .output();
+    assert_eq!(
+        login.code(),
+        Some(0),
+        "{}\n{}",
+        login.stdout(),
+        login.stderr()
+    );
+    assert!(login.stderr().contains("/auth?"), "{}", login.stderr());
+    assert!(
+        login.stdout().contains("logged in to 's'"),
+        "{}",
+        login.stdout()
+    );
+    wait_for_state(&proxy, &config_path, "ready");
+    assert_eq!(server.stats()["grants"]["authorization_code"], 1);
+
+    let answer = echo(&proxy, &config_path, "hello");
+    assert_eq!(answer.code(), Some(0), "{}", answer.stderr());
+    assert!(answer.stdout().contains("hello"), "{}", answer.stdout());
+    assert_eq!(server.stats()["grants"]["refresh_token"], 0);
+
+    // The token is stored where the config and the journal are not, readable by its owner only.
+    let credentials = proxy.data_dir.path().join("credentials.json");
+    let mode = std::fs::metadata(&credentials)
+        .expect("the tokens are kept in the data dir's credentials file")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let stored = std::fs::read_to_string(&credentials).expect("read credentials");
+    let token = access_token(&stored).expect("an access token is stored");
+    assert!(
+        !std::fs::read_to_string(&config_path)
+            .expect("config")
+            .contains(&token)
+    );
+    let records = TestCommand::new(proxy.data_dir.path())
+        .args(["activity", "list", "-o", "json", "--config"])
+        .arg_path(&config_path)
+        .output();
+    assert!(
+        !records.stdout().contains(&token),
+        "a record shows the token"
+    );
+
+    // Once the token is within 30 s of expiring, the next request refreshes it first.
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+        let answer = echo(&proxy, &config_path, "later");
+        assert_eq!(answer.code(), Some(0), "{}", answer.stderr());
+        if server.stats()["grants"]["refresh_token"].as_u64() >= Some(1) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the access token was never refreshed: {}",
+            server.stats()
+        );
+    }
+
+    // Revoked at the authorization server: the refresh is refused, and the server waits for
+    // a person's login (no reconnect loop).
+    assert!(server.revoke()["revoked"].as_u64() >= Some(1));
+    let after = echo(&proxy, &config_path, "revoked");
+    assert_ne!(
+        after.code(),
+        Some(0),
+        "a call after revocation ran: {}",
+        after.stdout()
+    );
+    wait_for_state(&proxy, &config_path, "login_required");
+    let calls = server.stats()["calls"].clone();
+    let refused_before = server.stats()["refused"].as_u64().unwrap_or_default();
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(server.stats()["calls"], calls);
+    assert_eq!(
+        server.stats()["refused"].as_u64().unwrap_or_default(),
+        refused_before,
+        "mcpproxy kept knocking after the login was lost"
+    );
+
+    // `logout` forgets the tokens.
+    let logout = upstream(&proxy, &config_path, "logout", &[]).output();
+    assert_eq!(logout.code(), Some(0), "{}", logout.stderr());
+    assert!(
+        logout.stdout().contains("forgot the tokens"),
+        "{}",
+        logout.stdout()
+    );
+    let stored = std::fs::read_to_string(&credentials).unwrap_or_default();
+    assert!(!stored.contains(&token));
+}
+
+/// The access token in the credentials file's text (a JSON document holding JSON text).
+fn access_token(stored: &str) -> Option<String> {
+    let at = stored.find("access_token")?;
+    let rest = &stored[at + "access_token".len()..];
+    let start = rest.find(|c: char| c.is_ascii_alphanumeric())?;
+    let token: String = rest[start..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        .collect();
+    (token.len() >= 16).then_some(token)
+}
