@@ -107,6 +107,9 @@ mod upstream_lifecycle;
 mod upstream_manage;
 /// The sandbox of stdio servers, against a hostile server.
 mod upstream_sandbox;
+/// `${secret:NAME}` and `${env:NAME}` in a server's config: resolved at start, never shown;
+/// a missing one an error naming the fix.
+mod upstream_secret_refs;
 /// Secrets in upstream URLs and arguments hidden in the CLI, REST, MCP and the log; data-dir
 /// files private whatever the umask.
 mod upstream_secrets;

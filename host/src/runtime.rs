@@ -72,6 +72,8 @@ pub(crate) enum Error {
     Delivery(activity::Error),
     #[error(transparent)]
     Trust(#[from] trust::Error),
+    #[error(transparent)]
+    Credentials(#[from] crate::credentials::CredentialError),
 }
 
 pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
@@ -237,6 +239,7 @@ impl Runtime {
             index.clone(),
             trust,
             forbidden_paths(data_dir, config_file),
+            crate::credentials::CredentialStore::open(data_dir)?,
         );
         let changes = upstreams.take_changes();
         let activity = ActivitySettings {

@@ -9,6 +9,7 @@ mod code;
 mod output;
 mod plugins;
 mod remote;
+mod secret;
 mod serve;
 mod servers;
 mod tools;

@@ -20,6 +20,7 @@ mod lane;
 mod listing;
 pub(crate) mod log;
 mod reach;
+mod references;
 mod requests;
 mod sandbox;
 mod server;

@@ -68,6 +68,8 @@ pub(crate) struct Upstream {
     pub(super) log: std::sync::Mutex<log::Ring>,
     /// Routes from this server back to the clients whose calls it serves.
     pub(super) back_channel: Arc<BackChannel>,
+    /// Where `${secret:NAME}` values (and OAuth tokens) are kept.
+    pub(super) credentials: crate::credentials::CredentialStore,
     /// What the server offers besides tools (prompts, resources, ...), from its
     /// `initialize` answer.
     pub(super) capabilities: RwLock<Option<rmcp::model::ServerCapabilities>>,

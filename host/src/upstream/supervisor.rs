@@ -313,15 +313,28 @@ struct Connection {
     lane: Option<super::lane::Lane>,
 }
 
-/// Starts a session with the server.
+/// Starts a session with the server, its `${env:}`/`${secret:}` references resolved now
+/// (a message about the attempt never shows a resolved value).
 async fn connect(upstream: &Arc<Upstream>, warned: &Arc<Warned>) -> Result<Connection, String> {
+    let resolved = super::references::resolve(&upstream.config.transport, &upstream.credentials)?;
+    connect_to(upstream, warned, &resolved.transport)
+        .await
+        .map_err(|message| resolved.scrub(message))
+}
+
+/// Starts a session with the server over `transport` (the config's, resolved).
+async fn connect_to(
+    upstream: &Arc<Upstream>,
+    warned: &Arc<Warned>,
+    transport: &Transport,
+) -> Result<Connection, String> {
     let handler = UpstreamClient {
         upstream: Arc::downgrade(upstream),
         server: upstream.name().to_owned(),
         back_channel: upstream.back_channel.clone(),
         warned: warned.clone(),
     };
-    match &upstream.config.transport {
+    match transport {
         Transport::Stdio {
             command,
             args,

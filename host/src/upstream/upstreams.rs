@@ -32,6 +32,8 @@ pub(crate) struct Upstreams {
     back_channel: Arc<BackChannel>,
     /// Paths no sandbox grant may reach (the data dir, the config file).
     forbidden_paths: Arc<[mcpproxy_sandbox::ForbiddenPath]>,
+    /// Where `${secret:NAME}` values (and OAuth tokens) are kept.
+    credentials: crate::credentials::CredentialStore,
 }
 
 /// One upstream and its supervisor.
@@ -66,6 +68,7 @@ impl Upstreams {
         index: Arc<ToolIndex>,
         trust: Arc<TrustStore>,
         forbidden_paths: Vec<mcpproxy_sandbox::ForbiddenPath>,
+        credentials: crate::credentials::CredentialStore,
     ) -> Arc<Self> {
         let (changes_tx, receiver) = mpsc::unbounded_channel();
         let upstreams = Self {
@@ -79,6 +82,7 @@ impl Upstreams {
             changes: std::sync::Mutex::new(Some(receiver)),
             back_channel: BackChannel::new(),
             forbidden_paths: forbidden_paths.into(),
+            credentials,
         };
         {
             let mut map = write(&upstreams.servers);
@@ -122,6 +126,7 @@ impl Upstreams {
             capabilities: RwLock::new(None),
             discovered_versions: RwLock::new(Vec::new()),
             forbidden_paths: self.forbidden_paths.clone(),
+            credentials: self.credentials.clone(),
         });
         let stop = self.shutdown.child_token();
         let task = (initial == State::Disconnected).then(|| {
