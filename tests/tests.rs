@@ -43,6 +43,9 @@ mod mcp_code;
 /// The MCP conformance suite against the conformance fixture, directly and through the
 /// direct endpoint `/mcp/servers/NAME`.
 mod mcp_conformance;
+/// The MCP conformance suite's client scenarios with mcpproxy as the client of each
+/// scenario's server (`tests/conformance/client.sh`).
+mod mcp_conformance_client;
 /// Everything MCP carries (progress, elicitation, prompts, resources) through the proxy,
 /// against the official server-everything and the official Python SDK.
 mod mcp_everything;

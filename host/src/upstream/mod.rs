@@ -17,6 +17,7 @@ mod convert;
 mod error;
 mod handler;
 mod lane;
+mod lifecycle;
 mod listing;
 pub(crate) mod log;
 mod reach;

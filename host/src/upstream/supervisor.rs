@@ -14,7 +14,6 @@ use std::time::Duration;
 use rmcp::ServiceExt;
 use rmcp::model::Implementation;
 use rmcp::service::{RoleClient, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
@@ -394,17 +393,18 @@ async fn connect_to(
                 custom.insert(key, value);
             }
             config.custom_headers = custom;
-            let transport = StreamableHttpClientTransport::from_config(config);
-            let session = handler.serve(transport).await.map_err(|e| {
-                let message = match &e {
-                    rmcp::service::ClientInitializeError::TransportError { error, .. } => {
-                        super::reach::describe_http_failure(url.as_str(), error.error.as_ref())
-                    }
-                    _ => format!("MCP initialize with {url} failed: {e}"),
-                };
-                // The message goes to logs, the startup summary and /api/v1/status.
-                crate::secrets::mask_text_with_url(&message, url)
-            })?;
+            let session = super::lifecycle::serve_http(handler, config)
+                .await
+                .map_err(|e| {
+                    let message = match &e {
+                        rmcp::service::ClientInitializeError::TransportError { error, .. } => {
+                            super::reach::describe_http_failure(url.as_str(), error.error.as_ref())
+                        }
+                        _ => format!("MCP initialize with {url} failed: {e}"),
+                    };
+                    // The message goes to logs, the startup summary and /api/v1/status.
+                    crate::secrets::mask_text_with_url(&message, url)
+                })?;
             Ok(Connection {
                 session,
                 child: None,
