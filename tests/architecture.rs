@@ -69,7 +69,7 @@ const FORBIDDEN: [(&str, &[&str]); 3] = [
 ///
 /// | Layer | Modules | What they are |
 /// |---|---|---|
-/// | 0 | `access`, `index`, `line_guard`, `listener`, `metrics`, `secrets` | leaves: the loopback and bearer-token check, tool search, bounded line reading, the TCP listener, counters, secrets kept out of sight |
+/// | 0 | `access`, `credentials`, `index`, `line_guard`, `listener`, `metrics`, `secrets` | leaves: the loopback and bearer-token check, stored credentials, tool search, bounded line reading, the TCP listener, counters, secrets kept out of sight |
 /// | 1 | `config` | `mcp_config.json`, read and validated |
 /// | 2 | `oauth`, `telemetry`, `trust` | logins to upstream servers; trace export; approvals and pins |
 /// | 3 | `back_channel`, `control` | server-to-client requests; one owner per data dir |
@@ -81,6 +81,7 @@ const FORBIDDEN: [(&str, &[&str]); 3] = [
 const MODULE_LAYERS: [&[&str]; 9] = [
     &[
         "access",
+        "credentials",
         "index",
         "line_guard",
         "listener",

@@ -43,6 +43,9 @@ mod mcp_code;
 /// The MCP conformance suite against the conformance fixture, directly and through the
 /// direct endpoint `/mcp/servers/NAME`.
 mod mcp_conformance;
+/// The MCP conformance suite's client scenarios with mcpproxy as the client of each
+/// scenario's server (`tests/conformance/client.sh`).
+mod mcp_conformance_client;
 /// Everything MCP carries (progress, elicitation, prompts, resources) through the proxy,
 /// against the official server-everything and the official Python SDK.
 mod mcp_everything;
@@ -109,6 +112,9 @@ mod upstream_manage;
 mod upstream_oauth;
 /// The sandbox of stdio servers, against a hostile server.
 mod upstream_sandbox;
+/// `${secret:NAME}` and `${env:NAME}` in a server's config: resolved at start, never shown;
+/// a missing one an error naming the fix.
+mod upstream_secret_refs;
 /// Secrets in upstream URLs and arguments hidden in the CLI, REST, MCP and the log; data-dir
 /// files private whatever the umask.
 mod upstream_secrets;

@@ -11,7 +11,8 @@
 //! 0. `secrets` (what is masked wherever something is shown), `line_guard` (newline-delimited
 //!    JSON-RPC read with a line cap), `access` (the loopback Host/Origin rule, the bearer
 //!    token), `listener` (the TCP listener: connection cap, header timeout, shutdown),
-//!    `metrics` (Prometheus), `index` (the BM25 search over every upstream tool);
+//!    `metrics` (Prometheus), `index` (the BM25 search over every upstream tool),
+//!    `credentials` (stored secrets and tokens: the OS keyring or a 0600 file);
 //! 1. `config`: reads and validates `mcp_config.json`;
 //! 2. `oauth` (logins to upstream servers that ask for one: OAuth 2.1), `telemetry` (OTLP
 //!    export of the call spans), `trust` (approved launches, pinned tools, the security

@@ -57,6 +57,9 @@ enum Command {
     /// Run a code_execution script (JavaScript) through the running mcpproxy.
     #[command(subcommand)]
     Code(super::code::CodeCommand),
+    /// Secrets for `${secret:NAME}` in the config: set, list (names only), delete.
+    #[command(subcommand)]
+    Secret(super::secret::SecretCommand),
 }
 
 /// Global options every command can read.
@@ -111,6 +114,7 @@ pub fn run() -> ExitCode {
         Command::Tools(cmd) => cmd.run(&globals),
         Command::Upstream(cmd) => cmd.run(&globals),
         Command::Code(cmd) => cmd.run(&globals),
+        Command::Secret(cmd) => cmd.run(&globals),
     };
     match result {
         Ok(code) => code,

@@ -10,6 +10,7 @@ mod login;
 mod output;
 mod plugins;
 mod remote;
+mod secret;
 mod serve;
 mod servers;
 mod tools;

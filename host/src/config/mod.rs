@@ -26,6 +26,7 @@
 pub(crate) mod document;
 mod model;
 mod raw;
+pub(crate) mod reference;
 #[cfg(test)]
 mod tests;
 mod validate;

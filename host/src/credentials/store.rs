@@ -2,7 +2,7 @@
 //! when it answers, else the file), checks keys and value sizes, and serves `get`, `set`,
 //! `delete` and `keys` to any number of tasks and processes.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use mcpproxy_policy::quote;
@@ -130,11 +130,6 @@ impl CredentialStore {
     /// `file: <path>`.
     pub(crate) fn backend(&self) -> &'static str {
         self.inner.label
-    }
-
-    /// The file of the file backend (also read by the keyring backend for older values).
-    pub(crate) fn file_path(&self) -> PathBuf {
-        self.inner.file.path().to_path_buf()
     }
 
     /// The value stored under `key`, if any.

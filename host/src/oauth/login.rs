@@ -39,6 +39,9 @@ const CLIENT_NAME: &str = "mcpproxy";
 /// What a login needs to know about the server.
 pub(crate) struct LoginTarget<'a> {
     pub(crate) server: &'a str,
+    /// The server's URL as the config writes it: what the tokens are bound to.
+    pub(crate) binding: &'a str,
+    /// The URL with its `${env:}`/`${secret:}` references resolved.
     pub(crate) url: &'a str,
     pub(crate) oauth: &'a OAuthConfig,
     /// The resolved `oauth.client_secret`.
@@ -78,7 +81,7 @@ impl Logins {
                 server: target.server.to_owned(),
             });
         }
-        let vault = TokenVault::new(store.clone(), target.server, target.url);
+        let vault = TokenVault::new(store.clone(), target.server, target.binding);
         let granted = match vault.load().await {
             Ok(Some(credentials)) => credentials.granted_scopes,
             _ => Vec::new(),

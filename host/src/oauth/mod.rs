@@ -19,4 +19,4 @@ pub(crate) use challenge::{Challenge, ChallengeSlot, Watched};
 pub(crate) use error::OAuthError;
 pub(crate) use login::{LoginTarget, Logins};
 pub(crate) use session::authorized_client;
-pub(crate) use vault::{forget, has_login};
+pub(crate) use vault::forget;

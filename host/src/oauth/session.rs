@@ -17,10 +17,12 @@ use crate::credentials::CredentialStore;
 const NO_REDIRECT: &str = "http://127.0.0.1/unused";
 
 /// The client for `server`'s session at `url`: with its stored tokens when it has a login
-/// for that URL, `None` when it has none (requests then go without a token, and a `401`
-/// says a login is needed). `client_secret` is the resolved `oauth.client_secret`.
+/// bound to `binding` (the server's URL as the config writes it), `None` when it has none
+/// (requests then go without a token, and a `401` says a login is needed). `url` is the
+/// URL with its references resolved; `client_secret` the resolved `oauth.client_secret`.
 pub(crate) async fn authorized_client(
     server: &str,
+    binding: &str,
     url: &str,
     oauth: &OAuthConfig,
     client_secret: Option<&str>,
@@ -30,8 +32,8 @@ pub(crate) async fn authorized_client(
         return Ok(None);
     }
     let known = {
-        let (store, server, url) = (store.clone(), server.to_owned(), url.to_owned());
-        tokio::task::spawn_blocking(move || has_login(&store, &server, &url))
+        let (store, server, binding) = (store.clone(), server.to_owned(), binding.to_owned());
+        tokio::task::spawn_blocking(move || has_login(&store, &server, &binding))
             .await
             .unwrap_or(false)
     };
@@ -41,7 +43,7 @@ pub(crate) async fn authorized_client(
     let mut manager = AuthorizationManager::new(url)
         .await
         .map_err(|e| OAuthError::flow("cannot prepare the login", e))?;
-    manager.set_credential_store(TokenVault::new(store.clone(), server, url));
+    manager.set_credential_store(TokenVault::new(store.clone(), server, binding));
     let restored = manager
         .initialize_from_store()
         .await

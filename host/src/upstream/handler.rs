@@ -30,6 +30,7 @@ use super::supervisor::{refresh_tools, shown};
 
 /// rmcp's client-side handler: reacts to what the upstream tells us, and passes what
 /// concerns a client on to it through the [`BackChannel`].
+#[derive(Clone)]
 pub(super) struct UpstreamClient {
     pub(super) upstream: Weak<Upstream>,
     pub(super) server: String,

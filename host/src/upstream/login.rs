@@ -41,19 +41,28 @@ impl Upstreams {
         redirect_uri: &str,
     ) -> Result<String, LoginError> {
         let upstream = self.login_server(name)?;
-        let Transport::Http { url, .. } = &upstream.config.transport else {
+        let Transport::Http { url: binding, .. } = &upstream.config.transport else {
+            return Err(OAuthError::NotHttp {
+                server: name.to_owned(),
+            }
+            .into());
+        };
+        let resolved = super::references::resolve(&upstream.config.transport, &self.credentials)
+            .map_err(|e| OAuthError::Flow(e))?;
+        let Transport::Http { url, .. } = &resolved.transport else {
             return Err(OAuthError::NotHttp {
                 server: name.to_owned(),
             }
             .into());
         };
         let challenge = upstream.challenge.get();
-        let secret = upstream.config.oauth.client_secret.clone();
+        let secret = upstream.client_secret().map_err(OAuthError::Flow)?;
         let target = LoginTarget {
             server: name,
+            binding,
             url,
             oauth: &upstream.config.oauth,
-            client_secret: secret.as_deref(),
+            client_secret: secret.as_ref().map(|s| s.expose()),
             challenge: challenge.as_ref(),
         };
         let url = self

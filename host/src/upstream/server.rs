@@ -68,6 +68,8 @@ pub(crate) struct Upstream {
     pub(super) log: std::sync::Mutex<log::Ring>,
     /// Routes from this server back to the clients whose calls it serves.
     pub(super) back_channel: Arc<BackChannel>,
+    /// Where `${secret:NAME}` values (and OAuth tokens) are kept.
+    pub(super) credentials: crate::credentials::CredentialStore,
     /// What the server offers besides tools (prompts, resources, ...), from its
     /// `initialize` answer.
     pub(super) capabilities: RwLock<Option<rmcp::model::ServerCapabilities>>,
@@ -76,8 +78,6 @@ pub(crate) struct Upstream {
     pub(super) discovered_versions: RwLock<Vec<rmcp::model::ProtocolVersion>>,
     /// Paths no sandbox grant may reach (the data dir, the config file).
     pub(super) forbidden_paths: Arc<[mcpproxy_sandbox::ForbiddenPath]>,
-    /// Where the server's OAuth tokens are kept.
-    pub(super) credentials: crate::credentials::CredentialStore,
     /// The last `401`/`403` challenge the server's HTTP client met (cleared by a login).
     pub(super) challenge: Arc<crate::oauth::ChallengeSlot>,
     /// Woken when a login to the server finishes (or its tokens are forgotten).
@@ -212,6 +212,20 @@ impl Upstream {
             return None;
         }
         self.challenge.get()
+    }
+
+    /// The server's `oauth.client_secret` with its `${env:}`/`${secret:}` reference
+    /// resolved; `None` when it has none.
+    pub(super) fn client_secret(&self) -> Result<Option<crate::credentials::Secret>, String> {
+        self.config
+            .oauth
+            .client_secret
+            .as_deref()
+            .map(|value| {
+                super::references::resolve_value(value, &self.credentials)
+                    .map_err(|e| format!("oauth.client_secret: {e}"))
+            })
+            .transpose()
     }
 
     /// Whether the server is usable at all (not disabled, not quarantined).

@@ -14,7 +14,6 @@ use std::time::Duration;
 use rmcp::ServiceExt;
 use rmcp::model::Implementation;
 use rmcp::service::{RoleClient, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
@@ -361,28 +360,28 @@ async fn http_session(
     config: StreamableHttpClientTransportConfig,
 ) -> Result<Result<Session, rmcp::service::ClientInitializeError>, String> {
     let slot = upstream.challenge.clone();
-    let secret = upstream.config.oauth.client_secret.clone();
+    let secret = upstream.client_secret()?;
+    let binding = match &upstream.config.transport {
+        Transport::Http { url, .. } => url.as_str(),
+        Transport::Stdio { .. } => url,
+    };
     let authorized = crate::oauth::authorized_client(
         upstream.name(),
+        binding,
         url,
         &upstream.config.oauth,
-        secret.as_deref(),
+        secret.as_ref().map(|s| s.expose()),
         &upstream.credentials,
     )
     .await
     .map_err(|e| format!("cannot use the stored login: {e}"))?;
     let session = match authorized {
         Some(client) => {
-            let client = Watched::new(client, slot);
-            handler
-                .serve(StreamableHttpClientTransport::with_client(client, config))
-                .await
+            super::lifecycle::serve_http(handler, Watched::new(client, slot), config).await
         }
         None => {
             let client = Watched::new(reqwest::Client::default(), slot);
-            handler
-                .serve(StreamableHttpClientTransport::with_client(client, config))
-                .await
+            super::lifecycle::serve_http(handler, client, config).await
         }
     };
     if session.is_ok() {
@@ -391,15 +390,28 @@ async fn http_session(
     Ok(session)
 }
 
-/// Starts a session with the server.
+/// Starts a session with the server, its `${env:}`/`${secret:}` references resolved now
+/// (a message about the attempt never shows a resolved value).
 async fn connect(upstream: &Arc<Upstream>, warned: &Arc<Warned>) -> Result<Connection, String> {
+    let resolved = super::references::resolve(&upstream.config.transport, &upstream.credentials)?;
+    connect_to(upstream, warned, &resolved.transport)
+        .await
+        .map_err(|message| resolved.scrub(message))
+}
+
+/// Starts a session with the server over `transport` (the config's, resolved).
+async fn connect_to(
+    upstream: &Arc<Upstream>,
+    warned: &Arc<Warned>,
+    transport: &Transport,
+) -> Result<Connection, String> {
     let handler = UpstreamClient {
         upstream: Arc::downgrade(upstream),
         server: upstream.name().to_owned(),
         back_channel: upstream.back_channel.clone(),
         warned: warned.clone(),
     };
-    match &upstream.config.transport {
+    match transport {
         Transport::Stdio {
             command,
             args,

@@ -76,6 +76,10 @@ struct Cli {
     /// Write this process's id to FILE at start.
     #[arg(long, value_name = "FILE")]
     pid_file: Option<PathBuf>,
+    /// Over HTTP, answer 401 to every request whose `Authorization` is not
+    /// `Bearer <the value of the environment variable VAR>` (a server that checks a token).
+    #[arg(long, value_name = "VAR")]
+    require_bearer_env: Option<String>,
 }
 
 #[tokio::main]
@@ -97,6 +101,10 @@ async fn main() -> anyhow::Result<()> {
         tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
     }
     let raw_tools = cli.raw_tools.map(RawTools::new);
+    let bearer = match &cli.require_bearer_env {
+        Some(var) => Some(std::env::var(var).with_context(|| format!("{var} is not set"))?),
+        None => None,
+    };
     let fixture = Fixture::new(
         cli.name,
         cli.call_log.map(CallLog::new),
@@ -104,7 +112,7 @@ async fn main() -> anyhow::Result<()> {
         raw_tools.clone(),
     );
     let served = match cli.http {
-        Some(addr) => serve_http(fixture, raw_tools, &addr).await,
+        Some(addr) => serve_http(fixture, raw_tools, bearer, &addr).await,
         None => serve_stdio(Served::new(fixture, raw_tools)).await,
     };
     if cli.ignore_eof {
@@ -137,6 +145,7 @@ async fn serve_stdio(fixture: Served) -> anyhow::Result<()> {
 async fn serve_http(
     fixture: Fixture,
     raw_tools: Option<RawTools>,
+    bearer: Option<String>,
     addr: &str,
 ) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
@@ -154,6 +163,27 @@ async fn serve_http(
         router = router.layer(axum::middleware::from_fn_with_state(
             raw,
             raw_tools::add_to_http_listings,
+        ));
+    }
+    if let Some(token) = bearer {
+        let expected = format!("Bearer {token}");
+        router = router.layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let authorized = request
+                    .headers()
+                    .get("authorization")
+                    .is_some_and(|v| v.as_bytes() == expected.as_bytes());
+                async move {
+                    if authorized {
+                        next.run(request).await
+                    } else {
+                        axum::response::IntoResponse::into_response((
+                            axum::http::StatusCode::UNAUTHORIZED,
+                            "missing or wrong bearer token",
+                        ))
+                    }
+                }
+            },
         ));
     }
 

@@ -28,6 +28,10 @@ pub(super) fn oauth_from(raw: &RawOAuth, key: &str, ctx: &Context<'_>) -> Result
     };
     let client_id = text("client_id", &raw.client_id)?;
     let client_secret = text("client_secret", &raw.client_secret)?;
+    if let Some(secret) = &client_secret {
+        crate::config::reference::check(secret)
+            .map_err(|why| ctx.err(&at("client_secret"), why))?;
+    }
     if client_secret.is_some() && client_id.is_none() {
         return Err(ctx.err(
             &at("client_secret"),

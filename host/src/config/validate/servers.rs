@@ -184,6 +184,7 @@ fn server_from(
                 if value.contains('\0') {
                     return Err(ctx.err(&env_key, "the value contains a NUL character"));
                 }
+                crate::config::reference::check(value).map_err(|why| ctx.err(&env_key, why))?;
             }
             let working_dir = match raw.working_dir {
                 Some(dir) => Some(ctx.path(&at("working_dir"), &dir)?),
@@ -225,6 +226,7 @@ fn server_from(
             if let Some(raw_oauth) = &raw.oauth {
                 oauth = super::oauth::oauth_from(raw_oauth, &at("oauth"), ctx)?;
             }
+            crate::config::reference::check_url(&url).map_err(|why| ctx.err(&at("url"), why))?;
             let headers = raw.headers.unwrap_or_default();
             for (name, value) in &headers {
                 let mut header_key = at("headers");
@@ -241,6 +243,7 @@ fn server_from(
                         "the value contains a line break or NUL character",
                     ));
                 }
+                crate::config::reference::check(value).map_err(|why| ctx.err(&header_key, why))?;
             }
             Transport::Http { url, headers }
         }

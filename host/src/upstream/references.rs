@@ -1,0 +1,123 @@
+//! The `${env:NAME}` and `${secret:NAME}` references of a server's transport, resolved when
+//! the server is started: header values, stdio `env` values and URL query values. The
+//! resolved transport lives only as long as the connection attempt needs it; the config,
+//! statuses, records and the launch fingerprint keep the reference text. A missing value is
+//! an error that names the reference and the fix, for this server only.
+
+use crate::config::Transport;
+use crate::config::reference::{self, Reference};
+use crate::credentials::{CredentialStore, Secret};
+
+/// A transport with its references replaced, and the values put in (to scrub them from any
+/// message about the attempt).
+pub(super) struct Resolved {
+    pub(super) transport: Transport,
+    values: Vec<Secret>,
+}
+
+impl Resolved {
+    /// `message` with every resolved value (of four characters or more) masked.
+    pub(super) fn scrub(&self, message: String) -> String {
+        let mut message = message;
+        for value in &self.values {
+            let value = value.expose();
+            if value.chars().count() >= 4 {
+                message = message.replace(value, crate::secrets::MASK);
+            }
+        }
+        message
+    }
+}
+
+/// The value of one reference, from mcpproxy's environment or `credentials`; each value
+/// found is also put in `values`.
+fn look_up(
+    reference: &Reference,
+    credentials: &CredentialStore,
+    values: &mut Vec<Secret>,
+) -> Result<Option<String>, String> {
+    let found = match reference {
+        Reference::Env(name) => match std::env::var(name) {
+            Ok(value) => Some(value),
+            Err(std::env::VarError::NotPresent) => None,
+            Err(std::env::VarError::NotUnicode(_)) => {
+                return Err("its value is not valid UTF-8".to_owned());
+            }
+        },
+        Reference::Secret(name) => credentials
+            .get(&Reference::store_key(name))
+            .map_err(|e| e.to_string())?
+            .map(|secret| secret.expose().to_owned()),
+    };
+    if let Some(value) = &found {
+        values.push(Secret::new(value.clone()));
+    }
+    Ok(found)
+}
+
+/// One config value (an `oauth.client_secret`) with its references resolved.
+pub(super) fn resolve_value(value: &str, credentials: &CredentialStore) -> Result<Secret, String> {
+    if !reference::has_reference(value) {
+        return Ok(Secret::new(value.to_owned()));
+    }
+    let mut values = Vec::new();
+    let mut lookup = |r: &Reference| look_up(r, credentials, &mut values);
+    reference::resolve(value, &mut lookup, &|v: &str| v.to_owned())
+        .map(Secret::new)
+        .map_err(|e| e.to_string())
+}
+
+/// `transport` with its references resolved from mcpproxy's environment and `credentials`.
+pub(super) fn resolve(
+    transport: &Transport,
+    credentials: &CredentialStore,
+) -> Result<Resolved, String> {
+    let mut values = Vec::new();
+    let mut lookup = |r: &Reference| look_up(r, credentials, &mut values);
+    let plain = |value: &str| value.to_owned();
+    let transport = match transport {
+        Transport::Stdio {
+            command,
+            args,
+            env,
+            working_dir,
+        } => {
+            let mut resolved = env.clone();
+            for (name, value) in resolved.iter_mut() {
+                if reference::has_reference(value) {
+                    *value = reference::resolve(value, &mut lookup, &plain)
+                        .map_err(|e| format!("env '{name}': {e}"))?;
+                }
+            }
+            Transport::Stdio {
+                command: command.clone(),
+                args: args.clone(),
+                env: resolved,
+                working_dir: working_dir.clone(),
+            }
+        }
+        Transport::Http { url, headers } => {
+            let mut resolved = headers.clone();
+            for (name, value) in resolved.iter_mut() {
+                if reference::has_reference(value) {
+                    *value = reference::resolve(value, &mut lookup, &plain)
+                        .map_err(|e| format!("header '{name}': {e}"))?;
+                }
+            }
+            let url = match url.split_once('?') {
+                Some((base, query)) if reference::has_reference(query) => {
+                    let query =
+                        reference::resolve(query, &mut lookup, &reference::encode_query_value)
+                            .map_err(|e| format!("url query: {e}"))?;
+                    format!("{base}?{query}")
+                }
+                _ => url.clone(),
+            };
+            Transport::Http {
+                url,
+                headers: resolved,
+            }
+        }
+    };
+    Ok(Resolved { transport, values })
+}

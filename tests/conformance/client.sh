@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# mcpproxy as the CLIENT of one MCP conformance scenario: the suite's `conformance client`
+# starts the scenario's server and runs this script with the server's URL appended
+# (`--command tests/conformance/client.sh`); MCP_CONFORMANCE_SCENARIO names the scenario.
+#
+#   tests/conformance/client.sh URL
+#
+# Steps, in order:
+#   1. a temporary data dir and a config with URL as the one HTTP upstream ("scenario");
+#   2. `mcpproxy serve` on a free loopback port, in the background;
+#   3. wait until the upstream is ready, or in a terminal state (error, login required);
+#      (an OAuth login step goes here, between "started" and "exercise")
+#   4. exercise it with the CLI as the scenario expects (tools list, calls);
+#   5. stop the proxy (and remove the data dir).
+#
+# MCPPROXY (the binary) defaults to target/debug/mcpproxy of this checkout. The proxy's log
+# is printed to stderr when the script ends, for the suite's report.
+set -uo pipefail
+
+url=${!#}
+scenario=${MCP_CONFORMANCE_SCENARIO:-}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+mcpproxy=${MCPPROXY:-$root/target/debug/mcpproxy}
+node="$here/node_modules/.bin/node"
+if [ ! -x "$mcpproxy" ]; then
+    echo "client.sh: no mcpproxy binary at $mcpproxy (cargo build, or set MCPPROXY)" >&2
+    exit 3
+fi
+
+# --- 1. data dir and config -------------------------------------------------------------
+data=$(mktemp -d)
+export MCPPROXY_DATA_DIR="$data"
+export MCPPROXY_CONFIG="$data/mcp_config.json"
+export MCPPROXY_CREDENTIALS=file
+export NO_COLOR=1
+cat >"$MCPPROXY_CONFIG" <<JSON
+{
+  "mcpServers": [{"name": "scenario", "url": "$url"}],
+  "upstream": {"reconnect_initial_ms": 200, "reconnect_max_ms": 1000}
+}
+JSON
+
+# --- 2. start the proxy -----------------------------------------------------------------
+# MCPPROXY_PLUGIN_CACHE: a directory of compiled plugins shared by the runs (a debug build
+# spends seconds compiling the embedded plugins on a start with an empty cache).
+cache=${MCPPROXY_PLUGIN_CACHE:-}
+if [ -n "$cache" ] && [ -d "$cache" ]; then
+    mkdir -p "$data/cache/plugins"
+    cp -R "$cache/." "$data/cache/plugins/" 2>/dev/null || true
+fi
+"$mcpproxy" serve --listen 127.0.0.1:0 >"$data/serve.log" 2>&1 &
+serve_pid=$!
+stop() {
+    # --- 5. stop the proxy ----------------------------------------------------------------
+    kill "$serve_pid" 2>/dev/null
+    wait "$serve_pid" 2>/dev/null
+    sed 's/^/mcpproxy: /' "$data/serve.log" >&2
+    rm -rf "$data"
+}
+trap stop EXIT
+
+# --- 3. wait for the upstream -----------------------------------------------------------
+state=""
+for _ in $(seq 1 150); do
+    state=$("$mcpproxy" upstream list -o json 2>/dev/null |
+        "$node" -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{const l=JSON.parse(s);const u=(Array.isArray(l)?l:l.servers||[]).find(x=>x.name==="scenario");process.stdout.write(u?String(u.state):"")}catch{}})')
+    case "$state" in
+    ready | error | login_required | unapproved | quarantined) break ;;
+    esac
+    sleep 0.1
+done
+echo "client.sh: upstream state: ${state:-unknown}" >&2
+if [ -n "$cache" ] && [ -d "$data/cache/plugins" ]; then
+    mkdir -p "$cache"
+    cp -R -n "$data/cache/plugins/." "$cache/" 2>/dev/null || true
+fi
+
+# --- 4. exercise it ---------------------------------------------------------------------
+call() { # call TOOL ARGS_JSON
+    "$mcpproxy" call tool-write "scenario:$1" --args "$2" -o json --reason "conformance scenario $scenario" >&2 || true
+}
+tools_json=$("$mcpproxy" tools list --server scenario -o json 2>/dev/null || echo '[]')
+echo "client.sh: tools: $tools_json" >&2
+tool_schema() { # tool_schema NAME: the inputSchema the proxy shows for NAME
+    printf '%s' "$tools_json" | "$node" -e '
+        let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{
+          const list=JSON.parse(s); const tools=Array.isArray(list)?list:(list.tools||[]);
+          const t=tools.find(t=>t.name===process.argv[1]||t.name==="scenario:"+process.argv[1]||t.tool===process.argv[1]);
+          process.stdout.write(JSON.stringify(t?(t.inputSchema||t.input_schema||{}):{}));
+        })' "$1"
+}
+case "$scenario" in
+tools_call)
+    call add_numbers '{"a": 2, "b": 3}'
+    ;;
+request-metadata | http-standard-headers)
+    for t in $(printf '%s' "$tools_json" | "$node" -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const l=JSON.parse(s);for(const t of (Array.isArray(l)?l:(l.tools||[])))console.log(String(t.name).replace(/^scenario:/,""))})'); do
+        call "$t" '{}'
+    done
+    ;;
+http-custom-headers)
+    call test_custom_headers '{"region":"us-west1","priority":5,"verbose":true,"query":"q","non_ascii_val":"日本語","whitespace_val":" padded ","leading_space_val":" lead","trailing_space_val":"trail ","internal_space_val":"a b c","control_char_val":"a\u0001b","crlf_val":"a\r\nb","tab_val":"\tt"}'
+    call test_custom_headers_null '{"region":"us-west1","priority":1,"verbose":null,"query":"q"}'
+    ;;
+http-invalid-tool-headers)
+    call valid_tool '{"region":"us"}'
+    ;;
+json-schema-2020-12-preservation)
+    schema=$(tool_schema json_schema_2020_12_tool)
+    call json_schema_echo "{\"schema\": $schema}"
+    ;;
+sep-2322-client-request-state)
+    call test_mrtr_echo_state '{}'
+    call test_mrtr_no_state '{}'
+    call test_mrtr_unrelated '{}'
+    call test_mrtr_no_result_type '{}'
+    ;;
+*)
+    # initialize, json-schema-ref-no-deref, sse-retry, ...: connecting and listing is the
+    # exercise; call the first tool if there is one.
+    first=$(printf '%s' "$tools_json" | "$node" -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{const l=JSON.parse(s);const t=(Array.isArray(l)?l:(l.tools||[]))[0];if(t)process.stdout.write(String(t.name).replace(/^scenario:/,""))}catch{}})')
+    if [ -n "$first" ]; then call "$first" '{}'; fi
+    ;;
+esac
+exit 0
