@@ -6,6 +6,7 @@ mod api_key;
 mod app;
 mod call;
 mod code;
+mod handoff;
 mod output;
 mod plugins;
 mod remote;
