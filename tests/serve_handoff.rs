@@ -179,7 +179,10 @@ async fn the_front_ends_take_over_when_the_stdio_owner_dies() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     assert_eq!(echo_text(&ide_answer), "ide after", "{ide_answer}");
-    eprintln!("the second IDE answered {:?} after the kill", killed.elapsed());
+    eprintln!(
+        "the second IDE answered {:?} after the kill",
+        killed.elapsed()
+    );
 
     // The HTTP client: the page's health check, the same client's tools and calls.
     let (health_ok, listed, called) = loop {
@@ -199,7 +202,10 @@ async fn the_front_ends_take_over_when_the_stdio_owner_dies() {
     assert!(health_ok, "/healthz does not answer after the hand-off");
     assert!(listed.is_ok_and(|n| n > 0), "tools/list after the hand-off");
     assert_eq!(called, Ok("http after".to_owned()));
-    eprintln!("the HTTP client was served {:?} after the kill", killed.elapsed());
+    eprintln!(
+        "the HTTP client was served {:?} after the kill",
+        killed.elapsed()
+    );
 
     // An old session is unknown to the new owner: 404, which makes a client initialize
     // again (the MCP spec's word for an expired session).

@@ -113,5 +113,7 @@ mod upstream_sandbox;
 /// files private whatever the umask.
 mod upstream_secrets;
 
+/// The page as a control room: approval after the analysis, the chart, the decisions.
+mod web_control_room;
 /// The page at `/` in a real headless browser (chromium through chromedriver).
 mod web_e2e;
