@@ -77,6 +77,8 @@ mod properties;
 
 /// `mcpproxy serve` itself: defaults, config errors, stdio mode, shutdown.
 mod serve_cli;
+/// The metrics a dashboard reads move with real calls.
+mod serve_dashboard_metrics;
 /// The owner hand-off: front-ends take the data dir over when its owner dies.
 mod serve_handoff;
 /// `/mcp` and the listener under attack: the bearer token, session and connection bounds,

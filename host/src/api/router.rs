@@ -187,6 +187,9 @@ async fn metrics(State(state): State<ApiState>) -> Response {
             sink: s.status.name,
             backlog: s.status.backlog,
             lag: std::time::Duration::from_millis(s.status.lag_ms.unwrap_or(0)),
+            failures: s.status.state.failures,
+            delivered: s.status.state.delivered,
+            dropped: s.status.state.dropped,
         }));
     }
     (

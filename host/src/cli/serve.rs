@@ -226,6 +226,7 @@ impl ServeCommand {
             runtime.proxy.upstreams().settle(TAKEOVER_SETTLE).await;
         }
         let delivery = Arc::new(runtime.start_delivery()?);
+        runtime.watch_upstream_metrics(shutdown.clone());
         // Without the socket this process still serves; only other mcpproxy processes on
         // the data dir cannot reach it (they say so).
         let control = match crate::control::owner::ControlSocket::bind(&data_dir) {
@@ -335,6 +336,10 @@ impl ServeCommand {
                 }
                 stdio_server = stdio_server.for_server(server.clone());
             }
+            let _open = runtime
+                .proxy
+                .metrics()
+                .opened(crate::metrics::Open::Session, "stdio");
             let service = stdio_server
                 .serve((stdin, tokio::io::stdout()))
                 .await
@@ -458,6 +463,7 @@ fn session_server(
     server: ProxyServer,
     proxy: Arc<crate::proxy::Proxy>,
 ) -> crate::control::owner::Sessions {
+    let metrics = proxy.metrics().clone();
     let check_server = Arc::new(move |name: &str| {
         if proxy.upstreams().get(name).is_some() {
             return Ok(());
@@ -469,11 +475,13 @@ fn session_server(
         ))
     });
     let serve = Arc::new(move |fixed: Option<String>, read, write| {
+        let open = metrics.opened(crate::metrics::Open::Session, "socket");
         let mut server = server.for_new_session();
         if let Some(name) = fixed {
             server = server.for_server(name);
         }
         Box::pin(async move {
+            let _open = open;
             let read =
                 crate::line_guard::LineGuard::new(read, crate::line_guard::oversized_request);
             match server.serve((read, write)).await {

@@ -337,6 +337,7 @@ impl Proxy {
                     .instrument(upstream_span.clone())
                     .await;
                 self.metrics.upstream_call(upstream.name(), asked.elapsed());
+                self.metrics.tool_call(upstream.name(), tool);
                 let result = match answer {
                     Ok(upstream::CallAnswer::Complete(result)) => Ok(result),
                     Ok(upstream::CallAnswer::InputRequired(result)) => {
