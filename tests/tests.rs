@@ -64,6 +64,8 @@ mod plugin_host;
 /// Validators in other languages (JavaScript, Python and C examples built from source), the
 /// contract's versioning rule, and instance reuse.
 mod plugin_languages;
+/// Plugins live: `plugins reload` and the watch on --plugins DIR swap the policy plugins whole.
+mod plugin_reload;
 /// Result guards: secrets redacted from what upstreams return, custom guards, faults.
 mod plugin_result_guards;
 /// The opt-in safety-routing validator: every class x variant, and through real MCP.

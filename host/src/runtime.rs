@@ -3,6 +3,10 @@
 //! sink delivery, the trust store. `serve`, the one-shot CLI commands, benches and tests all build a proxy
 //! here; the CLI only parses arguments, calls this and prints.
 
+mod reload;
+
+pub(crate) use reload::{Reloader, watch as watch_plugins};
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;

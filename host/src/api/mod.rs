@@ -10,6 +10,7 @@
 mod activity;
 mod code;
 pub(crate) mod key;
+mod plugins;
 mod router;
 mod tools;
 mod upstreams;

@@ -29,6 +29,8 @@ pub(crate) struct ApiState {
     pub metrics_public: bool,
     /// Changes to the upstream servers, when this process can make them.
     pub manager: Option<Arc<crate::manage::Manager>>,
+    /// Reloads the policy plugins, when this process runs the proxy.
+    pub reloader: Option<Arc<crate::runtime::Reloader>>,
 }
 
 /// `/api/v1/...`, with the key check on every route.
@@ -60,6 +62,7 @@ pub(crate) fn router(state: ApiState) -> Router {
             get(super::upstreams::analysis),
         )
         .route("/upstreams/{name}/approve", post(super::upstreams::approve))
+        .route("/plugins/reload", post(super::plugins::reload))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(

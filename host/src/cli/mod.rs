@@ -9,6 +9,7 @@ mod code;
 mod handoff;
 mod output;
 mod plugins;
+mod plugins_reload;
 mod remote;
 mod serve;
 mod servers;

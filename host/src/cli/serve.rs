@@ -261,6 +261,17 @@ impl ServeCommand {
             allowed_hosts: runtime.config.allowed_hosts.clone(),
             allowed_origins: runtime.config.allowed_origins.clone(),
         };
+        let reloader = Arc::new(crate::runtime::Reloader::new(
+            runtime.config.clone(),
+            data_dir.clone(),
+            self.plugins.clone(),
+            runtime.proxy.clone(),
+        ));
+        if let Err(e) = crate::runtime::watch_plugins(reloader.clone(), shutdown.clone()) {
+            tracing::warn!(
+                "cannot watch the plugins dir for changes (run `mcpproxy plugins reload` after changing it): {e}"
+            );
+        }
         let api_key = key::load_or_create(&data_dir, runtime.config.api_key.as_deref())?;
         let api_state = ApiState {
             proxy: runtime.proxy.clone(),
@@ -270,6 +281,7 @@ impl ServeCommand {
             access: Arc::new(access.clone()),
             metrics_public: runtime.config.http.metrics_public,
             manager: Some(manager.clone()),
+            reloader: Some(reloader),
         };
         let http = &runtime.config.http;
         let endpoint = mcp::http::Endpoint {
