@@ -67,6 +67,8 @@ mod plugin_host;
 /// Validators in other languages (JavaScript, Python and C examples built from source), the
 /// contract's versioning rule, and instance reuse.
 mod plugin_languages;
+/// Plugins live: `plugins reload` and the watch on --plugins DIR swap the policy plugins whole.
+mod plugin_reload;
 /// Result guards: secrets redacted from what upstreams return, custom guards, faults.
 mod plugin_result_guards;
 /// The opt-in safety-routing validator: every class x variant, and through real MCP.
@@ -80,6 +82,10 @@ mod properties;
 
 /// `mcpproxy serve` itself: defaults, config errors, stdio mode, shutdown.
 mod serve_cli;
+/// The metrics a dashboard reads move with real calls.
+mod serve_dashboard_metrics;
+/// The owner hand-off: front-ends take the data dir over when its owner dies.
+mod serve_handoff;
 /// `/mcp` and the listener under attack: the bearer token, session and connection bounds,
 /// malformed requests.
 mod serve_listener;
@@ -119,5 +125,7 @@ mod upstream_secret_refs;
 /// files private whatever the umask.
 mod upstream_secrets;
 
+/// The page as a control room: approval after the analysis, the chart, the decisions.
+mod web_control_room;
 /// The page at `/` in a real headless browser (chromium through chromedriver).
 mod web_e2e;

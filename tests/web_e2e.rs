@@ -158,7 +158,7 @@ impl Driver {
         }
     }
 
-    async fn screenshot(&self, to: &Path) {
+    pub(crate) async fn screenshot(&self, to: &Path) {
         let png = self
             .http
             .get(format!("{}/session/{}/screenshot", self.base, self.session))

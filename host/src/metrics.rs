@@ -4,7 +4,14 @@
 //!
 //! Labels are plain strings the callers hand in (server, variant, status, decision, plugin,
 //! fault kind); nothing here knows the rest of the crate. Server and plugin names come from
-//! the config and the loaded plugins, so label sets stay few.
+//! the config and the loaded plugins, so label sets stay few; tool names come from
+//! upstreams, so at most [`MAX_TOOL_LABEL_SETS`] (server, tool) pairs are counted by name
+//! and the rest as tool `other`. [`stages`] times each policy plugin and counts its
+//! decisions.
+
+mod stages;
+
+pub(crate) use stages::{timed_annotators, timed_validators};
 
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
@@ -63,6 +70,32 @@ struct GuardLabels {
     kind: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolLabels {
+    server: String,
+    tool: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PluginLabels {
+    plugin: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DecisionLabels {
+    plugin: String,
+    decision: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: String,
+}
+
+/// The most distinct (server, tool) label sets `mcpproxy_tool_calls_total` counts by name;
+/// later tools count as tool `other` of their server.
+pub(crate) const MAX_TOOL_LABEL_SETS: usize = 200;
+
 /// The most distinct (guard, action, kind) label sets counted; kinds past it count as
 /// `other`, so a guard that invents kinds cannot grow the exposition without bound.
 const MAX_GUARD_LABEL_SETS: usize = 256;
@@ -90,7 +123,28 @@ pub(crate) struct SinkGauge {
     pub backlog: u64,
     /// Age of the oldest undelivered record.
     pub lag: Duration,
+    /// Failed delivery attempts since the last delivery.
+    pub failures: u64,
+    /// Records delivered, all time.
+    pub delivered: u64,
+    /// Undelivered records dropped because the journal outgrew its cap.
+    pub dropped: u64,
 }
+
+/// Counts how many of something are open, by kind; the count goes down when the guard
+/// [`Metrics::opened`] returns is dropped.
+pub(crate) struct OpenGuard {
+    gauge: Gauge,
+}
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
+}
+
+/// Reads a count at scrape time (the HTTP sessions of an endpoint).
+pub(crate) type Probe = Box<dyn Fn() -> usize + Send + Sync>;
 
 /// Every metric the proxy exposes.
 pub(crate) struct Metrics {
@@ -113,6 +167,20 @@ pub(crate) struct Metrics {
     guard_actions: Family<GuardLabels, Counter>,
     guard_label_sets: std::sync::Mutex<std::collections::HashSet<GuardLabels>>,
     guard_seconds: Histogram,
+    tool_calls: Family<ToolLabels, Counter>,
+    tool_label_sets: std::sync::Mutex<std::collections::HashSet<ToolLabels>>,
+    plugin_decisions: Family<DecisionLabels, Counter>,
+    plugin_seconds: Family<PluginLabels, Histogram>,
+    plugin_timeouts: Family<PluginLabels, Counter>,
+    sink_failures: Family<SinkLabels, Gauge>,
+    sink_delivered: Family<SinkLabels, Gauge>,
+    sink_dropped: Family<SinkLabels, Gauge>,
+    upstream_connects: Family<ServerLabels, Counter>,
+    upstream_reconnects: Family<ServerLabels, Counter>,
+    upstream_restarts: Family<ServerLabels, Counter>,
+    sessions: Family<KindLabels, Gauge>,
+    session_probes: std::sync::Mutex<Vec<(String, Probe)>>,
+    streams: Family<KindLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -244,7 +312,22 @@ impl Metrics {
             Unit::Seconds,
             guard_seconds.clone(),
         );
+        let extra = Extra::register(&mut registry);
         Self {
+            tool_calls: extra.tool_calls,
+            tool_label_sets: std::sync::Mutex::default(),
+            plugin_decisions: extra.plugin_decisions,
+            plugin_seconds: extra.plugin_seconds,
+            plugin_timeouts: extra.plugin_timeouts,
+            sink_failures: extra.sink_failures,
+            sink_delivered: extra.sink_delivered,
+            sink_dropped: extra.sink_dropped,
+            upstream_connects: extra.upstream_connects,
+            upstream_reconnects: extra.upstream_reconnects,
+            upstream_restarts: extra.upstream_restarts,
+            sessions: extra.sessions,
+            session_probes: std::sync::Mutex::default(),
+            streams: extra.streams,
             guard_actions,
             guard_label_sets: std::sync::Mutex::default(),
             guard_seconds,
@@ -399,8 +482,21 @@ impl Metrics {
     pub(crate) fn set_sinks(&self, sinks: impl IntoIterator<Item = SinkGauge>) {
         self.sink_backlog.clear();
         self.sink_lag_seconds.clear();
+        self.sink_failures.clear();
+        self.sink_delivered.clear();
+        self.sink_dropped.clear();
+        let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         for sink in sinks {
             let labels = SinkLabels { sink: sink.sink };
+            self.sink_failures
+                .get_or_create(&labels)
+                .set(count(sink.failures));
+            self.sink_delivered
+                .get_or_create(&labels)
+                .set(count(sink.delivered));
+            self.sink_dropped
+                .get_or_create(&labels)
+                .set(count(sink.dropped));
             self.sink_backlog
                 .get_or_create(&labels)
                 .set(i64::try_from(sink.backlog).unwrap_or(i64::MAX));
@@ -410,8 +506,96 @@ impl Metrics {
         }
     }
 
+    /// One tool call reached `server`'s `tool` (counted by name for the first
+    /// [`MAX_TOOL_LABEL_SETS`] pairs, then as `other`).
+    pub(crate) fn tool_call(&self, server: &str, tool: &str) {
+        let mut labels = ToolLabels {
+            server: server.to_owned(),
+            tool: tool.to_owned(),
+        };
+        {
+            let mut seen = mcpproxy_policy::lock(&self.tool_label_sets);
+            if !seen.contains(&labels) {
+                if seen.len() < MAX_TOOL_LABEL_SETS {
+                    seen.insert(labels.clone());
+                } else {
+                    labels.tool = "other".to_owned();
+                }
+            }
+        }
+        self.tool_calls.get_or_create(&labels).inc();
+    }
+
+    /// A policy plugin answered (`decision`: `allow`, `warn`, `reject`, an annotator's
+    /// `annotated` or `abstained`, or `fault`) after `took`; `timed_out` when its fault was
+    /// its deadline.
+    pub(crate) fn plugin_ran(&self, plugin: &str, decision: &str, took: Duration, timed_out: bool) {
+        let plugin = plugin.to_owned();
+        self.plugin_decisions
+            .get_or_create(&DecisionLabels {
+                plugin: plugin.clone(),
+                decision: decision.to_owned(),
+            })
+            .inc();
+        let labels = PluginLabels { plugin };
+        self.plugin_seconds
+            .get_or_create(&labels)
+            .observe(took.as_secs_f64());
+        if timed_out {
+            self.plugin_timeouts.get_or_create(&labels).inc();
+        }
+    }
+
+    /// An upstream started a connection attempt; `again` when it had been connected before
+    /// (its session ended, or it was restarted).
+    pub(crate) fn upstream_connecting(&self, server: &str, again: bool) {
+        let labels = ServerLabels {
+            server: server.to_owned(),
+        };
+        self.upstream_connects.get_or_create(&labels).inc();
+        if again {
+            self.upstream_reconnects.get_or_create(&labels).inc();
+        }
+    }
+
+    /// A person restarted an upstream (REST, CLI, the page).
+    pub(crate) fn upstream_restarted(&self, server: &str) {
+        self.upstream_restarts
+            .get_or_create(&ServerLabels {
+                server: server.to_owned(),
+            })
+            .inc();
+    }
+
+    /// One more open session (`kind`: `stdio`, `socket`) or stream (`activity`) until the
+    /// guard is dropped.
+    pub(crate) fn opened(&self, what: Open, kind: &str) -> OpenGuard {
+        let family = match what {
+            Open::Session => &self.sessions,
+            Open::Stream => &self.streams,
+        };
+        let gauge = family
+            .get_or_create(&KindLabels {
+                kind: kind.to_owned(),
+            })
+            .clone();
+        gauge.inc();
+        OpenGuard { gauge }
+    }
+
+    /// Sessions of `kind` counted by `probe` at each scrape (an HTTP endpoint's sessions).
+    pub(crate) fn probe_sessions(&self, kind: &str, probe: Probe) {
+        mcpproxy_policy::lock(&self.session_probes).push((kind.to_owned(), probe));
+    }
+
     /// The OpenMetrics text exposition of every metric.
     pub(crate) fn encode(&self) -> String {
+        for (kind, probe) in mcpproxy_policy::lock(&self.session_probes).iter() {
+            let open = i64::try_from(probe()).unwrap_or(i64::MAX);
+            self.sessions
+                .get_or_create(&KindLabels { kind: kind.clone() })
+                .set(open);
+        }
         let mut text = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
@@ -419,107 +603,129 @@ impl Metrics {
     }
 }
 
+/// What [`Metrics::opened`] counts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Open {
+    /// An MCP session (`mcpproxy_sessions`).
+    Session,
+    /// A long-lived stream (`mcpproxy_open_streams`).
+    Stream,
+}
+
+/// The families added for dashboards, registered in one place.
+struct Extra {
+    tool_calls: Family<ToolLabels, Counter>,
+    plugin_decisions: Family<DecisionLabels, Counter>,
+    plugin_seconds: Family<PluginLabels, Histogram>,
+    plugin_timeouts: Family<PluginLabels, Counter>,
+    sink_failures: Family<SinkLabels, Gauge>,
+    sink_delivered: Family<SinkLabels, Gauge>,
+    sink_dropped: Family<SinkLabels, Gauge>,
+    upstream_connects: Family<ServerLabels, Counter>,
+    upstream_reconnects: Family<ServerLabels, Counter>,
+    upstream_restarts: Family<ServerLabels, Counter>,
+    sessions: Family<KindLabels, Gauge>,
+    streams: Family<KindLabels, Gauge>,
+}
+
+impl Extra {
+    fn register(registry: &mut Registry) -> Self {
+        let extra = Self {
+            tool_calls: Family::default(),
+            plugin_decisions: Family::default(),
+            plugin_seconds: Family::new_with_constructor(plugin_buckets as fn() -> _),
+            plugin_timeouts: Family::default(),
+            sink_failures: Family::default(),
+            sink_delivered: Family::default(),
+            sink_dropped: Family::default(),
+            upstream_connects: Family::default(),
+            upstream_reconnects: Family::default(),
+            upstream_restarts: Family::default(),
+            sessions: Family::default(),
+            streams: Family::default(),
+        };
+        registry.register(
+            "tool_calls",
+            "Tool calls that reached an upstream tool, by server and tool (the first 200 pairs by name, later ones as tool \"other\")",
+            extra.tool_calls.clone(),
+        );
+        registry.register(
+            "plugin_decisions",
+            "What each policy plugin answered, by plugin and decision (allow, warn, reject, fault; annotators: annotated, abstained)",
+            extra.plugin_decisions.clone(),
+        );
+        registry.register_with_unit(
+            "plugin_duration",
+            "Time one policy plugin took for one call",
+            Unit::Seconds,
+            extra.plugin_seconds.clone(),
+        );
+        registry.register(
+            "plugin_timeouts",
+            "Policy plugin runs stopped at their deadline (the call was rejected), by plugin",
+            extra.plugin_timeouts.clone(),
+        );
+        registry.register(
+            "sink_failures",
+            "Failed delivery attempts of a sink since its last delivery",
+            extra.sink_failures.clone(),
+        );
+        registry.register(
+            "sink_delivered_records",
+            "Records a sink delivered, all time",
+            extra.sink_delivered.clone(),
+        );
+        registry.register(
+            "sink_dropped_records",
+            "Undelivered records dropped because the journal outgrew max_undelivered_bytes",
+            extra.sink_dropped.clone(),
+        );
+        registry.register(
+            "upstream_connects",
+            "Connection attempts to each upstream server (the first included)",
+            extra.upstream_connects.clone(),
+        );
+        registry.register(
+            "upstream_reconnects",
+            "Connection attempts to an upstream server that had been connected (its session ended, or it was restarted)",
+            extra.upstream_reconnects.clone(),
+        );
+        registry.register(
+            "upstream_restarts",
+            "Restarts of an upstream server a person asked for",
+            extra.upstream_restarts.clone(),
+        );
+        registry.register(
+            "sessions",
+            "Open MCP sessions, by kind (http, stdio, socket: IDEs forwarded by another mcpproxy)",
+            extra.sessions.clone(),
+        );
+        registry.register(
+            "open_streams",
+            "Open long-lived streams, by kind (activity: the live feed of /api/v1/activity/stream)",
+            extra.streams.clone(),
+        );
+        let mut build = vec![("version".to_owned(), env!("CARGO_PKG_VERSION").to_owned())];
+        if let Some(sha) = option_env!("MCPPROXY_GIT_SHA") {
+            build.push(("git_sha".to_owned(), sha.to_owned()));
+        }
+        let info = prometheus_client::metrics::info::Info::new(build);
+        registry.register(
+            "build",
+            "The running mcpproxy's version (and git commit, when the build knew it)",
+            info,
+        );
+        extra
+    }
+}
+
+/// Latency buckets of one plugin run: 5 µs to about 80 ms.
+fn plugin_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_005, 2.0, 15))
+}
+
 /// The content type of [`Metrics::encode`]'s text.
 pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn counters_and_gauges_show_in_the_exposition() {
-        let metrics = Metrics::new();
-        metrics.call(
-            "fs",
-            "call_tool_read",
-            "success",
-            "allow",
-            Duration::from_millis(2),
-        );
-        metrics.call(
-            "fs",
-            "call_tool_read",
-            "success",
-            "allow",
-            Duration::from_millis(3),
-        );
-        metrics.upstream_call("fs", Duration::from_micros(400));
-        metrics.plugin_fault("intent-matrix", "deadline");
-        metrics.journal_fsync();
-        metrics.set_upstreams([UpstreamGauge {
-            server: "fs".into(),
-            state: "ready".into(),
-            tools: 14,
-        }]);
-        metrics.set_sinks([SinkGauge {
-            sink: "clickhouse-sink".into(),
-            backlog: 7,
-            lag: Duration::from_millis(1500),
-        }]);
-        let text = metrics.encode();
-        assert!(
-            text.contains(
-                r#"mcpproxy_calls_total{server="fs",variant="call_tool_read",status="success",decision="allow"} 2"#
-            ),
-            "{text}"
-        );
-        assert!(
-            text.contains(r#"mcpproxy_call_duration_seconds_count{variant="call_tool_read"} 2"#),
-            "{text}"
-        );
-        assert!(
-            text.contains(r#"mcpproxy_upstream_call_duration_seconds_count{server="fs"} 1"#),
-            "{text}"
-        );
-        assert!(
-            text.contains(
-                r#"mcpproxy_plugin_faults_total{plugin="intent-matrix",kind="deadline"} 1"#
-            ),
-            "{text}"
-        );
-        assert!(text.contains("mcpproxy_journal_fsyncs_total 1\n"), "{text}");
-        assert!(
-            text.contains(r#"mcpproxy_upstream_state{server="fs",state="ready"} 1"#),
-            "{text}"
-        );
-        assert!(
-            text.contains(r#"mcpproxy_sink_lag_seconds{sink="clickhouse-sink"} 1.5"#),
-            "{text}"
-        );
-        assert!(text.ends_with("# EOF\n"), "{text}");
-
-        // A server that went away disappears from the gauges.
-        metrics.set_upstreams([]);
-        assert!(!metrics.encode().contains("upstream_state{"));
-    }
-
-    #[test]
-    fn the_journal_failing_shows_with_its_reason_and_goes_when_it_recovers() {
-        let metrics = Metrics::new();
-        metrics.set_journal_health(None);
-        let text = metrics.encode();
-        assert!(text.contains("mcpproxy_journal_failing 0\n"), "{text}");
-        assert!(!text.contains("mcpproxy_journal_failure{"), "{text}");
-
-        metrics.set_journal_health(Some("No space left on device"));
-        let text = metrics.encode();
-        assert!(text.contains("mcpproxy_journal_failing 1\n"), "{text}");
-        assert!(
-            text.contains(r#"mcpproxy_journal_failure{reason="No space left on device"} 1"#),
-            "{text}"
-        );
-
-        metrics.set_journal_health(None);
-        let text = metrics.encode();
-        assert!(text.contains("mcpproxy_journal_failing 0\n"), "{text}");
-        assert!(!text.contains("mcpproxy_journal_failure{"), "{text}");
-    }
-
-    #[test]
-    fn label_values_are_escaped() {
-        let metrics = Metrics::new();
-        metrics.plugin_fault("a\"b\nc", "trap");
-        let text = metrics.encode();
-        assert!(text.contains(r#"plugin="a\"b\nc""#), "{text}");
-    }
-}
+mod tests;

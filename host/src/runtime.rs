@@ -3,6 +3,10 @@
 //! sink delivery, the trust store. `serve`, the one-shot CLI commands, benches and tests all build a proxy
 //! here; the CLI only parses arguments, calls this and prints.
 
+mod reload;
+
+pub(crate) use reload::{Reloader, watch as watch_plugins};
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -222,12 +226,12 @@ impl Runtime {
             config.plugins.guards.as_deref(),
             "plugins.guards",
         )?;
+        let metrics = Arc::new(Metrics::new());
         let pipeline = Pipeline::new(
-            plugin::annotators(&annotators),
-            plugin::validators(&validators),
+            crate::metrics::timed_annotators(plugin::annotators(&annotators), &metrics),
+            crate::metrics::timed_validators(plugin::validators(&validators), &metrics),
         );
         let scanner = plugins.of_kind(PluginKind::Scanner).next().cloned();
-        let metrics = Arc::new(Metrics::new());
         let journal = open_journal(&config, data_dir, Some(&metrics))?;
         journal.spawn_retention();
         let trust = Arc::new(open_trust(data_dir, &config.servers)?);
@@ -316,6 +320,59 @@ impl Runtime {
             ),
             Err(e) => tracing::error!("cannot close the calls left pending by the last run: {e}"),
         }
+    }
+
+    /// Counts each upstream's connection attempts into the metrics (`upstream_connects`,
+    /// `upstream_reconnects`) until `shutdown`; upstreams added later are watched from the
+    /// next look (every second).
+    pub(crate) fn watch_upstream_metrics(&self, shutdown: tokio_util::sync::CancellationToken) {
+        let proxy = self.proxy.clone();
+        tokio::spawn(async move {
+            // By the upstream itself: a restart or a config change makes a new one of the
+            // same name, whose first connection is then a reconnect.
+            let mut watched = std::collections::HashSet::new();
+            let mut names = std::collections::HashSet::new();
+            loop {
+                for upstream in proxy.upstreams().all() {
+                    if !watched.insert(Arc::as_ptr(&upstream) as usize) {
+                        continue;
+                    }
+                    let metrics = proxy.metrics().clone();
+                    let mut states = upstream.subscribe();
+                    let name = upstream.name().to_owned();
+                    let seen_before = !names.insert(name.clone());
+                    let stop = shutdown.clone();
+                    tokio::spawn(async move {
+                        use crate::upstream::State;
+                        let mut connected_before = seen_before;
+                        let mut was_connecting = false;
+                        let mut first = true;
+                        loop {
+                            let state = states.borrow_and_update().clone();
+                            let connecting = state == State::Connecting;
+                            // Found past its first attempt (watched up to a second late):
+                            // that attempt counts too.
+                            let attempted =
+                                first && matches!(state, State::Ready | State::Error(_));
+                            if (connecting && !was_connecting) || attempted {
+                                metrics.upstream_connecting(&name, connected_before);
+                            }
+                            first = false;
+                            was_connecting = connecting;
+                            connected_before |= state == State::Ready;
+                            tokio::select! {
+                                _ = stop.cancelled() => return,
+                                changed = states.changed() => if changed.is_err() { return },
+                            }
+                        }
+                    });
+                }
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+            }
+        });
     }
 
     /// Closes the upstream sessions and flushes the journal.

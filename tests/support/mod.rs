@@ -9,6 +9,8 @@ mod artifacts;
 pub(crate) mod clickhouse;
 /// The `mcpproxy` binary with a private data dir.
 mod command;
+/// An IDE's `serve --stdio` session driven line by line.
+pub(crate) mod ide;
 /// The fixture upstream, a running `mcpproxy serve`, and an MCP client (rmcp).
 pub(crate) mod mcp;
 /// The Python of `tests/python/.venv`.

@@ -312,6 +312,10 @@ pub(super) async fn stream(
         }
     };
     let feed = Feed {
+        _open: state
+            .proxy
+            .metrics()
+            .opened(crate::metrics::Open::Stream, "activity"),
         journal,
         filter,
         cursor,
@@ -350,6 +354,8 @@ pub(super) async fn stream(
 
 /// The live feed's state between polls.
 struct Feed {
+    /// Counted in `mcpproxy_open_streams` while the feed lives.
+    _open: crate::metrics::OpenGuard,
     journal: std::sync::Arc<mcpproxy_activity::Journal>,
     filter: Filter,
     /// Every record up to this id was sent or skipped for good.

@@ -11,6 +11,7 @@ mod activity;
 mod code;
 pub(crate) mod key;
 mod login;
+mod plugins;
 mod router;
 mod tools;
 mod upstreams;

@@ -29,6 +29,8 @@ pub(crate) struct ApiState {
     pub metrics_public: bool,
     /// Changes to the upstream servers, when this process can make them.
     pub manager: Option<Arc<crate::manage::Manager>>,
+    /// Reloads the policy plugins, when this process runs the proxy.
+    pub reloader: Option<Arc<crate::runtime::Reloader>>,
 }
 
 /// `/api/v1/...`, with the key check on every route.
@@ -68,6 +70,7 @@ pub(crate) fn router(state: ApiState) -> Router {
             "/upstreams/{name}/login/callback",
             post(super::login::finish),
         )
+        .route("/plugins/reload", post(super::plugins::reload))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
@@ -196,6 +199,9 @@ async fn metrics(State(state): State<ApiState>) -> Response {
             sink: s.status.name,
             backlog: s.status.backlog,
             lag: std::time::Duration::from_millis(s.status.lag_ms.unwrap_or(0)),
+            failures: s.status.state.failures,
+            delivered: s.status.state.delivered,
+            dropped: s.status.state.dropped,
         }));
     }
     (

@@ -195,6 +195,7 @@ pub(super) async fn restart(
         .restart(&name)
         .await
         .map_err(change_error)?;
+    state.proxy.metrics().upstream_restarted(&name);
     Ok(ok(serde_json::json!({"restarted": name})))
 }
 

@@ -35,6 +35,9 @@ pub(super) enum PluginsCommand {
     Wit(WitCommand),
     /// Start a plugin project: source, build script, README (build, check, load) and wit/.
     New(NewCommand),
+    /// Load the running owner's policy plugins again (embedded and --plugins DIR), put in
+    /// force only if the new set loads and passes a probe call.
+    Reload(super::plugins_reload::ReloadCommand),
 }
 
 impl PluginsCommand {
@@ -44,6 +47,7 @@ impl PluginsCommand {
             Self::Check(cmd) => cmd.run(globals),
             Self::Wit(cmd) => cmd.run(),
             Self::New(cmd) => cmd.run(),
+            Self::Reload(cmd) => cmd.run(globals),
         }
     }
 }

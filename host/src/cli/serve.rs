@@ -1,6 +1,7 @@
 //! `mcpproxy serve`: load the config and plugins, connect the upstreams, and serve MCP on
 //! `http://<listen>/mcp` (or on stdio with `--stdio`) until Ctrl-C or SIGTERM.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
@@ -23,6 +24,7 @@ use crate::runtime::Runtime;
 use mcpproxy_plugin_host::is_plugin_name;
 
 use super::Globals;
+use super::handoff::{Event, FrontEnd};
 
 /// How long a sink's in-flight batch may finish at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -31,6 +33,13 @@ const CONNECTION_GRACE: Duration = Duration::from_secs(2);
 /// How long a starting `serve` waits for the process that holds the journal to answer on
 /// its control socket.
 const OWNER_START_WAIT: Duration = Duration::from_secs(10);
+/// How soon a front-end whose owner stopped tries the journal again while it is still held
+/// (the old owner closing, or another front-end that won it and opens its socket soon).
+const TAKEOVER_RETRY: Duration = Duration::from_millis(100);
+/// How soon it tries again after a takeover failed for another reason (the error logged).
+const TAKEOVER_FAILED_RETRY: Duration = Duration::from_secs(5);
+/// How long a process that took over waits for its upstreams before it answers.
+const TAKEOVER_SETTLE: Duration = Duration::from_secs(5);
 /// Sets (or replaces) `http.auth_token`, so the token need not be written in the file.
 const AUTH_TOKEN_ENV: &str = "MCPPROXY_AUTH_TOKEN";
 
@@ -153,27 +162,71 @@ impl ServeCommand {
         let shutdown = CancellationToken::new();
         tokio::spawn(signal_shutdown(shutdown.clone()));
 
-        // An owner already runs on this data dir: be its front-end.
-        if let Some(owner) = crate::control::connect(&data_dir).await {
-            return self.front_end(owner, &data_dir, listen, shutdown).await;
-        }
-        let runtime = match Runtime::build(
-            config,
-            &data_dir,
-            loaded.path.as_deref(),
-            self.plugins.clone(),
-        ) {
-            Ok(runtime) => runtime,
-            Err(crate::runtime::Error::Held { .. })
-                if let Some(owner) = wait_for_owner(&data_dir, &shutdown).await =>
-            {
-                // Another process became the owner as this one started.
-                return self.front_end(owner, &data_dir, listen, shutdown).await;
-            }
-            Err(e) => return Err(e.into()),
+        // An owner already runs on this data dir: be its front-end, and take the data dir
+        // over when it goes away (one front-end wins the journal; the others attach to it).
+        let mut front: Option<FrontEnd> = None;
+        let stdio = self.stdio.then(|| self.server.clone());
+        let build = || {
+            // Loading the plugins and opening the journal block: off the async workers.
+            tokio::task::block_in_place(|| {
+                Runtime::build(
+                    config.clone(),
+                    &data_dir,
+                    loaded.path.as_deref(),
+                    self.plugins.clone(),
+                )
+            })
         };
+        let runtime = loop {
+            if let Some(running) = front.as_mut() {
+                let event = tokio::select! {
+                    _ = shutdown.cancelled() => return Ok(()),
+                    event = running.next() => event?,
+                };
+                if let Event::Ended = event {
+                    return Ok(());
+                }
+                match take_over(&data_dir, &build, &shutdown).await {
+                    Some(runtime) => break runtime,
+                    // Another front-end won: this one's bridge or relay attaches to it.
+                    None => continue,
+                }
+            }
+            if let Some(owner) = crate::control::connect(&data_dir).await {
+                let started =
+                    FrontEnd::start(owner, stdio.clone(), &data_dir, listen, shutdown.clone());
+                front = Some(started.await?);
+                continue;
+            }
+            match build() {
+                Ok(runtime) => break runtime,
+                // Another process became the owner as this one started.
+                Err(e @ crate::runtime::Error::Held { .. }) => {
+                    let Some(owner) = wait_for_owner(&data_dir, &shutdown).await else {
+                        return Err(e.into());
+                    };
+                    let started =
+                        FrontEnd::start(owner, stdio.clone(), &data_dir, listen, shutdown.clone());
+                    front = Some(started.await?);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        };
+        if front.is_some() {
+            eprintln!(
+                "mcpproxy {}: the owner of {} stopped; this process took the data dir over and owns it now (its upstreams start here; clients of the old owner initialize again)",
+                env!("CARGO_PKG_VERSION"),
+                data_dir.display()
+            );
+        }
         runtime.close_interrupted().await;
+        if front.is_some() {
+            // The front-ends replay their clients' requests as soon as the socket answers:
+            // let the upstreams connect first, so those requests find their tools.
+            runtime.proxy.upstreams().settle(TAKEOVER_SETTLE).await;
+        }
         let delivery = Arc::new(runtime.start_delivery()?);
+        runtime.watch_upstream_metrics(shutdown.clone());
         // Without the socket this process still serves; only other mcpproxy processes on
         // the data dir cannot reach it (they say so).
         let control = match crate::control::owner::ControlSocket::bind(&data_dir) {
@@ -208,6 +261,17 @@ impl ServeCommand {
             allowed_hosts: runtime.config.allowed_hosts.clone(),
             allowed_origins: runtime.config.allowed_origins.clone(),
         };
+        let reloader = Arc::new(crate::runtime::Reloader::new(
+            runtime.config.clone(),
+            data_dir.clone(),
+            self.plugins.clone(),
+            runtime.proxy.clone(),
+        ));
+        if let Err(e) = crate::runtime::watch_plugins(reloader.clone(), shutdown.clone()) {
+            tracing::warn!(
+                "cannot watch the plugins dir for changes (run `mcpproxy plugins reload` after changing it): {e}"
+            );
+        }
         let api_key = key::load_or_create(&data_dir, runtime.config.api_key.as_deref())?;
         let api_state = ApiState {
             proxy: runtime.proxy.clone(),
@@ -217,6 +281,7 @@ impl ServeCommand {
             access: Arc::new(access.clone()),
             metrics_public: runtime.config.http.metrics_public,
             manager: Some(manager.clone()),
+            reloader: Some(reloader),
         };
         let http = &runtime.config.http;
         let endpoint = mcp::http::Endpoint {
@@ -235,12 +300,26 @@ impl ServeCommand {
         let control_server = control.map(|control| {
             tokio::spawn(control.serve(
                 app.clone(),
-                session_server(mcp_server.clone()),
+                session_server(mcp_server.clone(), runtime.proxy.clone()),
                 shutdown.clone(),
             ))
         });
 
-        if self.stdio {
+        if let Some(FrontEnd::Stdio { task, hooks }) = front {
+            // This process took over from its stdio bridge: the bridge carries on, attached
+            // to this process's own socket now (the IDE's handshake replayed).
+            hooks.retry.notify_one();
+            summary(&runtime, loaded.path.as_deref()).await;
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                ended = task => {
+                    if let Ok(Err(e)) = ended {
+                        tracing::warn!("the stdio session ended: {e}");
+                    }
+                    shutdown.cancel();
+                }
+            }
+        } else if self.stdio {
             match &control_path {
                 Some(path) => eprintln!(
                     "mcpproxy {} serving MCP on stdio; other mcpproxy processes on {} use it through {}",
@@ -269,6 +348,10 @@ impl ServeCommand {
                 }
                 stdio_server = stdio_server.for_server(server.clone());
             }
+            let _open = runtime
+                .proxy
+                .metrics()
+                .opened(crate::metrics::Open::Session, "stdio");
             let service = stdio_server
                 .serve((stdin, tokio::io::stdout()))
                 .await
@@ -294,7 +377,15 @@ impl ServeCommand {
                     listener::RESERVED_FDS
                 );
             }
-            let socket = bind_tcp(listen).await?;
+            // A relay that took over hands its listener on: the same address keeps working.
+            let relayed = match front {
+                Some(FrontEnd::Http { relay, .. }) => relay.hand_back().await,
+                _ => None,
+            };
+            let socket = match relayed {
+                Some(socket) => socket,
+                None => bind_tcp(listen).await?,
+            };
             let bound = socket
                 .local_addr()
                 .context("cannot read the bound address")?;
@@ -325,63 +416,33 @@ impl ServeCommand {
         runtime.shutdown().await;
         Ok(())
     }
+}
 
-    /// Serves as a front-end of the data dir's owner: stdio carried over its control
-    /// socket, or (when the owner serves stdio only) TCP connections relayed to it.
-    async fn front_end(
-        &self,
-        owner: tokio::net::UnixStream,
-        data_dir: &std::path::Path,
-        listen: SocketAddr,
-        shutdown: CancellationToken,
-    ) -> Result<()> {
-        if self.stdio
-            && let Some(server) = &self.server
-        {
-            bail!(
-                "{} is owned by a running mcpproxy, and --server {server} needs this process to \
-                 own it: connect the client to the owner's http://<listen>/mcp/servers/{server} \
-                 instead, or stop the owner",
-                data_dir.display()
-            );
+/// The owner went away: tries to become the owner until that works (`Some`) or another
+/// process's socket answers (`None`: it won). The journal is still held while the old owner
+/// closes (or while the winner starts): tried again every [`TAKEOVER_RETRY`].
+async fn take_over(
+    data_dir: &std::path::Path,
+    build: &impl Fn() -> crate::runtime::Result<Runtime>,
+    shutdown: &CancellationToken,
+) -> Option<Runtime> {
+    while !shutdown.is_cancelled() {
+        if crate::control::answers(data_dir).await {
+            return None;
         }
-        if self.stdio {
-            eprintln!(
-                "mcpproxy {}: {} is owned by a running mcpproxy; this stdio session is forwarded to it (its upstreams, journal and policy)",
-                env!("CARGO_PKG_VERSION"),
-                data_dir.display()
-            );
-            let stdin = crate::line_guard::LineGuard::new(
-                tokio::io::stdin(),
-                crate::line_guard::oversized_request,
-            );
-            crate::control::bridge::run(data_dir, owner, stdin, tokio::io::stdout(), shutdown)
-                .await
-                .context("the stdio session to the owner failed")?;
-            return Ok(());
+        match build() {
+            Ok(runtime) => return Some(runtime),
+            Err(crate::runtime::Error::Held { .. }) => tokio::time::sleep(TAKEOVER_RETRY).await,
+            Err(e) => {
+                tracing::error!(
+                    "the owner of {} stopped and this process cannot take it over: {e}",
+                    data_dir.display()
+                );
+                tokio::time::sleep(TAKEOVER_FAILED_RETRY).await;
+            }
         }
-        drop(owner);
-        if !listen.ip().is_loopback() {
-            bail!(
-                "{} is already owned by a running mcpproxy, and a second one may only relay to it on a loopback address, not {listen}: stop the owner and start this one alone to listen there",
-                data_dir.display()
-            );
-        }
-        let socket = bind_tcp(listen).await?;
-        let bound = socket
-            .local_addr()
-            .context("cannot read the bound address")?;
-        eprintln!(
-            "{} is owned by a running mcpproxy (serving stdio); this one relays HTTP to it",
-            data_dir.display()
-        );
-        eprintln!(
-            "mcpproxy {} listening on http://{bound}/mcp",
-            env!("CARGO_PKG_VERSION")
-        );
-        crate::control::relay::serve(socket, data_dir.to_owned(), shutdown).await;
-        Ok(())
     }
+    None
 }
 
 /// Waits a little for a process that holds the journal to open its control socket (two
@@ -400,7 +461,7 @@ async fn wait_for_owner(
     None
 }
 
-async fn bind_tcp(listen: SocketAddr) -> Result<tokio::net::TcpListener> {
+pub(super) async fn bind_tcp(listen: SocketAddr) -> Result<tokio::net::TcpListener> {
     tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| {
@@ -408,11 +469,31 @@ async fn bind_tcp(listen: SocketAddr) -> Result<tokio::net::TcpListener> {
         })
 }
 
-/// MCP sessions on the control socket: each served as on stdio.
-fn session_server(server: ProxyServer) -> crate::control::owner::SessionServer {
-    Arc::new(move |read, write| {
-        let server = server.for_new_session();
+/// MCP sessions on the control socket: each served as on stdio, of the aggregate endpoint
+/// or (after `@server NAME`) of one upstream's direct endpoint.
+fn session_server(
+    server: ProxyServer,
+    proxy: Arc<crate::proxy::Proxy>,
+) -> crate::control::owner::Sessions {
+    let metrics = proxy.metrics().clone();
+    let check_server = Arc::new(move |name: &str| {
+        if proxy.upstreams().get(name).is_some() {
+            return Ok(());
+        }
+        Err(format!(
+            "--server {}: there is no upstream server of that name; configured: {}",
+            mcpproxy_policy::quote(name),
+            proxy.upstreams().names().join(", ")
+        ))
+    });
+    let serve = Arc::new(move |fixed: Option<String>, read, write| {
+        let open = metrics.opened(crate::metrics::Open::Session, "socket");
+        let mut server = server.for_new_session();
+        if let Some(name) = fixed {
+            server = server.for_server(name);
+        }
         Box::pin(async move {
+            let _open = open;
             let read =
                 crate::line_guard::LineGuard::new(read, crate::line_guard::oversized_request);
             match server.serve((read, write)).await {
@@ -421,8 +502,12 @@ fn session_server(server: ProxyServer) -> crate::control::owner::SessionServer {
                 }
                 Err(e) => tracing::debug!("a forwarded stdio session did not start: {e}"),
             }
-        })
-    })
+        }) as std::pin::Pin<Box<dyn Future<Output = ()> + Send>>
+    });
+    crate::control::owner::Sessions {
+        serve,
+        check_server,
+    }
 }
 
 /// Takes the bearer token from the environment when it is set there.

@@ -3,15 +3,28 @@
 //! upstreams, journal and policy.
 //!
 //! The bridge remembers the session's `initialize` request and `initialized` notification.
-//! When the owner goes away, every request waiting for an answer, and every request made
-//! while no owner runs, is answered at once with an error that says so (never a hang); the
-//! bridge tries the socket again every [`RECONNECT_EVERY`], and when an owner answers it
-//! replays the handshake (swallowing the owner's answer to it) so the IDE's session goes on
-//! as if nothing happened.
+//! When the owner goes away, every request waiting for an answer is answered at once with
+//! an error that says so (its outcome is unknown: the call may have run), and the bridge
+//! tells its process ([`Hooks::gone`]), which tries to take the data dir over. What the IDE
+//! sends meanwhile is held for up to [`HOLD_FOR`]; the bridge tries the socket again every
+//! [`RECONNECT_EVERY`] (at once when [`Hooks::retry`] is notified), and when an owner
+//! answers (this process, or another front-end that won) it replays the handshake
+//! (swallowing the owner's answer to it) and sends what it held, so the IDE's session goes
+//! on as if nothing happened. Past [`HOLD_FOR`] without an owner, requests are answered
+//! with an error that says so, never left hanging.
+//!
+//! With `--server NAME` the bridge starts each connection with `@server NAME`
+//! ([`Preamble::Server`]), so the owner serves that upstream's direct endpoint.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::attach::{self, Preamble};
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, Lines};
@@ -22,8 +35,22 @@ use tokio_util::sync::CancellationToken;
 /// How often a bridge without an owner tries the socket again.
 pub(crate) const RECONNECT_EVERY: Duration = Duration::from_millis(500);
 
+/// How long what the IDE sends without an owner is held for the next one.
+pub(crate) const HOLD_FOR: Duration = Duration::from_secs(10);
+/// The most lines held without an owner; past it, requests are answered with an error.
+const HOLD_LINES: usize = 256;
+
 /// JSON-RPC error code of a request no owner could take.
 const NO_OWNER: i64 = -32000;
+
+/// How the bridge and its process work together on a hand-off.
+#[derive(Clone, Default)]
+pub(crate) struct Hooks {
+    /// Notified when the owner went away (the process may take the data dir over).
+    pub gone: Arc<Notify>,
+    /// Notified by the process when an owner may answer now (it became one).
+    pub retry: Arc<Notify>,
+}
 
 struct Connection {
     lines: Lines<BufReader<OwnedReadHalf>>,
@@ -31,12 +58,18 @@ struct Connection {
 }
 
 impl Connection {
-    fn new(stream: UnixStream) -> Self {
-        let (read, write) = stream.into_split();
-        Self {
+    /// A connection to the owner, its preamble sent and answered.
+    async fn open(stream: UnixStream, preamble: Option<&Preamble>) -> Result<Self, String> {
+        let mut stream = BufReader::new(stream);
+        if let Some(preamble) = preamble {
+            attach::send(&mut stream, preamble).await?;
+        }
+        // Nothing past the answer was sent yet: the buffer is empty.
+        let (read, write) = stream.into_inner().into_split();
+        Ok(Self {
             lines: BufReader::new(read).lines(),
             write,
-        }
+        })
     }
 
     async fn send(&mut self, line: &str) -> std::io::Result<()> {
@@ -58,15 +91,22 @@ struct Session {
     /// Ids of replayed requests whose answers the IDE must not see.
     swallow: HashSet<String>,
     replays: u64,
+    /// Lines the IDE sent while no owner ran, for the next one.
+    held: VecDeque<String>,
+    /// Until when lines are held (set when the owner went away).
+    hold_until: Option<Instant>,
 }
 
 /// Carries the session on `input`/`output` (the IDE's stdin and stdout) to the owner,
-/// starting on `owner`, until the IDE closes `input` or `shutdown` fires.
+/// starting on `owner` (already attached with `preamble`, when there is one), until the IDE
+/// closes `input` or `shutdown` fires.
 pub(crate) async fn run<R, W>(
     data_dir: &Path,
     owner: UnixStream,
+    preamble: Option<Preamble>,
     input: R,
     mut output: W,
+    hooks: Hooks,
     shutdown: CancellationToken,
 ) -> std::io::Result<()>
 where
@@ -75,35 +115,56 @@ where
 {
     let data_dir = data_dir.to_owned();
     let mut ide = BufReader::new(input).lines();
-    let mut owner = Some(Connection::new(owner));
     let mut session = Session::default();
+    let mut owner = match Connection::open(owner, preamble.as_ref()).await {
+        Ok(connection) => Some(connection),
+        Err(why) => {
+            return Err(std::io::Error::other(format!(
+                "the mcpproxy that owns {} refused this session: {why}",
+                data_dir.display()
+            )));
+        }
+    };
     let mut retry = tokio::time::interval(RECONNECT_EVERY);
     retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::select! {
+        let attach_now = tokio::select! {
             _ = shutdown.cancelled() => return Ok(()),
             line = ide.next_line() => {
                 let Some(line) = line? else { return Ok(()) };
                 if !session.forward_from_ide(line, &mut owner, &mut output, &data_dir).await? {
-                    lost(&mut owner, &mut session, &mut output, &data_dir).await?;
+                    lost(&mut owner, &mut session, &mut output, &data_dir, &hooks).await?;
                 }
+                false
             }
-            line = next_line(&mut owner) => match line {
-                Some(line) => session.forward_from_owner(line, &mut output).await?,
-                None => lost(&mut owner, &mut session, &mut output, &data_dir).await?,
-            },
-            _ = retry.tick(), if owner.is_none() => {
-                if let Some(stream) = super::connect(&data_dir).await {
-                    let mut connection = Connection::new(stream);
-                    if session.replay(&mut connection).await.is_ok() {
-                        eprintln!(
-                            "mcpproxy: an owner of {} runs again; this session goes on through it",
-                            data_dir.display()
-                        );
-                        owner = Some(connection);
-                    }
+            line = next_line(&mut owner) => {
+                match line {
+                    Some(line) => session.forward_from_owner(line, &mut output).await?,
+                    None => lost(&mut owner, &mut session, &mut output, &data_dir, &hooks).await?,
                 }
+                false
             }
+            _ = retry.tick(), if owner.is_none() => true,
+            _ = hooks.retry.notified(), if owner.is_none() => true,
+        };
+        if !attach_now {
+            continue;
+        }
+        if session.hold_expired() {
+            session.fail_held(&mut output, &data_dir).await?;
+        }
+        let Some(stream) = super::connect(&data_dir).await else {
+            continue;
+        };
+        let Ok(mut connection) = Connection::open(stream, preamble.as_ref()).await else {
+            continue;
+        };
+        if session.replay(&mut connection).await.is_ok() {
+            eprintln!(
+                "mcpproxy: an owner of {} runs again; this session goes on through it",
+                data_dir.display()
+            );
+            owner = Some(connection);
         }
     }
 }
@@ -116,18 +177,21 @@ async fn next_line(owner: &mut Option<Connection>) -> Option<String> {
     }
 }
 
-/// The owner went away: answer what waits for it, and say so once.
+/// The owner went away: answer what waits for it, say so once, and tell the process.
 async fn lost<W: AsyncWrite + Unpin>(
     owner: &mut Option<Connection>,
     session: &mut Session,
     output: &mut W,
     data_dir: &Path,
+    hooks: &Hooks,
 ) -> std::io::Result<()> {
     if owner.take().is_some() {
         eprintln!(
-            "mcpproxy: the mcpproxy that owns {} stopped; requests fail until one runs there again, then this session goes on",
+            "mcpproxy: the mcpproxy that owns {} stopped; taking over or waiting for the one that does, then this session goes on",
             data_dir.display()
         );
+        session.hold_until = Some(Instant::now() + HOLD_FOR);
+        hooks.gone.notify_one();
     }
     for id in std::mem::take(&mut session.waiting) {
         let id: Value = serde_json::from_str(&id).unwrap_or(Value::Null);
@@ -162,7 +226,9 @@ impl Session {
             _ => {}
         }
         let Some(connection) = owner else {
-            if let Some(id) = request_id {
+            if !self.hold_expired() && self.held.len() < HOLD_LINES {
+                self.held.push_back(line);
+            } else if let Some(id) = request_id {
                 write_line(output, &no_owner(&id, data_dir)).await?;
             }
             return Ok(true);
@@ -170,7 +236,16 @@ impl Session {
         if let Some(id) = &request_id {
             self.waiting.insert(id.to_string());
         }
-        Ok(connection.send(&line).await.is_ok())
+        if connection.send(&line).await.is_ok() {
+            return Ok(true);
+        }
+        // The owner was gone before the line went out: it was not carried out, so it waits
+        // for the next owner like any line sent without one.
+        if let Some(id) = &request_id {
+            self.waiting.remove(&id.to_string());
+        }
+        self.held.push_back(line);
+        Ok(false)
     }
 
     /// Passes one line from the owner to the IDE, unless it answers a replayed request.
@@ -204,8 +279,46 @@ impl Session {
                 connection.send(initialized).await?;
             }
         }
+        // What the IDE sent meanwhile, in its order (a held `initialize` is the IDE's own,
+        // its answer not swallowed).
+        while let Some(line) = self.held.pop_front() {
+            if let Some(id) = request_id_of(&line) {
+                self.waiting.insert(id.to_string());
+            }
+            if let Err(e) = connection.send(&line).await {
+                self.held.push_front(line);
+                return Err(e);
+            }
+        }
+        self.hold_until = None;
         Ok(())
     }
+
+    /// Whether lines are no longer held: no owner for longer than [`HOLD_FOR`].
+    fn hold_expired(&self) -> bool {
+        self.hold_until.is_some_and(|until| Instant::now() >= until)
+    }
+
+    /// Answers every held request with an error: no owner came in time.
+    async fn fail_held<W: AsyncWrite + Unpin>(
+        &mut self,
+        output: &mut W,
+        data_dir: &Path,
+    ) -> std::io::Result<()> {
+        for line in std::mem::take(&mut self.held) {
+            if let Some(id) = request_id_of(&line) {
+                write_line(output, &no_owner(&id, data_dir)).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The id of a request line (a message with a method and an id).
+fn request_id_of(line: &str) -> Option<Value> {
+    let message: Value = serde_json::from_str(line).ok()?;
+    message.get("method")?;
+    message.get("id").cloned()
 }
 
 fn no_owner(id: &Value, data_dir: &Path) -> String {

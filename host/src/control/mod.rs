@@ -14,13 +14,21 @@
 //! Every other mcpproxy process on the data dir is a front-end: [`bridge`] carries an IDE's
 //! stdio session to the owner (and back to a new owner after the owner restarts), [`relay`]
 //! forwards TCP connections when the owner serves stdio only. [`owner`] binds and serves the
-//! socket. [`holder`] names the process that holds a data dir, for the message of a
-//! second would-be owner.
+//! socket. [`attach`] is the first line a front-end may send (`@server NAME`, `@watch`).
+//! [`holder`] names the process that holds a data dir, for the message of a second
+//! would-be owner.
+//!
+//! When the owner stops or dies, its front-ends take over: each that notices (the bridge's
+//! session ends, the relay's `@watch` connection ends) tells its process, which tries to
+//! open the journal and become the owner. redb lets one process have it, so exactly one
+//! wins; the others find the winner's socket and attach to it. The bridge and the relay
+//! hold what arrives meanwhile for a few seconds instead of failing it.
 
+pub(crate) mod attach;
 pub(crate) mod bridge;
 pub(crate) mod holder;
 pub(crate) mod owner;
 pub(crate) mod relay;
 mod socket;
 
-pub(crate) use socket::{Error, SOCKET_FILE, check_length, connect, socket_path};
+pub(crate) use socket::{Error, SOCKET_FILE, answers, check_length, connect, socket_path};

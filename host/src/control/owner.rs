@@ -1,6 +1,7 @@
 //! The owner's side of the control socket: bind it with mode 0600 and serve each
 //! connection as HTTP (the app of the TCP listener) or as an MCP session in
-//! newline-delimited JSON-RPC (what a front-end `serve --stdio` forwards).
+//! newline-delimited JSON-RPC (what a front-end `serve --stdio` forwards), after an
+//! optional [`Preamble`] line (`@server NAME`, `@watch`).
 
 use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -19,6 +20,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
+use super::attach::{self, Preamble};
 use super::{Error, check_length, socket_path};
 
 /// How long an HTTP client of the socket may take to send a request's headers.
@@ -26,15 +28,27 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long open connections may finish at shutdown.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
-/// Serves one MCP session over a connection (its read and write halves).
+/// Serves one MCP session over a connection (its read and write halves): of the aggregate
+/// endpoint, or with `Some(name)` of upstream `name`'s direct endpoint.
 pub(crate) type SessionServer = Arc<
     dyn Fn(
+            Option<String>,
             tokio::io::ReadHalf<BufReader<UnixStream>>,
             tokio::io::WriteHalf<BufReader<UnixStream>>,
         ) -> Pin<Box<dyn Future<Output = ()> + Send>>
         + Send
         + Sync,
 >;
+
+/// Whether an upstream of this name exists (`Err` says which do).
+pub(crate) type ServerCheck = Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
+
+/// What the owner serves MCP sessions with.
+#[derive(Clone)]
+pub(crate) struct Sessions {
+    pub serve: SessionServer,
+    pub check_server: ServerCheck,
+}
 
 /// The bound socket; its file is removed when this is dropped.
 pub(crate) struct ControlSocket {
@@ -83,12 +97,7 @@ impl ControlSocket {
     }
 
     /// Accepts connections until `shutdown`, then gives open ones [`SHUTDOWN_GRACE`].
-    pub(crate) async fn serve(
-        self,
-        app: Router,
-        sessions: SessionServer,
-        shutdown: CancellationToken,
-    ) {
+    pub(crate) async fn serve(self, app: Router, sessions: Sessions, shutdown: CancellationToken) {
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         let connections = tokio_util::task::TaskTracker::new();
         loop {
@@ -114,6 +123,9 @@ impl ControlSocket {
                 serve_connection(stream, app, sessions, watcher, ended).await;
             });
         }
+        // Closed at once (the file removed): a front-end that tries the socket from now on
+        // finds no owner and may take the data dir over as soon as the journal is free.
+        drop(self);
         connections.close();
         let _ = tokio::time::timeout(SHUTDOWN_GRACE, async {
             graceful.shutdown().await;
@@ -127,7 +139,7 @@ impl ControlSocket {
 async fn serve_connection(
     stream: UnixStream,
     app: Router,
-    sessions: SessionServer,
+    sessions: Sessions,
     watcher: hyper_util::server::graceful::Watcher,
     shutdown: CancellationToken,
 ) {
@@ -138,10 +150,34 @@ async fn serve_connection(
     };
     match first {
         None => {}
+        Some(b'@') => match Preamble::read(&mut reader).await {
+            Ok(Preamble::Watch) => {
+                // Held open until the owner stops; whatever the front-end sends is ignored.
+                let mut sink = tokio::io::sink();
+                tokio::select! {
+                    _ = tokio::io::copy(&mut reader, &mut sink) => {}
+                    _ = shutdown.cancelled() => {}
+                }
+            }
+            Ok(Preamble::Server(name)) => {
+                let checked = (sessions.check_server)(&name);
+                let answered = attach::answer(reader.get_mut(), &checked).await;
+                if checked.is_ok() && answered.is_ok() {
+                    let (read, write) = tokio::io::split(reader);
+                    tokio::select! {
+                        _ = (sessions.serve)(Some(name), read, write) => {}
+                        _ = shutdown.cancelled() => {}
+                    }
+                }
+            }
+            Err(why) => {
+                let _ = attach::answer(reader.get_mut(), &Err(why)).await;
+            }
+        },
         Some(b'{') | Some(b' ') | Some(b'\n') | Some(b'\r') | Some(b'\t') => {
             let (read, write) = tokio::io::split(reader);
             tokio::select! {
-                _ = sessions(read, write) => {}
+                _ = (sessions.serve)(None, read, write) => {}
                 _ = shutdown.cancelled() => {}
             }
         }

@@ -31,6 +31,28 @@ pub(crate) async fn connect(data_dir: &Path) -> Option<tokio::net::UnixStream> {
         .ok()
 }
 
+/// How long [`answers`] waits for the owner's answer.
+const ANSWER_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Whether a live owner answers on the socket (`GET /healthz`). Unlike [`connect`], this
+/// tells a running owner from a listening socket nobody accepts on (a process that died
+/// whose socket a child of it still holds for a moment).
+pub(crate) async fn answers(data_dir: &Path) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Some(mut stream) = connect(data_dir).await else {
+        return false;
+    };
+    let asked = async {
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n")
+            .await?;
+        let mut head = [0u8; 12];
+        stream.read_exact(&mut head).await?;
+        Ok::<_, io::Error>(head.starts_with(b"HTTP/1.1 200"))
+    };
+    matches!(tokio::time::timeout(ANSWER_WAIT, asked).await, Ok(Ok(true)))
+}
+
 pub(crate) fn check_length(path: &Path) -> Result<(), Error> {
     let len = path.as_os_str().len();
     if len > MAX_SOCKET_PATH {

@@ -74,6 +74,11 @@ pub(crate) fn router(
     config.json_response = true;
     config.cancellation_token = shutdown;
     let sessions = Arc::new(BoundedSessions::new(endpoint.sessions));
+    let open = sessions.clone();
+    server
+        .proxy
+        .metrics()
+        .probe_sessions("http", Box::new(move || open.open()));
     let direct = Arc::new(DirectServices {
         server: server.clone(),
         config: config.clone(),

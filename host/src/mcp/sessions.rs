@@ -232,8 +232,7 @@ impl BoundedSessions {
         }
     }
 
-    /// Open sessions, over all clients.
-    #[cfg(test)]
+    /// Open sessions, over all clients (`mcpproxy_sessions{kind="http"}`).
     pub(crate) fn open(&self) -> usize {
         lock(&self.ledger).by_session.len()
     }

@@ -26,7 +26,7 @@ impl Proxy {
         if upstream.is_quarantined() {
             return Ok(Vec::new());
         }
-        let pipeline = self.pipeline.clone();
+        let pipeline = self.pipeline();
         tokio::task::spawn_blocking(move || {
             upstream
                 .wire_tools()
@@ -62,7 +62,7 @@ impl Proxy {
         let (Some(tool), Some(wire)) = (upstream.tool(name), upstream.wire_tool(name)) else {
             return Ok(None);
         };
-        let pipeline = self.pipeline.clone();
+        let pipeline = self.pipeline();
         tokio::task::spawn_blocking(move || {
             let effective = pipeline
                 .annotate(&tool)

@@ -145,7 +145,9 @@ pub(crate) struct RetrievedTool {
 
 /// The shared proxy state.
 pub(crate) struct Proxy {
-    pub(super) pipeline: Arc<Pipeline>,
+    /// The policy in force; replaced whole by [`Proxy::replace_pipeline`] (a call keeps the
+    /// one it started with).
+    pipeline: std::sync::RwLock<Arc<Pipeline>>,
     pub(super) upstreams: Arc<Upstreams>,
     pub(super) index: Arc<ToolIndex>,
     pub(super) journal: Arc<Journal>,
@@ -175,7 +177,7 @@ impl Proxy {
                 settings: activity.clone(),
             }));
         Self {
-            pipeline,
+            pipeline: std::sync::RwLock::new(pipeline),
             upstreams,
             index,
             journal,
@@ -186,6 +188,17 @@ impl Proxy {
             guards: Arc::default(),
             code: None,
         }
+    }
+
+    /// The policy pipeline in force now.
+    pub(crate) fn pipeline(&self) -> Arc<Pipeline> {
+        mcpproxy_policy::read_lock(&self.pipeline).clone()
+    }
+
+    /// Puts `pipeline` in force for calls from now on (a plugin reload); calls already being
+    /// judged finish on the one they started with.
+    pub(crate) fn replace_pipeline(&self, pipeline: Arc<Pipeline>) {
+        *mcpproxy_policy::write_lock(&self.pipeline) = pipeline;
     }
 
     /// Counts calls, policy time and plugin faults into `metrics`.
@@ -337,6 +350,7 @@ impl Proxy {
                     .instrument(upstream_span.clone())
                     .await;
                 self.metrics.upstream_call(upstream.name(), asked.elapsed());
+                self.metrics.tool_call(upstream.name(), tool);
                 let result = match answer {
                     Ok(upstream::CallAnswer::Complete(result)) => Ok(result),
                     Ok(upstream::CallAnswer::InputRequired(result)) => {
@@ -486,7 +500,7 @@ impl Proxy {
         tool: mcpproxy_policy::Tool,
         input: CallInput,
     ) -> Judged {
-        let pipeline = self.pipeline.clone();
+        let pipeline = self.pipeline();
         let (variant, intent) = (input.variant, input.intent);
         let args = serde_json::Value::Object(input.args);
         let judged_at = Instant::now();
@@ -535,7 +549,7 @@ impl Proxy {
     ) -> Result<Vec<RetrievedTool>, String> {
         let index = self.index.clone();
         let upstreams = self.upstreams.clone();
-        let pipeline = self.pipeline.clone();
+        let pipeline = self.pipeline();
         tokio::task::spawn_blocking(move || {
             let hits = index
                 .search(&query, limit)
@@ -575,7 +589,7 @@ impl Proxy {
             ));
         }
         let upstreams = self.upstreams.clone();
-        let pipeline = self.pipeline.clone();
+        let pipeline = self.pipeline();
         tokio::task::spawn_blocking(move || {
             upstreams
                 .all()

@@ -64,7 +64,7 @@ impl InnerCalls {
             .upstreams()
             .get(server)
             .and_then(|upstream| upstream.tool(tool))
-            .and_then(|tool| self.proxy.pipeline.annotate(&tool).ok())
+            .and_then(|tool| self.proxy.pipeline().annotate(&tool).ok())
             .map(|effective| call_with(effective.annotations.as_ref()));
         match needed {
             Some(needed) if rank(needed) < rank(self.ceiling) => needed,

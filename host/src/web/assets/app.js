@@ -1,5 +1,7 @@
-// mcpproxy's page: upstream servers (with approval), a chart of the last hour's calls, the
-// live activity feed with filters, and one record's detail. Everything comes from the REST
+// mcpproxy's page: upstream servers (a quarantined one waits for approval, given only after
+// its security analysis is shown), a chart of the last hour's calls (each counted once), the
+// live activity feed with filters and the plugin and guard decisions of each record, and one
+// record's detail. Everything comes from the REST
 // API with the key the user entered once (kept in localStorage). Text from records,
 // upstreams and plugins is only ever set with textContent: it is never parsed as HTML.
 "use strict";
@@ -19,7 +21,9 @@ const FEED_ROWS = 200;
 let apiKey = null;
 let feed = null;
 const shown = new Set();
-const recent = [];
+// The last hour's tool calls for the chart, by id: the chart's page and the live feed may
+// both bring a record, and it counts once.
+const recent = new Map();
 
 const $ = (id) => document.getElementById(id);
 
@@ -56,6 +60,28 @@ function filters() {
   return params;
 }
 
+// The feed's decision filter (allow, warn, reject): the REST API has no such filter, so it
+// is applied to what arrives.
+function decisionOf(record) {
+  return (record.verdict && record.verdict.decision) || "allow";
+}
+
+function matchesDecision(record) {
+  const wanted = $("f-decision").value;
+  return !wanted || decisionOf(record) === wanted;
+}
+
+// Who decided: the validator that rejected or warned, and what the result guards did.
+function decidedBy(record) {
+  const verdict = record.verdict || {};
+  const parts = [];
+  if (verdict.plugin) parts.push(verdict.plugin + ": " + decisionOf(record));
+  else if (record.type === "tool_call") parts.push(decisionOf(record));
+  const guards = guardsOf(record);
+  if (guards) parts.push(guards);
+  return parts.join("; ");
+}
+
 function localTime(timestamp) {
   const date = new Date(timestamp);
   return isNaN(date) ? timestamp : date.toLocaleString();
@@ -85,6 +111,7 @@ function feedRow(record) {
     el("td", record.tool_variant || record.type),
     el("td", status, "status-" + status),
     el("td", (record.duration_ms || 0) + " ms"),
+    el("td", decidedBy(record), "decision decision-" + decisionOf(record)),
     el("td", reasonOf(record), "reason"),
   );
   row.addEventListener("click", () => showDetail(record.id));
@@ -94,14 +121,13 @@ function feedRow(record) {
 function addRecords(records, atTop) {
   const body = $("feed").querySelector("tbody");
   for (const record of records) {
-    if (shown.has(record.id)) continue;
+    // A new call counts in the chart whatever the feed's filters show.
+    if (atTop && record.type === "tool_call") recent.set(record.id, record);
+    if (shown.has(record.id) || !matchesDecision(record)) continue;
     shown.add(record.id);
     const row = feedRow(record);
     if (atTop) body.prepend(row);
     else body.append(row);
-    if (record.type === "tool_call") {
-      recent.push(record);
-    }
   }
   while (body.rows.length > FEED_ROWS) body.deleteRow(body.rows.length - 1);
   $("feed-empty").hidden = body.rows.length > 0;
@@ -137,8 +163,7 @@ async function loadFeed() {
 async function loadChartData() {
   const since = new Date(Date.now() - 3600 * 1000).toISOString();
   const page = await api("/activity?type=tool_call&limit=1000&start_time=" + encodeURIComponent(since));
-  recent.length = 0;
-  recent.push(...page.records);
+  for (const record of page.records) recent.set(record.id, record);
   drawChart();
 }
 
@@ -149,8 +174,9 @@ function drawChart() {
   const now = Date.now();
   const minutes = 60;
   const counts = Array.from({ length: minutes }, () => ({ variants: {}, statuses: {} }));
-  for (const record of recent) {
+  for (const [id, record] of recent) {
     const age = Math.floor((now - Date.parse(record.timestamp)) / 60000);
+    if (age >= minutes) recent.delete(id);
     if (age < 0 || age >= minutes) continue;
     const bucket = counts[minutes - 1 - age];
     const variant = record.tool_variant || "other";
@@ -203,7 +229,11 @@ function drawChart() {
     item.append(swatch, document.createTextNode(name));
     legend.append(item);
   }
-  legend.append(el("span", recent.length + " calls", "muted"));
+  const total = counts.reduce((sum, b) => sum + Object.values(b.variants).reduce((a, n) => a + n, 0), 0);
+  const count = el("span", total + " calls", "muted");
+  count.id = "chart-count";
+  legend.append(count);
+  svg.dataset.calls = String(total);
 }
 
 async function loadUpstreams() {
@@ -215,8 +245,17 @@ async function loadUpstreams() {
   select.replaceChildren(el("option", "all"));
   select.firstChild.value = "";
   for (const upstream of upstreams) {
-    const state = upstream.quarantined ? "quarantined" : upstream.state;
+    // A quarantined server is connected but serves nothing until a person approves it.
+    const state = upstream.quarantined ? "waiting" : upstream.state;
     const pending = upstream.pending || [];
+    const stateText = upstream.quarantined
+      ? "waiting for approval"
+      : upstream.state + (upstream.detail ? ": " + upstream.detail : "");
+    const tools = upstream.quarantined
+      ? upstream.tools + " held"
+      : pending.length
+        ? upstream.tools + " (" + pending.length + " held)"
+        : String(upstream.tools);
     const trust = upstream.state === "unapproved"
       ? "not started: how it starts (command, args, env, url) is not approved"
       : upstream.quarantined
@@ -228,16 +267,17 @@ async function loadUpstreams() {
     row.append(
       el("td", upstream.name),
       el("td", upstream.transport),
-      el("td", upstream.state + (upstream.detail ? ": " + upstream.detail : ""), "state-" + state),
-      el("td", upstream.tools),
+      el("td", stateText, "state-" + state),
+      el("td", tools),
       el("td", trust),
       el("td", sandboxText(upstream.sandbox), upstream.sandbox && !upstream.sandbox.enabled ? "state-error" : ""),
     );
     const cell = el("td");
     if (upstream.quarantined || pending.length) {
-      const button = el("button", upstream.quarantined ? "Approve server" : "Approve changes");
+      const button = el("button", upstream.quarantined ? "Review and approve" : "Review changes");
       button.type = "button";
-      button.addEventListener("click", () => approve(upstream.name, button));
+      button.dataset.server = upstream.name;
+      button.addEventListener("click", () => review(upstream.name));
       cell.append(button);
     }
     row.append(cell);
@@ -260,8 +300,75 @@ function sandboxText(sandbox) {
   return text + ")";
 }
 
-async function approve(server, button) {
-  if (!window.confirm("Approve " + server + "? Read its analysis first: mcpproxy upstream inspect " + server)) return;
+// The security analysis of a server (`mcpproxy upstream inspect`) in a dialog: how it
+// starts, the scanner's findings per held tool, what changed. Approve is only offered here,
+// after it was shown.
+async function review(server) {
+  const dialog = $("analysis");
+  $("analysis-server").textContent = server;
+  $("analysis-result").textContent = "";
+  const body = $("analysis-body");
+  body.replaceChildren(el("p", "Loading the analysis…", "muted"));
+  const approveButton = $("analysis-approve");
+  approveButton.disabled = true;
+  approveButton.dataset.server = server;
+  if (!dialog.open) dialog.showModal();
+  let analysis;
+  try {
+    analysis = await api("/upstreams/" + encodeURIComponent(server) + "/analysis");
+  } catch (error) {
+    body.replaceChildren(el("p", "The analysis is not available: " + error.message, "error"));
+    return;
+  }
+  body.replaceChildren(...analysisView(analysis));
+  approveButton.disabled = false;
+}
+
+function analysisView(analysis) {
+  const nodes = [];
+  // Held tools, those with findings first.
+  const held = analysis.tools
+    .filter((t) => analysis.quarantined || t.standing !== "trusted")
+    .sort((a, b) => b.findings.length - a.findings.length);
+  nodes.push(el("p", analysis.quarantined
+    ? "Quarantined: none of its " + analysis.tools.length + " tools is served until you approve it."
+    : held.length + " tool(s) held since they are new or changed."));
+  if (analysis.launch) {
+    nodes.push(el("p", "Starts as: " + analysis.launch + (analysis.launch_approved ? "" : " (not approved yet)")));
+  }
+  for (const change of analysis.launch_changes || []) nodes.push(el("p", "Launch change: " + change, "error"));
+  nodes.push(el("p", analysis.scanner
+    ? "Scanned by " + analysis.scanner + "."
+    : "Not scanned: " + (analysis.scanner_error || "no scanner"), analysis.scanner ? "muted" : "error"));
+  const findings = analysis.tools.reduce((n, t) => n + t.findings.length, 0);
+  nodes.push(el("p", findings ? findings + " finding(s)" : "No findings.", findings ? "error" : "muted"));
+  const table = el("table");
+  table.id = "analysis-tools";
+  const head = el("tr");
+  for (const title of ["Tool", "Standing", "Annotations", "Findings"]) head.append(el("th", title));
+  table.append(head);
+  for (const tool of held) {
+    const row = el("tr");
+    const annotations = tool.annotations || {};
+    const flags = [];
+    if (annotations.readOnlyHint) flags.push("ro");
+    if (annotations.destructiveHint) flags.push("destructive");
+    const cell = el("td");
+    for (const finding of tool.findings) {
+      cell.append(el("div", finding.severity + " " + finding.kind + ": " + finding.detail, "finding-" + finding.severity));
+    }
+    if (!tool.findings.length) cell.textContent = "none";
+    row.append(el("td", tool.name), el("td", tool.standing), el("td", flags.join(", ") || "-"), cell);
+    table.append(row);
+  }
+  nodes.push(table);
+  for (const name of analysis.removed || []) nodes.push(el("p", "Removed since approval: " + name, "muted"));
+  return nodes;
+}
+
+async function approveReviewed() {
+  const button = $("analysis-approve");
+  const server = button.dataset.server;
   button.disabled = true;
   try {
     await api("/upstreams/" + encodeURIComponent(server) + "/approve", {
@@ -270,8 +377,10 @@ async function approve(server, button) {
       body: JSON.stringify({ approved_by: "web page" }),
     });
     $("approve-result").textContent = server + " approved.";
+    $("analysis").close();
   } catch (error) {
-    $("approve-result").textContent = "Approving " + server + " failed: " + error.message;
+    $("analysis-result").textContent = "Approving " + server + " failed: " + error.message;
+    button.disabled = false;
   }
   await loadUpstreams();
 }
@@ -382,7 +491,9 @@ function start() {
     location.reload();
   });
   $("detail-close").addEventListener("click", () => { $("detail").hidden = true; });
-  for (const id of ["f-server", "f-intent", "f-status", "f-type"]) {
+  $("analysis-approve").addEventListener("click", () => approveReviewed());
+  $("analysis-cancel").addEventListener("click", () => $("analysis").close());
+  for (const id of ["f-server", "f-intent", "f-status", "f-type", "f-decision"]) {
     $(id).addEventListener("change", () => loadFeed().catch((e) => { $("connection").textContent = e.message; }));
   }
   if (key) connect(key);

@@ -1,0 +1,126 @@
+//! End-to-end: plugins live. A running `serve --plugins DIR` loads its policy plugins again
+//! on `mcpproxy plugins reload` (and on its own when the dir changes): a validator added to
+//! the dir (a real component built from source) judges the next call; a broken component,
+//! or one that faults on the probe call, is refused with the reason, and the set in force
+//! keeps judging.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::support::mcp::{Proxy, call, config_with, connect, is_error, stdio_fixture};
+use crate::support::{TestCommand, artifact};
+
+/// `mcpproxy_plugin_decisions_total{plugin="test-allow-all",decision="allow"}`, or 0.
+async fn allow_all_decisions(proxy: &Proxy) -> f64 {
+    let text = reqwest::Client::new()
+        .get(format!("{}/metrics", proxy.base()))
+        .header("x-api-key", proxy.api_key())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix(
+                r#"mcpproxy_plugin_decisions_total{plugin="test-allow-all",decision="allow"} "#,
+            )
+        })
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reload_swaps_the_validators_only_when_the_new_set_passes() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let plugins = tempfile::tempdir().unwrap();
+    let dir = plugins.path().to_str().unwrap().to_owned();
+    let proxy = Proxy::start(
+        &config_with(vec![stdio_fixture("fx", log.path())]),
+        &["--plugins", &dir],
+    );
+    let config = proxy.data_dir.path().join("mcp_config.json");
+    let reload = || {
+        TestCommand::new(proxy.data_dir.path())
+            .args(["plugins", "reload", "--config"])
+            .arg_path(&config)
+            .output()
+    };
+    let client = connect(&proxy.url).await;
+    let echo = |text: &'static str| {
+        let client = &client;
+        async move {
+            call(
+                client,
+                "call_tool_read",
+                json!({"name": "fx:echo", "args": {"text": text}}),
+            )
+            .await
+            .unwrap()
+        }
+    };
+    assert!(!is_error(&echo("before").await));
+    assert_eq!(allow_all_decisions(&proxy).await, 0.0);
+
+    // A validator added to the dir: after the reload it judges the next call.
+    std::fs::copy(artifact("allow_all"), plugins.path().join("allow_all.wasm")).unwrap();
+    let out = reload();
+    out.assert_code(0);
+    assert!(
+        out.stdout().contains("test-allow-all") && out.stdout().contains("intent-matrix"),
+        "{}",
+        out.stdout()
+    );
+    assert!(!is_error(&echo("judged").await));
+    let judged = allow_all_decisions(&proxy).await;
+    assert!(judged >= 1.0, "the new validator judged the call: {judged}");
+
+    // A broken component: refused, naming it; the set in force keeps judging.
+    std::fs::write(plugins.path().join("broken.wasm"), b"\0asm not really").unwrap();
+    let out = reload();
+    assert_ne!(out.code(), Some(0));
+    assert!(
+        out.stderr().contains("broken.wasm") && out.stderr().contains("keep judging"),
+        "{}",
+        out.stderr()
+    );
+    assert!(!is_error(&echo("still").await));
+    assert!(allow_all_decisions(&proxy).await > judged);
+    std::fs::remove_file(plugins.path().join("broken.wasm")).unwrap();
+
+    // A component that loads but traps when it judges: refused at the probe call.
+    std::fs::copy(artifact("trap"), plugins.path().join("trap.wasm")).unwrap();
+    let out = reload();
+    assert_ne!(out.code(), Some(0));
+    assert!(
+        out.stderr().contains("probe") && out.stderr().contains("test-trap"),
+        "{}",
+        out.stderr()
+    );
+    let before = allow_all_decisions(&proxy).await;
+    assert!(
+        !is_error(&echo("after the trap").await),
+        "the trap never judges"
+    );
+    assert!(allow_all_decisions(&proxy).await > before);
+    std::fs::remove_file(plugins.path().join("trap.wasm")).unwrap();
+
+    // The watch: the dir changed back to a good set, so it reloads on its own.
+    std::fs::remove_file(plugins.path().join("allow_all.wasm")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let before = allow_all_decisions(&proxy).await;
+        assert!(!is_error(&echo("watched").await));
+        if allow_all_decisions(&proxy).await == before {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the watch never reloaded without allow-all"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    client.cancel().await.unwrap();
+}
