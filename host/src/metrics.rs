@@ -250,7 +250,7 @@ impl Metrics {
         let upstream_state = Family::<UpstreamLabels, Gauge>::default();
         registry.register(
             "upstream_state",
-            "1 for each upstream server's current state (ready, connecting, error, disabled, quarantined)",
+            "1 for each upstream server's current state (ready, connecting, error, disabled, quarantined, unapproved, login_required, authenticating)",
             upstream_state.clone(),
         );
         let upstream_tools = Family::<ServerLabels, Gauge>::default();

@@ -34,9 +34,18 @@ export MCPPROXY_DATA_DIR="$data"
 export MCPPROXY_CONFIG="$data/mcp_config.json"
 export MCPPROXY_CREDENTIALS=file
 export NO_COLOR=1
+# The OAuth settings of the auth scenarios: a pre-registered client when the scenario gives
+# one (MCP_CONFORMANCE_CONTEXT), and the Client ID Metadata Document URL the suite expects.
+oauth=$(MCP_CONFORMANCE_CONTEXT=${MCP_CONFORMANCE_CONTEXT:-} "$node" -e '
+    let c = {};
+    try { c = JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT || "{}"); } catch {}
+    const o = { client_metadata_url: "https://conformance-test.local/client-metadata.json" };
+    if (c.client_id) o.client_id = c.client_id;
+    if (c.client_id && c.client_secret) o.client_secret = c.client_secret;
+    process.stdout.write(JSON.stringify(o));')
 cat >"$MCPPROXY_CONFIG" <<JSON
 {
-  "mcpServers": [{"name": "scenario", "url": "$url"}],
+  "mcpServers": [{"name": "scenario", "url": "$url", "oauth": $oauth}],
   "upstream": {"reconnect_initial_ms": 200, "reconnect_max_ms": 1000}
 }
 JSON
@@ -51,6 +60,12 @@ if [ -n "$cache" ] && [ -d "$cache" ]; then
 fi
 "$mcpproxy" serve --listen 127.0.0.1:0 >"$data/serve.log" 2>&1 &
 serve_pid=$!
+# The proxy owns the data dir once its control socket is there; a CLI command run before
+# that would take the data dir itself.
+for _ in $(seq 1 300); do
+    [ -S "$data/mcpproxy.sock" ] && break
+    sleep 0.1
+done
 stop() {
     # --- 5. stop the proxy ----------------------------------------------------------------
     kill "$serve_pid" 2>/dev/null
@@ -61,10 +76,13 @@ stop() {
 trap stop EXIT
 
 # --- 3. wait for the upstream -----------------------------------------------------------
+upstream_state() {
+    "$mcpproxy" upstream list -o json 2>/dev/null |
+        "$node" -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{const l=JSON.parse(s);const u=(Array.isArray(l)?l:l.servers||[]).find(x=>x.name==="scenario");process.stdout.write(u?String(u.state):"")}catch{}})'
+}
 state=""
 for _ in $(seq 1 150); do
-    state=$("$mcpproxy" upstream list -o json 2>/dev/null |
-        "$node" -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{const l=JSON.parse(s);const u=(Array.isArray(l)?l:l.servers||[]).find(x=>x.name==="scenario");process.stdout.write(u?String(u.state):"")}catch{}})')
+    state=$(upstream_state)
     case "$state" in
     ready | error | login_required | unapproved | quarantined) break ;;
     esac
@@ -74,6 +92,24 @@ echo "client.sh: upstream state: ${state:-unknown}" >&2
 if [ -n "$cache" ] && [ -d "$data/cache/plugins" ]; then
     mkdir -p "$cache"
     cp -R -n "$data/cache/plugins/." "$cache/" 2>/dev/null || true
+fi
+
+# --- 3b. log in when the server asks for it (the auth scenarios) --------------------------
+# The suite's authorization server redirects /authorize straight back with a code: the
+# "browser" only follows redirects to the login's loopback redirect URI.
+login() {
+    BROWSER="$here/browser.sh" "$mcpproxy" upstream login scenario --timeout 20 >&2 || return 1
+    for _ in $(seq 1 100); do
+        state=$(upstream_state)
+        case "$state" in
+        connecting | disconnected | authenticating) sleep 0.1 ;;
+        *) break ;;
+        esac
+    done
+    echo "client.sh: after login: $state" >&2
+}
+if [ "$state" = login_required ]; then
+    login
 fi
 
 # --- 4. exercise it ---------------------------------------------------------------------
@@ -91,6 +127,20 @@ tool_schema() { # tool_schema NAME: the inputSchema the proxy shows for NAME
         })' "$1"
 }
 case "$scenario" in
+auth/*)
+    # List and call every tool; a server that then asks for more access (403
+    # insufficient_scope) gets a login for it and the calls again, as a person would do,
+    # until mcpproxy refuses to loop.
+    for _ in 1 2 3 4; do
+        tools_json=$("$mcpproxy" tools list --server scenario -o json 2>/dev/null || echo '[]')
+        for t in $(printf '%s' "$tools_json" | "$node" -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{const l=JSON.parse(s);for(const t of (Array.isArray(l)?l:(l.tools||[])))console.log(String(t.name).replace(/^scenario:/,""))}catch{}})'); do
+            call "$t" '{}'
+        done
+        state=$(upstream_state)
+        [ "$state" = login_required ] || break
+        login || break
+    done
+    ;;
 tools_call)
     call add_numbers '{"a": 2, "b": 3}'
     ;;

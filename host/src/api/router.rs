@@ -174,11 +174,7 @@ async fn metrics(State(state): State<ApiState>) -> Response {
             "quarantined".to_owned()
         } else {
             // `error: <why>` as a label would be one label set per message.
-            let state = s.state.to_string();
-            match state.split_once(':') {
-                Some((kind, _)) => kind.to_owned(),
-                None => state,
-            }
+            s.state.kind().to_owned()
         };
         crate::metrics::UpstreamGauge {
             server: s.name,

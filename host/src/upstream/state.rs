@@ -26,6 +26,23 @@ pub(crate) enum State {
     Authenticating,
 }
 
+impl State {
+    /// The state's name without its detail (`error`, `login_required`, ...): a metric label
+    /// and what the REST API's `state` field says.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Self::Disconnected => "disconnected",
+            Self::Connecting => "connecting",
+            Self::Ready => "ready",
+            Self::Error(_) => "error",
+            Self::Disabled => "disabled",
+            Self::Unapproved => "unapproved",
+            Self::LoginRequired(_) => "login_required",
+            Self::Authenticating => "authenticating",
+        }
+    }
+}
+
 impl std::fmt::Display for State {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -124,6 +141,14 @@ mod tests {
                 "authenticating (waiting for the browser)",
             ]
         );
+    }
+
+    #[test]
+    fn the_kind_of_a_state_is_the_name_the_rest_api_gives_it() {
+        for state in every_state() {
+            let json = serde_json::to_value(&state).unwrap();
+            assert_eq!(json["state"], state.kind(), "{state:?}");
+        }
     }
 
     #[test]

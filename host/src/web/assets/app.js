@@ -280,6 +280,13 @@ async function loadUpstreams() {
       button.addEventListener("click", () => review(upstream.name));
       cell.append(button);
     }
+    if (upstream.state === "login_required" || upstream.state === "authenticating") {
+      const button = el("button", upstream.state === "authenticating" ? "Log in again" : "Log in");
+      button.type = "button";
+      button.dataset.login = upstream.name;
+      button.addEventListener("click", () => logIn(upstream.name, button));
+      cell.append(button);
+    }
     row.append(cell);
     body.append(row);
     const option = el("option", upstream.name);
@@ -288,6 +295,25 @@ async function loadUpstreams() {
   }
   select.value = chosen;
   $("upstreams-empty").hidden = upstreams.length > 0;
+}
+
+// Starts an OAuth login to `server` and opens the authorization server's page in a new
+// tab; the browser comes back to this proxy's /oauth/callback, which finishes the login.
+async function logIn(server, button) {
+  button.disabled = true;
+  try {
+    const login = await api("/upstreams/" + encodeURIComponent(server) + "/login", { method: "POST" });
+    const url = new URL(login.authorization_url);
+    if (url.protocol !== "https:" && url.protocol !== "http:") {
+      throw new Error("the authorization server gave a " + url.protocol + " address");
+    }
+    window.open(url.href, "_blank", "noopener");
+  } catch (error) {
+    alert("Cannot start the login to " + server + ": " + error.message);
+  } finally {
+    button.disabled = false;
+    loadUpstreams().catch(() => {});
+  }
 }
 
 // A stdio server's sandbox in a few words: "on (network none)", "OFF"; "-" for HTTP servers.
