@@ -5,12 +5,15 @@ mod activity;
 mod api_key;
 mod app;
 mod call;
+mod client;
 mod code;
+mod import_check;
 mod output;
 mod plugins;
 mod remote;
 mod serve;
 mod servers;
+mod states;
 mod tools;
 mod upstream;
 
