@@ -194,12 +194,12 @@ fn cli_output_reads_well() {
     out.assert_code(0);
     assert!(!out.stderr().contains("note:"), "{}", out.stderr());
 
-    // A server that failed to start: its logs say why there are none.
+    // A server that failed to start: its logs say so, with the error.
     let out = setup.run(&["upstream", "logs", "broken"]);
     out.assert_code(0);
     assert!(
         out.stderr()
-            .contains("no log lines: 'broken' wrote nothing to stderr; its last start failed:"),
+            .contains("'broken' is not running: its last start failed:"),
         "stdout:\n{}\nstderr:\n{}",
         out.stdout(),
         out.stderr()

@@ -628,3 +628,44 @@ fn a_new_javascript_validator_builds_as_written_and_passes_its_cases() {
     }
     .builds_and_passes_its_cases();
 }
+
+/// `plugins check NAME` checks an embedded plugin by its name, as a file is checked.
+#[test]
+fn check_takes_an_embedded_plugins_name() {
+    let data = tempfile::tempdir().unwrap();
+    let out = TestCommand::new(data.path())
+        .args(["plugins", "check", "intent-matrix", "--suite", "matrix"])
+        .output();
+    out.assert_code(0);
+    let stdout = out.stdout();
+    assert!(
+        stdout.contains("validator plugin 'intent-matrix'"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("call: ok"), "{stdout}");
+    // Every embedded plugin, by the name `plugins list` gives it.
+    let out = TestCommand::new(data.path())
+        .args(["plugins", "list", "-o", "json"])
+        .output();
+    out.assert_code(0);
+    let plugins: serde_json::Value = serde_json::from_str(&out.stdout()).unwrap();
+    for plugin in plugins.as_array().unwrap() {
+        let name = plugin["name"].as_str().unwrap();
+        let out = TestCommand::new(data.path())
+            .args(["plugins", "check", name, "-o", "json"])
+            .output();
+        let report: serde_json::Value = serde_json::from_str(&out.stdout())
+            .unwrap_or_else(|e| panic!("{name}: {e}: {}", out.stderr()));
+        assert_eq!(report["plugin"]["name"], name, "{report}");
+    }
+    // Neither a file nor an embedded plugin: the names are listed.
+    let out = TestCommand::new(data.path())
+        .args(["plugins", "check", "no-such-plugin"])
+        .output();
+    out.assert_code(2);
+    assert!(
+        out.stderr().contains("intent-matrix") && out.stderr().contains("no-such-plugin"),
+        "{}",
+        out.stderr()
+    );
+}

@@ -72,6 +72,8 @@ enum LangArg {
     Rust,
     Python,
     Js,
+    /// C (validators only), bound with `wit-bindgen c`.
+    C,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -108,6 +110,7 @@ impl NewCommand {
             LangArg::Rust => template::Lang::Rust,
             LangArg::Python => template::Lang::Python,
             LangArg::Js => template::Lang::Js,
+            LangArg::C => template::Lang::C,
         };
         let kind = match self.kind {
             NewKind::Validator => PluginKind::Validator,

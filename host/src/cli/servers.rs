@@ -402,8 +402,8 @@ pub(super) async fn logs(globals: &Globals, args: LogsArgs) -> Result<ExitCode> 
     };
     let (lines, mut seen) = fetch(args.lines.clamp(1, 500)).await?;
     print_lines(&lines, args.target.output)?;
-    if lines.is_empty() && args.target.output == Format::Table {
-        super::states::say_why_no_logs(&remote, &args.name).await?;
+    if args.target.output == Format::Table {
+        super::states::say_why_logs_end(&remote, &args.name, !lines.is_empty()).await?;
     }
     if !args.follow {
         return Ok(ExitCode::SUCCESS);

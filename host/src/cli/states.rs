@@ -54,24 +54,31 @@ pub(super) fn print_state_details(statuses: &[ServerStatus]) {
     }
 }
 
-/// Says on stderr why `upstream logs NAME` printed no line: the server failed to start
-/// (its error), or was not started, or has written nothing to stderr yet.
-pub(super) async fn say_why_no_logs(remote: &Remote, name: &str) -> anyhow::Result<()> {
+/// After `upstream logs NAME`'s lines, says on stderr what they do not: that the server's
+/// last start failed, and how (its stderr may hold only mcpproxy's own sandbox notes, or
+/// nothing); or, with no line printed, why there is none (not started, disabled, silent).
+pub(super) async fn say_why_logs_end(
+    remote: &Remote,
+    name: &str,
+    printed: bool,
+) -> anyhow::Result<()> {
     let statuses: Vec<ServerStatus> =
         serde_json::from_value(remote.get("/upstreams", &[]).await?).unwrap_or_default();
     let shown = quote(name);
     let why = match statuses.iter().find(|s| s.name == name).map(|s| &s.state) {
         Some(State::Error(message)) => format!(
-            "'{shown}' wrote nothing to stderr; its last start failed: {}",
+            "'{shown}' is not running: its last start failed: {}",
             quote(message)
         ),
+        _ if printed => return Ok(()),
         Some(State::Unapproved) => format!(
-            "'{shown}' was not started: how it starts waits for approval (`mcpproxy upstream inspect {shown}`)"
+            "no log lines: '{shown}' was not started: how it starts waits for approval \
+             (`mcpproxy upstream inspect {shown}`)"
         ),
-        Some(State::Disabled) => format!("'{shown}' is disabled: it does not run"),
-        Some(_) => format!("'{shown}' has written nothing to stderr"),
-        None => format!("'{shown}' has written nothing to stderr (it is not a running upstream)"),
+        Some(State::Disabled) => format!("no log lines: '{shown}' is disabled: it does not run"),
+        Some(_) => format!("no log lines: '{shown}' has written nothing to stderr"),
+        None => format!("no log lines: '{shown}' is not a running upstream"),
     };
-    eprintln!("no log lines: {why}");
+    eprintln!("{why}");
     Ok(())
 }
