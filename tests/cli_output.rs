@@ -315,3 +315,29 @@ fn a_listing_is_printed_once() {
         out.stdout()
     );
 }
+
+/// `--color` is explained once, in the top-level help; each command's help has one line.
+#[test]
+fn colour_is_explained_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let help = |args: &[&str]| {
+        let out = TestCommand::new(dir.path()).args(args).output();
+        out.assert_code(0);
+        out.stdout()
+    };
+    let top = help(&["--help"]);
+    assert!(top.contains("NO_COLOR"), "{top}");
+    for args in [
+        &["call", "tool-read", "--help"][..],
+        &["activity", "list", "--help"],
+        &["upstream", "list", "--help"],
+    ] {
+        let text = help(args);
+        let colour_lines = text
+            .lines()
+            .filter(|l| l.to_lowercase().contains("colo"))
+            .count();
+        assert_eq!(colour_lines, 1, "{args:?}:\n{text}");
+        assert!(!text.contains("NO_COLOR"), "{args:?}:\n{text}");
+    }
+}
