@@ -513,12 +513,12 @@ fn diff(before: &str, after: &str) -> String {
             lines.push((' ', a[i]));
             i += 1;
             j += 1;
-        } else if j < b.len() && (i == a.len() || lcs[i][j + 1] >= lcs[i + 1][j]) {
-            lines.push(('+', b[j]));
-            j += 1;
-        } else {
+        } else if i < a.len() && (j == b.len() || lcs[i + 1][j] >= lcs[i][j + 1]) {
             lines.push(('-', a[i]));
             i += 1;
+        } else {
+            lines.push(('+', b[j]));
+            j += 1;
         }
     }
     let near = |at: usize| {

@@ -122,8 +122,8 @@ impl Known {
                             .is_ok_and(|ip| ip.is_loopback())
                 };
                 let listen_ip = self.listen.ip();
-                let same_host = local(host)
-                    && (listen_ip.is_loopback() || listen_ip.is_unspecified())
+                let same_host = (local(host)
+                    && (listen_ip.is_loopback() || listen_ip.is_unspecified()))
                     || host
                         .parse::<std::net::IpAddr>()
                         .is_ok_and(|ip| ip == listen_ip);

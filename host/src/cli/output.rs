@@ -632,7 +632,7 @@ mod tests {
         assert!(truncate(&rows[0][1], 29).ends_with('…'));
         // Unlimited: nothing cut.
         assert_eq!(
-            layout(&["ID"], &rows, Fit::default(), None).widths,
+            layout(&["ID", "DESCRIPTION", "STATE"], &rows, Fit::default(), None).widths,
             vec![2, 100, 5]
         );
         // Headers are never split, whatever the width.
