@@ -256,8 +256,19 @@ fn layout(header: &[&str], rows: &[Vec<String>], fit: Fit<'_>, total: Option<usi
             display_width(h).max(natural[i].min(floor))
         })
         .collect();
+    // Kept columns are narrowed only after every other one is down to its header.
+    let kept_heads: Vec<usize> = (0..header.len())
+        .map(|i| {
+            if fit.keep.contains(&i) {
+                mins[i]
+            } else {
+                heads[i]
+            }
+        })
+        .collect();
+    let passes: [&[usize]; 3] = [&mins, &kept_heads, &heads];
     let mut widths = natural.clone();
-    if fit_widths(&mut widths, &mins, &heads, total, None) {
+    if fit_widths(&mut widths, &passes, total, None) {
         return Layout {
             widths,
             below: None,
@@ -267,14 +278,14 @@ fn layout(header: &[&str], rows: &[Vec<String>], fit: Fit<'_>, total: Option<usi
     // Too narrow for the readable column beside the others: it goes under its row.
     let mut widths = natural;
     if let Some(r) = readable {
-        fit_widths(&mut widths, &mins, &heads, total, Some(r));
+        fit_widths(&mut widths, &passes, total, Some(r));
         return Layout {
             widths,
             below: Some(r),
             total: Some(total),
         };
     }
-    fit_widths(&mut widths, &mins, &heads, total, None);
+    fit_widths(&mut widths, &passes, total, None);
     Layout {
         widths,
         below: None,
@@ -282,13 +293,13 @@ fn layout(header: &[&str], rows: &[Vec<String>], fit: Fit<'_>, total: Option<usi
     }
 }
 
-/// Narrows the widest columns (never below `mins`, then never below `heads`, the headers'
-/// widths, so no header is cut) until the row, with its two-space gaps and without column
-/// `skip`, fits `total`. Whether it fits without going below `mins`.
+/// Narrows the widest columns until the row, with its two-space gaps and without column
+/// `skip`, fits `total`: never below the first floors of `passes`, then, if that is not
+/// enough, below them down to the next ones (the last are the headers' widths, so no header
+/// is cut). Whether it fits without going below the first floors.
 fn fit_widths(
     widths: &mut [usize],
-    mins: &[usize],
-    heads: &[usize],
+    passes: &[&[usize]],
     total: usize,
     skip: Option<usize>,
 ) -> bool {
@@ -301,7 +312,7 @@ fn fit_widths(
             .collect();
         shown.iter().sum::<usize>() + 2 * shown.len().saturating_sub(1)
     };
-    for (pass, floors) in [mins, heads].into_iter().enumerate() {
+    for (pass, floors) in passes.iter().enumerate() {
         while used(widths) > total {
             let widest = widths
                 .iter()
@@ -662,6 +673,28 @@ mod tests {
         let tiny = layout(&["ID", "TOOL", "REASON"], &rows, fit, Some(40));
         assert_eq!(tiny.below, Some(2));
         assert_eq!(tiny.widths, vec![30, 8, 90]);
+    }
+
+    #[test]
+    fn a_kept_id_stays_whole_while_the_other_columns_can_give_way() {
+        let header = ["ID", "TIME", "SERVER", "TOOL", "STATUS", "REASON"];
+        let rows = vec![vec![
+            "01M8DG4MSBJZCWYDRVS477NSXC".to_owned(),
+            "2026-11-27 03:17:46 UTC".to_owned(),
+            "mem".to_owned(),
+            "get_status".to_owned(),
+            "blocked".to_owned(),
+            "a reason ".repeat(8),
+        ]];
+        let fit = Fit {
+            readable: Some(5),
+            keep: &[0],
+        };
+        let at = layout(&header, &rows, fit, Some(60));
+        assert_eq!(at.below, Some(5));
+        assert_eq!(at.widths[0], 26, "{:?}", at.widths);
+        let shown: usize = at.widths[..5].iter().sum::<usize>() + 8;
+        assert!(shown <= 60, "{:?}", at.widths);
     }
 
     #[test]
