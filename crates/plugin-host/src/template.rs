@@ -339,8 +339,7 @@ mod tests {
     }
 
     /// The C template binds the world it names: its header and functions are the ones
-    /// `wit-bindgen c` generates for `validator-plugin` (checked against the WIT, since
-    /// this machine has no wit-bindgen to run).
+    /// `wit-bindgen c` generates for `validator-plugin` (tests/cli_plugins.rs builds it).
     #[test]
     fn the_c_template_binds_the_validator_world() {
         let dir = tempfile::tempdir().unwrap();
