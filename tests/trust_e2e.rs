@@ -72,7 +72,7 @@ async fn search(client: &crate::support::mcp::Client, query: &str) -> String {
     )
     .await
     .unwrap();
-    let body: serde_json::Value = serde_json::from_str(&text(&result)).unwrap_or_default();
+    let body: Value = serde_json::from_str(&text(&result)).unwrap_or_default();
     body["tools"]
         .as_array()
         .into_iter()
