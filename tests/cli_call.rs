@@ -96,12 +96,13 @@ fn one_line(out: &CmdOutput) -> String {
 }
 
 fn exercise(setup: &Setup) {
-    // A read succeeds and prints the text, then the structured content.
+    // A read succeeds and prints the text, then the structured content (which says more:
+    // the server's name).
     let out = setup.run(&["call", "tool-read", "fx:get_status"]);
     out.assert_code(0);
     assert!(out.stdout().starts_with("ok\n"), "{}", out.stdout());
     assert!(
-        out.stdout().contains("\"status\": \"ok\""),
+        out.stdout().contains("\"server\": \"fx\""),
         "{}",
         out.stdout()
     );
@@ -131,7 +132,7 @@ fn exercise(setup: &Setup) {
     out.assert_code(3);
     assert_eq!(
         one_line(&out),
-        "rejected by intent-matrix: Tool 'fx:delete_note' is marked destructive by server, use call_tool_destructive"
+        "rejected by intent-matrix: Tool 'fx:delete_note' is marked destructive by server, use `mcpproxy call tool-destructive`"
     );
     assert_eq!(setup.calls(), before);
 

@@ -496,6 +496,8 @@ struct TemplateBuild {
     lang: &'static str,
     /// What build.sh installs into the project, kept between runs.
     keep: &'static str,
+    /// Environment for build.sh (where the C toolchain is kept).
+    env: Vec<(&'static str, std::path::PathBuf)>,
 }
 
 impl TemplateBuild {
@@ -529,6 +531,7 @@ impl TemplateBuild {
 
         let status = std::process::Command::new("bash")
             .arg(project.join("build.sh"))
+            .envs(self.env.iter().map(|(k, v)| (*k, v)))
             .status()
             .expect("run build.sh");
         assert!(
@@ -611,6 +614,7 @@ fn a_new_python_validator_builds_as_written_and_passes_its_cases() {
     TemplateBuild {
         lang: "python",
         keep: ".venv",
+        env: Vec::new(),
     }
     .builds_and_passes_its_cases();
 }
@@ -625,6 +629,85 @@ fn a_new_javascript_validator_builds_as_written_and_passes_its_cases() {
     TemplateBuild {
         lang: "js",
         keep: "node_modules",
+        env: Vec::new(),
     }
     .builds_and_passes_its_cases();
+}
+
+/// `plugins new --lang c`: clang with wasi-libc, and wit-bindgen, wasm-tools and the WASI
+/// adapter, which the generated build.sh installs with cargo (kept where the C example's
+/// build.sh keeps them, so they are built once).
+#[test]
+fn a_new_c_validator_builds_as_written_and_passes_its_cases() {
+    if !toolchain("clang", &["--version"], "MCPPROXY_REQUIRE_C")
+        || !toolchain("wasm-ld", &["--version"], "MCPPROXY_REQUIRE_C")
+    {
+        return;
+    }
+    if !std::path::Path::new("/usr/lib/wasm32-wasi/crt1-reactor.o").exists() {
+        assert!(
+            std::env::var_os("CI").is_none() && std::env::var_os("MCPPROXY_REQUIRE_C").is_none(),
+            "wasi-libc is missing, and CI or MCPPROXY_REQUIRE_C requires it"
+        );
+        eprintln!("SKIPPED: wasi-libc is not installed");
+        return;
+    }
+    let tools = std::env::var_os("MCPPROXY_C_TOOLS").map_or_else(
+        || {
+            std::env::var_os("CARGO_TARGET_DIR")
+                .map(std::path::PathBuf::from)
+                .unwrap_or_else(|| {
+                    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target")
+                })
+                .join("c-toolchain")
+        },
+        std::path::PathBuf::from,
+    );
+    TemplateBuild {
+        lang: "c",
+        keep: ".c-tools",
+        env: vec![("C_TOOLS", tools)],
+    }
+    .builds_and_passes_its_cases();
+}
+
+/// `plugins check NAME` checks an embedded plugin by its name, as a file is checked.
+#[test]
+fn check_takes_an_embedded_plugins_name() {
+    let data = tempfile::tempdir().unwrap();
+    let out = TestCommand::new(data.path())
+        .args(["plugins", "check", "intent-matrix", "--suite", "matrix"])
+        .output();
+    out.assert_code(0);
+    let stdout = out.stdout();
+    assert!(
+        stdout.contains("validator plugin 'intent-matrix'"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("call: ok"), "{stdout}");
+    // Every embedded plugin, by the name `plugins list` gives it.
+    let out = TestCommand::new(data.path())
+        .args(["plugins", "list", "-o", "json"])
+        .output();
+    out.assert_code(0);
+    let plugins: serde_json::Value = serde_json::from_str(&out.stdout()).unwrap();
+    for plugin in plugins.as_array().unwrap() {
+        let name = plugin["name"].as_str().unwrap();
+        let out = TestCommand::new(data.path())
+            .args(["plugins", "check", name, "-o", "json"])
+            .output();
+        let report: serde_json::Value = serde_json::from_str(&out.stdout())
+            .unwrap_or_else(|e| panic!("{name}: {e}: {}", out.stderr()));
+        assert_eq!(report["plugin"]["name"], name, "{report}");
+    }
+    // Neither a file nor an embedded plugin: the names are listed.
+    let out = TestCommand::new(data.path())
+        .args(["plugins", "check", "no-such-plugin"])
+        .output();
+    out.assert_code(2);
+    assert!(
+        out.stderr().contains("intent-matrix") && out.stderr().contains("no-such-plugin"),
+        "{}",
+        out.stderr()
+    );
 }

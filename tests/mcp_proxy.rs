@@ -496,7 +496,9 @@ async fn tools_added_upstream_appear_after_list_changed() {
         )
         .await
         .unwrap();
-        if text(&result).contains("fx:zebra_stripes") {
+        // A hit, not a held tool named in the answer's note.
+        let body: Value = serde_json::from_str(&text(&result)).unwrap_or_default();
+        if body["tools"][0]["name"] == "fx:zebra_stripes" {
             found = true;
             break;
         }

@@ -21,6 +21,12 @@ mod architecture;
 
 /// `mcpproxy call` and `mcpproxy tools`, with and without a running server.
 mod cli_call;
+/// `mcpproxy client add | remove | list`: mcpproxy written into an IDE's MCP config.
+mod cli_client;
+/// `mcpproxy upstream import`: what it leaves out (mcpproxy itself, duplicates) and why.
+mod cli_import;
+/// What the CLI prints for people: line breaks, widths, what waits for approval.
+mod cli_output;
 /// `mcpproxy plugins list` and `mcpproxy plugins check`, run as a user would.
 mod cli_plugins;
 

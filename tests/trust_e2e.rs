@@ -62,6 +62,8 @@ fn listen_addr(proxy: &Proxy) -> String {
         .to_owned()
 }
 
+/// The names of the tools `retrieve_tools` finds for `query`, one a line (its `note` may
+/// name held tools too: they are not hits).
 async fn search(client: &crate::support::mcp::Client, query: &str) -> String {
     let result = call(
         client,
@@ -70,7 +72,14 @@ async fn search(client: &crate::support::mcp::Client, query: &str) -> String {
     )
     .await
     .unwrap();
-    text(&result)
+    let body: Value = serde_json::from_str(&text(&result)).unwrap_or_default();
+    body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["name"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -35,6 +35,10 @@ pub struct CallStats {
     pub last: Option<String>,
     pub p50_ms: u32,
     pub p99_ms: u32,
+    /// Of the records counted, the dry runs (verdicts only, nothing called); `by_status`
+    /// counts them under `dry-run`.
+    #[serde(default)]
+    pub dry_runs: u64,
     pub by_server: Vec<Group>,
     pub by_tool: Vec<Group>,
     pub by_variant: Vec<Group>,
@@ -46,6 +50,7 @@ pub struct CallStats {
 #[derive(Default)]
 struct Tally {
     all: Vec<u32>,
+    dry_runs: u64,
     groups: [BTreeMap<String, Vec<u32>>; 5],
 }
 
@@ -53,13 +58,19 @@ impl Tally {
     fn add(&mut self, record: &ActivityRecord) {
         let ms = u32::try_from(record.duration_ms).unwrap_or(u32::MAX);
         self.all.push(ms);
+        self.dry_runs += u64::from(record.dry_run);
         let keys = [
             record.server_name.clone(),
             format!("{}:{}", record.server_name, record.tool_name),
             record
                 .tool_variant
                 .map_or_else(|| "(none)".to_owned(), |v| v.tool_name().to_owned()),
-            record.status.as_str().to_owned(),
+            // A dry run called nothing: counted as a dry run, never as a success.
+            if record.dry_run {
+                "dry-run".to_owned()
+            } else {
+                record.status.as_str().to_owned()
+            },
             record.verdict.decision.as_str().to_owned(),
         ];
         for (group, key) in self.groups.iter_mut().zip(keys) {
@@ -115,6 +126,7 @@ impl Journal {
         })?;
         let Tally {
             mut all,
+            dry_runs,
             groups: [server, tool, variant, status, decision],
         } = tally;
         Ok(CallStats {
@@ -124,6 +136,7 @@ impl Journal {
             last,
             p50_ms: quantile(&mut all, 0.5),
             p99_ms: quantile(&mut all, 0.99),
+            dry_runs,
             by_server: groups(server),
             by_tool: groups(tool),
             by_variant: groups(variant),
@@ -167,6 +180,7 @@ mod tests {
             } else {
                 Status::Success
             };
+            rec.dry_run = i == 1 || i == 2;
             rec.duration_ms = i;
             records.push(rec);
         }
@@ -186,6 +200,11 @@ mod tests {
         assert_eq!(stats.by_variant[0].key, "call_tool_read");
         let blocked = stats.by_status.iter().find(|g| g.key == "blocked").unwrap();
         assert_eq!(blocked.calls, 1);
+        let success = stats.by_status.iter().find(|g| g.key == "success").unwrap();
+        assert_eq!(success.calls, 27, "dry runs are not successes");
+        let dry = stats.by_status.iter().find(|g| g.key == "dry-run").unwrap();
+        assert_eq!(dry.calls, 2);
+        assert_eq!(stats.dry_runs, 2);
         assert_eq!(stats.p50_ms, 14);
         assert_eq!(stats.p99_ms, 29);
 

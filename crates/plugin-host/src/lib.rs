@@ -40,6 +40,7 @@ pub mod template;
 mod warm_pool;
 mod wasi;
 
+pub use embedded::{embedded_component, embedded_names};
 pub use engine::{CacheOutcome, EngineOptions, PluginEngine};
 pub use error::{CallFault, Error, PluginFault};
 pub use identity::{PluginInfo, PluginKind, PluginSource, is_plugin_name};

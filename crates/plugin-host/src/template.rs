@@ -66,6 +66,11 @@ pub enum TemplateError {
     NotEmpty(PathBuf),
     #[error("`plugins new` makes validators, annotators and result guards, not {0} plugins")]
     Kind(PluginKind),
+    #[error(
+        "the C template is a validator; write {0} plugins in Rust, Python or JavaScript \
+         (`--lang rust`), or start from the validator and its generated header"
+    )]
+    CKind(PluginKind),
     #[error("cannot write {path}: {source}")]
     Write {
         path: PathBuf,
@@ -79,6 +84,8 @@ pub enum Lang {
     Rust,
     Python,
     Js,
+    /// C, bound with `wit-bindgen c` (validators only).
+    C,
 }
 
 impl Lang {
@@ -87,6 +94,7 @@ impl Lang {
             Self::Rust => "Rust",
             Self::Python => "Python",
             Self::Js => "JavaScript",
+            Self::C => "C",
         }
     }
 }
@@ -119,6 +127,9 @@ pub fn new_project(
         PluginKind::ResultGuard => "result-guard-plugin",
         other => return Err(TemplateError::Kind(other)),
     };
+    if lang == Lang::C && kind != PluginKind::Validator {
+        return Err(TemplateError::CKind(kind));
+    }
     if std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some()) {
         return Err(TemplateError::NotEmpty(dir.to_owned()));
     }
@@ -135,11 +146,13 @@ pub fn new_project(
         (Lang::Js, PluginKind::Validator) => include_str!("../templates/js/validator.js"),
         (Lang::Js, PluginKind::ResultGuard) => include_str!("../templates/js/guard.js"),
         (Lang::Js, _) => include_str!("../templates/js/annotator.js"),
+        (Lang::C, _) => include_str!("../templates/c/validator.c"),
     };
     let source_path = match lang {
         Lang::Rust => "src/lib.rs".to_owned(),
         Lang::Python => format!("src/{file}.py"),
         Lang::Js => "src/plugin.js".to_owned(),
+        Lang::C => "src/plugin.c".to_owned(),
     };
     let mut files: Vec<(String, &str)> = vec![
         (source_path.clone(), source),
@@ -182,6 +195,13 @@ pub fn new_project(
             ));
             files.push((".gitignore".to_owned(), "node_modules/\n*.wasm\n"));
         }
+        Lang::C => {
+            files.push((
+                "build.sh".to_owned(),
+                include_str!("../templates/c/build.sh"),
+            ));
+            files.push((".gitignore".to_owned(), "gen/\n.c-tools/\n*.wasm\n"));
+        }
     }
     if validator {
         files.push((
@@ -212,6 +232,8 @@ pub fn new_project(
         ("{{name}}", name.to_owned()),
         ("{{file}}", file.clone()),
         ("{{world}}", world.to_owned()),
+        // The world's name as `wit-bindgen c` names its files and types.
+        ("{{world_c}}", world.replace('-', "_")),
         ("{{kind}}", kind.as_str().to_owned()),
         ("{{lang}}", lang.display().to_owned()),
         ("{{source}}", source_path),
@@ -287,12 +309,15 @@ mod tests {
 
     #[test]
     fn every_template_fills_every_placeholder() {
-        for lang in [Lang::Rust, Lang::Python, Lang::Js] {
+        for lang in [Lang::Rust, Lang::Python, Lang::Js, Lang::C] {
             for kind in [
                 PluginKind::Validator,
                 PluginKind::Annotator,
                 PluginKind::ResultGuard,
             ] {
+                if lang == Lang::C && kind != PluginKind::Validator {
+                    continue;
+                }
                 let dir = tempfile::tempdir().unwrap();
                 let files = new_project(dir.path(), "my-policy", lang, kind).unwrap();
                 for path in files
@@ -310,6 +335,61 @@ mod tests {
         assert!(matches!(
             new_project(dir.path(), "My_Policy", Lang::Rust, PluginKind::Validator),
             Err(TemplateError::BadName(_))
+        ));
+    }
+
+    /// The C template binds the world it names: its header and functions are the ones
+    /// `wit-bindgen c` generates for `validator-plugin` (tests/cli_plugins.rs builds it).
+    #[test]
+    fn the_c_template_binds_the_validator_world() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = new_project(dir.path(), "no-deletes", Lang::C, PluginKind::Validator).unwrap();
+        let names: Vec<String> = files
+            .iter()
+            .map(|p| p.strip_prefix(dir.path()).unwrap().display().to_string())
+            .collect();
+        for expected in [
+            "src/plugin.c",
+            "build.sh",
+            "cases.json",
+            "README.md",
+            "wit/worlds.wit",
+        ] {
+            assert!(names.iter().any(|n| n == expected), "{expected}: {names:?}");
+        }
+        let source = std::fs::read_to_string(dir.path().join("src/plugin.c")).unwrap();
+        assert!(source.contains("#include \"validator_plugin.h\""));
+        // The package is mcpproxy:plugin, its interfaces metadata, validator and host.
+        let worlds = std::fs::read_to_string(dir.path().join("wit/worlds.wit")).unwrap();
+        assert!(worlds.starts_with("package mcpproxy:plugin@"));
+        assert!(worlds.contains("world validator-plugin {"));
+        for (function, wit) in [
+            (
+                "exports_mcpproxy_plugin_metadata_info",
+                "info: func() -> plugin-info;",
+            ),
+            (
+                "exports_mcpproxy_plugin_validator_validate",
+                "validate: func(request: call-request) -> verdict;",
+            ),
+            ("mcpproxy_plugin_host_config", "config: func() -> string;"),
+        ] {
+            assert!(source.contains(function), "{function}");
+            let wit_text: String = WIT.iter().map(|(_, text)| *text).collect();
+            assert!(wit_text.contains(wit), "{wit}");
+        }
+        let build = std::fs::read_to_string(dir.path().join("build.sh")).unwrap();
+        assert!(build.contains("c wit --world validator-plugin --out-dir gen"));
+        assert!(build.contains("gen/validator_plugin.c gen/validator_plugin_component_type.o"));
+        assert!(build.contains("-o no_deletes.wasm"));
+        assert!(matches!(
+            new_project(
+                dir.path().join("x").as_path(),
+                "x",
+                Lang::C,
+                PluginKind::Annotator
+            ),
+            Err(TemplateError::CKind(PluginKind::Annotator))
         ));
     }
 }

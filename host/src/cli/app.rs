@@ -13,7 +13,11 @@ pub(crate) const EXIT_USAGE: u8 = 2;
     name = "mcpproxy",
     version,
     about = "An MCP proxy whose security policy runs as sandboxed WebAssembly plugins",
-    propagate_version = true
+    propagate_version = true,
+    after_help = "Colour (--color WHEN): `auto` (the default) colours status words on a terminal, \
+                  unless NO_COLOR is set to anything but an empty string or TERM is `dumb`; \
+                  `always` colours piped output too; `never` never does. Tables fit the \
+                  terminal's width (or COLUMNS); piped output keeps whole lines."
 )]
 pub(crate) struct Cli {
     /// Where mcpproxy keeps its state (compiled-plugin cache, journal, API key).
@@ -24,8 +28,15 @@ pub(crate) struct Cli {
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
 
-    /// Colour: auto (on a terminal, unless NO_COLOR is set), always or never.
-    #[arg(long, global = true, value_enum, default_value_t, value_name = "WHEN")]
+    /// Colour: auto, always or never (see `mcpproxy --help`).
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value_t,
+        value_name = "WHEN",
+        hide_possible_values = true
+    )]
     color: super::output::ColorChoice,
 
     #[command(subcommand)]
@@ -60,6 +71,9 @@ enum Command {
     /// Secrets for `${secret:NAME}` in the config: set, list (names only), delete.
     #[command(subcommand)]
     Secret(super::secret::SecretCommand),
+    /// Set mcpproxy up in an MCP client (cursor, claude-desktop, vscode, windsurf).
+    #[command(subcommand)]
+    Client(super::client::ClientCommand),
 }
 
 /// Global options every command can read.
@@ -115,6 +129,7 @@ pub fn run() -> ExitCode {
         Command::Upstream(cmd) => cmd.run(&globals),
         Command::Code(cmd) => cmd.run(&globals),
         Command::Secret(cmd) => cmd.run(&globals),
+        Command::Client(cmd) => cmd.run(&globals),
     };
     match result {
         Ok(code) => code,

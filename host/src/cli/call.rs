@@ -18,7 +18,9 @@ use mcpproxy_activity::Source;
 use mcpproxy_policy::quote;
 use mcpproxy_policy::{OperationType, is_data_sensitivity};
 
-use super::output::{Format, Tone, paint_err, print_data, verdict_line};
+use super::output::{
+    Format, Tone, cli_wording, paint_err, print_data, quote_lines, quote_message, verdict_line,
+};
 use super::remote::Remote;
 use super::{EXIT_USAGE, Globals};
 
@@ -259,7 +261,7 @@ fn print_report(report: &CallReport, format: Format) -> ExitCode {
                 "{} {}: {}",
                 paint_err("rejected by", Some(Tone::Bad)),
                 quote(plugin),
-                quote(message)
+                quote_message(&cli_wording(message))
             );
             ExitCode::from(EXIT_REJECTED)
         }
@@ -267,7 +269,7 @@ fn print_report(report: &CallReport, format: Format) -> ExitCode {
             eprintln!(
                 "{} {}",
                 paint_err("error:", Some(Tone::Bad)),
-                quote(message)
+                quote_message(&cli_wording(message))
             );
             ExitCode::from(EXIT_USAGE)
         }
@@ -275,7 +277,7 @@ fn print_report(report: &CallReport, format: Format) -> ExitCode {
             eprintln!(
                 "{} {}",
                 paint_err("held:", Some(Tone::Caution)),
-                quote(message)
+                quote_message(&cli_wording(message))
             );
             ExitCode::from(EXIT_REJECTED)
         }
@@ -283,7 +285,7 @@ fn print_report(report: &CallReport, format: Format) -> ExitCode {
             eprintln!(
                 "{} {}",
                 paint_err("error:", Some(Tone::Bad)),
-                quote(message)
+                quote_message(&cli_wording(message))
             );
             ExitCode::from(EXIT_UPSTREAM)
         }
@@ -300,8 +302,9 @@ fn print_report(report: &CallReport, format: Format) -> ExitCode {
     }
 }
 
-/// The result's content blocks; its `structuredContent` too, unless a text block already
-/// says the same (MCP servers send structured results a second time as text).
+/// The result's content blocks; its `structuredContent` too, but only when it adds
+/// something: MCP servers send a structured result a second time as text, whole or as its
+/// values (`-o json` prints the result as it came).
 fn print_result(result: &Value) {
     let mut texts = Vec::new();
     if let Some(content) = result["content"].as_array() {
@@ -309,7 +312,7 @@ fn print_result(result: &Value) {
             match block["type"].as_str() {
                 Some("text") => {
                     let text = block["text"].as_str().unwrap_or("");
-                    println!("{}", quote_multiline(text));
+                    println!("{}", quote_lines(text));
                     texts.push(text);
                 }
                 Some(kind) => println!("[{kind} content: {} bytes]", block.to_string().len()),
@@ -317,34 +320,43 @@ fn print_result(result: &Value) {
             }
         }
     }
-    let said = |structured: &Value| {
-        texts
-            .iter()
-            .any(|t| serde_json::from_str::<Value>(t).is_ok_and(|v| &v == structured))
-    };
     if let Some(structured) = result
         .get("structuredContent")
-        .filter(|v| !v.is_null() && !said(v))
+        .filter(|v| !v.is_null() && !already_said(v, &texts))
     {
         println!(
             "{}",
-            serde_json::to_string_pretty(structured).unwrap_or_default()
+            quote_lines(&serde_json::to_string_pretty(structured).unwrap_or_default())
         );
     }
 }
 
-/// Text from an upstream, whole, with its line breaks and tabs kept but every other control
-/// or invisible character (escape sequences included) shown escaped.
-fn quote_multiline(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c != '\n' && c != '\t' && mcpproxy_policy::is_unprintable(c) {
-            out.push_str(&format!("\\u{{{:x}}}", c as u32));
-        } else {
-            out.push(c);
+/// Whether the text blocks already say what `structured` holds: one of them is the same
+/// JSON, or every value in it (strings, numbers, booleans) appears in them.
+fn already_said(structured: &Value, texts: &[&str]) -> bool {
+    if texts
+        .iter()
+        .any(|t| serde_json::from_str::<Value>(t).is_ok_and(|v| &v == structured))
+    {
+        return true;
+    }
+    fn leaves(value: &Value, out: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => map.values().for_each(|v| leaves(v, out)),
+            Value::Array(items) => items.iter().for_each(|v| leaves(v, out)),
+            Value::String(s) if s.trim().is_empty() => {}
+            Value::String(s) => out.push(s.trim().to_owned()),
+            Value::Number(n) => out.push(n.to_string()),
+            Value::Bool(b) => out.push(b.to_string()),
+            Value::Null => {}
         }
     }
-    out
+    let mut values = Vec::new();
+    leaves(structured, &mut values);
+    !texts.is_empty()
+        && values
+            .iter()
+            .all(|v| texts.iter().any(|t| t.contains(v.as_str())))
 }
 
 fn print_dry_run(report: &CallReport) {
@@ -374,13 +386,19 @@ fn print_dry_run(report: &CallReport) {
 
 #[cfg(test)]
 mod output_tests {
-    use super::quote_multiline;
+    use super::already_said;
+    use serde_json::json;
 
     #[test]
-    fn upstream_text_keeps_its_lines_but_not_its_escape_sequences() {
-        assert_eq!(quote_multiline("a\n\tb"), "a\n\tb");
-        assert_eq!(quote_multiline("x\u{1b}[2Jy\r"), "x\\u{1b}[2Jy\\u{d}");
-        let long = "z".repeat(5000);
-        assert_eq!(quote_multiline(&long), long, "never cut");
+    fn structured_content_the_text_already_says_is_not_repeated() {
+        let listing = "[FILE] a.txt\n[DIR] b";
+        assert!(already_said(&json!({"content": listing}), &[listing]));
+        assert!(already_said(&json!({"status": "ok"}), &["ok"]));
+        assert!(already_said(&json!({"n": 3}), &["{\"n\": 3}"]));
+        assert!(!already_said(
+            &json!({"status": "ok", "load": 0.7}),
+            &["ok"]
+        ));
+        assert!(!already_said(&json!({"status": "ok"}), &[]));
     }
 }

@@ -5,8 +5,10 @@ mod activity;
 mod api_key;
 mod app;
 mod call;
+mod client;
 mod code;
 mod handoff;
+mod import_check;
 mod login;
 mod output;
 mod plugins;
@@ -15,6 +17,7 @@ mod remote;
 mod secret;
 mod serve;
 mod servers;
+mod states;
 mod tools;
 mod upstream;
 

@@ -135,10 +135,10 @@ pub(super) fn paint_err(text: &str, tone: Option<Tone>) -> String {
 /// ([`mcpproxy_policy::quote`]): no cell can move the cursor, clear the screen or print a row
 /// of its own.
 ///
-/// On a terminal, the last column is cut (ending in `…`) so that no line is wider than the
-/// terminal; piped output is never cut.
+/// The table fits the output's width ([`output_width`]: `COLUMNS`, else the terminal's);
+/// see [`fit_widths`] for how. Output to a pipe with `COLUMNS` unset is never cut.
 pub(super) fn print_table(header: &[&str], rows: &[Vec<String>]) {
-    print_table_toned(header, rows, |_, _| None);
+    print_table_fit(header, rows, |_, _| None, Fit::default());
 }
 
 /// [`print_table`], with cells coloured by `tone(column, cell)` when stdout is coloured
@@ -148,74 +148,253 @@ pub(super) fn print_table_toned(
     rows: &[Vec<String>],
     tone: impl Fn(usize, &str) -> Option<Tone>,
 ) {
-    let mut rows: Vec<Vec<String>> = rows
+    print_table_fit(header, rows, tone, Fit::default());
+}
+
+/// The fewest columns a reason or message keeps in its column; with less room it goes on
+/// a line of its own under its row.
+const READABLE_MIN: usize = 24;
+
+/// Which columns of a table matter when it must be narrowed.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Fit<'a> {
+    /// A reason or a message: it gets the width left over, at least [`READABLE_MIN`]
+    /// columns; when the other columns leave less, it is printed, wrapped, on the lines
+    /// under its row instead.
+    pub(super) readable: Option<usize>,
+    /// Columns cut only when nothing else is left to narrow (an ID a reader copies).
+    pub(super) keep: &'a [usize],
+}
+
+/// [`print_table_toned`], narrowed as `fit` says.
+pub(super) fn print_table_fit(
+    header: &[&str],
+    rows: &[Vec<String>],
+    tone: impl Fn(usize, &str) -> Option<Tone>,
+    fit: Fit<'_>,
+) {
+    let rows: Vec<Vec<String>> = rows
         .iter()
         .map(|row| row.iter().map(|cell| quote(cell)).collect())
         .collect();
-    if let Some(columns) = terminal_width() {
-        fit_last_column(header, &mut rows, columns);
-    }
-    let rows = rows.as_slice();
-    let mut widths: Vec<usize> = header.iter().map(|h| display_width(h)).collect();
-    for row in rows {
-        for (i, cell) in row.iter().enumerate() {
-            if let Some(w) = widths.get_mut(i) {
-                *w = (*w).max(display_width(cell));
-            }
-        }
-    }
-    let line = |cells: Vec<&str>, toned: bool| {
+    let layout = layout(header, &rows, fit, output_width());
+    let shown: Vec<usize> = (0..header.len())
+        .filter(|i| Some(*i) != layout.below)
+        .collect();
+    let line = |cells: &[String], toned: bool| {
         let mut out = String::new();
-        for (i, cell) in cells.iter().enumerate() {
-            let shown = if toned {
-                paint(cell, tone(i, cell))
+        for (n, &i) in shown.iter().enumerate() {
+            let cell = cells.get(i).map_or("", String::as_str);
+            let cell = truncate(cell, layout.widths[i]);
+            let width = display_width(&cell);
+            out.push_str(&if toned {
+                paint(&cell, tone(i, &cell))
             } else {
-                (*cell).to_owned()
-            };
-            out.push_str(&shown);
-            if i + 1 < cells.len() {
-                let pad = widths[i].saturating_sub(display_width(cell));
-                out.push_str(&" ".repeat(pad + 2));
+                cell
+            });
+            if n + 1 < shown.len() {
+                out.push_str(&" ".repeat(layout.widths[i].saturating_sub(width) + 2));
             }
         }
         println!("{}", out.trim_end());
     };
-    line(header.to_vec(), false);
-    for row in rows {
-        line(row.iter().map(String::as_str).collect(), true);
+    let header_cells: Vec<String> = header.iter().map(|h| (*h).to_owned()).collect();
+    line(&header_cells, false);
+    for row in &rows {
+        line(row, true);
+        if let Some(below) = layout.below
+            && let Some(text) = row.get(below).filter(|t| !t.is_empty() && *t != "-")
+        {
+            let indent = "    ";
+            let room = layout
+                .total
+                .map_or(usize::MAX, |t| t.saturating_sub(indent.len()).max(8));
+            for part in wrap(text, room) {
+                println!("{indent}{part}");
+            }
+        }
     }
 }
 
-/// Cuts each row's last cell so the row fits in `columns` (with the two-space gaps).
-fn fit_last_column(header: &[&str], rows: &mut [Vec<String>], columns: usize) {
-    let Some(last) = header.len().checked_sub(1) else {
-        return;
-    };
-    let mut widths: Vec<usize> = header.iter().map(|h| display_width(h)).collect();
-    for row in rows.iter() {
-        for (i, cell) in row.iter().enumerate().take(last) {
-            if let Some(w) = widths.get_mut(i) {
+/// How a table is laid out: each column's width, and the readable column printed under
+/// its row instead of beside it.
+struct Layout {
+    widths: Vec<usize>,
+    below: Option<usize>,
+    total: Option<usize>,
+}
+
+fn layout(header: &[&str], rows: &[Vec<String>], fit: Fit<'_>, total: Option<usize>) -> Layout {
+    let readable = fit.readable;
+    let mut natural: Vec<usize> = header.iter().map(|h| display_width(h)).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if let Some(w) = natural.get_mut(i) {
                 *w = (*w).max(display_width(cell));
             }
         }
     }
-    let used: usize = widths[..last].iter().map(|w| w + 2).sum();
-    let room = columns.saturating_sub(used).max(8);
-    for row in rows.iter_mut() {
-        if let Some(cell) = row.get_mut(last)
-            && display_width(cell) > room
-        {
-            let mut cut = String::new();
-            for c in cell.chars() {
-                if display_width(&cut) + display_width(c.encode_utf8(&mut [0; 4])) + 1 > room {
-                    break;
-                }
-                cut.push(c);
+    let Some(total) = total else {
+        return Layout {
+            widths: natural,
+            below: None,
+            total: None,
+        };
+    };
+    let heads: Vec<usize> = header.iter().map(|h| display_width(h)).collect();
+    let mins: Vec<usize> = header
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let floor = if Some(i) == readable {
+                READABLE_MIN
+            } else if fit.keep.contains(&i) {
+                usize::MAX
+            } else {
+                8
+            };
+            display_width(h).max(natural[i].min(floor))
+        })
+        .collect();
+    // Kept columns are narrowed only after every other one is down to its header.
+    let kept_heads: Vec<usize> = (0..header.len())
+        .map(|i| {
+            if fit.keep.contains(&i) {
+                mins[i]
+            } else {
+                heads[i]
             }
-            cut.push('…');
-            *cell = cut;
+        })
+        .collect();
+    let passes: [&[usize]; 3] = [&mins, &kept_heads, &heads];
+    let mut widths = natural.clone();
+    if fit_widths(&mut widths, &passes, total, None) {
+        return Layout {
+            widths,
+            below: None,
+            total: Some(total),
+        };
+    }
+    // Too narrow for the readable column beside the others: it goes under its row.
+    let mut widths = natural;
+    if let Some(r) = readable {
+        fit_widths(&mut widths, &passes, total, Some(r));
+        return Layout {
+            widths,
+            below: Some(r),
+            total: Some(total),
+        };
+    }
+    fit_widths(&mut widths, &passes, total, None);
+    Layout {
+        widths,
+        below: None,
+        total: Some(total),
+    }
+}
+
+/// Narrows the widest columns until the row, with its two-space gaps and without column
+/// `skip`, fits `total`: never below the first floors of `passes`, then, if that is not
+/// enough, below them down to the next ones (the last are the headers' widths, so no header
+/// is cut). Whether it fits without going below the first floors.
+fn fit_widths(
+    widths: &mut [usize],
+    passes: &[&[usize]],
+    total: usize,
+    skip: Option<usize>,
+) -> bool {
+    let used = |widths: &[usize]| -> usize {
+        let shown: Vec<usize> = widths
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| Some(*i) != skip)
+            .map(|(_, w)| *w)
+            .collect();
+        shown.iter().sum::<usize>() + 2 * shown.len().saturating_sub(1)
+    };
+    for (pass, floors) in passes.iter().enumerate() {
+        while used(widths) > total {
+            let widest = widths
+                .iter()
+                .enumerate()
+                .filter(|(i, w)| Some(*i) != skip && **w > floors[*i])
+                .max_by_key(|(i, w)| (**w - floors[*i], usize::MAX - i))
+                .map(|(i, _)| i);
+            match widest {
+                Some(i) => widths[i] -= 1,
+                None => break,
+            }
+        }
+        if used(widths) <= total {
+            return pass == 0;
         }
     }
+    false
+}
+
+/// `cell` cut to `width` columns, ending in `…` when cut.
+fn truncate(cell: &str, width: usize) -> String {
+    if display_width(cell) <= width {
+        return cell.to_owned();
+    }
+    let mut cut = String::new();
+    for c in cell.chars() {
+        if display_width(&cut) + display_width(c.encode_utf8(&mut [0; 4])) + 1 > width {
+            break;
+        }
+        cut.push(c);
+    }
+    cut.push('…');
+    cut
+}
+
+/// `text` in lines of at most `width` columns, broken at spaces where it can be (a word
+/// longer than a line is split), and at its own line breaks.
+pub(super) fn wrap(text: &str, width: usize) -> Vec<String> {
+    let width = width.max(1);
+    let char_width = |c: char| display_width(c.encode_utf8(&mut [0; 4]));
+    let mut lines = Vec::new();
+    for paragraph in text.split('\n') {
+        let mut line = String::new();
+        let mut line_width = 0;
+        for word in paragraph.split(' ') {
+            let word_width = display_width(word);
+            if line_width > 0 && line_width + 1 + word_width <= width {
+                line.push(' ');
+                line.push_str(word);
+                line_width += 1 + word_width;
+                continue;
+            }
+            if line_width > 0 {
+                lines.push(std::mem::take(&mut line));
+                line_width = 0;
+            }
+            for c in word.chars() {
+                let w = char_width(c);
+                if line_width > 0 && line_width + w > width {
+                    lines.push(std::mem::take(&mut line));
+                    line_width = 0;
+                }
+                line.push(c);
+                line_width += w;
+            }
+        }
+        lines.push(line);
+    }
+    lines
+}
+
+/// How wide output may be: `COLUMNS` when set to a number, else the width of the terminal
+/// stdout is, else `None` (a pipe or a file: lines are never cut, so scripts get them whole).
+pub(super) fn output_width() -> Option<usize> {
+    if let Some(columns) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|c| *c > 0)
+    {
+        return Some(columns);
+    }
+    terminal_width()
 }
 
 /// The width of the terminal stdout is, or `None` when stdout is not a terminal.
@@ -223,7 +402,7 @@ fn fit_last_column(header: &[&str], rows: &mut [Vec<String>], columns: usize) {
     unsafe_code,
     reason = "libc has no safe wrapper for the TIOCGWINSZ ioctl"
 )]
-pub(super) fn terminal_width() -> Option<usize> {
+fn terminal_width() -> Option<usize> {
     if !std::io::stdout().is_terminal() {
         return None;
     }
@@ -237,7 +416,32 @@ pub(super) fn terminal_width() -> Option<usize> {
             return Some(usize::from(size.ws_col));
         }
     }
-    std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok())
+    None
+}
+
+/// Text from an upstream or the proxy, whole, with its line breaks and tabs kept but every
+/// other control or invisible character (escape sequences included) shown escaped
+/// ([`mcpproxy_policy::is_unprintable`]).
+pub(super) fn quote_lines(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c != '\n' && c != '\t' && mcpproxy_policy::is_unprintable(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// [`quote_lines`] for a message (a refusal, a held call's analysis), cut at 20,000
+/// characters.
+pub(super) fn quote_message(text: &str) -> String {
+    const MAX_CHARS: usize = 20_000;
+    match text.char_indices().nth(MAX_CHARS) {
+        Some((at, _)) => format!("{}…", quote_lines(&text[..at])),
+        None => quote_lines(text),
+    }
 }
 
 /// A record's RFC 3339 UTC timestamp as the reader's local time with its zone
@@ -310,6 +514,39 @@ fn display_width(s: &str) -> usize {
         .sum()
 }
 
+/// A message written for MCP clients (which name the MCP tools: `retrieve_tools`,
+/// `call_tool_destructive`), as the CLI says it: naming the commands a person types. The
+/// MCP side keeps its exact texts; only what the CLI prints is reworded.
+pub(super) fn cli_wording(message: &str) -> String {
+    const PHRASES: &[(&str, &str)] = &[
+        (
+            "Use retrieve_tools to find tools.",
+            "Find tools with `mcpproxy tools search WORDS`.",
+        ),
+        ("(see retrieve_tools)", "(see `mcpproxy tools list`)"),
+        (
+            "retrieve_tools lists the names",
+            "`mcpproxy tools list` lists the names",
+        ),
+        (
+            "use call_tool_destructive",
+            "use `mcpproxy call tool-destructive`",
+        ),
+        ("use call_tool_write", "use `mcpproxy call tool-write`"),
+        (
+            "call_tool_read is enough",
+            "`mcpproxy call tool-read` is enough",
+        ),
+    ];
+    let mut text = message.to_owned();
+    for (mcp, cli) in PHRASES {
+        if text.contains(mcp) {
+            text = text.replace(mcp, cli);
+        }
+    }
+    text
+}
+
 /// `reject by intent-matrix: <message>` from a verdict's JSON (`decision`, `plugin`, `message`).
 pub(super) fn verdict_line(verdict: &mcpproxy_policy::Outcome) -> String {
     let mut line = verdict.decision.as_str().to_owned();
@@ -317,7 +554,7 @@ pub(super) fn verdict_line(verdict: &mcpproxy_policy::Outcome) -> String {
         line.push_str(&format!(" by {}", quote(plugin)));
     }
     if let Some(message) = &verdict.message {
-        line.push_str(&format!(": {}", quote(message)));
+        line.push_str(&format!(": {}", quote(&cli_wording(message))));
     }
     line
 }
@@ -390,15 +627,104 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_last_column_is_cut_to_fit() {
-        let mut rows = vec![
-            vec!["a".to_owned(), "x".repeat(100)],
-            vec!["b".to_owned(), "short".to_owned()],
+    fn a_table_fits_by_narrowing_its_widest_column_never_a_header() {
+        let rows = vec![
+            vec!["a".to_owned(), "x".repeat(100), "short".to_owned()],
+            vec!["b".to_owned(), "y".to_owned(), "z".to_owned()],
         ];
-        fit_last_column(&["ID", "REASON"], &mut rows, 40);
-        assert_eq!(display_width(&rows[0][1]), 36);
-        assert!(rows[0][1].ends_with('…'));
-        assert_eq!(rows[1][1], "short");
+        let fit = layout(
+            &["ID", "DESCRIPTION", "STATE"],
+            &rows,
+            Fit::default(),
+            Some(40),
+        );
+        assert_eq!(fit.widths, vec![2, 29, 5]);
+        assert_eq!(truncate(&rows[0][1], 29).chars().count(), 29);
+        assert!(truncate(&rows[0][1], 29).ends_with('…'));
+        // Unlimited: nothing cut.
+        assert_eq!(
+            layout(&["ID", "DESCRIPTION", "STATE"], &rows, Fit::default(), None).widths,
+            vec![2, 100, 5]
+        );
+        // Headers are never split, whatever the width.
+        let tight = layout(
+            &["IDENTIFIER", "DESCRIPTION"],
+            &rows,
+            Fit::default(),
+            Some(10),
+        );
+        assert_eq!(tight.widths, vec![10, 11]);
+    }
+
+    #[test]
+    fn a_reason_keeps_its_room_or_goes_under_its_row() {
+        let rows = vec![vec!["x".repeat(30), "y".repeat(20), "a reason ".repeat(10)]];
+        let fit = Fit {
+            readable: Some(2),
+            keep: &[0],
+        };
+        let wide = layout(&["ID", "TOOL", "REASON"], &rows, fit, Some(100));
+        assert_eq!(wide.below, None);
+        assert!(wide.widths[2] >= READABLE_MIN);
+        assert!(wide.widths.iter().sum::<usize>() + 4 <= 100);
+        let narrow = layout(&["ID", "TOOL", "REASON"], &rows, fit, Some(66));
+        assert_eq!(narrow.below, None, "{:?}", narrow.widths);
+        assert_eq!(narrow.widths[0], 30, "the ID is kept whole");
+        let tiny = layout(&["ID", "TOOL", "REASON"], &rows, fit, Some(40));
+        assert_eq!(tiny.below, Some(2));
+        assert_eq!(tiny.widths, vec![30, 8, 90]);
+    }
+
+    #[test]
+    fn a_kept_id_stays_whole_while_the_other_columns_can_give_way() {
+        let header = ["ID", "TIME", "SERVER", "TOOL", "STATUS", "REASON"];
+        let rows = vec![vec![
+            "01M8DG4MSBJZCWYDRVS477NSXC".to_owned(),
+            "2026-11-27 03:17:46 UTC".to_owned(),
+            "mem".to_owned(),
+            "get_status".to_owned(),
+            "blocked".to_owned(),
+            "a reason ".repeat(8),
+        ]];
+        let fit = Fit {
+            readable: Some(5),
+            keep: &[0],
+        };
+        let at = layout(&header, &rows, fit, Some(60));
+        assert_eq!(at.below, Some(5));
+        assert_eq!(at.widths[0], 26, "{:?}", at.widths);
+        let shown: usize = at.widths[..5].iter().sum::<usize>() + 8;
+        assert!(shown <= 60, "{:?}", at.widths);
+    }
+
+    #[test]
+    fn wrapping_breaks_at_spaces_and_splits_long_words() {
+        assert_eq!(wrap("one two three", 7), vec!["one two", "three"]);
+        assert_eq!(wrap("abcdefghij", 4), vec!["abcd", "efgh", "ij"]);
+        assert_eq!(wrap("a\nb", 10), vec!["a", "b"]);
+    }
+
+    #[test]
+    fn messages_keep_their_lines_but_not_escape_sequences() {
+        assert_eq!(quote_lines("a\n\tb"), "a\n\tb");
+        assert_eq!(quote_lines("x\u{1b}[2Jy\r"), "x\\u{1b}[2Jy\\u{d}");
+        let long = "z".repeat(5000);
+        assert_eq!(quote_lines(&long), long, "never cut");
+        assert_eq!(quote_message(&"m".repeat(30_000)).chars().count(), 20_001);
+    }
+
+    #[test]
+    fn cli_messages_name_cli_commands() {
+        assert_eq!(
+            cli_wording(
+                "Unknown server 'x' in 'x:y'. Known servers: fx. Use retrieve_tools to find tools."
+            ),
+            "Unknown server 'x' in 'x:y'. Known servers: fx. Find tools with `mcpproxy tools search WORDS`."
+        );
+        assert_eq!(
+            cli_wording("Tool 'fx:d' is marked destructive by server, use call_tool_destructive"),
+            "Tool 'fx:d' is marked destructive by server, use `mcpproxy call tool-destructive`"
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@ use mcpproxy_activity::{ActivityRecord, RecordType, SinkBatch, Source, Status};
 use mcpproxy_plugin_host::Bytes;
 use mcpproxy_plugin_host::suite::{self, Suite};
 use mcpproxy_plugin_host::{Plugin, PluginKind, PluginSet, PluginSettings, PluginSource};
-use mcpproxy_plugin_host::{cases, template};
+use mcpproxy_plugin_host::{cases, embedded_component, embedded_names, template};
 use mcpproxy_policy::Limits;
 use mcpproxy_policy::{
     AnnotationSource, Annotations, CallRequest, EffectiveAnnotations, OperationType, Outcome,
@@ -76,6 +76,8 @@ enum LangArg {
     Rust,
     Python,
     Js,
+    /// C (validators only), bound with `wit-bindgen c`.
+    C,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -112,6 +114,7 @@ impl NewCommand {
             LangArg::Rust => template::Lang::Rust,
             LangArg::Python => template::Lang::Python,
             LangArg::Js => template::Lang::Js,
+            LangArg::C => template::Lang::C,
         };
         let kind = match self.kind {
             NewKind::Validator => PluginKind::Validator,
@@ -176,8 +179,9 @@ impl ListCommand {
 
 #[derive(Debug, Args)]
 pub(super) struct CheckCommand {
-    /// The plugin component to check.
-    #[arg(value_name = "FILE.wasm")]
+    /// The plugin component to check, or the name of an embedded plugin
+    /// (`intent-matrix`; `mcpproxy plugins list` names them).
+    #[arg(value_name = "FILE.wasm|NAME")]
     file: PathBuf,
 
     /// Run a conformance suite: `matrix` for validators, `prefix` for annotators. For a
@@ -231,14 +235,24 @@ impl CheckCommand {
             ..Limits::default()
         };
         let engine = plugin_engine(&globals.data_dir(None), limits.memory_bytes)?;
-        let bytes = std::fs::read(&self.file)
-            .with_context(|| format!("cannot read {}", self.file.display()))?;
-        let mut plugin = Plugin::load(
-            &engine,
-            &bytes,
-            PluginSource::File(self.file.clone()),
-            limits,
-        )?;
+        let embedded = (!self.file.exists())
+            .then(|| self.file.to_str().and_then(embedded_component))
+            .flatten();
+        let (bytes, source) = match embedded {
+            Some(bytes) => (bytes.to_vec(), PluginSource::Embedded),
+            None => (
+                std::fs::read(&self.file).with_context(|| {
+                    format!(
+                        "cannot read {} (give a plugin's .wasm file or the name of an embedded \
+                         plugin: {})",
+                        self.file.display(),
+                        embedded_names().join(", ")
+                    )
+                })?,
+                PluginSource::File(self.file.clone()),
+            ),
+        };
+        let mut plugin = Plugin::load(&engine, &bytes, source, limits)?;
         let is_sink = plugin.kind() == PluginKind::Sink;
         if self.deliver && !is_sink {
             bail!(

@@ -104,6 +104,9 @@ pub(super) struct ImportArgs {
     /// Add them (quarantined); without it, only show what would be added.
     #[arg(long)]
     yes: bool,
+    /// Import an entry even when a configured server runs the same command (or URL).
+    #[arg(long)]
+    allow_duplicate: bool,
     #[command(flatten)]
     target: Target,
 }
@@ -399,6 +402,9 @@ pub(super) async fn logs(globals: &Globals, args: LogsArgs) -> Result<ExitCode> 
     };
     let (lines, mut seen) = fetch(args.lines.clamp(1, 500)).await?;
     print_lines(&lines, args.target.output)?;
+    if args.target.output == Format::Table {
+        super::states::say_why_logs_end(&remote, &args.name, !lines.is_empty()).await?;
+    }
     if !args.follow {
         return Ok(ExitCode::SUCCESS);
     }
@@ -445,6 +451,8 @@ pub(super) async fn import(globals: &Globals, args: ImportArgs) -> Result<ExitCo
         )
     })?;
     let destination = destination(globals, &args.target).await?;
+    let loaded = config::load(args.target.config.as_deref(), globals.home.as_deref())?;
+    let known = super::import_check::Known::new(&loaded.config.servers, loaded.config.listen);
     let existing: Vec<String> = match &destination {
         Destination::Owner(remote) => remote
             .get("/upstreams", &[])
@@ -488,6 +496,8 @@ pub(super) async fn import(globals: &Globals, args: ImportArgs) -> Result<ExitCo
             .unwrap_or_default();
         let outcome = if existing.contains(&name) {
             "exists: skipped".to_owned()
+        } else if let Some(skip) = known.check(&entry, args.allow_duplicate) {
+            skip.outcome()
         } else if !args.yes {
             "would be added (quarantined)".to_owned()
         } else {

@@ -8,10 +8,11 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 
 use crate::config;
-use crate::proxy::RetrievedTool;
+use crate::proxy::{RetrievedTool, Withheld};
+use crate::upstream::ServerStatus;
 
 use super::Globals;
-use super::output::{Format, print_data, print_table};
+use super::output::{Fit, Format, Tone, paint_err, print_data, print_table_fit};
 use super::remote::Remote;
 use crate::runtime::Runtime;
 
@@ -60,7 +61,7 @@ impl ToolsCommand {
             .build()
             .context("cannot start the async runtime")?;
         runtime.block_on(async {
-            let (common, tools) = match &self {
+            let (common, listing) = match &self {
                 Self::Search(args) => (
                     &args.common,
                     fetch(globals, &args.common, Some((&args.query, args.limit)), None).await?,
@@ -70,9 +71,35 @@ impl ToolsCommand {
                     fetch(globals, &args.common, None, args.server.clone()).await?,
                 ),
             };
-            print(&tools, common.output, matches!(self, Self::Search(_)))?;
-            Ok(ExitCode::SUCCESS)
+            print(
+                &listing.tools,
+                common.output,
+                matches!(self, Self::Search(_)),
+            )?;
+            Ok(say_withheld(&listing, &self))
         })
+    }
+}
+
+/// A listing and what it leaves out.
+struct Listing {
+    tools: Vec<RetrievedTool>,
+    withheld: Withheld,
+}
+
+/// Says on stderr what the listing leaves out (quarantined servers, held tools) and how a
+/// person approves it. A `tools list --server NAME` whose server waits for approval exits
+/// with 3, as a held call does, so a script sees why the list is empty; otherwise 0.
+fn say_withheld(listing: &Listing, command: &ToolsCommand) -> ExitCode {
+    let Some(note) = listing.withheld.note() else {
+        return ExitCode::SUCCESS;
+    };
+    eprintln!("{} {note}", paint_err("note:", Some(Tone::Caution)));
+    match command {
+        ToolsCommand::List(ListArgs {
+            server: Some(_), ..
+        }) if !listing.withheld.servers.is_empty() => ExitCode::from(super::call::EXIT_REJECTED),
+        _ => ExitCode::SUCCESS,
     }
 }
 
@@ -81,7 +108,7 @@ async fn fetch(
     common: &Common,
     search: Option<(&str, u64)>,
     server: Option<String>,
-) -> Result<Vec<RetrievedTool>> {
+) -> Result<Listing> {
     let loaded = config::load(common.config.as_deref(), globals.home.as_deref())?;
     let config = loaded.config;
     let data_dir = globals.data_dir(config.data_dir.as_deref());
@@ -98,8 +125,15 @@ async fn fetch(
             (None, Some(s)) => remote.get("/tools", &[("server", s.clone())]).await?,
             (None, None) => remote.get("/tools", &[]).await?,
         };
-        return serde_json::from_value(data["tools"].clone())
-            .context("the server's answer is not a tool list");
+        let tools = serde_json::from_value(data["tools"].clone())
+            .context("the server's answer is not a tool list")?;
+        let statuses: Vec<ServerStatus> =
+            serde_json::from_value(remote.get("/upstreams", &[]).await?)
+                .context("the server's answer is not an upstream list")?;
+        return Ok(Listing {
+            tools,
+            withheld: Withheld::of(&statuses, server.as_deref()),
+        });
     }
     if let Some(name) = &server
         && config.server(name).is_none()
@@ -111,10 +145,14 @@ async fn fetch(
             .await?;
     let tools = match search {
         Some((q, n)) => runtime.proxy.retrieve(q.to_owned(), n as usize).await,
-        None => runtime.proxy.list_tools(server).await,
+        None => runtime.proxy.list_tools(server.clone()).await,
     };
+    let withheld = Withheld::of(&runtime.proxy.upstreams().statuses(), server.as_deref());
     runtime.proxy.upstreams().shutdown().await;
-    tools.map_err(|e| anyhow::anyhow!(e))
+    Ok(Listing {
+        tools: tools.map_err(|e| anyhow::anyhow!(e))?,
+        withheld,
+    })
 }
 
 fn print(tools: &[RetrievedTool], format: Format, with_score: bool) -> Result<()> {
@@ -128,15 +166,11 @@ fn print(tools: &[RetrievedTool], format: Format, with_score: bool) -> Result<()
     let rows: Vec<Vec<String>> = tools
         .iter()
         .map(|t| {
-            let annotations = t.annotations.as_ref().map_or("-".to_owned(), |a| {
-                serde_json::to_value(a)
-                    .map(|v| v.to_string())
-                    .unwrap_or_default()
-            });
             let mut row = vec![
                 t.name.clone(),
                 t.call_with.clone(),
-                format!("{} ({})", annotations, t.annotation_source),
+                flags(t.annotations.as_ref()),
+                t.annotation_source.clone(),
             ];
             if with_score {
                 row.push(format!("{:.2}", t.score));
@@ -145,10 +179,41 @@ fn print(tools: &[RetrievedTool], format: Format, with_score: bool) -> Result<()
         })
         .collect();
     let header: &[&str] = if with_score {
-        &["NAME", "CALL_WITH", "ANNOTATIONS (SOURCE)", "SCORE"]
+        &["NAME", "CALL_WITH", "FLAGS", "SOURCE", "SCORE"]
     } else {
-        &["NAME", "CALL_WITH", "ANNOTATIONS (SOURCE)"]
+        &["NAME", "CALL_WITH", "FLAGS", "SOURCE"]
     };
-    print_table(header, &rows);
+    print_table_fit(
+        header,
+        &rows,
+        |_, _| None,
+        Fit {
+            readable: None,
+            keep: &[0],
+        },
+    );
     Ok(())
+}
+
+/// A tool's effective annotations as short flags (`ro`, `destructive`, `idempotent`,
+/// `open-world`; `-` for none): the hints set to true. `-o json` has them whole.
+fn flags(annotations: Option<&mcpproxy_policy::Annotations>) -> String {
+    let Some(a) = annotations else {
+        return "-".to_owned();
+    };
+    let flags: Vec<&str> = [
+        (a.read_only_hint, "ro"),
+        (a.destructive_hint, "destructive"),
+        (a.idempotent_hint, "idempotent"),
+        (a.open_world_hint, "open-world"),
+    ]
+    .into_iter()
+    .filter(|(hint, _)| *hint == Some(true))
+    .map(|(_, flag)| flag)
+    .collect();
+    if flags.is_empty() {
+        "-".to_owned()
+    } else {
+        flags.join(",")
+    }
 }

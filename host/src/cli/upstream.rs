@@ -22,6 +22,7 @@ use mcpproxy_policy::quote;
 use super::Globals;
 use super::output::{Format, Tone, print_data, print_table_toned};
 use super::remote::Remote;
+use super::states::{print_state_details, state_word};
 
 #[derive(Debug, Subcommand)]
 pub(super) enum UpstreamCommand {
@@ -230,7 +231,7 @@ fn print_list(statuses: &[ServerStatus], format: Format) -> Result<()> {
         .map(|s| {
             vec![
                 s.name.clone(),
-                s.state.to_string(),
+                state_word(&s.state).to_owned(),
                 s.tools.to_string(),
                 if s.quarantined { "yes" } else { "no" }.to_owned(),
                 if s.pending.is_empty() {
@@ -258,6 +259,7 @@ fn print_list(statuses: &[ServerStatus], format: Format) -> Result<()> {
             _ => None,
         },
     );
+    print_state_details(statuses);
     Ok(())
 }
 

@@ -362,6 +362,58 @@ pub(crate) fn object_entries(text: &str, path: &[&str]) -> Option<Vec<(String, V
     }
 }
 
+/// Another program's JSON config (an IDE's MCP servers), with the entry `name` of the
+/// object at `path` set to `fields` (in that order; the object and the ones above it made
+/// if missing) or, with `None`, removed; every other key keeps its place and value. The new
+/// text (indented by two spaces), or `None` if the text is not a JSON object or something
+/// on `path` is not an object.
+pub(crate) fn with_object_entry(
+    text: &str,
+    path: &[&str],
+    name: &str,
+    fields: Option<&[(&str, Value)]>,
+) -> Option<String> {
+    let mut root: Node = if text.trim().is_empty() {
+        Node::Object(Vec::new())
+    } else {
+        serde_json::from_str(text).ok()?
+    };
+    let mut node = &mut root;
+    for key in path {
+        if !matches!(node, Node::Object(_)) {
+            return None;
+        }
+        if node.get(key).is_none() {
+            if fields.is_none() {
+                return Some(Document { root }.to_text());
+            }
+            node.set(key, Node::Object(Vec::new()));
+        }
+        node = node.get_mut(key)?;
+    }
+    if !matches!(node, Node::Object(_)) {
+        return None;
+    }
+    match fields {
+        Some(fields) => node.set(
+            name,
+            Node::Object(
+                fields
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), Node::from_value(v)))
+                    .collect(),
+            ),
+        ),
+        None => {
+            node.remove(name);
+        }
+    }
+    if !matches!(root, Node::Object(_)) {
+        return None;
+    }
+    Some(Document { root }.to_text())
+}
+
 /// A list entry: `name` first, then the fields in the order the docs list them.
 fn named(name: &str, fields: serde_json::Map<String, Value>) -> Node {
     let mut entries = vec![("name".to_owned(), Node::Scalar(Value::String(name.into())))];

@@ -172,11 +172,17 @@ impl ProxyServer {
         };
         match self.proxy.retrieve(query, limit).await {
             Ok(hits) => {
-                let body = json!({
+                let mut body = json!({
                     "tools": hits,
                     "total": hits.len(),
                     "usage_instructions": super::tools::USAGE_INSTRUCTIONS,
                 });
+                // Not the withheld tools themselves: a word that they exist, and who approves.
+                let withheld = crate::proxy::Withheld::of(&self.proxy.upstreams().statuses(), None);
+                if let Some(note) = withheld.note() {
+                    body["withheld"] = json!(withheld);
+                    body["note"] = json!(note);
+                }
                 let mut result = CallToolResult::success(vec![Content::text(body.to_string())]);
                 result.structured_content = Some(body);
                 result

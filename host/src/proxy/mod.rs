@@ -15,6 +15,7 @@ mod review;
 mod service;
 mod skills;
 mod tasks;
+mod withheld;
 
 pub(crate) use catalog::{CatalogError, Scope, SubscriptionMethod};
 pub(crate) use code::{CodeExecutor, CodeReport, parse_code_request};
@@ -25,3 +26,4 @@ pub use request::{parse_call, split_name};
 use service::Judged;
 pub(crate) use service::{CallContext, CallOutcome, Proxy, RetrievedTool};
 pub(crate) use tasks::shown_task_id;
+pub(crate) use withheld::Withheld;

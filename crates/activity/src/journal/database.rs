@@ -131,8 +131,10 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 /// Free space worth giving back: more than this, or more than a quarter of the file.
 const COMPACT_FREE_BYTES: u64 = 64 << 20;
 
-/// Files smaller than this are never compacted (not worth the rewrite).
-const COMPACT_MIN_FILE: u64 = 1 << 20;
+/// Files smaller than this are never compacted (not worth the rewrite). A new, empty
+/// journal is about 1 MiB of preallocated pages: not compacted (and not logged) at every
+/// open of a fresh data dir.
+const COMPACT_MIN_FILE: u64 = 4 << 20;
 
 /// Compacts `db` when a large part of its file is free space: more than
 /// [`COMPACT_FREE_BYTES`] or a quarter of the file (files under [`COMPACT_MIN_FILE`] are

@@ -376,6 +376,18 @@ async fn under_pressure_records_are_summarised_and_one_alert_is_written_per_epis
 }
 
 #[test]
+fn a_new_journal_is_not_compacted_when_reopened() {
+    let (dir, j) = open_temp(options(none(), 10_000));
+    let path = j.path().to_path_buf();
+    drop(j);
+    let fresh = std::fs::metadata(&path).unwrap().len();
+    let j = Journal::open(&path, options(none(), 10_000)).unwrap();
+    drop(j);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), fresh);
+    drop(dir);
+}
+
+#[test]
 fn reopening_compacts_a_file_retention_emptied() {
     let (dir, j) = open_temp(options(none(), 10_000));
     let path = j.path().to_path_buf();

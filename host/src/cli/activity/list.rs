@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::cli::Globals;
-use crate::cli::output::{Format, Tone, local_time, print_data, print_table_toned};
+use crate::cli::output::{Fit, Format, Tone, local_time, print_data, print_table_fit};
 
 use super::filter::FilterArgs;
 use super::record::ShownRecord;
@@ -96,12 +96,16 @@ impl ListCommand {
         if rows.is_empty() {
             eprintln!("no matching activity");
         } else {
-            print_table_toned(
+            print_table_fit(
                 &[
                     "ID", "TIME", "SERVER", "TOOL", "INTENT", "STATUS", "DURATION", "REASON",
                 ],
                 &rows,
                 |column, cell| (column == 5).then(|| Tone::of_word(cell)).flatten(),
+                Fit {
+                    readable: Some(7),
+                    keep: &[0],
+                },
             );
         }
         Ok(ExitCode::SUCCESS)

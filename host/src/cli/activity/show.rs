@@ -98,10 +98,12 @@ fn print_record(shown: &ShownRecord) {
             }
             method => println!("Resource:    {server}:{tool} ({})", text(method)),
         },
-        _ => println!(
-            "Tool:        {server}:{tool} via {}",
-            text(record.tool_variant.map(OperationType::tool_name))
-        ),
+        Some(RecordType::Approval) => println!("Approved:    {}", approved(record)),
+        _ => match record.tool_variant {
+            Some(variant) => println!("Tool:        {server}:{tool} via {}", variant.tool_name()),
+            None if tool.is_empty() => println!("Server:      {server}"),
+            None => println!("Tool:        {server}:{tool}"),
+        },
     }
     println!(
         "Status:      {}{}",
@@ -179,6 +181,41 @@ fn print_record(shown: &ShownRecord) {
             quote(&client.name),
             quote(&client.version)
         );
+    }
+}
+
+/// What an approval record approved, and who: `server fs (quarantine cleared; 3 tools
+/// pinned) by ann@host (cli)`, `tools fs:write_file by ...`, `how server fs starts (...)`.
+fn approved(record: &mcpproxy_activity::ActivityRecord) -> String {
+    let details = record.details.clone().unwrap_or(Value::Null);
+    let server = quote(&record.server_name);
+    let tools: Vec<String> = details["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(|t| format!("{server}:{}", quote(t)))
+        .collect();
+    let what = if let Some(launch) = details["launch"].as_str() {
+        format!("how server {server} starts ({})", quote(launch))
+    } else if details["unquarantined"] == Value::Bool(true) {
+        format!(
+            "server {server} (quarantine cleared; {} tool{} pinned)",
+            tools.len(),
+            if tools.len() == 1 { "" } else { "s" }
+        )
+    } else if tools.is_empty() {
+        format!("server {server}")
+    } else {
+        format!(
+            "tool{} {}",
+            if tools.len() == 1 { "" } else { "s" },
+            tools.join(", ")
+        )
+    };
+    match details["approved_by"].as_str() {
+        Some(by) => format!("{what} by {}", quote(by)),
+        None => what,
     }
 }
 

@@ -56,8 +56,12 @@ fn print_stats(stats: &Value) {
         eprintln!("no matching {what}");
         return;
     }
+    let dry_runs = match stats["dry_runs"].as_u64().unwrap_or(0) {
+        0 => String::new(),
+        n => format!(" ({n} of them dry runs)"),
+    };
     println!(
-        "{calls} {what} from {} to {}; p50 {} ms, p99 {} ms",
+        "{calls} {what}{dry_runs} from {} to {}; p50 {} ms, p99 {} ms",
         quote(stats["first"].as_str().unwrap_or("?")),
         quote(stats["last"].as_str().unwrap_or("?")),
         stats["p50_ms"],
