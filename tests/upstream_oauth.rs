@@ -96,6 +96,38 @@ impl Drop for OAuthServer {
     }
 }
 
+fn rest_post(url: &str, key: &str) -> Value {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        reqwest::Client::new()
+            .post(url)
+            .header("X-API-Key", key)
+            .send()
+            .await
+            .expect("reach the proxy")
+            .json()
+            .await
+            .expect("a JSON answer")
+    })
+}
+
+fn http_status(url: &str) -> u16 {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        reqwest::get(url)
+            .await
+            .expect("reach the proxy")
+            .status()
+            .as_u16()
+    })
+}
+
 fn http_json(method: &str, url: &str) -> Value {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -272,6 +304,37 @@ fn a_login_through_a_real_authorization_server_is_used_refreshed_and_lost_on_rev
         refused_before,
         "mcpproxy kept knocking after the login was lost"
     );
+
+    // The page's way: a login started through the REST API comes back to the proxy's own
+    // `/oauth/callback`, which finishes it; the server is ready again.
+    let begun = rest_post(
+        &format!("{}/api/v1/upstreams/s/login", proxy.base()),
+        &proxy.api_key(),
+    );
+    assert_eq!(begun["success"], true, "{begun}");
+    let redirect_uri = begun["data"]["redirect_uri"]
+        .as_str()
+        .expect("redirect_uri");
+    assert_eq!(redirect_uri, format!("{}/oauth/callback", proxy.base()));
+    let authorization_url = begun["data"]["authorization_url"].as_str().expect("url");
+    let browser = Command::new(oauth_dir().join("browser.py"))
+        .arg(authorization_url)
+        .output()
+        .expect("run the scripted browser");
+    assert!(
+        browser.status.success(),
+        "{}",
+        String::from_utf8_lossy(&browser.stderr)
+    );
+    wait_for_state(&proxy, &config_path, "ready");
+    let answer = echo(&proxy, &config_path, "again");
+    assert_eq!(answer.code(), Some(0), "{}", answer.stderr());
+    // A redirect that belongs to no login is refused, and says so.
+    let stray = http_status(&format!(
+        "{}/oauth/callback?code=x&state=not-a-login",
+        proxy.base()
+    ));
+    assert_eq!(stray, 400);
 
     // `logout` forgets the tokens.
     let logout = upstream(&proxy, &config_path, "logout", &[]).output();
