@@ -116,6 +116,9 @@ mod trust_launch;
 /// malformed tool, and the pins of the previous version.
 mod trust_pins;
 
+/// An HTTP upstream of 2026-07-28 (a session begun with `server/discover`): tool changes
+/// still reach clients at once.
+mod upstream_http_lifecycle;
 /// An upstream's life with the proxy: waited for while it connects, killed with the proxy.
 mod upstream_lifecycle;
 /// Changing upstream servers while running: the upstream_servers tool, the CLI, hand edits.

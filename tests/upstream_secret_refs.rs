@@ -268,3 +268,42 @@ fn a_malformed_reference_is_refused_naming_the_key_and_the_fix() {
         .to_string();
     assert!(error.contains("outside its query"), "{error}");
 }
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_forced_keyring_that_does_not_answer_is_an_error_saying_how_to_fix_it() {
+    let data_dir = tempfile::tempdir().unwrap();
+    // No session bus: no D-Bus address, and a runtime dir without a bus socket.
+    let runtime = tempfile::tempdir().unwrap();
+    let forced = TestCommand::new(data_dir.path())
+        .env("MCPPROXY_CREDENTIALS", "keyring")
+        .env("DBUS_SESSION_BUS_ADDRESS", "")
+        .env("XDG_RUNTIME_DIR", &runtime.path().display().to_string())
+        .args(["secret", "list"])
+        .output();
+    forced.assert_code(2);
+    assert!(
+        forced.stderr().contains("no OS keyring answers")
+            && forced.stderr().contains("MCPPROXY_CREDENTIALS=file"),
+        "{}",
+        forced.stderr()
+    );
+    let unknown = TestCommand::new(data_dir.path())
+        .env("MCPPROXY_CREDENTIALS", "vault")
+        .args(["secret", "list"])
+        .output();
+    unknown.assert_code(2);
+    assert!(unknown.stderr().contains("set it to `file` or `keyring`"));
+    // Unset, the file is used quietly.
+    let quiet = TestCommand::new(data_dir.path())
+        .env("DBUS_SESSION_BUS_ADDRESS", "")
+        .env("XDG_RUNTIME_DIR", &runtime.path().display().to_string())
+        .args(["secret", "list"])
+        .output();
+    quiet.assert_code(0);
+    assert!(
+        quiet.stdout().contains("backend: file: "),
+        "{}",
+        quiet.stdout()
+    );
+}

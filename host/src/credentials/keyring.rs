@@ -7,6 +7,10 @@
 //! tokio runtime: every call runs on a short-lived thread of its own.
 
 use std::path::Path;
+use std::time::Duration;
+
+/// How long the probe at open waits for the keyring to answer.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The service name of this data dir's entries.
 pub(super) struct Keyring {
@@ -22,11 +26,27 @@ pub(super) enum Lookup {
 impl Keyring {
     /// The keyring of this machine, if one answers: a lookup of a probe entry must come back
     /// found or missing, not failed.
+    ///
+    /// A session bus without a Secret Service may take D-Bus's activation timeout (25 s) to
+    /// say so: the probe waits [`PROBE_TIMEOUT`] and counts silence as no keyring (its thread
+    /// finishes on its own).
     pub(super) fn probe(data_dir: &Path) -> Result<Self, String> {
-        let keyring = Self {
-            service: format!("mcpproxy:{}", data_dir.display()),
+        let service = format!("mcpproxy:{}", data_dir.display());
+        let (answer, answered) = std::sync::mpsc::channel();
+        let probe = Self {
+            service: service.clone(),
         };
-        keyring.get("mcpproxy/probe").map(|_| keyring)
+        std::thread::Builder::new()
+            .name("keyring-probe".to_owned())
+            .spawn(move || {
+                let _ = answer.send(probe.get("mcpproxy/probe").map(drop));
+            })
+            .map_err(|e| format!("cannot start the keyring probe: {e}"))?;
+        match answered.recv_timeout(PROBE_TIMEOUT) {
+            Ok(Ok(())) => Ok(Self { service }),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(format!("no answer within {} s", PROBE_TIMEOUT.as_secs())),
+        }
     }
 
     pub(super) fn get(&self, key: &str) -> Result<Lookup, String> {

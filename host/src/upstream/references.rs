@@ -121,3 +121,49 @@ pub(super) fn resolve(
     };
     Ok(Resolved { transport, values })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    #[test]
+    fn headers_env_and_query_values_are_resolved_and_scrubbed_from_messages() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CredentialStore::open_file(dir.path());
+        store
+            .set(&Reference::store_key("API_KEY"), "k&y v4lue")
+            .unwrap();
+        let http = Transport::Http {
+            url: "https://h.example/mcp?key=${secret:API_KEY}&plain=1".to_owned(),
+            headers: BTreeMap::from([(
+                "Authorization".to_owned(),
+                "Bearer ${secret:API_KEY}".to_owned(),
+            )]),
+        };
+        let resolved = resolve(&http, &store).unwrap();
+        let Transport::Http { url, headers } = &resolved.transport else {
+            panic!("not HTTP");
+        };
+        assert_eq!(url, "https://h.example/mcp?key=k%26y%20v4lue&plain=1");
+        assert_eq!(headers["Authorization"], "Bearer k&y v4lue");
+        assert_eq!(
+            resolved.scrub("refused: Bearer k&y v4lue".to_owned()),
+            "refused: Bearer ***"
+        );
+
+        let stdio = Transport::Stdio {
+            command: "srv".to_owned(),
+            args: Vec::new(),
+            env: BTreeMap::from([("TOKEN".to_owned(), "${secret:MISSING}".to_owned())]),
+            working_dir: None,
+        };
+        let error = resolve(&stdio, &store).err().unwrap();
+        assert_eq!(
+            error,
+            "env 'TOKEN': ${secret:MISSING}: no secret named 'MISSING' is stored: run \
+             `mcpproxy secret set MISSING`"
+        );
+    }
+}
