@@ -126,7 +126,7 @@ impl Logins {
     /// Refuses a login that would answer, once more, a server asking for scopes it was
     /// already granted: its authorization server never grants what it wants, and logging
     /// in again would loop.
-    async fn count_step_up(
+    pub(super) async fn count_step_up(
         &self,
         target: &LoginTarget<'_>,
         granted: &[String],
@@ -222,7 +222,7 @@ impl Logins {
 }
 
 /// The authorization request for `target`.
-fn request_for(
+pub(super) fn request_for(
     target: &LoginTarget<'_>,
     redirect_uri: &str,
     granted: &[String],

@@ -20,3 +20,6 @@ pub(crate) use error::OAuthError;
 pub(crate) use login::{LoginTarget, Logins};
 pub(crate) use session::authorized_client;
 pub(crate) use vault::forget;
+
+#[cfg(test)]
+mod tests;

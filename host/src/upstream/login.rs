@@ -48,7 +48,7 @@ impl Upstreams {
             .into());
         };
         let resolved = super::references::resolve(&upstream.config.transport, &self.credentials)
-            .map_err(|e| OAuthError::Flow(e))?;
+            .map_err(OAuthError::Flow)?;
         let Transport::Http { url, .. } = &resolved.transport else {
             return Err(OAuthError::NotHttp {
                 server: name.to_owned(),
