@@ -124,3 +124,58 @@ async fn a_reload_swaps_the_validators_only_when_the_new_set_passes() {
     }
     client.cancel().await.unwrap();
 }
+
+/// Result guards are reloaded too: a guard that faults on the probe answer is refused, and
+/// the guards in force keep guarding (a token in an answer is still redacted).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reload_refuses_a_result_guard_that_faults_and_keeps_the_guards_in_force() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let plugins = tempfile::tempdir().unwrap();
+    let dir = plugins.path().to_str().unwrap().to_owned();
+    let proxy = Proxy::start(
+        &config_with(vec![stdio_fixture("fx", log.path())]),
+        &["--plugins", &dir],
+    );
+    let config = proxy.data_dir.path().join("mcp_config.json");
+    let reload = || {
+        TestCommand::new(proxy.data_dir.path())
+            .args(["plugins", "reload", "--config"])
+            .arg_path(&config)
+            .output()
+    };
+    let out = reload();
+    out.assert_code(0);
+    assert!(
+        out.stdout().contains("result guards: secret-redactor"),
+        "{}",
+        out.stdout()
+    );
+
+    std::fs::copy(
+        artifact("guard_trap"),
+        plugins.path().join("guard_trap.wasm"),
+    )
+    .unwrap();
+    let out = reload();
+    assert_ne!(out.code(), Some(0), "{}", out.stdout());
+    assert!(
+        out.stderr().contains("probe") && out.stderr().contains("keep judging"),
+        "{}",
+        out.stderr()
+    );
+
+    let client = connect(&proxy.url).await;
+    let token = "ghp_R7kQ2mZx9Lw4Tv8Np3Hs6Jd1Fb5Gc0Ya2Ue7W";
+    let answer = call(
+        &client,
+        "call_tool_read",
+        json!({"name": "fx:echo", "args": {"text": format!("token {token}")}}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&answer), "the trapping guard never guards");
+    let text = crate::support::mcp::text(&answer);
+    assert!(!text.contains(token), "{text}");
+    assert!(text.contains("[REDACTED"), "{text}");
+    client.cancel().await.unwrap();
+}

@@ -58,6 +58,7 @@ impl ReloadCommand {
         println!("plugins reloaded");
         println!("annotators: {}", names("annotators"));
         println!("validators: {}", names("validators"));
+        println!("result guards: {}", names("guards"));
         Ok(ExitCode::SUCCESS)
     }
 }

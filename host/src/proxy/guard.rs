@@ -54,8 +54,8 @@ enum Slot<'a> {
 
 impl Proxy {
     /// Sets the result guards every answer goes through.
-    pub(crate) fn with_guards(mut self, guards: Guards) -> Self {
-        self.guards = Arc::new(guards);
+    pub(crate) fn with_guards(self, guards: Guards) -> Self {
+        self.replace_guards(Arc::new(guards));
         self
     }
 
@@ -66,7 +66,7 @@ impl Proxy {
         evaluation: &Evaluation,
         result: CallToolResult,
     ) -> (CallToolResult, GuardNote) {
-        if self.guards.is_empty() {
+        if self.guards().is_empty() {
             return (result, GuardNote::default());
         }
         let request = &evaluation.request;
@@ -93,7 +93,7 @@ impl Proxy {
         let TaskPayload::Completed { result } = payload else {
             return GuardNote::default();
         };
-        if self.guards.is_empty() {
+        if self.guards().is_empty() {
             return GuardNote::default();
         }
         let context = GuardContext {
@@ -160,7 +160,7 @@ impl Proxy {
         name: &str,
         result: &mut GetPromptResult,
     ) -> Result<GuardNote, GuardNote> {
-        if self.guards.is_empty() {
+        if self.guards().is_empty() {
             return Ok(GuardNote::default());
         }
         let context = other_context(ResultKind::Prompt, server, name);
@@ -179,7 +179,7 @@ impl Proxy {
         uri: &str,
         result: &mut ReadResourceResult,
     ) -> Result<GuardNote, GuardNote> {
-        if self.guards.is_empty() {
+        if self.guards().is_empty() {
             return Ok(GuardNote::default());
         }
         let context = other_context(ResultKind::Resource, server, uri);
@@ -204,7 +204,7 @@ impl Proxy {
         }
         let items: Vec<GuardItem> = slots.iter_mut().map(take_item).collect();
         let started = Instant::now();
-        let guards = self.guards.clone();
+        let guards = self.guards();
         // Quick guards (the embedded ones, warm) run on this thread for answers of a few
         // pages; a large answer takes them milliseconds, so it goes to a blocking thread.
         let bytes: usize = items.iter().map(|item| item.text.len()).sum();

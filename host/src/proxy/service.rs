@@ -156,8 +156,9 @@ pub(crate) struct Proxy {
     pub(super) metrics: Arc<Metrics>,
     /// The tasks clients follow through this proxy.
     pub(super) tasks: super::tasks::TaskRoutes,
-    /// The result guards every upstream answer goes through.
-    pub(super) guards: Arc<mcpproxy_policy::Guards>,
+    /// The result guards every upstream answer goes through; replaced whole by
+    /// [`Proxy::replace_guards`] (a plugin reload).
+    guards: std::sync::RwLock<Arc<mcpproxy_policy::Guards>>,
     /// The `code_execution` tool, when the config enables it.
     pub(super) code: Option<Arc<super::CodeExecutor>>,
 }
@@ -185,7 +186,7 @@ impl Proxy {
             scanner: None,
             metrics: Arc::default(),
             tasks: super::tasks::TaskRoutes::default(),
-            guards: Arc::default(),
+            guards: std::sync::RwLock::default(),
             code: None,
         }
     }
@@ -199,6 +200,16 @@ impl Proxy {
     /// judged finish on the one they started with.
     pub(crate) fn replace_pipeline(&self, pipeline: Arc<Pipeline>) {
         *mcpproxy_policy::write_lock(&self.pipeline) = pipeline;
+    }
+
+    /// The result guards in force now.
+    pub(crate) fn guards(&self) -> Arc<mcpproxy_policy::Guards> {
+        mcpproxy_policy::read_lock(&self.guards).clone()
+    }
+
+    /// Puts `guards` in force for answers from now on (a plugin reload).
+    pub(crate) fn replace_guards(&self, guards: Arc<mcpproxy_policy::Guards>) {
+        *mcpproxy_policy::write_lock(&self.guards) = guards;
     }
 
     /// Counts calls, policy time and plugin faults into `metrics`.

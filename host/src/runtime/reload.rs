@@ -1,11 +1,11 @@
-//! Plugins live: the policy plugins (annotators and validators) loaded again from the
-//! embedded set and `--plugins DIR`, checked, and put in force in the running proxy whole,
-//! never half: a set that fails to load, names a plugin that is not there, or faults on a
-//! probe call is refused, and the set in force keeps judging. A call already being judged
-//! finishes on the set it started with (the proxy hands each call the pipeline in force when
-//! it arrives).
+//! Plugins live: the policy plugins (annotators, validators and result guards) loaded again
+//! from the embedded set and `--plugins DIR`, checked, and put in force in the running
+//! proxy whole, never half: a set that fails to load, names a plugin that is not there, or
+//! faults on a probe call is refused, and the set in force keeps judging. A call already
+//! being judged finishes on the set it started with (the proxy hands each call the pipeline
+//! in force when it arrives, and each answer the guards in force when it comes back).
 //!
-//! Result guards, the scanner and the sinks are not swapped: they take a restart.
+//! The scanner and the sinks are not swapped: they take a restart.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -23,6 +23,8 @@ pub(crate) struct Reloaded {
     pub annotators: Vec<String>,
     /// `name version` of each validator, in order.
     pub validators: Vec<String>,
+    /// `name version` of each result guard, in order.
+    pub guards: Vec<String>,
 }
 
 /// Why a reload was refused (the set in force keeps judging).
@@ -90,6 +92,16 @@ impl Reloader {
             "plugins.validators",
         )
         .map_err(failed)?;
+        let guards = super::select(
+            &plugins,
+            PluginKind::ResultGuard,
+            picks.guards.as_deref(),
+            "plugins.guards",
+        )
+        .map_err(failed)?;
+        let result_guards =
+            mcpproxy_policy::Guards::new(mcpproxy_plugin_host::result_guards(&guards));
+        probe_guards(&result_guards)?;
         let metrics = self.proxy.metrics();
         let pipeline = Pipeline::new(
             crate::metrics::timed_annotators(
@@ -103,6 +115,7 @@ impl Reloader {
         );
         probe(&pipeline)?;
         self.proxy.replace_pipeline(Arc::new(pipeline));
+        self.proxy.replace_guards(Arc::new(result_guards));
         let names = |ps: &[Arc<mcpproxy_plugin_host::Plugin>]| {
             ps.iter()
                 .map(|p| format!("{} {}", p.name(), p.info().version))
@@ -111,11 +124,13 @@ impl Reloader {
         let reloaded = Reloaded {
             annotators: names(&annotators),
             validators: names(&validators),
+            guards: names(&guards),
         };
         tracing::info!(
-            "plugins reloaded: annotators {:?}, validators {:?}",
+            "plugins reloaded: annotators {:?}, validators {:?}, result guards {:?}",
             reloaded.annotators,
-            reloaded.validators
+            reloaded.validators,
+            reloaded.guards
         );
         Ok(reloaded)
     }
@@ -136,6 +151,27 @@ fn probe(pipeline: &Pipeline) -> Result<(), ReloadError> {
     match evaluation.fault {
         Some(fault) => Err(ReloadError::Probe(fault.detail)),
         None => Ok(()),
+    }
+}
+
+/// A harmless made-up answer through every result guard: a guard that traps or runs past
+/// its deadline faults here, before it guards a real answer.
+fn probe_guards(guards: &mcpproxy_policy::Guards) -> Result<(), ReloadError> {
+    let context = mcpproxy_policy::GuardContext {
+        kind: mcpproxy_policy::ResultKind::ToolResult,
+        server: "mcpproxy".to_owned(),
+        name: "reload_probe".to_owned(),
+        variant: Some(OperationType::Read),
+        intent: None,
+        annotations: None,
+    };
+    let guarded = guards.run(
+        &context,
+        vec![mcpproxy_policy::GuardItem::text("status: ok")],
+    );
+    match guarded.withheld {
+        Some(withheld) if withheld.fault.is_some() => Err(ReloadError::Probe(withheld.message)),
+        _ => Ok(()),
     }
 }
 
