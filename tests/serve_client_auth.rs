@@ -74,11 +74,11 @@ impl Issuer {
         let answer: Value = reqwest::Client::new()
             .post(format!("{}/token", self.url))
             .basic_auth(client, Some(format!("{client}-secret-0123456789")))
-            .form(&[
-                ("grant_type", "client_credentials"),
-                ("resource", resource),
-                ("scope", "mcp:tools"),
-            ])
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!(
+                "grant_type=client_credentials&scope=mcp%3Atools&resource={}",
+                form_encode(resource)
+            ))
             .send()
             .await
             .expect("reach the issuer")
@@ -108,6 +108,20 @@ impl Drop for Issuer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A form value, percent-encoded.
+fn form_encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }
 
 /// `initialize` to `/mcp` with `token` (if any): the status and `WWW-Authenticate`.

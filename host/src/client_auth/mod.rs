@@ -9,3 +9,6 @@ mod token;
 
 pub(crate) use metadata::{WELL_KNOWN_PATH, challenge, document, resource_url};
 pub(crate) use token::{Identity, Rejection, Verifier};
+
+#[cfg(test)]
+mod tests;
