@@ -20,6 +20,9 @@ use serde_json::{Value, json};
 use crate::support::TestCommand;
 use crate::support::mcp::{Proxy, call, config_with, stdio_fixture, text};
 
+/// `http.auth_token`: passes without an identity.
+const STATIC_TOKEN: &str = "a-static-token-0123456789abcdef";
+
 fn oauth_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/oauth")
 }
@@ -246,6 +249,8 @@ async fn clients_log_in_with_access_tokens_of_a_real_authorization_server() {
     let log = tempfile::NamedTempFile::new().expect("call log");
     let mut config = config_with(vec![stdio_fixture("fx", log.path())]);
     config["auth"] = json!({"issuer": issuer.url});
+    // The static token of single-user setups keeps working beside the logins.
+    config["http"] = json!({"auth_token": STATIC_TOKEN});
     let proxy = Proxy::start(&config, &[]);
     let resource = proxy.url.clone();
     let metadata_url = format!("{}/.well-known/oauth-protected-resource/mcp", proxy.base());
@@ -301,7 +306,15 @@ async fn clients_log_in_with_access_tokens_of_a_real_authorization_server() {
     let bob = issuer.token("bob", &resource).await;
     call_as(&resource, &alice).await.expect("alice calls");
     call_as(&resource, &bob).await.expect("bob calls");
-    let found = records(&proxy, 2).await;
+    call_as(&resource, STATIC_TOKEN)
+        .await
+        .expect("the static token calls");
+    let found = records(&proxy, 3).await;
+    assert_eq!(
+        found.iter().filter(|r| r.get("identity").is_none()).count(),
+        1,
+        "the static token's call has no identity: {found:?}"
+    );
     let by = |subject: &str| {
         found
             .iter()

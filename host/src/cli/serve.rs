@@ -156,8 +156,8 @@ impl ServeCommand {
                 bail!(
                     "refusing to listen on {listen}: it is not a loopback address, so anyone who can \
                      reach it could call your tools. Set http.auth_token in mcp_config.json (or \
-                     {AUTH_TOKEN_ENV}) so clients must send `Authorization: Bearer <token>`, or \
-                     listen on 127.0.0.1"
+                     {AUTH_TOKEN_ENV}) so clients must send `Authorization: Bearer <token>`, set \
+                     `auth` so clients log in with access tokens, or listen on 127.0.0.1"
                 );
             }
         }
