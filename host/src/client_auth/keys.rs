@@ -5,11 +5,12 @@
 //! the proxy hammer the issuer.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use jsonwebtoken::DecodingKey;
 use jsonwebtoken::jwk::{Jwk, JwkSet};
+use mcpproxy_policy::{read_lock, write_lock};
 use serde::Deserialize;
 use tokio::sync::Mutex;
 
@@ -44,18 +45,26 @@ pub(crate) struct Key {
 
 #[derive(Default)]
 struct Cache {
-    jwks_uri: Option<String>,
     keys: HashMap<String, Key>,
     /// Keys without a `kid`, tried in turn for a token without one.
     unnamed: Vec<Key>,
-    fetched: Option<Instant>,
 }
 
-/// The key cache of one issuer.
+#[derive(Default)]
+struct Fetching {
+    jwks_uri: Option<String>,
+    fetched: Option<Instant>,
+    /// Why the last fetch failed, while it is the latest word.
+    failed: Option<String>,
+}
+
+/// The key cache of one issuer. Lookups read the cache under a short lock; fetches take
+/// their own lock, so a slow issuer delays only the tokens that wait for new keys.
 pub(crate) struct Keys {
     issuer: String,
     client: reqwest::Client,
-    cache: Mutex<Cache>,
+    cache: RwLock<Cache>,
+    fetching: Mutex<Fetching>,
 }
 
 #[derive(Deserialize)]
@@ -74,40 +83,72 @@ impl Keys {
         Self {
             issuer,
             client,
-            cache: Mutex::new(Cache::default()),
+            cache: RwLock::new(Cache::default()),
+            fetching: Mutex::new(Fetching::default()),
+        }
+    }
+
+    fn lookup(&self, kid: Option<&str>) -> Vec<Key> {
+        let cache = read_lock(&self.cache);
+        match kid {
+            Some(kid) => cache.keys.get(kid).cloned().into_iter().collect(),
+            None => cache.unnamed.clone(),
         }
     }
 
     /// The key with id `kid` (or the keys without an id when the token names none),
-    /// fetching the set when it is not known yet or `kid` is new.
+    /// fetching the set when it is not known yet or `kid` is new. An empty list: the issuer
+    /// does not publish such a key (as of the last fetch).
     pub(crate) async fn find(&self, kid: Option<&str>) -> Result<Vec<Key>, KeysError> {
-        let mut cache = self.cache.lock().await;
-        let lookup = |cache: &Cache| match kid {
-            Some(kid) => cache.keys.get(kid).cloned().into_iter().collect::<Vec<_>>(),
-            None => cache.unnamed.clone(),
-        };
-        let found = lookup(&cache);
+        let found = self.lookup(kid);
         if !found.is_empty() {
             return Ok(found);
         }
-        let due = cache
+        let mut fetching = self.fetching.lock().await;
+        // Another request may have fetched while this one waited.
+        let found = self.lookup(kid);
+        if !found.is_empty() {
+            return Ok(found);
+        }
+        let due = fetching
             .fetched
             .is_none_or(|at| at.elapsed() >= REFETCH_INTERVAL);
         if !due {
-            return Ok(Vec::new());
+            return match &fetching.failed {
+                Some(reason) => Err(KeysError::Fetch {
+                    what: "keys",
+                    url: self.issuer.clone(),
+                    reason: format!("{reason} (tried again within {REFETCH_INTERVAL:?})"),
+                }),
+                None => Ok(Vec::new()),
+            };
         }
-        cache.fetched = Some(Instant::now());
-        let jwks_uri = match &cache.jwks_uri {
+        fetching.fetched = Some(Instant::now());
+        match self.fetch(&mut fetching).await {
+            Ok(cache) => {
+                fetching.failed = None;
+                *write_lock(&self.cache) = cache;
+                Ok(self.lookup(kid))
+            }
+            Err(e) => {
+                fetching.failed = Some(e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    /// The key set, read afresh (the metadata only the first time).
+    async fn fetch(&self, fetching: &mut Fetching) -> Result<Cache, KeysError> {
+        let jwks_uri = match &fetching.jwks_uri {
             Some(uri) => uri.clone(),
             None => {
                 let uri = self.discover().await?;
-                cache.jwks_uri = Some(uri.clone());
+                fetching.jwks_uri = Some(uri.clone());
                 uri
             }
         };
         let set: JwkSet = self.get_json("key set (jwks_uri)", &jwks_uri).await?;
-        cache.keys.clear();
-        cache.unnamed.clear();
+        let mut cache = Cache::default();
         for jwk in set.keys {
             let Ok(decoding) = DecodingKey::from_jwk(&jwk) else {
                 // A key of a kind this proxy cannot use (e.g. a symmetric one): skipped.
@@ -124,7 +165,7 @@ impl Keys {
                 None => cache.unnamed.push(key),
             }
         }
-        Ok(lookup(&cache))
+        Ok(cache)
     }
 
     /// The `jwks_uri` from the issuer's metadata.
