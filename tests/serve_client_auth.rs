@@ -4,8 +4,9 @@
 //! the client_credentials grant. Without a token `/mcp` answers 401 with the challenge that
 //! names the protected resource metadata, which is served; tokens for another audience,
 //! expired or tampered with are refused; each client's good token works and its calls'
-//! records name it (REST and `mcpproxy activity show`); a key rotation at the issuer is
-//! followed.
+//! records name it (REST and `mcpproxy activity show`); `alg: none` and HS256 are refused;
+//! the static `http.auth_token` still passes, without an identity; a key rotation at the
+//! issuer is followed; with the issuer gone, a token of an unknown key gets 503.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -205,6 +206,15 @@ fn tampered(token: &str) -> String {
     )
 }
 
+/// `token`'s payload under another header and signature.
+fn with_header(token: &str, header: &Value, signature: &str) -> String {
+    let payload = token.split('.').nth(1).expect("payload");
+    format!(
+        "{}.{payload}.{signature}",
+        b64_encode(header.to_string().as_bytes())
+    )
+}
+
 const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 /// base64url without padding (a JWT's segments).
@@ -295,6 +305,18 @@ async fn clients_log_in_with_access_tokens_of_a_real_authorization_server() {
         ("another audience", other),
         ("expired", expired),
         ("tampered", tampered(&alice)),
+        (
+            "alg none",
+            with_header(&alice, &json!({"alg": "none", "typ": "at+jwt"}), ""),
+        ),
+        (
+            "HS256 signed",
+            with_header(
+                &alice,
+                &json!({"alg": "HS256", "typ": "at+jwt"}),
+                "c2lnbmVk",
+            ),
+        ),
         ("not a JWT", "not-a-token-at-all".to_owned()),
     ] {
         let (status, challenge) = initialize(&resource, Some(&token)).await;
@@ -359,4 +381,29 @@ async fn clients_log_in_with_access_tokens_of_a_real_authorization_server() {
     }
     // The old key is still published, so alice's earlier token still works.
     call_as(&resource, &alice).await.expect("alice calls again");
+
+    // The issuer goes away: a token naming a key the proxy does not hold cannot be checked,
+    // and is refused with 503 (never let through).
+    drop(issuer);
+    let unknown = with_header(
+        &alice,
+        &json!({"alg": "RS256", "typ": "at+jwt", "kid": "not-published"}),
+        alice.rsplit('.').next().expect("signature"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, _) = initialize(&resource, Some(&unknown)).await;
+        if status == 503 {
+            break;
+        }
+        assert_eq!(status, 401, "a token of an unknown key is refused");
+        assert!(
+            Instant::now() < deadline,
+            "the issuer's absence was never reported"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    call_as(&resource, &alice)
+        .await
+        .expect("tokens of known keys still work while the issuer is away");
 }
