@@ -111,5 +111,6 @@ pub(crate) fn record(rng: &mut Rng, ms: u64, id: String) -> ActivityRecord {
         guards: Vec::new(),
         summarised: false,
         parent_id: None,
+        identity: None,
     }
 }

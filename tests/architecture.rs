@@ -89,7 +89,7 @@ const MODULE_LAYERS: [&[&str]; 9] = [
         "secrets",
     ],
     &["config"],
-    &["oauth", "telemetry", "trust"],
+    &["oauth", "telemetry", "trust", "client_auth"],
     &["back_channel", "control"],
     &["upstream"],
     &["proxy"],

@@ -88,6 +88,9 @@ mod properties;
 
 /// `mcpproxy serve` itself: defaults, config errors, stdio mode, shutdown.
 mod serve_cli;
+/// Clients that log in: `/mcp` as an OAuth protected resource of a real authorization
+/// server (oidc-provider), tokens checked, identities recorded.
+mod serve_client_auth;
 /// The metrics a dashboard reads move with real calls.
 mod serve_dashboard_metrics;
 /// The owner hand-off: front-ends take the data dir over when its owner dies.

@@ -174,6 +174,16 @@ impl Status {
     }
 }
 
+/// The person or service behind a call: from the access token the client logged in with.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct IdentityRecord {
+    /// The token's subject (`sub`, or the configured claim).
+    pub subject: String,
+    /// The token's groups (from the configured claim); absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
+}
+
 /// The MCP client that made the call.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ClientRecord {
@@ -274,6 +284,11 @@ pub struct ActivityRecord {
     /// before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_id: Option<String>,
+    /// Who made the call, when the client logged in (`auth`): the subject and groups of its
+    /// access token. Absent for callers without a login (and on every record written before
+    /// it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<IdentityRecord>,
 }
 
 impl ActivityRecord {

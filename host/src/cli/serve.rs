@@ -149,12 +149,15 @@ impl ServeCommand {
         let listen = self.listen.unwrap_or(config.listen);
         if !self.stdio {
             auth_token_from_env(&mut config)?;
-            if !listen.ip().is_loopback() && config.http.auth_token.is_none() {
+            if !listen.ip().is_loopback()
+                && config.http.auth_token.is_none()
+                && config.auth.is_none()
+            {
                 bail!(
                     "refusing to listen on {listen}: it is not a loopback address, so anyone who can \
                      reach it could call your tools. Set http.auth_token in mcp_config.json (or \
-                     {AUTH_TOKEN_ENV}) so clients must send `Authorization: Bearer <token>`, or \
-                     listen on 127.0.0.1"
+                     {AUTH_TOKEN_ENV}) so clients must send `Authorization: Bearer <token>`, set \
+                     `auth` so clients log in with access tokens, or listen on 127.0.0.1"
                 );
             }
         }
@@ -292,6 +295,11 @@ impl ServeCommand {
                 max_sessions_per_client: http.max_sessions_per_client,
                 idle: http.session_idle,
             },
+            auth: runtime
+                .config
+                .auth
+                .clone()
+                .map(|auth| Arc::new(crate::client_auth::Verifier::new(auth))),
         };
         let app = mcp::http::router(mcp_server.clone(), endpoint, shutdown.child_token())
             .merge(api::router(api_state))

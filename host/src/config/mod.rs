@@ -23,6 +23,7 @@
 //! );
 //! ```
 
+mod auth;
 pub(crate) mod document;
 mod model;
 mod raw;
@@ -31,6 +32,7 @@ pub(crate) mod reference;
 mod tests;
 mod validate;
 
+pub(crate) use auth::AuthConfig;
 pub(crate) use mcpproxy_activity::DeliveryOptions as DeliveryConfig;
 pub(crate) use mcpproxy_activity::Durability;
 pub(crate) use mcpproxy_activity::Retention as RetentionConfig;

@@ -110,6 +110,8 @@ pub struct Config {
     pub isolation: Isolation,
     /// `code_execution`: the `code_execution` tool (off by default) and its limits.
     pub code_execution: CodeExecutionConfig,
+    /// `auth`: clients log in with access tokens of this issuer (`None`: no login).
+    pub auth: Option<super::AuthConfig>,
 }
 
 impl Default for Config {
@@ -131,6 +133,7 @@ impl Default for Config {
             management: ManagementConfig::default(),
             isolation: Isolation::default(),
             code_execution: CodeExecutionConfig::default(),
+            auth: None,
         }
     }
 }
@@ -153,6 +156,7 @@ impl fmt::Debug for Config {
             .field("telemetry", &self.telemetry)
             .field("management", &self.management)
             .field("code_execution", &self.code_execution)
+            .field("auth", &self.auth)
             .finish()
     }
 }

@@ -35,6 +35,18 @@ pub(super) struct RawConfig {
     pub management: Option<RawManagement>,
     pub isolation: Option<RawIsolation>,
     pub code_execution: Option<RawCodeExecution>,
+    pub auth: Option<RawAuth>,
+}
+
+/// `auth`: the authorization server whose access tokens `/mcp` takes.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+pub(super) struct RawAuth {
+    pub issuer: Option<String>,
+    pub audience: Option<String>,
+    pub resource: Option<String>,
+    pub subject_claim: Option<String>,
+    pub groups_claim: Option<String>,
 }
 
 /// `mcpServers`: canonically a list; the Claude Desktop form maps names to servers.
@@ -288,6 +300,7 @@ object_only!(
     RawIsolation,
     RawCodeExecution,
     RawOAuth,
+    RawAuth,
 );
 
 /// Why the text could not be read as a [`RawConfig`].

@@ -1,7 +1,9 @@
 //! MCP over streamable HTTP at `/mcp` (every upstream) and `/mcp/servers/NAME` (one
 //! upstream as it is): rmcp's service behind one gate that, in order,
 //! refuses a foreign `Host`/`Origin` (DNS-rebinding protection, [`crate::access`]), checks
-//! the bearer token when one is configured, refuses a new session past the session bounds
+//! the bearer token when one is configured (the static `http.auth_token`, or with `auth` an
+//! access token of the issuer, [`crate::client_auth`]: its identity rides on the request's
+//! extensions to every record), refuses a new session past the session bounds
 //! ([`super::sessions`]), and reads the body within [`MAX_REQUEST_BODY_BYTES`]. A body that
 //! is not JSON gets a JSON-RPC `-32700` parse error, and JSON that is not a JSON-RPC message
 //! a `-32600`, instead of rmcp's bare `415`. A request whose answer is its reply alone gets
@@ -27,6 +29,7 @@ use super::ProxyServer;
 use super::json_reply;
 use super::sessions::{BoundedSessions, SessionBounds, with_client};
 use crate::access::{Access, LOOPBACK_HOSTS, check_bearer, loopback_origin_patterns};
+use crate::client_auth::Verifier;
 
 /// The largest MCP request body accepted.
 pub(crate) const MAX_REQUEST_BODY_BYTES: usize = 4 << 20;
@@ -39,6 +42,8 @@ pub(crate) struct Endpoint {
     /// The bearer token every request must carry, if any.
     pub auth_token: Option<String>,
     pub sessions: SessionBounds,
+    /// Clients log in with access tokens of this issuer (`auth`).
+    pub auth: Option<Arc<Verifier>>,
 }
 
 /// What the gate needs for each request.
@@ -46,6 +51,7 @@ struct Gate {
     access: Access,
     auth_token: Option<String>,
     sessions: Arc<BoundedSessions>,
+    auth: Option<Arc<Verifier>>,
 }
 
 /// The `/mcp` router.
@@ -92,10 +98,12 @@ pub(crate) fn router(
         config,
     );
     let gate = Arc::new(Gate {
-        access: endpoint.access,
+        access: endpoint.access.clone(),
         auth_token: endpoint.auth_token,
         sessions,
+        auth: endpoint.auth.clone(),
     });
+    let metadata = super::client_login::metadata_router(endpoint.access, endpoint.auth);
     Router::new()
         .route_service("/mcp", service)
         .route(
@@ -108,6 +116,7 @@ pub(crate) fn router(
         .layer(axum::middleware::from_fn(move |request, next| {
             guard(gate.clone(), request, next)
         }))
+        .merge(metadata)
 }
 
 type Service = StreamableHttpService<ProxyServer, BoundedSessions>;
@@ -161,11 +170,26 @@ impl DirectServices {
 /// The address requests without one (a router used without the listener) count against.
 const UNKNOWN_CLIENT: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
 
-async fn guard(gate: Arc<Gate>, request: Request, next: Next) -> Response {
+async fn guard(gate: Arc<Gate>, mut request: Request, next: Next) -> Response {
     if let Err(message) = gate.access.check(request.headers()) {
         return (StatusCode::FORBIDDEN, message).into_response();
     }
-    if let Some(token) = &gate.auth_token
+    if let Some(verifier) = &gate.auth {
+        match super::client_login::authenticate(
+            verifier,
+            gate.auth_token.as_deref(),
+            request.headers(),
+        )
+        .await
+        {
+            Ok(identity) => {
+                if let Some(identity) = identity {
+                    request.extensions_mut().insert(identity);
+                }
+            }
+            Err(response) => return response,
+        }
+    } else if let Some(token) = &gate.auth_token
         && let Err(message) = check_bearer(token, request.headers())
     {
         let mut response = (StatusCode::UNAUTHORIZED, message).into_response();

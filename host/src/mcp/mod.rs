@@ -14,6 +14,7 @@
 //! `CallToolResult` with `isError: true` and a message an agent can act on; the upstream's
 //! own results pass through unchanged. Protocol misuse (an unknown tool) is a JSON-RPC error.
 
+mod client_login;
 mod client_session;
 mod code_tool;
 mod direct;

@@ -259,6 +259,18 @@ fn is_stateless(context: &RequestContext<RoleServer>) -> bool {
     }
 }
 
+/// The identity the `/mcp` gate found in the request's access token, if any.
+fn identity(context: &RequestContext<RoleServer>) -> Option<mcpproxy_activity::IdentityRecord> {
+    context
+        .extensions
+        .get::<::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<crate::client_auth::Identity>())
+        .map(|identity| mcpproxy_activity::IdentityRecord {
+            subject: identity.subject.clone(),
+            groups: identity.groups.clone(),
+        })
+}
+
 fn client_record(context: &RequestContext<RoleServer>) -> Option<ClientRecord> {
     context.client_info().map(|info| ClientRecord {
         name: info.name,
@@ -280,6 +292,7 @@ impl ProxyServer {
             origin: Some(self.origin(context)),
             parent_id: None,
             record_id: None,
+            identity: identity(context),
         }
     }
 }

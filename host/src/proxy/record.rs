@@ -62,6 +62,7 @@ impl ActivitySettings {
             summarised: false,
             guards: Vec::new(),
             parent_id: context.parent_id.clone(),
+            identity: context.identity.clone(),
         }
     }
 }
@@ -90,6 +91,7 @@ impl ActivitySettings {
         record.session_id = context.session_id.clone();
         record.request_id = context.request_id.clone();
         record.client = context.client.clone();
+        record.identity = context.identity.clone();
         record.details = Some(serde_json::json!({ "method": method }));
         record
     }

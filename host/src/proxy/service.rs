@@ -37,6 +37,8 @@ pub(crate) struct CallContext {
     /// The id (and its milliseconds) the call's record takes, when the caller must know it
     /// before the call is made (a `code_execution` lists its inner calls' records).
     pub record_id: Option<(String, u64)>,
+    /// Who is calling, when the client logged in (`auth`).
+    pub identity: Option<mcpproxy_activity::IdentityRecord>,
 }
 
 impl CallContext {
@@ -51,6 +53,7 @@ impl CallContext {
             origin: None,
             parent_id: None,
             record_id: None,
+            identity: None,
         }
     }
 }

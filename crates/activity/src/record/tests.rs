@@ -52,6 +52,7 @@ fn full_record() -> ActivityRecord {
         summarised: false,
         guards: Vec::new(),
         parent_id: None,
+        identity: None,
     }
 }
 

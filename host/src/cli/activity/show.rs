@@ -182,6 +182,17 @@ fn print_record(shown: &ShownRecord) {
             quote(&client.version)
         );
     }
+    if let Some(identity) = &record.identity {
+        if identity.groups.is_empty() {
+            println!("Identity:    {}", quote(&identity.subject));
+        } else {
+            println!(
+                "Identity:    {} (groups: {})",
+                quote(&identity.subject),
+                quote(&identity.groups.join(", "))
+            );
+        }
+    }
 }
 
 /// What an approval record approved, and who: `server fs (quarantine cleared; 3 tools

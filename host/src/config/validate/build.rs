@@ -245,6 +245,9 @@ fn build(raw: RawConfig, ctx: &Context<'_>) -> Result<Config> {
     if let Some(code) = raw.code_execution {
         config.code_execution = super::code_execution::code_execution_from(code, ctx)?;
     }
+    if let Some(auth) = raw.auth {
+        config.auth = Some(super::auth::auth_from(auth, ctx)?);
+    }
     Ok(config)
 }
 

@@ -266,6 +266,7 @@ impl Proxy {
         record.request_id = context.request_id.clone();
         record.client = context.client.clone();
         record.parent_id = context.parent_id.clone();
+        record.identity = context.identity.clone();
         record
     }
 }

@@ -1,0 +1,409 @@
+//! Clients that log in: `mcpproxy serve` with `auth` is an OAuth protected resource of a real
+//! authorization server (oidc-provider, `tests/oauth/issuer.mjs`, run with the Node 22 of
+//! `tests/conformance`) that issues JWT access tokens to two clients, `alice` and `bob`, by
+//! the client_credentials grant. Without a token `/mcp` answers 401 with the challenge that
+//! names the protected resource metadata, which is served; tokens for another audience,
+//! expired or tampered with are refused; each client's good token works and its calls'
+//! records name it (REST and `mcpproxy activity show`); `alg: none` and HS256 are refused;
+//! the static `http.auth_token` still passes, without an identity; a key rotation at the
+//! issuer is followed; with the issuer gone, a token of an unknown key gets 503.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rmcp::ServiceExt;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Value, json};
+
+use crate::support::TestCommand;
+use crate::support::mcp::{Proxy, call, config_with, stdio_fixture, text};
+
+/// `http.auth_token`: passes without an identity.
+const STATIC_TOKEN: &str = "a-static-token-0123456789abcdef";
+
+fn oauth_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/oauth")
+}
+
+/// Node 22 and oidc-provider; with `MCPPROXY_REQUIRE_OAUTH` set (CI) their absence fails.
+fn node() -> Option<PathBuf> {
+    let node =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/conformance/node_modules/.bin/node");
+    if node.exists() && oauth_dir().join("node_modules/oidc-provider").exists() {
+        return Some(node);
+    }
+    assert!(
+        std::env::var_os("MCPPROXY_REQUIRE_OAUTH").is_none(),
+        "the OAuth test server is not installed: CI must run `npm ci --prefix tests/conformance` and `npm ci --prefix tests/oauth`"
+    );
+    eprintln!(
+        "SKIPPED: run `npm ci --prefix tests/conformance` and `npm ci --prefix tests/oauth` to run the client-login test"
+    );
+    None
+}
+
+/// The authorization server.
+struct Issuer {
+    child: Child,
+    url: String,
+}
+
+impl Issuer {
+    fn start(node: &Path) -> Self {
+        let mut child = Command::new(node)
+            .arg(oauth_dir().join("issuer.mjs"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start tests/oauth/issuer.mjs");
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("read the issuer's URL");
+        // Keep reading what it prints: a closed pipe would end it at its next line.
+        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+        let printed: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("the issuer printed {line:?}: {e}"));
+        Self {
+            child,
+            url: printed["issuer"].as_str().expect("issuer").to_owned(),
+        }
+    }
+
+    /// An access token for `client` with `resource` as its audience.
+    async fn token(&self, client: &str, resource: &str) -> String {
+        let answer: Value = reqwest::Client::new()
+            .post(format!("{}/token", self.url))
+            .basic_auth(client, Some(format!("{client}-secret-0123456789")))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!(
+                "grant_type=client_credentials&scope=mcp%3Atools&resource={}",
+                form_encode(resource)
+            ))
+            .send()
+            .await
+            .expect("reach the issuer")
+            .json()
+            .await
+            .expect("a JSON answer");
+        answer["access_token"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no access token: {answer}"))
+            .to_owned()
+    }
+
+    async fn control(&self, method: reqwest::Method, path: &str) -> Value {
+        reqwest::Client::new()
+            .request(method, format!("{}{path}", self.url))
+            .send()
+            .await
+            .expect("reach the issuer")
+            .json()
+            .await
+            .expect("a JSON answer")
+    }
+}
+
+impl Drop for Issuer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A form value, percent-encoded.
+fn form_encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// `initialize` to `/mcp` with `token` (if any): the status and `WWW-Authenticate`.
+async fn initialize(url: &str, token: Option<&str>) -> (u16, String) {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(
+            json!({
+                "jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                           "clientInfo": {"name": "login-test", "version": "1"}}
+            })
+            .to_string(),
+        );
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.expect("reach /mcp");
+    let challenge = response
+        .headers()
+        .get("www-authenticate")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    (response.status().as_u16(), challenge)
+}
+
+/// Calls the fixture's `get_status` as the holder of `token`.
+async fn call_as(url: &str, token: &str) -> Result<String, String> {
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token),
+    );
+    let client = ().serve(transport).await.map_err(|e| e.to_string())?;
+    let result = call(&client, "call_tool_read", json!({"name": "fx:get_status"})).await?;
+    let _ = client.cancel().await;
+    Ok(text(&result))
+}
+
+/// The tool_call records from REST, once `want` of them have finished.
+async fn records(proxy: &Proxy, want: usize) -> Vec<Value> {
+    let url = format!("{}/api/v1/activity?type=tool_call", proxy.base());
+    let mut last = Value::Null;
+    for _ in 0..100 {
+        let body: Value = reqwest::Client::new()
+            .get(&url)
+            .header("X-API-Key", proxy.api_key())
+            .send()
+            .await
+            .expect("GET /api/v1/activity")
+            .json()
+            .await
+            .expect("a JSON answer");
+        let records = body["data"]["records"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if records.len() >= want && records.iter().all(|r| r["status"] != "pending") {
+            return records;
+        }
+        last = body;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("fewer than {want} finished tool_call records; the last answer: {last}");
+}
+
+/// `token` with its payload's `sub` changed and the signature kept.
+fn tampered(token: &str) -> String {
+    let parts: Vec<&str> = token.split('.').collect();
+    let mut payload: Value = serde_json::from_slice(&b64_decode(parts[1])).expect("JSON payload");
+    payload["sub"] = json!("root");
+    format!(
+        "{}.{}.{}",
+        parts[0],
+        b64_encode(payload.to_string().as_bytes()),
+        parts[2]
+    )
+}
+
+/// `token`'s payload under another header and signature.
+fn with_header(token: &str, header: &Value, signature: &str) -> String {
+    let payload = token.split('.').nth(1).expect("payload");
+    format!(
+        "{}.{payload}.{signature}",
+        b64_encode(header.to_string().as_bytes())
+    )
+}
+
+const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/// base64url without padding (a JWT's segments).
+fn b64_encode(bytes: &[u8]) -> String {
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..=chunk.len() {
+            out.push(char::from(B64[(n >> (18 - 6 * i) & 63) as usize]));
+        }
+    }
+    out
+}
+
+fn b64_decode(text: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    let (mut bits, mut n) = (0u32, 0u32);
+    for c in text.bytes() {
+        let v = B64
+            .iter()
+            .position(|b| *b == c)
+            .expect("a base64url character");
+        n = n << 6 | v as u32;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((n >> bits & 0xff) as u8);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn clients_log_in_with_access_tokens_of_a_real_authorization_server() {
+    let Some(node) = node() else {
+        return;
+    };
+    let issuer = Issuer::start(&node);
+    let log = tempfile::NamedTempFile::new().expect("call log");
+    let mut config = config_with(vec![stdio_fixture("fx", log.path())]);
+    config["auth"] = json!({"issuer": issuer.url});
+    // The static token of single-user setups keeps working beside the logins.
+    config["http"] = json!({"auth_token": STATIC_TOKEN});
+    let proxy = Proxy::start(&config, &[]);
+    let resource = proxy.url.clone();
+    let metadata_url = format!("{}/.well-known/oauth-protected-resource/mcp", proxy.base());
+
+    // No token: 401, and the challenge names the metadata, which names the issuer.
+    let (status, challenge) = initialize(&resource, None).await;
+    assert_eq!(status, 401);
+    assert_eq!(
+        challenge,
+        format!("Bearer resource_metadata=\"{metadata_url}\"")
+    );
+    for url in [
+        metadata_url.clone(),
+        format!("{}/.well-known/oauth-protected-resource", proxy.base()),
+    ] {
+        let document: Value = reqwest::get(&url)
+            .await
+            .expect("GET the metadata")
+            .json()
+            .await
+            .expect("JSON metadata");
+        assert_eq!(document["resource"], resource.as_str(), "{document}");
+        assert_eq!(document["authorization_servers"], json!([issuer.url]));
+    }
+    let direct = format!("{}/mcp/servers/fx", proxy.base());
+    assert_eq!(initialize(&direct, None).await.0, 401);
+
+    // Refused: another audience, expired, tampered with, not a JWT.
+    let invalid = format!("{}, error=\"invalid_token\"", challenge);
+    let other = issuer.token("alice", "http://127.0.0.1:9/other").await;
+    let expired = issuer
+        .control(
+            reqwest::Method::GET,
+            &format!("/test/expired?client=alice&aud={resource}"),
+        )
+        .await["access_token"]
+        .as_str()
+        .expect("token")
+        .to_owned();
+    let alice = issuer.token("alice", &resource).await;
+    for (what, token) in [
+        ("another audience", other),
+        ("expired", expired),
+        ("tampered", tampered(&alice)),
+        (
+            "alg none",
+            with_header(&alice, &json!({"alg": "none", "typ": "at+jwt"}), ""),
+        ),
+        (
+            "HS256 signed",
+            with_header(
+                &alice,
+                &json!({"alg": "HS256", "typ": "at+jwt"}),
+                "c2lnbmVk",
+            ),
+        ),
+        ("not a JWT", "not-a-token-at-all".to_owned()),
+    ] {
+        let (status, challenge) = initialize(&resource, Some(&token)).await;
+        assert_eq!(status, 401, "{what}");
+        assert_eq!(challenge, invalid, "{what}");
+    }
+
+    // Good tokens: each client calls, and each record names its subject and groups.
+    let bob = issuer.token("bob", &resource).await;
+    call_as(&resource, &alice).await.expect("alice calls");
+    call_as(&resource, &bob).await.expect("bob calls");
+    call_as(&resource, STATIC_TOKEN)
+        .await
+        .expect("the static token calls");
+    let found = records(&proxy, 3).await;
+    assert_eq!(
+        found.iter().filter(|r| r.get("identity").is_none()).count(),
+        1,
+        "the static token's call has no identity: {found:?}"
+    );
+    let by = |subject: &str| {
+        found
+            .iter()
+            .find(|r| r["identity"]["subject"] == subject)
+            .cloned()
+            .unwrap_or_else(|| panic!("no record names {subject}: {found:?}"))
+    };
+    assert_eq!(by("alice")["identity"]["groups"], json!(["sre", "dev"]));
+    assert_eq!(by("bob")["identity"]["groups"], json!(["dev"]));
+    let id = by("alice")["id"].as_str().expect("id").to_owned();
+    let show = TestCommand::new(proxy.data_dir.path())
+        .args(["activity", "show", &id, "--config"])
+        .arg_path(&proxy.cli_config(log.path()))
+        .output();
+    show.assert_code(0);
+    assert!(
+        show.stdout()
+            .contains("Identity:    alice (groups: sre, dev)"),
+        "{}",
+        show.stdout()
+    );
+
+    // The issuer rotates its key: a token signed with the new one is taken (the key set is
+    // fetched again; at most once every few seconds, so the first tries may be refused).
+    let rotated = issuer.control(reqwest::Method::POST, "/test/rotate").await;
+    let kid = rotated["kid"].as_str().expect("kid").to_owned();
+    let fresh = issuer.token("bob", &resource).await;
+    let header: Value =
+        serde_json::from_slice(&b64_decode(fresh.split('.').next().expect("header")))
+            .expect("JSON header");
+    assert_eq!(header["kid"], kid.as_str(), "the new key signs");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match call_as(&resource, &fresh).await {
+            Ok(_) => break,
+            Err(e) => assert!(
+                Instant::now() < deadline,
+                "a token of the rotated key is still refused: {e}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // The old key is still published, so alice's earlier token still works.
+    call_as(&resource, &alice).await.expect("alice calls again");
+
+    // The issuer goes away: a token naming a key the proxy does not hold cannot be checked,
+    // and is refused with 503 (never let through).
+    drop(issuer);
+    let unknown = with_header(
+        &alice,
+        &json!({"alg": "RS256", "typ": "at+jwt", "kid": "not-published"}),
+        alice.rsplit('.').next().expect("signature"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, _) = initialize(&resource, Some(&unknown)).await;
+        if status == 503 {
+            break;
+        }
+        assert_eq!(status, 401, "a token of an unknown key is refused");
+        assert!(
+            Instant::now() < deadline,
+            "the issuer's absence was never reported"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    call_as(&resource, &alice)
+        .await
+        .expect("tokens of known keys still work while the issuer is away");
+}
