@@ -125,10 +125,11 @@ async fn a_reload_swaps_the_validators_only_when_the_new_set_passes() {
     client.cancel().await.unwrap();
 }
 
-/// Result guards are reloaded too: a guard that faults on the probe answer is refused, and
-/// the guards in force keep guarding (a token in an answer is still redacted).
+/// Result guards are reloaded too: a guard added to the dir guards the next answer (the
+/// `guard-trap` fixture withholds an answer holding `TRAP`), beside the ones in force (a
+/// token is still redacted).
 #[tokio::test(flavor = "multi_thread")]
-async fn a_reload_refuses_a_result_guard_that_faults_and_keeps_the_guards_in_force() {
+async fn a_reload_puts_a_new_result_guard_in_force_beside_the_others() {
     let log = tempfile::NamedTempFile::new().unwrap();
     let plugins = tempfile::tempdir().unwrap();
     let dir = plugins.path().to_str().unwrap().to_owned();
@@ -143,13 +144,21 @@ async fn a_reload_refuses_a_result_guard_that_faults_and_keeps_the_guards_in_for
             .arg_path(&config)
             .output()
     };
-    let out = reload();
-    out.assert_code(0);
-    assert!(
-        out.stdout().contains("result guards: secret-redactor"),
-        "{}",
-        out.stdout()
-    );
+    let client = connect(&proxy.url).await;
+    let echo = |text: String| {
+        let client = &client;
+        async move {
+            call(
+                client,
+                "call_tool_read",
+                json!({"name": "fx:echo", "args": {"text": text}}),
+            )
+            .await
+            .unwrap()
+        }
+    };
+    let before = echo("a TRAP word".to_owned()).await;
+    assert!(!is_error(&before), "no guard-trap yet");
 
     std::fs::copy(
         artifact("guard_trap"),
@@ -157,25 +166,26 @@ async fn a_reload_refuses_a_result_guard_that_faults_and_keeps_the_guards_in_for
     )
     .unwrap();
     let out = reload();
-    assert_ne!(out.code(), Some(0), "{}", out.stdout());
+    out.assert_code(0);
     assert!(
-        out.stderr().contains("probe") && out.stderr().contains("keep judging"),
+        out.stdout()
+            .contains("result guards: secret-redactor 0.1.0, guard-trap"),
         "{}",
-        out.stderr()
+        out.stdout()
     );
-
-    let client = connect(&proxy.url).await;
+    let after = echo("a TRAP word".to_owned()).await;
+    let text = crate::support::mcp::text(&after);
+    assert!(
+        is_error(&after) && text.contains("guard-trap"),
+        "the new guard withholds it: {text}"
+    );
     let token = "ghp_R7kQ2mZx9Lw4Tv8Np3Hs6Jd1Fb5Gc0Ya2Ue7W";
-    let answer = call(
-        &client,
-        "call_tool_read",
-        json!({"name": "fx:echo", "args": {"text": format!("token {token}")}}),
-    )
-    .await
-    .unwrap();
-    assert!(!is_error(&answer), "the trapping guard never guards");
-    let text = crate::support::mcp::text(&answer);
-    assert!(!text.contains(token), "{text}");
-    assert!(text.contains("[REDACTED"), "{text}");
+    let redacted = echo(format!("token {token}")).await;
+    let text = crate::support::mcp::text(&redacted);
+    assert!(!is_error(&redacted), "{text}");
+    assert!(
+        !text.contains(token) && text.contains("[REDACTED"),
+        "{text}"
+    );
     client.cancel().await.unwrap();
 }
