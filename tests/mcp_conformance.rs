@@ -122,30 +122,6 @@ const FAIL: &[(&str, &str)] = &[];
 /// How long one whole suite run may take (it takes seconds; each scenario is capped at 20 s).
 const RUN_TIMEOUT: Duration = Duration::from_secs(300);
 
-fn suite_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/conformance")
-}
-
-/// Whether the suite and its Node 22 are installed; with `MCPPROXY_REQUIRE_NODE22` set (CI)
-/// their absence is a failure.
-fn suite_installed() -> bool {
-    let dir = suite_dir();
-    let node = dir.join("node_modules/.bin/node");
-    let cli = dir.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
-    if node.exists() && cli.exists() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("MCPPROXY_REQUIRE_NODE22").is_none(),
-        "{} is missing: CI must run `npm ci --prefix tests/conformance`",
-        cli.display()
-    );
-    eprintln!(
-        "SKIPPED: the MCP conformance suite is not installed; run `npm ci --prefix tests/conformance` to run this test"
-    );
-    false
-}
-
 /// The `mcp-conformance-fixture` binary, built on first use if this test run did not build it.
 fn fixture_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
@@ -192,7 +168,7 @@ fn run_suite(
 ) -> std::collections::BTreeMap<String, Outcome> {
     let summary_path = out_dir.join(format!("{label}.json"));
     let mut child = Command::new("bash")
-        .arg(suite_dir().join("run.sh"))
+        .arg(crate::support::node::conformance_dir().join("run.sh"))
         .arg(url)
         .arg(&summary_path)
         .stdin(Stdio::null())
@@ -294,7 +270,7 @@ fn the_lists_name_every_scenario_once() {
 
 #[test]
 fn the_fixture_passes_the_expected_scenarios_directly() {
-    if !suite_installed() {
+    if !crate::support::node::conformance_installed() {
         return;
     }
     let (_fixture, url) = start_fixture();
@@ -329,7 +305,7 @@ fn the_fixture_passes_the_expected_scenarios_directly() {
 
 #[test]
 fn every_scenario_that_passes_directly_passes_through_the_direct_endpoint() {
-    if !suite_installed() {
+    if !crate::support::node::conformance_installed() {
         return;
     }
     let out = tempfile::tempdir().expect("tempdir");

@@ -15,7 +15,7 @@
 //! is set (as in CI), which makes a missing suite a failure.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
@@ -118,28 +118,6 @@ const CANNOT_PASS: &[(&str, &str)] = &[
     ),
 ];
 
-fn suite_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/conformance")
-}
-
-/// Whether the suite and its Node 22 are installed; with `MCPPROXY_REQUIRE_NODE22` set (CI)
-/// their absence is a failure.
-fn suite_installed() -> bool {
-    let cli = suite_dir().join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
-    if suite_dir().join("node_modules/.bin/node").exists() && cli.exists() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("MCPPROXY_REQUIRE_NODE22").is_none(),
-        "{} is missing: CI must run `npm ci --prefix tests/conformance`",
-        cli.display()
-    );
-    eprintln!(
-        "SKIPPED: the MCP conformance suite is not installed; run `npm ci --prefix tests/conformance` to run this test"
-    );
-    false
-}
-
 /// What one scenario's run came to.
 #[derive(Debug)]
 struct Outcome {
@@ -152,7 +130,7 @@ struct Outcome {
 /// Runs `scenario` with mcpproxy as the client; passing means the suite passed it with at
 /// least one successful check.
 fn run_scenario(scenario: &str, out: &Path) -> Outcome {
-    let dir = suite_dir();
+    let dir = crate::support::node::conformance_dir();
     let status = Command::new(dir.join("node_modules/.bin/node"))
         .arg(dir.join("node_modules/@modelcontextprotocol/conformance/dist/index.js"))
         .args([
@@ -223,7 +201,7 @@ fn run_scenario(scenario: &str, out: &Path) -> Outcome {
 
 #[test]
 fn every_auth_scenario_passes_with_mcpproxy_logging_in() {
-    if !suite_installed() {
+    if !crate::support::node::conformance_installed() {
         return;
     }
     let out = tempfile::tempdir().unwrap();
@@ -281,7 +259,7 @@ fn the_lists_name_client_scenarios_once() {
 
 #[test]
 fn every_client_scenario_passes_with_mcpproxy_as_the_client_except_the_listed_ones() {
-    if !suite_installed() {
+    if !crate::support::node::conformance_installed() {
         return;
     }
     let out = tempfile::tempdir().unwrap();

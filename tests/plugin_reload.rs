@@ -32,22 +32,43 @@ async fn allow_all_decisions(proxy: &Proxy) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// `mcpproxy serve --plugins DIR` with a stdio fixture `fx`, and its empty plugins dir.
+struct Served {
+    proxy: Proxy,
+    plugins: tempfile::TempDir,
+    _log: tempfile::NamedTempFile,
+}
+
+impl Served {
+    fn start() -> Self {
+        let log = tempfile::NamedTempFile::new().unwrap();
+        let plugins = tempfile::tempdir().unwrap();
+        let dir = plugins.path().to_str().unwrap().to_owned();
+        let proxy = Proxy::start(
+            &config_with(vec![stdio_fixture("fx", log.path())]),
+            &["--plugins", &dir],
+        );
+        Self {
+            proxy,
+            plugins,
+            _log: log,
+        }
+    }
+
+    /// `mcpproxy plugins reload` against it.
+    fn reload(&self) -> crate::support::CmdOutput {
+        TestCommand::new(self.proxy.data_dir.path())
+            .args(["plugins", "reload", "--config"])
+            .arg_path(&self.proxy.data_dir.path().join("mcp_config.json"))
+            .output()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_reload_swaps_the_validators_only_when_the_new_set_passes() {
-    let log = tempfile::NamedTempFile::new().unwrap();
-    let plugins = tempfile::tempdir().unwrap();
-    let dir = plugins.path().to_str().unwrap().to_owned();
-    let proxy = Proxy::start(
-        &config_with(vec![stdio_fixture("fx", log.path())]),
-        &["--plugins", &dir],
-    );
-    let config = proxy.data_dir.path().join("mcp_config.json");
-    let reload = || {
-        TestCommand::new(proxy.data_dir.path())
-            .args(["plugins", "reload", "--config"])
-            .arg_path(&config)
-            .output()
-    };
+    let served = Served::start();
+    let (proxy, plugins) = (&served.proxy, &served.plugins);
+    let reload = || served.reload();
     let client = connect(&proxy.url).await;
     let echo = |text: &'static str| {
         let client = &client;
@@ -62,7 +83,7 @@ async fn a_reload_swaps_the_validators_only_when_the_new_set_passes() {
         }
     };
     assert!(!is_error(&echo("before").await));
-    assert_eq!(allow_all_decisions(&proxy).await, 0.0);
+    assert_eq!(allow_all_decisions(proxy).await, 0.0);
 
     // A validator added to the dir: after the reload it judges the next call.
     std::fs::copy(artifact("allow_all"), plugins.path().join("allow_all.wasm")).unwrap();
@@ -74,7 +95,7 @@ async fn a_reload_swaps_the_validators_only_when_the_new_set_passes() {
         out.stdout()
     );
     assert!(!is_error(&echo("judged").await));
-    let judged = allow_all_decisions(&proxy).await;
+    let judged = allow_all_decisions(proxy).await;
     assert!(judged >= 1.0, "the new validator judged the call: {judged}");
 
     // A broken component: refused, naming it; the set in force keeps judging.
@@ -87,7 +108,7 @@ async fn a_reload_swaps_the_validators_only_when_the_new_set_passes() {
         out.stderr()
     );
     assert!(!is_error(&echo("still").await));
-    assert!(allow_all_decisions(&proxy).await > judged);
+    assert!(allow_all_decisions(proxy).await > judged);
     std::fs::remove_file(plugins.path().join("broken.wasm")).unwrap();
 
     // A component that loads but traps when it judges: refused at the probe call.
@@ -99,21 +120,21 @@ async fn a_reload_swaps_the_validators_only_when_the_new_set_passes() {
         "{}",
         out.stderr()
     );
-    let before = allow_all_decisions(&proxy).await;
+    let before = allow_all_decisions(proxy).await;
     assert!(
         !is_error(&echo("after the trap").await),
         "the trap never judges"
     );
-    assert!(allow_all_decisions(&proxy).await > before);
+    assert!(allow_all_decisions(proxy).await > before);
     std::fs::remove_file(plugins.path().join("trap.wasm")).unwrap();
 
     // The watch: the dir changed back to a good set, so it reloads on its own.
     std::fs::remove_file(plugins.path().join("allow_all.wasm")).unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let before = allow_all_decisions(&proxy).await;
+        let before = allow_all_decisions(proxy).await;
         assert!(!is_error(&echo("watched").await));
-        if allow_all_decisions(&proxy).await == before {
+        if allow_all_decisions(proxy).await == before {
             break;
         }
         assert!(
@@ -130,20 +151,9 @@ async fn a_reload_swaps_the_validators_only_when_the_new_set_passes() {
 /// token is still redacted).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_reload_puts_a_new_result_guard_in_force_beside_the_others() {
-    let log = tempfile::NamedTempFile::new().unwrap();
-    let plugins = tempfile::tempdir().unwrap();
-    let dir = plugins.path().to_str().unwrap().to_owned();
-    let proxy = Proxy::start(
-        &config_with(vec![stdio_fixture("fx", log.path())]),
-        &["--plugins", &dir],
-    );
-    let config = proxy.data_dir.path().join("mcp_config.json");
-    let reload = || {
-        TestCommand::new(proxy.data_dir.path())
-            .args(["plugins", "reload", "--config"])
-            .arg_path(&config)
-            .output()
-    };
+    let served = Served::start();
+    let (proxy, plugins) = (&served.proxy, &served.plugins);
+    let reload = || served.reload();
     let client = connect(&proxy.url).await;
     let echo = |text: String| {
         let client = &client;

@@ -9,7 +9,7 @@
 //! issuer is followed; with the issuer gone, a token of an unknown key gets 503.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -20,30 +20,10 @@ use serde_json::{Value, json};
 
 use crate::support::TestCommand;
 use crate::support::mcp::{Proxy, call, config_with, stdio_fixture, text};
+use crate::support::node::oauth_dir;
 
 /// `http.auth_token`: passes without an identity.
 const STATIC_TOKEN: &str = "a-static-token-0123456789abcdef";
-
-fn oauth_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/oauth")
-}
-
-/// Node 22 and oidc-provider; with `MCPPROXY_REQUIRE_OAUTH` set (CI) their absence fails.
-fn node() -> Option<PathBuf> {
-    let node =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/conformance/node_modules/.bin/node");
-    if node.exists() && oauth_dir().join("node_modules/oidc-provider").exists() {
-        return Some(node);
-    }
-    assert!(
-        std::env::var_os("MCPPROXY_REQUIRE_OAUTH").is_none(),
-        "the OAuth test server is not installed: CI must run `npm ci --prefix tests/conformance` and `npm ci --prefix tests/oauth`"
-    );
-    eprintln!(
-        "SKIPPED: run `npm ci --prefix tests/conformance` and `npm ci --prefix tests/oauth` to run the client-login test"
-    );
-    None
-}
 
 /// The authorization server.
 struct Issuer {
@@ -252,7 +232,7 @@ fn b64_decode(text: &str) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn clients_log_in_with_access_tokens_of_a_real_authorization_server() {
-    let Some(node) = node() else {
+    let Some(node) = crate::support::node::oauth_node() else {
         return;
     };
     let issuer = Issuer::start(&node);

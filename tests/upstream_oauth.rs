@@ -10,7 +10,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -18,33 +18,11 @@ use serde_json::{Value, json};
 
 use crate::support::TestCommand;
 use crate::support::mcp::Proxy;
+use crate::support::node::oauth_dir;
 
 /// The access token's life at the authorization server. mcpproxy refreshes a token that
 /// has less than 30 s left, so one of 35 s is refreshed once it is 5 s old.
 const ACCESS_TOKEN_TTL_SECS: u64 = 35;
-
-fn oauth_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/oauth")
-}
-
-/// Node 22 (from the conformance suite's install) and the OAuth test server's packages; with
-/// `MCPPROXY_REQUIRE_OAUTH` set (CI) their absence is a failure.
-fn node() -> Option<PathBuf> {
-    let node =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/conformance/node_modules/.bin/node");
-    let provider = oauth_dir().join("node_modules/oidc-provider");
-    if node.exists() && provider.exists() {
-        return Some(node);
-    }
-    assert!(
-        std::env::var_os("MCPPROXY_REQUIRE_OAUTH").is_none(),
-        "the OAuth test server is not installed: CI must run `npm ci --prefix tests/conformance` and `npm ci --prefix tests/oauth`"
-    );
-    eprintln!(
-        "SKIPPED: run `npm ci --prefix tests/conformance` and `npm ci --prefix tests/oauth` to run the OAuth end-to-end test"
-    );
-    None
-}
 
 /// The authorization server and the MCP server behind it.
 struct OAuthServer {
@@ -192,7 +170,7 @@ fn echo(proxy: &Proxy, config: &Path, text: &str) -> crate::support::CmdOutput {
 
 #[test]
 fn a_login_through_a_real_authorization_server_is_used_refreshed_and_lost_on_revocation() {
-    let Some(node) = node() else {
+    let Some(node) = crate::support::node::oauth_node() else {
         return;
     };
     let server = OAuthServer::start(&node);

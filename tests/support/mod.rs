@@ -13,6 +13,8 @@ mod command;
 pub(crate) mod ide;
 /// The fixture upstream, a running `mcpproxy serve`, and an MCP client (rmcp).
 pub(crate) mod mcp;
+/// Node 22 and the npm tools run with it (the conformance suite, the OAuth servers).
+pub(crate) mod node;
 /// The Python of `tests/python/.venv`.
 mod python;
 
