@@ -39,36 +39,6 @@ fn start(quarantined: bool, sink_url: &str) -> Proxy {
     Proxy::start(&config, &[])
 }
 
-/// The records of `record_type` from `GET /api/v1/activity?type=...`, newest first, once
-/// there are at least `want` of them that are no longer pending (the journal's writer
-/// commits in the background).
-async fn rest_records(proxy: &Proxy, record_type: &str, want: usize) -> Vec<Value> {
-    let url = format!("{}/api/v1/activity?type={record_type}", proxy.base());
-    let mut last = Value::Null;
-    for _ in 0..100 {
-        let body: Value = reqwest::Client::new()
-            .get(&url)
-            .header("X-API-Key", proxy.api_key())
-            .send()
-            .await
-            .expect("GET /api/v1/activity")
-            .json()
-            .await
-            .expect("a JSON answer");
-        assert_eq!(body["success"], true, "{body}");
-        let records = body["data"]["records"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        if records.len() >= want && records.iter().all(|r| r["status"] != "pending") {
-            return records;
-        }
-        last = body;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("fewer than {want} finished {record_type} records; the last answer: {last}");
-}
-
 /// `mcpproxy activity list --type T` against the running server: the table with icons, and
 /// the records as JSON.
 fn cli_records(proxy: &Proxy, record_type: &str) -> (String, Vec<Value>) {
@@ -149,7 +119,7 @@ async fn a_prompt_fetched_is_a_prompt_get_record_in_the_api_the_cli_and_the_sink
         .await
         .expect("the resource");
 
-    let records = rest_records(&proxy, "prompt_get", 2).await;
+    let records = proxy.finished_records("prompt_get", 2).await;
     assert_eq!(records.len(), 2, "{records:?}");
     let ok = &records[1];
     assert_eq!(ok["type"], "prompt_get");
@@ -167,7 +137,7 @@ async fn a_prompt_fetched_is_a_prompt_get_record_in_the_api_the_cli_and_the_sink
         failed["error_message"].is_string(),
         "the error is kept: {failed} (the client got {missing})"
     );
-    let reads = rest_records(&proxy, "resource_read", 1).await;
+    let reads = proxy.finished_records("resource_read", 1).await;
     assert_eq!(reads[0]["arguments"]["uri"], "test://static-text");
     assert_eq!(reads[0]["status"], "success");
 
@@ -205,7 +175,7 @@ async fn a_completion_is_a_completion_record_with_its_argument_redacted_by_name(
         .complete_prompt_argument("cf:test_prompt_with_arguments", "password", "hunter2", None)
         .await;
 
-    let records = rest_records(&proxy, "completion", 3).await;
+    let records = proxy.finished_records("completion", 3).await;
     assert_eq!(records.len(), 3, "{records:?}");
     let (secret, template, prompt) = (&records[0], &records[1], &records[2]);
     assert_eq!(prompt["server_name"], "cf");
@@ -254,7 +224,7 @@ async fn subscribing_and_unsubscribing_are_subscription_records() {
         .await
         .expect("unsubscribe");
 
-    let records = rest_records(&proxy, "subscription", 2).await;
+    let records = proxy.finished_records("subscription", 2).await;
     assert_eq!(records.len(), 2, "{records:?}");
     let (unsubscribed, subscribed) = (&records[0], &records[1]);
     for (record, method) in [
@@ -313,7 +283,7 @@ async fn a_quarantined_servers_refusals_are_recorded_as_blocked() {
         .expect_err("a quarantined server's resource cannot be read");
 
     for record_type in ["prompt_get", "completion", "subscription", "resource_read"] {
-        let records = rest_records(&proxy, record_type, 1).await;
+        let records = proxy.finished_records(record_type, 1).await;
         assert_eq!(records.len(), 1, "{records:?}");
         let record = &records[0];
         assert_eq!(record["server_name"], "cf", "{record}");

@@ -146,33 +146,6 @@ async fn call_as(url: &str, token: &str) -> Result<String, String> {
     Ok(text(&result))
 }
 
-/// The tool_call records from REST, once `want` of them have finished.
-async fn records(proxy: &Proxy, want: usize) -> Vec<Value> {
-    let url = format!("{}/api/v1/activity?type=tool_call", proxy.base());
-    let mut last = Value::Null;
-    for _ in 0..100 {
-        let body: Value = reqwest::Client::new()
-            .get(&url)
-            .header("X-API-Key", proxy.api_key())
-            .send()
-            .await
-            .expect("GET /api/v1/activity")
-            .json()
-            .await
-            .expect("a JSON answer");
-        let records = body["data"]["records"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        if records.len() >= want && records.iter().all(|r| r["status"] != "pending") {
-            return records;
-        }
-        last = body;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("fewer than {want} finished tool_call records; the last answer: {last}");
-}
-
 /// `token` with its payload's `sub` changed and the signature kept.
 fn tampered(token: &str) -> String {
     let parts: Vec<&str> = token.split('.').collect();
@@ -311,7 +284,7 @@ async fn clients_log_in_with_access_tokens_of_a_real_authorization_server() {
     call_as(&resource, STATIC_TOKEN)
         .await
         .expect("the static token calls");
-    let found = records(&proxy, 3).await;
+    let found = proxy.finished_records("tool_call", 3).await;
     assert_eq!(
         found.iter().filter(|r| r.get("identity").is_none()).count(),
         1,

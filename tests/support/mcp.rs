@@ -304,6 +304,36 @@ impl Proxy {
             .to_owned()
     }
 
+    /// The records of `record_type` from `GET /api/v1/activity?type=...`, newest first, once
+    /// there are at least `want` of them that are no longer pending (the journal's writer
+    /// commits in the background).
+    pub(crate) async fn finished_records(&self, record_type: &str, want: usize) -> Vec<Value> {
+        let url = format!("{}/api/v1/activity?type={record_type}", self.base());
+        let mut last = Value::Null;
+        for _ in 0..100 {
+            let body: Value = reqwest::Client::new()
+                .get(&url)
+                .header("X-API-Key", self.api_key())
+                .send()
+                .await
+                .expect("GET /api/v1/activity")
+                .json()
+                .await
+                .expect("a JSON answer");
+            assert_eq!(body["success"], true, "{body}");
+            let records = body["data"]["records"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            if records.len() >= want && records.iter().all(|r| r["status"] != "pending") {
+                return records;
+            }
+            last = body;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("fewer than {want} finished {record_type} records; the last answer: {last}");
+    }
+
     /// `http://ADDR`, where `/api/v1`, `/metrics` and the page are.
     pub(crate) fn base(&self) -> String {
         self.url.trim_end_matches("/mcp").to_owned()
