@@ -100,6 +100,26 @@ fn parameter(header: &str, name: &str) -> Option<String> {
     None
 }
 
+/// The HTTP client an upstream session sends its requests with, built as rmcp builds its
+/// default one: no idle connection pooling (a reused connection whose previous answer was
+/// not read to its end stalls ~40 ms on Linux's delayed ACK), and redirects followed only
+/// within the server's own origin (a token never follows a redirect elsewhere).
+pub(crate) fn upstream_http_client() -> reqwest::Client {
+    let same_origin = reqwest::redirect::Policy::custom(|attempt| {
+        let first = attempt.previous().first().map(reqwest::Url::origin);
+        if attempt.previous().len() > 5 || first != Some(attempt.url().origin()) {
+            attempt.stop()
+        } else {
+            attempt.follow()
+        }
+    });
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .redirect(same_origin)
+        .build()
+        .unwrap_or_default()
+}
+
 /// Where a session's HTTP client leaves the last challenge it met.
 #[derive(Debug, Default)]
 pub(crate) struct ChallengeSlot(Mutex<Option<Challenge>>);

@@ -15,7 +15,7 @@ mod login;
 mod session;
 mod vault;
 
-pub(crate) use challenge::{Challenge, ChallengeSlot, Watched};
+pub(crate) use challenge::{Challenge, ChallengeSlot, Watched, upstream_http_client};
 pub(crate) use error::OAuthError;
 pub(crate) use login::{LoginTarget, Logins};
 pub(crate) use session::authorized_client;

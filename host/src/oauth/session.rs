@@ -57,5 +57,8 @@ pub(crate) async fn authorized_client(
             .configure_client(client)
             .map_err(|e| OAuthError::flow("cannot use the configured client", e))?;
     }
-    Ok(Some(AuthClient::new(reqwest::Client::new(), manager)))
+    Ok(Some(AuthClient::new(
+        super::challenge::upstream_http_client(),
+        manager,
+    )))
 }

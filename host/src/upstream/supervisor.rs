@@ -380,7 +380,7 @@ async fn http_session(
             super::lifecycle::serve_http(handler, Watched::new(client, slot), config).await
         }
         None => {
-            let client = Watched::new(reqwest::Client::default(), slot);
+            let client = Watched::new(crate::oauth::upstream_http_client(), slot);
             super::lifecycle::serve_http(handler, client, config).await
         }
     };
