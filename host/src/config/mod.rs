@@ -24,6 +24,7 @@
 //! ```
 
 mod auth;
+mod cluster;
 pub(crate) mod document;
 mod model;
 mod raw;
@@ -33,6 +34,7 @@ mod tests;
 mod validate;
 
 pub(crate) use auth::AuthConfig;
+pub(crate) use cluster::ClusterConfig;
 pub(crate) use mcpproxy_activity::DeliveryOptions as DeliveryConfig;
 pub(crate) use mcpproxy_activity::Durability;
 pub(crate) use mcpproxy_activity::Retention as RetentionConfig;

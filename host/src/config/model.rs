@@ -112,6 +112,8 @@ pub struct Config {
     pub code_execution: CodeExecutionConfig,
     /// `auth`: clients log in with access tokens of this issuer (`None`: no login).
     pub auth: Option<super::AuthConfig>,
+    /// `cluster`: replicas sharing one state (PostgreSQL), one journal, sticky sessions.
+    pub cluster: super::ClusterConfig,
 }
 
 impl Default for Config {
@@ -134,6 +136,7 @@ impl Default for Config {
             isolation: Isolation::default(),
             code_execution: CodeExecutionConfig::default(),
             auth: None,
+            cluster: super::ClusterConfig::default(),
         }
     }
 }

@@ -36,6 +36,7 @@ pub(super) struct RawConfig {
     pub isolation: Option<RawIsolation>,
     pub code_execution: Option<RawCodeExecution>,
     pub auth: Option<RawAuth>,
+    pub cluster: Option<RawCluster>,
 }
 
 /// `auth`: the authorization server whose access tokens `/mcp` takes.
@@ -47,6 +48,15 @@ pub(super) struct RawAuth {
     pub resource: Option<String>,
     pub subject_claim: Option<String>,
     pub groups_claim: Option<String>,
+}
+
+/// `cluster`: replicas that share one state.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+pub(super) struct RawCluster {
+    pub postgres: Option<String>,
+    pub replica: Option<String>,
+    pub journal: Option<String>,
 }
 
 /// `mcpServers`: canonically a list; the Claude Desktop form maps names to servers.
@@ -301,6 +311,7 @@ object_only!(
     RawCodeExecution,
     RawOAuth,
     RawAuth,
+    RawCluster,
 );
 
 /// Why the text could not be read as a [`RawConfig`].

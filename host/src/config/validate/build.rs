@@ -248,6 +248,9 @@ fn build(raw: RawConfig, ctx: &Context<'_>) -> Result<Config> {
     if let Some(auth) = raw.auth {
         config.auth = Some(super::auth::auth_from(auth, ctx)?);
     }
+    if let Some(cluster) = raw.cluster {
+        config.cluster = super::cluster::cluster_from(cluster, &config.plugins.sinks, ctx)?;
+    }
     Ok(config)
 }
 

@@ -7,6 +7,7 @@
 mod activity;
 mod auth;
 mod build;
+mod cluster;
 mod code_execution;
 mod isolation;
 mod oauth;
