@@ -301,7 +301,12 @@ impl ServeCommand {
                 .clone()
                 .map(|auth| Arc::new(crate::client_auth::Verifier::new(auth))),
         };
-        let app = mcp::http::router(mcp_server.clone(), endpoint, shutdown.child_token())
+        let mut mcp_router =
+            mcp::http::router(mcp_server.clone(), endpoint, shutdown.child_token());
+        if let Some(replica) = &runtime.config.cluster.replica {
+            mcp_router = mcp::sticky::mark(mcp_router, replica);
+        }
+        let app = mcp_router
             .merge(api::router(api_state))
             .merge(crate::web::router(Arc::new(access.clone())));
         let control_path = control.as_ref().map(|c| c.path().to_owned());

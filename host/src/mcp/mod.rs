@@ -23,6 +23,7 @@ mod json_reply;
 mod manage_tool;
 mod server;
 pub(crate) mod sessions;
+pub(crate) mod sticky;
 mod tools;
 
 use server::{call_result, catalog_error};
