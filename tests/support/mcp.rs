@@ -240,6 +240,26 @@ impl Proxy {
         data_dir: tempfile::TempDir,
         env: &[(&str, &Path)],
     ) -> Self {
+        Self::launch("127.0.0.1:0", config, extra_args, data_dir, env)
+    }
+
+    /// Starts `mcpproxy serve` listening on `listen` (a fixed address, e.g. a replica a
+    /// load balancer knows, started again on the same port) and returns once it listens.
+    pub(crate) fn start_listening_at(
+        listen: &str,
+        config: &Value,
+        data_dir: tempfile::TempDir,
+    ) -> Self {
+        Self::launch(listen, config, &[], data_dir, &[])
+    }
+
+    fn launch(
+        listen: &str,
+        config: &Value,
+        extra_args: &[&str],
+        data_dir: tempfile::TempDir,
+        env: &[(&str, &Path)],
+    ) -> Self {
         let config_path = data_dir.path().join("mcp_config.json");
         let config = grant_fixture_files(config);
         std::fs::write(&config_path, config.to_string()).expect("write config");
@@ -247,7 +267,7 @@ impl Proxy {
         copy_cwasm(&shared_compile_cache(), &compiled);
         let mut command = Command::new(env!("CARGO_BIN_EXE_mcpproxy"));
         command
-            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+            .args(["serve", "--listen", listen, "--config"])
             .arg(&config_path)
             .arg("--data-dir")
             .arg(data_dir.path())
