@@ -31,6 +31,7 @@ const FILTER_PARAMS: &[&str] = &[
     "session",
     "start_time",
     "end_time",
+    "replica",
 ];
 
 /// Parses the query of `GET /activity` into a filter and a page.
@@ -101,6 +102,7 @@ fn parse_query_of(
         session: text("session")?,
         start_ms: time("start_time")?,
         end_ms: time("end_time")?,
+        replica: text("replica")?,
     };
     if let (Some(start), Some(end)) = (filter.start_ms, filter.end_ms)
         && start > end
