@@ -239,6 +239,35 @@ async fn two_replicas_read_one_cluster_trail_every_record_once() {
     // Without --cluster, the other replica's record is not in this one's journal.
     activity(&a, &["show", &theirs[0]]).assert_code(2);
 
+    // The REST API: `cluster=true` on the activity endpoints answers the same.
+    let page = api(&b, "/activity?cluster=true&limit=1000").await;
+    assert_eq!(
+        ids(page["records"].as_array().unwrap()),
+        expected(&union, |_| true)
+    );
+    assert_eq!(page["has_more"], false);
+    let page = api(
+        &b,
+        "/activity?cluster=true&replica=replica-a&status=blocked&limit=1",
+    )
+    .await;
+    let blocked_a = expected(&union, |r| {
+        r["replica"] == "replica-a" && r["status"] == "blocked"
+    });
+    assert_eq!(
+        ids(page["records"].as_array().unwrap()),
+        blocked_a[..1].to_vec()
+    );
+    assert_eq!(page["has_more"], true);
+    let record = api(&b, &format!("/activity/{}?cluster=true", theirs[0])).await;
+    assert_eq!(record["replica"], "replica-b");
+    let mine_only = api(&b, "/activity?replica=replica-a").await;
+    assert_eq!(
+        mine_only["records"],
+        json!([]),
+        "this replica's journal has none of A's"
+    );
+
     // Statistics over the cluster are the sum of the replicas'.
     let cluster_stats = |args: &[&str]| {
         let mut all = vec!["stats", "--cluster", "-o", "json"];
@@ -356,6 +385,31 @@ async fn without_a_readable_cluster_journal_the_error_says_what_to_set() {
             .arg_path(&config)
             .output()
     };
+    // The REST API of a proxy without one says the same.
+    let proxy = Proxy::start(&config_with(vec![]), &[]);
+    let answer = reqwest::Client::new()
+        .get(format!("{}/api/v1/activity?cluster=true", proxy.base()))
+        .header("X-API-Key", proxy.api_key())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 400);
+    let body: Value = answer.json().await.unwrap();
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("no cluster journal is configured"),
+        "{body}"
+    );
+    let answer = reqwest::Client::new()
+        .get(format!("{}/api/v1/activity?cluster=yes", proxy.base()))
+        .header("X-API-Key", proxy.api_key())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 400);
+
     let out = run(json!({}), &["list", "--cluster"]);
     out.assert_code(2);
     assert!(
