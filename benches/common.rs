@@ -112,5 +112,6 @@ pub(crate) fn record(rng: &mut Rng, ms: u64, id: String) -> ActivityRecord {
         summarised: false,
         parent_id: None,
         identity: None,
+        replica: None,
     }
 }

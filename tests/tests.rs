@@ -30,6 +30,9 @@ mod cli_output;
 /// `mcpproxy plugins list` and `mcpproxy plugins check`, run as a user would.
 mod cli_plugins;
 
+/// The cluster's journal read back from a real ClickHouse: two replicas, one trail, each
+/// record once, through a replica killed and a batch delivered twice.
+mod journal_cluster;
 /// A journal written by an older release reads the same.
 mod journal_compat;
 /// The audit trail: REST API, `mcpproxy activity`, crash safety.

@@ -17,7 +17,8 @@
 //! 2. `oauth` (logins to upstream servers that ask for one: OAuth 2.1), `telemetry` (OTLP
 //!    export of the call spans), `trust` (approved launches, pinned tools, the security
 //!    analysis a reviewer reads), `client_auth` (clients that log in: the proxy as an OAuth
-//!    protected resource, access tokens checked against the issuer's keys);
+//!    protected resource, access tokens checked against the issuer's keys), `cluster_journal`
+//!    (the cluster's journal read back from the ClickHouse sink's table);
 //! 3. `control` (one owner per data dir: its socket; the bridge and relay of every other
 //!    process), `back_channel` (from upstream sessions back to client sessions);
 //! 4. `upstream`: one MCP client session per upstream server;
@@ -35,6 +36,7 @@ mod api;
 mod back_channel;
 mod cli;
 mod client_auth;
+mod cluster_journal;
 mod config;
 mod control;
 mod credentials;

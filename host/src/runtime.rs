@@ -467,6 +467,7 @@ pub(crate) fn open_journal(
         retention: config.activity.retention.clone(),
         on_commit,
         on_fsync,
+        replica: config.cluster.replica.clone(),
         ..Default::default()
     };
     let path = journal_path(data_dir);

@@ -64,7 +64,7 @@ pub use record::{
 };
 pub use repair::RepairReport;
 pub use retention::Retention;
-pub use stats::{CallStats, Group};
+pub use stats::{CallStats, Group, StatsTally};
 
 #[cfg(test)]
 pub(crate) mod test_util;

@@ -43,6 +43,8 @@ pub struct Filter {
     pub start_ms: Option<u64>,
     /// Inclusive upper bound, unix ms.
     pub end_ms: Option<u64>,
+    /// The replica that wrote the record (exact; not indexed: checked on each candidate).
+    pub replica: Option<String>,
 }
 
 impl Filter {
@@ -77,6 +79,10 @@ impl Filter {
         self.session
             .as_deref()
             .is_none_or(|s| rec.session_id.as_deref() == Some(s))
+            && self
+                .replica
+                .as_deref()
+                .is_none_or(|r| rec.replica.as_deref() == Some(r))
             && self.server.as_deref().is_none_or(|s| rec.server_name == s)
             && self.status.is_none_or(|s| s == rec.status)
             && self.record_type.is_none_or(|t| t == rec.record_type)
@@ -370,9 +376,10 @@ impl Journal {
                         probes.push((txn.open_table(INDEXES[i])?, want));
                     }
                 }
-                // Without a tool filter the indexes answer every filter, so rows skipped by
-                // the offset need not be read either.
-                let exact = filter.tool.is_none();
+                // Without a tool, session or replica filter the indexes answer every filter,
+                // so rows skipped by the offset need not be read either.
+                let exact =
+                    filter.tool.is_none() && filter.session.is_none() && filter.replica.is_none();
                 'walk: while let Some(key) = walk.next()? {
                     for (probe, want) in &probes {
                         if probe.get((want.as_str(), key))?.is_none() {
@@ -434,6 +441,12 @@ mod tests {
                 if i % 7 == 0 {
                     rec.record_type = RecordType::PolicyDecision;
                 }
+                rec.session_id = Some(format!("s{}", i % 4));
+                rec.replica = match i % 5 {
+                    0 => Some("r1".to_owned()),
+                    1 | 2 => Some("r2".to_owned()),
+                    _ => None,
+                };
                 rec
             })
             .collect()
@@ -457,6 +470,12 @@ mod tests {
             && f.record_type.is_none_or(|v| v == r.record_type)
             && f.start_ms.is_none_or(|v| ms >= v)
             && f.end_ms.is_none_or(|v| ms <= v)
+            && f.session
+                .as_ref()
+                .is_none_or(|v| Some(v) == r.session_id.as_ref())
+            && f.replica
+                .as_ref()
+                .is_none_or(|v| Some(v) == r.replica.as_ref())
     }
 
     fn brute(all: &[ActivityRecord], f: &Filter, limit: usize, offset: usize) -> Page {
@@ -530,6 +549,18 @@ mod tests {
                 end_ms: Some(T0 + 30 * 60_000),
                 ..Filter::default()
             },
+            Filter {
+                session: s("s1"),
+                ..Filter::default()
+            },
+            Filter {
+                replica: s("r2"),
+                ..Filter::default()
+            },
+            Filter {
+                replica: s("r3"),
+                ..Filter::default()
+            },
         ];
         filters.extend(singles.iter().cloned());
         for a in &singles {
@@ -543,6 +574,7 @@ mod tests {
                     session: a.session.clone().or(b.session.clone()),
                     start_ms: a.start_ms.or(b.start_ms),
                     end_ms: a.end_ms.or(b.end_ms),
+                    replica: a.replica.clone().or(b.replica.clone()),
                 });
             }
         }

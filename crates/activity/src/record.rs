@@ -289,6 +289,11 @@ pub struct ActivityRecord {
     /// it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity: Option<IdentityRecord>,
+    /// The replica of a cluster that wrote the record (`cluster.replica` in its config).
+    /// Absent when the proxy has no replica name (and on every record written before it
+    /// existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica: Option<String>,
 }
 
 impl ActivityRecord {
@@ -372,6 +377,7 @@ impl ActivityRecord {
                 .as_ref()
                 .and_then(|i| i.data_sensitivity.as_ref()),
             self.verdict.plugin.as_ref(),
+            self.replica.as_ref(),
         ];
         let texts = [
             self.intent.as_ref().and_then(|i| i.reason.as_ref()),
@@ -412,6 +418,7 @@ impl ActivityRecord {
             fields.extend(intent.reason.as_mut().map(|t| (t, MAX_TEXT_BYTES)));
         }
         fields.extend(self.verdict.plugin.as_mut().map(|t| (t, MAX_NAME_BYTES)));
+        fields.extend(self.replica.as_mut().map(|t| (t, MAX_NAME_BYTES)));
         fields.extend(self.verdict.message.as_mut().map(|t| (t, MAX_TEXT_BYTES)));
         fields.extend(self.error_message.as_mut().map(|t| (t, MAX_TEXT_BYTES)));
         for warning in &mut self.verdict.warnings {

@@ -46,19 +46,32 @@ pub struct CallStats {
     pub by_decision: Vec<Group>,
 }
 
-/// Durations per key, as the calls are read.
-#[derive(Default)]
-struct Tally {
+/// The statistics of records read one at a time, in any order: what
+/// [`Journal::call_stats`] computes over the local journal, open to any other source of
+/// records (the cluster's journal read back from a sink's store). Memory grows with the
+/// number of groups and calls (4 bytes a call), not with the records' size.
+#[derive(Debug, Default)]
+pub struct StatsTally {
     all: Vec<u32>,
     dry_runs: u64,
     groups: [BTreeMap<String, Vec<u32>>; 5],
+    /// The oldest and newest record counted: (id, timestamp).
+    first: Option<(String, String)>,
+    last: Option<(String, String)>,
 }
 
-impl Tally {
-    fn add(&mut self, record: &ActivityRecord) {
+impl StatsTally {
+    /// Counts one record (the caller passes only records of the type it counts).
+    pub fn add(&mut self, record: &ActivityRecord) {
         let ms = u32::try_from(record.duration_ms).unwrap_or(u32::MAX);
         self.all.push(ms);
         self.dry_runs += u64::from(record.dry_run);
+        if self.first.as_ref().is_none_or(|(id, _)| record.id < *id) {
+            self.first = Some((record.id.clone(), record.timestamp.clone()));
+        }
+        if self.last.as_ref().is_none_or(|(id, _)| record.id > *id) {
+            self.last = Some((record.id.clone(), record.timestamp.clone()));
+        }
         let keys = [
             record.server_name.clone(),
             format!("{}:{}", record.server_name, record.tool_name),
@@ -75,6 +88,36 @@ impl Tally {
         ];
         for (group, key) in self.groups.iter_mut().zip(keys) {
             group.entry(key).or_default().push(ms);
+        }
+    }
+
+    /// How many records were counted.
+    pub fn count(&self) -> usize {
+        self.all.len()
+    }
+
+    /// The statistics of the records counted, which were of `record_type`.
+    pub fn finish(self, record_type: RecordType) -> CallStats {
+        let Self {
+            mut all,
+            dry_runs,
+            groups: [server, tool, variant, status, decision],
+            first,
+            last,
+        } = self;
+        CallStats {
+            record_type: record_type.as_str().to_owned(),
+            calls: all.len() as u64,
+            first: first.map(|(_, timestamp)| timestamp),
+            last: last.map(|(_, timestamp)| timestamp),
+            p50_ms: quantile(&mut all, 0.5),
+            p99_ms: quantile(&mut all, 0.99),
+            dry_runs,
+            by_server: groups(server),
+            by_tool: groups(tool),
+            by_variant: groups(variant),
+            by_status: groups(status),
+            by_decision: groups(decision),
         }
     }
 }
@@ -112,37 +155,12 @@ impl Journal {
             record_type: Some(record_type),
             ..filter.clone()
         };
-        let mut tally = Tally::default();
-        let (mut first, mut last) = (None, None);
+        let mut tally = StatsTally::default();
         self.for_each_chunk(&filter, None, |chunk| {
-            for record in chunk {
-                if first.is_none() {
-                    first = Some(record.timestamp.clone());
-                }
-                last = Some(record.timestamp.clone());
-                tally.add(record);
-            }
+            chunk.iter().for_each(|record| tally.add(record));
             true
         })?;
-        let Tally {
-            mut all,
-            dry_runs,
-            groups: [server, tool, variant, status, decision],
-        } = tally;
-        Ok(CallStats {
-            record_type: record_type.as_str().to_owned(),
-            calls: all.len() as u64,
-            first,
-            last,
-            p50_ms: quantile(&mut all, 0.5),
-            p99_ms: quantile(&mut all, 0.99),
-            dry_runs,
-            by_server: groups(server),
-            by_tool: groups(tool),
-            by_variant: groups(variant),
-            by_status: groups(status),
-            by_decision: groups(decision),
-        })
+        Ok(tally.finish(record_type))
     }
 }
 

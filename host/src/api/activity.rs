@@ -2,8 +2,13 @@
 //! message naming `mcpproxy activity repair`), `GET /api/v1/activity/export` (every
 //! matching record as JSON Lines or CSV, streamed), `GET /api/v1/activity/{id}` and
 //! `GET /api/v1/activity/sinks` (each sink's cursor, backlog, lag and errors).
+//!
+//! `cluster=true` on `/activity`, `/activity/{id}` and `/activity/stats` reads the cluster's
+//! journal (`cluster.journal`, every replica's records) instead of this replica's: the same
+//! filters, the same answers.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -16,6 +21,7 @@ use mcpproxy_activity::{Filter, RecordType, Status, parse_record_id, parse_times
 use mcpproxy_policy::OperationType;
 
 use super::{ApiError, ApiState, ok};
+use crate::cluster_journal::ClusterJournal;
 
 /// The default and largest page.
 pub(super) const DEFAULT_LIMIT: usize = 50;
@@ -31,6 +37,7 @@ const FILTER_PARAMS: &[&str] = &[
     "session",
     "start_time",
     "end_time",
+    "replica",
 ];
 
 /// Parses the query of `GET /activity` into a filter and a page.
@@ -101,6 +108,7 @@ fn parse_query_of(
         session: text("session")?,
         start_ms: time("start_time")?,
         end_ms: time("end_time")?,
+        replica: text("replica")?,
     };
     if let (Some(start), Some(end)) = (filter.start_ms, filter.end_ms)
         && start > end
@@ -136,16 +144,55 @@ fn one_of<T: Copy>(
     }
 }
 
+/// Takes `cluster` out of `query`: the cluster's journal when `cluster=true`, `None` for this
+/// replica's; a 400 for any other value, or when the cluster has no readable journal.
+fn cluster_of(
+    state: &ApiState,
+    query: &mut HashMap<String, String>,
+) -> Result<Option<Arc<ClusterJournal>>, ApiError> {
+    match query.remove("cluster").as_deref() {
+        None | Some("false") => Ok(None),
+        Some("true") => match &state.cluster_journal {
+            Ok(cluster) => Ok(Some(cluster.clone())),
+            Err(why) => Err(ApiError::bad_request(why.clone())),
+        },
+        Some(other) => Err(ApiError::bad_request(format!(
+            "cluster '{}' is not valid: use true or false",
+            mcpproxy_policy::quote(other)
+        ))),
+    }
+}
+
+/// A cluster journal error: a query too wide is the caller's to narrow (400); anything else
+/// is the cluster journal's (502), its message saying what to check.
+fn cluster_error(error: crate::cluster_journal::Error) -> ApiError {
+    let status = match error {
+        crate::cluster_journal::Error::TooMany { .. } => http::StatusCode::BAD_REQUEST,
+        _ => http::StatusCode::BAD_GATEWAY,
+    };
+    tracing::warn!("reading the cluster journal failed: {error}");
+    ApiError::with_status(status, error.to_string())
+}
+
 pub(super) async fn list(
     State(state): State<ApiState>,
-    Query(query): Query<HashMap<String, String>>,
+    Query(mut query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
+    let cluster = cluster_of(&state, &mut query)?;
     let (filter, limit, offset) = parse_query(&query)?;
-    let journal = state.journal.clone();
-    let mut page = tokio::task::spawn_blocking(move || journal.query(&filter, limit, offset))
-        .await
-        .map_err(|e| ApiError::internal("the activity query failed", e))?
-        .map_err(|e| journal_error("the activity query failed", e))?;
+    let mut page = match cluster {
+        Some(cluster) => cluster
+            .query(&filter, limit, offset)
+            .await
+            .map_err(cluster_error)?,
+        None => {
+            let journal = state.journal.clone();
+            tokio::task::spawn_blocking(move || journal.query(&filter, limit, offset))
+                .await
+                .map_err(|e| ApiError::internal("the activity query failed", e))?
+                .map_err(|e| journal_error("the activity query failed", e))?
+        }
+    };
     let cut = within_budget(&page.records, MAX_PAGE_BYTES);
     if cut < page.records.len() {
         page.records.truncate(cut);
@@ -179,7 +226,9 @@ fn within_budget(records: &[mcpproxy_activity::ActivityRecord], budget: usize) -
 pub(super) async fn show(
     State(state): State<ApiState>,
     Path(id): Path<String>,
+    Query(mut query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
+    let cluster = cluster_of(&state, &mut query)?;
     let no_record = || {
         ApiError::not_found(format!(
             "no activity record with id '{id}'; `mcpproxy activity list` shows the ids"
@@ -188,6 +237,14 @@ pub(super) async fn show(
     // Not a record id (a ULID): no record can have it.
     if parse_record_id(&id).is_none() {
         return Err(no_record());
+    }
+    if let Some(cluster) = cluster {
+        return cluster
+            .get(&id)
+            .await
+            .map_err(cluster_error)?
+            .map(ok)
+            .ok_or_else(no_record);
     }
     let journal = state.journal.clone();
     let lookup = id.clone();
@@ -254,9 +311,16 @@ pub(super) async fn export(
 /// server, tool, variant, status and decision, with p50/p99 durations.
 pub(super) async fn stats(
     State(state): State<ApiState>,
-    Query(query): Query<HashMap<String, String>>,
+    Query(mut query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
+    let cluster = cluster_of(&state, &mut query)?;
     let (filter, _, _) = parse_query_of(&query, FILTER_PARAMS)?;
+    if let Some(cluster) = cluster {
+        return Ok(ok(cluster
+            .call_stats(&filter)
+            .await
+            .map_err(cluster_error)?));
+    }
     let journal = state.journal.clone();
     let stats = tokio::task::spawn_blocking(move || journal.call_stats(&filter))
         .await
@@ -356,7 +420,7 @@ pub(super) async fn stream(
 struct Feed {
     /// Counted in `mcpproxy_open_streams` while the feed lives.
     _open: crate::metrics::OpenGuard,
-    journal: std::sync::Arc<mcpproxy_activity::Journal>,
+    journal: Arc<mcpproxy_activity::Journal>,
     filter: Filter,
     /// Every record up to this id was sent or skipped for good.
     cursor: Option<String>,

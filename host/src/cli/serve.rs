@@ -285,6 +285,9 @@ impl ServeCommand {
             metrics_public: runtime.config.http.metrics_public,
             manager: Some(manager.clone()),
             reloader: Some(reloader),
+            cluster_journal: crate::cluster_journal::ClusterJournal::from_config(&runtime.config)
+                .map(Arc::new)
+                .map_err(|e| e.to_string()),
         };
         let http = &runtime.config.http;
         let endpoint = mcp::http::Endpoint {

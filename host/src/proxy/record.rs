@@ -63,6 +63,8 @@ impl ActivitySettings {
             guards: Vec::new(),
             parent_id: context.parent_id.clone(),
             identity: context.identity.clone(),
+            // The journal names its replica (`cluster.replica`) on every record it writes.
+            replica: None,
         }
     }
 }

@@ -60,6 +60,9 @@ pub struct JournalOptions {
     /// Fault injection for tests: while on, every write of the journal's files fails as on
     /// a full disk (see [`WriteFaults`]); default none.
     pub write_faults: Option<WriteFaults>,
+    /// The replica of a cluster this journal belongs to: written into every record the
+    /// producers put (append, upsert, submit) that names none; default none.
+    pub replica: Option<String>,
     /// Test hook: while set, the write-ahead log's fsyncs fail.
     #[cfg(test)]
     pub(crate) failing_log: Option<Arc<AtomicBool>>,
@@ -99,6 +102,7 @@ impl Default for JournalOptions {
             log_capacity: DEFAULT_LOG_CAPACITY,
             checkpoint_idle: writer::CHECKPOINT_IDLE,
             write_faults: None,
+            replica: None,
             #[cfg(test)]
             failing_log: None,
         }

@@ -515,3 +515,30 @@ async fn a_journal_far_larger_than_its_cache_answers_right() {
     assert_eq!(j.get(&recs[0].id).unwrap().as_ref(), Some(&recs[0]));
     check_indexes(&j);
 }
+
+#[tokio::test]
+async fn a_replicas_journal_names_it_on_every_record_put() {
+    let options = JournalOptions {
+        replica: Some("replica-1".into()),
+        ..JournalOptions::default()
+    };
+    let (_dir, j) = open_temp(options);
+    let rec = ActivityRecord::new(RecordType::ToolCall, Source::Mcp, "fs", "read");
+    j.append(rec.clone()).await.unwrap();
+    let submitted = ActivityRecord::new(RecordType::Alert, Source::Proxy, "", "");
+    j.submit(submitted.clone());
+    // A record that names its replica keeps it.
+    let mut other = ActivityRecord::new(RecordType::ToolCall, Source::Mcp, "fs", "read");
+    other.replica = Some("replica-2".into());
+    j.upsert(other.clone()).await.unwrap();
+    j.flush().await.unwrap();
+    let replica = |id: &str| j.get(id).unwrap().unwrap().replica;
+    assert_eq!(replica(&rec.id).as_deref(), Some("replica-1"));
+    assert_eq!(replica(&submitted.id).as_deref(), Some("replica-1"));
+    assert_eq!(replica(&other.id).as_deref(), Some("replica-2"));
+    let only = Filter {
+        replica: Some("replica-1".into()),
+        ..Filter::default()
+    };
+    assert_eq!(j.query(&only, 10, 0).unwrap().records.len(), 2);
+}

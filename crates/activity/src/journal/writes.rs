@@ -13,7 +13,16 @@ use crate::record::{ActivityRecord, Status};
 use crate::{Error, Result};
 
 impl Journal {
+    /// `record` with this journal's replica name, unless it names one already.
+    fn stamped(&self, mut record: ActivityRecord) -> ActivityRecord {
+        if record.replica.is_none() {
+            record.replica.clone_from(&self.options.replica);
+        }
+        record
+    }
+
     async fn put(&self, record: ActivityRecord) -> Result<()> {
+        let record = self.stamped(record);
         // Fail closed: while the journal cannot write, a record is refused at once (in async
         // mode too, once the writer has found out), and the caller does not run its call.
         if self.health.is_failing() {
@@ -60,6 +69,7 @@ impl Journal {
     /// [`MAX_QUEUED`](super::MAX_QUEUED). The writer thread encodes the record, not the
     /// caller (a call's outcome is submitted on its way back to the client).
     pub fn submit(&self, record: ActivityRecord) {
+        let record = self.stamped(record);
         let slot = self.slots.clone().try_acquire_owned().ok();
         let id = record.id.clone();
         if let Err(e) = self.send(Command::Record(self.unencoded(record, slot))) {

@@ -53,7 +53,28 @@ fn full_record() -> ActivityRecord {
         guards: Vec::new(),
         parent_id: None,
         identity: None,
+        replica: None,
     }
+}
+
+#[test]
+fn the_replica_is_absent_unless_set_and_reads_back() {
+    let rec = full_record();
+    let v = serde_json::to_value(&rec).unwrap();
+    assert!(v.get("replica").is_none(), "absent when unset: {v}");
+    let rec = ActivityRecord {
+        replica: Some("replica-1".into()),
+        ..full_record()
+    };
+    let v = serde_json::to_value(&rec).unwrap();
+    assert_eq!(v["replica"], "replica-1");
+    let back: ActivityRecord = serde_json::from_value(v).unwrap();
+    assert_eq!(back, rec);
+    // A record written before the field existed reads with none.
+    let mut old = serde_json::to_value(full_record()).unwrap();
+    old.as_object_mut().unwrap().remove("replica");
+    let back: ActivityRecord = serde_json::from_value(old).unwrap();
+    assert_eq!(back.replica, None);
 }
 
 #[test]

@@ -36,6 +36,9 @@ pub(super) struct FilterArgs {
     /// Only records at or before this time (as --since).
     #[arg(long, value_name = "TIME")]
     until: Option<String>,
+    /// Only records written by this replica of a cluster (its `cluster.replica`).
+    #[arg(long, value_name = "NAME")]
+    replica: Option<String>,
 }
 
 /// A value parser for one of `values`, each written as `name` gives it: the same help and
@@ -71,6 +74,7 @@ impl FilterArgs {
             session: self.session.clone(),
             start_ms: time("since", &self.since)?,
             end_ms: time("until", &self.until)?,
+            replica: self.replica.clone(),
         };
         if let (Some(start), Some(end)) = (filter.start_ms, filter.end_ms)
             && start > end
@@ -91,6 +95,7 @@ impl FilterArgs {
             ("status", filter.status.map(Status::as_str)),
             ("type", filter.record_type.map(RecordType::as_str)),
             ("session", filter.session.as_deref()),
+            ("replica", filter.replica.as_deref()),
         ] {
             if let Some(v) = value {
                 query.push((key, v.to_owned()));

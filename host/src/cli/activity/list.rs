@@ -13,7 +13,7 @@ use crate::cli::output::{Fit, Format, Tone, local_time, print_data, print_table_
 use super::filter::FilterArgs;
 use super::record::ShownRecord;
 use super::render::{intent_label, reason, status_label};
-use super::store::{Source, Store, open};
+use super::store::{Source, Store, Trail, open_trail};
 
 #[derive(Debug, Args)]
 pub(in crate::cli) struct ListCommand {
@@ -36,6 +36,10 @@ pub(in crate::cli) struct ListCommand {
     /// Times in UTC instead of the local time zone.
     #[arg(long)]
     utc: bool,
+    /// The whole cluster's records: read from the cluster journal (`cluster.journal`, the
+    /// ClickHouse sink's table) instead of this proxy's journal.
+    #[arg(long)]
+    cluster: bool,
 }
 
 /// The page `GET /activity` answers, its records as they came (printed so for `-o json`).
@@ -47,9 +51,9 @@ struct ServerPage {
 
 impl ListCommand {
     pub(super) async fn run(self, globals: &Globals) -> Result<ExitCode> {
-        let store = open(&self.source, globals).await?;
+        let store = open_trail(&self.source, globals, self.cluster).await?;
         let records: Vec<ShownRecord> = match &store {
-            Store::Remote(remote) => {
+            Trail::Store(Store::Remote(remote)) => {
                 let mut query = vec![
                     ("limit", self.limit.to_string()),
                     ("offset", self.offset.to_string()),
@@ -67,9 +71,19 @@ impl ListCommand {
                     .collect::<Result<_, _>>()
                     .context("the server's answer is not a page of activity records")?
             }
-            Store::Local(journal) => {
+            Trail::Store(Store::Local(journal)) => {
                 let filter = self.filters.filter()?;
                 let page = journal.query(&filter, self.limit as usize, self.offset as usize)?;
+                // As JSON values, whose keys print sorted, as a server's answer does.
+                if print_data(&serde_json::to_value(&page.records)?, self.output)? {
+                    return Ok(ExitCode::SUCCESS);
+                }
+                page.records.into_iter().map(ShownRecord::from).collect()
+            }
+            Trail::Cluster(cluster) => {
+                let filter = self.filters.filter()?;
+                let offset = usize::try_from(self.offset).unwrap_or(usize::MAX);
+                let page = cluster.query(&filter, self.limit as usize, offset).await?;
                 // As JSON values, whose keys print sorted, as a server's answer does.
                 if print_data(&serde_json::to_value(&page.records)?, self.output)? {
                     return Ok(ExitCode::SUCCESS);

@@ -15,7 +15,7 @@ use mcpproxy_policy::quote;
 
 use super::record::ShownRecord;
 use super::render::subscription_method;
-use super::store::{Source, Store, open};
+use super::store::{Source, Store, Trail, open_trail};
 
 #[derive(Debug, Args)]
 pub(in crate::cli) struct ShowCommand {
@@ -26,17 +26,21 @@ pub(in crate::cli) struct ShowCommand {
     /// Output format.
     #[arg(short, long, value_enum, default_value_t)]
     output: Format,
+    /// Look the record up in the cluster journal (`cluster.journal`, the ClickHouse sink's
+    /// table): a record any replica wrote.
+    #[arg(long)]
+    cluster: bool,
 }
 
 impl ShowCommand {
     pub(super) async fn run(self, globals: &Globals) -> Result<ExitCode> {
-        let store = open(&self.source, globals).await?;
+        let store = open_trail(&self.source, globals, self.cluster).await?;
         // Not a record id (a ULID): no record can have it.
         if parse_record_id(&self.id).is_none() {
             bail!(no_record(&self.id));
         }
         let shown = match &store {
-            Store::Remote(remote) => {
+            Trail::Store(Store::Remote(remote)) => {
                 let record = remote.get(&format!("/activity/{}", self.id), &[]).await?;
                 if print_data(&record, self.output)? {
                     return Ok(ExitCode::SUCCESS);
@@ -44,9 +48,25 @@ impl ShowCommand {
                 ShownRecord::read(&record)
                     .context("the server's answer is not an activity record")?
             }
-            Store::Local(journal) => {
+            Trail::Store(Store::Local(journal)) => {
                 let Some(record) = journal.get(&self.id)? else {
                     bail!(no_record(&self.id));
+                };
+                // As a JSON value, whose keys print sorted, as a server's answer does.
+                if print_data(&serde_json::to_value(&record)?, self.output)? {
+                    return Ok(ExitCode::SUCCESS);
+                }
+                ShownRecord::from(record)
+            }
+            Trail::Cluster(cluster) => {
+                let Some(record) = cluster.get(&self.id).await? else {
+                    bail!(
+                        "no activity record with id '{}' in the cluster journal at {}; \
+                         `mcpproxy activity list --cluster` shows the ids (a replica's newest \
+                         records reach it after its sink delivers them)",
+                        self.id,
+                        cluster.shown_url()
+                    );
                 };
                 // As a JSON value, whose keys print sorted, as a server's answer does.
                 if print_data(&serde_json::to_value(&record)?, self.output)? {
@@ -181,6 +201,9 @@ fn print_record(shown: &ShownRecord) {
             quote(&client.name),
             quote(&client.version)
         );
+    }
+    if let Some(replica) = &record.replica {
+        println!("Replica:     {}", quote(replica));
     }
     if let Some(identity) = &record.identity {
         if identity.groups.is_empty() {

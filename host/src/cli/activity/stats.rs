@@ -12,7 +12,7 @@ use crate::cli::output::{Format, print_data, print_table};
 use mcpproxy_policy::quote;
 
 use super::filter::FilterArgs;
-use super::store::{Source, Store, open};
+use super::store::{Source, Store, Trail, open_trail};
 
 #[derive(Debug, Args)]
 pub(in crate::cli) struct StatsCommand {
@@ -23,19 +23,26 @@ pub(in crate::cli) struct StatsCommand {
     /// Output format.
     #[arg(short, long, value_enum, default_value_t)]
     output: Format,
+    /// The whole cluster's calls: read from the cluster journal (`cluster.journal`, the
+    /// ClickHouse sink's table) instead of this proxy's journal.
+    #[arg(long)]
+    cluster: bool,
 }
 
 impl StatsCommand {
     pub(super) async fn run(self, globals: &Globals) -> Result<ExitCode> {
-        let store = open(&self.source, globals).await?;
+        let store = open_trail(&self.source, globals, self.cluster).await?;
         let stats: Value = match &store {
-            Store::Remote(remote) => {
+            Trail::Store(Store::Remote(remote)) => {
                 remote
                     .get("/activity/stats", &self.filters.query()?)
                     .await?
             }
-            Store::Local(journal) => {
+            Trail::Store(Store::Local(journal)) => {
                 serde_json::to_value(journal.call_stats(&self.filters.filter()?)?)?
+            }
+            Trail::Cluster(cluster) => {
+                serde_json::to_value(cluster.call_stats(&self.filters.filter()?).await?)?
             }
         };
         if !print_data(&stats, self.output)? {

@@ -1,5 +1,6 @@
 //! Where the activity commands read records: the running server's REST API when one
-//! answers on the config's listen address, else the journal file.
+//! answers on the config's listen address, else the journal file; with `--cluster` (`list`,
+//! `show`, `stats`), the cluster's journal every replica delivers to.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use mcpproxy_activity::{Journal, JournalOptions};
 
 use crate::cli::Globals;
 use crate::cli::remote::Remote;
+use crate::cluster_journal::ClusterJournal;
 use crate::config::{self, Config};
 use crate::runtime::journal_path;
 
@@ -25,6 +27,24 @@ pub(super) struct Source {
 pub(super) enum Store {
     Remote(Remote),
     Local(Arc<Journal>),
+}
+
+/// Where `list`, `show` and `stats` read: this proxy's records, or the cluster's.
+pub(super) enum Trail {
+    Store(Store),
+    Cluster(Box<ClusterJournal>),
+}
+
+/// The cluster's journal when `cluster` (an error naming the fix when the config has none),
+/// else [`open`].
+pub(super) async fn open_trail(source: &Source, globals: &Globals, cluster: bool) -> Result<Trail> {
+    if !cluster {
+        return Ok(Trail::Store(open(source, globals).await?));
+    }
+    let loaded = config::load(source.config.as_deref(), globals.home.as_deref())?;
+    Ok(Trail::Cluster(Box::new(ClusterJournal::from_config(
+        &loaded.config,
+    )?)))
 }
 
 pub(super) async fn open(source: &Source, globals: &Globals) -> Result<Store> {

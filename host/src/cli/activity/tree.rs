@@ -8,10 +8,10 @@ use serde_json::Value;
 use mcpproxy_activity::ActivityRecord;
 use mcpproxy_policy::{OperationType, quote};
 
-use super::store::Store;
+use super::store::{Store, Trail};
 
 /// Prints `record`'s inner calls, if it has any.
-pub(super) async fn print_inner_calls(store: &Store, record: &ActivityRecord) -> Result<()> {
+pub(super) async fn print_inner_calls(store: &Trail, record: &ActivityRecord) -> Result<()> {
     let ids: Vec<&str> = record
         .details
         .as_ref()
@@ -37,13 +37,16 @@ pub(super) async fn print_inner_calls(store: &Store, record: &ActivityRecord) ->
     Ok(())
 }
 
-async fn read(store: &Store, id: &str) -> Result<Option<ActivityRecord>> {
+async fn read(store: &Trail, id: &str) -> Result<Option<ActivityRecord>> {
     match store {
-        Store::Remote(remote) => match remote.get(&format!("/activity/{id}"), &[]).await {
-            Ok(value) => Ok(serde_json::from_value(value).ok()),
-            Err(_) => Ok(None),
-        },
-        Store::Local(journal) => Ok(journal.get(id)?),
+        Trail::Store(Store::Remote(remote)) => {
+            match remote.get(&format!("/activity/{id}"), &[]).await {
+                Ok(value) => Ok(serde_json::from_value(value).ok()),
+                Err(_) => Ok(None),
+            }
+        }
+        Trail::Store(Store::Local(journal)) => Ok(journal.get(id)?),
+        Trail::Cluster(cluster) => Ok(cluster.get(id).await?),
     }
 }
 

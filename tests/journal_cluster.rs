@@ -1,0 +1,501 @@
+//! The cluster's journal read back: two `mcpproxy serve` replicas, each with its own data dir
+//! and `cluster.replica` name, deliver to one real ClickHouse table through the ClickHouse
+//! sink; `mcpproxy activity list|show|stats --cluster` on either reads every record of both
+//! exactly once, with the local journal's filters and output, through a replica killed
+//! (SIGKILL) right after answering and started again, and a batch delivered twice.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::TestCommand;
+use crate::support::clickhouse::ClickHouse;
+use crate::support::mcp::{
+    PLUGIN_TIMEOUT_MS, Proxy, call, config_with, connect, is_error, stdio_fixture,
+};
+
+const TABLE: &str = "mcpproxy_activity";
+
+/// Which records of the union a filter keeps.
+type Keep = Box<dyn Fn(&Value) -> bool>;
+
+/// A replica's config: the fixture `fx`, the ClickHouse sink as the cluster journal.
+fn replica_config(log: &std::path::Path, ch: &ClickHouse, replica: &str) -> Value {
+    let mut config = config_with(vec![stdio_fixture("fx", log)]);
+    config["plugins"] = json!({
+        "limits": {"timeout_ms": PLUGIN_TIMEOUT_MS},
+        "sinks": ["clickhouse-sink"],
+        "settings": {"clickhouse-sink": {"url": ch.url(), "table": TABLE}},
+    });
+    config["activity"] = json!({"delivery": {"interval_ms": 50, "max_backoff_ms": 300}});
+    config["cluster"] = json!({"replica": replica, "journal": "clickhouse-sink"});
+    config
+}
+
+/// `n` calls through `proxy`: reads that succeed, and every third a delete through
+/// `call_tool_read`, which the policy blocks.
+async fn make_calls(proxy: &Proxy, n: usize) {
+    let client = connect(&proxy.url).await;
+    for i in 0..n {
+        if i % 3 == 2 {
+            let r = call(
+                &client,
+                "call_tool_read",
+                json!({"name": "fx:delete_note", "args": {"id": "x"}}),
+            )
+            .await
+            .expect("a rejection is a tool result");
+            assert!(is_error(&r), "the delete must be blocked: {r:?}");
+        } else {
+            let r = call(&client, "call_tool_read", json!({"name": "fx:get_status"}))
+                .await
+                .expect("call");
+            assert!(!is_error(&r), "read {i} failed: {r:?}");
+        }
+    }
+    client.cancel().await.ok();
+}
+
+async fn api(proxy: &Proxy, path: &str) -> Value {
+    let body: Value = reqwest::Client::new()
+        .get(format!("{}/api/v1{path}", proxy.base()))
+        .header("X-API-Key", proxy.api_key())
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+        .json()
+        .await
+        .expect("a JSON answer");
+    assert_eq!(body["success"], true, "{path}: {body}");
+    body["data"].clone()
+}
+
+/// Every record of a replica's own journal, once none is pending and its sink has
+/// delivered them all.
+async fn delivered_records(proxy: &Proxy) -> Vec<Value> {
+    for _ in 0..600 {
+        let records = api(proxy, "/activity?limit=1000").await["records"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let sinks = api(proxy, "/activity/sinks").await;
+        let settled = records.iter().all(|r| r["status"] != "pending")
+            && sinks[0]["backlog"].as_u64() == Some(0);
+        if settled {
+            return records;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the replica's sink did not deliver its backlog within a minute");
+}
+
+/// `mcpproxy activity ARGS --config <replica's config>`.
+fn activity(proxy: &Proxy, args: &[&str]) -> crate::support::CmdOutput {
+    let config = proxy.data_dir.path().join("mcp_config.json");
+    TestCommand::new(proxy.data_dir.path())
+        .args(["activity"])
+        .args(args)
+        .args(["--config"])
+        .arg_path(&config)
+        .output()
+}
+
+/// `activity list --cluster ARGS -o json`, its records.
+fn cluster_list(proxy: &Proxy, args: &[&str]) -> Vec<Value> {
+    let mut all = vec!["list", "--cluster", "-o", "json"];
+    all.extend_from_slice(args);
+    let out = activity(proxy, &all);
+    out.assert_code(0);
+    serde_json::from_str(&out.stdout()).unwrap_or_else(|e| panic!("{e}: {}", out.stdout()))
+}
+
+fn ids(records: &[Value]) -> Vec<String> {
+    records
+        .iter()
+        .map(|r| r["id"].as_str().expect("an id").to_owned())
+        .collect()
+}
+
+/// The local journal's answer over the union: newest first, filtered.
+fn expected(union: &[Value], keep: impl Fn(&Value) -> bool) -> Vec<String> {
+    let mut ids: Vec<String> = union
+        .iter()
+        .filter(|r| keep(r))
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    ids.reverse();
+    ids
+}
+
+async fn ch_count(ch: &ClickHouse) -> (u64, u64) {
+    let text = ch
+        .query(&format!(
+            "SELECT count(), uniqExact(id) FROM default.{TABLE} FORMAT TabSeparated"
+        ))
+        .await;
+    let mut parts = text.split_whitespace().map(|p| p.parse::<u64>().unwrap());
+    (parts.next().unwrap(), parts.next().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_replicas_read_one_cluster_trail_every_record_once() {
+    let Some(ch) = ClickHouse::start().await else {
+        return;
+    };
+    let (log_a, log_b) = (
+        tempfile::NamedTempFile::new().unwrap(),
+        tempfile::NamedTempFile::new().unwrap(),
+    );
+    let config_a = replica_config(log_a.path(), &ch, "replica-a");
+    let config_b = replica_config(log_b.path(), &ch, "replica-b");
+    let a = Proxy::start(&config_a, &[]);
+    let b = Proxy::start(&config_b, &[]);
+    make_calls(&a, 6).await;
+    make_calls(&b, 5).await;
+    let mut union = delivered_records(&a).await;
+    union.extend(delivered_records(&b).await);
+    assert!(
+        union
+            .iter()
+            .all(|r| r["replica"] == "replica-a" || r["replica"] == "replica-b")
+    );
+    let calls = union.iter().filter(|r| r["type"] == "tool_call").count();
+    assert_eq!(calls, 11, "every call recorded");
+
+    // Either replica reads the whole trail: every record of both, once, as the journal has it.
+    for proxy in [&a, &b] {
+        let shown = cluster_list(proxy, &["-n", "1000"]);
+        assert_eq!(ids(&shown), expected(&union, |_| true));
+        let by_id: BTreeMap<&str, &Value> = union
+            .iter()
+            .map(|r| (r["id"].as_str().unwrap(), r))
+            .collect();
+        for record in &shown {
+            assert_eq!(Some(&record), by_id.get(record["id"].as_str().unwrap()));
+        }
+    }
+
+    // The local filters, on the cluster.
+    let cases: Vec<(Vec<&str>, Keep)> = vec![
+        (
+            vec!["--server", "fx"],
+            Box::new(|r| r["server_name"] == "fx"),
+        ),
+        (
+            vec!["--status", "blocked"],
+            Box::new(|r| r["status"] == "blocked"),
+        ),
+        (
+            vec!["--replica", "replica-b"],
+            Box::new(|r| r["replica"] == "replica-b"),
+        ),
+        (
+            vec!["--replica", "replica-a", "--tool", "delete_note"],
+            Box::new(|r| r["replica"] == "replica-a" && r["tool_name"] == "delete_note"),
+        ),
+        (
+            vec!["--type", "tool_call"],
+            Box::new(|r| r["type"] == "tool_call"),
+        ),
+        (vec!["--replica", "replica-c"], Box::new(|_| false)),
+    ];
+    for (args, keep) in &cases {
+        let mut with_limit = args.clone();
+        with_limit.extend(["-n", "1000"]);
+        assert_eq!(
+            ids(&cluster_list(&a, &with_limit)),
+            expected(&union, keep),
+            "{args:?}"
+        );
+    }
+    // Paging: limit and offset over the merged trail.
+    let all = expected(&union, |r| r["type"] == "tool_call");
+    let page = cluster_list(&b, &["--type", "tool_call", "-n", "4", "--offset", "3"]);
+    assert_eq!(ids(&page), all[3..7].to_vec());
+
+    // The table output and `show` of a record of the other replica.
+    let out = activity(&a, &["list", "--cluster", "--replica", "replica-b"]);
+    out.assert_code(0);
+    assert!(out.stdout().contains("get_status"), "{}", out.stdout());
+    let theirs = expected(&union, |r| {
+        r["replica"] == "replica-b" && r["type"] == "tool_call"
+    });
+    let out = activity(&a, &["show", "--cluster", &theirs[0]]);
+    out.assert_code(0);
+    assert!(
+        out.stdout().contains("Replica:     replica-b"),
+        "{}",
+        out.stdout()
+    );
+    let out = activity(&a, &["show", "--cluster", "-o", "json", &theirs[0]]);
+    out.assert_code(0);
+    let shown: Value = serde_json::from_str(&out.stdout()).unwrap();
+    assert_eq!(
+        Some(&shown),
+        union.iter().find(|r| r["id"] == theirs[0].as_str())
+    );
+    // Without --cluster, the other replica's record is not in this one's journal.
+    activity(&a, &["show", &theirs[0]]).assert_code(2);
+
+    // The REST API: `cluster=true` on the activity endpoints answers the same.
+    let page = api(&b, "/activity?cluster=true&limit=1000").await;
+    assert_eq!(
+        ids(page["records"].as_array().unwrap()),
+        expected(&union, |_| true)
+    );
+    assert_eq!(page["has_more"], false);
+    let page = api(
+        &b,
+        "/activity?cluster=true&replica=replica-a&status=blocked&limit=1",
+    )
+    .await;
+    let blocked_a = expected(&union, |r| {
+        r["replica"] == "replica-a" && r["status"] == "blocked"
+    });
+    assert_eq!(
+        ids(page["records"].as_array().unwrap()),
+        blocked_a[..1].to_vec()
+    );
+    assert_eq!(page["has_more"], true);
+    let record = api(&b, &format!("/activity/{}?cluster=true", theirs[0])).await;
+    assert_eq!(record["replica"], "replica-b");
+    let mine_only = api(&b, "/activity?replica=replica-a").await;
+    assert_eq!(
+        mine_only["records"],
+        json!([]),
+        "this replica's journal has none of A's"
+    );
+
+    // Statistics over the cluster are the sum of the replicas'.
+    let cluster_stats = |args: &[&str]| {
+        let mut all = vec!["stats", "--cluster", "-o", "json"];
+        all.extend_from_slice(args);
+        let out = activity(&a, &all);
+        out.assert_code(0);
+        serde_json::from_str::<Value>(&out.stdout()).unwrap()
+    };
+    let stats = cluster_stats(&[]);
+    let (sa, sb) = (
+        api(&a, "/activity/stats").await,
+        api(&b, "/activity/stats").await,
+    );
+    assert_eq!(stats["calls"], 11);
+    assert_eq!(
+        stats["calls"].as_u64(),
+        Some(sa["calls"].as_u64().unwrap() + sb["calls"].as_u64().unwrap())
+    );
+    let blocked = |s: &Value| {
+        s["by_status"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["key"] == "blocked")
+            .map_or(0, |g| g["calls"].as_u64().unwrap())
+    };
+    assert_eq!(blocked(&stats), blocked(&sa) + blocked(&sb));
+    assert_eq!(blocked(&stats), 3);
+    assert_eq!(
+        cluster_stats(&["--replica", "replica-a"])["calls"],
+        sa["calls"]
+    );
+
+    // A batch delivered twice (a replica that died before it could note the delivery sends
+    // it again): the trail still shows each record once.
+    ch.query(&format!(
+        "INSERT INTO default.{TABLE} SELECT * FROM default.{TABLE} WHERE type = 'tool_call'"
+    ))
+    .await;
+    let (rows, distinct) = ch_count(&ch).await;
+    assert!(
+        rows > distinct,
+        "the duplicates are in the table: {rows} rows"
+    );
+    assert_eq!(
+        ids(&cluster_list(&a, &["-n", "1000"])),
+        expected(&union, |_| true)
+    );
+    assert_eq!(cluster_stats(&[])["calls"], 11);
+
+    // Hostile filter values are values, never SQL.
+    for hostile in ["x' OR 1=1 --", "\\", "a\\'b", "line\nbreak", "nul\u{1}x"] {
+        for flag in ["--server", "--tool", "--session", "--replica"] {
+            let out = activity(&a, &["list", "--cluster", flag, hostile]);
+            out.assert_code(0);
+            assert!(
+                out.stderr().contains("no matching activity"),
+                "{flag} {hostile:?}: {}",
+                out.stderr()
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replica_killed_after_answering_delivers_its_backlog_once() {
+    let Some(ch) = ClickHouse::start().await else {
+        return;
+    };
+    let (log_a, log_b) = (
+        tempfile::NamedTempFile::new().unwrap(),
+        tempfile::NamedTempFile::new().unwrap(),
+    );
+    let config_a = replica_config(log_a.path(), &ch, "replica-a");
+    let config_b = replica_config(log_b.path(), &ch, "replica-b");
+    let a = Proxy::start(&config_a, &[]);
+    let b = Proxy::start(&config_b, &[]);
+    make_calls(&a, 4).await;
+    // B answers its calls and is killed at once: no shutdown, no last delivery.
+    make_calls(&b, 9).await;
+    let Proxy {
+        mut proc, data_dir, ..
+    } = b;
+    proc.kill();
+    let b = Proxy::start_in(&config_b, &[], data_dir);
+    make_calls(&b, 2).await;
+
+    let mut union = delivered_records(&a).await;
+    union.extend(delivered_records(&b).await);
+    let answered = union.iter().filter(|r| r["type"] == "tool_call").count();
+    assert_eq!(answered, 15, "every answered call has its record");
+
+    let shown = cluster_list(&a, &["-n", "1000"]);
+    let distinct: BTreeSet<String> = ids(&shown).into_iter().collect();
+    assert_eq!(distinct.len(), shown.len(), "each record once");
+    assert_eq!(ids(&shown), expected(&union, |_| true));
+    let stats = activity(&b, &["stats", "--cluster", "-o", "json"]);
+    stats.assert_code(0);
+    let stats: Value = serde_json::from_str(&stats.stdout()).unwrap();
+    assert_eq!(stats["calls"], 15);
+    // The table may hold a batch twice; ClickHouse's own distinct count is what was shown.
+    assert_eq!(ch_count(&ch).await.1, shown.len() as u64);
+}
+
+#[tokio::test]
+async fn without_a_readable_cluster_journal_the_error_says_what_to_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("mcp_config.json");
+    let run = |value: Value, args: &[&str]| {
+        std::fs::write(&config, value.to_string()).unwrap();
+        TestCommand::new(dir.path())
+            .args(["activity"])
+            .args(args)
+            .args(["--config"])
+            .arg_path(&config)
+            .output()
+    };
+    // The REST API of a proxy without one says the same.
+    let proxy = Proxy::start(&config_with(vec![]), &[]);
+    let answer = reqwest::Client::new()
+        .get(format!("{}/api/v1/activity?cluster=true", proxy.base()))
+        .header("X-API-Key", proxy.api_key())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 400);
+    let body: Value = answer.json().await.unwrap();
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("no cluster journal is configured"),
+        "{body}"
+    );
+    let answer = reqwest::Client::new()
+        .get(format!("{}/api/v1/activity?cluster=yes", proxy.base()))
+        .header("X-API-Key", proxy.api_key())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 400);
+
+    let out = run(json!({}), &["list", "--cluster"]);
+    out.assert_code(2);
+    assert!(
+        out.stderr().contains("no cluster journal is configured"),
+        "{}",
+        out.stderr()
+    );
+    assert!(
+        out.stderr().contains("\"journal\": \"clickhouse-sink\""),
+        "{}",
+        out.stderr()
+    );
+
+    // A ClickHouse URL where nothing listens: the error names it (masked) and what to check,
+    // and never the password.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let config_value = json!({
+        "plugins": {
+            "sinks": ["clickhouse-sink"],
+            "settings": {"clickhouse-sink": {
+                "url": format!("http://127.0.0.1:{port}"), "user": "u", "password": "hunter2-secret"
+            }},
+        },
+        "cluster": {"journal": "clickhouse-sink"},
+    });
+    for args in [
+        &["list", "--cluster"][..],
+        &["stats", "--cluster"],
+        &["show", "--cluster", "01KAMXH0VBSJ2QX6F6R4VZ7P3M"],
+    ] {
+        let out = run(config_value.clone(), args);
+        out.assert_code(2);
+        let err = out.stderr();
+        assert!(
+            err.contains(&format!(
+                "the cluster journal at http://127.0.0.1:{port}/ did not answer"
+            )),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("check that ClickHouse runs"), "{err}");
+        assert!(!err.contains("hunter2"), "{err}");
+    }
+}
+
+#[tokio::test]
+async fn clickhouse_errors_become_clear_errors() {
+    let Some(ch) = ClickHouse::start().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("mcp_config.json");
+    let run = |settings: Value| {
+        let value = json!({
+            "plugins": {"sinks": ["clickhouse-sink"], "settings": {"clickhouse-sink": settings}},
+            "cluster": {"journal": "clickhouse-sink"},
+        });
+        std::fs::write(&config, value.to_string()).unwrap();
+        TestCommand::new(dir.path())
+            .args(["activity", "list", "--cluster", "--config"])
+            .arg_path(&config)
+            .output()
+    };
+    // No replica delivered yet: the table does not exist.
+    let out = run(json!({"url": ch.url(), "table": "nothing_yet"}));
+    out.assert_code(2);
+    let err = out.stderr();
+    assert!(
+        err.contains(&format!(
+            "the cluster journal at {}/ answered 404",
+            ch.url()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("the table default.nothing_yet does not exist yet"),
+        "{err}"
+    );
+    // A user ClickHouse does not know.
+    let out = run(json!({"url": ch.url(), "user": "nobody", "password": "hunter2-secret"}));
+    out.assert_code(2);
+    let err = out.stderr();
+    assert!(
+        err.contains("check plugins.settings.clickhouse-sink.user and .password"),
+        "{err}"
+    );
+    assert!(!err.contains("hunter2"), "{err}");
+}
