@@ -169,14 +169,27 @@ impl ServeCommand {
         // over when it goes away (one front-end wins the journal; the others attach to it).
         let mut front: Option<FrontEnd> = None;
         let stdio = self.stdio.then(|| self.server.clone());
+        // A replica of a cluster: the state the replicas share, joined before anything runs.
+        let cluster = match config.cluster.postgres {
+            Some(_) => Some(
+                crate::cluster::Cluster::join(
+                    &config.cluster,
+                    &crate::credentials::CredentialStore::open(&data_dir)?,
+                    shutdown.clone(),
+                )
+                .await?,
+            ),
+            None => None,
+        };
         let build = || {
             // Loading the plugins and opening the journal block: off the async workers.
             tokio::task::block_in_place(|| {
-                Runtime::build(
+                Runtime::build_with(
                     config.clone(),
                     &data_dir,
                     loaded.path.as_deref(),
                     self.plugins.clone(),
+                    cluster.as_ref().map(|c| c.trust().clone()),
                 )
             })
         };
