@@ -268,3 +268,104 @@ async fn a_database_that_does_not_answer_is_named_and_a_newer_schema_refused() {
         "{said}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn servers_added_and_removed_through_one_replica_change_on_every_replica() {
+    let Some(postgres) = Postgres::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("calls.log");
+    // The first replica seeds the cluster's servers from its file: none.
+    let a = Proxy::start(&replica_config(Vec::new(), &postgres, "a"), &[]);
+    // A later replica's own mcpServers are ignored: an agent writing its file cannot
+    // change the team's servers.
+    let local = dir.path().join("local.log");
+    let b = Proxy::start_listening(
+        &replica_config(
+            vec![crate::support::mcp::stdio_fixture("local", &local)],
+            &postgres,
+            "b",
+        ),
+        &[],
+        tempfile::tempdir().unwrap(),
+    );
+    assert_eq!(status(&b, "local").await, Value::Null);
+
+    // A person adds a server through A's REST API, approved: B runs it too.
+    let entry = crate::support::mcp::stdio_fixture("fx", &log);
+    let added: Value = reqwest::Client::new()
+        .post(format!("{}/api/v1/upstreams?approve=true", a.base()))
+        .header("X-API-Key", a.api_key())
+        .json(&entry)
+        .send()
+        .await
+        .expect("POST /api/v1/upstreams")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(added["success"], true, "{added}");
+    until("B runs the server added through A", || async {
+        let fx = status(&b, "fx").await;
+        if fx["state"] == "ready" && fx["quarantined"] == false {
+            Ok(())
+        } else {
+            Err(fx.to_string())
+        }
+    })
+    .await;
+    let client_b = connect(&b.url).await;
+    let echo = call(
+        &client_b,
+        "call_tool_read",
+        json!({"name": "fx:echo", "args": {"text": "from b"}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(text(&echo), "from b");
+    client_b.cancel().await.unwrap();
+    assert_eq!(
+        postgres.psql("SELECT string_agg(name, ',') FROM mcpproxy_servers"),
+        "fx"
+    );
+
+    // Disabled through B: A stops it; removed through B: A drops it.
+    let patched: Value = reqwest::Client::new()
+        .patch(format!("{}/api/v1/upstreams/fx", b.base()))
+        .header("X-API-Key", b.api_key())
+        .json(&json!({"enabled": false}))
+        .send()
+        .await
+        .expect("PATCH")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(patched["success"], true, "{patched}");
+    until("A disables the server disabled through B", || async {
+        let fx = status(&a, "fx").await;
+        if fx["enabled"] == false || fx["state"] == "disabled" {
+            Ok(())
+        } else {
+            Err(fx.to_string())
+        }
+    })
+    .await;
+    let removed: Value = reqwest::Client::new()
+        .delete(format!("{}/api/v1/upstreams/fx", b.base()))
+        .header("X-API-Key", b.api_key())
+        .send()
+        .await
+        .expect("DELETE")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(removed["success"], true, "{removed}");
+    until("A drops the server removed through B", || async {
+        match status(&a, "fx").await {
+            Value::Null => Ok(()),
+            fx => Err(fx.to_string()),
+        }
+    })
+    .await;
+    assert_eq!(postgres.psql("SELECT count(*) FROM mcpproxy_servers"), "0");
+}

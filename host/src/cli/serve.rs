@@ -181,6 +181,17 @@ impl ServeCommand {
             ),
             None => None,
         };
+        let mut running_config = loaded.config.clone();
+        if let Some(cluster) = &cluster {
+            let servers = crate::manage::cluster_servers(
+                cluster,
+                loaded.path.as_deref(),
+                globals.home.as_deref(),
+            )
+            .await?;
+            config.servers = servers.clone();
+            running_config.servers = servers;
+        }
         let build = || {
             // Loading the plugins and opening the journal block: off the async workers.
             tokio::task::block_in_place(|| {
@@ -260,12 +271,18 @@ impl ServeCommand {
                 .as_deref()
                 .map(|h| config::default_path(Some(h)))
         });
-        let manager = Arc::new(Manager::new(
-            config_path,
-            globals.home.clone(),
-            runtime.proxy.clone(),
-            loaded.config.clone(),
-        ));
+        let manager = Arc::new(
+            Manager::new(
+                config_path,
+                globals.home.clone(),
+                runtime.proxy.clone(),
+                running_config,
+            )
+            .with_cluster(cluster.clone()),
+        );
+        if let Some(cluster) = &cluster {
+            crate::manage::follow_cluster(manager.clone(), cluster.clone(), shutdown.clone());
+        }
         if let Err(e) = crate::manage::watch(manager.clone(), shutdown.clone()) {
             tracing::warn!(
                 "cannot watch the config file for edits (restart mcpproxy after editing it): {e}"

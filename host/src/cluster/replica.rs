@@ -6,7 +6,8 @@
 //! notification on `mcpproxy_trust` reloads the trust decisions (one snapshot) and hands them
 //! to the store ([`TrustStore::replace`]), whose subscribers apply them as a local decision
 //! would be applied. When the connection breaks it is made again, with a growing pause, and
-//! everything is reloaded: notifications sent meanwhile are lost.
+//! everything is reloaded: notifications sent meanwhile are lost. A notification on
+//! `mcpproxy_servers` wakes whoever waits in [`Cluster::servers_changed`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::connect::Database;
 use super::error::{Error, Result};
-use super::{migrate, trust_sync};
+use super::{migrate, servers, trust_sync};
 use crate::config::ClusterConfig;
 use crate::credentials::CredentialStore;
 use crate::trust::TrustStore;
@@ -35,6 +36,8 @@ pub(crate) struct Cluster {
     reload: Arc<Notify>,
     /// One connection for single statements, made again when it breaks.
     pub(super) statements: tokio::sync::Mutex<Option<Arc<Client>>>,
+    /// Woken when the cluster's servers may have changed.
+    servers_changed: Notify,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -85,6 +88,7 @@ impl Cluster {
             trust,
             reload,
             statements: tokio::sync::Mutex::new(Some(Arc::new(client))),
+            servers_changed: Notify::new(),
         });
         tokio::spawn(listen(Arc::downgrade(&cluster), shutdown));
         tracing::info!(
@@ -98,6 +102,12 @@ impl Cluster {
     /// The trust decisions the replicas share.
     pub(crate) fn trust(&self) -> &Arc<TrustStore> {
         &self.trust
+    }
+
+    /// Waits until the cluster's servers may have changed (another replica's change, or
+    /// the listening connection made again).
+    pub(crate) async fn servers_changed(&self) {
+        self.servers_changed.notified().await;
     }
 
     /// This replica's name.
@@ -150,7 +160,11 @@ async fn listen(cluster: std::sync::Weak<Cluster>, shutdown: CancellationToken) 
         };
         let listening = match link.db.connect_listening().await {
             Ok((client, notes)) => match client
-                .batch_execute(&format!("LISTEN {}", trust_sync::CHANNEL))
+                .batch_execute(&format!(
+                    "LISTEN {}; LISTEN {}",
+                    trust_sync::CHANNEL,
+                    servers::CHANNEL
+                ))
                 .await
             {
                 Ok(()) => Some((client, notes)),
@@ -176,17 +190,23 @@ async fn listen(cluster: std::sync::Weak<Cluster>, shutdown: CancellationToken) 
         backoff = Duration::from_millis(200);
         // Whatever was announced while nobody listened: read it all.
         let mut stale = !link.reload_trust(&mut client).await;
+        link.servers_changed.notify_one();
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 note = notes.recv() => {
                     let Some(note) = note else { break };
                     let mut trust = note.channel() == trust_sync::CHANNEL;
+                    let mut servers = note.channel() == servers::CHANNEL;
                     while let Ok(more) = notes.try_recv() {
                         trust |= more.channel() == trust_sync::CHANNEL;
+                        servers |= more.channel() == servers::CHANNEL;
                     }
                     if trust {
                         stale = !link.reload_trust(&mut client).await;
+                    }
+                    if servers {
+                        link.servers_changed.notify_one();
                     }
                 }
                 () = link.trust.settled(), if stale => {
