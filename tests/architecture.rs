@@ -72,7 +72,7 @@ const FORBIDDEN: [(&str, &[&str]); 3] = [
 /// | 0 | `access`, `credentials`, `index`, `line_guard`, `listener`, `metrics`, `secrets` | leaves: the loopback and bearer-token check, stored credentials, tool search, bounded line reading, the TCP listener, counters, secrets kept out of sight |
 /// | 1 | `config` | `mcp_config.json`, read and validated |
 /// | 2 | `oauth`, `telemetry`, `trust` | logins to upstream servers; trace export; approvals and pins |
-/// | 3 | `back_channel`, `control` | server-to-client requests; one owner per data dir |
+/// | 3 | `back_channel`, `control`, `cluster` | server-to-client requests; one owner per data dir; the state replicas share |
 /// | 4 | `upstream` | one client session per upstream server |
 /// | 5 | `proxy` | resolve, judge, call, record |
 /// | 6 | `manage`, `runtime` | changes to the servers while running; the running proxy built from a config |
@@ -96,7 +96,7 @@ const MODULE_LAYERS: [&[&str]; 9] = [
         "client_auth",
         "cluster_journal",
     ],
-    &["back_channel", "control"],
+    &["back_channel", "control", "cluster"],
     &["upstream"],
     &["proxy"],
     &["manage", "runtime"],

@@ -29,6 +29,8 @@ mod cli_import;
 mod cli_output;
 /// `mcpproxy plugins list` and `mcpproxy plugins check`, run as a user would.
 mod cli_plugins;
+/// Replicas sharing one state in PostgreSQL: approvals, held tools, upstream servers.
+mod cluster_state;
 
 /// The cluster's journal read back from a real ClickHouse: two replicas, one trail, each
 /// record once, through a replica killed and a batch delivered twice.

@@ -20,7 +20,8 @@
 //!    protected resource, access tokens checked against the issuer's keys), `cluster_journal`
 //!    (the cluster's journal read back from the ClickHouse sink's table);
 //! 3. `control` (one owner per data dir: its socket; the bridge and relay of every other
-//!    process), `back_channel` (from upstream sessions back to client sessions);
+//!    process), `back_channel` (from upstream sessions back to client sessions), `cluster`
+//!    (the state replicas share in PostgreSQL: trust decisions, LISTEN/NOTIFY);
 //! 4. `upstream`: one MCP client session per upstream server;
 //! 5. `proxy`: the shared core: resolve, judge, call, record; search;
 //! 6. `runtime` (the running proxy built from a [`Config`]), `manage` (changes to the
@@ -36,6 +37,7 @@ mod api;
 mod back_channel;
 mod cli;
 mod client_auth;
+mod cluster;
 mod cluster_journal;
 mod config;
 mod control;

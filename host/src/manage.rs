@@ -13,6 +13,10 @@
 //! quarantined, and it can neither lift a quarantine nor turn on
 //! `auto_approve_tool_changes` (a person approves, with `mcpproxy upstream approve`).
 
+mod shared;
+
+pub(crate) use shared::{cluster_servers, follow_cluster};
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -145,6 +149,9 @@ pub(crate) enum Error {
         "cannot record the change: the activity journal cannot write ({0}); nothing was changed"
     )]
     Unrecorded(String),
+    /// The cluster's servers (`cluster.postgres`) could not be read or written.
+    #[error("{0}; nothing was changed")]
+    Shared(String),
 }
 
 /// One server as `list` shows it: its state and its configuration, with the values of
@@ -188,6 +195,9 @@ pub(crate) struct Manager {
     settings: ManagementConfig,
     /// The configuration last applied: the file as loaded or as last written.
     running: tokio::sync::Mutex<Config>,
+    /// The cluster whose servers these are (`cluster.postgres`): changes go to its table,
+    /// not to the file.
+    cluster: Option<Arc<crate::cluster::Cluster>>,
 }
 
 impl Manager {
@@ -204,7 +214,14 @@ impl Manager {
             proxy,
             settings: running.management,
             running: tokio::sync::Mutex::new(running),
+            cluster: None,
         }
+    }
+
+    /// Changes go to the servers `cluster` shares, and its changes apply here.
+    pub(crate) fn with_cluster(mut self, cluster: Option<Arc<crate::cluster::Cluster>>) -> Self {
+        self.cluster = cluster;
+        self
     }
 
     pub(crate) fn settings(&self) -> ManagementConfig {
@@ -305,11 +322,20 @@ impl Manager {
                 path: self.path.clone(),
             });
         }
-        let path = self.path.clone().ok_or(Error::NoConfigFile)?;
         let mut running = self.running.lock().await;
         let name = change.name().to_owned();
         let before = running.server(&name).cloned();
-        let config = change_file(&path, self.home.as_deref(), change, actor)?;
+        let (config, place) = match &self.cluster {
+            Some(cluster) => (
+                self.change_shared(cluster, change, actor).await?,
+                "the cluster's servers".to_owned(),
+            ),
+            None => {
+                let path = self.path.clone().ok_or(Error::NoConfigFile)?;
+                let config = change_file(&path, self.home.as_deref(), change, actor)?;
+                (config, path.display().to_string())
+            }
+        };
         let after = config.server(&name);
         if actor == Actor::Person
             && let Some(server) = after
@@ -321,8 +347,7 @@ impl Manager {
         tracing::info!(
             server = %name,
             by = ?actor,
-            "upstream servers changed in {}: {}",
-            path.display(),
+            "upstream servers changed in {place}: {}",
             describe(&applied)
         );
         *running = config;
@@ -331,19 +356,36 @@ impl Manager {
 
     /// Reads the config file again (after a hand edit) and applies its servers. An invalid
     /// file changes nothing. A server the edit adds, or whose launch spec it changes, is not
-    /// started until a person approves it; each change is recorded.
+    /// started until a person approves it; each change is recorded. In a cluster the
+    /// servers are the cluster's, whatever the file says (see [`Manager::reload_shared`]).
     pub(crate) async fn reload(&self) -> Result<AppliedChanges, Error> {
-        let path = self.path.clone().ok_or(Error::NoConfigFile)?;
+        self.reload_as("hand edit").await
+    }
+
+    /// Applies the servers of the cluster as they are now (another replica changed them),
+    /// as a hand edit of the file is applied.
+    pub(crate) async fn reload_shared(&self) -> Result<AppliedChanges, Error> {
+        self.reload_as("another replica of the cluster").await
+    }
+
+    async fn reload_as(&self, actor: &'static str) -> Result<AppliedChanges, Error> {
         let mut running = self.running.lock().await;
-        let config = config::load(Some(&path), self.home.as_deref())
-            .map_err(|source| Error::Read {
-                path: path.clone(),
-                source,
-            })?
-            .config;
+        let config = match &self.cluster {
+            Some(cluster) => self.shared_config(cluster, actor == "hand edit").await?,
+            None => {
+                let path = self.path.clone().ok_or(Error::NoConfigFile)?;
+                config::load(Some(&path), self.home.as_deref())
+                    .map_err(|source| Error::Read {
+                        path: path.clone(),
+                        source,
+                    })?
+                    .config
+            }
+        };
+        let path = self.path.clone().unwrap_or_default();
         let before: Vec<ServerConfig> = running.servers.clone();
         let applied = self.upstreams.apply(&config.servers).await;
-        self.record_hand_edit(&before, &config.servers, &applied)
+        self.record_hand_edit(&before, &config.servers, &applied, actor)
             .await;
         let mut others = config.clone();
         others.servers = running.servers.clone();
@@ -365,6 +407,7 @@ impl Manager {
         before: &[ServerConfig],
         after: &[ServerConfig],
         applied: &AppliedChanges,
+        actor: &'static str,
     ) {
         let old = |name: &str| before.iter().find(|s| s.name == name);
         let new = |name: &str| after.iter().find(|s| s.name == name);
@@ -382,7 +425,7 @@ impl Manager {
                 operation,
             );
             record.status = Status::Success;
-            let mut details = json!({"actor": "hand edit"});
+            let mut details = json!({"actor": actor});
             if let (Some(was), Some(now)) = (old(name), new(name)) {
                 details["launch_changes"] = json!(launch_diff(Some(was), Some(now)));
             }

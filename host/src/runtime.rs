@@ -104,15 +104,50 @@ pub(crate) fn open_trust(
     servers: &[crate::config::ServerConfig],
 ) -> Result<TrustStore> {
     let trust = TrustStore::open(data_dir)?;
+    bind_launches(&trust, servers)?;
+    Ok(trust)
+}
+
+/// At the first start (of the data dir, or of the cluster for a shared store), approves the
+/// servers of the config as written ([`TrustStore::bind_launches`]).
+fn bind_launches(trust: &TrustStore, servers: &[crate::config::ServerConfig]) -> Result<()> {
     let now = activity::format_timestamp(activity::now_ms());
     let approved = trust.bind_launches(servers, &now)?;
     if !approved.is_empty() {
         tracing::info!(
-            "first start on this data dir: the servers in the config are approved as written ({}); servers added later wait for a person's approval",
+            "first start on this {}: the servers in the config are approved as written ({}); servers added later wait for a person's approval",
+            if trust.is_shared() {
+                "cluster"
+            } else {
+                "data dir"
+            },
             approved.join(", ")
         );
     }
-    Ok(trust)
+    Ok(())
+}
+
+/// Applies the trust decisions other replicas make (a shared store) to the upstreams, as
+/// long as they run.
+fn follow_shared_trust(trust: &TrustStore, upstreams: &Arc<Upstreams>) {
+    let Some(mut changed) = trust.subscribe() else {
+        return;
+    };
+    let upstreams = Arc::downgrade(upstreams);
+    tokio::spawn(async move {
+        while changed.changed().await.is_ok() {
+            let Some(upstreams) = upstreams.upgrade() else {
+                return;
+            };
+            let restarted = upstreams.retrust().await;
+            if !restarted.is_empty() {
+                tracing::info!(
+                    "restarted after another replica's approval: {}",
+                    restarted.join(", ")
+                );
+            }
+        }
+    });
 }
 
 /// Records each server that is not started because its launch spec is not approved: added
@@ -193,6 +228,18 @@ impl Runtime {
         config_file: Option<&Path>,
         plugins_dir: Option<PathBuf>,
     ) -> Result<Self> {
+        Self::build_with(config, data_dir, config_file, plugins_dir, None)
+    }
+
+    /// [`Runtime::build`] with the trust decisions the replicas of a cluster share
+    /// (`shared`), instead of the data dir's `trust.json`.
+    pub(crate) fn build_with(
+        config: Config,
+        data_dir: &Path,
+        config_file: Option<&Path>,
+        plugins_dir: Option<PathBuf>,
+        shared: Option<Arc<TrustStore>>,
+    ) -> Result<Self> {
         let plugins_dir = plugins_dir.or_else(|| config.plugins.dir.clone());
         let plugins = load_plugins(&config, data_dir, plugins_dir.as_deref())?;
         let annotators = select(
@@ -234,17 +281,24 @@ impl Runtime {
         let scanner = plugins.of_kind(PluginKind::Scanner).next().cloned();
         let journal = open_journal(&config, data_dir, Some(&metrics))?;
         journal.spawn_retention();
-        let trust = Arc::new(open_trust(data_dir, &config.servers)?);
+        let trust = match shared {
+            Some(trust) => {
+                bind_launches(&trust, &config.servers)?;
+                trust
+            }
+            None => Arc::new(open_trust(data_dir, &config.servers)?),
+        };
         let index = Arc::new(ToolIndex::new()?);
         let upstreams = Upstreams::start(
             &config.servers,
             &config.upstream,
             config.tool_call_timeout,
             index.clone(),
-            trust,
+            trust.clone(),
             forbidden_paths(data_dir, config_file),
             crate::credentials::CredentialStore::open(data_dir)?,
         );
+        follow_shared_trust(&trust, &upstreams);
         let changes = upstreams.take_changes();
         let activity = ActivitySettings {
             max_argument_bytes: config.activity.max_argument_bytes,

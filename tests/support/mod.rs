@@ -20,6 +20,9 @@ pub(crate) mod ide;
 pub(crate) mod mcp;
 /// Node 22 and the npm tools run with it (the conformance suite, the OAuth servers).
 pub(crate) mod node;
+/// A real PostgreSQL on loopback for the cluster tests (started by the test; skipped with a
+/// note when it is not installed, unless `MCPPROXY_REQUIRE_POSTGRES` is set, as in CI).
+pub(crate) mod postgres;
 /// The Python of `tests/python/.venv`.
 mod python;
 

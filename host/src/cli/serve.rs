@@ -169,14 +169,38 @@ impl ServeCommand {
         // over when it goes away (one front-end wins the journal; the others attach to it).
         let mut front: Option<FrontEnd> = None;
         let stdio = self.stdio.then(|| self.server.clone());
+        // A replica of a cluster: the state the replicas share, joined before anything runs.
+        let cluster = match config.cluster.postgres {
+            Some(_) => Some(
+                crate::cluster::Cluster::join(
+                    &config.cluster,
+                    &crate::credentials::CredentialStore::open(&data_dir)?,
+                    shutdown.clone(),
+                )
+                .await?,
+            ),
+            None => None,
+        };
+        let mut running_config = loaded.config.clone();
+        if let Some(cluster) = &cluster {
+            let servers = crate::manage::cluster_servers(
+                cluster,
+                loaded.path.as_deref(),
+                globals.home.as_deref(),
+            )
+            .await?;
+            config.servers = servers.clone();
+            running_config.servers = servers;
+        }
         let build = || {
             // Loading the plugins and opening the journal block: off the async workers.
             tokio::task::block_in_place(|| {
-                Runtime::build(
+                Runtime::build_with(
                     config.clone(),
                     &data_dir,
                     loaded.path.as_deref(),
                     self.plugins.clone(),
+                    cluster.as_ref().map(|c| c.trust().clone()),
                 )
             })
         };
@@ -247,12 +271,18 @@ impl ServeCommand {
                 .as_deref()
                 .map(|h| config::default_path(Some(h)))
         });
-        let manager = Arc::new(Manager::new(
-            config_path,
-            globals.home.clone(),
-            runtime.proxy.clone(),
-            loaded.config.clone(),
-        ));
+        let manager = Arc::new(
+            Manager::new(
+                config_path,
+                globals.home.clone(),
+                runtime.proxy.clone(),
+                running_config,
+            )
+            .with_cluster(cluster.clone()),
+        );
+        if let Some(cluster) = &cluster {
+            crate::manage::follow_cluster(manager.clone(), cluster.clone(), shutdown.clone());
+        }
         if let Err(e) = crate::manage::watch(manager.clone(), shutdown.clone()) {
             tracing::warn!(
                 "cannot watch the config file for edits (restart mcpproxy after editing it): {e}"

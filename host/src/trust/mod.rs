@@ -5,7 +5,11 @@
 //! - [`LaunchSpec`]: how a server starts or where it connects, reduced to the fingerprint an
 //!   approval is bound to ([`Standing`]: approved, quarantined, or its launch not approved);
 //! - [`TrustStore`]: the decisions, durable in `<data dir>/trust.json` (written to a
-//!   temporary file, synced and renamed, so a crash leaves the old file or the new one);
+//!   temporary file, synced and renamed, so a crash leaves the old file or the new one), or
+//!   shared by the replicas of a cluster ([`TrustStore::shared`]: kept in memory, each
+//!   change handed to the `cluster` module's writer, the state others wrote taken back
+//!   with [`TrustStore::replace`]), where a tool one replica sees change is [`HeldTool`] on
+//!   all;
 //! - [`pin`]: a tool's SHA-256 fingerprint over everything the policy reads about it (name,
 //!   description, input and output schema, annotations with their title, `_meta`; JSON
 //!   with sorted keys, so key order never counts as a change), and the pins of earlier
@@ -26,4 +30,6 @@ pub(crate) use launch::LaunchSpec;
 
 pub(crate) use pin::{ToolDiff, fingerprint, has_outdated_pins, upgrade_pins};
 pub(crate) use review::{Analysis, Error, Result, Review, ToolStanding};
-pub(crate) use store::{PinnedTool, ServerTrust, Standing, TrustStore};
+pub(crate) use store::{
+    HeldTool, PinnedTool, ServerTrust, Standing, TrustState, TrustStore, TrustWrite,
+};

@@ -27,6 +27,10 @@ pub(crate) enum Error {
         path: std::path::PathBuf,
         source: std::io::Error,
     },
+    #[error(
+        "the change is kept on this replica only: its link to the shared state (cluster.postgres) has stopped; restart the replica"
+    )]
+    Unshared,
 }
 
 pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
@@ -69,7 +73,13 @@ impl Review {
             .map(|(name, tool)| {
                 let standing = match pins.tools.get(name) {
                     None => ToolStanding::New,
-                    Some(pinned) if pinned.matches(tool) => ToolStanding::Trusted,
+                    Some(pinned) if pinned.matches(tool) => match pins.held.get(name) {
+                        // Another replica saw it change: held here too until approved.
+                        Some(held) if held.sha256 != pinned.sha256 => {
+                            ToolStanding::Changed(Box::new(held.diff.clone()))
+                        }
+                        _ => ToolStanding::Trusted,
+                    },
                     Some(pinned) => {
                         ToolStanding::Changed(Box::new(ToolDiff::between(pinned, tool)))
                     }

@@ -4,14 +4,16 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
+use tokio::sync::{Notify, mpsc, watch};
 
 use crate::config::ServerConfig;
 use mcpproxy_policy::{Annotations, Tool};
 
 use super::launch::{LaunchSpec, LaunchView};
-use super::{Error, Result, fingerprint};
+use super::{Error, Result, ToolDiff, fingerprint};
 
 /// The file's name in the data dir.
 pub(super) const FILE_NAME: &str = "trust.json";
@@ -81,6 +83,22 @@ pub(crate) struct ServerTrust {
     /// Its tools as approved (or as first seen, for a server never quarantined).
     #[serde(default)]
     pub tools: BTreeMap<String, PinnedTool>,
+    /// Tools a replica of the cluster saw change since they were pinned (shared state
+    /// only): held on every replica, whatever its own session lists, until a person
+    /// approves the tool (pinning it again clears it).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub held: BTreeMap<String, HeldTool>,
+}
+
+/// A tool held because a replica saw it change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct HeldTool {
+    /// [`fingerprint`] of the changed form the replica saw.
+    pub sha256: String,
+    /// What changed, as the replica that saw it listed it.
+    pub diff: ToolDiff,
+    /// When it was seen (RFC 3339).
+    pub seen_at: String,
 }
 
 /// An approved launch spec.
@@ -123,20 +141,49 @@ impl Standing {
 }
 
 impl ServerTrust {
+    /// Pins `tool` as it is now: approved in this form, no longer held.
     pub(crate) fn pin(&mut self, tool: &Tool, at: &str) {
+        self.held.remove(&tool.name);
         self.tools
             .insert(tool.name.clone(), PinnedTool::of(tool, at));
     }
 }
 
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct TrustFile {
+/// Every trust decision: the trust file's content, or the shared state as loaded.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct TrustState {
     /// Approvals are bound to launch specs: set once the servers of the config at the data
     /// dir's first start were approved as written ([`TrustStore::bind_launches`]).
     #[serde(default)]
-    launch_binding: bool,
+    pub launch_binding: bool,
     #[serde(default)]
-    servers: BTreeMap<String, ServerTrust>,
+    pub servers: BTreeMap<String, ServerTrust>,
+}
+
+/// One change for the shared store to write, in the order made.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum TrustWrite {
+    /// What is stored about `name` went from `before` to `after` (`None`: nothing).
+    Server {
+        name: String,
+        before: Option<Box<ServerTrust>>,
+        after: Option<Box<ServerTrust>>,
+    },
+    /// Approvals are bound to launch specs from now on ([`TrustStore::bind_launches`]).
+    Binding,
+}
+
+/// The link of a store whose state is shared (`cluster.postgres`): its changes go to a
+/// writer task, the state others wrote comes back through [`TrustStore::replace`].
+#[derive(Debug)]
+struct Shared {
+    writes: mpsc::UnboundedSender<TrustWrite>,
+    /// Changes sent to the writer and not yet written (or failed).
+    pending: AtomicU64,
+    /// Woken when the last pending change is written.
+    settled: Notify,
+    /// Bumped each time the state others wrote replaced this one.
+    changed: watch::Sender<u64>,
 }
 
 /// Who approved the servers found in the config at the data dir's first start.
@@ -146,7 +193,8 @@ pub(crate) const FIRST_START: &str = "mcp_config.json at the data dir's first st
 #[derive(Debug)]
 pub(crate) struct TrustStore {
     path: PathBuf,
-    file: Mutex<TrustFile>,
+    file: Mutex<TrustState>,
+    shared: Option<Shared>,
 }
 
 impl TrustStore {
@@ -154,7 +202,7 @@ impl TrustStore {
     pub(crate) fn open(data_dir: &Path) -> Result<Self> {
         let path = data_dir.join(FILE_NAME);
         let file = match std::fs::File::open(&path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => TrustFile::default(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => TrustState::default(),
             Err(source) => return Err(Error::Read { path, source }),
             Ok(file) => {
                 // A file an older release left readable by others is narrowed now, not at the
@@ -180,10 +228,111 @@ impl TrustStore {
         Ok(Self {
             path,
             file: Mutex::new(file),
+            shared: None,
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, TrustFile> {
+    /// A store whose state is shared with other replicas, starting from `state`: every
+    /// change is kept in memory at once (the API stays synchronous) and sent, in order, to
+    /// the receiver returned, whose owner writes it to the shared store and calls
+    /// [`TrustStore::written`] after each.
+    pub(crate) fn shared(state: TrustState) -> (Self, mpsc::UnboundedReceiver<TrustWrite>) {
+        let (writes, receiver) = mpsc::unbounded_channel();
+        let store = Self {
+            path: PathBuf::new(),
+            file: Mutex::new(state),
+            shared: Some(Shared {
+                writes,
+                pending: AtomicU64::new(0),
+                settled: Notify::new(),
+                changed: watch::Sender::new(0),
+            }),
+        };
+        (store, receiver)
+    }
+
+    /// Whether the state is shared with other replicas.
+    pub(crate) fn is_shared(&self) -> bool {
+        self.shared.is_some()
+    }
+
+    /// Replaces the state with what the shared store holds now, unless changes made here
+    /// are still on their way to it (`false`: call again once [`TrustStore::settled`]
+    /// returns). Subscribers hear of it when anything changed.
+    pub(crate) fn replace(&self, state: TrustState) -> bool {
+        let Some(shared) = &self.shared else {
+            return false;
+        };
+        let mut file = self.lock();
+        if shared.pending.load(Ordering::Acquire) > 0 {
+            return false;
+        }
+        if *file != state {
+            *file = state;
+            drop(file);
+            shared.changed.send_modify(|generation| *generation += 1);
+        }
+        true
+    }
+
+    /// One change sent to the writer was written (or given up on).
+    pub(crate) fn written(&self) {
+        if let Some(shared) = &self.shared
+            && shared.pending.fetch_sub(1, Ordering::AcqRel) == 1
+        {
+            shared.settled.notify_one();
+        }
+    }
+
+    /// Waits until no change made here is on its way to the shared store.
+    pub(crate) async fn settled(&self) {
+        if let Some(shared) = &self.shared {
+            while shared.pending.load(Ordering::Acquire) > 0 {
+                shared.settled.notified().await;
+            }
+        }
+    }
+
+    /// Hears of each replacement by the shared state ([`TrustStore::replace`]); `None` for
+    /// a store that is not shared.
+    pub(crate) fn subscribe(&self) -> Option<watch::Receiver<u64>> {
+        self.shared.as_ref().map(|s| s.changed.subscribe())
+    }
+
+    /// Records that `tool` of `server` was seen changed (`diff` from its pin, `sha256` of
+    /// the form seen), so every replica holds it until a person approves it. Only for a
+    /// shared store: alone, a replica's own review of each listing holds it already.
+    pub(crate) fn hold(
+        &self,
+        server: &str,
+        tool: &str,
+        sha256: &str,
+        diff: &ToolDiff,
+        at: &str,
+    ) -> Result<()> {
+        if self.shared.is_none()
+            || self
+                .lock()
+                .servers
+                .get(server)
+                .and_then(|s| s.held.get(tool))
+                .is_some_and(|held| held.sha256 == sha256)
+        {
+            return Ok(());
+        }
+        self.update(server, |s| {
+            s.held.insert(
+                tool.to_owned(),
+                HeldTool {
+                    sha256: sha256.to_owned(),
+                    diff: diff.clone(),
+                    seen_at: at.to_owned(),
+                },
+            );
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, TrustState> {
         self.file.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -247,8 +396,15 @@ impl TrustStore {
     /// removed and added again is new.
     pub(crate) fn forget(&self, server: &str) -> Result<()> {
         let mut file = self.lock();
-        if file.servers.remove(server).is_some() {
-            self.save(&file)?;
+        if let Some(before) = file.servers.remove(server) {
+            self.persist(
+                &file,
+                vec![TrustWrite::Server {
+                    name: server.to_owned(),
+                    before: Some(Box::new(before)),
+                    after: None,
+                }],
+            )?;
         }
         Ok(())
     }
@@ -264,8 +420,10 @@ impl TrustStore {
             return Ok(Vec::new());
         }
         let mut approved = Vec::new();
+        let mut writes = Vec::new();
         for server in servers {
             let spec = LaunchSpec::of(server);
+            let before = file.servers.get(&server.name).cloned().map(Box::new);
             let trust = file.servers.entry(server.name.clone()).or_default();
             trust.launch = Some(ApprovedLaunch {
                 sha256: spec.sha256,
@@ -277,10 +435,16 @@ impl TrustStore {
                 trust.approved_at = Some(at.to_owned());
                 trust.approved_by = Some(FIRST_START.to_owned());
             }
+            writes.push(TrustWrite::Server {
+                name: server.name.clone(),
+                before,
+                after: Some(Box::new(trust.clone())),
+            });
             approved.push(server.name.clone());
         }
         file.launch_binding = true;
-        self.save(&file)?;
+        writes.push(TrustWrite::Binding);
+        self.persist(&file, writes)?;
         Ok(approved)
     }
 
@@ -292,12 +456,44 @@ impl TrustStore {
         change: impl FnOnce(&mut ServerTrust) -> R,
     ) -> Result<R> {
         let mut file = self.lock();
-        let result = change(file.servers.entry(server.to_owned()).or_default());
-        self.save(&file)?;
+        let before = file.servers.get(server).cloned().map(Box::new);
+        let trust = file.servers.entry(server.to_owned()).or_default();
+        let result = change(trust);
+        let after = Some(Box::new(trust.clone()));
+        self.persist(
+            &file,
+            vec![TrustWrite::Server {
+                name: server.to_owned(),
+                before,
+                after,
+            }],
+        )?;
         Ok(result)
     }
 
-    fn save(&self, file: &TrustFile) -> Result<()> {
+    /// Makes the changes durable: the file saved, or (shared) each change that changes
+    /// something sent to the writer. Called with the state locked, so a
+    /// [`TrustStore::replace`] never overtakes a change on its way.
+    fn persist(&self, file: &TrustState, writes: Vec<TrustWrite>) -> Result<()> {
+        let Some(shared) = &self.shared else {
+            return self.save(file);
+        };
+        for write in writes {
+            if let TrustWrite::Server { before, after, .. } = &write
+                && before == after
+            {
+                continue;
+            }
+            shared.pending.fetch_add(1, Ordering::AcqRel);
+            if shared.writes.send(write).is_err() {
+                self.written();
+                return Err(Error::Unshared);
+            }
+        }
+        Ok(())
+    }
+
+    fn save(&self, file: &TrustState) -> Result<()> {
         if self.path.as_os_str().is_empty() {
             return Ok(());
         }

@@ -235,6 +235,22 @@ impl Upstreams {
         Ok(self.restart(name).await)
     }
 
+    /// Applies trust decisions another replica made (shared state) to every server: a
+    /// quarantine lifted or set, tools held or released at once; a server whose launch was
+    /// approved (or is no longer) restarts. Returns the servers restarted.
+    pub(crate) async fn retrust(&self) -> Vec<String> {
+        let restart: Vec<String> = self
+            .all()
+            .iter()
+            .filter(|u| u.config.enabled && !u.retrust())
+            .map(|u| u.name().to_owned())
+            .collect();
+        for name in &restart {
+            self.restart(name).await;
+        }
+        restart
+    }
+
     /// The trust decisions the upstreams are held against.
     pub(crate) fn trust(&self) -> &Arc<TrustStore> {
         &self.trust

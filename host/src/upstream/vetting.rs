@@ -144,6 +144,23 @@ impl Upstream {
                 }
             }
         }
+        if !auto {
+            // Shared state: every replica holds what this one saw change.
+            for change in changes.iter().filter(|c| c.kind == ChangeKind::Changed) {
+                let (Some(diff), Some(tool)) = (&change.diff, &change.current) else {
+                    continue;
+                };
+                if let Err(e) = self
+                    .trust
+                    .hold(name, &change.tool, &fingerprint(tool), diff, &now)
+                {
+                    tracing::error!(
+                        server = name,
+                        "cannot hold the changed tool on every replica: {e}"
+                    );
+                }
+            }
+        }
         for change in &changes {
             match change.kind {
                 ChangeKind::Removed => {}
@@ -178,6 +195,32 @@ impl Upstream {
             return Review::of(tools, self.trust.server(name).as_ref());
         }
         review
+    }
+
+    /// Applies trust decisions another replica made (shared state): the quarantine as
+    /// approved now, the listing held against the pins and held tools as they are now.
+    /// `false` when whether it may start changed: the caller restarts it.
+    pub(crate) fn retrust(&self) -> bool {
+        let standing = self.trust.standing(&self.config);
+        if standing.may_start() != self.standing.may_start() {
+            return false;
+        }
+        let name = self.name();
+        self.quarantined
+            .store(standing.is_quarantined(), Ordering::Release);
+        let review = Review::of(&self.tools(), self.trust.server(name).as_ref());
+        {
+            let mut reported = lock(&self.reported);
+            reported.retain(|tool, _| {
+                review
+                    .standing
+                    .get(tool)
+                    .is_some_and(|s| *s != ToolStanding::Trusted)
+            });
+        }
+        *write(&self.review) = Arc::new(review);
+        self.reindex();
+        true
     }
 
     /// Stores a vetted listing and puts its trusted tools (none while quarantined) in the
@@ -251,6 +294,7 @@ impl Upstream {
                 if tools.is_none() {
                     s.approved_at = Some(now.clone());
                     s.approved_by = Some(by.to_owned());
+                    s.held.clear();
                 }
                 for tool in &chosen {
                     s.pin(tool, &now);

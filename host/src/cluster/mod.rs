@@ -1,0 +1,22 @@
+//! Replicas that share one state (`cluster.postgres`): the approvals, pins and held tools of
+//! the trust store and the upstream servers live in PostgreSQL, and each change reaches
+//! every replica at once through `LISTEN`/`NOTIFY`.
+//!
+//! - `connect`: the URL (references resolved), connections, messages that name the database
+//!   by host and port, never by its password;
+//! - `migrate`: the schema, embedded and applied at start under an advisory lock;
+//! - `trust_sync`: the trust decisions read in one snapshot and written one transaction per
+//!   change;
+//! - `servers`: the cluster's upstream servers (`mcpServers`), seeded once from the first
+//!   replica's file, changed through any replica;
+//! - `replica`: [`Cluster`], this replica's link: joining, its writer and its listener.
+
+mod connect;
+mod error;
+mod migrate;
+mod replica;
+mod servers;
+mod trust_sync;
+
+pub(crate) use replica::Cluster;
+pub(crate) use servers::{ChangeError, config_with_servers};
