@@ -25,14 +25,14 @@ use crate::support::node::oauth_dir;
 /// `http.auth_token`: passes without an identity.
 const STATIC_TOKEN: &str = "a-static-token-0123456789abcdef";
 
-/// The authorization server.
-struct Issuer {
+/// The authorization server (the identity tests use it too).
+pub(crate) struct Issuer {
     child: Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Issuer {
-    fn start(node: &Path) -> Self {
+    pub(crate) fn start(node: &Path) -> Self {
         let mut child = Command::new(node)
             .arg(oauth_dir().join("issuer.mjs"))
             .stdin(Stdio::null())
@@ -54,7 +54,7 @@ impl Issuer {
     }
 
     /// An access token for `client` with `resource` as its audience.
-    async fn token(&self, client: &str, resource: &str) -> String {
+    pub(crate) async fn token(&self, client: &str, resource: &str) -> String {
         let answer: Value = reqwest::Client::new()
             .post(format!("{}/token", self.url))
             .basic_auth(client, Some(format!("{client}-secret-0123456789")))

@@ -82,6 +82,11 @@ mod plugin_safety_routing;
 /// The deny-all WASI of validators, annotators and scanners, proved from a guest.
 mod plugin_wasi_sandbox;
 
+/// Who is asking: the caller in the plugins' call context (`host.caller`) beside a plugin
+/// built against the contract before it, and the group-gate validator deciding by group,
+/// with identities from a real authorization server.
+mod identity_group_gate;
+
 /// Property tests (random inputs, proptest): call arguments and intents, config text, the
 /// record codec. No input panics; every accepted one keeps the invariants.
 mod properties;

@@ -56,6 +56,16 @@ impl CallContext {
             identity: None,
         }
     }
+
+    /// The logged-in caller as the policy's plugins see it (`host.caller`).
+    pub(crate) fn caller(&self) -> Option<Arc<mcpproxy_policy::Caller>> {
+        self.identity.as_ref().map(|identity| {
+            Arc::new(mcpproxy_policy::Caller {
+                subject: identity.subject.clone(),
+                groups: identity.groups.clone(),
+            })
+        })
+    }
 }
 
 /// What happened to a call.
@@ -299,7 +309,7 @@ impl Proxy {
     ) -> CallOutcome {
         let draft = self.activity.draft(&input, &context);
         tracing::Span::current().record("mcpproxy.activity_id", draft.id.as_str());
-        match self.judge(input, context.timeout).await {
+        match self.judge(input, context.timeout, context.caller()).await {
             Judged::Refused(message) => {
                 let record = draft.refused(&message, started);
                 self.append(record).await;
@@ -388,7 +398,9 @@ impl Proxy {
                 };
                 let (result, guarded) = match result {
                     Ok(r) => {
-                        let (r, note) = self.guard_tool_result(&evaluation, r).await;
+                        let (r, note) = self
+                            .guard_tool_result(&evaluation, r, context.caller())
+                            .await;
                         (Ok(r), note)
                     }
                     Err(e) => (Err(e), Default::default()),
@@ -460,7 +472,12 @@ impl Proxy {
 
     /// Resolves the tool and runs the policy pipeline; contacts no upstream. A server still
     /// connecting (just after start) is waited for, within the call's timeout.
-    async fn judge(&self, input: CallInput, timeout: Option<Duration>) -> Judged {
+    async fn judge(
+        &self,
+        input: CallInput,
+        timeout: Option<Duration>,
+        caller: Option<Arc<mcpproxy_policy::Caller>>,
+    ) -> Judged {
         let Some(upstream) = self.upstreams.get(&input.server) else {
             let known = self.upstreams.names();
             return Judged::Refused(format!(
@@ -502,17 +519,19 @@ impl Proxy {
         if !upstream.is_trusted(&input.tool) {
             return self.held_changed(&upstream, &tool).await;
         }
-        self.evaluate(upstream, tool, input).await
+        self.evaluate(upstream, tool, input, caller).await
     }
 
     /// Runs the policy pipeline on a call of `tool`: inline when it is quick (the embedded
     /// plugins on warm instances), else on a blocking thread (plugins are synchronous, and a
-    /// plugin from `--plugins` may take milliseconds).
+    /// plugin from `--plugins` may take milliseconds). The validators see `caller` as the
+    /// call's caller (`host.caller`).
     pub(super) async fn evaluate(
         &self,
         upstream: Arc<upstream::Upstream>,
         tool: mcpproxy_policy::Tool,
         input: CallInput,
+        caller: Option<Arc<mcpproxy_policy::Caller>>,
     ) -> Judged {
         let pipeline = self.pipeline();
         let (variant, intent) = (input.variant, input.intent);
@@ -526,7 +545,13 @@ impl Proxy {
         );
         let policy_span = span.clone();
         let quick = pipeline.is_quick();
-        let judge = move || policy_span.in_scope(|| pipeline.evaluate(variant, tool, intent, args));
+        let judge = move || {
+            policy_span.in_scope(|| {
+                mcpproxy_policy::with_caller(caller, || {
+                    pipeline.evaluate(variant, tool, intent, args)
+                })
+            })
+        };
         let judged = if quick {
             // The embedded plugins on warm instances: microseconds, bounded by their deadline.
             Ok(judge())
