@@ -86,6 +86,9 @@ mod plugin_wasi_sandbox;
 /// built against the contract before it, and the group-gate validator deciding by group,
 /// with identities from a real authorization server.
 mod identity_group_gate;
+/// `scopes`: servers and tools hidden from logged-in callers in every list, every direct
+/// endpoint and every call.
+mod identity_scopes;
 
 /// Property tests (random inputs, proptest): call arguments and intents, config text, the
 /// record codec. No input panics; every accepted one keeps the invariants.

@@ -112,6 +112,10 @@ pub struct Config {
     pub code_execution: CodeExecutionConfig,
     /// `auth`: clients log in with access tokens of this issuer (`None`: no login).
     pub auth: Option<super::AuthConfig>,
+    /// `scopes`: servers and tools hidden from logged-in callers, by subject or group.
+    pub scopes: Vec<super::ScopeRule>,
+    /// `rate_limits`: token buckets per caller, per tool and per upstream.
+    pub rate_limits: super::RateLimitsConfig,
 }
 
 impl Default for Config {
@@ -134,6 +138,8 @@ impl Default for Config {
             isolation: Isolation::default(),
             code_execution: CodeExecutionConfig::default(),
             auth: None,
+            scopes: Vec::new(),
+            rate_limits: super::RateLimitsConfig::default(),
         }
     }
 }
@@ -157,6 +163,8 @@ impl fmt::Debug for Config {
             .field("management", &self.management)
             .field("code_execution", &self.code_execution)
             .field("auth", &self.auth)
+            .field("scopes", &self.scopes)
+            .field("rate_limits", &self.rate_limits)
             .finish()
     }
 }

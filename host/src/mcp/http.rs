@@ -134,8 +134,20 @@ struct DirectServices {
 
 impl DirectServices {
     async fn serve(&self, name: String, request: Request) -> Response {
-        if self.server.proxy.upstreams().get(&name).is_none() {
-            let known = self.server.proxy.upstreams().names().join(", ");
+        // A server `scopes` hide from the caller answers as one that is not configured.
+        let view = request
+            .extensions()
+            .get::<crate::client_auth::Identity>()
+            .and_then(|identity| {
+                self.server
+                    .proxy
+                    .view_for(&identity.subject, &identity.groups)
+            });
+        let seen = |server: &str| view.as_ref().is_none_or(|v| v.sees_server(server));
+        if self.server.proxy.upstreams().get(&name).is_none() || !seen(&name) {
+            let mut known = self.server.proxy.upstreams().names();
+            known.retain(|server| seen(server));
+            let known = known.join(", ");
             return jsonrpc_error(
                 StatusCode::NOT_FOUND,
                 None,

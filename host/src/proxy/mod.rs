@@ -12,6 +12,7 @@ mod record;
 mod report;
 mod request;
 mod review;
+mod scoped;
 mod service;
 mod skills;
 mod tasks;

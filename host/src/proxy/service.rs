@@ -174,6 +174,8 @@ pub(crate) struct Proxy {
     guards: std::sync::RwLock<Arc<mcpproxy_policy::Guards>>,
     /// The `code_execution` tool, when the config enables it.
     pub(super) code: Option<Arc<super::CodeExecutor>>,
+    /// The `scopes` rules: what logged-in callers see (see `scoped`).
+    pub(super) scopes: Arc<crate::scoping::Scopes>,
 }
 
 impl Proxy {
@@ -201,6 +203,7 @@ impl Proxy {
             tasks: super::tasks::TaskRoutes::default(),
             guards: std::sync::RwLock::default(),
             code: None,
+            scopes: Arc::default(),
         }
     }
 
@@ -309,7 +312,11 @@ impl Proxy {
     ) -> CallOutcome {
         let draft = self.activity.draft(&input, &context);
         tracing::Span::current().record("mcpproxy.activity_id", draft.id.as_str());
-        match self.judge(input, context.timeout, context.caller()).await {
+        let view = self.view_of(&context);
+        match self
+            .judge(input, context.timeout, context.caller(), view.as_deref())
+            .await
+        {
             Judged::Refused(message) => {
                 let record = draft.refused(&message, started);
                 self.append(record).await;
@@ -477,8 +484,18 @@ impl Proxy {
         input: CallInput,
         timeout: Option<Duration>,
         caller: Option<Arc<mcpproxy_policy::Caller>>,
+        view: Option<&crate::scoping::View>,
     ) -> Judged {
+        // A scoped caller is told the same of a tool hidden from it and of one that does not
+        // exist (nor are the servers it does not see named).
+        let not_available = || crate::scoping::not_available(&input.server, &input.tool);
+        if view.is_some_and(|view| !view.sees_tool(&input.server, &input.tool)) {
+            return Judged::Refused(not_available());
+        }
         let Some(upstream) = self.upstreams.get(&input.server) else {
+            if view.is_some() {
+                return Judged::Refused(not_available());
+            }
             let known = self.upstreams.names();
             return Judged::Refused(format!(
                 "Unknown server '{}' in '{}:{}'. Known servers: {}. Use retrieve_tools to find tools.",
@@ -505,6 +522,9 @@ impl Proxy {
         }
         // The tool as the server describes it now: annotations are never a stale copy.
         let Some(tool) = upstream.tool(&input.tool) else {
+            if view.is_some() && upstream.state() == State::Ready {
+                return Judged::Refused(not_available());
+            }
             return Judged::Refused(match upstream.state() {
                 State::Ready => format!(
                     "Tool '{}:{}' not found: server '{}' has no tool named '{}'. Use retrieve_tools to find tools.",
@@ -586,15 +606,36 @@ impl Proxy {
         query: String,
         limit: usize,
     ) -> Result<Vec<RetrievedTool>, String> {
+        self.retrieve_as(query, limit, None).await
+    }
+
+    /// [`Proxy::retrieve`] for a caller who sees `view` only (`None`: everything).
+    pub(crate) async fn retrieve_as(
+        &self,
+        query: String,
+        limit: usize,
+        view: Option<Arc<crate::scoping::View>>,
+    ) -> Result<Vec<RetrievedTool>, String> {
+        // Hidden hits are dropped after the search: ask for more, keep `limit`.
+        let asked = if view.is_some() {
+            limit.saturating_mul(4)
+        } else {
+            limit
+        };
         let index = self.index.clone();
         let upstreams = self.upstreams.clone();
         let pipeline = self.pipeline();
         tokio::task::spawn_blocking(move || {
             let hits = index
-                .search(&query, limit)
+                .search(&query, asked)
                 .map_err(|e| format!("search failed: {e}"))?;
             Ok(hits
                 .into_iter()
+                .filter(|hit| {
+                    view.as_ref()
+                        .is_none_or(|v| v.sees_tool(&hit.server, &hit.name))
+                })
+                .take(limit)
                 .filter_map(|hit| {
                     let upstream = upstreams.get(&hit.server)?;
                     let tool = upstream.tool(&hit.name)?;

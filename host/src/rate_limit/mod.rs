@@ -1,0 +1,15 @@
+//! Rate limits as token buckets: the [`Limit`] of a bucket (a rate and a burst), the
+//! [`BucketStore`] that keeps buckets by key and takes tokens from them, the stable
+//! [`key`] format, and the in-memory store of a single proxy. A leaf: it knows neither the
+//! config nor the proxy; `proxy::limits` decides which buckets a call draws from.
+
+mod bucket;
+pub(crate) mod key;
+mod memory;
+mod store;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use bucket::{Bucket, Limit, Per};
+pub(crate) use memory::{Clock, MemoryBuckets, SystemClock};
+pub(crate) use store::{BucketStore, StoreError, Take, TakeFuture};
