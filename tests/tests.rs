@@ -86,6 +86,9 @@ mod plugin_wasi_sandbox;
 /// built against the contract before it, and the group-gate validator deciding by group,
 /// with identities from a real authorization server.
 mod identity_group_gate;
+/// `rate_limits`: per caller, per tool and per upstream; 429 with Retry-After over HTTP, the
+/// JSON-RPC error over stdio.
+mod identity_rate_limits;
 /// `scopes`: servers and tools hidden from logged-in callers in every list, every direct
 /// endpoint and every call.
 mod identity_scopes;

@@ -31,9 +31,3 @@ pub struct RateLimitsConfig {
     /// Per upstream server: shared by every caller.
     pub upstreams: BTreeMap<String, Limit>,
 }
-
-impl RateLimitsConfig {
-    pub(crate) fn is_empty(&self) -> bool {
-        self.identity.is_none() && self.tools.is_empty() && self.upstreams.is_empty()
-    }
-}

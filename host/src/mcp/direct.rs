@@ -80,6 +80,9 @@ impl ProxyServer {
                 result: Err(crate::upstream::Error::Rejected { error, .. }),
                 ..
             } => Err(error),
+            CallOutcome::Limited(limited) => {
+                Err(super::rate_limited::rate_limited(&limited, context))
+            }
             outcome => Ok(call_result(outcome, self.scope())),
         }
     }

@@ -202,12 +202,18 @@ impl ProxyServer {
         variant: OperationType,
         arguments: &Map<String, Value>,
         context: CallContext,
-    ) -> CallToolResponse {
+        request: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
         let input = match parse_call(variant, arguments) {
             Ok(input) => input,
-            Err(message) => return tool_error(&message).into(),
+            Err(message) => return Ok(tool_error(&message).into()),
         };
-        call_result(self.proxy.call(input, context).await, self.scope())
+        match self.proxy.call(input, context).await {
+            CallOutcome::Limited(limited) => {
+                Err(super::rate_limited::rate_limited(&limited, request))
+            }
+            outcome => Ok(call_result(outcome, self.scope())),
+        }
     }
 }
 
@@ -225,6 +231,8 @@ pub(super) fn call_result(outcome: CallOutcome, scope: Scope<'_>) -> CallToolRes
             return CallToolResponse::Task(task);
         }
         CallOutcome::Refused(message) => tool_error(&message),
+        // Answered as a JSON-RPC error before this (see `rate_limited`).
+        CallOutcome::Limited(limited) => tool_error(&limited.message),
         CallOutcome::Held { detail, .. } => tool_error(&detail),
         CallOutcome::Blocked(evaluation) => tool_error(
             evaluation
@@ -442,7 +450,7 @@ impl ServerHandler for ProxyServer {
                 origin.input_responses = request.input_responses;
                 origin.request_state = request.request_state;
             }
-            return Ok(self.call_variant(variant, &arguments, call).await);
+            return self.call_variant(variant, &arguments, call, &context).await;
         }
         match request.name.as_ref() {
             super::tools::RETRIEVE_TOOLS => Ok(self

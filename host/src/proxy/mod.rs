@@ -7,6 +7,7 @@ mod code;
 mod direct;
 mod forwarded;
 mod guard;
+mod limits;
 mod listen;
 mod record;
 mod report;
@@ -20,6 +21,7 @@ mod withheld;
 
 pub(crate) use catalog::{CatalogError, Scope, SubscriptionMethod};
 pub(crate) use code::{CodeExecutor, CodeReport, parse_code_request};
+pub(crate) use limits::{Limited, RATE_LIMITED_CODE, RateLimits};
 pub(crate) use record::ActivitySettings;
 pub(crate) use report::{CallReport, Ending};
 pub(crate) use request::CallInput;

@@ -73,6 +73,8 @@ impl CallContext {
 pub(crate) enum CallOutcome {
     /// Refused before the policy ran: unknown server or tool, unusable server.
     Refused(String),
+    /// Refused by a rate limit before the policy ran.
+    Limited(super::Limited),
     /// The policy rejected it; the upstream was not contacted.
     Blocked(Evaluation),
     /// Held back by the trust rules (a quarantined server, a tool changed since approval):
@@ -107,6 +109,7 @@ impl CallOutcome {
         let decision = |evaluation: &Evaluation| evaluation.outcome.decision.as_str();
         match self {
             Self::Refused(_) => ("refused", "none"),
+            Self::Limited(_) => ("rate_limited", "none"),
             Self::Held { .. } => ("held", "none"),
             Self::Blocked(evaluation) => ("blocked", decision(evaluation)),
             Self::DryRun(evaluation) => ("dry_run", decision(evaluation)),
@@ -176,6 +179,8 @@ pub(crate) struct Proxy {
     pub(super) code: Option<Arc<super::CodeExecutor>>,
     /// The `scopes` rules: what logged-in callers see (see `scoped`).
     pub(super) scopes: Arc<crate::scoping::Scopes>,
+    /// The `rate_limits` and their buckets (see `limits`).
+    pub(super) limits: Arc<super::RateLimits>,
 }
 
 impl Proxy {
@@ -204,6 +209,7 @@ impl Proxy {
             guards: std::sync::RwLock::default(),
             code: None,
             scopes: Arc::default(),
+            limits: Arc::default(),
         }
     }
 
@@ -313,6 +319,18 @@ impl Proxy {
         let draft = self.activity.draft(&input, &context);
         tracing::Span::current().record("mcpproxy.activity_id", draft.id.as_str());
         let view = self.view_of(&context);
+        // Limits are checked once the caller may know the tool (a hidden one is refused as
+        // missing, below), and never for a dry run.
+        if !context.dry_run
+            && view
+                .as_ref()
+                .is_none_or(|v| v.sees_tool(&input.server, &input.tool))
+            && let Err(limited) = self.take_tokens(&context, &input.server, &input.tool).await
+        {
+            let record = draft.refused(&limited.message, started);
+            self.append(record).await;
+            return CallOutcome::Limited(limited);
+        }
         match self
             .judge(input, context.timeout, context.caller(), view.as_deref())
             .await

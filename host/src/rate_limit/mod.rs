@@ -11,5 +11,12 @@ mod store;
 mod tests;
 
 pub(crate) use bucket::{Bucket, Limit, Per};
-pub(crate) use memory::{Clock, MemoryBuckets, SystemClock};
-pub(crate) use store::{BucketStore, StoreError, Take, TakeFuture};
+#[cfg(test)]
+pub(crate) use memory::Clock;
+pub(crate) use memory::MemoryBuckets;
+#[allow(
+    unused_imports,
+    reason = "the error of a store that can fail (a shared one); the in-memory store never does"
+)]
+pub(crate) use store::StoreError;
+pub(crate) use store::{BucketStore, Take, TakeFuture};
