@@ -87,6 +87,7 @@ const MODULE_LAYERS: [&[&str]; 9] = [
         "listener",
         "metrics",
         "secrets",
+        "rate_limit",
     ],
     &["config"],
     &[
@@ -95,6 +96,7 @@ const MODULE_LAYERS: [&[&str]; 9] = [
         "trust",
         "client_auth",
         "cluster_journal",
+        "scoping",
     ],
     &["back_channel", "control", "cluster"],
     &["upstream"],

@@ -87,6 +87,17 @@ mod plugin_safety_routing;
 /// The deny-all WASI of validators, annotators and scanners, proved from a guest.
 mod plugin_wasi_sandbox;
 
+/// Who is asking: the caller in the plugins' call context (`host.caller`) beside a plugin
+/// built against the contract before it, and the group-gate validator deciding by group,
+/// with identities from a real authorization server.
+mod identity_group_gate;
+/// `rate_limits`: per caller, per tool and per upstream; 429 with Retry-After over HTTP, the
+/// JSON-RPC error over stdio.
+mod identity_rate_limits;
+/// `scopes`: servers and tools hidden from logged-in callers in every list, every direct
+/// endpoint and every call.
+mod identity_scopes;
+
 /// Property tests (random inputs, proptest): call arguments and intents, config text, the
 /// record codec. No input panics; every accepted one keeps the invariants.
 mod properties;

@@ -43,6 +43,7 @@ fn main() {
         "secret-redactor",
         "injection-marker",
         "code-runtime",
+        "group-gate",
         "fixtures",
     ] {
         println!(

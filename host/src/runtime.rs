@@ -308,6 +308,11 @@ impl Runtime {
             Proxy::new(Arc::new(pipeline), upstreams, index, journal, activity)
                 .with_scanner(scanner.clone().map(|s| s as Arc<dyn ToolScanner>))
                 .with_metrics(metrics)
+                .with_scopes(crate::scoping::Scopes::new(config.scopes.clone()))
+                .with_rate_limits(crate::proxy::RateLimits::new(
+                    config.rate_limits.clone(),
+                    Arc::new(crate::rate_limit::MemoryBuckets::default()),
+                ))
                 .with_guards(mcpproxy_policy::Guards::new(plugin::result_guards(&guards)))
                 .with_code_execution(config.code_execution.enabled.then(|| {
                     crate::proxy::CodeExecutor::start(

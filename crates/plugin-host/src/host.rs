@@ -1,11 +1,12 @@
 //! What the proxy offers a plugin at run time: the `mcpproxy:plugin/host` imports (`log`,
-//! `config`), the per-call log budget they share with the plugin's stdout and stderr, and
+//! `config`, `caller`), the per-call log budget they share with the plugin's stdout and stderr, and
 //! the per-store state behind them (its WASI, which grants nothing, is in `wasi`). No policy
 //! logic lives here.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use mcpproxy_policy::Caller;
 use wasmtime_wasi::{WasiCtxView, WasiView};
 
 use super::bindings::wit_host::{self, LogLevel};
@@ -85,6 +86,9 @@ pub(crate) struct PluginCtx {
     pub(crate) slot_signal: Option<Arc<SlotSignal>>,
     /// The deadline of the call running in this store, if one is.
     pub(crate) deadline: Option<ArmedDeadline>,
+    /// Who asked for the call being judged (validators, result guards), when a logged-in
+    /// client did: what `host.caller` answers.
+    pub(crate) caller: Option<Arc<Caller>>,
 }
 
 impl Drop for PluginCtx {
@@ -104,6 +108,7 @@ impl PluginCtx {
             wasi: PluginWasi::new(),
             slot_signal: None,
             deadline: None,
+            caller: None,
         }
     }
 
@@ -118,6 +123,7 @@ impl PluginCtx {
     /// (a store kept for a later call must not keep the deadline thread waking for it).
     pub(crate) fn end_call(&mut self) {
         self.deadline = None;
+        self.caller = None;
     }
 }
 
@@ -142,6 +148,15 @@ impl wit_host::Host for PluginCtx {
 
     fn config(&mut self) -> String {
         self.settings.to_string()
+    }
+
+    fn caller(&mut self) -> Option<wit_host::CallerIdentity> {
+        self.caller
+            .as_deref()
+            .map(|caller| wit_host::CallerIdentity {
+                subject: caller.subject.clone(),
+                groups: caller.groups.clone(),
+            })
     }
 }
 
@@ -201,6 +216,26 @@ mod tests {
             ctx.log(LogLevel::Info, "next call".into());
         });
         assert_eq!(logged, ["next call"]);
+    }
+
+    #[test]
+    fn caller_answers_the_identity_of_the_call_and_forgets_it_after() {
+        let mut ctx = PluginCtx::new("p".into(), "{}".into(), 1 << 20);
+        assert!(ctx.caller().is_none());
+        ctx.caller = Some(Arc::new(Caller {
+            subject: "alice".into(),
+            groups: vec!["sre".into()],
+        }));
+        let seen = ctx.caller().expect("the call's caller");
+        assert_eq!(
+            (seen.subject.as_str(), seen.groups.as_slice()),
+            ("alice", &["sre".to_owned()][..])
+        );
+        ctx.end_call();
+        assert!(
+            ctx.caller().is_none(),
+            "a warm instance keeps no caller between calls"
+        );
     }
 
     #[test]

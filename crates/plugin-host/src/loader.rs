@@ -17,7 +17,7 @@ use wasmtime::{Store, Trap};
 use crate::is_plugin_name;
 use mcpproxy_activity::SinkBatch;
 use mcpproxy_policy::Grant;
-use mcpproxy_policy::{CallRequest, Inference, Tool, Verdict};
+use mcpproxy_policy::{CallRequest, Caller, Inference, Tool, Verdict};
 
 use super::bindings::{
     ANNOTATOR_EXPORT, AnnotatorPlugin, AnnotatorPluginPre, METADATA_EXPORT, NDJSON_SINK_EXPORT,
@@ -422,6 +422,7 @@ impl Plugin {
         let wit_request = wit_types::CallRequest::from(request);
         self.run(
             Arc::from(settings),
+            mcpproxy_policy::current_caller(),
             |store| pre.instantiate(store),
             warm,
             |plugin, store| {
@@ -441,6 +442,7 @@ impl Plugin {
         let wit_tool = wit_types::Tool::from(tool);
         self.run(
             self.settings.clone(),
+            None,
             |store| pre.instantiate(store),
             warm,
             |plugin, store| {
@@ -465,6 +467,7 @@ impl Plugin {
         let wit_tools: Vec<wit_types::Tool> = tools.iter().map(Into::into).collect();
         self.run(
             self.settings.clone(),
+            None,
             |store| pre.instantiate(store),
             warm,
             |plugin, store| {
@@ -480,6 +483,7 @@ impl Plugin {
     fn run<B, R>(
         &self,
         settings: Arc<str>,
+        caller: Option<Arc<Caller>>,
         instantiate: impl Fn(&mut Store<PluginCtx>) -> wasmtime::Result<B>,
         warm: &WarmPool<B>,
         call: impl FnOnce(&B, &mut Store<PluginCtx>) -> wasmtime::Result<R>,
@@ -487,6 +491,7 @@ impl Plugin {
         let classify = |e| self.fault(classify(e, &self.limits));
         if !self.reuses_instances() {
             let (bindings, mut store) = self.instantiate(settings, &instantiate)?;
+            store.data_mut().caller = caller;
             return call(&bindings, &mut store).map_err(classify);
         }
         let mut instance = match warm.take() {
@@ -500,6 +505,7 @@ impl Plugin {
                 Warm { store, bindings }
             }
         };
+        instance.store.data_mut().caller = caller;
         // On a fault `instance` is dropped here, never returned to the pool.
         let result = call(&instance.bindings, &mut instance.store).map_err(classify)?;
         instance.store.data_mut().end_call();

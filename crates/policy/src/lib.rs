@@ -11,6 +11,8 @@
 
 mod limits;
 
+mod caller;
+
 mod grant;
 mod guard;
 mod memo;
@@ -22,6 +24,7 @@ mod sync;
 mod text;
 mod types;
 
+pub use caller::{Caller, current_caller, with_caller};
 pub use grant::{Grant, authority_of};
 pub use guard::{
     Block, GuardAction, GuardAnswer, GuardContext, GuardItem, GuardReport, GuardTally, Guarded,

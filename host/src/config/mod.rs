@@ -29,6 +29,7 @@ pub(crate) mod document;
 mod model;
 mod raw;
 pub(crate) mod reference;
+mod team;
 #[cfg(test)]
 mod tests;
 mod validate;
@@ -49,3 +50,4 @@ pub(crate) use model::{
     DEFAULT_ASYNC_FLUSH, Loaded, MAX_TOOL_CALL_TIMEOUT_MS, Result, default_path, is_secret_text,
     load, read_bounded,
 };
+pub(crate) use team::{RateLimitsConfig, ScopeRule};

@@ -114,6 +114,10 @@ pub struct Config {
     pub auth: Option<super::AuthConfig>,
     /// `cluster`: replicas sharing one state (PostgreSQL), one journal, sticky sessions.
     pub cluster: super::ClusterConfig,
+    /// `scopes`: servers and tools hidden from logged-in callers, by subject or group.
+    pub scopes: Vec<super::ScopeRule>,
+    /// `rate_limits`: token buckets per caller, per tool and per upstream.
+    pub rate_limits: super::RateLimitsConfig,
 }
 
 impl Default for Config {
@@ -137,6 +141,8 @@ impl Default for Config {
             code_execution: CodeExecutionConfig::default(),
             auth: None,
             cluster: super::ClusterConfig::default(),
+            scopes: Vec::new(),
+            rate_limits: super::RateLimitsConfig::default(),
         }
     }
 }
@@ -160,6 +166,8 @@ impl fmt::Debug for Config {
             .field("management", &self.management)
             .field("code_execution", &self.code_execution)
             .field("auth", &self.auth)
+            .field("scopes", &self.scopes)
+            .field("rate_limits", &self.rate_limits)
             .finish()
     }
 }

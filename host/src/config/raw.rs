@@ -37,6 +37,37 @@ pub(super) struct RawConfig {
     pub code_execution: Option<RawCodeExecution>,
     pub auth: Option<RawAuth>,
     pub cluster: Option<RawCluster>,
+    pub scopes: Option<Vec<RawScope>>,
+    pub rate_limits: Option<RawRateLimits>,
+}
+
+/// One `scopes` rule: who it names and what they do not see.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+pub(super) struct RawScope {
+    pub subjects: Option<Vec<String>>,
+    pub groups: Option<Vec<String>>,
+    pub hide_servers: Option<Vec<String>>,
+    pub hide_tools: Option<Vec<String>>,
+    pub only_servers: Option<Vec<String>>,
+}
+
+/// `rate_limits`: token buckets per caller, per tool, per upstream.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+pub(super) struct RawRateLimits {
+    pub identity: Option<RawRate>,
+    pub tools: Option<BTreeMap<String, RawRate>>,
+    pub upstreams: Option<BTreeMap<String, RawRate>>,
+}
+
+/// One limit: `rate` calls per `per`, `burst` at once.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+pub(super) struct RawRate {
+    pub rate: Option<f64>,
+    pub per: Option<String>,
+    pub burst: Option<u64>,
 }
 
 /// `auth`: the authorization server whose access tokens `/mcp` takes.
@@ -312,6 +343,9 @@ object_only!(
     RawOAuth,
     RawAuth,
     RawCluster,
+    RawScope,
+    RawRateLimits,
+    RawRate,
 );
 
 /// Why the text could not be read as a [`RawConfig`].

@@ -1,4 +1,5 @@
-//! The direct view's tools: one upstream's trusted tools under their own names. A call is
+//! The direct view's tools: one upstream's trusted tools under their own names (less those
+//! `scopes` hide from the caller). A call is
 //! judged as the variant the tool's effective annotations call for (`call_tool_read` for a
 //! read-only tool, and so on), with no declared intent, and recorded like any call.
 
@@ -9,11 +10,13 @@ use rmcp::service::{RequestContext, RoleServer};
 use crate::proxy::{CallInput, CallOutcome};
 
 use super::{ProxyServer, call_result, catalog_error};
+use crate::scoping::View;
 
 impl ProxyServer {
     pub(super) async fn direct_list_tools(
         &self,
         server: &str,
+        view: Option<&View>,
     ) -> Result<ListToolsResult, ErrorData> {
         let tools = self
             .proxy
@@ -21,7 +24,11 @@ impl ProxyServer {
             .await
             .map_err(catalog_error)?;
         Ok(ListToolsResult::with_all_items(
-            tools.into_iter().map(|t| t.tool).collect(),
+            tools
+                .into_iter()
+                .map(|t| t.tool)
+                .filter(|t| view.is_none_or(|v| v.sees_tool(server, &t.name)))
+                .collect(),
         ))
     }
 
@@ -31,13 +38,20 @@ impl ProxyServer {
         request: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let variant = match self
-            .proxy
-            .direct_tool(server, &request.name)
-            .await
-            .map_err(catalog_error)?
-        {
+        let hidden = self
+            .view(context)
+            .is_some_and(|view| !view.sees_tool(server, &request.name));
+        let found = match hidden {
+            true => None,
+            false => self
+                .proxy
+                .direct_tool(server, &request.name)
+                .await
+                .map_err(catalog_error)?,
+        };
+        let variant = match found {
             Some(tool) => tool.variant,
+            // A hidden tool reads as one the server does not have.
             None => {
                 return Err(ErrorData::invalid_params(
                     format!(
@@ -66,6 +80,9 @@ impl ProxyServer {
                 result: Err(crate::upstream::Error::Rejected { error, .. }),
                 ..
             } => Err(error),
+            CallOutcome::Limited(limited) => {
+                Err(super::rate_limited::rate_limited(&limited, context))
+            }
             outcome => Ok(call_result(outcome, self.scope())),
         }
     }

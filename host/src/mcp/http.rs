@@ -134,8 +134,20 @@ struct DirectServices {
 
 impl DirectServices {
     async fn serve(&self, name: String, request: Request) -> Response {
-        if self.server.proxy.upstreams().get(&name).is_none() {
-            let known = self.server.proxy.upstreams().names().join(", ");
+        // A server `scopes` hide from the caller answers as one that is not configured.
+        let view = request
+            .extensions()
+            .get::<crate::client_auth::Identity>()
+            .and_then(|identity| {
+                self.server
+                    .proxy
+                    .view_for(&identity.subject, &identity.groups)
+            });
+        let seen = |server: &str| view.as_ref().is_none_or(|v| v.sees_server(server));
+        if self.server.proxy.upstreams().get(&name).is_none() || !seen(&name) {
+            let mut known = self.server.proxy.upstreams().names();
+            known.retain(|server| seen(server));
+            let known = known.join(", ");
             return jsonrpc_error(
                 StatusCode::NOT_FOUND,
                 None,
@@ -223,7 +235,9 @@ async fn guard(gate: Arc<Gate>, mut request: Request, next: Next) -> Response {
     }
     let json_body = json_reply::has_content_type(request.headers(), "application/json");
     let accepts_json = accepts_json(request.headers());
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
+    let retry_after = super::rate_limited::RetryAfter::default();
+    parts.extensions.insert(retry_after.clone());
     let body = match http_body_util::Limited::new(body, MAX_REQUEST_BODY_BYTES)
         .collect()
         .await
@@ -255,11 +269,22 @@ async fn guard(gate: Arc<Gate>, mut request: Request, next: Next) -> Response {
         // rmcp answers 415 for a JSON body it cannot parse as a JSON-RPC message.
         return malformed(&body);
     }
-    if accepts_json {
+    let mut response = if accepts_json {
         json_reply::prefer_json(response).await
     } else {
         response
+    };
+    // A call refused by a rate limit: 429 and when to retry (the body is the JSON-RPC
+    // error), once the answer is whole.
+    if let Some(seconds) = retry_after.seconds()
+        && !json_reply::has_content_type(response.headers(), "text/event-stream")
+    {
+        *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
     }
+    response
 }
 
 /// Whether the request's `Accept` takes a JSON body (`application/json`, `application/*` or

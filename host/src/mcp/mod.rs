@@ -12,7 +12,8 @@
 //!
 //! Tool-level failures (a policy rejection, an upstream error, bad arguments) come back as a
 //! `CallToolResult` with `isError: true` and a message an agent can act on; the upstream's
-//! own results pass through unchanged. Protocol misuse (an unknown tool) is a JSON-RPC error.
+//! own results pass through unchanged. Protocol misuse (an unknown tool) is a JSON-RPC error,
+//! and so is a call refused by a rate limit (`rate_limited`: over HTTP with status 429).
 
 mod client_login;
 mod client_session;
@@ -21,6 +22,7 @@ mod direct;
 pub(crate) mod http;
 mod json_reply;
 mod manage_tool;
+mod rate_limited;
 mod server;
 pub(crate) mod sessions;
 pub(crate) mod sticky;

@@ -18,6 +18,7 @@ use crate::proxy::{
     CallContext, CallOutcome, CatalogError, Proxy, Scope, SubscriptionMethod, parse_call,
     shown_task_id,
 };
+use crate::scoping::View;
 use mcpproxy_activity::{ClientRecord, Source};
 use mcpproxy_policy::OperationType;
 
@@ -148,7 +149,11 @@ impl ProxyServer {
         }
     }
 
-    async fn retrieve_tools(&self, arguments: &Map<String, Value>) -> CallToolResult {
+    async fn retrieve_tools(
+        &self,
+        arguments: &Map<String, Value>,
+        view: Option<Arc<View>>,
+    ) -> CallToolResult {
         let query = match arguments.get("query") {
             Some(Value::String(q)) => q.clone(),
             Some(_) => return tool_error("Parameter 'query' of retrieve_tools must be a string"),
@@ -170,7 +175,7 @@ impl ProxyServer {
                 }
             },
         };
-        match self.proxy.retrieve(query, limit).await {
+        match self.proxy.retrieve_as(query, limit, view.clone()).await {
             Ok(hits) => {
                 let mut body = json!({
                     "tools": hits,
@@ -178,7 +183,8 @@ impl ProxyServer {
                     "usage_instructions": super::tools::USAGE_INSTRUCTIONS,
                 });
                 // Not the withheld tools themselves: a word that they exist, and who approves.
-                let withheld = crate::proxy::Withheld::of(&self.proxy.upstreams().statuses(), None);
+                let withheld =
+                    crate::proxy::Withheld::of(&seen_statuses(&self.proxy, view.as_deref()), None);
                 if let Some(note) = withheld.note() {
                     body["withheld"] = json!(withheld);
                     body["note"] = json!(note);
@@ -196,12 +202,18 @@ impl ProxyServer {
         variant: OperationType,
         arguments: &Map<String, Value>,
         context: CallContext,
-    ) -> CallToolResponse {
+        request: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
         let input = match parse_call(variant, arguments) {
             Ok(input) => input,
-            Err(message) => return tool_error(&message).into(),
+            Err(message) => return Ok(tool_error(&message).into()),
         };
-        call_result(self.proxy.call(input, context).await, self.scope())
+        match self.proxy.call(input, context).await {
+            CallOutcome::Limited(limited) => {
+                Err(super::rate_limited::rate_limited(&limited, request))
+            }
+            outcome => Ok(call_result(outcome, self.scope())),
+        }
     }
 }
 
@@ -219,6 +231,8 @@ pub(super) fn call_result(outcome: CallOutcome, scope: Scope<'_>) -> CallToolRes
             return CallToolResponse::Task(task);
         }
         CallOutcome::Refused(message) => tool_error(&message),
+        // Answered as a JSON-RPC error before this (see `rate_limited`).
+        CallOutcome::Limited(limited) => tool_error(&limited.message),
         CallOutcome::Held { detail, .. } => tool_error(&detail),
         CallOutcome::Blocked(evaluation) => tool_error(
             evaluation
@@ -256,6 +270,28 @@ fn is_stateless(context: &RequestContext<RoleServer>) -> bool {
     match context.extensions.get::<::http::request::Parts>() {
         Some(parts) => !parts.headers.contains_key("mcp-session-id"),
         None => context.peer.peer_info().is_none(),
+    }
+}
+
+/// The servers' statuses as a caller who sees `view` may read them: hidden servers and
+/// tools left out, so no note names them.
+fn seen_statuses(proxy: &Proxy, view: Option<&View>) -> Vec<crate::upstream::ServerStatus> {
+    let mut statuses = proxy.upstreams().statuses();
+    if let Some(view) = view {
+        statuses.retain(|s| view.sees_server(&s.name));
+        for status in &mut statuses {
+            let server = status.name.clone();
+            status.pending.retain(|tool| view.sees_tool(&server, tool));
+        }
+    }
+    statuses
+}
+
+impl ProxyServer {
+    /// What the caller of `context` sees (`scopes`); `None`: everything.
+    pub(super) fn view(&self, context: &RequestContext<RoleServer>) -> Option<Arc<View>> {
+        let identity = identity(context)?;
+        self.proxy.view_for(&identity.subject, &identity.groups)
     }
 }
 
@@ -379,12 +415,14 @@ impl ServerHandler for ProxyServer {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        let view = self.view(&context);
         if let Some(server) = &self.fixed_server {
-            return self.direct_list_tools(server).await;
+            return self.direct_list_tools(server, view.as_deref()).await;
         }
-        let mut tools = builtin_tools_with(self.manager.is_some());
+        // A scoped caller does not manage the servers (the tool would list them all).
+        let mut tools = builtin_tools_with(self.manager.is_some() && view.is_none());
         if self.proxy.code_execution().is_some() {
             tools.push(super::tools::code_execution_tool());
         }
@@ -412,11 +450,16 @@ impl ServerHandler for ProxyServer {
                 origin.input_responses = request.input_responses;
                 origin.request_state = request.request_state;
             }
-            return Ok(self.call_variant(variant, &arguments, call).await);
+            return self.call_variant(variant, &arguments, call, &context).await;
         }
         match request.name.as_ref() {
-            super::tools::RETRIEVE_TOOLS => Ok(self.retrieve_tools(&arguments).await.into()),
-            super::tools::UPSTREAM_SERVERS if self.manager.is_some() => {
+            super::tools::RETRIEVE_TOOLS => Ok(self
+                .retrieve_tools(&arguments, self.view(&context))
+                .await
+                .into()),
+            super::tools::UPSTREAM_SERVERS
+                if self.manager.is_some() && self.view(&context).is_none() =>
+            {
                 Ok(self.upstream_servers(&arguments).await.into())
             }
             crate::line_guard::OVERSIZED_REQUEST_TOOL => Err(ErrorData::invalid_request(

@@ -396,7 +396,10 @@ impl Proxy {
             return Err(CatalogError::Refused(message));
         }
         let tool = resource_read_tool(upstream.name());
-        let evaluation = match self.evaluate(upstream.clone(), tool, input).await {
+        let evaluation = match self
+            .evaluate(upstream.clone(), tool, input, context.caller())
+            .await
+        {
             Judged::Allowed(_, evaluation) => evaluation,
             Judged::Blocked(evaluation) => {
                 let message = evaluation

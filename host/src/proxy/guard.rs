@@ -18,8 +18,8 @@ use serde_json::Value;
 use super::{CatalogError, Proxy};
 use mcpproxy_activity::{ActivityRecord, Status};
 use mcpproxy_policy::{
-    Evaluation, GuardContext, GuardItem, GuardReport, Guarded, Guards, ItemKind, ResultKind,
-    wrap_marked,
+    Caller, Evaluation, GuardContext, GuardItem, GuardReport, Guarded, Guards, ItemKind,
+    ResultKind, with_caller, wrap_marked,
 };
 
 /// The largest answer (its items' text, in bytes) quick guards judge on the thread serving
@@ -61,10 +61,12 @@ impl Proxy {
 
     /// A tool call's result through the guards; `Err` is the message the caller gets
     /// instead of the result.
+    /// The guards see `caller` as the caller of the answer (`host.caller`).
     pub(super) async fn guard_tool_result(
         &self,
         evaluation: &Evaluation,
         result: CallToolResult,
+        caller: Option<Arc<Caller>>,
     ) -> (CallToolResult, GuardNote) {
         if self.guards().is_empty() {
             return (result, GuardNote::default());
@@ -78,7 +80,7 @@ impl Proxy {
             intent: request.intent.clone(),
             annotations: request.effective.annotations,
         };
-        self.guard_call_result(context, result).await
+        self.guard_call_result(context, result, caller).await
     }
 
     /// A completed task's result (a tool call's, as JSON: the tasks extension's
@@ -106,7 +108,7 @@ impl Proxy {
         };
         let (guarded, note) =
             match serde_json::from_value::<CallToolResult>(Value::Object(result.clone())) {
-                Ok(parsed) => self.guard_call_result(context, parsed).await,
+                Ok(parsed) => self.guard_call_result(context, parsed, None).await,
                 Err(e) => {
                     let message = format!(
                         "Result withheld: the task's result is not a tool result the result \
@@ -133,6 +135,7 @@ impl Proxy {
         &self,
         context: GuardContext,
         mut result: CallToolResult,
+        caller: Option<Arc<Caller>>,
     ) -> (CallToolResult, GuardNote) {
         let mut slots: Vec<Slot<'_>> = result.content.iter_mut().filter_map(content_slot).collect();
         if result.structured_content.is_some() {
@@ -141,7 +144,7 @@ impl Proxy {
                 String::new(),
             ));
         }
-        match self.guard_slots(context, slots).await {
+        match self.guard_slots(context, slots, caller).await {
             Ok(note) => (result, note),
             Err(note) => {
                 let message = note.withheld.clone().unwrap_or_default();
@@ -169,7 +172,7 @@ impl Proxy {
             .iter_mut()
             .filter_map(|m| content_slot(&mut m.content))
             .collect();
-        self.guard_slots(context, slots).await
+        self.guard_slots(context, slots, None).await
     }
 
     /// A resource through the guards; `Err` carries the note whose message the caller gets.
@@ -188,7 +191,7 @@ impl Proxy {
             .iter_mut()
             .filter_map(resource_slot)
             .collect();
-        self.guard_slots(context, slots).await
+        self.guard_slots(context, slots, None).await
     }
 
     /// Runs the guards over the slots' text and writes the outcome back into them: `Ok` when
@@ -198,6 +201,7 @@ impl Proxy {
         &self,
         context: GuardContext,
         mut slots: Vec<Slot<'_>>,
+        caller: Option<Arc<Caller>>,
     ) -> Result<GuardNote, GuardNote> {
         if slots.is_empty() {
             return Ok(GuardNote::default());
@@ -209,9 +213,10 @@ impl Proxy {
         // pages; a large answer takes them milliseconds, so it goes to a blocking thread.
         let bytes: usize = items.iter().map(|item| item.text.len()).sum();
         let guarded = if guards.is_quick() && bytes <= INLINE_BYTES {
-            guards.run(&context, items)
+            with_caller(caller, || guards.run(&context, items))
         } else {
-            match tokio::task::spawn_blocking(move || guards.run(&context, items)).await {
+            let run = move || with_caller(caller, || guards.run(&context, items));
+            match tokio::task::spawn_blocking(run).await {
                 Ok(guarded) => guarded,
                 Err(e) => {
                     return Err(GuardNote {

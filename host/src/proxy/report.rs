@@ -78,6 +78,7 @@ impl CallReport {
         };
         match outcome {
             CallOutcome::Refused(message) => report.message = Some(message.clone()),
+            CallOutcome::Limited(limited) => report.message = Some(limited.message.clone()),
             CallOutcome::Held { detail, .. } => {
                 report.outcome = Ending::Held;
                 report.message = Some(detail.clone());

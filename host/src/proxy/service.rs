@@ -56,6 +56,16 @@ impl CallContext {
             identity: None,
         }
     }
+
+    /// The logged-in caller as the policy's plugins see it (`host.caller`).
+    pub(crate) fn caller(&self) -> Option<Arc<mcpproxy_policy::Caller>> {
+        self.identity.as_ref().map(|identity| {
+            Arc::new(mcpproxy_policy::Caller {
+                subject: identity.subject.clone(),
+                groups: identity.groups.clone(),
+            })
+        })
+    }
 }
 
 /// What happened to a call.
@@ -63,6 +73,8 @@ impl CallContext {
 pub(crate) enum CallOutcome {
     /// Refused before the policy ran: unknown server or tool, unusable server.
     Refused(String),
+    /// Refused by a rate limit before the policy ran.
+    Limited(super::Limited),
     /// The policy rejected it; the upstream was not contacted.
     Blocked(Evaluation),
     /// Held back by the trust rules (a quarantined server, a tool changed since approval):
@@ -97,6 +109,7 @@ impl CallOutcome {
         let decision = |evaluation: &Evaluation| evaluation.outcome.decision.as_str();
         match self {
             Self::Refused(_) => ("refused", "none"),
+            Self::Limited(_) => ("rate_limited", "none"),
             Self::Held { .. } => ("held", "none"),
             Self::Blocked(evaluation) => ("blocked", decision(evaluation)),
             Self::DryRun(evaluation) => ("dry_run", decision(evaluation)),
@@ -164,6 +177,10 @@ pub(crate) struct Proxy {
     guards: std::sync::RwLock<Arc<mcpproxy_policy::Guards>>,
     /// The `code_execution` tool, when the config enables it.
     pub(super) code: Option<Arc<super::CodeExecutor>>,
+    /// The `scopes` rules: what logged-in callers see (see `scoped`).
+    pub(super) scopes: Arc<crate::scoping::Scopes>,
+    /// The `rate_limits` and their buckets (see `limits`).
+    pub(super) limits: Arc<super::RateLimits>,
 }
 
 impl Proxy {
@@ -191,6 +208,8 @@ impl Proxy {
             tasks: super::tasks::TaskRoutes::default(),
             guards: std::sync::RwLock::default(),
             code: None,
+            scopes: Arc::default(),
+            limits: Arc::default(),
         }
     }
 
@@ -299,7 +318,23 @@ impl Proxy {
     ) -> CallOutcome {
         let draft = self.activity.draft(&input, &context);
         tracing::Span::current().record("mcpproxy.activity_id", draft.id.as_str());
-        match self.judge(input, context.timeout).await {
+        let view = self.view_of(&context);
+        // Limits are checked once the caller may know the tool (a hidden one is refused as
+        // missing, below), and never for a dry run.
+        if !context.dry_run
+            && view
+                .as_ref()
+                .is_none_or(|v| v.sees_tool(&input.server, &input.tool))
+            && let Err(limited) = self.take_tokens(&context, &input.server, &input.tool).await
+        {
+            let record = draft.refused(&limited.message, started);
+            self.append(record).await;
+            return CallOutcome::Limited(limited);
+        }
+        match self
+            .judge(input, context.timeout, context.caller(), view.as_deref())
+            .await
+        {
             Judged::Refused(message) => {
                 let record = draft.refused(&message, started);
                 self.append(record).await;
@@ -388,7 +423,9 @@ impl Proxy {
                 };
                 let (result, guarded) = match result {
                     Ok(r) => {
-                        let (r, note) = self.guard_tool_result(&evaluation, r).await;
+                        let (r, note) = self
+                            .guard_tool_result(&evaluation, r, context.caller())
+                            .await;
                         (Ok(r), note)
                     }
                     Err(e) => (Err(e), Default::default()),
@@ -460,8 +497,23 @@ impl Proxy {
 
     /// Resolves the tool and runs the policy pipeline; contacts no upstream. A server still
     /// connecting (just after start) is waited for, within the call's timeout.
-    async fn judge(&self, input: CallInput, timeout: Option<Duration>) -> Judged {
+    async fn judge(
+        &self,
+        input: CallInput,
+        timeout: Option<Duration>,
+        caller: Option<Arc<mcpproxy_policy::Caller>>,
+        view: Option<&crate::scoping::View>,
+    ) -> Judged {
+        // A scoped caller is told the same of a tool hidden from it and of one that does not
+        // exist (nor are the servers it does not see named).
+        let not_available = || crate::scoping::not_available(&input.server, &input.tool);
+        if view.is_some_and(|view| !view.sees_tool(&input.server, &input.tool)) {
+            return Judged::Refused(not_available());
+        }
         let Some(upstream) = self.upstreams.get(&input.server) else {
+            if view.is_some() {
+                return Judged::Refused(not_available());
+            }
             let known = self.upstreams.names();
             return Judged::Refused(format!(
                 "Unknown server '{}' in '{}:{}'. Known servers: {}. Use retrieve_tools to find tools.",
@@ -488,6 +540,9 @@ impl Proxy {
         }
         // The tool as the server describes it now: annotations are never a stale copy.
         let Some(tool) = upstream.tool(&input.tool) else {
+            if view.is_some() && upstream.state() == State::Ready {
+                return Judged::Refused(not_available());
+            }
             return Judged::Refused(match upstream.state() {
                 State::Ready => format!(
                     "Tool '{}:{}' not found: server '{}' has no tool named '{}'. Use retrieve_tools to find tools.",
@@ -502,17 +557,19 @@ impl Proxy {
         if !upstream.is_trusted(&input.tool) {
             return self.held_changed(&upstream, &tool).await;
         }
-        self.evaluate(upstream, tool, input).await
+        self.evaluate(upstream, tool, input, caller).await
     }
 
     /// Runs the policy pipeline on a call of `tool`: inline when it is quick (the embedded
     /// plugins on warm instances), else on a blocking thread (plugins are synchronous, and a
-    /// plugin from `--plugins` may take milliseconds).
+    /// plugin from `--plugins` may take milliseconds). The validators see `caller` as the
+    /// call's caller (`host.caller`).
     pub(super) async fn evaluate(
         &self,
         upstream: Arc<upstream::Upstream>,
         tool: mcpproxy_policy::Tool,
         input: CallInput,
+        caller: Option<Arc<mcpproxy_policy::Caller>>,
     ) -> Judged {
         let pipeline = self.pipeline();
         let (variant, intent) = (input.variant, input.intent);
@@ -526,7 +583,13 @@ impl Proxy {
         );
         let policy_span = span.clone();
         let quick = pipeline.is_quick();
-        let judge = move || policy_span.in_scope(|| pipeline.evaluate(variant, tool, intent, args));
+        let judge = move || {
+            policy_span.in_scope(|| {
+                mcpproxy_policy::with_caller(caller, || {
+                    pipeline.evaluate(variant, tool, intent, args)
+                })
+            })
+        };
         let judged = if quick {
             // The embedded plugins on warm instances: microseconds, bounded by their deadline.
             Ok(judge())
@@ -561,15 +624,36 @@ impl Proxy {
         query: String,
         limit: usize,
     ) -> Result<Vec<RetrievedTool>, String> {
+        self.retrieve_as(query, limit, None).await
+    }
+
+    /// [`Proxy::retrieve`] for a caller who sees `view` only (`None`: everything).
+    pub(crate) async fn retrieve_as(
+        &self,
+        query: String,
+        limit: usize,
+        view: Option<Arc<crate::scoping::View>>,
+    ) -> Result<Vec<RetrievedTool>, String> {
+        // Hidden hits are dropped after the search: ask for more, keep `limit`.
+        let asked = if view.is_some() {
+            limit.saturating_mul(4)
+        } else {
+            limit
+        };
         let index = self.index.clone();
         let upstreams = self.upstreams.clone();
         let pipeline = self.pipeline();
         tokio::task::spawn_blocking(move || {
             let hits = index
-                .search(&query, limit)
+                .search(&query, asked)
                 .map_err(|e| format!("search failed: {e}"))?;
             Ok(hits
                 .into_iter()
+                .filter(|hit| {
+                    view.as_ref()
+                        .is_none_or(|v| v.sees_tool(&hit.server, &hit.name))
+                })
+                .take(limit)
                 .filter_map(|hit| {
                     let upstream = upstreams.get(&hit.server)?;
                     let tool = upstream.tool(&hit.name)?;

@@ -56,6 +56,7 @@ impl Plugin {
         let wit_items: Vec<wit_guard::Item> = items.iter().map(wit_item).collect();
         self.run(
             Arc::from(settings),
+            mcpproxy_policy::current_caller(),
             |store| pre.instantiate(store),
             warm,
             |plugin, store| {

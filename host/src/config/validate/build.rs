@@ -251,6 +251,12 @@ fn build(raw: RawConfig, ctx: &Context<'_>) -> Result<Config> {
     if let Some(cluster) = raw.cluster {
         config.cluster = super::cluster::cluster_from(cluster, &config.plugins.sinks, ctx)?;
     }
+    if let Some(scopes) = raw.scopes {
+        config.scopes = super::scopes::scopes_from(scopes, ctx)?;
+    }
+    if let Some(limits) = raw.rate_limits {
+        config.rate_limits = super::rate_limits::rate_limits_from(limits, ctx)?;
+    }
     Ok(config)
 }
 

@@ -12,6 +12,8 @@ mod code_execution;
 mod isolation;
 mod oauth;
 mod plugins;
+mod rate_limits;
+mod scopes;
 mod servers;
 mod telemetry;
 

@@ -276,7 +276,7 @@ enum Protocol {
 }
 
 /// `[A-Za-z0-9_-]{1,64}`.
-fn check_server_name(name: &str) -> std::result::Result<(), String> {
+pub(super) fn check_server_name(name: &str) -> std::result::Result<(), String> {
     if name.is_empty() {
         return Err("the server name is empty: use letters, digits, '-' and '_'".to_owned());
     }
