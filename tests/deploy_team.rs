@@ -46,10 +46,6 @@ struct Replica {
 }
 
 impl Replica {
-    fn proxy(&self) -> &Proxy {
-        self.proxy.as_ref().expect("the replica is running")
-    }
-
     fn base(&self) -> String {
         format!("http://{}", self.addr)
     }
@@ -68,7 +64,13 @@ fn start_upstream() -> Upstream {
     let overrides = dir.path().join("overrides.json");
     std::fs::write(&overrides, "{}").expect("overrides");
     let mut child = Command::new(fixture_bin())
-        .args(["--http", "127.0.0.1:0", "--name", "shared", "--tool-overrides"])
+        .args([
+            "--http",
+            "127.0.0.1:0",
+            "--name",
+            "shared",
+            "--tool-overrides",
+        ])
         .arg(&overrides)
         .arg("--call-log")
         .arg(dir.path().join("calls.ndjson"))
@@ -109,9 +111,13 @@ fn replica_config(
             "settings": {"clickhouse-sink": {"url": clickhouse, "table": TABLE}}
         },
         "cluster": {"postgres": postgres, "replica": name, "journal": "clickhouse-sink"},
+        "scopes": [{"subjects": ["bob"], "hide_servers": ["ops"]}],
+        "rate_limits": {"upstreams": {"limited": {"rate": 6, "per": "hour", "burst": 6}}},
         "mcpServers": [
             {"name": "shared", "url": upstream},
             {"name": "gated", "url": upstream, "quarantined": true},
+            {"name": "ops", "url": upstream},
+            {"name": "limited", "url": upstream},
         ]
     })
 }
@@ -219,7 +225,12 @@ impl Client {
         })
     }
 
-    async fn request(&self, session: &Session, method: &str, params: Value) -> Result<Answer, String> {
+    async fn request(
+        &self,
+        session: &Session,
+        method: &str,
+        params: Value,
+    ) -> Result<Answer, String> {
         self.post(
             Some(&session.id),
             json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}),
@@ -237,7 +248,10 @@ impl Client {
             )
             .await?;
         let result = &answer.body["result"];
-        let text = result["content"][0]["text"].as_str().unwrap_or_default().to_owned();
+        let text = result["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         if answer.status != 200 || result.is_null() {
             return Err(format!("{}: {}", answer.status, answer.body));
         }
@@ -252,7 +266,7 @@ impl Client {
 async fn converge<F, Fut>(what: &str, mut check: F) -> Duration
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<(), String>>,
+    Fut: Future<Output = Result<(), String>>,
 {
     let start = Instant::now();
     loop {
@@ -272,15 +286,12 @@ where
 async fn cluster_tags(replica: &Replica, key: &str) -> Result<BTreeMap<String, usize>, String> {
     let mut tags = BTreeMap::new();
     let mut ids = BTreeSet::new();
-    let mut cursor: Option<String> = None;
+    let mut offset = 0;
     loop {
-        let mut url = format!(
-            "{}/api/v1/activity?cluster=true&type=tool_call&server=shared&limit=500",
+        let url = format!(
+            "{}/api/v1/activity?cluster=true&type=tool_call&server=shared&limit=500&offset={offset}",
             replica.base()
         );
-        if let Some(c) = &cursor {
-            url.push_str(&format!("&cursor={c}"));
-        }
         let page: Value = reqwest::Client::new()
             .get(&url)
             .header("x-api-key", key)
@@ -290,21 +301,26 @@ async fn cluster_tags(replica: &Replica, key: &str) -> Result<BTreeMap<String, u
             .json()
             .await
             .map_err(|e| e.to_string())?;
-        let records = page["records"]
-            .as_array()
-            .ok_or_else(|| format!("no records: {page}"))?;
+        let Some(records) = page["data"]["records"].as_array() else {
+            let mut text = page.to_string();
+            text.truncate(400);
+            return Err(format!("no records: {text}"));
+        };
         for record in records {
             let id = record["id"].as_str().unwrap_or_default().to_owned();
-            assert!(ids.insert(id.clone()), "record {id} read twice from the cluster");
+            assert!(
+                ids.insert(id.clone()),
+                "record {id} read twice from the cluster"
+            );
             if let Some(tag) = record["arguments"]["text"].as_str() {
                 if tag.starts_with("load-") {
                     *tags.entry(tag.to_owned()).or_default() += 1;
                 }
             }
         }
-        match page["next_cursor"].as_str() {
-            Some(next) if !records.is_empty() => cursor = Some(next.to_owned()),
-            _ => return Ok(tags),
+        offset += records.len();
+        if page["data"]["has_more"] != true || records.is_empty() {
+            return Ok(tags);
         }
     }
 }
@@ -312,7 +328,7 @@ async fn cluster_tags(replica: &Replica, key: &str) -> Result<BTreeMap<String, u
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_replicas_behind_haproxy_share_one_state_and_one_trail() {
     let Some(node) = oauth_node() else { return };
-    let Some(postgres) = Postgres::start().await else {
+    let Some(postgres) = Postgres::start() else {
         return;
     };
     let Some(clickhouse) = ClickHouse::start().await else {
@@ -365,7 +381,9 @@ async fn three_replicas_behind_haproxy_share_one_state_and_one_trail() {
     let up = converge("every replica serves shared:echo", || async {
         for _ in 0..REPLICAS * 2 {
             let session = alice.open().await?;
-            alice.read(&session, "shared:echo", json!({"text": "hello"})).await?;
+            alice
+                .read(&session, "shared:echo", json!({"text": "hello"}))
+                .await?;
         }
         Ok(())
     })
@@ -400,9 +418,14 @@ async fn three_replicas_behind_haproxy_share_one_state_and_one_trail() {
 
     // 2. An approval through replica-1 applies on replica-2 and replica-3.
     for replica in &replicas {
-        let direct = Client::new(&format!("{}/mcp", replica.base()), &issuer.token("alice", &resource).await);
+        let direct = Client::new(
+            &format!("{}/mcp", replica.base()),
+            &issuer.token("alice", &resource).await,
+        );
         let session = direct.open().await.expect("open on a replica");
-        let refused = direct.read(&session, "gated:echo", json!({"text": "x"})).await;
+        let refused = direct
+            .read(&session, "gated:echo", json!({"text": "x"}))
+            .await;
         assert!(
             refused.as_ref().is_err_and(|e| e.contains("quarantine")),
             "{}: {refused:?}",
@@ -410,24 +433,40 @@ async fn three_replicas_behind_haproxy_share_one_state_and_one_trail() {
         );
     }
     let approved = reqwest::Client::new()
-        .post(format!("{}/api/v1/upstreams/gated/approve", replicas[0].base()))
+        .post(format!(
+            "{}/api/v1/upstreams/gated/approve",
+            replicas[0].base()
+        ))
         .header("x-api-key", key)
         .json(&json!({"approved_by": "alice"}))
         .send()
         .await
         .expect("approve through replica-1");
-    assert!(approved.status().is_success(), "{:?}", approved.text().await);
+    assert!(
+        approved.status().is_success(),
+        "{:?}",
+        approved.text().await
+    );
     for replica in &replicas[1..] {
-        let direct = Client::new(&format!("{}/mcp", replica.base()), &issuer.token("alice", &resource).await);
-        let took = converge(&format!("the approval reaches {}", replica.name), || async {
-            let session = direct.open().await?;
-            direct
-                .read(&session, "gated:echo", json!({"text": "x"}))
-                .await
-                .map(drop)
-        })
+        let direct = Client::new(
+            &format!("{}/mcp", replica.base()),
+            &issuer.token("alice", &resource).await,
+        );
+        let took = converge(
+            &format!("the approval reaches {}", replica.name),
+            || async {
+                let session = direct.open().await?;
+                direct
+                    .read(&session, "gated:echo", json!({"text": "x"}))
+                    .await
+                    .map(drop)
+            },
+        )
         .await;
-        eprintln!("approval through replica-1 applied on {} after {took:?}", replica.name);
+        eprintln!(
+            "approval through replica-1 applied on {} after {took:?}",
+            replica.name
+        );
     }
 
     // 3. A tool changed upstream, seen by one replica, is held on all.
@@ -436,7 +475,10 @@ async fn three_replicas_behind_haproxy_share_one_state_and_one_trail() {
         json!({"get_status": {"description": "Now also uploads your files"}}).to_string(),
     )
     .expect("change the tool upstream");
-    let direct = Client::new(&format!("{}/mcp", replicas[0].base()), &issuer.token("alice", &resource).await);
+    let direct = Client::new(
+        &format!("{}/mcp", replicas[0].base()),
+        &issuer.token("alice", &resource).await,
+    );
     let session = direct.open().await.expect("open on replica-1");
     direct
         .request(
@@ -447,7 +489,10 @@ async fn three_replicas_behind_haproxy_share_one_state_and_one_trail() {
         .await
         .expect("tell replica-1 the tools changed");
     for replica in &replicas {
-        let direct = Client::new(&format!("{}/mcp", replica.base()), &issuer.token("alice", &resource).await);
+        let direct = Client::new(
+            &format!("{}/mcp", replica.base()),
+            &issuer.token("alice", &resource).await,
+        );
         let took = converge(&format!("get_status held on {}", replica.name), || async {
             let session = direct.open().await?;
             match direct.read(&session, "shared:get_status", json!({})).await {
@@ -456,9 +501,42 @@ async fn three_replicas_behind_haproxy_share_one_state_and_one_trail() {
             }
         })
         .await;
-        eprintln!("the changed tool is held on {} after {took:?}", replica.name);
+        eprintln!(
+            "the changed tool is held on {} after {took:?}",
+            replica.name
+        );
     }
 
+    // 5. Identity rules and rate limits hold whichever replica answers.
+    let bob = Client::new(&resource, &issuer.token("bob", &resource).await);
+    let mut bob_replicas = BTreeSet::new();
+    for _ in 0..REPLICAS * 3 {
+        let session = bob.open().await.expect("bob opens a session");
+        let hidden = bob.read(&session, "ops:echo", json!({"text": "x"})).await;
+        assert!(
+            hidden
+                .as_ref()
+                .is_err_and(|e| e.contains("not available to this caller")),
+            "{}: {hidden:?}",
+            session.replica
+        );
+        let listed = bob
+            .request(
+                &session,
+                "tools/call",
+                json!({"name": "retrieve_tools", "arguments": {"query": "echo"}}),
+            )
+            .await
+            .expect("retrieve_tools");
+        assert!(!listed.body.to_string().contains("ops:"), "{}", listed.body);
+        let session_alice = alice.open().await.expect("alice opens a session");
+        alice
+            .read(&session_alice, "ops:echo", json!({"text": "x"}))
+            .await
+            .expect("alice may call ops");
+        bob_replicas.insert(session.replica);
+    }
+    assert_eq!(bob_replicas.len(), REPLICAS, "bob reached {bob_replicas:?}");
     // 4. A replica killed mid-load: every answered call's record reaches the trail once.
     let answered = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let stop = Arc::new(AtomicBool::new(false));
@@ -470,11 +548,16 @@ async fn three_replicas_behind_haproxy_share_one_state_and_one_trail() {
         workers.push(tokio::spawn(async move {
             let mut n = 0;
             while !stop.load(Ordering::Relaxed) {
-                let Ok(session) = alice.open().await else { continue };
+                let Ok(session) = alice.open().await else {
+                    continue;
+                };
                 for _ in 0..5 {
                     let tag = format!("load-{w}-{n}");
                     n += 1;
-                    match alice.read(&session, "shared:echo", json!({"text": tag})).await {
+                    match alice
+                        .read(&session, "shared:echo", json!({"text": tag}))
+                        .await
+                    {
                         Ok(text) if text.contains(&tag) => answered.lock().expect("lock").push(tag),
                         _ => break,
                     }
@@ -484,16 +567,25 @@ async fn three_replicas_behind_haproxy_share_one_state_and_one_trail() {
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     let victim = replicas[1].proxy.take().expect("replica-2 runs");
-    let Proxy { mut proc, data_dir, .. } = victim;
+    let Proxy {
+        mut proc, data_dir, ..
+    } = victim;
     proc.kill();
-    eprintln!("killed replica-2 with {} calls answered", answered.lock().expect("lock").len());
+    eprintln!(
+        "killed replica-2 with {} calls answered",
+        answered.lock().expect("lock").len()
+    );
     tokio::time::sleep(Duration::from_secs(2)).await;
     stop.store(true, Ordering::Relaxed);
     for worker in workers {
         worker.await.expect("load worker");
     }
     let answered = answered.lock().expect("lock").clone();
-    assert!(answered.len() > 50, "only {} calls answered", answered.len());
+    assert!(
+        answered.len() > 50,
+        "only {} calls answered",
+        answered.len()
+    );
     let config = config_of(&replicas[1].name);
     replicas[1].proxy = Some(Proxy::start_listening_at(
         &replicas[1].addr.to_string(),
@@ -504,7 +596,12 @@ async fn three_replicas_behind_haproxy_share_one_state_and_one_trail() {
         let tags = cluster_tags(&replicas[0], key).await?;
         let missing: Vec<_> = answered.iter().filter(|t| !tags.contains_key(*t)).collect();
         if !missing.is_empty() {
-            return Err(format!("{} of {} missing, e.g. {:?}", missing.len(), answered.len(), missing.first()));
+            return Err(format!(
+                "{} of {} missing, e.g. {:?}",
+                missing.len(),
+                answered.len(),
+                missing.first()
+            ));
         }
         let twice: Vec<_> = tags.iter().filter(|(_, n)| **n > 1).collect();
         assert!(twice.is_empty(), "records read more than once: {twice:?}");
@@ -514,5 +611,40 @@ async fn three_replicas_behind_haproxy_share_one_state_and_one_trail() {
     eprintln!(
         "{} answered calls, all in the cluster's journal once, {took:?} after replica-2 restarted",
         answered.len()
+    );
+
+    // 6. The rate limit of `limited` holds across the replicas: one shared bucket.
+    let mut allowed = 0;
+    let mut refused = None;
+    for i in 0..REPLICAS * 6 {
+        let session = alice.open().await.expect("open");
+        let answer = alice
+            .request(
+                &session,
+                "tools/call",
+                json!({"name": "call_tool_read",
+                       "arguments": {"name": "limited:echo", "args": {"text": format!("limited-{i}")}}}),
+            )
+            .await
+            .expect("a call of limited:echo");
+        if answer.status == 429 {
+            refused = Some(answer);
+            break;
+        }
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        allowed += 1;
+    }
+    let refused = refused.expect("the shared bucket of `limited` ran out");
+    assert_eq!(
+        allowed, 6,
+        "calls allowed across the replicas before the limit"
+    );
+    assert!(refused.retry_after.is_some(), "429 without Retry-After");
+    assert!(
+        refused.body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("rate_limits.upstreams.limited")),
+        "{}",
+        refused.body
     );
 }

@@ -12,8 +12,8 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
 
-use crate::support::issuer::Issuer;
 use crate::support::artifact;
+use crate::support::issuer::Issuer;
 use crate::support::mcp::{
     Client, PLUGIN_TIMEOUT_MS, Proxy, call, config_with, is_error, stdio_fixture, text,
 };

@@ -16,8 +16,8 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use serde_json::{Value, json};
 
 use crate::support::TestCommand;
-use crate::support::mcp::{Proxy, call, config_with, stdio_fixture, text};
 use crate::support::issuer::Issuer;
+use crate::support::mcp::{Proxy, call, config_with, stdio_fixture, text};
 
 /// `http.auth_token`: passes without an identity.
 const STATIC_TOKEN: &str = "a-static-token-0123456789abcdef";

@@ -19,6 +19,10 @@ mod support;
 /// may use which.
 mod architecture;
 
+/// The team gateway: three replicas behind HAProxy on PostgreSQL and ClickHouse, with
+/// logins by a real authorization server (docs/deploy-team.md).
+mod deploy_team;
+
 /// `mcpproxy call` and `mcpproxy tools`, with and without a running server.
 mod cli_call;
 /// `mcpproxy client add | remove | list`: mcpproxy written into an IDE's MCP config.

@@ -87,7 +87,10 @@ impl HaProxy {
         };
         let deadline = Instant::now() + READY_TIMEOUT;
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "haproxy did not listen on {port}");
+            assert!(
+                Instant::now() < deadline,
+                "haproxy did not listen on {port}"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         Some(proxy)
@@ -151,10 +154,14 @@ backend replicas
 }
 
 fn find_haproxy() -> Option<PathBuf> {
-    ["/usr/sbin/haproxy", "/usr/local/sbin/haproxy", "/usr/bin/haproxy"]
-        .into_iter()
-        .map(PathBuf::from)
-        .find(|p| p.is_file())
+    [
+        "/usr/sbin/haproxy",
+        "/usr/local/sbin/haproxy",
+        "/usr/bin/haproxy",
+    ]
+    .into_iter()
+    .map(PathBuf::from)
+    .find(|p| p.is_file())
 }
 
 fn required() -> bool {

@@ -98,4 +98,3 @@ fn form_encode(value: &str) -> String {
         })
         .collect()
 }
-

@@ -9,13 +9,13 @@ mod artifacts;
 pub(crate) mod clickhouse;
 /// The `mcpproxy` binary with a private data dir.
 mod command;
-/// A real OAuth authorization server issuing tokens to two clients (oidc-provider).
-pub(crate) mod issuer;
 /// A real HAProxy in front of `mcpproxy serve` replicas (skipped unless installed, or
 /// required by `MCPPROXY_REQUIRE_HAPROXY`, as in CI).
 pub(crate) mod haproxy;
 /// An IDE's `serve --stdio` session driven line by line.
 pub(crate) mod ide;
+/// A real OAuth authorization server issuing tokens to two clients (oidc-provider).
+pub(crate) mod issuer;
 /// The fixture upstream, a running `mcpproxy serve`, and an MCP client (rmcp).
 pub(crate) mod mcp;
 /// Node 22 and the npm tools run with it (the conformance suite, the OAuth servers).
