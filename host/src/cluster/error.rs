@@ -33,6 +33,8 @@ pub(crate) enum Error {
         database: i32,
         binary: i32,
     },
+    #[error("shared rate limit: {0}")]
+    Bucket(String),
     #[error("the shared state in PostgreSQL at {target} holds an unreadable {what}: {reason}")]
     Corrupt {
         target: String,

@@ -9,8 +9,11 @@
 //!   change;
 //! - `servers`: the cluster's upstream servers (`mcpServers`), seeded once from the first
 //!   replica's file, changed through any replica;
+//! - `bucket`: token buckets shared by the replicas ([`Cluster::take`]), for rate limits
+//!   that hold across the cluster;
 //! - `replica`: [`Cluster`], this replica's link: joining, its writer and its listener.
 
+mod bucket;
 mod connect;
 mod error;
 mod migrate;
@@ -18,5 +21,18 @@ mod replica;
 mod servers;
 mod trust_sync;
 
+#[cfg(test)]
+mod tests;
+
+#[allow(
+    unused_imports,
+    reason = "the shared rate limits: the limits module takes from `Cluster::take` once wired"
+)]
+pub(crate) use bucket::Take;
+#[allow(
+    unused_imports,
+    reason = "the error of `Cluster::take`, for the limits module once wired"
+)]
+pub(crate) use error::Error;
 pub(crate) use replica::Cluster;
 pub(crate) use servers::{ChangeError, config_with_servers};
