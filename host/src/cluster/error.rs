@@ -34,6 +34,10 @@ pub(crate) enum Error {
         binary: i32,
     },
     #[error("shared rate limit: {0}")]
+    #[allow(
+        dead_code,
+        reason = "made by `Cluster::take`, which the limits module calls once wired"
+    )]
     Bucket(String),
     #[error("the shared state in PostgreSQL at {target} holds an unreadable {what}: {reason}")]
     Corrupt {
