@@ -138,6 +138,14 @@ async fn an_approval_and_a_rug_pull_seen_by_one_replica_apply_on_the_other() {
         .unwrap();
     assert_eq!(text(&first), "hi", "B calls the approved server");
 
+    // Every connection of both replicas is cut (a database restart, a network blip): they
+    // connect again, and what follows still reaches B.
+    let cut = postgres.psql(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+         WHERE application_name = 'mcpproxy'",
+    );
+    assert_ne!(cut, "0");
+
     // The upstream rewrites echo; only A is told (and lists again): B holds it too.
     set_overrides(&overrides, json!({"echo": {"description": POISON}}));
     let announced = call(
