@@ -138,6 +138,14 @@ async fn an_approval_and_a_rug_pull_seen_by_one_replica_apply_on_the_other() {
         .unwrap();
     assert_eq!(text(&first), "hi", "B calls the approved server");
 
+    // Every connection of both replicas is cut (a database restart, a network blip): they
+    // connect again, and what follows still reaches B.
+    let cut = postgres.psql(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+         WHERE application_name = 'mcpproxy'",
+    );
+    assert_ne!(cut, "0");
+
     // The upstream rewrites echo; only A is told (and lists again): B holds it too.
     set_overrides(&overrides, json!({"echo": {"description": POISON}}));
     let announced = call(
@@ -220,6 +228,38 @@ async fn three_replicas_starting_together_migrate_the_schema_once() {
     assert_eq!(
         postgres.psql("SELECT count(*) FROM mcpproxy_schema_versions"),
         "1"
+    );
+
+    // The operator's view: the replicas beating, the schema version.
+    let path = replicas[0].data_dir.path().join("mcp_config.json");
+    let out = crate::support::TestCommand::new(replicas[0].data_dir.path())
+        .args(["cluster", "status", "-o", "json", "--config"])
+        .args([&path])
+        .output();
+    out.assert_code(0);
+    let status: Value = serde_json::from_str(&out.stdout()).unwrap();
+    assert_eq!(status["schema_version"], 1);
+    assert_eq!(status["binary_schema_version"], 1);
+    let up: Vec<&str> = status["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["up"] == true)
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    for name in ["r1", "r2", "r3"] {
+        assert!(up.contains(&name), "{status}");
+    }
+    let text = crate::support::TestCommand::new(replicas[0].data_dir.path())
+        .args(["cluster", "status", "--config"])
+        .args([&path])
+        .output();
+    text.assert_code(0);
+    assert!(
+        text.stdout()
+            .contains("schema: version 1 (this mcpproxy: 1)"),
+        "{}",
+        text.stdout()
     );
 }
 

@@ -2,9 +2,10 @@
 //! area. Plugins under test are the real components built from `plugins/` by
 //! crates/plugin-host/build.rs.
 //!
-//! A module's name starts with its area: `cli_` (commands run as a user would), `journal_`
-//! (the audit trail), `mcp_` (the proxy through MCP), `plugin_` (the plugin host and the
-//! plugins), `serve_` (`mcpproxy serve`, its listener and what it exposes), `sink_`,
+//! A module's name starts with its area: `cli_` (commands run as a user would), `cluster_`
+//! (replicas sharing one state), `journal_` (the audit trail), `mcp_` (the proxy through
+//! MCP), `plugin_` (the plugin host and the plugins), `serve_` (`mcpproxy serve`, its
+//! listener and what it exposes), `sink_`,
 //! `trust_`, `upstream_`, `web_`. Helpers they share are in `support`.
 
 #![allow(

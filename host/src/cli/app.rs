@@ -74,6 +74,9 @@ enum Command {
     /// Set mcpproxy up in an MCP client (cursor, claude-desktop, vscode, windsurf).
     #[command(subcommand)]
     Client(super::client::ClientCommand),
+    /// Replicas sharing one state in PostgreSQL (`cluster.postgres`): status.
+    #[command(subcommand)]
+    Cluster(super::cluster::ClusterCommand),
 }
 
 /// Global options every command can read.
@@ -130,6 +133,7 @@ pub fn run() -> ExitCode {
         Command::Code(cmd) => cmd.run(&globals),
         Command::Secret(cmd) => cmd.run(&globals),
         Command::Client(cmd) => cmd.run(&globals),
+        Command::Cluster(cmd) => cmd.run(&globals),
     };
     match result {
         Ok(code) => code,

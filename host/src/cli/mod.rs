@@ -6,6 +6,7 @@ mod api_key;
 mod app;
 mod call;
 mod client;
+mod cluster;
 mod code;
 mod handoff;
 mod import_check;

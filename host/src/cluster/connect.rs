@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 use tokio_postgres::config::{Host, SslMode};
 use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Notification};
 
-use super::error::{Error, Result, reason};
+use super::error::{Error, Result, is_transient, reason};
 use crate::config::reference::{self, Reference};
 use crate::credentials::CredentialStore;
 
@@ -133,6 +133,7 @@ impl Database {
             target: self.target.clone(),
             doing,
             reason: reason(error),
+            transient: is_transient(error),
         }
     }
 }

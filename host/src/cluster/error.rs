@@ -22,6 +22,9 @@ pub(crate) enum Error {
         target: String,
         doing: &'static str,
         reason: String,
+        /// The connection broke or the server is going away: the same statement may work
+        /// on a new connection.
+        transient: bool,
     },
     #[error(
         "the shared state in PostgreSQL at {target} is at schema version {database}, newer \
@@ -33,6 +36,12 @@ pub(crate) enum Error {
         database: i32,
         binary: i32,
     },
+    #[error("shared rate limit: {0}")]
+    #[allow(
+        dead_code,
+        reason = "made by `Cluster::take`, which the limits module calls once wired"
+    )]
+    Bucket(String),
     #[error("the shared state in PostgreSQL at {target} holds an unreadable {what}: {reason}")]
     Corrupt {
         target: String,
@@ -42,6 +51,33 @@ pub(crate) enum Error {
 }
 
 pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Whether trying again on a new connection may work (the connection broke, the server
+    /// restarted or was unreachable), rather than the database refusing the statement.
+    pub(crate) fn is_transient(&self) -> bool {
+        match self {
+            Error::Connect { .. } => true,
+            Error::Query { transient, .. } => *transient,
+            _ => false,
+        }
+    }
+}
+
+/// Whether `error` is the connection's rather than the statement's: closed, an I/O error,
+/// or a server going away (SQLSTATE classes 08 connection exception, 57 operator
+/// intervention, 53 insufficient resources).
+pub(crate) fn is_transient(error: &tokio_postgres::Error) -> bool {
+    if error.is_closed() {
+        return true;
+    }
+    error.as_db_error().is_none_or(|db| {
+        let code = db.code().code();
+        ["08", "57", "53"]
+            .iter()
+            .any(|class| code.starts_with(class))
+    })
+}
 
 /// A PostgreSQL error's text: the server's own message (and detail) when it sent one.
 pub(crate) fn reason(error: &tokio_postgres::Error) -> String {

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::connect::Database;
 use super::error::{Error, Result};
-use super::{migrate, servers, trust_sync};
+use super::{migrate, servers, status, trust_sync};
 use crate::config::ClusterConfig;
 use crate::credentials::CredentialStore;
 use crate::trust::TrustStore;
@@ -90,7 +90,8 @@ impl Cluster {
             statements: tokio::sync::Mutex::new(Some(Arc::new(client))),
             servers_changed: Notify::new(),
         });
-        tokio::spawn(listen(Arc::downgrade(&cluster), shutdown));
+        tokio::spawn(listen(Arc::downgrade(&cluster), shutdown.clone()));
+        tokio::spawn(heartbeat(Arc::downgrade(&cluster), shutdown));
         tracing::info!(
             "replica {} shares its state through PostgreSQL at {}",
             cluster.replica,
@@ -108,11 +109,6 @@ impl Cluster {
     /// the listening connection made again).
     pub(crate) async fn servers_changed(&self) {
         self.servers_changed.notified().await;
-    }
-
-    /// This replica's name.
-    pub(crate) fn replica(&self) -> &str {
-        &self.replica
     }
 
     /// The connection for single statements, made again if it broke.
@@ -149,6 +145,29 @@ fn default_replica() -> String {
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "localhost".to_owned());
     mcpproxy_policy::quote(&format!("replica-{}@{host}", std::process::id()))
+}
+
+/// Writes this replica's heartbeat every [`status::HEARTBEAT`] until `shutdown`.
+async fn heartbeat(cluster: std::sync::Weak<Cluster>, shutdown: CancellationToken) {
+    let mut first = true;
+    let mut ticks = tokio::time::interval(status::HEARTBEAT);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = ticks.tick() => {}
+        }
+        let Some(link) = cluster.upgrade() else {
+            return;
+        };
+        let beat = match link.client().await {
+            Ok(client) => status::beat(&link.db, &client, &link.replica, first).await,
+            Err(e) => Err(e),
+        };
+        match beat {
+            Ok(()) => first = false,
+            Err(e) => tracing::warn!("{e}"),
+        }
+    }
 }
 
 /// Listens for the other replicas' changes until `shutdown` (or until the cluster is gone).

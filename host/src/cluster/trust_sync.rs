@@ -286,7 +286,7 @@ pub(crate) async fn run_writer(
             }
             match outcome {
                 Ok(()) => break,
-                Err(e) if broken => {
+                Err(e) if broken || e.is_transient() => {
                     tracing::warn!("a trust decision waits for the shared state: {e}");
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(MAX_BACKOFF);

@@ -44,11 +44,13 @@ CREATE TABLE mcpproxy_servers (
     updated_by text NOT NULL
 );
 
--- Shared token buckets (rate limits across replicas).
+-- Shared token buckets (rate limits across replicas): the tokens left after the last take,
+-- when that was (the database's clock), and whether it was allowed.
 CREATE TABLE mcpproxy_buckets (
     key text PRIMARY KEY,
     tokens double precision NOT NULL,
-    updated_at timestamptz NOT NULL
+    updated_at timestamptz NOT NULL,
+    allowed boolean NOT NULL
 );
 
 -- One row per replica, its heartbeat.
