@@ -268,6 +268,45 @@ async fn two_replicas_read_one_cluster_trail_every_record_once() {
         "this replica's journal has none of A's"
     );
 
+    // The page's feed, switched to the whole cluster, lists both replicas' records; a record
+    // of the other replica opens from it.
+    if crate::web_e2e::browser_installed() {
+        let profile = tempfile::tempdir().unwrap();
+        let driver = crate::web_e2e::Driver::start(profile.path()).await;
+        let url = format!("{}/#key={}", a.base(), a.api_key());
+        driver.post("/url", json!({ "url": url })).await;
+        let rows = "return [...document.querySelectorAll('#feed tbody tr')].map(r => r.dataset.id)";
+        driver
+            .wait_for(rows, |ids| {
+                ids.as_array().is_some_and(|ids| !ids.is_empty())
+            })
+            .await;
+        driver
+            .script(
+                "const s = document.getElementById('f-scope'); s.value = 'cluster'; \
+                 s.dispatchEvent(new Event('change')); return true",
+            )
+            .await;
+        let everything = expected(&union, |_| true);
+        let want = json!(everything[..everything.len().min(50)]);
+        driver.wait_for(rows, |ids| *ids == want).await;
+        driver
+            .script(&format!(
+                "document.querySelector('#feed tbody tr[data-id=\"{}\"]').click(); return true",
+                theirs[0]
+            ))
+            .await;
+        driver
+            .wait_for(
+                "return document.getElementById('detail-json').textContent",
+                |t| {
+                    t.as_str()
+                        .is_some_and(|t| t.contains("\"replica\": \"replica-b\""))
+                },
+            )
+            .await;
+    }
+
     // Statistics over the cluster are the sum of the replicas'.
     let cluster_stats = |args: &[&str]| {
         let mut all = vec!["stats", "--cluster", "-o", "json"];
