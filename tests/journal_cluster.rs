@@ -369,6 +369,58 @@ async fn two_replicas_read_one_cluster_trail_every_record_once() {
             );
         }
     }
+    // ... and find exactly the record that holds them: a row whose server, tool, session and
+    // replica are hostile text, inserted as the sink would insert it.
+    let hostile = "fs'x\\y\n\u{0}z\\'";
+    let (id, ms) = mcpproxy_activity::new_id();
+    let record = json!({
+        "id": id, "type": "tool_call", "source": "mcp", "server_name": hostile,
+        "tool_name": hostile, "status": "success", "session_id": hostile,
+        "timestamp": mcpproxy_activity::format_timestamp(ms), "replica": hostile,
+    });
+    let row = json!({
+        "id": id, "timestamp_ms": ms, "type": "tool_call", "server_name": hostile,
+        "tool_name": hostile, "status": "success", "session_id": hostile,
+        "record": record.to_string(),
+    });
+    ch.query(&format!(
+        "INSERT INTO default.{TABLE} FORMAT JSONEachRow\n{row}\n"
+    ))
+    .await;
+    for param in ["server", "tool", "session", "replica"] {
+        let answer: Value = reqwest::Client::new()
+            .get(format!("{}/api/v1/activity", a.base()))
+            .query(&[("cluster", "true"), (param, hostile)])
+            .header("X-API-Key", a.api_key())
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let records = answer["data"]["records"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(ids(&records), vec![id.clone()], "{param}: {answer}");
+        assert_eq!(records[0]["server_name"], hostile);
+    }
+    // `server:tool`, the concatenation in SQL.
+    let qualified = format!("{hostile}:{hostile}");
+    let answer = reqwest::Client::new()
+        .get(format!("{}/api/v1/activity", a.base()))
+        .query(&[("cluster", "true"), ("tool", qualified.as_str())])
+        .header("X-API-Key", a.api_key())
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(answer["data"]["records"].as_array().unwrap()),
+        vec![id.clone()]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
