@@ -268,6 +268,45 @@ async fn two_replicas_read_one_cluster_trail_every_record_once() {
         "this replica's journal has none of A's"
     );
 
+    // The page's feed, switched to the whole cluster, lists both replicas' records; a record
+    // of the other replica opens from it.
+    if crate::web_e2e::browser_installed() {
+        let profile = tempfile::tempdir().unwrap();
+        let driver = crate::web_e2e::Driver::start(profile.path()).await;
+        let url = format!("{}/#key={}", a.base(), a.api_key());
+        driver.post("/url", json!({ "url": url })).await;
+        let rows = "return [...document.querySelectorAll('#feed tbody tr')].map(r => r.dataset.id)";
+        driver
+            .wait_for(rows, |ids| {
+                ids.as_array().is_some_and(|ids| !ids.is_empty())
+            })
+            .await;
+        driver
+            .script(
+                "const s = document.getElementById('f-scope'); s.value = 'cluster'; \
+                 s.dispatchEvent(new Event('change')); return true",
+            )
+            .await;
+        let everything = expected(&union, |_| true);
+        let want = json!(everything[..everything.len().min(50)]);
+        driver.wait_for(rows, |ids| *ids == want).await;
+        driver
+            .script(&format!(
+                "document.querySelector('#feed tbody tr[data-id=\"{}\"]').click(); return true",
+                theirs[0]
+            ))
+            .await;
+        driver
+            .wait_for(
+                "return document.getElementById('detail-json').textContent",
+                |t| {
+                    t.as_str()
+                        .is_some_and(|t| t.contains("\"replica\": \"replica-b\""))
+                },
+            )
+            .await;
+    }
+
     // Statistics over the cluster are the sum of the replicas'.
     let cluster_stats = |args: &[&str]| {
         let mut all = vec!["stats", "--cluster", "-o", "json"];
@@ -330,6 +369,58 @@ async fn two_replicas_read_one_cluster_trail_every_record_once() {
             );
         }
     }
+    // ... and find exactly the record that holds them: a row whose server, tool, session and
+    // replica are hostile text, inserted as the sink would insert it.
+    let hostile = "fs'x\\y\n\u{0}z\\'";
+    let (id, ms) = mcpproxy_activity::new_id();
+    let record = json!({
+        "id": id, "type": "tool_call", "source": "mcp", "server_name": hostile,
+        "tool_name": hostile, "status": "success", "session_id": hostile,
+        "timestamp": mcpproxy_activity::format_timestamp(ms), "replica": hostile,
+    });
+    let row = json!({
+        "id": id, "timestamp_ms": ms, "type": "tool_call", "server_name": hostile,
+        "tool_name": hostile, "status": "success", "session_id": hostile,
+        "record": record.to_string(),
+    });
+    ch.query(&format!(
+        "INSERT INTO default.{TABLE} FORMAT JSONEachRow\n{row}\n"
+    ))
+    .await;
+    for param in ["server", "tool", "session", "replica"] {
+        let answer: Value = reqwest::Client::new()
+            .get(format!("{}/api/v1/activity", a.base()))
+            .query(&[("cluster", "true"), (param, hostile)])
+            .header("X-API-Key", a.api_key())
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let records = answer["data"]["records"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(ids(&records), vec![id.clone()], "{param}: {answer}");
+        assert_eq!(records[0]["server_name"], hostile);
+    }
+    // `server:tool`, the concatenation in SQL.
+    let qualified = format!("{hostile}:{hostile}");
+    let answer = reqwest::Client::new()
+        .get(format!("{}/api/v1/activity", a.base()))
+        .query(&[("cluster", "true"), ("tool", qualified.as_str())])
+        .header("X-API-Key", a.api_key())
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(answer["data"]["records"].as_array().unwrap()),
+        vec![id.clone()]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

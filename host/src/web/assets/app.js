@@ -1,6 +1,7 @@
 // mcpproxy's page: upstream servers (a quarantined one waits for approval, given only after
 // its security analysis is shown), a chart of the last hour's calls (each counted once), the
-// live activity feed with filters and the plugin and guard decisions of each record, and one
+// live activity feed with filters and the plugin and guard decisions of each record (this
+// replica's, live; or the whole cluster's, read from the cluster journal every 5 s), and one
 // record's detail. Everything comes from the REST
 // API with the key the user entered once (kept in localStorage). Text from records,
 // upstreams and plugins is only ever set with textContent: it is never parsed as HTML.
@@ -134,10 +135,44 @@ function addRecords(records, atTop) {
   drawChart();
 }
 
-async function loadFeed() {
-  if (feed) feed.close();
+// The feed's scope: this replica's journal (live), or the whole cluster's (`cluster=true`:
+// the cluster journal every replica delivers to, read again every few seconds).
+let clusterTimer = null;
+
+function clusterScope() {
+  return $("f-scope").value === "cluster";
+}
+
+// `?cluster=true` when the feed shows the whole cluster, for reading one record.
+function scopeQuery() {
+  return clusterScope() ? "?cluster=true" : "";
+}
+
+async function loadClusterPage() {
+  const params = filters();
+  params.set("cluster", "true");
+  params.set("limit", "50");
+  const page = await api("/activity?" + params.toString());
   shown.clear();
   $("feed").querySelector("tbody").replaceChildren();
+  addRecords(page.records, false);
+}
+
+async function loadFeed() {
+  if (feed) feed.close();
+  feed = null;
+  if (clusterTimer) clearInterval(clusterTimer);
+  clusterTimer = null;
+  shown.clear();
+  $("feed").querySelector("tbody").replaceChildren();
+  if (clusterScope()) {
+    $("connection").textContent = "whole cluster (every 5 s)";
+    await loadClusterPage();
+    clusterTimer = setInterval(() => loadClusterPage().catch((e) => {
+      $("connection").textContent = e.message;
+    }), 5000);
+    return;
+  }
   // No gap between the page of recent records and the live feed: the feed starts after the
   // newest record of all, read first; what both return is shown once.
   const newest = await api("/activity?limit=1");
@@ -413,7 +448,7 @@ async function approveReviewed() {
 
 async function showDetail(id) {
   try {
-    const record = await api("/activity/" + encodeURIComponent(id));
+    const record = await api("/activity/" + encodeURIComponent(id) + scopeQuery());
     $("detail-id").textContent = id;
     $("detail-calls").textContent = await innerCalls(record);
     $("detail-json").textContent = JSON.stringify(record, null, 2);
@@ -434,7 +469,7 @@ async function innerCalls(record) {
   for (let i = 0; i < ids.length; i++) {
     const branch = i + 1 === ids.length ? "\u2514\u2500 " : "\u251c\u2500 ";
     try {
-      const call = await api("/activity/" + encodeURIComponent(ids[i]));
+      const call = await api("/activity/" + encodeURIComponent(ids[i]) + scopeQuery());
       const reason = reasonOf(call);
       lines.push(branch + call.server_name + ":" + call.tool_name + " " + call.status
         + " " + call.duration_ms + " ms" + (reason ? ": " + reason : ""));
@@ -519,7 +554,7 @@ function start() {
   $("detail-close").addEventListener("click", () => { $("detail").hidden = true; });
   $("analysis-approve").addEventListener("click", () => approveReviewed());
   $("analysis-cancel").addEventListener("click", () => $("analysis").close());
-  for (const id of ["f-server", "f-intent", "f-status", "f-type", "f-decision"]) {
+  for (const id of ["f-server", "f-intent", "f-status", "f-type", "f-decision", "f-scope"]) {
     $(id).addEventListener("change", () => loadFeed().catch((e) => { $("connection").textContent = e.message; }));
   }
   if (key) connect(key);
