@@ -23,6 +23,7 @@ pub(crate) mod http;
 mod json_reply;
 mod manage_tool;
 mod rate_limited;
+mod scoped;
 mod server;
 pub(crate) mod sessions;
 pub(crate) mod sticky;

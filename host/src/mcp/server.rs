@@ -33,7 +33,7 @@ pub(crate) struct ProxyServer {
     manager: Option<Arc<Manager>>,
     /// Every request sees this server only (`/mcp/servers/NAME`, `serve --stdio --server
     /// NAME`).
-    fixed_server: Option<String>,
+    pub(super) fixed_server: Option<String>,
     session: Arc<SessionSlot>,
 }
 
@@ -183,8 +183,10 @@ impl ProxyServer {
                     "usage_instructions": super::tools::USAGE_INSTRUCTIONS,
                 });
                 // Not the withheld tools themselves: a word that they exist, and who approves.
-                let withheld =
-                    crate::proxy::Withheld::of(&seen_statuses(&self.proxy, view.as_deref()), None);
+                let withheld = crate::proxy::Withheld::of(
+                    &super::scoped::seen_statuses(&self.proxy, view.as_deref()),
+                    None,
+                );
                 if let Some(note) = withheld.note() {
                     body["withheld"] = json!(withheld);
                     body["note"] = json!(note);
@@ -273,30 +275,10 @@ fn is_stateless(context: &RequestContext<RoleServer>) -> bool {
     }
 }
 
-/// The servers' statuses as a caller who sees `view` may read them: hidden servers and
-/// tools left out, so no note names them.
-fn seen_statuses(proxy: &Proxy, view: Option<&View>) -> Vec<crate::upstream::ServerStatus> {
-    let mut statuses = proxy.upstreams().statuses();
-    if let Some(view) = view {
-        statuses.retain(|s| view.sees_server(&s.name));
-        for status in &mut statuses {
-            let server = status.name.clone();
-            status.pending.retain(|tool| view.sees_tool(&server, tool));
-        }
-    }
-    statuses
-}
-
-impl ProxyServer {
-    /// What the caller of `context` sees (`scopes`); `None`: everything.
-    pub(super) fn view(&self, context: &RequestContext<RoleServer>) -> Option<Arc<View>> {
-        let identity = identity(context)?;
-        self.proxy.view_for(&identity.subject, &identity.groups)
-    }
-}
-
 /// The identity the `/mcp` gate found in the request's access token, if any.
-fn identity(context: &RequestContext<RoleServer>) -> Option<mcpproxy_activity::IdentityRecord> {
+pub(super) fn identity(
+    context: &RequestContext<RoleServer>,
+) -> Option<mcpproxy_activity::IdentityRecord> {
     context
         .extensions
         .get::<::http::request::Parts>()
@@ -490,13 +472,17 @@ impl ServerHandler for ProxyServer {
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         let prompts = self
             .proxy
             .list_prompts(self.scope())
             .await
             .map_err(catalog_error)?;
+        let prompts =
+            super::scoped::seen_items(prompts, self.aggregate_view(&context).as_deref(), |p| {
+                &p.name
+            });
         Ok(ListPromptsResult::with_all_items(prompts))
     }
 
@@ -522,26 +508,34 @@ impl ServerHandler for ProxyServer {
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let resources = self
             .proxy
             .list_resources(self.scope())
             .await
             .map_err(catalog_error)?;
+        let resources =
+            super::scoped::seen_items(resources, self.aggregate_view(&context).as_deref(), |r| {
+                &r.name
+            });
         Ok(ListResourcesResult::with_all_items(resources))
     }
 
     async fn list_resource_templates(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         let templates = self
             .proxy
             .list_resource_templates(self.scope())
             .await
             .map_err(catalog_error)?;
+        let templates =
+            super::scoped::seen_items(templates, self.aggregate_view(&context).as_deref(), |t| {
+                &t.name
+            });
         Ok(ListResourceTemplatesResult::with_all_items(templates))
     }
 

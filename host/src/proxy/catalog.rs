@@ -142,7 +142,7 @@ impl Proxy {
     /// The server a name (`server:name` on the aggregate endpoint) belongs to, and the
     /// name as that server knows it. A quarantined server is found too: the caller refuses
     /// the request and records the refusal.
-    fn find_name<'n>(
+    pub(super) fn find_name<'n>(
         &self,
         scope: Scope<'_>,
         name: &'n str,
@@ -217,7 +217,9 @@ impl Proxy {
         context: CallContext,
     ) -> Result<GetPromptResponse, CatalogError> {
         let started = Instant::now();
-        let (upstream, local) = self.find_name(scope, &params.name, "prompt")?;
+        let view = self.view_of(&context);
+        let (upstream, local) =
+            self.find_name_as(scope, &params.name, "prompt", view.as_deref())?;
         params.name = local.to_owned();
         params.meta = None;
         let arguments = params.arguments.clone().map_or(Value::Null, Value::Object);
@@ -325,7 +327,7 @@ impl Proxy {
     /// one server offering resources, or the server that lists the URI, or whose template
     /// matches it. A quarantined server refuses.
     async fn route_uri(&self, scope: Scope<'_>, uri: &str) -> Result<Arc<Upstream>, CatalogError> {
-        let upstream = self.find_uri(scope, uri).await?;
+        let upstream = self.find_uri(scope, uri, None).await?;
         match quarantine_refusal(&upstream) {
             Some(message) => Err(CatalogError::Refused(message)),
             None => Ok(upstream),
@@ -334,7 +336,13 @@ impl Proxy {
 
     /// [`Proxy::route_uri`], a direct endpoint's quarantined server included (the caller
     /// refuses and records; the aggregate endpoint never routes to one).
-    async fn find_uri(&self, scope: Scope<'_>, uri: &str) -> Result<Arc<Upstream>, CatalogError> {
+    /// The server that offers `uri`, among those `view` shows (`None`: all).
+    async fn find_uri(
+        &self,
+        scope: Scope<'_>,
+        uri: &str,
+        view: Option<&crate::scoping::View>,
+    ) -> Result<Arc<Upstream>, CatalogError> {
         if let Scope::Server(_) = scope {
             return self.find_name(scope, uri, "resource").map(|(u, _)| u);
         }
@@ -342,6 +350,7 @@ impl Proxy {
             .catalog_servers(scope)?
             .into_iter()
             .filter(|u| offers(u, |c| c.resources.is_some()))
+            .filter(|u| view.is_none_or(|v| v.sees_server(u.name())))
             .collect();
         if let [only] = candidates.as_slice() {
             return Ok(only.clone());
@@ -378,7 +387,8 @@ impl Proxy {
         context: CallContext,
     ) -> Result<ReadResourceResponse, CatalogError> {
         let started = Instant::now();
-        let upstream = self.find_uri(scope, &params.uri).await?;
+        let view = self.view_of(&context);
+        let upstream = self.find_uri(scope, &params.uri, view.as_deref()).await?;
         let uri = params.uri.clone();
         let mut args = Map::new();
         args.insert("uri".into(), Value::String(uri.clone()));
@@ -460,14 +470,16 @@ impl Proxy {
         context: CallContext,
     ) -> Result<CompleteResult, CatalogError> {
         let started = Instant::now();
+        let view = self.view_of(&context);
         let (upstream, name) = match &mut params.r#ref {
             Reference::Prompt(prompt) => {
-                let (upstream, local) = self.find_name(scope, &prompt.name, "prompt")?;
+                let (upstream, local) =
+                    self.find_name_as(scope, &prompt.name, "prompt", view.as_deref())?;
                 prompt.name = local.to_owned();
                 (upstream, prompt.name.clone())
             }
             Reference::Resource(resource) => (
-                self.find_uri(scope, &resource.uri).await?,
+                self.find_uri(scope, &resource.uri, view.as_deref()).await?,
                 resource.uri.clone(),
             ),
             _ => {
@@ -514,7 +526,8 @@ impl Proxy {
         context: &CallContext,
     ) -> Result<PendingSubscription, CatalogError> {
         let started = Instant::now();
-        let upstream = self.find_uri(scope, uri).await?;
+        let view = self.view_of(context);
+        let upstream = self.find_uri(scope, uri, view.as_deref()).await?;
         let mut pending = self.subscription_record(method, upstream.name(), uri, context);
         pending.started = started;
         if let Some(message) = quarantine_refusal(&upstream) {
