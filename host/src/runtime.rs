@@ -228,17 +228,19 @@ impl Runtime {
         config_file: Option<&Path>,
         plugins_dir: Option<PathBuf>,
     ) -> Result<Self> {
-        Self::build_with(config, data_dir, config_file, plugins_dir, None)
+        Self::build_with(config, data_dir, config_file, plugins_dir, None, None)
     }
 
     /// [`Runtime::build`] with the trust decisions the replicas of a cluster share
-    /// (`shared`), instead of the data dir's `trust.json`.
+    /// (`shared`), instead of the data dir's `trust.json`, and the rate limits' buckets they
+    /// share (`buckets`), instead of buckets in this process's memory.
     pub(crate) fn build_with(
         config: Config,
         data_dir: &Path,
         config_file: Option<&Path>,
         plugins_dir: Option<PathBuf>,
         shared: Option<Arc<TrustStore>>,
+        buckets: Option<Arc<dyn crate::rate_limit::BucketStore>>,
     ) -> Result<Self> {
         let plugins_dir = plugins_dir.or_else(|| config.plugins.dir.clone());
         let plugins = load_plugins(&config, data_dir, plugins_dir.as_deref())?;
@@ -311,7 +313,8 @@ impl Runtime {
                 .with_scopes(crate::scoping::Scopes::new(config.scopes.clone()))
                 .with_rate_limits(crate::proxy::RateLimits::new(
                     config.rate_limits.clone(),
-                    Arc::new(crate::rate_limit::MemoryBuckets::default()),
+                    buckets
+                        .unwrap_or_else(|| Arc::new(crate::rate_limit::MemoryBuckets::default())),
                 ))
                 .with_guards(mcpproxy_policy::Guards::new(plugin::result_guards(&guards)))
                 .with_code_execution(config.code_execution.enabled.then(|| {

@@ -201,6 +201,10 @@ impl ServeCommand {
                     loaded.path.as_deref(),
                     self.plugins.clone(),
                     cluster.as_ref().map(|c| c.trust().clone()),
+                    cluster.as_ref().map(|c| {
+                        Arc::new(crate::cluster::SharedBuckets::new(c.clone()))
+                            as Arc<dyn crate::rate_limit::BucketStore>
+                    }),
                 )
             })
         };

@@ -5,12 +5,15 @@
 //! replicas whose clocks disagree still refill one bucket at one rate.
 //!
 //! A bucket holds up to `capacity` tokens and gains `refill_per_sec` tokens a second; a take
-//! needs one whole token. A new key starts full.
+//! needs one whole token. A new key starts full. [`SharedBuckets`] is the rate limits'
+//! [`BucketStore`] on these buckets.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::error::{Error, Result};
 use super::replica::Cluster;
+use crate::rate_limit::{self, BucketStore, Limit, StoreError, TakeFuture};
 
 /// The longest key, in bytes.
 pub(crate) const MAX_KEY_BYTES: usize = 512;
@@ -94,4 +97,34 @@ fn retry_after(tokens: f64, refill_per_sec: f64) -> Duration {
     Duration::try_from_secs_f64(missing / refill_per_sec)
         .unwrap_or(MAX_RETRY_AFTER)
         .min(MAX_RETRY_AFTER)
+}
+
+/// The rate limits' [`BucketStore`] of a replica in a cluster: every take is a take from the
+/// shared bucket in the database ([`Cluster::take`]), so a limit holds across replicas. A
+/// take the database cannot answer is an error, and the proxy refuses the call: a limit
+/// that cannot be checked is not waived.
+pub(crate) struct SharedBuckets {
+    cluster: Arc<Cluster>,
+}
+
+impl SharedBuckets {
+    pub(crate) fn new(cluster: Arc<Cluster>) -> Self {
+        Self { cluster }
+    }
+}
+
+impl BucketStore for SharedBuckets {
+    fn take<'a>(&'a self, key: &'a str, limit: &'a Limit) -> TakeFuture<'a> {
+        Box::pin(async move {
+            let take = self
+                .cluster
+                .take(key, f64::from(limit.burst), limit.per_second())
+                .await
+                .map_err(|e| StoreError(e.to_string()))?;
+            Ok(rate_limit::Take {
+                allowed: take.allowed,
+                retry_after: take.retry_after,
+            })
+        })
+    }
 }

@@ -15,11 +15,6 @@
 //! - `replica`: [`Cluster`], this replica's link: joining, its writer, its listener and its
 //!   heartbeat.
 
-#[allow(
-    dead_code,
-    reason = "the shared rate limits: the limits module takes from `Cluster::take` once wired \
-              (tested here on a real PostgreSQL meanwhile)"
-)]
 mod bucket;
 mod connect;
 mod error;
@@ -32,15 +27,7 @@ mod trust_sync;
 #[cfg(test)]
 mod tests;
 
-#[allow(
-    unused_imports,
-    reason = "the shared rate limits: the limits module takes from `Cluster::take` once wired"
-)]
-pub(crate) use bucket::Take;
-#[allow(
-    unused_imports,
-    reason = "the error of `Cluster::take`, for the limits module once wired"
-)]
+pub(crate) use bucket::SharedBuckets;
 pub(crate) use error::Error;
 pub(crate) use replica::Cluster;
 pub(crate) use servers::{ChangeError, config_with_servers};

@@ -14,9 +14,5 @@ pub(crate) use bucket::{Bucket, Limit, Per};
 #[cfg(test)]
 pub(crate) use memory::Clock;
 pub(crate) use memory::MemoryBuckets;
-#[allow(
-    unused_imports,
-    reason = "the error of a store that can fail (a shared one); the in-memory store never does"
-)]
 pub(crate) use store::StoreError;
 pub(crate) use store::{BucketStore, Take, TakeFuture};
