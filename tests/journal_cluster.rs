@@ -589,4 +589,36 @@ async fn clickhouse_errors_become_clear_errors() {
         "{err}"
     );
     assert!(!err.contains("hunter2"), "{err}");
+
+    // A query past what one query may read: ClickHouse stops the stream part-way, and the
+    // error says to narrow it.
+    ch.query(
+        "CREATE TABLE default.big (id String, timestamp_ms UInt64, timestamp DateTime \
+         MATERIALIZED toDateTime(intDiv(timestamp_ms, 1000)), type String, record String) \
+         ENGINE = MergeTree() PARTITION BY toYYYYMM(timestamp) ORDER BY (timestamp, id)",
+    )
+    .await;
+    ch.query(
+        "INSERT INTO default.big (id, timestamp_ms, type, record) SELECT toString(number), \
+         number, 'tool_call', concat('{\"id\":\"', toString(number), '\"}') \
+         FROM numbers(1000001)",
+    )
+    .await;
+    let value = json!({
+        "plugins": {"sinks": ["clickhouse-sink"],
+                    "settings": {"clickhouse-sink": {"url": ch.url(), "table": "big"}}},
+        "cluster": {"journal": "clickhouse-sink"},
+    });
+    std::fs::write(&config, value.to_string()).unwrap();
+    let out = TestCommand::new(dir.path())
+        .args(["activity", "stats", "--cluster", "--config"])
+        .arg_path(&config)
+        .output();
+    out.assert_code(2);
+    assert!(
+        out.stderr()
+            .contains("the cluster journal holds more than 1000000 matching records"),
+        "{}",
+        out.stderr()
+    );
 }

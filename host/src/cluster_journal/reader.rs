@@ -119,11 +119,19 @@ impl ClusterJournal {
             .zip(filter.end_ms)
             .is_none_or(|(s, e)| s <= e)
         {
-            self.scan(&filter, MAX_SCAN, |record| {
-                tally.add(&record);
-                true
-            })
-            .await?;
+            // One stream, in no order (the tally does not need one), each id once.
+            let sql = sql::all(&self.table, &filter);
+            self.client
+                .stream(&sql, MAX_SCAN, |line| {
+                    let row = self.row(line)?;
+                    if let Some(record) = self.parse(&row)
+                        && filter.matches(&record)
+                    {
+                        tally.add(&record);
+                    }
+                    Ok(())
+                })
+                .await?;
         }
         Ok(tally.finish(record_type))
     }
@@ -173,14 +181,13 @@ impl ClusterJournal {
     fn rows(&self, text: &str) -> Result<Vec<Row>, Error> {
         text.lines()
             .filter(|line| !line.trim().is_empty())
-            .map(|line| {
-                serde_json::from_str::<Row>(line).map_err(|e| Error::Unreadable {
-                    url: self.client.target().shown.clone(),
-                    sink: self.client.target().sink.clone(),
-                    reason: e.to_string(),
-                })
-            })
+            .map(|line| self.row(line))
             .collect()
+    }
+
+    /// One line of an answer as a row.
+    fn row(&self, line: &str) -> Result<Row, Error> {
+        serde_json::from_str::<Row>(line).map_err(|e| self.client.bad_line(line, e.to_string()))
     }
 
     /// A row's record; `None` (logged) when its JSON is not a record, or names another id
