@@ -405,6 +405,31 @@ async fn two_replicas_read_one_cluster_trail_every_record_once() {
         assert_eq!(ids(&records), vec![id.clone()], "{param}: {answer}");
         assert_eq!(records[0]["server_name"], hostile);
     }
+    // Rows whose columns disagree with their records (written by hand, newest of all): the
+    // columns let them through `--server fx`, their records do not, so a small page reads
+    // past them in a second chunk and shows what the local journals would.
+    let mut forged = Vec::new();
+    for _ in 0..5 {
+        let (id, ms) = mcpproxy_activity::new_id();
+        let record = json!({"id": id, "type": "tool_call", "server_name": "elsewhere",
+                            "status": "success", "timestamp": mcpproxy_activity::format_timestamp(ms)});
+        forged.push(
+            json!({"id": id, "timestamp_ms": ms, "type": "tool_call", "server_name": "fx",
+                   "status": "success", "record": record.to_string()})
+            .to_string(),
+        );
+    }
+    ch.query(&format!(
+        "INSERT INTO default.{TABLE} FORMAT JSONEachRow\n{}\n",
+        forged.join("\n")
+    ))
+    .await;
+    let fx = expected(&union, |r| r["server_name"] == "fx");
+    assert_eq!(
+        ids(&cluster_list(&a, &["--server", "fx", "-n", "2"])),
+        fx[..2].to_vec()
+    );
+
     // `server:tool`, the concatenation in SQL.
     let qualified = format!("{hostile}:{hostile}");
     let answer = reqwest::Client::new()

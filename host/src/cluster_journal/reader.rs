@@ -138,14 +138,15 @@ impl ClusterJournal {
 
     /// Calls `visit` with each record matching `filter`, newest first, each id once, until
     /// it returns `false` or none are left. `want` is how many the caller expects to take:
-    /// the first chunks are no larger.
+    /// the first chunk is no larger; the next ones (the rows the filter's columns let through
+    /// but its records did not) are full-sized.
     async fn scan(
         &self,
         filter: &Filter,
         want: usize,
         mut visit: impl FnMut(ActivityRecord) -> bool,
     ) -> Result<(), Error> {
-        let chunk = want.clamp(1, MAX_ROWS);
+        let mut chunk = want.clamp(1, MAX_ROWS);
         let mut before: Option<String> = None;
         let mut read = 0usize;
         loop {
@@ -154,6 +155,7 @@ impl ClusterJournal {
             let rows = self.rows(&text)?;
             let full = rows.len() >= chunk;
             read += rows.len();
+            let mut moved = false;
             for row in &rows {
                 // Each chunk starts below the last id of the one before: a row that is not
                 // strictly older is one the server should not have sent.
@@ -161,6 +163,7 @@ impl ClusterJournal {
                     continue;
                 }
                 before = Some(row.id.clone());
+                moved = true;
                 let Some(record) = self.parse(row) else {
                     continue;
                 };
@@ -168,12 +171,19 @@ impl ClusterJournal {
                     return Ok(());
                 }
             }
-            if !full || before.is_none() {
+            if !full {
                 return Ok(());
+            }
+            if !moved {
+                return Err(self.client.bad_line(
+                    "",
+                    "a chunk of rows none older than the last one read".to_owned(),
+                ));
             }
             if read >= MAX_SCAN {
                 return Err(Error::TooMany { max: MAX_SCAN });
             }
+            chunk = MAX_ROWS;
         }
     }
 
