@@ -71,7 +71,7 @@ const FORBIDDEN: [(&str, &[&str]); 3] = [
 /// |---|---|---|
 /// | 0 | `access`, `credentials`, `index`, `line_guard`, `listener`, `metrics`, `secrets` | leaves: the loopback and bearer-token check, stored credentials, tool search, bounded line reading, the TCP listener, counters, secrets kept out of sight |
 /// | 1 | `config` | `mcp_config.json`, read and validated |
-/// | 2 | `oauth`, `telemetry`, `trust` | logins to upstream servers; trace export; approvals and pins |
+/// | 2 | `oauth`, `telemetry`, `trust`, `client_auth`, `cluster_journal`, `scoping` | logins to upstream servers; trace export; approvals and pins; clients that log in; the cluster's journal read back from ClickHouse; what a logged-in caller sees |
 /// | 3 | `back_channel`, `control`, `cluster` | server-to-client requests; one owner per data dir; the state replicas share |
 /// | 4 | `upstream` | one client session per upstream server |
 /// | 5 | `proxy` | resolve, judge, call, record |

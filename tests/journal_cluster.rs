@@ -405,6 +405,31 @@ async fn two_replicas_read_one_cluster_trail_every_record_once() {
         assert_eq!(ids(&records), vec![id.clone()], "{param}: {answer}");
         assert_eq!(records[0]["server_name"], hostile);
     }
+    // Rows whose columns disagree with their records (written by hand, newest of all): the
+    // columns let them through `--server fx`, their records do not, so a small page reads
+    // past them in a second chunk and shows what the local journals would.
+    let mut forged = Vec::new();
+    for _ in 0..5 {
+        let (id, ms) = mcpproxy_activity::new_id();
+        let record = json!({"id": id, "type": "tool_call", "server_name": "elsewhere",
+                            "status": "success", "timestamp": mcpproxy_activity::format_timestamp(ms)});
+        forged.push(
+            json!({"id": id, "timestamp_ms": ms, "type": "tool_call", "server_name": "fx",
+                   "status": "success", "record": record.to_string()})
+            .to_string(),
+        );
+    }
+    ch.query(&format!(
+        "INSERT INTO default.{TABLE} FORMAT JSONEachRow\n{}\n",
+        forged.join("\n")
+    ))
+    .await;
+    let fx = expected(&union, |r| r["server_name"] == "fx");
+    assert_eq!(
+        ids(&cluster_list(&a, &["--server", "fx", "-n", "2"])),
+        fx[..2].to_vec()
+    );
+
     // `server:tool`, the concatenation in SQL.
     let qualified = format!("{hostile}:{hostile}");
     let answer = reqwest::Client::new()
@@ -425,7 +450,7 @@ async fn two_replicas_read_one_cluster_trail_every_record_once() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_replica_killed_after_answering_delivers_its_backlog_once() {
-    let Some(ch) = ClickHouse::start().await else {
+    let Some(mut ch) = ClickHouse::start().await else {
         return;
     };
     let (log_a, log_b) = (
@@ -437,28 +462,58 @@ async fn a_replica_killed_after_answering_delivers_its_backlog_once() {
     let a = Proxy::start(&config_a, &[]);
     let b = Proxy::start(&config_b, &[]);
     make_calls(&a, 4).await;
-    // B answers its calls and is killed at once: no shutdown, no last delivery.
+    // B answers its calls and is killed at once (SIGKILL: no shutdown, no last delivery),
+    // then started again with the same data dir.
     make_calls(&b, 9).await;
     let Proxy {
         mut proc, data_dir, ..
     } = b;
     proc.kill();
     let b = Proxy::start_in(&config_b, &[], data_dir);
+    // Again while ClickHouse is down, so the killed replica surely holds a backlog.
+    delivered_records(&b).await;
+    ch.stop();
+    make_calls(&b, 5).await;
+    let Proxy {
+        mut proc, data_dir, ..
+    } = b;
+    proc.kill();
+    ch.start_again().await;
+    let before_restart = cluster_list(&a, &["-n", "1000", "--replica", "replica-b"]);
+    let b = Proxy::start_in(&config_b, &[], data_dir);
     make_calls(&b, 2).await;
 
     let mut union = delivered_records(&a).await;
     union.extend(delivered_records(&b).await);
     let answered = union.iter().filter(|r| r["type"] == "tool_call").count();
-    assert_eq!(answered, 15, "every answered call has its record");
+    assert_eq!(
+        answered,
+        4 + 9 + 5 + 2,
+        "every answered call has its record"
+    );
+    let theirs = expected(&union, |r| {
+        r["replica"] == "replica-b" && r["type"] == "tool_call"
+    });
+    let delivered_before: BTreeSet<&str> = before_restart
+        .iter()
+        .filter(|r| r["type"] == "tool_call")
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        delivered_before.len(),
+        9,
+        "the calls made while ClickHouse was down were only in the killed replica's journal"
+    );
+    assert_eq!(theirs.len(), 9 + 5 + 2);
 
     let shown = cluster_list(&a, &["-n", "1000"]);
     let distinct: BTreeSet<String> = ids(&shown).into_iter().collect();
     assert_eq!(distinct.len(), shown.len(), "each record once");
     assert_eq!(ids(&shown), expected(&union, |_| true));
-    let stats = activity(&b, &["stats", "--cluster", "-o", "json"]);
+    let stats = activity(&a, &["stats", "--cluster", "-o", "json"]);
     stats.assert_code(0);
     let stats: Value = serde_json::from_str(&stats.stdout()).unwrap();
-    assert_eq!(stats["calls"], 15);
+    assert_eq!(stats["calls"], 20);
     // The table may hold a batch twice; ClickHouse's own distinct count is what was shown.
     assert_eq!(ch_count(&ch).await.1, shown.len() as u64);
 }
@@ -589,4 +644,36 @@ async fn clickhouse_errors_become_clear_errors() {
         "{err}"
     );
     assert!(!err.contains("hunter2"), "{err}");
+
+    // A query past what one query may read: ClickHouse stops the stream part-way, and the
+    // error says to narrow it.
+    ch.query(
+        "CREATE TABLE default.big (id String, timestamp_ms UInt64, timestamp DateTime \
+         MATERIALIZED toDateTime(intDiv(timestamp_ms, 1000)), type String, record String) \
+         ENGINE = MergeTree() PARTITION BY toYYYYMM(timestamp) ORDER BY (timestamp, id)",
+    )
+    .await;
+    ch.query(
+        "INSERT INTO default.big (id, timestamp_ms, type, record) SELECT toString(number), \
+         number, 'tool_call', concat('{\"id\":\"', toString(number), '\"}') \
+         FROM numbers(1000001)",
+    )
+    .await;
+    let value = json!({
+        "plugins": {"sinks": ["clickhouse-sink"],
+                    "settings": {"clickhouse-sink": {"url": ch.url(), "table": "big"}}},
+        "cluster": {"journal": "clickhouse-sink"},
+    });
+    std::fs::write(&config, value.to_string()).unwrap();
+    let out = TestCommand::new(dir.path())
+        .args(["activity", "stats", "--cluster", "--config"])
+        .arg_path(&config)
+        .output();
+    out.assert_code(2);
+    assert!(
+        out.stderr()
+            .contains("the cluster journal holds more than 1000000 matching records"),
+        "{}",
+        out.stderr()
+    );
 }

@@ -1,9 +1,12 @@
 //! One statement over ClickHouse's HTTP interface: POSTed as the body, HTTP Basic
 //! credentials in a header (never in the URL, never logged), no redirects, no proxy from the
 //! environment, a deadline per request. ClickHouse itself is asked to stay read-only
-//! (`readonly=2`), to refuse a result over [`MAX_ROWS`] rows or [`MAX_BYTES`] bytes and to
-//! buffer the result (`wait_end_of_query`, so an error part-way is an error status, not a
-//! 200 with the error appended); the answer is read up to [`MAX_BYTES`] too.
+//! (`readonly=2`). A read ([`Client::run`]) is refused past [`MAX_ROWS`] rows or
+//! [`MAX_BYTES`] bytes, and buffered (`wait_end_of_query`, so an error part-way is an error
+//! status, not a 200 with the error appended); the answer is read up to [`MAX_BYTES`] too.
+//! A stream ([`Client::stream`]) is refused past the rows its caller allows and read a line at
+//! a time, each line at most [`MAX_LINE`] bytes, so memory stays flat however long it is; an
+//! error ClickHouse appends part-way is recognised and reported as such.
 
 use std::time::Duration;
 
@@ -14,6 +17,8 @@ use super::target::Target;
 pub(super) const MAX_ROWS: usize = 1000;
 /// The most bytes one answer may hold (records are bounded, a thousand of them are not).
 pub(super) const MAX_BYTES: usize = 64 << 20;
+/// The longest line of a stream (one row: a record is bounded well below it).
+pub(super) const MAX_LINE: usize = 16 << 20;
 /// The longest shown part of ClickHouse's error text.
 const MAX_ERROR_CHARS: usize = 400;
 
@@ -43,8 +48,15 @@ impl Client {
         &self.target
     }
 
-    /// Runs `sql` and returns the answer's text.
-    pub(super) async fn run(&self, sql: &str) -> Result<String, Error> {
+    /// Sends `sql` with ClickHouse's limits: `max_rows` rows, `max_bytes` bytes (0: none),
+    /// the whole result buffered first when `buffered`. An error status is an error.
+    async fn send(
+        &self,
+        sql: &str,
+        max_rows: usize,
+        max_bytes: usize,
+        buffered: bool,
+    ) -> Result<reqwest::Response, Error> {
         let t = &self.target;
         let seconds = t.timeout.as_secs().max(1).to_string();
         let mut request = self
@@ -52,9 +64,9 @@ impl Client {
             .post(t.url.clone())
             .query(&[
                 ("readonly", "2"),
-                ("wait_end_of_query", "1"),
-                ("max_result_rows", &MAX_ROWS.to_string()),
-                ("max_result_bytes", &MAX_BYTES.to_string()),
+                ("wait_end_of_query", if buffered { "1" } else { "0" }),
+                ("max_result_rows", &max_rows.to_string()),
+                ("max_result_bytes", &max_bytes.to_string()),
                 ("result_overflow_mode", "throw"),
                 ("max_execution_time", &seconds),
             ])
@@ -62,36 +74,122 @@ impl Client {
         if let Some((user, password)) = &t.credentials {
             request = request.basic_auth(user, Some(password));
         }
-        let unreachable = |e: reqwest::Error| Error::Unreachable {
-            url: t.shown.clone(),
-            sink: t.sink.clone(),
+        let mut response = request.send().await.map_err(|e| self.unreachable(e))?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let mut body: Vec<u8> = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(|e| self.unreachable(e))? {
+            let room = MAX_BYTES.saturating_sub(body.len());
+            body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            if room <= chunk.len() {
+                break;
+            }
+        }
+        Err(self.answered(status.as_u16(), &String::from_utf8_lossy(&body)))
+    }
+
+    fn unreachable(&self, e: reqwest::Error) -> Error {
+        Error::Unreachable {
+            url: self.target.shown.clone(),
+            sink: self.target.sink.clone(),
             // Without the URL: it is in the message already, masked.
             reason: e.without_url().to_string(),
-        };
-        let mut response = request.send().await.map_err(unreachable)?;
-        let status = response.status();
+        }
+    }
+
+    /// ClickHouse's error answer as an error saying what to check.
+    fn answered(&self, status: u16, text: &str) -> Error {
+        if matches!(code(text), Some(396)) {
+            return Error::TooMany {
+                max: super::reader::MAX_SCAN,
+            };
+        }
+        Error::Answered {
+            url: self.target.shown.clone(),
+            status,
+            message: shown_error(text),
+            hint: hint(text, &self.target),
+        }
+    }
+
+    /// Runs `sql` (at most [`MAX_ROWS`] rows) and returns the answer's text.
+    pub(super) async fn run(&self, sql: &str) -> Result<String, Error> {
+        let mut response = self.send(sql, MAX_ROWS, MAX_BYTES, true).await?;
         let mut body: Vec<u8> = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(unreachable)? {
+        while let Some(chunk) = response.chunk().await.map_err(|e| self.unreachable(e))? {
             if body.len() + chunk.len() > MAX_BYTES {
                 return Err(Error::TooLarge {
-                    url: t.shown.clone(),
-                    sink: t.sink.clone(),
+                    url: self.target.shown.clone(),
+                    sink: self.target.sink.clone(),
                     max_bytes: MAX_BYTES,
                 });
             }
             body.extend_from_slice(&chunk);
         }
-        let text = String::from_utf8_lossy(&body).into_owned();
-        if status.is_success() {
-            return Ok(text);
-        }
-        Err(Error::Answered {
-            url: t.shown.clone(),
-            status: status.as_u16(),
-            message: shown_error(&text),
-            hint: hint(&text, t),
-        })
+        Ok(String::from_utf8_lossy(&body).into_owned())
     }
+
+    /// Runs `sql` (at most `max_rows` rows) and calls `line` with each line of the answer as
+    /// it arrives. An error ClickHouse appends part-way is a line that is no row: the caller
+    /// hands it to [`Client::bad_line`].
+    pub(super) async fn stream(
+        &self,
+        sql: &str,
+        max_rows: usize,
+        mut line: impl FnMut(&str) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let mut response = self.send(sql, max_rows, 0, false).await?;
+        let mut pending: Vec<u8> = Vec::new();
+        let mut each = |bytes: &[u8]| -> Result<(), Error> {
+            let text = String::from_utf8_lossy(bytes);
+            if text.trim().is_empty() {
+                return Ok(());
+            }
+            line(&text)
+        };
+        while let Some(chunk) = response.chunk().await.map_err(|e| self.unreachable(e))? {
+            pending.extend_from_slice(&chunk);
+            let mut start = 0;
+            while let Some(end) = pending[start..].iter().position(|b| *b == b'\n') {
+                each(&pending[start..start + end])?;
+                start += end + 1;
+            }
+            pending.drain(..start);
+            if pending.len() > MAX_LINE {
+                return Err(Error::TooLarge {
+                    url: self.target.shown.clone(),
+                    sink: self.target.sink.clone(),
+                    max_bytes: MAX_LINE,
+                });
+            }
+        }
+        each(&pending)
+    }
+}
+
+impl Client {
+    /// The error for a line of an answer that is not a row (`reason`: why it was not): the
+    /// error ClickHouse appended part-way, if it is one, else an unreadable answer.
+    pub(super) fn bad_line(&self, line: &str, reason: String) -> Error {
+        match appended_error(line) {
+            Some(at) => self.answered(200, &line[at..]),
+            None => Error::Unreadable {
+                url: self.target.shown.clone(),
+                sink: self.target.sink.clone(),
+                reason,
+            },
+        }
+    }
+}
+
+/// Where an error ClickHouse appended to a streamed answer starts in `line`, if it holds one
+/// (`Code: 396, e.displayText() = DB::Exception: ...`, after the rows sent before it).
+fn appended_error(line: &str) -> Option<usize> {
+    let at = line.find("Code: ")?;
+    let rest = &line[at..];
+    (code(rest).is_some() && rest.contains("Exception")).then_some(at)
 }
 
 /// ClickHouse's error text, cut and escaped (it may quote what the statement held).
@@ -158,6 +256,13 @@ mod tests {
             Some(516)
         );
         assert_eq!(code("<html>bad gateway</html>"), None);
+    }
+
+    #[test]
+    fn an_error_appended_to_a_stream_is_found_after_the_rows() {
+        let line = r#"{"id":"01","record":"{}"}Code: 396, e.displayText() = DB::Exception: Limit"#;
+        assert_eq!(appended_error(line), Some(25));
+        assert_eq!(appended_error(r#"{"id":"01","record":"{}"}"#), None);
     }
 
     #[test]

@@ -119,25 +119,34 @@ impl ClusterJournal {
             .zip(filter.end_ms)
             .is_none_or(|(s, e)| s <= e)
         {
-            self.scan(&filter, MAX_SCAN, |record| {
-                tally.add(&record);
-                true
-            })
-            .await?;
+            // One stream, in no order (the tally does not need one), each id once.
+            let sql = sql::all(&self.table, &filter);
+            self.client
+                .stream(&sql, MAX_SCAN, |line| {
+                    let row = self.row(line)?;
+                    if let Some(record) = self.parse(&row)
+                        && filter.matches(&record)
+                    {
+                        tally.add(&record);
+                    }
+                    Ok(())
+                })
+                .await?;
         }
         Ok(tally.finish(record_type))
     }
 
     /// Calls `visit` with each record matching `filter`, newest first, each id once, until
     /// it returns `false` or none are left. `want` is how many the caller expects to take:
-    /// the first chunks are no larger.
+    /// the first chunk is no larger; the next ones (the rows the filter's columns let through
+    /// but its records did not) are full-sized.
     async fn scan(
         &self,
         filter: &Filter,
         want: usize,
         mut visit: impl FnMut(ActivityRecord) -> bool,
     ) -> Result<(), Error> {
-        let chunk = want.clamp(1, MAX_ROWS);
+        let mut chunk = want.clamp(1, MAX_ROWS);
         let mut before: Option<String> = None;
         let mut read = 0usize;
         loop {
@@ -146,6 +155,7 @@ impl ClusterJournal {
             let rows = self.rows(&text)?;
             let full = rows.len() >= chunk;
             read += rows.len();
+            let mut moved = false;
             for row in &rows {
                 // Each chunk starts below the last id of the one before: a row that is not
                 // strictly older is one the server should not have sent.
@@ -153,6 +163,7 @@ impl ClusterJournal {
                     continue;
                 }
                 before = Some(row.id.clone());
+                moved = true;
                 let Some(record) = self.parse(row) else {
                     continue;
                 };
@@ -160,12 +171,19 @@ impl ClusterJournal {
                     return Ok(());
                 }
             }
-            if !full || before.is_none() {
+            if !full {
                 return Ok(());
+            }
+            if !moved {
+                return Err(self.client.bad_line(
+                    "",
+                    "a chunk of rows none older than the last one read".to_owned(),
+                ));
             }
             if read >= MAX_SCAN {
                 return Err(Error::TooMany { max: MAX_SCAN });
             }
+            chunk = MAX_ROWS;
         }
     }
 
@@ -173,14 +191,13 @@ impl ClusterJournal {
     fn rows(&self, text: &str) -> Result<Vec<Row>, Error> {
         text.lines()
             .filter(|line| !line.trim().is_empty())
-            .map(|line| {
-                serde_json::from_str::<Row>(line).map_err(|e| Error::Unreadable {
-                    url: self.client.target().shown.clone(),
-                    sink: self.client.target().sink.clone(),
-                    reason: e.to_string(),
-                })
-            })
+            .map(|line| self.row(line))
             .collect()
+    }
+
+    /// One line of an answer as a row.
+    fn row(&self, line: &str) -> Result<Row, Error> {
+        serde_json::from_str::<Row>(line).map_err(|e| self.client.bad_line(line, e.to_string()))
     }
 
     /// A row's record; `None` (logged) when its JSON is not a record, or names another id

@@ -120,12 +120,23 @@ pub(super) fn conditions(filter: &Filter, before: Option<&str>) -> String {
 }
 
 /// Up to `chunk` rows (`id`, `record`) matching `filter` below the record `before`, newest
-/// first, each id once.
+/// first, each id once. The ids are chosen first, reading only the narrow columns; the
+/// records (the wide column) are then read for those ids alone.
 pub(super) fn page(table: &str, filter: &Filter, before: Option<&str>, chunk: usize) -> String {
+    let conditions = conditions(filter, before);
     format!(
-        "SELECT id, record FROM {table} WHERE {} ORDER BY id DESC LIMIT 1 BY id LIMIT {chunk} \
-         FORMAT JSONEachRow",
-        conditions(filter, before)
+        "SELECT id, record FROM {table} WHERE id IN (SELECT id FROM {table} WHERE {conditions} \
+         ORDER BY id DESC LIMIT 1 BY id LIMIT {chunk}) AND {conditions} ORDER BY id DESC \
+         LIMIT 1 BY id FORMAT JSONEachRow"
+    )
+}
+
+/// Every row (`id`, `record`) matching `filter`, each id once, in no particular order: for
+/// statistics, read as one stream.
+pub(super) fn all(table: &str, filter: &Filter) -> String {
+    format!(
+        "SELECT id, record FROM {table} WHERE {} LIMIT 1 BY id FORMAT JSONEachRow",
+        conditions(filter, None)
     )
 }
 

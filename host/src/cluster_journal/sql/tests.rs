@@ -82,8 +82,18 @@ fn names_are_plain_identifiers_only() {
 fn no_filter_reads_everything_newest_first_each_id_once() {
     assert_eq!(
         page("`d`.`t`", &Filter::default(), None, 100),
-        "SELECT id, record FROM `d`.`t` WHERE 1 ORDER BY id DESC LIMIT 1 BY id LIMIT 100 \
-         FORMAT JSONEachRow"
+        "SELECT id, record FROM `d`.`t` WHERE id IN (SELECT id FROM `d`.`t` WHERE 1 ORDER BY \
+         id DESC LIMIT 1 BY id LIMIT 100) AND 1 ORDER BY id DESC LIMIT 1 BY id FORMAT \
+         JSONEachRow"
+    );
+    let blocked = Filter {
+        status: Some(Status::Blocked),
+        ..Filter::default()
+    };
+    assert_eq!(
+        all("`d`.`t`", &blocked),
+        "SELECT id, record FROM `d`.`t` WHERE status = 'blocked' LIMIT 1 BY id FORMAT \
+         JSONEachRow"
     );
 }
 
