@@ -587,8 +587,7 @@ mod tests {
         // until it is pinned again.
         let listed: BTreeMap<String, Tool> = [("echo".to_owned(), tool("Echo"))].into();
         store.update("fx", |s| s.pin(&tool("Echo"), "t1")).unwrap();
-        let diff =
-            super::super::ToolDiff::between(&PinnedTool::of(&tool("Echo"), "t1"), &tool("Evil"));
+        let diff = ToolDiff::between(&PinnedTool::of(&tool("Echo"), "t1"), &tool("Evil"));
         store
             .hold("fx", "echo", &fingerprint(&tool("Evil")), &diff, "t2")
             .unwrap();
