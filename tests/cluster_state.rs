@@ -364,6 +364,13 @@ async fn servers_added_and_removed_through_one_replica_change_on_every_replica()
     .unwrap();
     assert_eq!(text(&echo), "from b");
     client_b.cancel().await.unwrap();
+    // The CLI on B's data dir reviews it through B, though B's own file never named it.
+    let out = crate::support::TestCommand::new(b.data_dir.path())
+        .args(["upstream", "inspect", "fx", "--config"])
+        .args([b.data_dir.path().join("mcp_config.json")])
+        .output();
+    out.assert_code(0);
+    assert!(out.stdout().contains("echo"), "{}", out.stdout());
     assert_eq!(
         postgres.psql("SELECT string_agg(name, ',') FROM mcpproxy_servers"),
         "fx"
