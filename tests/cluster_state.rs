@@ -364,6 +364,13 @@ async fn servers_added_and_removed_through_one_replica_change_on_every_replica()
     .unwrap();
     assert_eq!(text(&echo), "from b");
     client_b.cancel().await.unwrap();
+    // The CLI on B's data dir reviews it through B, though B's own file never named it.
+    let out = crate::support::TestCommand::new(b.data_dir.path())
+        .args(["upstream", "inspect", "fx", "--config"])
+        .args([b.data_dir.path().join("mcp_config.json")])
+        .output();
+    out.assert_code(0);
+    assert!(out.stdout().contains("echo"), "{}", out.stdout());
     assert_eq!(
         postgres.psql("SELECT string_agg(name, ',') FROM mcpproxy_servers"),
         "fx"
@@ -408,4 +415,27 @@ async fn servers_added_and_removed_through_one_replica_change_on_every_replica()
     })
     .await;
     assert_eq!(postgres.psql("SELECT count(*) FROM mcpproxy_servers"), "0");
+
+    // With no replica running on its data dir, the CLI does not write the file's
+    // mcpServers, which the cluster would ignore: it says where changes go.
+    let offline = tempfile::tempdir().unwrap();
+    let path = offline.path().join("mcp_config.json");
+    std::fs::write(
+        &path,
+        replica_config(Vec::new(), &postgres, "offline").to_string(),
+    )
+    .unwrap();
+    let out = crate::support::TestCommand::new(offline.path())
+        .args(["upstream", "add", "late", "--config"])
+        .args([&path])
+        .args(["--", fixture_bin().to_str().unwrap()])
+        .output();
+    assert_ne!(out.code(), Some(0));
+    assert!(
+        out.stderr()
+            .contains("the servers are the cluster's, changed through a running replica"),
+        "{}",
+        out.stderr()
+    );
+    assert!(!std::fs::read_to_string(&path).unwrap().contains("late"));
 }

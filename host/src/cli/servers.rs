@@ -127,6 +127,15 @@ async fn destination(globals: &Globals, target: &Target) -> Result<Destination> 
     if let Some(remote) = Remote::find(&loaded.config, &data_dir).await? {
         return Ok(Destination::Owner(remote));
     }
+    if loaded.config.cluster.postgres.is_some() {
+        // The file's mcpServers are ignored in a cluster: a change there would change
+        // nothing the replicas run.
+        bail!(
+            "this config has cluster.postgres: the servers are the cluster's, changed through a \
+             running replica (start one with `mcpproxy serve`, or use the REST API of any \
+             replica); the file's mcpServers are ignored"
+        );
+    }
     let path = loaded
         .path
         .or_else(|| {

@@ -183,7 +183,10 @@ impl UpstreamCommand {
 async fn open(globals: &Globals, common: &Common, server: Option<&str>) -> Result<Backend> {
     let loaded = config::load(common.config.as_deref(), globals.home.as_deref())?;
     let config = loaded.config;
+    // In a cluster the servers and their approvals are the cluster's, not the file's.
+    let clustered = config.cluster.postgres.is_some();
     if let Some(name) = server
+        && !clustered
         && config.server(name).is_none()
     {
         bail!("{}", config.unknown_server(name));
@@ -191,6 +194,13 @@ async fn open(globals: &Globals, common: &Common, server: Option<&str>) -> Resul
     let data_dir = globals.data_dir(config.data_dir.as_deref());
     if let Some(remote) = Remote::find(&config, &data_dir).await? {
         return Ok(Backend::Remote(remote));
+    }
+    if clustered {
+        bail!(
+            "this config has cluster.postgres: the servers and their approvals are the \
+             cluster's, so this runs against a running replica (start one on this data dir \
+             with `mcpproxy serve`, or use the REST API of any replica)"
+        );
     }
     let runtime = Runtime::build_for_one(config, &data_dir, loaded.path.as_deref(), server).await?;
     Ok(Backend::Local(Box::new(runtime)))

@@ -72,6 +72,7 @@ impl Cluster {
             );
         }
         let state = trust_sync::load(&db, &mut client).await?;
+        relax_commits(&db, &client).await?;
         let (trust, writes) = TrustStore::shared(state);
         let trust = Arc::new(trust);
         let reload = Arc::new(Notify::new());
@@ -119,7 +120,9 @@ impl Cluster {
         {
             return Ok(client.clone());
         }
-        let client = Arc::new(self.db.connect().await?);
+        let client = self.db.connect().await?;
+        relax_commits(&self.db, &client).await?;
+        let client = Arc::new(client);
         *slot = Some(client.clone());
         Ok(client)
     }
@@ -135,6 +138,16 @@ impl Cluster {
             }
         }
     }
+}
+
+/// The connection for single statements (rate-limit takes, heartbeats, reads) does not wait
+/// for its commits to reach the disk: a crash of the database may forget the last few takes
+/// and beats, never a trust decision or a server change (those use other connections).
+async fn relax_commits(db: &Database, client: &Client) -> Result<()> {
+    client
+        .batch_execute("SET synchronous_commit = off")
+        .await
+        .map_err(|e| db.failed("setting up the connection", &e))
 }
 
 /// `replica-<pid>@<host name>`, for a replica `cluster.replica` does not name.

@@ -142,6 +142,32 @@ async fn a_shared_bucket_takes_whole_tokens_atomically_and_refills_by_the_databa
     }
     let long = "k".repeat(super::bucket::MAX_KEY_BYTES + 1);
     assert!(cluster.take(&long, 1.0, 1.0).await.is_err());
+
+    // What a take costs on loopback (printed for docs/benchmarks.md, not asserted).
+    let start = std::time::Instant::now();
+    for _ in 0..500 {
+        cluster.take("timed", 1e9, 1e9).await.unwrap();
+    }
+    eprintln!("500 sequential takes: {:?} each", start.elapsed() / 500);
+    let start = std::time::Instant::now();
+    let takes: Vec<_> = (0..2000)
+        .map(|i| {
+            let cluster = cluster.clone();
+            tokio::spawn(async move {
+                cluster
+                    .take(&format!("k{}", i % 50), 1e9, 1e9)
+                    .await
+                    .unwrap()
+            })
+        })
+        .collect();
+    for take in takes {
+        take.await.unwrap();
+    }
+    eprintln!(
+        "2000 concurrent takes on one connection, 50 keys: {:?}",
+        start.elapsed()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -546,4 +546,66 @@ mod tests {
         assert!(err.contains("is not a valid trust file"), "{err}");
         assert!(err.contains("move it away"), "{err}");
     }
+
+    #[tokio::test]
+    async fn a_shared_store_sends_each_change_and_takes_others_only_when_its_own_are_written() {
+        let (store, mut writes) = TrustStore::shared(TrustState::default());
+        let mut changed = store.subscribe().expect("a shared store is subscribed to");
+        let tool = |description: &str| Tool {
+            name: "echo".into(),
+            description: description.into(),
+            ..Default::default()
+        };
+        store.update("fx", |s| s.pin(&tool("Echo"), "t0")).unwrap();
+        let Some(TrustWrite::Server {
+            name,
+            before,
+            after,
+        }) = writes.recv().await
+        else {
+            panic!("the change is sent to the writer");
+        };
+        assert_eq!((name.as_str(), before), ("fx", None));
+        assert!(after.is_some_and(|a| a.tools.contains_key("echo")));
+        // A change that changes nothing is not sent.
+        store.update("fx", |_| {}).unwrap();
+        assert!(writes.try_recv().is_err());
+
+        // Another replica's state does not overwrite a change still on its way.
+        let mut theirs = TrustState::default();
+        theirs.servers.entry("gh".into()).or_default();
+        assert!(!store.replace(theirs.clone()));
+        assert!(store.server("gh").is_none());
+        store.written();
+        store.settled().await;
+        assert!(store.replace(theirs));
+        assert!(store.server("gh").is_some() && store.server("fx").is_none());
+        assert!(changed.has_changed().unwrap());
+        changed.borrow_and_update();
+
+        // A held tool is held in the review, however the replica's own listing looks,
+        // until it is pinned again.
+        let listed: BTreeMap<String, Tool> = [("echo".to_owned(), tool("Echo"))].into();
+        store.update("fx", |s| s.pin(&tool("Echo"), "t1")).unwrap();
+        let diff = ToolDiff::between(&PinnedTool::of(&tool("Echo"), "t1"), &tool("Evil"));
+        store
+            .hold("fx", "echo", &fingerprint(&tool("Evil")), &diff, "t2")
+            .unwrap();
+        let review = super::super::Review::of(&listed, store.server("fx").as_ref());
+        assert!(!review.is_trusted("echo"), "{review:?}");
+        store.update("fx", |s| s.pin(&tool("Echo"), "t3")).unwrap();
+        let review = super::super::Review::of(&listed, store.server("fx").as_ref());
+        assert!(review.is_trusted("echo"));
+    }
+
+    #[test]
+    fn a_store_of_one_data_dir_holds_nothing_for_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = TrustStore::open(dir.path()).unwrap();
+        assert!(store.subscribe().is_none());
+        store
+            .hold("fx", "echo", "abc", &ToolDiff::default(), "t")
+            .unwrap();
+        assert_eq!(store.server("fx"), None);
+    }
 }
