@@ -28,6 +28,7 @@ pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
 work=$(mktemp -d)
 chmod 711 "$work"   # the postgres user reaches its own dir inside
 pids=()
+replica_pids=()
 cleanup() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
@@ -62,7 +63,7 @@ for i in 1 2 3; do
 JSON
     "$bin/mcpproxy" serve --listen "127.0.0.1:$port" --config "$dir/mcp_config.json" --data-dir "$dir" \
         >"$dir/out.log" 2>&1 &
-    pids+=($!)
+    pids+=($!); replica_pids+=($!)
 done
 for port in "${ports[@]}"; do
     for _ in $(seq 300); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
@@ -95,15 +96,29 @@ haproxy -db -f "$work/lb1.cfg" >"$work/lb1.log" 2>&1 & pids+=($!)
 haproxy -db -f "$work/lb3.cfg" >"$work/lb3.log" 2>&1 & pids+=($!)
 sleep 1
 
+# CPU time (user + system, clock ticks) the replicas have used so far.
+replica_ticks() {
+    local total=0
+    for p in "${replica_pids[@]}"; do
+        total=$((total + $(awk '{print $14 + $15}' "/proc/$p/stat")))
+    done
+    echo "$total"
+}
+ticks_per_s=$(getconf CLK_TCK)
+
 run() { # NAME URL
+    local before after
+    before=$(replica_ticks)
     "$bin/mcp-load" --url "$2" --tool call_tool_read --args '{"name":"fx:echo","args":{"text":"hi"}}' \
         --requests "$requests" --concurrency "$concurrency" --sessions 16 --warmup 400 \
         --connections keep-alive --output json >"$work/$1.json"
-    python3 - "$1" "$work/$1.json" <<'PY'
+    after=$(replica_ticks)
+    python3 - "$1" "$work/$1.json" "$((after - before))" "$ticks_per_s" "$((requests + 400))" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[2]))
+cpu_us = int(sys.argv[3]) / int(sys.argv[4]) * 1e6 / int(sys.argv[5])
 print(f"{sys.argv[1]:6} {r['calls_per_sec']:>9.0f} calls/s  p50 {r.get('p50_us', 0):>7} us  "
-      f"p99 {r.get('p99_us', 0):>7} us  errors {r['errors']}")
+      f"p99 {r.get('p99_us', 0):>7} us  errors {r['errors']}  replicas' CPU {cpu_us:>5.0f} us/call")
 PY
 }
 echo "requests $requests, concurrency $concurrency, $(nproc) cores"
