@@ -142,7 +142,7 @@ impl Rule {
     }
 
     fn admits(&self, who: &Who) -> bool {
-        self.subjects.iter().any(|s| *s == who.subject)
+        self.subjects.contains(&who.subject)
             || who.groups.iter().any(|g| self.groups.contains(g))
     }
 }
