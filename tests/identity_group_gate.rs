@@ -142,3 +142,46 @@ async fn group_gate_decides_by_the_callers_group_beside_a_plugin_built_before_ca
     let _ = alice.cancel().await;
     let _ = bob.cancel().await;
 }
+
+/// `plugins check --cases` runs each case as the caller it names (`"caller"`): the group
+/// gate's own cases (`plugins/group-gate/cases.json`) pass, and a case that expects the
+/// wrong verdict for its caller fails.
+#[test]
+fn plugins_check_runs_cases_as_the_caller_they_name() {
+    let data = tempfile::tempdir().expect("data dir");
+    let cases =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/group-gate/cases.json");
+    let out = crate::support::TestCommand::new(data.path())
+        .args(["plugins", "check"])
+        .args([artifact("group_gate")])
+        .args(["--cases".as_ref(), cases.as_os_str()])
+        .output();
+    out.assert_code(0);
+    assert!(
+        out.stdout().lines().any(|l| l == "6 passed, 0 failed"),
+        "{}",
+        out.stdout()
+    );
+
+    let wrong = data.path().join("wrong.json");
+    std::fs::write(
+        &wrong,
+        r#"[{"name": "bob expected to pass",
+             "variant": "destructive", "tool": {"server": "prod-db", "name": "drop_table"},
+             "settings": {"rules": [{"servers": ["prod-db"], "groups": ["sre"]}]},
+             "caller": {"subject": "bob", "groups": ["dev"]},
+             "expect": "allow"}]"#,
+    )
+    .expect("write the cases");
+    let out = crate::support::TestCommand::new(data.path())
+        .args(["plugins", "check"])
+        .args([artifact("group_gate")])
+        .args(["--cases".as_ref(), wrong.as_os_str()])
+        .output();
+    assert_ne!(out.code(), Some(0), "{}", out.stdout());
+    assert!(
+        out.stdout().contains("FAIL  bob expected to pass"),
+        "{}",
+        out.stdout()
+    );
+}

@@ -188,3 +188,100 @@ async fn scopes_hide_servers_and_tools_from_the_callers_they_name() {
         let _ = client.cancel().await;
     }
 }
+
+/// The aggregate endpoint's prompts and resources of a hidden server (server-everything,
+/// from `tests/npm`): absent from bob's lists, and a prompt named on it reads as one that
+/// does not exist; alice, whom no rule names, lists and gets them.
+#[tokio::test(flavor = "multi_thread")]
+async fn scopes_hide_a_servers_prompts_and_resources() {
+    use rmcp::model::GetPromptRequestParams;
+    if !crate::support::mcp::npm_bin_installed("mcp-server-everything") {
+        return;
+    }
+    let Some(node) = crate::support::node::oauth_node() else {
+        return;
+    };
+    let issuer = Issuer::start(&node);
+    let mut config = config_with(vec![json!({
+        "name": "everything",
+        "command": "npx",
+        "args": ["--prefix", crate::support::mcp::npm_dir(), "--no-install",
+                 "mcp-server-everything", "stdio"],
+    })]);
+    config["auth"] = json!({"issuer": issuer.url});
+    config["scopes"] = json!([{"subjects": ["bob"], "hide_servers": ["everything"]}]);
+    let proxy = Proxy::start(&config, &[]);
+    let alice = session(&proxy.url, &issuer.token("alice", &proxy.url).await).await;
+    let bob = session(&proxy.url, &issuer.token("bob", &proxy.url).await).await;
+
+    let prompts = alice
+        .peer()
+        .list_all_prompts()
+        .await
+        .expect("alice's prompts");
+    let simple = prompts
+        .iter()
+        .find(|p| p.arguments.as_ref().is_none_or(Vec::is_empty))
+        .expect("a prompt without arguments")
+        .name
+        .clone();
+    assert!(simple.starts_with("everything:"), "{simple}");
+    alice
+        .peer()
+        .get_prompt(GetPromptRequestParams::new(simple.clone()))
+        .await
+        .expect("alice gets the prompt");
+    assert!(
+        !alice
+            .peer()
+            .list_all_resources()
+            .await
+            .expect("resources")
+            .is_empty()
+    );
+
+    assert_eq!(
+        bob.peer().list_all_prompts().await.expect("bob's prompts"),
+        []
+    );
+    assert_eq!(
+        bob.peer()
+            .list_all_resources()
+            .await
+            .expect("bob's resources"),
+        []
+    );
+    assert_eq!(
+        bob.peer()
+            .list_all_resource_templates()
+            .await
+            .expect("bob's templates"),
+        []
+    );
+    let hidden = bob
+        .peer()
+        .get_prompt(GetPromptRequestParams::new(simple.clone()))
+        .await
+        .expect_err("a hidden server's prompt")
+        .to_string();
+    let missing = bob
+        .peer()
+        .get_prompt(GetPromptRequestParams::new("nobody:greet"))
+        .await
+        .expect_err("a prompt of no server")
+        .to_string();
+    assert!(
+        hidden.contains(&format!(
+            "prompt '{simple}' is not available to this caller"
+        )),
+        "{hidden}"
+    );
+    assert_eq!(
+        hidden.replace(&simple, "X"),
+        missing.replace("nobody:greet", "X"),
+        "a hidden server's prompt reads as one that does not exist"
+    );
+    assert!(!missing.contains("everything"), "{missing}");
+    let _ = alice.cancel().await;
+    let _ = bob.cancel().await;
+}

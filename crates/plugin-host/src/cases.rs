@@ -13,11 +13,13 @@
 //!    "intent": {"operation_type": "write", "data_sensitivity": "internal"},
 //!    "args": {"body": "AKIAIOSFODNN7EXAMPLE"},
 //!    "settings": {"warn_only": false},
+//!    "caller": {"subject": "alice", "groups": ["sre"]},
 //!    "expect": "reject", "message": "AWS access key"}
 //! ]
 //! ```
 //!
-//! Parsing is strict: an unknown key or a wrong type is an error naming the case's index
+//! `caller` is who asks (what `host.caller()` answers during the case; absent: no one
+//! logged in). Parsing is strict: an unknown key or a wrong type is an error naming the case's index
 //! (from 0) and the key. Running the cases is `suite::MatrixCase::run`.
 
 use std::path::Path;
@@ -25,7 +27,7 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::Value;
 
-use mcpproxy_policy::{Annotations, Intent, OperationType, Tool};
+use mcpproxy_policy::{Annotations, Caller, Intent, OperationType, Tool};
 
 use super::suite::{Expect, Text};
 
@@ -71,9 +73,20 @@ struct RawCase {
     args: Option<serde_json::Map<String, Value>>,
     #[serde(default)]
     settings: Option<serde_json::Map<String, Value>>,
+    #[serde(default)]
+    caller: Option<RawCaller>,
     expect: Decision,
     #[serde(default)]
     message: Option<String>,
+}
+
+/// Who asks, in a case.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCaller {
+    subject: String,
+    #[serde(default)]
+    groups: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -138,6 +151,8 @@ pub struct UserCase {
     pub args: Value,
     /// Settings for this case only; `None`: the `--settings` of the check.
     pub settings: Option<Value>,
+    /// Who asks (`host.caller()`); `None`: no one logged in.
+    pub caller: Option<Caller>,
     pub expect: Expect,
 }
 
@@ -267,6 +282,10 @@ fn case(item: &Value, index: usize, file: &str) -> Result<UserCase, CasesError> 
         }),
         args: Value::Object(raw.args.unwrap_or_default()),
         settings: raw.settings.map(Value::Object),
+        caller: raw.caller.map(|c| Caller {
+            subject: c.subject,
+            groups: c.groups,
+        }),
         expect,
     })
 }

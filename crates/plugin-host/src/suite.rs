@@ -134,12 +134,17 @@ pub struct MatrixCase {
     pub name: String,
     pub settings: serde_json::Value,
     pub request: CallRequest,
+    /// Who asks during the case (`host.caller()`); `None`: no one logged in.
+    pub caller: Option<mcpproxy_policy::Caller>,
     pub expect: Expect,
 }
 
 impl MatrixCase {
     pub fn run(&self, plugin: &Plugin) -> CaseResult {
-        let got = plugin.validate_with_settings(&self.request, &self.settings.to_string());
+        let caller = self.caller.clone().map(std::sync::Arc::new);
+        let got = mcpproxy_policy::with_caller(caller, || {
+            plugin.validate_with_settings(&self.request, &self.settings.to_string())
+        });
         let passed = match (&self.expect, &got) {
             (Expect::Allow, Ok(Verdict::Allow)) => true,
             (Expect::Warn(text), Ok(Verdict::Warn(m))) => text.matches(m),
@@ -292,6 +297,7 @@ pub fn matrix_cases() -> Vec<MatrixCase> {
             name,
             settings: settings.clone(),
             request,
+            caller: None,
             expect,
         })
     };

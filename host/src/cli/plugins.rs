@@ -396,6 +396,7 @@ fn run_cases(
                     effective,
                     args: case.args,
                 },
+                caller: case.caller,
                 expect: case.expect,
             }
             .run(plugin)

@@ -120,7 +120,11 @@ impl Rules {
                 if who.groups.is_empty() {
                     "none".to_owned()
                 } else {
-                    who.groups.iter().map(|g| quoted(g)).collect::<Vec<_>>().join(", ")
+                    who.groups
+                        .iter()
+                        .map(|g| quoted(g))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 }
             ),
         })
@@ -142,8 +146,7 @@ impl Rule {
     }
 
     fn admits(&self, who: &Who) -> bool {
-        self.subjects.iter().any(|s| *s == who.subject)
-            || who.groups.iter().any(|g| self.groups.contains(g))
+        self.subjects.contains(&who.subject) || who.groups.iter().any(|g| self.groups.contains(g))
     }
 }
 
@@ -197,13 +200,26 @@ mod tests {
     fn a_covered_call_passes_for_the_group_only() {
         let rules = Rules::parse(SETTINGS).unwrap();
         let destructive = call("prod-db", Operation::Destructive);
-        assert_eq!(rules.judge(&destructive, Some(&who("alice", &["sre"]))), None);
-        let refused = rules.judge(&destructive, Some(&who("bob", &["dev"]))).unwrap();
+        assert_eq!(
+            rules.judge(&destructive, Some(&who("alice", &["sre"]))),
+            None
+        );
+        let refused = rules
+            .judge(&destructive, Some(&who("bob", &["dev"])))
+            .unwrap();
         assert!(refused.contains("only for group sre"), "{refused}");
-        assert!(rules.judge(&destructive, None).unwrap().contains("did not log in"));
+        assert!(
+            rules
+                .judge(&destructive, None)
+                .unwrap()
+                .contains("did not log in")
+        );
         // Calls no rule covers pass for anyone.
         assert_eq!(rules.judge(&call("prod-db", Operation::Read), None), None);
-        assert_eq!(rules.judge(&call("staging", Operation::Destructive), None), None);
+        assert_eq!(
+            rules.judge(&call("staging", Operation::Destructive), None),
+            None
+        );
     }
 
     #[test]

@@ -113,3 +113,61 @@ fn limit_from(raw: RawRate, key: &str, ctx: &Context<'_>) -> Result<Limit> {
         burst: u32::try_from(burst).unwrap_or(u32::MAX),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{Config, ScopeRule};
+    use crate::rate_limit::{Limit, Per};
+
+    #[test]
+    fn limits_and_scopes_are_read_with_their_defaults() {
+        let config = Config::from_json(
+            r#"{
+              "scopes": [{"groups": ["contractors"], "hide_tools": ["github:delete_repo"],
+                          "only_servers": ["github", "docs"]}],
+              "rate_limits": {
+                "identity": {"rate": 2.5, "per": "minute"},
+                "tools": {"github:create_issue": {"rate": 1, "per": "hour", "burst": 3}},
+                "upstreams": {"docs": {"rate": 10}}
+              }
+            }"#,
+            "t.json",
+        )
+        .expect("a valid config");
+        assert_eq!(
+            config.scopes,
+            [ScopeRule {
+                groups: vec!["contractors".into()],
+                hide_tools: vec![("github".into(), "delete_repo".into())],
+                only_servers: Some(vec!["github".into(), "docs".into()]),
+                ..ScopeRule::default()
+            }]
+        );
+        let limits = &config.rate_limits;
+        // The burst defaults to the rate, rounded up; `per` to a second.
+        assert_eq!(
+            limits.identity,
+            Some(Limit {
+                rate: 2.5,
+                per: Per::Minute,
+                burst: 3
+            })
+        );
+        assert_eq!(
+            limits.tools[&("github".to_owned(), "create_issue".to_owned())],
+            Limit {
+                rate: 1.0,
+                per: Per::Hour,
+                burst: 3
+            }
+        );
+        assert_eq!(
+            limits.upstreams["docs"],
+            Limit {
+                rate: 10.0,
+                per: Per::Second,
+                burst: 10
+            }
+        );
+    }
+}
