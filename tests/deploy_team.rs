@@ -312,10 +312,10 @@ async fn cluster_tags(replica: &Replica, key: &str) -> Result<BTreeMap<String, u
                 ids.insert(id.clone()),
                 "record {id} read twice from the cluster"
             );
-            if let Some(tag) = record["arguments"]["text"].as_str() {
-                if tag.starts_with("load-") {
-                    *tags.entry(tag.to_owned()).or_default() += 1;
-                }
+            if let Some(tag) = record["arguments"]["text"].as_str()
+                && tag.starts_with("load-")
+            {
+                *tags.entry(tag.to_owned()).or_default() += 1;
             }
         }
         offset += records.len();
