@@ -62,25 +62,36 @@ async fn status(proxy: &Proxy, name: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
-async fn approve(proxy: &Proxy, server: &str, body: Value) -> Value {
-    let answer: Value = reqwest::Client::new()
-        .post(format!(
-            "{}/api/v1/upstreams/{server}/approve",
-            proxy.base()
-        ))
-        .header("X-API-Key", proxy.api_key())
-        .json(&body)
+/// `method` on `path` of `proxy`'s REST API with its key and `body` (if any); the answer,
+/// which must say `success`.
+async fn rest(proxy: &Proxy, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+    let mut request = reqwest::Client::new()
+        .request(method.clone(), format!("{}{path}", proxy.base()))
+        .header("X-API-Key", proxy.api_key());
+    if let Some(body) = &body {
+        request = request.json(body);
+    }
+    let answer: Value = request
         .send()
         .await
-        .expect("POST approve")
+        .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
         .json()
         .await
         .expect("JSON");
-    assert_eq!(answer["success"], true, "{answer}");
+    assert_eq!(answer["success"], true, "{method} {path}: {answer}");
     answer
 }
 
-/// Polls `check` until it holds, up to [`DEADLINE`]; the time it took.
+async fn approve(proxy: &Proxy, server: &str, body: Value) -> Value {
+    rest(
+        proxy,
+        reqwest::Method::POST,
+        &format!("/api/v1/upstreams/{server}/approve"),
+        Some(body),
+    )
+    .await
+}
+
 async fn until<F, Fut>(what: &str, mut check: F) -> Duration
 where
     F: FnMut() -> Fut,
@@ -334,17 +345,13 @@ async fn servers_added_and_removed_through_one_replica_change_on_every_replica()
 
     // A person adds a server through A's REST API, approved: B runs it too.
     let entry = crate::support::mcp::stdio_fixture("fx", &log);
-    let added: Value = reqwest::Client::new()
-        .post(format!("{}/api/v1/upstreams?approve=true", a.base()))
-        .header("X-API-Key", a.api_key())
-        .json(&entry)
-        .send()
-        .await
-        .expect("POST /api/v1/upstreams")
-        .json()
-        .await
-        .expect("JSON");
-    assert_eq!(added["success"], true, "{added}");
+    rest(
+        &a,
+        reqwest::Method::POST,
+        "/api/v1/upstreams?approve=true",
+        Some(entry),
+    )
+    .await;
     until("B runs the server added through A", || async {
         let fx = status(&b, "fx").await;
         if fx["state"] == "ready" && fx["quarantined"] == false {
@@ -377,17 +384,13 @@ async fn servers_added_and_removed_through_one_replica_change_on_every_replica()
     );
 
     // Disabled through B: A stops it; removed through B: A drops it.
-    let patched: Value = reqwest::Client::new()
-        .patch(format!("{}/api/v1/upstreams/fx", b.base()))
-        .header("X-API-Key", b.api_key())
-        .json(&json!({"enabled": false}))
-        .send()
-        .await
-        .expect("PATCH")
-        .json()
-        .await
-        .expect("JSON");
-    assert_eq!(patched["success"], true, "{patched}");
+    rest(
+        &b,
+        reqwest::Method::PATCH,
+        "/api/v1/upstreams/fx",
+        Some(json!({"enabled": false})),
+    )
+    .await;
     until("A disables the server disabled through B", || async {
         let fx = status(&a, "fx").await;
         if fx["enabled"] == false || fx["state"] == "disabled" {
@@ -397,16 +400,7 @@ async fn servers_added_and_removed_through_one_replica_change_on_every_replica()
         }
     })
     .await;
-    let removed: Value = reqwest::Client::new()
-        .delete(format!("{}/api/v1/upstreams/fx", b.base()))
-        .header("X-API-Key", b.api_key())
-        .send()
-        .await
-        .expect("DELETE")
-        .json()
-        .await
-        .expect("JSON");
-    assert_eq!(removed["success"], true, "{removed}");
+    rest(&b, reqwest::Method::DELETE, "/api/v1/upstreams/fx", None).await;
     until("A drops the server removed through B", || async {
         match status(&a, "fx").await {
             Value::Null => Ok(()),

@@ -68,20 +68,14 @@ pub(crate) async fn load(db: &Database, client: &mut Client) -> Result<TrustStat
         };
         state.servers.insert(server, trust);
     }
-    for row in tx
-        .query("SELECT server, tool, pin FROM mcpproxy_trust_pins", &[])
-        .await
-        .map_err(failed)?
+    for (server, tool, pin) in per_tool::<PinnedTool, _>(
+        db,
+        &tx,
+        "SELECT server, tool, pin FROM mcpproxy_trust_pins",
+        "pin of",
+    )
+    .await?
     {
-        let (server, tool): (String, String) = (
-            row.try_get(0).map_err(failed)?,
-            row.try_get(1).map_err(failed)?,
-        );
-        let pin: PinnedTool = decode(
-            db,
-            &format!("pin of {server}:{tool}"),
-            row.try_get(2).map_err(failed)?,
-        )?;
         state
             .servers
             .entry(server)
@@ -89,20 +83,14 @@ pub(crate) async fn load(db: &Database, client: &mut Client) -> Result<TrustStat
             .tools
             .insert(tool, pin);
     }
-    for row in tx
-        .query("SELECT server, tool, held FROM mcpproxy_trust_held", &[])
-        .await
-        .map_err(failed)?
+    for (server, tool, held) in per_tool::<HeldTool, _>(
+        db,
+        &tx,
+        "SELECT server, tool, held FROM mcpproxy_trust_held",
+        "held tool",
+    )
+    .await?
     {
-        let (server, tool): (String, String) = (
-            row.try_get(0).map_err(failed)?,
-            row.try_get(1).map_err(failed)?,
-        );
-        let held: HeldTool = decode(
-            db,
-            &format!("held tool {server}:{tool}"),
-            row.try_get(2).map_err(failed)?,
-        )?;
         state
             .servers
             .entry(server)
@@ -112,6 +100,31 @@ pub(crate) async fn load(db: &Database, client: &mut Client) -> Result<TrustStat
     }
     tx.commit().await.map_err(failed)?;
     Ok(state)
+}
+
+/// The rows of `query` (`server, tool, JSON`), each JSON decoded as a `T`; `what` names the
+/// value in the error about a row that does not decode (e.g. `pin of` `github:search`).
+async fn per_tool<T: DeserializeOwned, C: GenericClient>(
+    db: &Database,
+    client: &C,
+    query: &str,
+    what: &str,
+) -> Result<Vec<(String, String, T)>> {
+    let failed = |e| db.failed("reading the trust decisions", &e);
+    let mut decoded = Vec::new();
+    for row in client.query(query, &[]).await.map_err(failed)? {
+        let (server, tool): (String, String) = (
+            row.try_get(0).map_err(failed)?,
+            row.try_get(1).map_err(failed)?,
+        );
+        let value = decode(
+            db,
+            &format!("{what} {server}:{tool}"),
+            row.try_get(2).map_err(failed)?,
+        )?;
+        decoded.push((server, tool, value));
+    }
+    Ok(decoded)
 }
 
 fn decode<T: DeserializeOwned>(db: &Database, what: &str, value: serde_json::Value) -> Result<T> {
