@@ -12,6 +12,18 @@ use crate::identity_group_gate::session;
 use crate::support::issuer::Issuer;
 use crate::support::mcp::{Client, Proxy, call, config_with, is_error, stdio_fixture, text};
 
+/// The names `tools/list` gives `client`.
+async fn tool_names(client: &Client) -> Vec<String> {
+    client
+        .peer()
+        .list_all_tools()
+        .await
+        .expect("tools/list")
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect()
+}
+
 /// `retrieve_tools` for `query`: the whole answer as text, and the tools' names.
 async fn retrieve(client: &Client, query: &str) -> (String, Vec<String>) {
     let result = call(
@@ -141,14 +153,7 @@ async fn scopes_hide_servers_and_tools_from_the_callers_they_name() {
     );
     let docs_direct = format!("{}/mcp/servers/docs", proxy.base());
     let bob_docs = session(&docs_direct, &bob_token).await;
-    let names: Vec<String> = bob_docs
-        .peer()
-        .list_all_tools()
-        .await
-        .expect("tools/list")
-        .into_iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let names = tool_names(&bob_docs).await;
     assert!(names.contains(&"get_status".to_owned()), "{names:?}");
     assert!(!names.contains(&"delete_note".to_owned()), "{names:?}");
     let hidden = call(&bob_docs, "delete_note", json!({"id": "n1"})).await;
@@ -162,14 +167,7 @@ async fn scopes_hide_servers_and_tools_from_the_callers_they_name() {
         "a hidden tool reads as one the server does not have"
     );
     let alice_docs = session(&docs_direct, &alice_token).await;
-    let names: Vec<String> = alice_docs
-        .peer()
-        .list_all_tools()
-        .await
-        .expect("tools/list")
-        .into_iter()
-        .map(|t| t.name.to_string())
-        .collect();
+    let names = tool_names(&alice_docs).await;
     assert!(names.contains(&"delete_note".to_owned()), "{names:?}");
 
     // The refusals are on the record, under bob's name.

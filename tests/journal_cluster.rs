@@ -139,19 +139,38 @@ async fn ch_count(ch: &ClickHouse) -> (u64, u64) {
     (parts.next().unwrap(), parts.next().unwrap())
 }
 
+/// Two replicas, `replica-a` and `replica-b`, delivering to one ClickHouse table; their
+/// call logs live as long as this does.
+struct Replicas {
+    a: Proxy,
+    b: Proxy,
+    config_b: Value,
+    _logs: (tempfile::NamedTempFile, tempfile::NamedTempFile),
+}
+
+impl Replicas {
+    fn start(ch: &ClickHouse) -> Self {
+        let logs = (
+            tempfile::NamedTempFile::new().expect("call log"),
+            tempfile::NamedTempFile::new().expect("call log"),
+        );
+        let config_a = replica_config(logs.0.path(), ch, "replica-a");
+        let config_b = replica_config(logs.1.path(), ch, "replica-b");
+        Self {
+            a: Proxy::start(&config_a, &[]),
+            b: Proxy::start(&config_b, &[]),
+            config_b,
+            _logs: logs,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn two_replicas_read_one_cluster_trail_every_record_once() {
     let Some(ch) = ClickHouse::start().await else {
         return;
     };
-    let (log_a, log_b) = (
-        tempfile::NamedTempFile::new().unwrap(),
-        tempfile::NamedTempFile::new().unwrap(),
-    );
-    let config_a = replica_config(log_a.path(), &ch, "replica-a");
-    let config_b = replica_config(log_b.path(), &ch, "replica-b");
-    let a = Proxy::start(&config_a, &[]);
-    let b = Proxy::start(&config_b, &[]);
+    let Replicas { a, b, _logs, .. } = Replicas::start(&ch);
     make_calls(&a, 6).await;
     make_calls(&b, 5).await;
     let mut union = delivered_records(&a).await;
@@ -453,14 +472,12 @@ async fn a_replica_killed_after_answering_delivers_its_backlog_once() {
     let Some(mut ch) = ClickHouse::start().await else {
         return;
     };
-    let (log_a, log_b) = (
-        tempfile::NamedTempFile::new().unwrap(),
-        tempfile::NamedTempFile::new().unwrap(),
-    );
-    let config_a = replica_config(log_a.path(), &ch, "replica-a");
-    let config_b = replica_config(log_b.path(), &ch, "replica-b");
-    let a = Proxy::start(&config_a, &[]);
-    let b = Proxy::start(&config_b, &[]);
+    let Replicas {
+        a,
+        b,
+        config_b,
+        _logs,
+    } = Replicas::start(&ch);
     make_calls(&a, 4).await;
     // B answers its calls and is killed at once (SIGKILL: no shutdown, no last delivery),
     // then started again with the same data dir.
