@@ -11,9 +11,7 @@ use serde_json::{Value, json};
 
 use crate::support::TestCommand;
 use crate::support::clickhouse::ClickHouse;
-use crate::support::mcp::{
-    PLUGIN_TIMEOUT_MS, Proxy, call, config_with, connect, is_error, stdio_fixture,
-};
+use crate::support::mcp::{PLUGIN_TIMEOUT_MS, Proxy, config_with, stdio_fixture};
 
 const TABLE: &str = "mcpproxy_activity";
 
@@ -33,28 +31,10 @@ fn replica_config(log: &std::path::Path, ch: &ClickHouse, replica: &str) -> Valu
     config
 }
 
-/// `n` calls through `proxy`: reads that succeed, and every third a delete through
-/// `call_tool_read`, which the policy blocks.
+/// `n` calls through `proxy`: reads that succeed, and every third a delete the policy
+/// blocks.
 async fn make_calls(proxy: &Proxy, n: usize) {
-    let client = connect(&proxy.url).await;
-    for i in 0..n {
-        if i % 3 == 2 {
-            let r = call(
-                &client,
-                "call_tool_read",
-                json!({"name": "fx:delete_note", "args": {"id": "x"}}),
-            )
-            .await
-            .expect("a rejection is a tool result");
-            assert!(is_error(&r), "the delete must be blocked: {r:?}");
-        } else {
-            let r = call(&client, "call_tool_read", json!({"name": "fx:get_status"}))
-                .await
-                .expect("call");
-            assert!(!is_error(&r), "read {i} failed: {r:?}");
-        }
-    }
-    client.cancel().await.ok();
+    crate::support::mcp::reads_and_blocked(proxy, n, 3).await;
 }
 
 async fn api(proxy: &Proxy, path: &str) -> Value {

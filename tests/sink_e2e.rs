@@ -118,28 +118,7 @@ where
 /// Makes `n` calls through the proxy (reads that succeed, and every fourth a write that
 /// the matrix rejects: blocked calls are audited too); returns how many.
 async fn make_calls(proxy: &Proxy, n: usize) -> usize {
-    let client = connect(&proxy.url).await;
-    for i in 0..n {
-        if i % 4 == 3 {
-            let r = call(
-                &client,
-                "call_tool_read",
-                json!({"name": "fx:delete_note", "args": {"id": "x"}}),
-            )
-            .await
-            .expect("a rejection is a tool result");
-            assert!(
-                is_error(&r),
-                "delete through call_tool_read must be rejected: {r:?}"
-            );
-        } else {
-            let r = call(&client, "call_tool_read", json!({"name": "fx:get_status"}))
-                .await
-                .expect("call");
-            assert!(!is_error(&r), "read {i} failed: {r:?}");
-        }
-    }
-    client.cancel().await.ok();
+    crate::support::mcp::reads_and_blocked(proxy, n, 4).await;
     n
 }
 

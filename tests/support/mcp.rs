@@ -17,7 +17,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult};
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ServiceError, ServiceExt};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// The `mcp-fixture` binary, built on first use if this test run did not build it.
 pub(crate) fn fixture_bin() -> PathBuf {
@@ -506,4 +506,29 @@ pub(crate) fn npm_bin_installed(bin: &str) -> bool {
     );
     eprintln!("SKIPPED: {bin} is not installed; run `npm ci --prefix tests/npm` to run this test");
     false
+}
+
+/// `n` calls through `proxy` with the fixture as `fx`: reads (`fx:get_status`) that
+/// succeed, and every `blocked_every`-th a delete through `call_tool_read`, which the
+/// policy blocks (blocked calls are audited too).
+pub(crate) async fn reads_and_blocked(proxy: &Proxy, n: usize, blocked_every: usize) {
+    let client = connect(&proxy.url).await;
+    for i in 0..n {
+        if i % blocked_every == blocked_every - 1 {
+            let r = call(
+                &client,
+                "call_tool_read",
+                json!({"name": "fx:delete_note", "args": {"id": "x"}}),
+            )
+            .await
+            .expect("a rejection is a tool result");
+            assert!(is_error(&r), "the delete must be blocked: {r:?}");
+        } else {
+            let r = call(&client, "call_tool_read", json!({"name": "fx:get_status"}))
+                .await
+                .expect("call");
+            assert!(!is_error(&r), "read {i} failed: {r:?}");
+        }
+    }
+    client.cancel().await.ok();
 }
