@@ -281,6 +281,19 @@ where
     }
 }
 
+/// Waits (polling every 20 ms, up to a minute: a bound on a hang, not on speed) until
+/// `check` holds; its `Err` is the count so far, for the message.
+async fn converge_slowly(what: &str, check: impl Fn() -> Result<(), usize>) {
+    let start = Instant::now();
+    while let Err(so_far) = check() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{what}: not after a minute ({so_far} so far)"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// The records of answered calls in the cluster's journal, read back by one replica's REST
 /// API (`?cluster=true`): each `echo` text tagged `load-N` and how often it appears.
 async fn cluster_tags(replica: &Replica, key: &str) -> Result<BTreeMap<String, usize>, String> {
@@ -565,7 +578,16 @@ async fn three_replicas_behind_haproxy_share_one_state_and_one_trail() {
             }
         }));
     }
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Killed once the load is well under way, on every replica; the load goes on until as
+    // many calls again are answered by the two left (counts, not times: a slow machine only
+    // takes longer).
+    let answered_count = || answered.lock().expect("lock").len();
+    converge_slowly("40 calls answered under load", || {
+        (answered_count() >= 40)
+            .then_some(())
+            .ok_or(answered_count())
+    })
+    .await;
     let victim = replicas[1].proxy.take().expect("replica-2 runs");
     let Proxy {
         mut proc, data_dir, ..
@@ -575,17 +597,18 @@ async fn three_replicas_behind_haproxy_share_one_state_and_one_trail() {
         "killed replica-2 with {} calls answered",
         answered.lock().expect("lock").len()
     );
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let at_kill = answered_count();
+    converge_slowly("40 more calls answered after the kill", || {
+        (answered_count() >= at_kill + 40)
+            .then_some(())
+            .ok_or(answered_count())
+    })
+    .await;
     stop.store(true, Ordering::Relaxed);
     for worker in workers {
         worker.await.expect("load worker");
     }
     let answered = answered.lock().expect("lock").clone();
-    assert!(
-        answered.len() > 50,
-        "only {} calls answered",
-        answered.len()
-    );
     let config = config_of(&replicas[1].name);
     replicas[1].proxy = Some(Proxy::start_listening_at(
         &replicas[1].addr.to_string(),
