@@ -223,43 +223,49 @@ async fn write_server(
     }
     let empty = ServerTrust::default();
     let before = before.unwrap_or(&empty);
-    for (tool, pin) in &after.tools {
-        if before.tools.get(tool) != Some(pin) {
-            tx.execute(
-                "INSERT INTO mcpproxy_trust_pins (server, tool, pin) VALUES ($1, $2, $3) \
-                 ON CONFLICT (server, tool) DO UPDATE SET pin = EXCLUDED.pin",
-                &[&name, tool, &encode(pin)],
-            )
-            .await?;
+    write_tools(tx, &PINS, name, &before.tools, &after.tools).await?;
+    write_tools(tx, &HELD, name, &before.held, &after.held).await?;
+    Ok(())
+}
+
+/// One per-tool table of a server's trust: the statements that set and drop a row.
+struct ToolTable {
+    upsert: &'static str,
+    delete: &'static str,
+}
+
+/// `mcpproxy_trust_pins`: the pinned form of each approved tool.
+const PINS: ToolTable = ToolTable {
+    upsert: "INSERT INTO mcpproxy_trust_pins (server, tool, pin) VALUES ($1, $2, $3) \
+             ON CONFLICT (server, tool) DO UPDATE SET pin = EXCLUDED.pin",
+    delete: "DELETE FROM mcpproxy_trust_pins WHERE server = $1 AND tool = $2",
+};
+
+/// `mcpproxy_trust_held`: the tools held because a replica saw them change.
+const HELD: ToolTable = ToolTable {
+    upsert: "INSERT INTO mcpproxy_trust_held (server, tool, held) VALUES ($1, $2, $3) \
+             ON CONFLICT (server, tool) DO UPDATE SET held = EXCLUDED.held",
+    delete: "DELETE FROM mcpproxy_trust_held WHERE server = $1 AND tool = $2",
+};
+
+/// Writes the rows of `table` for server `name` that `after` changed from `before`: each
+/// new or changed tool set, each tool gone dropped; rows nobody changed are not touched, so
+/// two replicas changing different tools of one server both keep their change.
+async fn write_tools<T: Serialize + PartialEq>(
+    tx: &impl GenericClient,
+    table: &ToolTable,
+    name: &str,
+    before: &BTreeMap<String, T>,
+    after: &BTreeMap<String, T>,
+) -> Result<(), tokio_postgres::Error> {
+    for (tool, value) in after {
+        if before.get(tool) != Some(value) {
+            tx.execute(table.upsert, &[&name, tool, &encode(value)])
+                .await?;
         }
     }
-    for tool in before
-        .tools
-        .keys()
-        .filter(|t| !after.tools.contains_key(*t))
-    {
-        tx.execute(
-            "DELETE FROM mcpproxy_trust_pins WHERE server = $1 AND tool = $2",
-            &[&name, tool],
-        )
-        .await?;
-    }
-    for (tool, held) in &after.held {
-        if before.held.get(tool) != Some(held) {
-            tx.execute(
-                "INSERT INTO mcpproxy_trust_held (server, tool, held) VALUES ($1, $2, $3) \
-                 ON CONFLICT (server, tool) DO UPDATE SET held = EXCLUDED.held",
-                &[&name, tool, &encode(held)],
-            )
-            .await?;
-        }
-    }
-    for tool in before.held.keys().filter(|t| !after.held.contains_key(*t)) {
-        tx.execute(
-            "DELETE FROM mcpproxy_trust_held WHERE server = $1 AND tool = $2",
-            &[&name, tool],
-        )
-        .await?;
+    for tool in before.keys().filter(|t| !after.contains_key(*t)) {
+        tx.execute(table.delete, &[&name, tool]).await?;
     }
     Ok(())
 }

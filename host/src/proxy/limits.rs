@@ -59,7 +59,9 @@ impl RateLimits {
         server: &str,
         tool: &str,
     ) -> Result<(), Limited> {
-        let mut buckets: Vec<(String, String, &Limit)> = Vec::with_capacity(3);
+        // Allocates only for the buckets a call draws from: with no limit configured (the
+        // default) a call costs two empty-map checks.
+        let mut buckets: Vec<(String, String, &Limit)> = Vec::new();
         if let (Some(subject), Some(limit)) = (subject, &self.config.identity) {
             buckets.push((
                 "rate_limits.identity".to_owned(),
@@ -74,7 +76,10 @@ impl RateLimits {
                 limit,
             ));
         }
-        if let Some(limit) = self.config.tools.get(&(server.to_owned(), tool.to_owned())) {
+        if let Some(limit) = (!self.config.tools.is_empty())
+            .then(|| self.config.tools.get(&(server.to_owned(), tool.to_owned())))
+            .flatten()
+        {
             buckets.push((
                 format!("rate_limits.tools.{server}:{tool}"),
                 key::tool(server, tool),
