@@ -5,7 +5,7 @@
 //! their release; the schema is migrated once however many replicas start together.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -92,25 +92,15 @@ async fn approve(proxy: &Proxy, server: &str, body: Value) -> Value {
     .await
 }
 
-async fn until<F, Fut>(what: &str, mut check: F) -> Duration
+/// [`crate::support::poll::until`] within [`DEADLINE`], printing how long it took.
+async fn until<F, Fut>(what: &str, check: F) -> Duration
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<(), String>>,
 {
-    let start = Instant::now();
-    let mut last = String::new();
-    while start.elapsed() < DEADLINE {
-        match check().await {
-            Ok(()) => {
-                let took = start.elapsed();
-                eprintln!("{what}: {} ms", took.as_millis());
-                return took;
-            }
-            Err(why) => last = why,
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("{what}: not within {DEADLINE:?}; last: {last}");
+    let took = crate::support::poll::until(what, DEADLINE, check).await;
+    eprintln!("{what}: {} ms", took.as_millis());
+    took
 }
 
 #[tokio::test(flavor = "multi_thread")]

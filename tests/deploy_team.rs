@@ -18,7 +18,7 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -27,6 +27,7 @@ use crate::support::haproxy::{Backend, HaProxy, free_port};
 use crate::support::issuer::Issuer;
 use crate::support::mcp::{Proc, Proxy, fixture_bin, pipe_lines};
 use crate::support::node::oauth_node;
+use crate::support::poll::until;
 use crate::support::postgres::Postgres;
 
 /// How many replicas run behind the balancer.
@@ -36,6 +37,8 @@ const TABLE: &str = "team_activity";
 /// Bounds on waits for something that should happen within a second: reaching one means
 /// the test hangs, not that the gateway is slow.
 const CONVERGE: Duration = Duration::from_secs(15);
+/// The bound on a wait for a number of calls answered under load (counts, not times).
+const LOAD: Duration = Duration::from_secs(60);
 
 /// One replica: its name, fixed address (so it can be started again where the balancer
 /// looks for it) and the running proxy.
@@ -262,38 +265,6 @@ impl Client {
     }
 }
 
-/// Polls `check` until it holds; how long that took.
-async fn converge<F, Fut>(what: &str, mut check: F) -> Duration
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<(), String>>,
-{
-    let start = Instant::now();
-    loop {
-        match check().await {
-            Ok(()) => return start.elapsed(),
-            Err(last) => assert!(
-                start.elapsed() < CONVERGE,
-                "{what}: not after {CONVERGE:?}; last: {last}"
-            ),
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
-/// Waits (polling every 20 ms, up to a minute: a bound on a hang, not on speed) until
-/// `check` holds; its `Err` is the count so far, for the message.
-async fn converge_slowly(what: &str, check: impl Fn() -> Result<(), usize>) {
-    let start = Instant::now();
-    while let Err(so_far) = check() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "{what}: not after a minute ({so_far} so far)"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// The records of answered calls in the cluster's journal, read back by one replica's REST
 /// API (`?cluster=true`): each `echo` text tagged `load-N` and how often it appears.
 async fn cluster_tags(replica: &Replica, key: &str) -> Result<BTreeMap<String, usize>, String> {
@@ -391,7 +362,7 @@ async fn three_replicas_behind_haproxy_share_one_state_and_one_trail() {
 
     // 1. Calls spread over the replicas; a session stays on its replica.
     let mut seen = BTreeMap::<String, usize>::new();
-    let up = converge("every replica serves shared:echo", || async {
+    let up = until("every replica serves shared:echo", CONVERGE, || async {
         for _ in 0..REPLICAS * 2 {
             let session = alice.open().await?;
             alice
@@ -465,8 +436,9 @@ async fn three_replicas_behind_haproxy_share_one_state_and_one_trail() {
             &format!("{}/mcp", replica.base()),
             &issuer.token("alice", &resource).await,
         );
-        let took = converge(
+        let took = until(
             &format!("the approval reaches {}", replica.name),
+            CONVERGE,
             || async {
                 let session = direct.open().await?;
                 direct
@@ -506,13 +478,17 @@ async fn three_replicas_behind_haproxy_share_one_state_and_one_trail() {
             &format!("{}/mcp", replica.base()),
             &issuer.token("alice", &resource).await,
         );
-        let took = converge(&format!("get_status held on {}", replica.name), || async {
-            let session = direct.open().await?;
-            match direct.read(&session, "shared:get_status", json!({})).await {
-                Err(e) if e.contains("changed since it was approved") => Ok(()),
-                other => Err(format!("{other:?}")),
-            }
-        })
+        let took = until(
+            &format!("get_status held on {}", replica.name),
+            CONVERGE,
+            || async {
+                let session = direct.open().await?;
+                match direct.read(&session, "shared:get_status", json!({})).await {
+                    Err(e) if e.contains("changed since it was approved") => Ok(()),
+                    other => Err(format!("{other:?}")),
+                }
+            },
+        )
         .await;
         eprintln!(
             "the changed tool is held on {} after {took:?}",
@@ -582,10 +558,10 @@ async fn three_replicas_behind_haproxy_share_one_state_and_one_trail() {
     // many calls again are answered by the two left (counts, not times: a slow machine only
     // takes longer).
     let answered_count = || answered.lock().expect("lock").len();
-    converge_slowly("40 calls answered under load", || {
+    until("40 calls answered under load", LOAD, || async {
         (answered_count() >= 40)
             .then_some(())
-            .ok_or(answered_count())
+            .ok_or_else(|| format!("{} so far", answered_count()))
     })
     .await;
     let victim = replicas[1].proxy.take().expect("replica-2 runs");
@@ -598,10 +574,10 @@ async fn three_replicas_behind_haproxy_share_one_state_and_one_trail() {
         answered.lock().expect("lock").len()
     );
     let at_kill = answered_count();
-    converge_slowly("40 more calls answered after the kill", || {
+    until("40 more calls answered after the kill", LOAD, || async {
         (answered_count() >= at_kill + 40)
             .then_some(())
-            .ok_or(answered_count())
+            .ok_or_else(|| format!("{} so far", answered_count()))
     })
     .await;
     stop.store(true, Ordering::Relaxed);
@@ -615,21 +591,25 @@ async fn three_replicas_behind_haproxy_share_one_state_and_one_trail() {
         &config,
         data_dir,
     ));
-    let took = converge("every answered call in the cluster's journal", || async {
-        let tags = cluster_tags(&replicas[0], key).await?;
-        let missing: Vec<_> = answered.iter().filter(|t| !tags.contains_key(*t)).collect();
-        if !missing.is_empty() {
-            return Err(format!(
-                "{} of {} missing, e.g. {:?}",
-                missing.len(),
-                answered.len(),
-                missing.first()
-            ));
-        }
-        let twice: Vec<_> = tags.iter().filter(|(_, n)| **n > 1).collect();
-        assert!(twice.is_empty(), "records read more than once: {twice:?}");
-        Ok(())
-    })
+    let took = until(
+        "every answered call in the cluster's journal",
+        CONVERGE,
+        || async {
+            let tags = cluster_tags(&replicas[0], key).await?;
+            let missing: Vec<_> = answered.iter().filter(|t| !tags.contains_key(*t)).collect();
+            if !missing.is_empty() {
+                return Err(format!(
+                    "{} of {} missing, e.g. {:?}",
+                    missing.len(),
+                    answered.len(),
+                    missing.first()
+                ));
+            }
+            let twice: Vec<_> = tags.iter().filter(|(_, n)| **n > 1).collect();
+            assert!(twice.is_empty(), "records read more than once: {twice:?}");
+            Ok(())
+        },
+    )
     .await;
     eprintln!(
         "{} answered calls, all in the cluster's journal once, {took:?} after replica-2 restarted",

@@ -20,6 +20,8 @@ pub(crate) mod issuer;
 pub(crate) mod mcp;
 /// Node 22 and the npm tools run with it (the conformance suite, the OAuth servers).
 pub(crate) mod node;
+/// Polling until a check holds, with a deadline against hangs.
+pub(crate) mod poll;
 /// A real PostgreSQL on loopback for the cluster tests (started by the test; skipped with a
 /// note when it is not installed, unless `MCPPROXY_REQUIRE_POSTGRES` is set, as in CI).
 pub(crate) mod postgres;
