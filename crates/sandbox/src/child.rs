@@ -15,12 +15,73 @@
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicI32, Ordering};
 
-/// A new network namespace for the child, through a user namespace when not root.
+/// The namespaces the child makes, through a user namespace when not root.
 #[derive(Debug)]
 pub(crate) struct NamespaceStep {
     /// Make a user namespace too (an unprivileged mcpproxy), mapping the user to itself.
     pub user: Option<UserMapping>,
+    /// A network namespace of its own (`"network": "none"`).
+    pub network: bool,
+    /// A PID namespace of its own with its own `/proc`, an IPC namespace, a mount namespace
+    /// with the private home and temp dir mounted `noexec`: see [`ProcessNamespace`].
+    pub process: Option<ProcessNamespace>,
+}
+
+/// What the server's own PID and mount namespaces hold. The server runs as process 1 of a
+/// PID namespace of its own: it cannot name the proxy or any other process (so `kill`,
+/// `prlimit`, `sched_setaffinity` and their kin have nothing outside to act on), a `/proc`
+/// mounted in it lists only its own processes, and when it ends every process it left
+/// behind ends with it. Its SysV IPC objects are its own.
+#[derive(Debug)]
+pub(crate) struct ProcessNamespace {
+    pub proc_source: CString,
+    pub proc_target: CString,
+    pub proc_type: CString,
+    /// `/`, to make every mount private before mounting (nothing propagates to the host).
+    pub root: CString,
+    /// Directories bind-mounted onto themselves `noexec,nosuid,nodev` (the private home and
+    /// temp dir): nothing written there can be run, by `exec` or by the dynamic loader.
+    pub noexec: Vec<CString>,
+    /// The Landlock rights on the new `/proc` (a file system the parent could not name when
+    /// it built the ruleset): read, added to the ruleset in the child. 0: no Landlock.
+    pub proc_access: u64,
+}
+
+/// `struct landlock_path_beneath_attr` (packed, as the kernel declares it).
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+/// Adds a rule for the new `/proc` to `ruleset`: read, as the host's `/proc` was.
+fn grant_new_proc(process: &ProcessNamespace, ruleset: &OwnedFd) -> io::Result<()> {
+    const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
+    // SAFETY: open, landlock_add_rule and close with a path the parent built and a struct
+    // on the stack.
+    unsafe {
+        let proc_fd = libc::open(
+            process.proc_target.as_ptr(),
+            libc::O_PATH | libc::O_CLOEXEC | libc::O_DIRECTORY,
+        );
+        check(proc_fd)?;
+        let attr = PathBeneathAttr {
+            allowed_access: process.proc_access,
+            parent_fd: proc_fd,
+        };
+        let added = libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset.as_raw_fd(),
+            LANDLOCK_RULE_PATH_BENEATH,
+            &attr as *const PathBeneathAttr,
+            0u32,
+        );
+        let error = io::Error::last_os_error();
+        libc::close(proc_fd);
+        if added < 0 { Err(error) } else { Ok(()) }
+    }
 }
 
 /// What a new user namespace maps: the user and group to themselves.
@@ -37,8 +98,8 @@ pub(crate) struct UserMapping {
 #[derive(Debug, Default)]
 pub(crate) struct ChildSteps {
     pub namespace: Option<NamespaceStep>,
-    /// `cgroup.procs` of the server's own pids cgroup, opened for writing.
-    pub cgroup_procs: Option<OwnedFd>,
+    /// `cgroup.procs` of the server's own cgroups (one per hierarchy), opened for writing.
+    pub cgroup_procs: Vec<OwnedFd>,
     /// `(resource, limit)` pairs for `setrlimit`.
     pub rlimits: Vec<(libc::__rlimit_resource_t, libc::rlim_t)>,
     /// Empty the capability bounding set (mcpproxy runs as root: the server does not).
@@ -53,11 +114,19 @@ impl ChildSteps {
     /// Runs every step in the child. Async-signal-safe.
     pub(crate) fn run(&self) -> io::Result<()> {
         if let Some(namespace) = &self.namespace {
-            enter_network_namespace(namespace)?;
+            enter_namespaces(namespace)?;
+            if let (Some(process), Some(ruleset)) = (&namespace.process, &self.landlock)
+                && process.proc_access != 0
+            {
+                grant_new_proc(process, ruleset)?;
+            }
         }
-        if let Some(procs) = &self.cgroup_procs {
+        for procs in &self.cgroup_procs {
             write_all(procs.as_raw_fd(), b"0")?;
         }
+        // What the server makes is its own: private files and directories (umask cannot fail).
+        // SAFETY: umask with an integer argument.
+        unsafe { libc::umask(0o077) };
         for &(resource, limit) in &self.rlimits {
             let value = libc::rlimit {
                 rlim_cur: limit,
@@ -115,8 +184,14 @@ fn write_file(path: &CString, bytes: &[u8]) -> io::Result<()> {
     written
 }
 
-fn enter_network_namespace(step: &NamespaceStep) -> io::Result<()> {
-    let mut flags = libc::CLONE_NEWNET;
+fn enter_namespaces(step: &NamespaceStep) -> io::Result<()> {
+    let mut flags = 0;
+    if step.network {
+        flags |= libc::CLONE_NEWNET;
+    }
+    if step.process.is_some() {
+        flags |= libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC;
+    }
     if step.user.is_some() {
         flags |= libc::CLONE_NEWUSER;
     }
@@ -127,7 +202,159 @@ fn enter_network_namespace(step: &NamespaceStep) -> io::Result<()> {
         write_file(&user.uid_map_path, &user.uid_map)?;
         write_file(&user.gid_map_path, &user.gid_map)?;
     }
-    loopback_up()
+    if let Some(process) = &step.process {
+        // The PID namespace holds this process's children, not this process: the server is
+        // its first child, and this process only waits for it (it never returns).
+        become_first_process_of_the_namespace()?;
+        mount_private_views(process)?;
+    }
+    if step.network {
+        loopback_up()?;
+    }
+    Ok(())
+}
+
+/// The process a forwarded signal goes to (the server, seen from the waiting process).
+static SERVER_PID: AtomicI32 = AtomicI32::new(0);
+
+/// The signals the waiting process passes on to the server (mcpproxy stops a server with
+/// `SIGKILL` to its process group, which reaches the server directly).
+const FORWARDED: &[libc::c_int] = &[
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+];
+
+extern "C" fn forward_signal(signal: libc::c_int) {
+    let pid = SERVER_PID.load(Ordering::Relaxed);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe.
+        unsafe { libc::kill(pid, signal) };
+    }
+}
+
+/// Forks: the child returns (as process 1 of the new PID namespace, killed if its parent
+/// dies); the parent closes every file it holds (the server's pipes, and the pipe through
+/// which mcpproxy learns that the exec happened), waits for the child and exits as it did.
+fn become_first_process_of_the_namespace() -> io::Result<()> {
+    // SAFETY: fork in a single-threaded child; both sides make system calls only.
+    let child = unsafe { libc::fork() };
+    if child < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if child == 0 {
+        // SAFETY: prctl with integer arguments.
+        return check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) });
+    }
+    wait_and_exit_as(child)
+}
+
+/// The waiting side of [`become_first_process_of_the_namespace`]. Never returns.
+fn wait_and_exit_as(child: libc::pid_t) -> ! {
+    SERVER_PID.store(child, Ordering::Relaxed);
+    // SAFETY: sigaction with a handler that only calls kill; close_range and close with
+    // integer arguments; waitpid into a local; _exit and kill never return or allocate.
+    unsafe {
+        for &signal in FORWARDED {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = forward_signal as extern "C" fn(libc::c_int) as usize;
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(signal, &action, std::ptr::null_mut());
+        }
+        if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
+            for fd in 0..4096 {
+                libc::close(fd);
+            }
+        }
+        let mut status = 0;
+        loop {
+            let waited = libc::waitpid(child, &mut status, 0);
+            if waited == child {
+                break;
+            }
+            if waited < 0 && *libc::__errno_location() != libc::EINTR {
+                libc::_exit(127);
+            }
+        }
+        if libc::WIFEXITED(status) {
+            libc::_exit(libc::WEXITSTATUS(status));
+        }
+        if libc::WIFSIGNALED(status) {
+            let signal = libc::WTERMSIG(status);
+            libc::signal(signal, libc::SIG_DFL);
+            let mut unblocked: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut unblocked);
+            libc::sigaddset(&mut unblocked, signal);
+            libc::sigprocmask(libc::SIG_UNBLOCK, &unblocked, std::ptr::null_mut());
+            libc::kill(libc::getpid(), signal);
+            libc::_exit(128 + signal);
+        }
+        libc::_exit(127)
+    }
+}
+
+/// In the new mount namespace: every mount made private (nothing propagates to the host), a
+/// `/proc` of the new PID namespace over `/proc`, and the private home and temp dir mounted
+/// `noexec,nosuid,nodev` onto themselves.
+fn mount_private_views(process: &ProcessNamespace) -> io::Result<()> {
+    let none = std::ptr::null::<libc::c_char>();
+    // SAFETY: mount and statvfs with NUL-terminated paths the parent built and a local struct.
+    unsafe {
+        check(libc::mount(
+            none,
+            process.root.as_ptr(),
+            none,
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ))?;
+        check(libc::mount(
+            process.proc_source.as_ptr(),
+            process.proc_target.as_ptr(),
+            process.proc_type.as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            std::ptr::null(),
+        ))?;
+        for dir in &process.noexec {
+            check(libc::mount(
+                dir.as_ptr(),
+                dir.as_ptr(),
+                none,
+                libc::MS_BIND | libc::MS_REC,
+                std::ptr::null(),
+            ))?;
+            // A remount must keep the flags the mount already has that a user namespace
+            // may not clear (read-only, the atime flags).
+            let mut stat: libc::statvfs = std::mem::zeroed();
+            check(libc::statvfs(dir.as_ptr(), &mut stat))?;
+            let mut flags = libc::MS_REMOUNT
+                | libc::MS_BIND
+                | libc::MS_NOEXEC
+                | libc::MS_NOSUID
+                | libc::MS_NODEV;
+            for (kept, flag) in [
+                (libc::ST_RDONLY, libc::MS_RDONLY),
+                (libc::ST_NOATIME, libc::MS_NOATIME),
+                (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+                (libc::ST_RELATIME, libc::MS_RELATIME),
+            ] {
+                if stat.f_flag & kept != 0 {
+                    flags |= flag;
+                }
+            }
+            check(libc::mount(
+                none,
+                dir.as_ptr(),
+                none,
+                flags,
+                std::ptr::null(),
+            ))?;
+        }
+    }
+    Ok(())
 }
 
 /// Brings `lo` of the new namespace up, so the server can talk to itself.
@@ -206,4 +433,58 @@ pub(crate) fn landlock_abi() -> u32 {
 pub(crate) fn seccomp_available() -> bool {
     // SAFETY: prctl with integer arguments; PR_GET_SECCOMP fails with EINVAL without seccomp.
     unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) >= 0 }
+}
+
+/// Whether a server can be given its own PID, IPC and mount namespaces here, with a `/proc`
+/// of its own and a `noexec` bind mount: done once in a child, exactly as a launch does it.
+pub(crate) fn process_namespace_works(root: bool) -> bool {
+    let Ok(scratch) = tempfile::tempdir() else {
+        return false;
+    };
+    let Ok(dir) = CString::new(scratch.path().as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    let step = NamespaceStep {
+        user: (!root).then(crate::prepared::user_mapping),
+        network: false,
+        process: Some(ProcessNamespace::new(vec![dir], 0)),
+    };
+    // SAFETY: the child makes system calls only (everything was built above) and leaves
+    // with _exit; the parent waits for it.
+    unsafe {
+        let child = libc::fork();
+        if child < 0 {
+            return false;
+        }
+        if child == 0 {
+            let code = if enter_namespaces(&step).is_ok() {
+                0
+            } else {
+                1
+            };
+            libc::_exit(code);
+        }
+        let mut status = 0;
+        while libc::waitpid(child, &mut status, 0) < 0 {
+            if *libc::__errno_location() != libc::EINTR {
+                return false;
+            }
+        }
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+    }
+}
+
+impl ProcessNamespace {
+    /// The mounts of a launch whose private directories are `noexec`.
+    pub(crate) fn new(noexec: Vec<CString>, proc_access: u64) -> Self {
+        let path = |p: &str| CString::new(p).unwrap_or_default();
+        ProcessNamespace {
+            proc_source: path("proc"),
+            proc_target: path("/proc"),
+            proc_type: path("proc"),
+            root: path("/"),
+            noexec,
+            proc_access,
+        }
+    }
 }

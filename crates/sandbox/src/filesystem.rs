@@ -115,6 +115,16 @@ pub(crate) fn ruleset(abi: u32, grants: &Grants, deny_tcp: bool) -> Result<Optio
     Ok(Option::<OwnedFd>::from(created))
 }
 
+/// The read rights of a directory rule on a kernel with Landlock `abi`, as the bits
+/// `landlock_add_rule` takes (0: no Landlock).
+pub(crate) fn read_access_bits(abi: u32) -> u64 {
+    if abi == 0 {
+        return 0;
+    }
+    let abi = ABI::from(i32::try_from(abi).unwrap_or(i32::MAX));
+    AccessFs::from_read(abi).bits()
+}
+
 /// A rule for `path` (a file gets only the rights that apply to files); `None` when the path
 /// does not exist.
 fn rule(

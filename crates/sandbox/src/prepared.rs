@@ -7,10 +7,10 @@ use std::ffi::{CString, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::child::{ChildSteps, NamespaceStep, UserMapping};
+use crate::child::{ChildSteps, NamespaceStep, ProcessNamespace, UserMapping};
 use crate::error::Error;
 use crate::filesystem::{self, Grants};
-use crate::resources::{self, CgroupGroup};
+use crate::resources::{self, CgroupGroup, CgroupParents};
 use crate::spec::{Network, SandboxSpec};
 use crate::support::Support;
 
@@ -30,8 +30,8 @@ impl ChildSetup {
 /// What lives as long as the sandboxed server: its private directory and its cgroup.
 #[derive(Debug)]
 pub struct SandboxGuard {
-    // The cgroup goes first (its processes killed) so the directory can be removed.
-    _cgroup: Option<CgroupGroup>,
+    // The cgroups go first (their processes killed) so the directory can be removed.
+    _cgroup: CgroupGroup,
     _private: tempfile::TempDir,
 }
 
@@ -116,14 +116,21 @@ pub fn prepare(
 
     // The server's name, safe in a file name, for the private directory and the cgroup.
     let label = sanitize(launch.label);
+    sweep_abandoned_private_dirs(&std::env::temp_dir());
+    // Named after this process, so a later mcpproxy can tell the directories of one that is
+    // gone. The directory itself is 0700 (tempfile's default), and so are home and tmp.
     let private = tempfile::Builder::new()
-        .prefix(&format!("mcpproxy-sandbox-{label}-"))
+        .prefix(&format!("{PRIVATE_PREFIX}{}-{label}-", std::process::id()))
         .tempdir()
         .map_err(Error::PrivateDir)?;
     let home = private.path().join("home");
     let tmp = private.path().join("tmp");
     for dir in [&home, &tmp] {
-        std::fs::create_dir(dir).map_err(Error::PrivateDir)?;
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(dir)
+            .map_err(Error::PrivateDir)?;
     }
 
     let path_var = parent("PATH");
@@ -178,22 +185,34 @@ pub fn prepare(
         .is_some_and(|h| spec.read.contains(h) || spec.write.contains(h));
     let environment = crate::environment::environment(spec, &home, &tmp, real_home_granted, parent);
 
-    let namespace =
-        (spec.network == Network::None && support.network_namespace).then(|| NamespaceStep {
-            user: (!support.root).then(user_mapping),
-        });
+    let network = spec.network == Network::None && support.network_namespace;
+    let process = support.process_namespace.then(|| {
+        let path = |p: &Path| CString::new(p.as_os_str().as_encoded_bytes()).unwrap_or_default();
+        ProcessNamespace::new(
+            vec![path(&home), path(&tmp)],
+            filesystem::read_access_bits(support.landlock_abi),
+        )
+    });
+    let namespace = (network || process.is_some()).then(|| NamespaceStep {
+        user: (!support.root).then(user_mapping),
+        network,
+        process,
+    });
+    let own_process_namespace = namespace.as_ref().is_some_and(|n| n.process.is_some());
     let in_own_user_namespace = namespace.as_ref().is_some_and(|n| n.user.is_some());
-    let mut cgroup = None;
-    let mut cgroup_procs = None;
-    if let (Some(max), Some(parent_group)) = (spec.limits.max_processes, &support.pids_cgroup) {
-        let (group, procs) = CgroupGroup::create(parent_group, &label, max)?;
-        cgroup = Some(group);
-        cgroup_procs = Some(procs);
-    }
+    let (cgroup, cgroup_procs) = CgroupGroup::create(
+        &CgroupParents {
+            pids: support.pids_cgroup.clone(),
+            memory: support.memory_cgroup.clone(),
+        },
+        &label,
+        &spec.limits,
+    )?;
+    let pids_limited = spec.limits.max_processes.is_some() && support.pids_cgroup.is_some();
     let steps = ChildSteps {
         namespace,
         cgroup_procs,
-        rlimits: resources::rlimits(&spec.limits, cgroup.is_none() && in_own_user_namespace),
+        rlimits: resources::rlimits(&spec.limits, !pids_limited && in_own_user_namespace),
         drop_capabilities: support.root,
         landlock: filesystem::ruleset(
             support.landlock_abi,
@@ -201,7 +220,10 @@ pub fn prepare(
             spec.network == Network::None && !support.network_namespace,
         )?,
         seccomp: if support.seccomp {
-            crate::syscalls::filters()?
+            crate::syscalls::filters(crate::syscalls::FilterOptions {
+                own_process_namespace,
+                unix_sockets: false,
+            })?
         } else {
             Vec::new()
         },
@@ -247,10 +269,21 @@ pub fn missing_features(spec: &SandboxSpec, support: &Support) -> Vec<String> {
     if !support.seccomp {
         missing.push("seccomp (the system call filter)".to_string());
     }
-    let nproc_possible =
-        spec.network == Network::None && support.network_namespace && !support.root;
+    let nproc_possible = support.network_namespace && !support.root;
     if spec.limits.max_processes.is_some() && support.pids_cgroup.is_none() && !nproc_possible {
         missing.push("a pids cgroup mcpproxy may write (the process count)".to_string());
+    }
+    if spec.limits.memory_mb.is_some() && support.memory_cgroup.is_none() {
+        missing.push(
+            "a memory cgroup mcpproxy may write (memory_mb then bounds each process, not the server as a whole)"
+                .to_string(),
+        );
+    }
+    if !support.process_namespace {
+        missing.push(
+            "PID, IPC and mount namespaces (the server can name other processes and read their command lines, and shares SysV IPC: seccomp refuses the calls that act on another pid and SysV IPC instead)"
+                .to_string(),
+        );
     }
     missing
 }
@@ -281,7 +314,43 @@ fn forbidden_overlap<'a>(
     })
 }
 
-fn user_mapping() -> UserMapping {
+/// The prefix of a sandbox's private directory in the temp dir; the owner's pid follows.
+const PRIVATE_PREFIX: &str = "mcpproxy-sandbox-";
+
+/// Removes the private directories that an mcpproxy that is no longer running left in `tmp`
+/// (killed before it could remove them). A directory of a running mcpproxy is never touched;
+/// one named the older way (no pid) is left alone.
+fn sweep_abandoned_private_dirs(tmp: &Path) {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(owner) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(PRIVATE_PREFIX))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let owned_by_us = entry.metadata().is_ok_and(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.is_dir() && m.uid() == crate::child::effective_uid()
+        });
+        if owner != std::process::id() && owned_by_us && !crate::support::process_exists(owner) {
+            // remove_dir_all does not follow the symbolic links a server may have left.
+            if let Err(e) = std::fs::remove_dir_all(entry.path()) {
+                tracing::debug!(
+                    "cannot remove an abandoned sandbox directory {}: {e}",
+                    entry.path().display()
+                );
+            }
+        }
+    }
+}
+
+pub(crate) fn user_mapping() -> UserMapping {
     let uid = crate::child::effective_uid();
     let gid = crate::child::effective_gid();
     let path = |p: &str| CString::new(p).unwrap_or_default();

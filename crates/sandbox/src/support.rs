@@ -17,6 +17,13 @@ pub struct Support {
     pub seccomp: bool,
     /// A pids cgroup directory mcpproxy may create groups in (for the process limit).
     pub pids_cgroup: Option<PathBuf>,
+    /// A memory cgroup directory mcpproxy may create groups in (for the memory of the
+    /// server as a whole): the same as `pids_cgroup` on cgroup v2, the `memory` hierarchy on
+    /// v1.
+    pub memory_cgroup: Option<PathBuf>,
+    /// A server can be given a PID namespace of its own with its own `/proc`, an IPC
+    /// namespace, and a mount namespace (probed by doing it once).
+    pub process_namespace: bool,
     /// mcpproxy runs as root (the sandbox then also drops every capability).
     pub root: bool,
 }
@@ -35,6 +42,8 @@ impl Support {
             network_namespace: false,
             seccomp: false,
             pids_cgroup: None,
+            memory_cgroup: None,
+            process_namespace: false,
             root: false,
         }
     }
@@ -43,11 +52,15 @@ impl Support {
 #[cfg(target_os = "linux")]
 fn probe() -> Support {
     let root = crate::child::effective_uid() == 0;
+    let namespaces = root || user_namespaces_allowed();
     Support {
         landlock_abi: crate::child::landlock_abi(),
-        network_namespace: root || user_namespaces_allowed(),
+        network_namespace: namespaces,
         seccomp: crate::child::seccomp_available(),
-        pids_cgroup: pids_cgroup(),
+        pids_cgroup: cgroup_parent("pids", "pids.max"),
+        memory_cgroup: cgroup_parent("memory", "memory.max")
+            .or_else(|| cgroup_parent("memory", "memory.limit_in_bytes")),
+        process_namespace: namespaces && crate::child::process_namespace_works(root),
         root,
     }
 }
@@ -76,14 +89,15 @@ fn user_namespaces_allowed() -> bool {
     std::path::Path::new("/proc/self/ns/user").exists()
 }
 
-/// The pids cgroup this process is in, when mcpproxy may create a group inside it: the
-/// cgroup v2 group of the process (delegated, or as root), else the v1 `pids` hierarchy.
+/// The cgroup of `controller` this process is in, when mcpproxy may create a group inside it
+/// that has `file` (a limit): the cgroup v2 group of the process (delegated, or as root), else
+/// the v1 hierarchy of `controller`.
 #[cfg(target_os = "linux")]
-fn pids_cgroup() -> Option<PathBuf> {
+fn cgroup_parent(controller: &str, file: &str) -> Option<PathBuf> {
     let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let writable = |dir: &std::path::Path| {
         let probe = dir.join(format!("mcpproxy-probe-{}", std::process::id()));
-        let made = std::fs::create_dir(&probe).is_ok() && probe.join("pids.max").exists();
+        let made = std::fs::create_dir(&probe).is_ok() && probe.join(file).exists();
         let _ = std::fs::remove_dir(&probe);
         made
     };
@@ -92,7 +106,9 @@ fn pids_cgroup() -> Option<PathBuf> {
         let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
         let relative = path.trim_start_matches('/');
         let dir = match controllers {
-            "pids" => PathBuf::from("/sys/fs/cgroup/pids").join(relative),
+            c if c.split(',').any(|c| c == controller) => PathBuf::from("/sys/fs/cgroup")
+                .join(controller)
+                .join(relative),
             "" => {
                 let base = if std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
                     PathBuf::from("/sys/fs/cgroup")
@@ -102,7 +118,7 @@ fn pids_cgroup() -> Option<PathBuf> {
                 let dir = base.join(relative);
                 let enabled =
                     std::fs::read_to_string(dir.join("cgroup.subtree_control")).unwrap_or_default();
-                if !enabled.split_whitespace().any(|c| c == "pids") {
+                if !enabled.split_whitespace().any(|c| c == controller) {
                     continue;
                 }
                 dir
@@ -114,4 +130,9 @@ fn pids_cgroup() -> Option<PathBuf> {
         }
     }
     None
+}
+
+/// Whether a process of this pid runs (as this process's `/proc` sees it).
+pub(crate) fn process_exists(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
 }

@@ -193,6 +193,8 @@ fn a_kernel_without_the_features_refuses_a_required_sandbox_and_names_what_is_mi
         "network namespaces",
         "seccomp",
         "pids cgroup",
+        "memory cgroup",
+        "PID, IPC and mount namespaces",
         "required",
     ] {
         assert!(message.contains(part), "{part}: {message}");
@@ -207,23 +209,293 @@ fn a_kernel_without_the_features_refuses_a_required_sandbox_and_names_what_is_mi
     );
     assert_eq!(
         prepared.report.missing.len(),
-        4,
+        6,
         "{:?}",
         prepared.report.missing
     );
 }
 
 #[test]
-fn a_group_left_by_an_mcpproxy_that_is_gone_is_swept_and_never_collides() {
+fn what_an_mcpproxy_that_is_gone_left_behind_is_swept_and_never_collides() {
     let Some(parent) = Support::get().pids_cgroup.clone() else {
+        assert!(
+            std::env::var_os("MCPPROXY_REQUIRE_SANDBOX").is_none(),
+            "no pids cgroup mcpproxy may write"
+        );
         eprintln!("SKIPPED: no pids cgroup mcpproxy may write");
         return;
     };
-    // A group as a killed mcpproxy (a pid no process has) leaves it.
+    // A group as a killed mcpproxy (a pid no process has) leaves it, with a server's process
+    // that double-forked out of its process group still in it.
     let abandoned = parent.join("mcpproxy-4194304-0-0-test");
     std::fs::create_dir(&abandoned).unwrap();
+    let mut survivor = Command::new("sleep").arg("300").spawn().unwrap();
+    std::fs::write(abandoned.join("cgroup.procs"), survivor.id().to_string()).unwrap();
+    // And its private directory.
+    let left_dir = std::env::temp_dir().join("mcpproxy-sandbox-4194304-test-abcdef");
+    std::fs::create_dir_all(left_dir.join("home")).unwrap();
     let data = tempfile::tempdir().unwrap();
     let out = run(&spec(Network::None, vec![], data.path()), "echo started");
     assert!(String::from_utf8_lossy(&out.stdout).contains("started"));
     assert!(!abandoned.exists(), "the abandoned group is still there");
+    let status = survivor.wait().unwrap();
+    assert!(!status.success(), "the survivor was not killed: {status}");
+    assert!(
+        !left_dir.exists(),
+        "the abandoned private directory is still there"
+    );
+}
+
+/// Runs `code` with the system's Python (`/usr/bin/python3`, under `/usr`) in the sandbox
+/// of `spec`; `None` (skipped with a note) where there is none.
+fn run_python(spec: &SandboxSpec, code: &str) -> Option<Output> {
+    let python = Path::new("/usr/bin/python3");
+    if !python.exists() {
+        eprintln!("SKIPPED: no /usr/bin/python3");
+        return None;
+    }
+    Some(run(spec, &format!("exec /usr/bin/python3 -c '{code}'")))
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn pathname_unix_sockets_cannot_be_reached_even_in_a_granted_directory() {
+    if !supported() {
+        return;
+    }
+    let outside = tempfile::tempdir().unwrap();
+    let granted = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let host = outside.path().join("host.sock");
+    let ours = granted.path().join("granted.sock");
+    let _host = std::os::unix::net::UnixListener::bind(&host).unwrap();
+    let _ours = std::os::unix::net::UnixListener::bind(&ours).unwrap();
+    let spec = spec(
+        Network::None,
+        vec![granted.path().to_path_buf()],
+        data.path(),
+    );
+    let code = format!(
+        r#"
+import socket
+for path in ["{host}", "{ours}"]:
+    try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(path)
+        print("CONNECTED", path)
+    except OSError as e:
+        print("DENIED", path, e)
+a, b = socket.socketpair()
+a.sendall(b"x")
+print("PAIR", b.recv(1))
+try:
+    socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    print("DGRAM PAIR")
+except OSError as e:
+    print("DGRAM DENIED", e)
+"#,
+        host = host.display(),
+        ours = ours.display()
+    );
+    let Some(out) = run_python(&spec, &code) else {
+        return;
+    };
+    let out = text(&out);
+    assert!(!out.contains("CONNECTED"), "{out}");
+    assert!(out.contains(&format!("DENIED {}", host.display())), "{out}");
+    assert!(out.contains(&format!("DENIED {}", ours.display())), "{out}");
+    // A connected pair (how runtimes talk to their child processes) still works.
+    assert!(out.contains("PAIR b'x'"), "{out}");
+    assert!(out.contains("DGRAM DENIED"), "{out}");
+}
+
+#[test]
+fn other_processes_cannot_be_named_limited_or_read() {
+    if !supported() {
+        return;
+    }
+    assert!(
+        Support::get().process_namespace || std::env::var_os("MCPPROXY_REQUIRE_SANDBOX").is_none(),
+        "no PID namespace: {:?}",
+        Support::get()
+    );
+    let data = tempfile::tempdir().unwrap();
+    let me = std::process::id();
+    let code = format!(
+        r#"
+import os, resource
+print("PPID", os.getppid())
+print("PID", os.getpid())
+def attempt(name, f):
+    try:
+        f()
+        print("DONE", name)
+    except OSError as e:
+        print("DENIED", name, e)
+core = resource.getrlimit(resource.RLIMIT_CORE)
+attempt("prlimit self", lambda: resource.prlimit(0, resource.RLIMIT_CORE, core))
+attempt("prlimit other", lambda: resource.prlimit({me}, resource.RLIMIT_CORE))
+attempt("affinity other", lambda: os.sched_setaffinity({me}, {{0}}))
+attempt("priority user", lambda: os.setpriority(os.PRIO_USER, 0, 0))
+attempt("priority other", lambda: os.setpriority(os.PRIO_PROCESS, {me}, 0))
+attempt("cmdline other", lambda: open("/proc/{me}/cmdline").read())
+print("PROCS", sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
+"#
+    );
+    let Some(out) = run_python(&spec(Network::None, vec![], data.path()), &code) else {
+        return;
+    };
+    let out = text(&out);
+    assert!(out.contains("DONE prlimit self"), "{out}");
+    for refused in [
+        "prlimit other",
+        "affinity other",
+        "priority user",
+        "priority other",
+        "cmdline other",
+    ] {
+        assert!(
+            out.contains(&format!("DENIED {refused}")),
+            "{refused}: {out}"
+        );
+    }
+    if Support::get().process_namespace {
+        // Process 1 of its own namespace: its parent is outside, and /proc lists only it.
+        assert!(out.contains("PPID 0"), "{out}");
+        assert!(out.contains("PID 1\n"), "{out}");
+        assert!(out.contains("PROCS [1]"), "{out}");
+    }
+}
+
+#[test]
+#[allow(unsafe_code, reason = "SysV shared memory has no safe wrapper")]
+fn the_hosts_sysv_shared_memory_is_out_of_reach() {
+    if !supported() {
+        return;
+    }
+    // A segment of the host's, under a key the server is told.
+    let key = 0x6d63_0000 | (std::process::id() as i32 & 0xffff);
+    // SAFETY: shmget/shmat/shmdt/shmctl on a segment this test makes and removes.
+    let id = unsafe { libc::shmget(key, 4096, libc::IPC_CREAT | 0o600) };
+    assert!(id >= 0, "shmget: {}", std::io::Error::last_os_error());
+    unsafe {
+        let at = libc::shmat(id, std::ptr::null(), 0);
+        assert_ne!(at as isize, -1);
+        std::ptr::copy_nonoverlapping(b"HOST-SECRET".as_ptr(), at.cast::<u8>(), 11);
+        libc::shmdt(at);
+    }
+    let data = tempfile::tempdir().unwrap();
+    let code = format!(
+        r#"
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+shm = libc.shmget({key}, 0, 0)
+if shm < 0:
+    print("DENIED", ctypes.get_errno())
+else:
+    at = libc.shmat(shm, None, 0)
+    print("READ", ctypes.string_at(at, 11))
+"#
+    );
+    let out = run_python(&spec(Network::None, vec![], data.path()), &code);
+    // SAFETY: removing the segment made above.
+    unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
+    let Some(out) = out else { return };
+    let out = text(&out);
+    assert!(!out.contains("HOST-SECRET"), "{out}");
+    assert!(out.contains("DENIED"), "{out}");
+}
+
+#[test]
+fn the_private_home_and_tmp_are_private_and_nothing_written_there_runs() {
+    if !supported() {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let loader = ["/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .unwrap_or("/lib64/ld-linux-x86-64.so.2");
+    let script = format!(
+        "stat -c 'MODE %n %a' \"$HOME\" \"$TMPDIR\"; echo x > \"$TMPDIR/f\"; stat -c 'FILE %a' \"$TMPDIR/f\"; \
+         cp /bin/true \"$TMPDIR/t\" && chmod 700 \"$TMPDIR/t\"; \
+         \"$TMPDIR/t\" && echo RAN-DIRECT; {loader} \"$TMPDIR/t\" && echo RAN-LOADER; true"
+    );
+    let out = run(&spec(Network::None, vec![], data.path()), &script);
+    let out = text(&out);
+    assert!(out.contains("FILE 600"), "{out}");
+    assert_eq!(out.matches("MODE ").count(), 2, "{out}");
+    for line in out.lines().filter(|l| l.starts_with("MODE ")) {
+        assert!(line.ends_with(" 700"), "{line}: {out}");
+    }
+    assert!(!out.contains("RAN-DIRECT"), "{out}");
+    if Support::get().process_namespace {
+        assert!(!out.contains("RAN-LOADER"), "{out}");
+    }
+}
+
+#[test]
+fn every_process_a_server_leaves_behind_ends_with_it() {
+    if !supported() || !Support::get().process_namespace {
+        assert!(
+            std::env::var_os("MCPPROXY_REQUIRE_SANDBOX").is_none(),
+            "no PID namespace"
+        );
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let marker = format!("417.{}", std::process::id());
+    // Double-forked into a session of its own: out of the server's process group.
+    let out = run(
+        &spec(Network::None, vec![], data.path()),
+        &format!("(setsid sleep {marker} &) ; echo LEFT"),
+    );
+    assert!(text(&out).contains("LEFT"), "{}", text(&out));
+    let survivor = || {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+            std::fs::read(entry.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&marker))
+        })
+    };
+    for _ in 0..200 {
+        if !survivor() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("a process the server left behind survived it");
+}
+
+#[test]
+fn the_memory_limit_bounds_the_server_as_a_whole() {
+    if !supported() {
+        return;
+    }
+    if Support::get().memory_cgroup.is_none() {
+        assert!(
+            std::env::var_os("MCPPROXY_REQUIRE_SANDBOX").is_none(),
+            "no memory cgroup mcpproxy may write"
+        );
+        eprintln!("SKIPPED: no memory cgroup");
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let mut spec = spec(Network::None, vec![], data.path());
+    spec.limits.memory_mb = Some(384);
+    // Three processes of 200 MiB each: each under the per-process limit, not together.
+    let touch = "import time; b = bytearray(200 * 1024 * 1024); time.sleep(2); print(\\\"DONE\\\")";
+    let script =
+        format!("for i in 1 2 3; do /usr/bin/python3 -c \"{touch}\" & done; wait; echo FINISHED");
+    let out = text(&run(&spec, &script));
+    assert!(out.contains("FINISHED"), "{out}");
+    let done = out.lines().filter(|line| *line == "DONE").count();
+    assert!(done < 3, "all three finished under a 384 MiB limit: {out}");
 }
