@@ -3,7 +3,11 @@
 //! `~/.ssh/id_rsa` and the data dir's `trust.json`, write `~/.bashrc` and the config file,
 //! read the proxy's environment (its own and through `/proc`), signal the proxy, make a user
 //! namespace, connect to a
-//! loopback port this test listens on, start 400 processes and reserve 4 GiB. Under the
+//! loopback port this test listens on, start 400 processes and reserve 4 GiB, open an MCP
+//! session on mcpproxy's control socket and reach another service's pathname socket, list
+//! the host's sockets through `/proc`, name the proxy and read its command line, set the
+//! rlimits of the proxy and of another process (`prlimit`, which can kill them), read a
+//! SysV shared memory segment of the host's, and spread 2.4 GB over three processes. Under the
 //! default sandbox each attempt fails and the proxy keeps serving; the same server with
 //! `"isolation": {"enabled": false}` succeeds at each, which shows the test is real.
 
@@ -43,6 +47,43 @@ struct Planted {
     ssh_key: PathBuf,
     bashrc: PathBuf,
     listener: TcpListener,
+    /// A pathname socket of another service of the host's (a database's, another proxy's),
+    /// which answers every connection with a line.
+    host_socket: PathBuf,
+    /// A SysV shared memory segment of the host's, holding `HOST-SHM-SECRET`.
+    shm: SharedMemory,
+}
+
+/// A SysV shared memory segment this test makes, removed when dropped.
+struct SharedMemory {
+    key: i32,
+    id: i32,
+}
+
+impl SharedMemory {
+    fn new() -> Self {
+        static NEXT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+        let key = 0x6d70_0000
+            | ((std::process::id() as i32 & 0xfff) << 4)
+            | (NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) & 0xf);
+        // SAFETY: a segment of this test's own, written within its 4096 bytes.
+        unsafe {
+            let id = libc::shmget(key, 4096, libc::IPC_CREAT | 0o600);
+            assert!(id >= 0, "shmget: {}", std::io::Error::last_os_error());
+            let at = libc::shmat(id, std::ptr::null(), 0);
+            assert_ne!(at as isize, -1, "shmat");
+            std::ptr::copy_nonoverlapping(b"HOST-SHM-SECRET\0".as_ptr(), at.cast::<u8>(), 16);
+            libc::shmdt(at);
+            SharedMemory { key, id }
+        }
+    }
+}
+
+impl Drop for SharedMemory {
+    fn drop(&mut self) {
+        // SAFETY: removing the segment made in `new`.
+        unsafe { libc::shmctl(self.id, libc::IPC_RMID, std::ptr::null_mut()) };
+    }
 }
 
 fn plant() -> Planted {
@@ -53,11 +94,22 @@ fn plant() -> Planted {
     std::fs::write(&ssh_key, "-----BEGIN OPENSSH PRIVATE KEY-----\nplanted\n").unwrap();
     let bashrc = home.path().join(".bashrc");
     std::fs::write(&bashrc, "# the user's own\n").unwrap();
+    let host_socket = home.path().join("service.sock");
+    let service = std::os::unix::net::UnixListener::bind(&host_socket).unwrap();
+    std::thread::spawn(move || {
+        use std::io::Write;
+        for stream in service.incoming().flatten() {
+            let mut stream = stream;
+            let _ = stream.write_all(b"hello from a host service\n");
+        }
+    });
     Planted {
         _home: home,
         ssh_key,
         bashrc,
         listener: TcpListener::bind("127.0.0.1:0").unwrap(),
+        host_socket,
+        shm: SharedMemory::new(),
     }
 }
 
@@ -75,6 +127,13 @@ fn hostile(planted: &Planted, data_dir: &Path, isolation: Option<Value>) -> Valu
             "--connect", format!("127.0.0.1:{port}"),
             "--forks", "400",
             "--allocate-mb", "4096",
+            "--unix", data_dir.join("mcpproxy.sock"),
+            "--unix", planted.host_socket,
+            "--prlimit-pid", std::process::id().to_string(),
+            "--shm-key", planted.shm.key.to_string(),
+            // Three processes of 800 MiB: each under the default 2 GiB, not together.
+            "--fan-out", "3",
+            "--fan-out-mb", "800",
         ],
     });
     // `{}` is the default sandbox, written out so the test helpers grant nothing.
@@ -134,6 +193,21 @@ fn allowed(report: &BTreeMap<String, String>, key: &str) {
     );
 }
 
+/// What the server tries against the proxy, the host's other processes and its sockets.
+fn process_keys(planted: &Planted, data_dir: &Path) -> [String; 9] {
+    [
+        format!("unix {}", data_dir.join("mcpproxy.sock").display()),
+        format!("unix {}", planted.host_socket.display()),
+        "list the host's unix sockets".to_owned(),
+        "name the parent".to_owned(),
+        "read the parent's command line".to_owned(),
+        "prlimit the parent".to_owned(),
+        format!("prlimit {}", std::process::id()),
+        format!("shm {}", planted.shm.key),
+        "memory fan-out".to_owned(),
+    ]
+}
+
 fn keys(planted: &Planted, data_dir: &Path) -> [String; 5] {
     let port = planted.listener.local_addr().unwrap().port();
     [
@@ -163,18 +237,25 @@ async fn a_hostile_server_is_contained_by_the_default_sandbox() {
         denied(&report, &config, "Permission denied");
         let connected = &report[&connect_key];
         assert!(connected.starts_with("denied: "), "{tool}: {connected}");
-        denied(
-            &report,
-            "read the parent's environment",
-            "Permission denied",
-        );
-        denied(&report, "signal the parent", "Operation not permitted");
+        // Refused by Landlock, or (in a PID namespace of its own) the proxy cannot be named.
+        denied(&report, "read the parent's environment", "");
+        denied(&report, "signal the parent", "");
         denied(&report, "make a user namespace", "Operation not permitted");
         denied(&report, "fork", "started");
         denied(&report, "allocate", "memory allocation");
         let env = &report["environment"];
         assert!(!env.contains(SECRET_ENV), "{tool}: {env}");
         assert!(env.contains("TMPDIR"), "{tool}: {env}");
+        for key in process_keys(&planted, &data_dir) {
+            let outcome = report
+                .get(&key)
+                .unwrap_or_else(|| panic!("{tool}: no {key:?} in {report:?}"));
+            assert!(outcome.starts_with("denied: "), "{tool}: {key}: {outcome}");
+        }
+        assert!(
+            !report.values().any(|v| v.contains("HOST-SHM-SECRET")),
+            "{report:?}"
+        );
     }
     assert_eq!(
         std::fs::read_to_string(&planted.bashrc).unwrap(),
@@ -232,6 +313,15 @@ async fn the_same_server_without_its_sandbox_reaches_everything() {
         allowed(&report, key);
     }
     assert!(report["environment"].contains(SECRET_ENV), "{report:?}");
+    // The control socket is bound once the proxy serves: asked again, after start-up.
+    let report = self::report(&client, "probe").await;
+    for key in process_keys(&planted, &data_dir) {
+        allowed(&report, &key);
+    }
+    assert!(
+        report[&format!("shm {}", planted.shm.key)].contains("HOST-SHM-SECRET"),
+        "{report:?}"
+    );
     assert!(
         std::fs::read_to_string(&planted.bashrc)
             .unwrap()
@@ -315,4 +405,71 @@ async fn the_official_memory_server_and_a_pypi_server_work_in_the_default_sandbo
     assert!(!is_error(&now), "{}", text(&now));
     assert!(text(&now).contains("UTC"), "{}", text(&now));
     client.cancel().await.unwrap();
+}
+
+/// The control socket's own check, whatever the seccomp filter does: a process in a PID
+/// namespace of its own (as every sandboxed server is) that reaches the socket gets no
+/// session; the user's own process gets one.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_control_socket_refuses_a_process_of_another_pid_namespace() {
+    if !sandbox_supported() {
+        return;
+    }
+    let python = Path::new("/usr/bin/python3");
+    if !python.exists() {
+        eprintln!("SKIPPED: no /usr/bin/python3");
+        return;
+    }
+    let proxy = Proxy::start(&config_with(vec![]), &[]);
+    let socket = proxy.data_dir.path().join("mcpproxy.sock");
+    let session = format!(
+        r#"
+import socket
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(10)
+s.connect("{}")
+data = b""
+try:
+    s.sendall(b'{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}\n')
+    while not data.endswith(b"\n"):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+except OSError as e:
+    print("CLOSED", e)
+print("ANSWER", data.decode().strip() or "NONE")
+"#,
+        socket.display()
+    );
+    let run = |namespaced: bool| {
+        let mut command = if namespaced {
+            let mut command = std::process::Command::new("unshare");
+            // As root a PID namespace needs nothing more; otherwise a user namespace first.
+            // SAFETY: geteuid cannot fail.
+            if unsafe { libc::geteuid() } != 0 {
+                command.args(["--user", "--map-root-user"]);
+            }
+            command.args(["--pid", "--fork"]).arg(python);
+            command
+        } else {
+            std::process::Command::new(python)
+        };
+        let out = command.args(["-c", &session]).output().unwrap();
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    let own = run(false);
+    assert!(own.contains("ANSWER {"), "{own}");
+    let other = run(true);
+    assert!(other.contains("ANSWER NONE"), "{other}");
+    // Said in the proxy's log (wait_for_line fails the test when the line never comes).
+    proxy
+        .proc
+        .wait_for_line(std::time::Duration::from_secs(30), |line| {
+            line.contains("a sandboxed server may not use mcpproxy's control socket")
+        });
 }

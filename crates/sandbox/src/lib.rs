@@ -18,6 +18,8 @@ mod error;
 mod filesystem;
 mod install_tree;
 #[cfg(target_os = "linux")]
+mod peer;
+#[cfg(target_os = "linux")]
 mod prepared;
 #[cfg(target_os = "linux")]
 mod resources;
@@ -27,6 +29,8 @@ mod support;
 mod syscalls;
 
 pub use error::Error;
+#[cfg(target_os = "linux")]
+pub use peer::sandboxed_peer;
 #[cfg(target_os = "linux")]
 pub use prepared::{ChildSetup, Launch, Prepared, Report, SandboxGuard, missing_features, prepare};
 pub use spec::{ForbiddenPath, Network, ResourceLimits, SandboxSpec};

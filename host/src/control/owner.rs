@@ -113,6 +113,12 @@ impl ControlSocket {
                     continue;
                 }
             };
+            // A server mcpproxy started must not reach the owner through its socket (it would
+            // get the owner's session: other servers' tools and grants, management).
+            if let Some(why) = refused_peer(&stream) {
+                tracing::warn!("control socket: refused a connection: {why}");
+                continue;
+            }
             // Telling the protocol apart waits for the client's first byte: done in the
             // connection's own task, so a client that sends nothing holds up no other.
             let app = app.clone();
@@ -132,6 +138,28 @@ impl ControlSocket {
             connections.wait().await;
         })
         .await;
+    }
+}
+
+/// Why the peer of `stream` may not use the socket: a sandboxed process (a stdio server
+/// mcpproxy started, or anything it started), or a peer whose credentials cannot be read.
+fn refused_peer(stream: &UnixStream) -> Option<String> {
+    let credentials = match stream.peer_cred() {
+        Ok(credentials) => credentials,
+        Err(e) => return Some(format!("its credentials cannot be read: {e}")),
+    };
+    #[cfg(target_os = "linux")]
+    {
+        let Some(pid) = credentials.pid() else {
+            return Some("the kernel gave no pid for it".to_owned());
+        };
+        mcpproxy_sandbox::sandboxed_peer(pid)
+            .map(|why| format!("{why}: a sandboxed server may not use mcpproxy's control socket"))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = credentials;
+        None
     }
 }
 
