@@ -53,11 +53,21 @@ fn a_stdio_upstream_that_ignores_eof_dies_with_a_killed_proxy() {
         "env": {"RUST_LOG": "off"},
     });
     let mut proxy = Proxy::start(&config_with(vec![stubborn]), &[]);
-    let pid: u32 = std::fs::read_to_string(&pid_file)
+    assert!(pid_file.exists(), "the fixture did not start");
+    // The pid the fixture writes is its own in its sandbox's PID namespace (1): found here by
+    // its command line instead, which names the pid file.
+    let marker = pid_file.display().to_string();
+    let pid: u32 = std::fs::read_dir("/proc")
         .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                String::from_utf8_lossy(&c).contains(&marker)
+                    && !String::from_utf8_lossy(&c).contains("mcpproxy")
+            })
+        })
+        .expect("the fixture's process");
     assert!(!is_dead(pid));
     proxy.proc.kill(); // SIGKILL: no cleanup code runs in the proxy.
     let deadline = Instant::now() + Duration::from_secs(20);

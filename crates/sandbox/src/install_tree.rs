@@ -141,11 +141,16 @@ fn trees_of(file: &Path, home: Option<&Path>) -> Vec<PathBuf> {
         }
         return trees;
     }
-    // A program in a prefix's bin/ (~/.nvm/versions/node/v22, ~/.pyenv/versions/3.11).
+    // A program in a prefix's bin/ (~/.nvm/versions/node/v22, ~/.pyenv/versions/3.11). In a
+    // home directory only an interpreter's own layout counts: a generic prefix such as
+    // `~/.local` (where pip --user, pipx and uv put launchers) holds the user's keyrings,
+    // histories and data, so a launcher there is granted alone (its real path, a venv,
+    // is found from the symbolic link).
     if let Some(bin) = file.parent()
         && bin.file_name() == Some(OsStr::new("bin"))
         && let Some(prefix) = bin.parent()
         && acceptable(prefix)
+        && (!home.is_some_and(|home| prefix.starts_with(home)) || interpreter_layout(prefix))
     {
         return vec![prefix.to_path_buf()];
     }
@@ -166,6 +171,21 @@ fn trees_of(file: &Path, home: Option<&Path>) -> Vec<PathBuf> {
         return vec![project.to_path_buf()];
     }
     vec![file.to_path_buf()]
+}
+
+/// Whether `prefix` is one interpreter's install as version managers lay them out:
+/// `~/.pyenv/versions/3.11`, `~/.nvm/versions/node/v22`, `~/.rbenv/versions/3.3`,
+/// `~/.asdf/installs/python/3.11`, `~/.local/share/mise/installs/node/22`,
+/// `~/.volta/tools/image/node/22.1.0`.
+fn interpreter_layout(prefix: &Path) -> bool {
+    let named = |dir: Option<&Path>, names: &[&str]| {
+        dir.and_then(Path::file_name)
+            .and_then(OsStr::to_str)
+            .is_some_and(|name| names.contains(&name))
+    };
+    let parent = prefix.parent();
+    let grandparent = parent.and_then(Path::parent);
+    named(parent, &["versions"]) || named(grandparent, &["versions", "installs", "image"])
 }
 
 /// The `home` of a `pyvenv.cfg` (the base interpreter's bin/), as its prefix.
@@ -231,6 +251,55 @@ mod tests {
         assert!(trees.contains(&venv), "{trees:?}");
         assert!(trees.contains(&base), "{trees:?}");
         assert!(!trees.contains(&dir.path().join("project")), "{trees:?}");
+    }
+
+    #[test]
+    fn a_launcher_in_dot_local_grants_its_venv_never_dot_local() {
+        let home = tempfile::tempdir().unwrap();
+        let local = home.path().join(".local");
+        let venv = local.join("share/pipx/venvs/mcp-server-x");
+        std::fs::create_dir_all(venv.join("bin")).unwrap();
+        std::fs::write(venv.join("pyvenv.cfg"), "home = /usr/bin\n").unwrap();
+        std::fs::write(venv.join("bin/mcp-server-x"), "#!/usr/bin/python3\n").unwrap();
+        std::fs::create_dir_all(local.join("bin")).unwrap();
+        std::fs::create_dir_all(local.join("share/keyrings")).unwrap();
+        let launcher = local.join("bin/mcp-server-x");
+        std::os::unix::fs::symlink(venv.join("bin/mcp-server-x"), &launcher).unwrap();
+        let trees = install_trees(Some(&launcher), &[], None, None, Some(home.path()));
+        assert!(trees.contains(&venv), "{trees:?}");
+        assert!(
+            trees.iter().all(|t| t != &local && !local.starts_with(t)),
+            "{trees:?}"
+        );
+        // A launcher that is no link (a script pip --user wrote) is granted alone.
+        let script = local.join("bin/other");
+        std::fs::write(&script, "#!/usr/bin/python3\n").unwrap();
+        let trees = install_trees(Some(&script), &[], None, None, Some(home.path()));
+        assert!(!trees.contains(&local), "{trees:?}");
+    }
+
+    #[test]
+    fn an_interpreter_of_a_version_manager_grants_its_own_prefix() {
+        let home = tempfile::tempdir().unwrap();
+        for prefix in [
+            ".pyenv/versions/3.11.7",
+            ".nvm/versions/node/v22.1.0",
+            ".asdf/installs/python/3.12.1",
+            ".local/share/mise/installs/node/22",
+            ".volta/tools/image/node/22.1.0",
+        ] {
+            let prefix = home.path().join(prefix);
+            std::fs::create_dir_all(prefix.join("bin")).unwrap();
+            std::fs::write(prefix.join("bin/tool"), "").unwrap();
+            let trees = install_trees(
+                Some(&prefix.join("bin/tool")),
+                &[],
+                None,
+                None,
+                Some(home.path()),
+            );
+            assert_eq!(trees, vec![prefix.clone()], "{}", prefix.display());
+        }
     }
 
     #[test]

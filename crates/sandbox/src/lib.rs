@@ -2,10 +2,12 @@
 //! daemon and no image: Landlock confines the file system (system directories and the
 //! server's own install tree to read, a private home and temp dir and the granted paths to
 //! write, never mcpproxy's data dir) and scopes signals; a network namespace of its own cuts
-//! the network; the capabilities go (when mcpproxy runs as root); `no_new_privs` and a seccomp
-//! filter refuse tracing, mounting, kernel modules and new namespaces; rlimits and a pids
-//! cgroup bound memory, files, CPU and processes; and the environment is rebuilt from a few
-//! names.
+//! the network; a PID namespace (with its own `/proc`), an IPC namespace and a mount namespace
+//! keep other processes out of sight and reach; the capabilities go (when mcpproxy runs as
+//! root); `no_new_privs` and a seccomp filter refuse tracing, mounting, kernel modules, new
+//! namespaces, Unix sockets and acting on other pids; rlimits and pids and memory cgroups
+//! bound memory, files, CPU and processes; and the environment is rebuilt from a few names.
+//! [`sandboxed_peer`] tells mcpproxy's sockets a sandboxed peer from the user's own.
 //!
 //! [`prepare`] does everything that can fail or allocate in the parent; the child only runs
 //! [`ChildSetup::enter`].

@@ -34,6 +34,13 @@ pub(super) fn prepare(
     let prepared = mcpproxy_sandbox::prepare(&spec, launch, Support::get())
         .map_err(|e| format!("cannot start `{command}` in its sandbox: {e}"))?;
     upstream.log_line(&format!("mcpproxy: {}", prepared.report.summary()));
+    *mcpproxy_policy::lock(&upstream.inferred_reads) = prepared
+        .report
+        .read
+        .iter()
+        .filter(|path| !isolation.read.contains(path))
+        .map(|path| path.display().to_string())
+        .collect();
     if !prepared.report.missing.is_empty() {
         tracing::warn!(
             server = upstream.name(),
@@ -90,6 +97,11 @@ pub(crate) struct SandboxStatus {
     /// Paths granted to write, beyond its private home and temp dir.
     #[serde(default)]
     pub write: Vec<String>,
+    /// Paths its sandbox granted to read at its last launch without the config naming them,
+    /// found from its command and arguments: its install tree (a `node_modules`, a venv, an
+    /// interpreter's prefix), a script's project, its working directory.
+    #[serde(default)]
+    pub inferred_read: Vec<String>,
     /// What this kernel cannot enforce of it.
     #[serde(default)]
     pub missing: Vec<String>,
@@ -112,6 +124,7 @@ impl SandboxStatus {
             network: isolation.network.as_str().to_owned(),
             read: shown(&isolation.read),
             write: shown(&isolation.write),
+            inferred_read: Vec::new(),
             missing,
         }
     }
@@ -122,6 +135,12 @@ impl SandboxStatus {
             return "OFF".to_owned();
         }
         let mut text = format!("on (network {}", self.network);
+        if !self.inferred_read.is_empty() {
+            text.push_str(&format!(
+                ", reads {} (inferred)",
+                self.inferred_read.join(", ")
+            ));
+        }
         if !self.write.is_empty() {
             text.push_str(&format!(", writes {}", self.write.join(", ")));
         }

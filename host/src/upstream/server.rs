@@ -66,6 +66,9 @@ pub(crate) struct Upstream {
     pub(super) reported: std::sync::Mutex<BTreeMap<String, String>>,
     /// The server's recent stderr lines (stdio servers).
     pub(super) log: std::sync::Mutex<log::Ring>,
+    /// What its sandbox found it must read at its last launch, beyond what the config grants
+    /// (its install tree, its interpreter's prefix, its working directory).
+    pub(super) inferred_reads: std::sync::Mutex<Vec<String>>,
     /// Routes from this server back to the clients whose calls it serves.
     pub(super) back_channel: Arc<BackChannel>,
     /// Where `${secret:NAME}` values (and OAuth tokens) are kept.
@@ -107,7 +110,14 @@ impl Upstream {
                     .collect()
             },
             sandbox: (TransportKind::from(&self.config.transport) == TransportKind::Stdio).then(
-                || super::sandbox::SandboxStatus::of(&self.config.isolation, &self.forbidden_paths),
+                || {
+                    let mut status = super::sandbox::SandboxStatus::of(
+                        &self.config.isolation,
+                        &self.forbidden_paths,
+                    );
+                    status.inferred_read = lock(&self.inferred_reads).clone();
+                    status
+                },
             ),
         }
     }

@@ -124,6 +124,7 @@ impl Upstreams {
             index: self.index.clone(),
             changes: self.changes_tx.clone(),
             reported: std::sync::Mutex::new(BTreeMap::new()),
+            inferred_reads: std::sync::Mutex::new(Vec::new()),
             log: std::sync::Mutex::new(log::Ring::default()),
             back_channel: self.back_channel.clone(),
             capabilities: RwLock::new(None),

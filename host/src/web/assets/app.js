@@ -356,6 +356,7 @@ function sandboxText(sandbox) {
   if (!sandbox) return "-";
   if (!sandbox.enabled) return "OFF: runs as you, with your files and the network";
   let text = "on (network " + sandbox.network;
+  if (sandbox.inferred_read && sandbox.inferred_read.length) text += ", reads " + sandbox.inferred_read.join(", ") + " (inferred)";
   if (sandbox.write && sandbox.write.length) text += ", writes " + sandbox.write.join(", ");
   if (sandbox.missing && sandbox.missing.length) text += "; not enforced: " + sandbox.missing.join(", ");
   return text + ")";
