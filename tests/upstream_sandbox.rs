@@ -476,3 +476,113 @@ print("ANSWER", data.decode().strip() or "NONE")
             line.contains("a sandboxed server may not use mcpproxy's control socket")
         });
 }
+
+/// A JSON-RPC MCP server in plain Python (standard library only): one tool, `where`, that
+/// answers with the interpreter's prefix.
+const STDLIB_SERVER: &str = r#"
+import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    method = msg.get("method")
+    if method == "initialize":
+        result = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "stdlib", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "where", "description": "The interpreter's prefix.",
+                             "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}}]}
+    elif method == "tools/call":
+        result = {"content": [{"type": "text", "text": "prefix " + sys.prefix}]}
+    else:
+        result = {}
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+"#;
+
+/// `python3` through a version manager's shim, laid out as pyenv lays them out: the shim runs
+/// `ROOT/libexec/pyenv exec python3`, which the sandbox does not grant; mcpproxy asks the
+/// manager which program the shim runs (`pyenv which python3`), runs that, and the sandbox
+/// grants that interpreter's prefix, not the manager's root.
+#[tokio::test(flavor = "multi_thread")]
+async fn python3_through_a_pyenv_style_shim_starts_sandboxed() {
+    if !sandbox_supported() {
+        return;
+    }
+    let Some(python) = crate::support::test_python() else {
+        return;
+    };
+    let base = std::process::Command::new(&python)
+        .args(["-c", "import sys; print(sys.base_prefix)"])
+        .output()
+        .unwrap();
+    let base = PathBuf::from(String::from_utf8_lossy(&base.stdout).trim());
+    assert!(base.join("bin/python3").exists(), "{}", base.display());
+    // A pyenv root of the test's own: one version (the real interpreter), the manager, a shim.
+    let root = tempfile::tempdir().unwrap();
+    let versions = root.path().join("versions");
+    std::fs::create_dir_all(&versions).unwrap();
+    std::os::unix::fs::symlink(&base, versions.join("3.11.7")).unwrap();
+    for dir in ["libexec", "shims", "plugins"] {
+        std::fs::create_dir_all(root.path().join(dir)).unwrap();
+    }
+    // Something of the manager's that no server should read.
+    std::fs::write(root.path().join("plugins/token"), "manager-secret").unwrap();
+    let manager = root.path().join("libexec/pyenv");
+    std::fs::write(
+        &manager,
+        format!(
+            "#!/bin/sh\ncase \"$1\" in\n  which) echo {versions}/3.11.7/bin/$2 ;;\n  exec) shift; shift; exec {versions}/3.11.7/bin/python3 \"$@\" ;;\nesac\n",
+            versions = versions.display()
+        ),
+    )
+    .unwrap();
+    let shim = root.path().join("shims/python3");
+    std::fs::write(
+        &shim,
+        format!(
+            "#!/usr/bin/env bash\nset -e\nprogram=\"${{0##*/}}\"\nexec \"{}\" exec \"$program\" \"$@\"\n",
+            manager.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    for file in [&manager, &shim] {
+        std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let project = tempfile::tempdir().unwrap();
+    let script = project.path().join("server.py");
+    std::fs::write(&script, STDLIB_SERVER).unwrap();
+    let config = config_with(vec![json!({
+        "name": "py",
+        "command": shim,
+        "args": [script],
+        "isolation": {},
+    })]);
+    let proxy = Proxy::start(&config, &[]);
+    let client = connect(&proxy.url).await;
+    let answer = call(&client, "call_tool_read", json!({"name": "py:where"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&answer), "{}", text(&answer));
+    assert!(text(&answer).contains("prefix"), "{}", text(&answer));
+    let logs = TestCommand::new(proxy.data_dir.path())
+        .args(["upstream", "logs", "py"])
+        .output();
+    assert!(
+        logs.stdout().contains("is a pyenv shim: runs"),
+        "{}",
+        logs.stdout()
+    );
+    // The interpreter's own prefix is granted, the manager's root is not.
+    let list = TestCommand::new(proxy.data_dir.path())
+        .args(["upstream", "list"])
+        .output();
+    let root_shown = root.path().display().to_string();
+    assert!(
+        !list.stdout().contains(&format!("{root_shown},"))
+            && !list.stdout().contains(&format!("{root_shown} ")),
+        "{}",
+        list.stdout()
+    );
+    client.cancel().await.unwrap();
+}

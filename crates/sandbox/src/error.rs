@@ -23,6 +23,8 @@ pub enum Error {
         what: &'static str,
         forbidden: String,
     },
+    #[error("{0}")]
+    Shim(String),
     #[error("the sandbox is only available on Linux")]
     NotLinux,
 }

@@ -25,6 +25,7 @@ mod peer;
 mod prepared;
 #[cfg(target_os = "linux")]
 mod resources;
+mod shims;
 mod spec;
 mod support;
 #[cfg(target_os = "linux")]
@@ -35,5 +36,6 @@ pub use error::Error;
 pub use peer::sandboxed_peer;
 #[cfg(target_os = "linux")]
 pub use prepared::{ChildSetup, Launch, Prepared, Report, SandboxGuard, missing_features, prepare};
+pub use shims::{ResolvedShim, resolve_shim};
 pub use spec::{ForbiddenPath, Network, ResourceLimits, SandboxSpec};
 pub use support::Support;

@@ -81,6 +81,9 @@ impl Report {
 #[derive(Debug)]
 pub struct Prepared {
     pub setup: ChildSetup,
+    /// The program to run instead of the configured command, when that command is a version
+    /// manager's shim.
+    pub shim: Option<crate::shims::ResolvedShim>,
     /// The server's whole environment (clear mcpproxy's first).
     pub environment: Vec<(OsString, OsString)>,
     pub guard: SandboxGuard,
@@ -139,6 +142,16 @@ pub fn prepare(
         path_var.as_deref(),
         launch.working_dir,
     );
+    // A version manager's shim runs the program it resolves to, not the manager.
+    let shim = match command
+        .as_deref()
+        .and_then(|c| crate::shims::resolve_shim(c, launch.working_dir))
+    {
+        Some(Ok(resolved)) => Some(resolved),
+        Some(Err(why)) => return Err(Error::Shim(why)),
+        None => None,
+    };
+    let command = shim.as_ref().map(|s| s.program.clone()).or(command);
     let mut read: Vec<PathBuf> = Vec::new();
     for tree in crate::install_tree::install_trees(
         command.as_deref(),
@@ -183,7 +196,20 @@ pub fn prepare(
     let real_home_granted = real_home
         .as_ref()
         .is_some_and(|h| spec.read.contains(h) || spec.write.contains(h));
-    let environment = crate::environment::environment(spec, &home, &tmp, real_home_granted, parent);
+    let mut environment =
+        crate::environment::environment(spec, &home, &tmp, real_home_granted, parent);
+    if let Some(dir) = shim.as_ref().and_then(|s| s.program.parent()) {
+        // As the manager's `exec` does: the version's own programs first, so what the
+        // server starts (`python3 -m pip`) does not meet the shim again.
+        for (name, value) in &mut environment {
+            if name == "PATH" {
+                let mut path = dir.as_os_str().to_owned();
+                path.push(":");
+                path.push(&*value);
+                *value = path;
+            }
+        }
+    }
 
     let network = spec.network == Network::None && support.network_namespace;
     let process = support.process_namespace.then(|| {
@@ -232,6 +258,7 @@ pub fn prepare(
     write.extend([home, tmp]);
     Ok(Prepared {
         setup: ChildSetup(Arc::new(steps)),
+        shim,
         environment,
         guard: SandboxGuard {
             _cgroup: cgroup,

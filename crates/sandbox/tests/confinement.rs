@@ -499,3 +499,86 @@ fn the_memory_limit_bounds_the_server_as_a_whole() {
     let done = out.lines().filter(|line| *line == "DONE").count();
     assert!(done < 3, "all three finished under a 384 MiB limit: {out}");
 }
+
+#[test]
+fn the_seccomp_filter_refuses_each_dangerous_call() {
+    if !supported() {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    // Raw system calls with harmless arguments: each is refused before the kernel looks at
+    // them (EPERM = 1; clone3's ENOSYS = 38 sends the C library back to clone).
+    let code = r#"
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+calls = {"ptrace": 101, "mount": 165, "bpf": 321, "io_uring_setup": 425, "keyctl": 250,
+         "unshare": 272, "setns": 308, "clone3": 435, "perf_event_open": 298,
+         "userfaultfd": 323, "init_module": 175, "kexec_load": 246}
+for name, number in calls.items():
+    ctypes.set_errno(0)
+    result = libc.syscall(number, 0, 0, 0, 0, 0)
+    print("CALL", name, result, ctypes.get_errno())
+"#;
+    if std::env::consts::ARCH != "x86_64" {
+        eprintln!("SKIPPED: the system call numbers are x86_64's");
+        return;
+    }
+    let Some(out) = run_python(&spec(Network::None, vec![], data.path()), code) else {
+        return;
+    };
+    let out = text(&out);
+    for name in [
+        "ptrace",
+        "mount",
+        "bpf",
+        "io_uring_setup",
+        "keyctl",
+        "unshare",
+        "setns",
+        "perf_event_open",
+        "userfaultfd",
+        "init_module",
+        "kexec_load",
+    ] {
+        assert!(
+            out.contains(&format!("CALL {name} -1 1\n")),
+            "{name}: {out}"
+        );
+    }
+    assert!(out.contains("CALL clone3 -1 38\n"), "{out}");
+}
+
+#[test]
+fn no_capabilities_small_limits_and_no_abstract_sockets_outside() {
+    if !supported() {
+        return;
+    }
+    // An abstract socket of the host's.
+    let name = format!("mcpproxy-test-{}", std::process::id());
+    let address = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    use std::os::linux::net::SocketAddrExt;
+    let _listener = std::os::unix::net::UnixListener::bind_addr(&address).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let script = format!(
+        "grep -E '^Cap(Eff|Prm|Bnd|Amb)' /proc/self/status; echo FILES $(ulimit -n); echo CORE $(ulimit -c); \
+         /usr/bin/python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect(\"\\0{name}\"); print(\"ABSTRACT CONNECTED\")'; true"
+    );
+    let out = text(&run(&spec(Network::None, vec![], data.path()), &script));
+    // The bounding set is emptied when mcpproxy runs as root; otherwise the server holds no
+    // capability of the host's anyway.
+    let sets: &[&str] = if Support::get().root {
+        &["CapEff", "CapPrm", "CapBnd", "CapAmb"]
+    } else {
+        &["CapEff", "CapPrm", "CapAmb"]
+    };
+    for cap in sets {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(cap))
+            .unwrap_or_else(|| panic!("no {cap}: {out}"));
+        assert!(line.ends_with("0000000000000000"), "{line}: {out}");
+    }
+    assert!(out.contains("FILES 1024"), "{out}");
+    assert!(out.contains("CORE 0"), "{out}");
+    assert!(!out.contains("ABSTRACT CONNECTED"), "{out}");
+}

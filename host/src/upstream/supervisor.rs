@@ -418,13 +418,26 @@ async fn connect_to(
             env,
             working_dir,
         } => {
-            let mut cmd = tokio::process::Command::new(command);
+            let sandbox =
+                super::sandbox::prepare(upstream, command, args, env, working_dir.as_deref())?;
+            // A version manager's shim: the program it resolves to runs (the sandbox grants
+            // that program's prefix, not the manager's root).
+            let program = match sandbox.as_ref().and_then(|s| s.shim.as_ref()) {
+                Some(shim) => {
+                    upstream.log_line(&format!(
+                        "mcpproxy: `{command}` is a {} shim: runs {}",
+                        shim.manager,
+                        shim.program.display()
+                    ));
+                    shim.program.as_os_str().to_owned()
+                }
+                None => std::ffi::OsString::from(command),
+            };
+            let mut cmd = tokio::process::Command::new(program);
             cmd.args(args);
             if let Some(dir) = working_dir {
                 cmd.current_dir(dir);
             }
-            let sandbox =
-                super::sandbox::prepare(upstream, command, args, env, working_dir.as_deref())?;
             if sandbox.is_none() {
                 cmd.envs(env);
             }
