@@ -630,8 +630,7 @@ pub struct ManagementConfig {
 impl ManagementConfig {
     /// Whether the logged-in caller `subject` in `groups` holds the management grant.
     pub fn grants(&self, subject: &str, groups: &[String]) -> bool {
-        self.subjects.iter().any(|s| s == subject)
-            || groups.iter().any(|g| self.groups.contains(g))
+        self.subjects.iter().any(|s| s == subject) || groups.iter().any(|g| self.groups.contains(g))
     }
 }
 

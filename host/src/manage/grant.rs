@@ -150,7 +150,11 @@ mod tests {
         );
         assert_eq!(check(&admins, Some(&caller("carol", &[])), false), Ok(()));
         assert_eq!(
-            check(&admins, Some(&caller("bob", &["dev", "Platform-Admins"])), false),
+            check(
+                &admins,
+                Some(&caller("bob", &["dev", "Platform-Admins"])),
+                false
+            ),
             Err(Denied::NoGrant),
             "groups match exactly"
         );

@@ -4,8 +4,8 @@ use std::time::Duration;
 use super::super::model::Isolation;
 use super::super::raw::{self, Failure, RawConfig};
 use super::super::{
-    Config, Error, HttpConfig, IntentConfig, MAX_TOOL_CALL_TIMEOUT_MS, Result,
-    UpstreamConfig, is_secret_text,
+    Config, Error, HttpConfig, IntentConfig, MAX_TOOL_CALL_TIMEOUT_MS, Result, UpstreamConfig,
+    is_secret_text,
 };
 use super::activity::activity_from;
 use super::plugins::plugins_from;
