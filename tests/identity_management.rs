@@ -6,7 +6,9 @@
 //! nothing changes, and each refusal is a `blocked` `server_change` record under the
 //! caller's name; the static owner token (`http.auth_token`) still manages. With
 //! `"groups": ["sre"]` alice manages and her change is recorded under her name; bob does not,
-//! nor does a granted caller whom a `scopes` rule names.
+//! nor does a granted caller whom a `scopes` rule names. In a cluster (two replicas on a real
+//! PostgreSQL) a member without the grant cannot remove a server the team shares, and the
+//! granted group's removal reaches every replica.
 
 use serde_json::{Value, json};
 
@@ -29,7 +31,7 @@ async fn offers_management(client: &Client) -> bool {
 }
 
 /// The names of the servers the proxy runs, from `GET /api/v1/upstreams`.
-async fn servers(proxy: &Proxy) -> Vec<String> {
+async fn servers_of(proxy: &Proxy) -> Vec<String> {
     let body: Value = reqwest::Client::new()
         .get(format!("{}/api/v1/upstreams", proxy.base()))
         .header("X-API-Key", proxy.api_key())
@@ -106,7 +108,7 @@ async fn without_a_grant_no_logged_in_caller_manages_the_servers() {
     }
 
     // Nothing changed: prod-db still runs, approved, as it was written.
-    assert_eq!(servers(&proxy).await, ["prod-db"]);
+    assert_eq!(servers_of(&proxy).await, ["prod-db"]);
     let still = call(
         &bob,
         "call_tool_read",
@@ -185,7 +187,7 @@ async fn a_management_grant_lets_the_granted_group_manage_and_no_one_else() {
         "{}",
         text(&refused)
     );
-    assert_eq!(servers(&proxy).await, ["prod-db", "scratch"]);
+    assert_eq!(servers_of(&proxy).await, ["prod-db", "scratch"]);
 
     // Alice (group sre) manages: she sees the tool and removes scratch.
     assert!(offers_management(&alice).await);
@@ -197,7 +199,7 @@ async fn a_management_grant_lets_the_granted_group_manage_and_no_one_else() {
     .await
     .expect("alice's change");
     assert!(!is_error(&removed), "{}", text(&removed));
-    assert_eq!(servers(&proxy).await, ["prod-db"]);
+    assert_eq!(servers_of(&proxy).await, ["prod-db"]);
 
     let records = proxy.finished_records("server_change", 2).await;
     assert_eq!(refusals_of(&records, "bob").len(), 1, "{records:?}");
@@ -210,4 +212,71 @@ async fn a_management_grant_lets_the_granted_group_manage_and_no_one_else() {
     assert_eq!(change["tool_name"], "remove");
     let _ = alice.cancel().await;
     let _ = bob.cancel().await;
+}
+
+/// The attack of issue 47 on a cluster: a member with no grant asks one replica to remove a
+/// server the whole team shares. Refused there, and every replica keeps the server; the
+/// granted group's removal through one replica reaches the other.
+#[tokio::test(flavor = "multi_thread")]
+async fn in_a_cluster_only_the_granted_group_removes_a_shared_server() {
+    let Some(postgres) = crate::support::postgres::Postgres::start() else {
+        return;
+    };
+    let Some(node) = crate::support::node::oauth_node() else {
+        return;
+    };
+    let issuer = Issuer::start(&node);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let servers = vec![
+        stdio_fixture("prod-db", &dir.path().join("db.log")),
+        stdio_fixture("scratch", &dir.path().join("scratch.log")),
+    ];
+    let replica = |name: &str| {
+        let mut config = config_with(servers.clone());
+        config["auth"] = json!({"issuer": issuer.url});
+        config["management"] = json!({"groups": ["sre"]});
+        config["cluster"] = json!({"postgres": postgres.url(), "replica": name});
+        Proxy::start(&config, &[])
+    };
+    let a = replica("a");
+    let b = replica("b");
+    let bob = session(&a.url, &issuer.token("bob", &a.url).await).await;
+    let refused = call(
+        &bob,
+        "upstream_servers",
+        json!({"operation": "remove", "name": "prod-db"}),
+    )
+    .await
+    .expect("an answer");
+    assert!(is_error(&refused), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("management.groups"),
+        "{}",
+        text(&refused)
+    );
+    for replica in [&a, &b] {
+        assert_eq!(servers_of(replica).await, ["prod-db", "scratch"]);
+    }
+
+    let alice = session(&a.url, &issuer.token("alice", &a.url).await).await;
+    let removed = call(
+        &alice,
+        "upstream_servers",
+        json!({"operation": "remove", "name": "scratch"}),
+    )
+    .await
+    .expect("alice's change");
+    assert!(!is_error(&removed), "{}", text(&removed));
+    crate::support::poll::until(
+        "the removal reaches replica b",
+        std::time::Duration::from_secs(30),
+        || async {
+            let now = servers_of(&b).await;
+            (now == ["prod-db"]).then_some(()).ok_or(format!("{now:?}"))
+        },
+    )
+    .await;
+    assert_eq!(servers_of(&b).await, ["prod-db"]);
+    let _ = bob.cancel().await;
+    let _ = alice.cancel().await;
 }
