@@ -96,6 +96,9 @@ mod plugin_wasi_sandbox;
 /// built against the contract before it, and the group-gate validator deciding by group,
 /// with identities from a real authorization server.
 mod identity_group_gate;
+/// `management` grants: which logged-in callers get the `upstream_servers` tool; refusals
+/// on the record.
+mod identity_management;
 /// `rate_limits`: per caller, per tool and per upstream; 429 with Retry-After over HTTP, the
 /// JSON-RPC error over stdio.
 mod identity_rate_limits;

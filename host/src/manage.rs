@@ -13,8 +13,10 @@
 //! quarantined, and it can neither lift a quarantine nor turn on
 //! `auto_approve_tool_changes` (a person approves, with `mcpproxy upstream approve`).
 
+mod grant;
 mod shared;
 
+pub(crate) use grant::check as check_grant;
 pub(crate) use shared::{cluster_servers, follow_cluster};
 
 use std::path::{Path, PathBuf};
@@ -212,7 +214,7 @@ impl Manager {
             home,
             upstreams: proxy.upstreams().clone(),
             proxy,
-            settings: running.management,
+            settings: running.management.clone(),
             running: tokio::sync::Mutex::new(running),
             cluster: None,
         }
@@ -224,8 +226,8 @@ impl Manager {
         self
     }
 
-    pub(crate) fn settings(&self) -> ManagementConfig {
-        self.settings
+    pub(crate) fn settings(&self) -> &ManagementConfig {
+        &self.settings
     }
 
     /// The config file changes go to.
@@ -270,6 +272,17 @@ impl Manager {
         actor: Actor,
         approve: Approve,
     ) -> Result<AppliedChanges, Error> {
+        self.change_by(change, actor, approve, None).await
+    }
+
+    /// [`Manager::change`] asked for by the logged-in caller `identity` (on its record).
+    pub(crate) async fn change_by(
+        &self,
+        change: Change,
+        actor: Actor,
+        approve: Approve,
+        identity: Option<mcpproxy_activity::IdentityRecord>,
+    ) -> Result<AppliedChanges, Error> {
         let source = match actor {
             Actor::Agent => Source::Mcp,
             Actor::Person => Source::Api,
@@ -290,6 +303,7 @@ impl Manager {
         }
         let outcome = self.make_change(change, actor, approve).await;
         let mut record = ActivityRecord::new(RecordType::ServerChange, source, &name, operation);
+        record.identity = identity;
         let mut details = json!({"actor": actor.as_str(), "fields": fields});
         match &outcome {
             Ok((applied, launch_changes)) => {

@@ -613,13 +613,25 @@ impl fmt::Debug for HttpConfig {
 }
 
 /// `management`: who may add, change and remove upstream servers while mcpproxy runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ManagementConfig {
     /// MCP clients get the `upstream_servers` tool.
     pub upstream_servers_tool: bool,
     /// Servers can be listed and their logs read, but not changed (by the tool, the CLI
     /// or the REST API); the file can still be edited by hand.
     pub read_only: bool,
+    /// Logged-in callers (`auth`) granted the `upstream_servers` tool, by token subject.
+    pub subjects: Vec<String>,
+    /// Logged-in callers granted the `upstream_servers` tool, by group. A caller with no
+    /// identity (no `auth`, the static `http.auth_token`, stdio) needs no grant.
+    pub groups: Vec<String>,
+}
+
+impl ManagementConfig {
+    /// Whether the logged-in caller `subject` in `groups` holds the management grant.
+    pub fn grants(&self, subject: &str, groups: &[String]) -> bool {
+        self.subjects.iter().any(|s| s == subject) || groups.iter().any(|g| self.groups.contains(g))
+    }
 }
 
 impl Default for ManagementConfig {
@@ -627,6 +639,8 @@ impl Default for ManagementConfig {
         Self {
             upstream_servers_tool: true,
             read_only: false,
+            subjects: Vec::new(),
+            groups: Vec::new(),
         }
     }
 }

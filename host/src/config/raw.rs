@@ -276,6 +276,8 @@ pub(super) struct RawTelemetry {
 pub(super) struct RawManagement {
     pub upstream_servers_tool: Option<bool>,
     pub read_only: Option<bool>,
+    pub subjects: Option<Vec<String>>,
+    pub groups: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -6,6 +6,7 @@ use serde_json::{Map, Value, json};
 
 use crate::config::document::SERVER_KEYS;
 use crate::manage::{Actor, Change, Manager, applied_json};
+use mcpproxy_activity::IdentityRecord;
 
 /// The most lines `tail_log` returns.
 const MAX_LINES: u64 = 500;
@@ -23,6 +24,7 @@ fn entry_fields() -> impl Iterator<Item = &'static str> {
 pub(super) async fn run(
     manager: &Manager,
     arguments: &Map<String, Value>,
+    identity: Option<IdentityRecord>,
 ) -> Result<Value, String> {
     let operation = match arguments.get("operation") {
         Some(Value::String(op)) => op.as_str(),
@@ -79,7 +81,12 @@ pub(super) async fn run(
         }
     };
     let applied = manager
-        .change(change, Actor::Agent, crate::manage::Approve::Launch)
+        .change_by(
+            change,
+            Actor::Agent,
+            crate::manage::Approve::Launch,
+            identity,
+        )
         .await
         .map_err(|e| e.to_string())?;
     Ok(applied_json(&applied))

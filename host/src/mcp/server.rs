@@ -29,7 +29,8 @@ use super::{LEGACY_CALL_TOOL_MESSAGE, builtin_tools_with};
 #[derive(Clone)]
 pub(crate) struct ProxyServer {
     pub(super) proxy: Arc<Proxy>,
-    /// Offers `upstream_servers` when set (and `management.upstream_servers_tool` is on).
+    /// Offers `upstream_servers` when set (and `management.upstream_servers_tool` is on), to
+    /// the callers [`crate::manage::check_grant`] lets manage.
     manager: Option<Arc<Manager>>,
     /// Every request sees this server only (`/mcp/servers/NAME`, `serve --stdio --server
     /// NAME`).
@@ -135,11 +136,41 @@ impl ProxyServer {
         self
     }
 
-    async fn upstream_servers(&self, arguments: &Map<String, Value>) -> CallToolResult {
+    /// Whether the caller of `context` may use the `upstream_servers` tool: it is offered
+    /// (`management.upstream_servers_tool`), and the caller is the owner (no identity) or
+    /// holds the management grant and is not scoped.
+    fn manages(&self, context: &RequestContext<RoleServer>) -> bool {
+        self.manager.as_ref().is_some_and(|manager| {
+            crate::manage::check_grant(
+                manager.settings(),
+                identity(context).as_ref(),
+                self.view(context).is_some(),
+            )
+            .is_ok()
+        })
+    }
+
+    async fn upstream_servers(
+        &self,
+        arguments: &Map<String, Value>,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
         let Some(manager) = &self.manager else {
             return tool_error("upstream_servers is turned off (management.upstream_servers_tool)");
         };
-        match super::manage_tool::run(manager, arguments).await {
+        let identity = identity(context);
+        if let Some(caller) = &identity
+            && let Err(denied) = crate::manage::check_grant(
+                manager.settings(),
+                Some(caller),
+                self.view(context).is_some(),
+            )
+        {
+            let message = denied.message(caller);
+            manager.record_refusal(caller, arguments, &message).await;
+            return tool_error(&message);
+        }
+        match super::manage_tool::run(manager, arguments, identity).await {
             Ok(body) => {
                 let mut result = CallToolResult::success(vec![Content::text(body.to_string())]);
                 result.structured_content = Some(body);
@@ -403,8 +434,9 @@ impl ServerHandler for ProxyServer {
         if let Some(server) = &self.fixed_server {
             return self.direct_list_tools(server, view.as_deref()).await;
         }
-        // A scoped caller does not manage the servers (the tool would list them all).
-        let mut tools = builtin_tools_with(self.manager.is_some() && view.is_none());
+        // Only the owner and callers granted management (and not scoped: the tool would
+        // list every server) see the management tool.
+        let mut tools = builtin_tools_with(self.manages(&context));
         if self.proxy.code_execution().is_some() {
             tools.push(super::tools::code_execution_tool());
         }
@@ -439,10 +471,8 @@ impl ServerHandler for ProxyServer {
                 .retrieve_tools(&arguments, self.view(&context))
                 .await
                 .into()),
-            super::tools::UPSTREAM_SERVERS
-                if self.manager.is_some() && self.view(&context).is_none() =>
-            {
-                Ok(self.upstream_servers(&arguments).await.into())
+            super::tools::UPSTREAM_SERVERS if self.manager.is_some() => {
+                Ok(self.upstream_servers(&arguments, &context).await.into())
             }
             crate::line_guard::OVERSIZED_REQUEST_TOOL => Err(ErrorData::invalid_request(
                 format!(

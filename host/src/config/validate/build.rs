@@ -4,8 +4,8 @@ use std::time::Duration;
 use super::super::model::Isolation;
 use super::super::raw::{self, Failure, RawConfig};
 use super::super::{
-    Config, Error, HttpConfig, IntentConfig, MAX_TOOL_CALL_TIMEOUT_MS, ManagementConfig, Result,
-    UpstreamConfig, is_secret_text,
+    Config, Error, HttpConfig, IntentConfig, MAX_TOOL_CALL_TIMEOUT_MS, Result, UpstreamConfig,
+    is_secret_text,
 };
 use super::activity::activity_from;
 use super::plugins::plugins_from;
@@ -234,13 +234,7 @@ fn build(raw: RawConfig, ctx: &Context<'_>) -> Result<Config> {
         config.telemetry = telemetry_from(telemetry, ctx)?;
     }
     if let Some(management) = raw.management {
-        let default = ManagementConfig::default();
-        config.management = ManagementConfig {
-            upstream_servers_tool: management
-                .upstream_servers_tool
-                .unwrap_or(default.upstream_servers_tool),
-            read_only: management.read_only.unwrap_or(default.read_only),
-        };
+        config.management = super::management::management_from(management, ctx)?;
     }
     if let Some(code) = raw.code_execution {
         config.code_execution = super::code_execution::code_execution_from(code, ctx)?;

@@ -10,6 +10,7 @@ mod build;
 mod cluster;
 mod code_execution;
 mod isolation;
+mod management;
 mod oauth;
 mod plugins;
 mod rate_limits;

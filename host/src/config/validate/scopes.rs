@@ -89,7 +89,7 @@ fn list(raw: Option<Vec<String>>, key: &str, ctx: &Context<'_>) -> Result<Vec<St
     Ok(list)
 }
 
-fn names(raw: Option<Vec<String>>, key: &str, ctx: &Context<'_>) -> Result<Vec<String>> {
+pub(super) fn names(raw: Option<Vec<String>>, key: &str, ctx: &Context<'_>) -> Result<Vec<String>> {
     let list = list(raw, key, ctx)?;
     for (i, name) in list.iter().enumerate() {
         check_name(name, &format!("{key}[{i}]"), ctx)?;
