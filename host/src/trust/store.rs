@@ -180,6 +180,9 @@ struct Shared {
     writes: mpsc::UnboundedSender<TrustWrite>,
     /// Changes sent to the writer and not yet written (or failed).
     pending: AtomicU64,
+    /// Changes ever sent to the writer: a state read from the shared store before a change
+    /// was sent may lack it even once it is written ([`TrustStore::replace_since`]).
+    sent: AtomicU64,
     /// Woken when the last pending change is written.
     settled: Notify,
     /// Bumped each time the state others wrote replaced this one.
@@ -244,6 +247,7 @@ impl TrustStore {
             shared: Some(Shared {
                 writes,
                 pending: AtomicU64::new(0),
+                sent: AtomicU64::new(0),
                 settled: Notify::new(),
                 changed: watch::Sender::new(0),
             }),
@@ -260,11 +264,29 @@ impl TrustStore {
     /// are still on their way to it (`false`: call again once [`TrustStore::settled`]
     /// returns). Subscribers hear of it when anything changed.
     pub(crate) fn replace(&self, state: TrustState) -> bool {
+        self.replace_since(state, self.sent_mark())
+    }
+
+    /// How many changes this store has sent to the shared store so far: taken before reading
+    /// the shared state, for [`TrustStore::replace_since`].
+    pub(crate) fn sent_mark(&self) -> u64 {
+        self.shared
+            .as_ref()
+            .map_or(0, |shared| shared.sent.load(Ordering::Acquire))
+    }
+
+    /// [`TrustStore::replace`] with a state read after [`TrustStore::sent_mark`] returned
+    /// `mark`: refused (`false`: read again) when a change was sent since, because the state
+    /// read may lack it even when it is written by now; replacing with it would undo the
+    /// change here (a server this replica just approved would read as unapproved).
+    pub(crate) fn replace_since(&self, state: TrustState, mark: u64) -> bool {
         let Some(shared) = &self.shared else {
             return false;
         };
         let mut file = self.lock();
-        if shared.pending.load(Ordering::Acquire) > 0 {
+        if shared.pending.load(Ordering::Acquire) > 0
+            || shared.sent.load(Ordering::Acquire) != mark
+        {
             return false;
         }
         if *file != state {
@@ -310,14 +332,22 @@ impl TrustStore {
         diff: &ToolDiff,
         at: &str,
     ) -> Result<()> {
-        if self.shared.is_none()
-            || self
-                .lock()
-                .servers
-                .get(server)
-                .and_then(|s| s.held.get(tool))
-                .is_some_and(|held| held.sha256 == sha256)
-        {
+        let (already_held, is_the_pinned_form) = {
+            let state = self.lock();
+            let trust = state.servers.get(server);
+            (
+                trust
+                    .and_then(|s| s.held.get(tool))
+                    .is_some_and(|held| held.sha256 == sha256),
+                trust
+                    .and_then(|s| s.tools.get(tool))
+                    .is_some_and(|pinned| pinned.sha256 == sha256),
+            )
+        };
+        // Holding the approved form would release the hold on every replica (a held entry
+        // equal to the pin reads as trusted): a replica whose server lists the approved form
+        // again (after a restart) keeps the hold another replica made, it does not replace it.
+        if self.shared.is_none() || already_held || is_the_pinned_form {
             return Ok(());
         }
         self.update(server, |s| {
@@ -485,6 +515,7 @@ impl TrustStore {
                 continue;
             }
             shared.pending.fetch_add(1, Ordering::AcqRel);
+            shared.sent.fetch_add(1, Ordering::AcqRel);
             if shared.writes.send(write).is_err() {
                 self.written();
                 return Err(Error::Unshared);
@@ -578,6 +609,13 @@ mod tests {
         assert!(store.server("gh").is_none());
         store.written();
         store.settled().await;
+        // A state read before a change was sent lacks it, even once it is written.
+        let mark = store.sent_mark();
+        store.update("fx", |s| s.pin(&tool("Echo2"), "t0")).unwrap();
+        assert!(writes.try_recv().is_ok());
+        store.written();
+        assert!(!store.replace_since(theirs.clone(), mark));
+        assert!(store.server("fx").is_some());
         assert!(store.replace(theirs));
         assert!(store.server("gh").is_some() && store.server("fx").is_none());
         assert!(changed.has_changed().unwrap());
@@ -590,6 +628,13 @@ mod tests {
         let diff = ToolDiff::between(&PinnedTool::of(&tool("Echo"), "t1"), &tool("Evil"));
         store
             .hold("fx", "echo", &fingerprint(&tool("Evil")), &diff, "t2")
+            .unwrap();
+        let review = super::super::Review::of(&listed, store.server("fx").as_ref());
+        assert!(!review.is_trusted("echo"), "{review:?}");
+        // A replica whose server lists the approved form again (restarted) does not release
+        // the hold by holding that form.
+        store
+            .hold("fx", "echo", &fingerprint(&tool("Echo")), &diff, "t2")
             .unwrap();
         let review = super::super::Review::of(&listed, store.server("fx").as_ref());
         assert!(!review.is_trusted("echo"), "{review:?}");
