@@ -201,7 +201,9 @@ pub(super) fn input_required(mut record: ActivityRecord, started: Instant) -> Ac
 /// as `error`, saying the call was abandoned and that the upstream may have run it.
 pub(super) struct Unanswered<'a> {
     journal: &'a mcpproxy_activity::Journal,
-    record: Option<ActivityRecord>,
+    record: ActivityRecord,
+    /// Cleared once the record is taken back to be completed.
+    armed: bool,
     started: Instant,
 }
 
@@ -213,20 +215,29 @@ impl<'a> Unanswered<'a> {
     ) -> Self {
         Self {
             journal,
-            record: Some(record),
+            record,
+            armed: true,
             started,
         }
     }
 
-    /// The pending record, for the caller that completes it with the upstream's answer.
+    /// The pending record, as it is written before the call is sent.
+    pub(super) fn record(&self) -> &ActivityRecord {
+        &self.record
+    }
+
+    /// The pending record, for the caller that completes it with the upstream's answer
+    /// (or that was refused before sending it).
     pub(super) fn answered(mut self) -> ActivityRecord {
-        self.record.take().unwrap_or_default()
+        self.armed = false;
+        std::mem::take(&mut self.record)
     }
 }
 
 impl Drop for Unanswered<'_> {
     fn drop(&mut self) {
-        if let Some(record) = self.record.take() {
+        if self.armed {
+            let record = std::mem::take(&mut self.record);
             self.journal.submit(abandoned(record, self.started));
         }
     }
