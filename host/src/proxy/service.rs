@@ -181,6 +181,8 @@ pub(crate) struct Proxy {
     pub(super) scopes: Arc<crate::scoping::Scopes>,
     /// The `rate_limits` and their buckets (see `limits`).
     pub(super) limits: Arc<super::RateLimits>,
+    /// The launches analyses showed lately (see `review`).
+    pub(super) shown_launches: super::review::ShownLaunches,
 }
 
 impl Proxy {
@@ -210,6 +212,7 @@ impl Proxy {
             code: None,
             scopes: Arc::default(),
             limits: Arc::default(),
+            shown_launches: Default::default(),
         }
     }
 
