@@ -39,12 +39,14 @@ impl ShownLaunches {
 
     /// The launch of `server` with `fingerprint`, if an analysis showed it lately.
     fn find(&self, server: &str, fingerprint: &str) -> Option<trust::LaunchView> {
-        mcpproxy_policy::lock(&self.0).get(server).and_then(|launches| {
-            launches
-                .iter()
-                .find(|seen| seen.has_fingerprint(fingerprint))
-                .map(|seen| seen.view.clone())
-        })
+        mcpproxy_policy::lock(&self.0)
+            .get(server)
+            .and_then(|launches| {
+                launches
+                    .iter()
+                    .find(|seen| seen.has_fingerprint(fingerprint))
+                    .map(|seen| seen.view.clone())
+            })
     }
 }
 

@@ -395,8 +395,7 @@ impl Proxy {
                 // If this future is dropped from here until the answer is recorded (a
                 // script's deadline, a client that cancels), the record ends as abandoned,
                 // not `pending` for ever: the upstream may have run the call.
-                let pending =
-                    super::record::Unanswered::new(&self.journal, pending, started);
+                let pending = super::record::Unanswered::new(&self.journal, pending, started);
                 if let Err(refusal) = self.record_pending(pending.record().clone()).await {
                     // Refused, not sent: the refusal is the answer, nothing was abandoned.
                     drop(pending.answered());
@@ -415,10 +414,8 @@ impl Proxy {
                     Ok(upstream::CallAnswer::Complete(result)) => Ok(result),
                     Ok(upstream::CallAnswer::InputRequired(result)) => {
                         upstream_span.record("mcpproxy.outcome", "input_required");
-                        self.journal.submit(super::record::input_required(
-                            pending.answered(),
-                            started,
-                        ));
+                        self.journal
+                            .submit(super::record::input_required(pending.answered(), started));
                         return CallOutcome::InputRequired { evaluation, result };
                     }
                     Ok(upstream::CallAnswer::Task(task)) => {
@@ -452,8 +449,7 @@ impl Proxy {
                 if outcome != "success" {
                     upstream_span.record("otel.status_code", "ERROR");
                 }
-                let mut record =
-                    super::record::completed(pending.answered(), &result, started);
+                let mut record = super::record::completed(pending.answered(), &result, started);
                 guarded.note(&mut record);
                 self.journal.submit(record);
                 CallOutcome::Called { evaluation, result }

@@ -132,7 +132,9 @@ impl LaunchSpec {
     /// The launch's fingerprint as a person reads and types it: the first
     /// [`FINGERPRINT_DIGITS`] hex digits of its SHA-256.
     pub(crate) fn fingerprint(&self) -> &str {
-        self.sha256.get(..FINGERPRINT_DIGITS).unwrap_or(&self.sha256)
+        self.sha256
+            .get(..FINGERPRINT_DIGITS)
+            .unwrap_or(&self.sha256)
     }
 
     /// Whether `fingerprint` (checked with [`parse_fingerprint`]) names this launch: a prefix
@@ -467,7 +469,14 @@ mod tests {
             parse_fingerprint("s", &format!(" {upper} ")).as_deref(),
             Ok(spec.fingerprint())
         );
-        for bad in ["", "abc", "zzzzzzzzzzzzzzzz", "0123456789abcdeg", "0123456789abcd ef", &"a".repeat(65)] {
+        for bad in [
+            "",
+            "abc",
+            "zzzzzzzzzzzzzzzz",
+            "0123456789abcdeg",
+            "0123456789abcd ef",
+            &"a".repeat(65),
+        ] {
             let refusal = parse_fingerprint("s", bad).unwrap_err();
             assert!(refusal.contains("mcpproxy upstream inspect s"), "{refusal}");
         }
