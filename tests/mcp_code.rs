@@ -545,7 +545,13 @@ async fn a_scripts_calls_to_a_quarantined_server_are_held_and_never_sent() {
     .await
     .unwrap();
     let body = report(&waited);
-    assert_eq!(body["ended"], "timed_out", "{body}");
+    // The script stops at its deadline, or the abandoned call's error reaches it first and
+    // it returns that (both at the same instant: either may win).
+    assert!(
+        body["ended"] == "timed_out"
+            || body["result"]["error"] == "open:slow did not answer before the script's deadline",
+        "{body}"
+    );
     assert_eq!(body["tool_calls"], 1, "{body}");
     // The call it abandoned reached the upstream: its record ends as abandoned, not
     // `pending` for ever (`records` waits until nothing is pending).
