@@ -24,6 +24,7 @@ fn report(result: &rmcp::model::CallToolResult) -> Value {
 /// Every record of the proxy's journal (newest first), once none is pending.
 async fn records(proxy: &Proxy) -> Vec<Value> {
     let url = format!("{}/api/v1/activity?limit=1000", proxy.base());
+    let mut last = Vec::new();
     for _ in 0..100 {
         let body: Value = reqwest::Client::new()
             .get(&url)
@@ -41,9 +42,13 @@ async fn records(proxy: &Proxy) -> Vec<Value> {
         if records.iter().all(|r| r["status"] != "pending") {
             return records;
         }
+        last = records
+            .into_iter()
+            .filter(|r| r["status"] == "pending")
+            .collect();
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("records stayed pending");
+    panic!("records stayed pending: {last:?}");
 }
 
 fn fs_and_memory(root: &Path, memory_file: &Path) -> Value {
@@ -540,6 +545,39 @@ async fn a_scripts_calls_to_a_quarantined_server_are_held_and_never_sent() {
     .await
     .unwrap();
     let body = report(&waited);
-    assert_eq!(body["ended"], "timed_out", "{body}");
+    // The script stops at its deadline, or the abandoned call's error reaches it first and
+    // it returns that (both at the same instant: either may win).
+    assert!(
+        body["ended"] == "timed_out"
+            || body["result"]["error"] == "open:slow did not answer before the script's deadline",
+        "{body}"
+    );
     assert_eq!(body["tool_calls"], 1, "{body}");
+    // The call it abandoned reached the upstream: its record ends as abandoned, not
+    // `pending` for ever (`records` waits until nothing is pending).
+    assert!(
+        call_log_lines(open_log.path())
+            .iter()
+            .any(|line| line.to_string().contains("slow")),
+        "the slow call was sent"
+    );
+    let all = records(&proxy).await;
+    let execution = all
+        .iter()
+        .find(|r| r["id"] == body["activity_id"])
+        .expect("the execution's record");
+    let inner_id = &execution["details"]["calls"][0];
+    let inner = all
+        .iter()
+        .find(|r| &r["id"] == inner_id)
+        .unwrap_or_else(|| panic!("the inner call's record {inner_id}"));
+    assert_eq!(inner["status"], "error", "{inner}");
+    assert_eq!(inner["parent_id"], body["activity_id"], "{inner}");
+    assert!(
+        inner["error_message"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("abandoned at the script's deadline before the upstream answered"),
+        "{inner}"
+    );
 }

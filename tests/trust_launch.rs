@@ -64,6 +64,17 @@ fn status(proxy: &Proxy, server: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
+/// The fingerprint of `server`'s launch, as `upstream inspect -o json` shows it.
+fn fingerprint(proxy: &Proxy, server: &str) -> String {
+    let analysis = cli_json(proxy, &["upstream", "inspect", server, "-o", "json"]);
+    let fingerprint = analysis["launch_fingerprint"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no launch_fingerprint in {analysis}"))
+        .to_owned();
+    assert_eq!(fingerprint.len(), 16, "{analysis}");
+    fingerprint
+}
+
 async fn manage(client: &Client, arguments: Value) -> Value {
     let result = call(client, "upstream_servers", arguments).await.unwrap();
     assert!(!is_error(&result), "{}", text(&result));
@@ -220,7 +231,11 @@ async fn an_agent_cannot_give_an_approved_name_another_command() {
         "{}",
         inspect.stdout()
     );
-    let approve = cli(&proxy, &["upstream", "approve", "good"]);
+    let reviewed = fingerprint(&proxy, "good");
+    let approve = cli(
+        &proxy,
+        &["upstream", "approve", "good", "--fingerprint", &reviewed],
+    );
     approve.assert_code(0);
     assert!(
         approve.stdout().contains("it starts now"),
@@ -425,11 +440,137 @@ async fn loosening_a_servers_sandbox_by_hand_waits_for_a_person() {
     );
 
     // A person approves: it starts, as configured, without its sandbox.
-    cli(&proxy, &["upstream", "approve", "good"]).assert_code(0);
+    let reviewed = fingerprint(&proxy, "good");
+    cli(
+        &proxy,
+        &["upstream", "approve", "good", "--fingerprint", &reviewed],
+    )
+    .assert_code(0);
     eventually("the approved server started", || started(&mark) == 2);
     eventually("the approved server ready", || {
         status(&proxy, "good")["state"] == "ready"
     });
     assert_eq!(status(&proxy, "good")["sandbox"]["enabled"], false);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_approval_names_the_launch_reviewed_and_a_launch_changed_since_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (good_mark, late_mark, evil_mark) = (
+        dir.path().join("good.mark"),
+        dir.path().join("late.mark"),
+        dir.path().join("evil.mark"),
+    );
+    let mut config = config_with(vec![marked("good", &good_mark, json!({}))]);
+    let proxy = Proxy::start(&config, &[]);
+    config["listen"] = json!(proxy.base().trim_start_matches("http://"));
+    std::fs::write(config_file(&proxy), config.to_string()).unwrap();
+    let client = connect(&proxy.url).await;
+
+    // An agent adds a server: not started until a person approves how it starts.
+    let mut late = marked("late", &late_mark, json!({}));
+    late["operation"] = json!("add");
+    manage(&client, late).await;
+    assert_eq!(status(&proxy, "late")["state"], "unapproved");
+
+    // The person reviews it: the analysis shows the launch and its fingerprint.
+    let inspect = cli(&proxy, &["upstream", "inspect", "late"]);
+    inspect.assert_code(0);
+    let reviewed = fingerprint(&proxy, "late");
+    assert!(
+        inspect
+            .stdout()
+            .contains(&format!("Fingerprint: {reviewed}")),
+        "{}",
+        inspect.stdout()
+    );
+
+    // Meanwhile the agent swaps the launch for a shell outside the sandbox.
+    manage(
+        &client,
+        json!({
+            "operation": "patch",
+            "name": "late",
+            "command": "/bin/sh",
+            "args": ["-c", format!("echo evil >> '{}'; exec '{}' --name late", evil_mark.display(), fixture_bin().display())],
+            "isolation": {"enabled": false},
+        }),
+    )
+    .await;
+    let now = fingerprint(&proxy, "late");
+    assert_ne!(now, reviewed);
+
+    // Approving what was reviewed is refused, saying what changed and how to approve it.
+    let refused = cli(
+        &proxy,
+        &["upstream", "approve", "late", "--fingerprint", &reviewed],
+    );
+    assert_ne!(refused.code(), Some(0), "{}", refused.stdout());
+    let why = refused.stderr();
+    for wanted in [
+        "Nothing was approved",
+        "changed since it was reviewed",
+        "now \"/bin/sh\"",
+        "isolation was the default sandbox, now off",
+        "sandbox: OFF",
+        &format!("--fingerprint {now}"),
+    ] {
+        assert!(why.contains(wanted), "{wanted:?} not in: {why}");
+    }
+    // Without a fingerprint (no terminal to confirm in), nothing is approved either.
+    let unnamed = cli(&proxy, &["upstream", "approve", "late"]);
+    assert_ne!(unnamed.code(), Some(0), "{}", unnamed.stdout());
+    assert!(
+        unnamed
+            .stderr()
+            .contains("must name the launch it approves")
+            && unnamed.stderr().contains(&format!("--fingerprint {now}")),
+        "{}",
+        unnamed.stderr()
+    );
+    // Nor through the REST API, nor with something that is not a fingerprint.
+    let rest = reqwest::Client::new()
+        .post(format!("{}/api/v1/upstreams/late/approve", proxy.base()))
+        .header("X-API-Key", proxy.api_key())
+        .json(&json!({"fingerprint": reviewed, "approved_by": "reviewer"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rest.status(), 400);
+    let body: Value = rest.json().await.unwrap();
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("isolation was the default sandbox, now off"),
+        "{body}"
+    );
+    let garbled = cli(
+        &proxy,
+        &["upstream", "approve", "late", "--fingerprint", "not-hex"],
+    );
+    assert_ne!(garbled.code(), Some(0));
+    assert!(
+        garbled.stderr().contains("is not a launch fingerprint"),
+        "{}",
+        garbled.stderr()
+    );
+    assert_eq!(status(&proxy, "late")["state"], "unapproved");
+    assert_eq!(started(&evil_mark), 0, "the swapped launch ran");
+    assert_eq!(started(&late_mark), 0);
+
+    // Approving the launch as it is now, by its fingerprint, starts it.
+    let approved = cli(
+        &proxy,
+        &["upstream", "approve", "late", "--fingerprint", &now],
+    );
+    approved.assert_code(0);
+    assert!(
+        approved.stdout().contains(&format!("fingerprint {now}")),
+        "{}",
+        approved.stdout()
+    );
+    eventually("the approved launch started", || started(&evil_mark) == 1);
     client.cancel().await.unwrap();
 }

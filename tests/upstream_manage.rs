@@ -84,7 +84,15 @@ async fn approve_when_ready(proxy: &Proxy, client: &Client, server: &str) {
             })
     })
     .await;
-    cli(proxy, &["upstream", "approve", server]).assert_code(0);
+    // The approval names the launch reviewed (needed when its launch is not approved).
+    let inspected = cli(proxy, &["upstream", "inspect", server, "-o", "json"]);
+    let analysis: Value = serde_json::from_str(&inspected.stdout()).expect("an analysis");
+    let fingerprint = analysis["launch_fingerprint"].as_str().unwrap_or_default();
+    cli(
+        proxy,
+        &["upstream", "approve", server, "--fingerprint", fingerprint],
+    )
+    .assert_code(0);
     let tool = format!("{server}:frobnicate");
     eventually(&format!("{server}'s tools searchable"), async || {
         found(client, "frobnicate").await.contains(&tool)

@@ -46,12 +46,17 @@ struct ApproveBody {
     /// Approve only how the server starts: it starts quarantined, for review.
     #[serde(default)]
     launch_only: bool,
+    /// The fingerprint of the launch reviewed (`launch_fingerprint` of the analysis):
+    /// required when the approval approves how the server starts, checked whenever given.
+    #[serde(default)]
+    fingerprint: Option<String>,
 }
 
 /// The longest `approved_by` kept.
 const MAX_APPROVER_CHARS: usize = 128;
 
-/// `POST /upstreams/{name}/approve` with `{"tools": [...]?, "approved_by": "..."?}`.
+/// `POST /upstreams/{name}/approve` with `{"tools": [...]?, "approved_by": "..."?,
+/// "launch_only": bool?, "fingerprint": "..."?}`.
 pub(super) async fn approve(
     State(state): State<ApiState>,
     Path(name): Path<String>,
@@ -61,7 +66,7 @@ pub(super) async fn approve(
         None => ApproveBody::default(),
         Some(Json(value)) => serde_json::from_value(value).map_err(|e| {
             ApiError::bad_request(format!(
-                "the body must look like {{\"tools\": [\"name\"], \"approved_by\": \"who\"}} (both optional): {e}"
+                "the body must look like {{\"fingerprint\": \"the launch_fingerprint of GET /api/v1/upstreams/NAME/analysis\", \"tools\": [\"name\"], \"approved_by\": \"who\", \"launch_only\": false}} (all optional, but approving how a server starts needs the fingerprint): {e}"
             ))
         })?,
     };
@@ -77,7 +82,14 @@ pub(super) async fn approve(
         .collect();
     let approval = state
         .proxy
-        .approve(&name, body.tools, &by, Source::Api, body.launch_only)
+        .approve(
+            &name,
+            body.tools,
+            &by,
+            Source::Api,
+            body.launch_only,
+            body.fingerprint.as_deref(),
+        )
         .await
         .map_err(ApiError::bad_request)?;
     Ok(ok(approval))

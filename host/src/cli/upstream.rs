@@ -4,6 +4,7 @@
 //! server when one is up (approval takes effect there at once), else in-process on the data
 //! dir (the server is connected to list its tools).
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -31,7 +32,9 @@ pub(super) enum UpstreamCommand {
     /// The security analysis of one server: its tools, what changed, what the scanner found.
     Inspect(InspectArgs),
     /// Approve a server (clears its quarantine, accepts every tool as it is now), or with
-    /// --tool, accept those tools' changes.
+    /// --tool, accept those tools' changes. Approving how a server starts (a server not
+    /// started) names the launch reviewed: --fingerprint F (from `inspect`), or confirm the
+    /// launch shown when run in a terminal.
     Approve(ApproveArgs),
     /// Add a server (quarantined until approved): `add NAME -- COMMAND ARGS...` or
     /// `add NAME --url URL`.
@@ -84,6 +87,12 @@ pub(super) struct ApproveArgs {
     /// tools, still quarantined, so you can inspect them before approving its calls.
     #[arg(long, conflicts_with = "tools")]
     launch_only: bool,
+    /// The fingerprint of the launch you reviewed (`mcpproxy upstream inspect NAME` shows it
+    /// after "Fingerprint:"). Needed to approve how a server starts: if the launch changed
+    /// since, nothing is approved and what changed is shown. In a terminal, without it, the
+    /// launch is shown and you confirm it.
+    #[arg(long, value_name = "F")]
+    fingerprint: Option<String>,
     #[command(flatten)]
     common: Common,
 }
@@ -126,20 +135,9 @@ impl UpstreamCommand {
                 }
                 Self::Inspect(args) => {
                     let backend = open(globals, &args.common, Some(&args.name)).await?;
-                    let analysis: Analysis = match &backend {
-                        Backend::Remote(remote) => serde_json::from_value(
-                            remote
-                                .get(&format!("/upstreams/{}/analysis", args.name), &[])
-                                .await?,
-                        )
-                        .context("the server's answer is not an analysis")?,
-                        Backend::Local(runtime) => runtime
-                            .proxy
-                            .analysis(&args.name)
-                            .await
-                            .map_err(|e| anyhow!(e))?,
-                    };
+                    let analysis = analysis_of(&backend, &args.name).await;
                     close(backend).await;
+                    let analysis = analysis?;
                     if !print_data(&analysis, args.common.output)? {
                         print!("{}", analysis.to_text());
                     }
@@ -149,12 +147,25 @@ impl UpstreamCommand {
                     let backend = open(globals, &args.common, Some(&args.name)).await?;
                     let tools = (!args.tools.is_empty()).then(|| args.tools.clone());
                     let by = approver();
+                    let fingerprint = match &args.fingerprint {
+                        Some(given) => Some(given.clone()),
+                        None if tools.is_none() && std::io::stdin().is_terminal() => {
+                            let analysis = analysis_of(&backend, &args.name).await?;
+                            confirm_launch(&analysis)?
+                        }
+                        None => None,
+                    };
                     let approval: Approval = match &backend {
                         Backend::Remote(remote) => serde_json::from_value(
                             remote
                                 .post(
                                     &format!("/upstreams/{}/approve", args.name),
-                                    &json!({"tools": tools, "approved_by": by, "launch_only": args.launch_only}),
+                                    &json!({
+                                        "tools": tools,
+                                        "approved_by": by,
+                                        "launch_only": args.launch_only,
+                                        "fingerprint": fingerprint,
+                                    }),
                                     Duration::from_secs(30),
                                 )
                                 .await?,
@@ -163,7 +174,14 @@ impl UpstreamCommand {
                         Backend::Local(runtime) => {
                             let result = runtime
                                 .proxy
-                                .approve(&args.name, tools, &by, Source::Cli, args.launch_only)
+                                .approve(
+                                    &args.name,
+                                    tools,
+                                    &by,
+                                    Source::Cli,
+                                    args.launch_only,
+                                    fingerprint.as_deref(),
+                                )
                                 .await;
                             result.map_err(|e| anyhow!(e))?
                         }
@@ -204,6 +222,54 @@ async fn open(globals: &Globals, common: &Common, server: Option<&str>) -> Resul
     }
     let runtime = Runtime::build_for_one(config, &data_dir, loaded.path.as_deref(), server).await?;
     Ok(Backend::Local(Box::new(runtime)))
+}
+
+/// The security analysis of `server`, from the running server or the proxy built here.
+async fn analysis_of(backend: &Backend, server: &str) -> Result<Analysis> {
+    Ok(match backend {
+        Backend::Remote(remote) => serde_json::from_value(
+            remote
+                .get(&format!("/upstreams/{server}/analysis"), &[])
+                .await?,
+        )
+        .context("the server's answer is not an analysis")?,
+        Backend::Local(runtime) => runtime
+            .proxy
+            .analysis(server)
+            .await
+            .map_err(|e| anyhow!(e))?,
+    })
+}
+
+/// In a terminal, before an approval without `--fingerprint`: when it would approve how the
+/// server starts, shows that launch and asks; the fingerprint of the launch confirmed, so a
+/// launch changed after it was shown is refused. `None` when no launch is approved.
+fn confirm_launch(analysis: &Analysis) -> Result<Option<String>> {
+    if analysis.launch_approved {
+        return Ok(None);
+    }
+    eprintln!(
+        "Approving '{}' approves how it starts:",
+        quote(&analysis.server)
+    );
+    eprintln!("  Launch: {}", analysis.launch);
+    for change in &analysis.launch_changes {
+        eprintln!("  changed since it was approved: {change}");
+    }
+    eprintln!("  Fingerprint: {}", analysis.launch_fingerprint);
+    eprint!("Approve this launch? [y/N] ");
+    let mut answer = String::new();
+    std::io::stdin()
+        .read_line(&mut answer)
+        .context("cannot read the answer")?;
+    if !matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
+        bail!(
+            "nothing was approved (the answer was not yes); to approve this launch without a question: `mcpproxy upstream approve {} --fingerprint {}`",
+            quote(&analysis.server),
+            analysis.launch_fingerprint
+        );
+    }
+    Ok(Some(analysis.launch_fingerprint.clone()))
 }
 
 async fn close(backend: Backend) {
@@ -276,8 +342,9 @@ fn print_list(statuses: &[ServerStatus], format: Format) -> Result<()> {
 fn print_approval(approval: &Approval) {
     if let Some(launch) = &approval.launch {
         println!(
-            "approved how server '{}' starts ({launch}); it starts now{}",
+            "approved how server '{}' starts ({launch}; fingerprint {}); it starts now{}",
             approval.server,
+            approval.launch_fingerprint.as_deref().unwrap_or("-"),
             if approval.unquarantined {
                 ", and its tools are pinned as it first lists them"
             } else {
@@ -286,9 +353,14 @@ fn print_approval(approval: &Approval) {
         );
     } else if approval.unquarantined {
         println!(
-            "approved server '{}': quarantine cleared, {} tools pinned as they are now",
+            "approved server '{}': quarantine cleared, {} tools pinned as they are now{}",
             approval.server,
-            approval.tools.len()
+            approval.tools.len(),
+            approval
+                .launch_fingerprint
+                .as_deref()
+                .map(|f| format!(" (launch fingerprint {f})"))
+                .unwrap_or_default()
         );
     } else {
         println!(

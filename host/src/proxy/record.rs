@@ -194,6 +194,70 @@ pub(super) fn input_required(mut record: ActivityRecord, started: Instant) -> Ac
     record
 }
 
+/// The pending record of a call sent upstream, completed as abandoned if nobody takes it
+/// back: when the future that waits for the upstream's answer is dropped (a script's
+/// deadline passed, a client cancelled or went away), the record would otherwise stay
+/// `pending` for ever although the upstream may have run the call. On drop it is submitted
+/// as `error`, saying the call was abandoned and that the upstream may have run it.
+pub(super) struct Unanswered<'a> {
+    journal: &'a mcpproxy_activity::Journal,
+    record: ActivityRecord,
+    /// Cleared once the record is taken back to be completed.
+    armed: bool,
+    started: Instant,
+}
+
+impl<'a> Unanswered<'a> {
+    pub(super) fn new(
+        journal: &'a mcpproxy_activity::Journal,
+        record: ActivityRecord,
+        started: Instant,
+    ) -> Self {
+        Self {
+            journal,
+            record,
+            armed: true,
+            started,
+        }
+    }
+
+    /// The pending record, as it is written before the call is sent.
+    pub(super) fn record(&self) -> &ActivityRecord {
+        &self.record
+    }
+
+    /// The pending record, for the caller that completes it with the upstream's answer
+    /// (or that was refused before sending it).
+    pub(super) fn answered(mut self) -> ActivityRecord {
+        self.armed = false;
+        std::mem::take(&mut self.record)
+    }
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let record = std::mem::take(&mut self.record);
+            self.journal.submit(abandoned(record, self.started));
+        }
+    }
+}
+
+/// A pending record whose call nobody waits for any more: `error`, with why.
+pub(super) fn abandoned(mut record: ActivityRecord, started: Instant) -> ActivityRecord {
+    record.duration_ms = elapsed_ms(started);
+    record.status = Status::Error;
+    let who = if record.parent_id.is_some() {
+        "at the script's deadline"
+    } else {
+        "by the client (it cancelled the call or went away)"
+    };
+    record.error_message = Some(format!(
+        "abandoned {who} before the upstream answered: the upstream was asked to cancel it, but it may have run the call"
+    ));
+    record
+}
+
 /// The pending record completed with the upstream's answer.
 pub(super) fn completed(
     mut record: ActivityRecord,

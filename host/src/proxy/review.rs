@@ -2,6 +2,7 @@
 //! against the pins, the scanner's findings), the answer to a call held back by the trust
 //! rules, approvals, and the activity records of tool changes and approvals.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::json;
@@ -15,6 +16,39 @@ use super::{Judged, Proxy};
 
 /// The most of an analysis's text a held call's record keeps (the caller gets it whole).
 const MAX_RECORDED_MESSAGE: usize = 1000;
+
+/// How many launches an analysis showed are remembered per server.
+const SHOWN_LAUNCHES_PER_SERVER: usize = 8;
+
+/// The launches analyses showed lately, per server, newest last: when an approval names one
+/// that is no longer the server's launch, the refusal lists what changed since. Only for
+/// that text: an approval is checked against the launch itself, never against this.
+#[derive(Debug, Default)]
+pub(crate) struct ShownLaunches(std::sync::Mutex<HashMap<String, Vec<trust::LaunchSpec>>>);
+
+impl ShownLaunches {
+    fn remember(&self, server: &str, spec: &trust::LaunchSpec) {
+        let mut shown = mcpproxy_policy::lock(&self.0);
+        let launches = shown.entry(server.to_owned()).or_default();
+        launches.retain(|seen| seen.sha256 != spec.sha256);
+        launches.push(spec.clone());
+        if launches.len() > SHOWN_LAUNCHES_PER_SERVER {
+            launches.remove(0);
+        }
+    }
+
+    /// The launch of `server` with `fingerprint`, if an analysis showed it lately.
+    fn find(&self, server: &str, fingerprint: &str) -> Option<trust::LaunchView> {
+        mcpproxy_policy::lock(&self.0)
+            .get(server)
+            .and_then(|launches| {
+                launches
+                    .iter()
+                    .find(|seen| seen.has_fingerprint(fingerprint))
+                    .map(|seen| seen.view.clone())
+            })
+    }
+}
 
 impl Proxy {
     /// The security analysis of `server`: every tool it lists, each tool's standing, and
@@ -34,17 +68,16 @@ impl Proxy {
         let scan = self
             .scan(upstream.name(), tools.values().cloned().collect())
             .await;
-        Analysis::new(
+        let analysis = Analysis::new(
             upstream.name(),
             upstream.is_quarantined(),
             &tools,
             &review,
             scan,
-        )
-        .with_launch(
-            &trust::LaunchSpec::of(upstream.config()),
-            upstream.standing(),
-        )
+        );
+        let launch = trust::LaunchSpec::of(upstream.config());
+        self.shown_launches.remember(upstream.name(), &launch);
+        analysis.with_launch(&launch, upstream.standing())
     }
 
     /// Runs the scanner over `tools` of `server` (against every other server's tools), off
@@ -131,9 +164,12 @@ impl Proxy {
     /// Approves `server` (clearing its quarantine and accepting every tool as listed now) or,
     /// with `tools`, those tools' current form; takes effect at once and is recorded.
     ///
-    /// A server whose launch spec is not approved (not started) has its launch spec as
-    /// configured now approved and is started; with `launch_only` it starts quarantined, so
-    /// its tools can be reviewed before its calls are approved.
+    /// A server whose launch spec is not approved (not started) has its launch spec approved
+    /// and is started; with `launch_only` it starts quarantined, so its tools can be reviewed
+    /// before its calls are approved. Approving a launch takes the `fingerprint` of the
+    /// launch the person reviewed (`upstream inspect`, the analysis): a launch changed since
+    /// (by an agent, a hand edit, another replica) is refused, with what changed. A
+    /// fingerprint given for any other approval is checked the same way.
     pub(crate) async fn approve(
         &self,
         server: &str,
@@ -141,36 +177,53 @@ impl Proxy {
         by: &str,
         source: Source,
         launch_only: bool,
+        fingerprint: Option<&str>,
     ) -> Result<Approval, String> {
         let upstream = self
             .upstreams()
             .get(server)
             .ok_or_else(|| format!("unknown server '{server}'"))?;
+        let fingerprint = fingerprint
+            .map(|given| trust::parse_fingerprint(server, given))
+            .transpose()?;
         let launch_pending = !upstream.standing().may_start();
         let approval = if launch_pending || (launch_only && tools.is_none()) {
             if tools.is_some() {
                 return Err(format!(
-                    "server '{server}' is not started: its launch (command, args, env, url) is not approved. Approve the server first (`mcpproxy upstream approve {server}`)"
+                    "server '{server}' is not started: its launch (command, args, env, url) is not approved. Approve the server first (`mcpproxy upstream approve {server} --fingerprint F`, F from `mcpproxy upstream inspect {server}`)"
                 ));
             }
             let now = mcpproxy_activity::format_timestamp(mcpproxy_activity::now_ms());
             let calls = !launch_only;
-            self.upstreams()
-                .approve_launch(server, calls, by, &now)
+            let launch = self
+                .upstreams()
+                .approve_launch(server, calls, by, &now, fingerprint.as_deref())
                 .await
-                .map_err(|e| format!("cannot save the approval: {e}"))?;
+                .map_err(|e| self.launch_refusal(server, fingerprint.as_deref(), e))?;
             Approval {
                 server: server.to_owned(),
                 unquarantined: calls,
                 tools: Vec::new(),
                 approved_by: by.to_owned(),
                 approved_at: now,
-                launch: Some(trust::LaunchSpec::of(upstream.config()).view.summary()),
+                launch: Some(launch.view.summary()),
+                launch_fingerprint: Some(launch.fingerprint().to_owned()),
             }
         } else {
-            upstream
+            let launch = trust::LaunchSpec::of(upstream.config());
+            if let Some(given) = fingerprint.as_deref()
+                && !launch.has_fingerprint(given)
+            {
+                let changed = crate::upstream::LaunchApprovalError::Changed {
+                    now: Box::new(launch),
+                };
+                return Err(self.launch_refusal(server, Some(given), changed));
+            }
+            let mut approval = upstream
                 .approve(tools.as_deref(), by)
-                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
+            approval.launch_fingerprint = Some(launch.fingerprint().to_owned());
+            approval
         };
         let mut record = ActivityRecord::new(RecordType::Approval, source, server, "");
         record.status = Status::Success;
@@ -180,9 +233,88 @@ impl Proxy {
             "unquarantined": approval.unquarantined,
             "tools": approval.tools,
             "launch": approval.launch,
+            "launch_fingerprint": approval.launch_fingerprint,
         }));
         self.append(record).await;
         Ok(approval)
+    }
+
+    /// Why a launch was not approved, for the person: what changed since the launch they
+    /// reviewed (when this proxy showed it lately, or it is the one approved before), how
+    /// the server would start now, and the command that approves that.
+    fn launch_refusal(
+        &self,
+        server: &str,
+        given: Option<&str>,
+        error: crate::upstream::LaunchApprovalError,
+    ) -> String {
+        use crate::upstream::LaunchApprovalError;
+        use std::fmt::Write;
+        let name = mcpproxy_policy::quote(server);
+        let approved = self
+            .upstreams()
+            .trust()
+            .server(server)
+            .and_then(|trust| trust.launch);
+        let mut text = String::new();
+        let now = match error {
+            LaunchApprovalError::Changed { now } => {
+                let given = given.unwrap_or_default();
+                let _ = writeln!(
+                    text,
+                    "Nothing was approved: the launch of server '{name}' changed since it was reviewed (fingerprint {given}; it is {} now).",
+                    now.fingerprint()
+                );
+                let reviewed = self.shown_launches.find(server, given).or_else(|| {
+                    approved
+                        .as_ref()
+                        .filter(|a| a.sha256.starts_with(given))
+                        .map(|a| a.spec.clone())
+                });
+                match reviewed {
+                    Some(reviewed) => {
+                        let _ = writeln!(text, "What changed since then:");
+                        for line in reviewed.diff(&now.view) {
+                            let _ = writeln!(text, "  {line}");
+                        }
+                    }
+                    None => {
+                        let _ = writeln!(
+                            text,
+                            "What changed cannot be listed: no launch with fingerprint {given} was shown here lately (it may come from another replica or an earlier run)."
+                        );
+                    }
+                }
+                now
+            }
+            LaunchApprovalError::Unreviewed { now } => {
+                let _ = writeln!(
+                    text,
+                    "Nothing was approved: approving server '{name}' approves how it starts, which {}, so the approval must name the launch it approves by its fingerprint.",
+                    if approved.is_some() {
+                        "changed since it was approved"
+                    } else {
+                        "nobody approved yet"
+                    }
+                );
+                if let Some(approved) = &approved {
+                    let _ = writeln!(text, "What changed since it was approved:");
+                    for line in approved.spec.diff(&now.view) {
+                        let _ = writeln!(text, "  {line}");
+                    }
+                }
+                now
+            }
+            other => return other.to_string(),
+        };
+        let fingerprint = now.fingerprint();
+        let _ = writeln!(text, "It would start as: {}", now.view.summary());
+        let _ = writeln!(text, "Fingerprint: {fingerprint}");
+        let _ = write!(
+            text,
+            "Review it (`mcpproxy upstream inspect {name}`); to approve this launch: `mcpproxy upstream approve {name} --fingerprint {fingerprint}` (REST: {{\"fingerprint\": \"{fingerprint}\"}} in the body of POST /api/v1/upstreams/{name}/approve)."
+        );
+        text
     }
 
     /// Records each tool change the supervisors report, until the channel closes.

@@ -181,6 +181,8 @@ pub(crate) struct Proxy {
     pub(super) scopes: Arc<crate::scoping::Scopes>,
     /// The `rate_limits` and their buckets (see `limits`).
     pub(super) limits: Arc<super::RateLimits>,
+    /// The launches analyses showed lately (see `review`).
+    pub(super) shown_launches: super::review::ShownLaunches,
 }
 
 impl Proxy {
@@ -210,6 +212,7 @@ impl Proxy {
             code: None,
             scopes: Arc::default(),
             limits: Arc::default(),
+            shown_launches: Default::default(),
         }
     }
 
@@ -388,7 +391,14 @@ impl Proxy {
                 // waits for one write-ahead log fsync before it is sent. In async mode
                 // `append` only queues the record (microseconds), or refuses it at once
                 // while the journal is failing.
-                if let Err(refusal) = self.record_pending(pending.clone()).await {
+                //
+                // If this future is dropped from here until the answer is recorded (a
+                // script's deadline, a client that cancels), the record ends as abandoned,
+                // not `pending` for ever: the upstream may have run the call.
+                let pending = super::record::Unanswered::new(&self.journal, pending, started);
+                if let Err(refusal) = self.record_pending(pending.record().clone()).await {
+                    // Refused, not sent: the refusal is the answer, nothing was abandoned.
+                    drop(pending.answered());
                     upstream_span.record("mcpproxy.outcome", "unrecorded");
                     upstream_span.record("otel.status_code", "ERROR");
                     return CallOutcome::Refused(refusal);
@@ -405,7 +415,7 @@ impl Proxy {
                     Ok(upstream::CallAnswer::InputRequired(result)) => {
                         upstream_span.record("mcpproxy.outcome", "input_required");
                         self.journal
-                            .submit(super::record::input_required(pending, started));
+                            .submit(super::record::input_required(pending.answered(), started));
                         return CallOutcome::InputRequired { evaluation, result };
                     }
                     Ok(upstream::CallAnswer::Task(task)) => {
@@ -413,7 +423,7 @@ impl Proxy {
                         return self.task_started(
                             &upstream,
                             task,
-                            pending,
+                            pending.answered(),
                             started,
                             evaluation,
                             context.origin.as_ref(),
@@ -439,7 +449,7 @@ impl Proxy {
                 if outcome != "success" {
                     upstream_span.record("otel.status_code", "ERROR");
                 }
-                let mut record = super::record::completed(pending, &result, started);
+                let mut record = super::record::completed(pending.answered(), &result, started);
                 guarded.note(&mut record);
                 self.journal.submit(record);
                 CallOutcome::Called { evaluation, result }

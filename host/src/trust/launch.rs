@@ -125,6 +125,40 @@ impl LaunchSpec {
     }
 }
 
+/// How many hex digits of a launch's SHA-256 its fingerprint shows.
+pub(crate) const FINGERPRINT_DIGITS: usize = 16;
+
+impl LaunchSpec {
+    /// The launch's fingerprint as a person reads and types it: the first
+    /// [`FINGERPRINT_DIGITS`] hex digits of its SHA-256.
+    pub(crate) fn fingerprint(&self) -> &str {
+        self.sha256
+            .get(..FINGERPRINT_DIGITS)
+            .unwrap_or(&self.sha256)
+    }
+
+    /// Whether `fingerprint` (checked with [`parse_fingerprint`]) names this launch: a prefix
+    /// of its SHA-256 at least [`FINGERPRINT_DIGITS`] long.
+    pub(crate) fn has_fingerprint(&self, fingerprint: &str) -> bool {
+        fingerprint.len() >= FINGERPRINT_DIGITS && self.sha256.starts_with(fingerprint)
+    }
+}
+
+/// A fingerprint as given by a person or a client: trimmed and lowercased, or why it is not
+/// one (the text says where to find the right one).
+pub(crate) fn parse_fingerprint(server: &str, given: &str) -> Result<String, String> {
+    let text = given.trim().to_ascii_lowercase();
+    if (FINGERPRINT_DIGITS..=64).contains(&text.len())
+        && text.bytes().all(|b| b.is_ascii_hexdigit())
+    {
+        return Ok(text);
+    }
+    Err(format!(
+        "'{}' is not a launch fingerprint: it is the {FINGERPRINT_DIGITS} hex digits `mcpproxy upstream inspect {server}` shows after 'Fingerprint:' (launch_fingerprint in GET /api/v1/upstreams/{server}/analysis)",
+        mcpproxy_policy::quote(&given.chars().take(80).collect::<String>())
+    ))
+}
+
 impl LaunchView {
     /// What changed from `self` (approved) to `now`, one line per difference, secrets
     /// never shown (a changed secret value is named, not quoted).
@@ -418,6 +452,34 @@ mod tests {
         assert!(text.contains("env EXTRA added"), "{text}");
         assert!(!text.contains("secret"), "{text}");
         assert!(was.diff(&was).is_empty());
+    }
+
+    #[test]
+    fn a_fingerprint_names_one_launch_and_a_malformed_one_is_refused() {
+        let spec = LaunchSpec::of(&stdio("npx", &["-y", "srv"], &[]));
+        let other = LaunchSpec::of(&stdio("sh", &["-c", "evil"], &[]));
+        assert_eq!(spec.fingerprint().len(), FINGERPRINT_DIGITS);
+        assert!(spec.has_fingerprint(spec.fingerprint()));
+        assert!(spec.has_fingerprint(&spec.sha256));
+        assert!(!other.has_fingerprint(spec.fingerprint()));
+        // A shorter prefix is not enough to name a launch.
+        assert!(!spec.has_fingerprint(&spec.sha256[..8]));
+        let upper = spec.fingerprint().to_ascii_uppercase();
+        assert_eq!(
+            parse_fingerprint("s", &format!(" {upper} ")).as_deref(),
+            Ok(spec.fingerprint())
+        );
+        for bad in [
+            "",
+            "abc",
+            "zzzzzzzzzzzzzzzz",
+            "0123456789abcdeg",
+            "0123456789abcd ef",
+            &"a".repeat(65),
+        ] {
+            let refusal = parse_fingerprint("s", bad).unwrap_err();
+            assert!(refusal.contains("mcpproxy upstream inspect s"), "{refusal}");
+        }
     }
 
     #[test]

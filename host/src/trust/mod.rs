@@ -26,7 +26,7 @@ mod store;
 
 use pin::hex;
 
-pub(crate) use launch::LaunchSpec;
+pub(crate) use launch::{LaunchSpec, LaunchView, parse_fingerprint};
 
 pub(crate) use pin::{ToolDiff, fingerprint, has_outdated_pins, upgrade_pins};
 pub(crate) use review::{Analysis, Error, Result, Review, ToolStanding};

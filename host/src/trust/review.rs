@@ -125,6 +125,10 @@ pub(crate) struct Analysis {
     /// How the server starts or where it connects (secrets masked).
     #[serde(default)]
     pub launch: String,
+    /// The launch's fingerprint ([`LaunchSpec::fingerprint`]): what an approval of this
+    /// launch names, so a launch changed after this analysis is not approved unseen.
+    #[serde(default)]
+    pub launch_fingerprint: String,
     /// Whether that launch spec is approved (else the server is not started).
     #[serde(default = "yes")]
     pub launch_approved: bool,
@@ -196,6 +200,7 @@ impl Analysis {
             tools,
             removed: review.removed.clone(),
             launch: String::new(),
+            launch_fingerprint: String::new(),
             launch_approved: true,
             launch_changes: Vec::new(),
         }
@@ -204,6 +209,7 @@ impl Analysis {
     /// Adds how the server starts and where its launch spec stands.
     pub(crate) fn with_launch(mut self, spec: &LaunchSpec, standing: &Standing) -> Self {
         self.launch = spec.view.summary();
+        self.launch_fingerprint = spec.fingerprint().to_owned();
         if let Standing::LaunchNotApproved { changes, .. } = standing {
             self.launch_approved = false;
             self.launch_changes = changes.clone();
@@ -235,13 +241,15 @@ impl Analysis {
         );
         if !self.launch.is_empty() {
             let _ = writeln!(out, "Launch: {}", self.launch);
+            let _ = writeln!(out, "Fingerprint: {}", self.launch_fingerprint);
         }
         if !self.launch_approved {
             if self.launch_changes.is_empty() {
                 let _ = writeln!(
                     out,
-                    "Not started: how this server starts was never approved. Nothing of it runs, so its tools are not known yet. `mcpproxy upstream approve {0}` approves this launch and starts it (`--launch-only` starts it quarantined, to review its tools first).",
-                    quote(&self.server)
+                    "Not started: how this server starts was never approved. Nothing of it runs, so its tools are not known yet. `mcpproxy upstream approve {0} --fingerprint {1}` approves this launch and starts it (`--launch-only` starts it quarantined, to review its tools first); a launch changed since this analysis has another fingerprint and is not approved.",
+                    quote(&self.server),
+                    self.launch_fingerprint
                 );
             } else {
                 let _ = writeln!(
@@ -253,8 +261,9 @@ impl Analysis {
                 }
                 let _ = writeln!(
                     out,
-                    "`mcpproxy upstream approve {0}` approves the new launch and starts it.",
-                    quote(&self.server)
+                    "`mcpproxy upstream approve {0} --fingerprint {1}` approves the new launch and starts it.",
+                    quote(&self.server),
+                    self.launch_fingerprint
                 );
             }
         }

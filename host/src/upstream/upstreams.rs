@@ -13,10 +13,31 @@ use tokio_util::sync::CancellationToken;
 use crate::back_channel::BackChannel;
 use crate::config::{ServerConfig, UpstreamConfig};
 use crate::index::ToolIndex;
-use crate::trust::{Review, TrustStore};
+use crate::trust::{LaunchSpec, Review, TrustStore};
 
 use super::{ServerStatus, State, ToolChange, Upstream, log, supervisor};
 use mcpproxy_policy::{lock, read_lock as read, write_lock as write};
+
+/// Why a launch was not approved ([`Upstreams::approve_launch`]).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LaunchApprovalError {
+    #[error("unknown server '{0}'")]
+    UnknownServer(String),
+    /// The launch is not the one the fingerprint names (it changed since it was reviewed).
+    #[error(
+        "the launch changed since it was reviewed: it is {} now",
+        now.fingerprint()
+    )]
+    Changed { now: Box<LaunchSpec> },
+    /// No fingerprint was given, and the launch as configured now was never approved.
+    #[error(
+        "the launch (fingerprint {}) is not approved, and the approval does not name it by its fingerprint",
+        now.fingerprint()
+    )]
+    Unreviewed { now: Box<LaunchSpec> },
+    #[error("cannot save the approval: {0}")]
+    Save(#[from] crate::trust::Error),
+}
 
 /// Every configured upstream, with their supervisors. Servers can be added, removed and
 /// restarted while the proxy runs ([`Upstreams::apply`], [`Upstreams::restart`]).
@@ -222,18 +243,42 @@ impl Upstreams {
 
     /// Approves how `name` starts as configured now and, with `calls`, its calls; restarts it
     /// so the approval takes effect (a server whose launch was not approved starts now).
+    ///
+    /// `fingerprint` ([`crate::trust::parse_fingerprint`]) is the launch the person reviewed:
+    /// the launch is approved only if it is that one, checked on the very configuration
+    /// whose fingerprint is stored, so a change made in between is never approved unseen.
+    /// Without one, only a launch already approved is (approved again). Returns the launch
+    /// approved.
     pub(crate) async fn approve_launch(
         &self,
         name: &str,
         calls: bool,
         by: &str,
         at: &str,
-    ) -> Result<bool, crate::trust::Error> {
-        let Some(config) = self.get(name).map(|u| u.config.clone()) else {
-            return Ok(false);
-        };
+        fingerprint: Option<&str>,
+    ) -> Result<LaunchSpec, LaunchApprovalError> {
+        let config = self
+            .get(name)
+            .map(|u| u.config.clone())
+            .ok_or_else(|| LaunchApprovalError::UnknownServer(name.to_owned()))?;
+        let spec = LaunchSpec::of(&config);
+        match fingerprint {
+            Some(given) if !spec.has_fingerprint(given) => {
+                return Err(LaunchApprovalError::Changed {
+                    now: Box::new(spec),
+                });
+            }
+            Some(_) => {}
+            None if !self.trust.standing(&config).may_start() => {
+                return Err(LaunchApprovalError::Unreviewed {
+                    now: Box::new(spec),
+                });
+            }
+            None => {}
+        }
         self.trust.approve_launch(&config, calls, by, at)?;
-        Ok(self.restart(name).await)
+        self.restart(name).await;
+        Ok(spec)
     }
 
     /// Applies trust decisions another replica made (shared state) to every server: a

@@ -80,6 +80,9 @@ pub(crate) struct Approval {
     /// server whose launch was not approved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launch: Option<String>,
+    /// That launch's fingerprint ([`crate::trust::LaunchSpec::fingerprint`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch_fingerprint: Option<String>,
 }
 
 impl Upstream {
@@ -320,6 +323,7 @@ impl Upstream {
             approved_by: by.to_owned(),
             approved_at: now,
             launch: None,
+            launch_fingerprint: None,
         })
     }
 }

@@ -135,8 +135,10 @@ impl ScriptHost for InnerCalls {
                 ..self.intent.clone()
             }),
         };
+        // The call keeps its server's own timeout: the script's deadline, when it comes
+        // first, abandons the call below (and its record says so), rather than racing the
+        // server's timeout to the same instant.
         let mut context = self.context.clone();
-        context.timeout = Some(remaining);
         let record_id = new_id();
         context.record_id = Some(record_id.clone());
         self.tally().ids.push(record_id.0);

@@ -374,6 +374,7 @@ async function review(server) {
   const approveButton = $("analysis-approve");
   approveButton.disabled = true;
   approveButton.dataset.server = server;
+  delete approveButton.dataset.fingerprint;
   if (!dialog.open) dialog.showModal();
   let analysis;
   try {
@@ -383,6 +384,8 @@ async function review(server) {
     return;
   }
   body.replaceChildren(...analysisView(analysis));
+  // Approve names the launch shown here: one changed since is refused, not approved unseen.
+  approveButton.dataset.fingerprint = analysis.launch_fingerprint || "";
   approveButton.disabled = false;
 }
 
@@ -397,6 +400,9 @@ function analysisView(analysis) {
     : held.length + " tool(s) held since they are new or changed."));
   if (analysis.launch) {
     nodes.push(el("p", "Starts as: " + analysis.launch + (analysis.launch_approved ? "" : " (not approved yet)")));
+    const fingerprint = el("p", "Launch fingerprint: " + analysis.launch_fingerprint, "muted");
+    fingerprint.id = "analysis-fingerprint";
+    nodes.push(fingerprint);
   }
   for (const change of analysis.launch_changes || []) nodes.push(el("p", "Launch change: " + change, "error"));
   nodes.push(el("p", analysis.scanner
@@ -431,12 +437,14 @@ function analysisView(analysis) {
 async function approveReviewed() {
   const button = $("analysis-approve");
   const server = button.dataset.server;
+  const approval = { approved_by: "web page" };
+  if (button.dataset.fingerprint) approval.fingerprint = button.dataset.fingerprint;
   button.disabled = true;
   try {
     await api("/upstreams/" + encodeURIComponent(server) + "/approve", {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ approved_by: "web page" }),
+      body: JSON.stringify(approval),
     });
     $("approve-result").textContent = server + " approved.";
     $("analysis").close();
