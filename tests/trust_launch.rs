@@ -512,7 +512,9 @@ async fn an_approval_names_the_launch_reviewed_and_a_launch_changed_since_is_ref
         "Nothing was approved",
         "changed since it was reviewed",
         "now \"/bin/sh\"",
-        "isolation was the default sandbox, now off",
+        // The reviewed launch had a sandbox of its own (it writes its mark file).
+        "isolation was network none",
+        ", now off",
         "sandbox: OFF",
         &format!("--fingerprint {now}"),
     ] {

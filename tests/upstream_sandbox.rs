@@ -98,7 +98,12 @@ fn plant() -> Planted {
     let service = std::os::unix::net::UnixListener::bind(&host_socket).unwrap();
     std::thread::spawn(move || {
         use std::io::Write;
+        use std::io::BufRead;
         for stream in service.incoming().flatten() {
+            // Reads the request line, then answers (closing before the request is read
+            // would make the client's write fail instead).
+            let mut request = String::new();
+            let _ = std::io::BufReader::new(&stream).read_line(&mut request);
             let mut stream = stream;
             let _ = stream.write_all(b"hello from a host service\n");
         }

@@ -263,6 +263,7 @@ impl TrustStore {
     /// Replaces the state with what the shared store holds now, unless changes made here
     /// are still on their way to it (`false`: call again once [`TrustStore::settled`]
     /// returns). Subscribers hear of it when anything changed.
+    #[cfg(test)]
     pub(crate) fn replace(&self, state: TrustState) -> bool {
         self.replace_since(state, self.sent_mark())
     }
