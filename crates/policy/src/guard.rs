@@ -629,7 +629,7 @@ fn is_invisible(c: char) -> bool {
 /// the text), if one does.
 fn delimiter_word_at(visible: &[(usize, char)], i: usize, text_len: usize) -> Option<usize> {
     let mut j = i;
-    let mut expect = |word: &str, j: &mut usize| -> bool {
+    let expect = |word: &str, j: &mut usize| -> bool {
         for want in word.chars() {
             match visible.get(*j) {
                 Some((_, c)) if c.to_ascii_lowercase() == want => *j += 1,
@@ -643,7 +643,11 @@ fn delimiter_word_at(visible: &[(usize, char)], i: usize, text_len: usize) -> Op
     }
     let mut separators = 0;
     while let Some((_, c)) = visible.get(j) {
-        let separator = matches!(c, '-' | '_' | '.' | ' ' | '\t' | '\u{2010}'..='\u{2015}' | '\u{2212}' | '\u{fe63}' | '\u{ff0d}');
+        let separator = matches!(
+            c,
+            '-' | '_' | '.' | ' ' | '\t' | '\u{2010}'
+                ..='\u{2015}' | '\u{2212}' | '\u{fe63}' | '\u{ff0d}'
+        );
         if !separator || separators == 3 {
             break;
         }
@@ -660,7 +664,12 @@ fn delimiter_word_at(visible: &[(usize, char)], i: usize, text_len: usize) -> Op
 /// `/`, `\` and spaces, if there is one.
 fn opener_before(text: &str, visible: &[(usize, char)], i: usize) -> Option<usize> {
     let mut j = i;
-    while j > 0 && matches!(visible[j - 1].1, '/' | '\\' | ' ' | '\t' | '\u{2215}' | '\u{ff0f}') {
+    while j > 0
+        && matches!(
+            visible[j - 1].1,
+            '/' | '\\' | ' ' | '\t' | '\u{2215}' | '\u{ff0f}'
+        )
+    {
         j -= 1;
     }
     let (end, before) = match j.checked_sub(1) {
@@ -669,7 +678,14 @@ fn opener_before(text: &str, visible: &[(usize, char)], i: usize) -> Option<usiz
     };
     if matches!(
         before.1,
-        '<' | '\u{ff1c}' | '\u{2039}' | '\u{2329}' | '\u{3008}' | '\u{27e8}' | '\u{fe64}' | '\u{02c2}' | '\u{276e}'
+        '<' | '\u{ff1c}'
+            | '\u{2039}'
+            | '\u{2329}'
+            | '\u{3008}'
+            | '\u{27e8}'
+            | '\u{fe64}'
+            | '\u{02c2}'
+            | '\u{276e}'
     ) {
         return Some(before.0);
     }
