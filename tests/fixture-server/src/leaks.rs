@@ -13,7 +13,7 @@
 //! | `meta` | the result's `_meta` and a text item's `_meta` |
 //! | `resource_link` | a `resource_link` item's description |
 //! | `text_blob` | a blob resource (`text/plain`) and an image (`text/x-env`), base64 |
-//! | `split` | two adjacent text items, the secret cut between them |
+//! | `split` | two adjacent text items (the first with a `_meta`), the secret cut between them |
 //! | `structured_injection` | no secret: plain text, and instructions for the model in `structuredContent` |
 //! | `forged_delimiter` | no secret: a closing untrusted-content delimiter and plain text |
 
@@ -169,9 +169,14 @@ impl Leaks {
                 ])
             }
             "split" => {
+                // The first piece carries a `_meta`, which must not part it from the second.
                 let (head, tail) = secret.split_at(secret.len() / 2);
+                let mut first = TextContent::new(format!("token: {head}"));
+                let mut part = MetaObject::new();
+                part.insert("part".into(), Value::from(1));
+                first.meta = Some(part);
                 CallToolResult::success(vec![
-                    text(format!("token: {head}")),
+                    ContentBlock::Text(first),
                     text(format!("{tail} (expires soon)")),
                 ])
             }
