@@ -309,9 +309,11 @@ impl Proxy {
         if let Some(description) = description.as_mut() {
             slots.push(Slot::text(description, ItemKind::Text, None));
         }
+        let mut metas = Vec::new();
         for message in messages.iter_mut() {
-            content_slots(&mut message.content, &mut slots);
+            content_slots(&mut message.content, &mut slots, &mut metas);
         }
+        slots.append(&mut metas);
         slots.extend(Slot::meta(meta));
         self.guard_slots(context, slots, None).await
     }
@@ -327,10 +329,11 @@ impl Proxy {
             return Ok(GuardNote::default());
         }
         let context = other_context(ResultKind::Resource, server, uri);
-        let mut slots = Vec::new();
+        let (mut slots, mut metas) = (Vec::new(), Vec::new());
         for contents in result.contents.iter_mut() {
-            resource_slots(contents, &mut slots);
+            resource_slots(contents, &mut slots, &mut metas);
         }
+        slots.append(&mut metas);
         slots.extend(Slot::meta(&mut result.meta));
         self.guard_slots(context, slots, None).await
     }
@@ -447,10 +450,11 @@ fn call_result_slots(result: &mut CallToolResult) -> Vec<Slot<'_>> {
         meta,
         ..
     } = result;
-    let mut slots = Vec::new();
+    let (mut slots, mut metas) = (Vec::new(), Vec::new());
     for block in content.iter_mut() {
-        content_slots(block, &mut slots);
+        content_slots(block, &mut slots, &mut metas);
     }
+    slots.append(&mut metas);
     if let Some(value) = structured_content.as_mut() {
         slots.push(Slot::Json {
             value: Json::Value(value),
@@ -462,9 +466,14 @@ fn call_result_slots(result: &mut CallToolResult) -> Vec<Slot<'_>> {
     slots
 }
 
-/// The places of one content item: its text (or text data), a resource link's words, and
-/// its `_meta`.
-fn content_slots<'a>(content: &'a mut ContentBlock, slots: &mut Vec<Slot<'a>>) {
+/// The places of one content item: its text (or text data) and a resource link's words in
+/// `slots`, its `_meta` in `metas` (kept apart, so that a `_meta` on a text item does not
+/// part it from the text items next to it).
+fn content_slots<'a>(
+    content: &'a mut ContentBlock,
+    slots: &mut Vec<Slot<'a>>,
+    metas: &mut Vec<Slot<'a>>,
+) {
     match content {
         ContentBlock::Text(text) => {
             slots.push(Slot::Text {
@@ -473,23 +482,23 @@ fn content_slots<'a>(content: &'a mut ContentBlock, slots: &mut Vec<Slot<'a>>) {
                 uri: None,
                 joinable: true,
             });
-            slots.extend(Slot::meta(&mut text.meta));
+            metas.extend(Slot::meta(&mut text.meta));
         }
         ContentBlock::Image(image) => {
             if is_text_mime(&image.mime_type) {
                 slots.push(encoded(&mut image.data, None));
             }
-            slots.extend(Slot::meta(&mut image.meta));
+            metas.extend(Slot::meta(&mut image.meta));
         }
         ContentBlock::Audio(audio) => {
             if is_text_mime(&audio.mime_type) {
                 slots.push(encoded(&mut audio.data, None));
             }
-            slots.extend(Slot::meta(&mut audio.meta));
+            metas.extend(Slot::meta(&mut audio.meta));
         }
         ContentBlock::Resource(embedded) => {
-            resource_slots(&mut embedded.resource, slots);
-            slots.extend(Slot::meta(&mut embedded.meta));
+            resource_slots(&mut embedded.resource, slots, metas);
+            metas.extend(Slot::meta(&mut embedded.meta));
         }
         ContentBlock::ResourceLink(link) => {
             let at = Some(link.uri.clone());
@@ -509,7 +518,7 @@ fn content_slots<'a>(content: &'a mut ContentBlock, slots: &mut Vec<Slot<'a>>) {
                 slots.push(Slot::text(description, ItemKind::Text, at.clone()));
             }
             slots.push(Slot::text(uri, ItemKind::Text, at));
-            slots.extend(Slot::meta(meta));
+            metas.extend(Slot::meta(meta));
         }
         // A kind of content rmcp adds later: not shown to the guards until it is known.
         _ => {}
@@ -517,14 +526,18 @@ fn content_slots<'a>(content: &'a mut ContentBlock, slots: &mut Vec<Slot<'a>>) {
 }
 
 /// The places of a resource's contents: its text, or its blob when the `mimeType` is
-/// text; and its `_meta`.
-fn resource_slots<'a>(resource: &'a mut ResourceContents, slots: &mut Vec<Slot<'a>>) {
+/// text, in `slots`; its `_meta` in `metas`.
+fn resource_slots<'a>(
+    resource: &'a mut ResourceContents,
+    slots: &mut Vec<Slot<'a>>,
+    metas: &mut Vec<Slot<'a>>,
+) {
     match resource {
         ResourceContents::TextResourceContents {
             uri, text, meta, ..
         } => {
             slots.push(Slot::text(text, ItemKind::ResourceText, Some(uri.clone())));
-            slots.extend(Slot::meta(meta));
+            metas.extend(Slot::meta(meta));
         }
         ResourceContents::BlobResourceContents {
             uri,
@@ -535,7 +548,7 @@ fn resource_slots<'a>(resource: &'a mut ResourceContents, slots: &mut Vec<Slot<'
             if mime_type.as_deref().is_some_and(is_text_mime) {
                 slots.push(encoded(blob, Some(uri.clone())));
             }
-            slots.extend(Slot::meta(meta));
+            metas.extend(Slot::meta(meta));
         }
         _ => {}
     }
