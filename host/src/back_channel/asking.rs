@@ -54,21 +54,7 @@ impl BackChannel {
 
     /// Sets what judges relayed log and progress messages; only the first call counts.
     pub(crate) fn set_relay_guard(&self, guard: Arc<dyn RelayGuard>) {
-        let _ = self.relay_guard.set(guard);
-    }
-
-    /// `values` through the relay guard (unchanged when none is set); `None`: not to be
-    /// relayed.
-    pub(crate) async fn guard_relayed(
-        &self,
-        server: &str,
-        what: &'static str,
-        values: Vec<serde_json::Value>,
-    ) -> Option<Vec<serde_json::Value>> {
-        match self.relay_guard.get() {
-            Some(guard) => guard.guard(server, what, values).await,
-            None => Some(values),
-        }
+        let _ = self.outboxes.relay_guard.set(guard);
     }
 
     pub(crate) fn observe(&self, request: ForwardedRequest) {

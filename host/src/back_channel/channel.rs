@@ -1,11 +1,11 @@
 //! The back channel itself ([`BackChannel`]): the tables every route is kept in (calls in
 //! flight, client sessions, listen streams), the queues to clients, and who is told about
-//! server-to-client requests, and what judges relayed messages.
+//! server-to-client requests.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use super::asking::{RelayGuard, RequestObserver};
+use super::asking::RequestObserver;
 use super::calls::Calls;
 use super::listeners::Listeners;
 use super::outbox::Outboxes;
@@ -19,8 +19,6 @@ pub(crate) struct BackChannel {
     pub(super) listeners: Mutex<Listeners>,
     pub(super) outboxes: Arc<Outboxes>,
     pub(super) observer: OnceLock<Arc<dyn RequestObserver>>,
-    /// The proxy's result guards, for log and progress messages.
-    pub(super) relay_guard: OnceLock<Arc<dyn RelayGuard>>,
 }
 
 pub(super) use mcpproxy_policy::lock;

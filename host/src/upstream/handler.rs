@@ -21,7 +21,6 @@ use rmcp::model::{
     ResourceUpdatedNotificationParam, ServerNotification, ServerRequest,
 };
 use rmcp::service::{InboundStreamOrigin, NotificationContext, RequestContext, RoleClient};
-use serde_json::Value;
 
 use crate::back_channel::{BackChannel, CallOrigin, ForwardedRequest, ask_client};
 
@@ -58,7 +57,7 @@ impl UpstreamClient {
     async fn forward(
         &self,
         method: &'static str,
-        params: Value,
+        params: serde_json::Value,
         request: ServerRequest,
         context: &RequestContext<RoleClient>,
         supported: fn(&CallOrigin) -> bool,
@@ -251,20 +250,6 @@ impl ClientHandler for UpstreamClient {
         relayed.message = relayed
             .message
             .map(|m| cap_text(&m, MAX_RELAYED_TEXT_BYTES));
-        if let Some(message) = relayed.message.take() {
-            let guarded = self
-                .back_channel
-                .guard_relayed(
-                    &self.server,
-                    "notifications/progress",
-                    vec![Value::String(message)],
-                )
-                .await;
-            relayed.message = Some(match guarded.as_deref() {
-                Some([Value::String(message)]) => message.clone(),
-                _ => withheld_text("progress message", &self.server),
-            });
-        }
         self.back_channel.relay_progress(&origin, relayed, relaying);
     }
 
@@ -288,36 +273,11 @@ impl ClientHandler for UpstreamClient {
             None => self.server.clone(),
         });
         if serde_json::to_vec(&relayed.data).map_or(0, |b| b.len()) > MAX_RELAYED_TEXT_BYTES {
-            relayed.data = Value::String(format!(
+            relayed.data = serde_json::Value::String(format!(
                 "(a log message of more than {} KiB from server '{}' was not relayed)",
                 MAX_RELAYED_TEXT_BYTES >> 10,
                 self.server
             ));
-        }
-        // The logger and the data are the upstream's words: the result guards judge them.
-        let logger = relayed.logger.take().unwrap_or_default();
-        let data = std::mem::take(&mut relayed.data);
-        let guarded = self
-            .back_channel
-            .guard_relayed(
-                &self.server,
-                "notifications/message",
-                vec![Value::String(logger), data],
-            )
-            .await;
-        match guarded {
-            Some(values) => {
-                let mut values = values.into_iter();
-                relayed.logger = values.next().and_then(|v| match v {
-                    Value::String(logger) => Some(logger),
-                    _ => None,
-                });
-                relayed.data = values.next().unwrap_or_default();
-            }
-            None => {
-                relayed.logger = Some(self.server.clone());
-                relayed.data = Value::String(withheld_text("log message", &self.server));
-            }
         }
         self.back_channel
             .relay_log(&self.server, receivers, relayed);
@@ -352,14 +312,6 @@ impl ClientHandler for UpstreamClient {
         )
         .await;
     }
-}
-
-/// What a client reads instead of a log or progress message the result guards withheld.
-fn withheld_text(what: &str, server: &str) -> String {
-    format!(
-        "(a {what} from server '{server}' was withheld by the result guards; its record is in \
-         the log of `mcpproxy serve`)"
-    )
 }
 
 /// The most bytes of upstream text (a progress message, a log message) relayed to clients.
