@@ -912,3 +912,6 @@ impl crate::back_channel::RelayGuard for RelayGuards {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;
