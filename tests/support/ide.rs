@@ -63,19 +63,26 @@ impl StdioSession {
     /// Sends a request and returns the answer with its id (notifications before it are
     /// passed over; any other line is a failure).
     pub(crate) fn request(&mut self, method: &str, params: Value) -> Value {
+        self.request_seeing(method, params).0
+    }
+
+    /// [`Self::request`], with the notifications that came before the answer.
+    pub(crate) fn request_seeing(&mut self, method: &str, params: Value) -> (Value, Vec<Value>) {
         self.next_id += 1;
         let id = self.next_id;
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let mut notifications = Vec::new();
         loop {
             let mut line = String::new();
             self.stdout.read_line(&mut line).unwrap();
             let answer: Value =
                 serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
             if answer.get("method").is_some() && answer.get("id").is_none() {
+                notifications.push(answer);
                 continue;
             }
             assert_eq!(answer["id"], id, "an answer to another request: {answer}");
-            return answer;
+            return (answer, notifications);
         }
     }
 

@@ -185,6 +185,9 @@ pub struct Guarded {
     pub items: Vec<GuardItem>,
     /// Per item, the marks the guards put on it (empty: unmarked).
     pub marks: Vec<Vec<Mark>>,
+    /// Per item judged as several parts joined (see [`Guards::run_parts`]), where each part
+    /// after the first starts in the redacted text, in order.
+    pub parts: Vec<Vec<usize>>,
     pub withheld: Option<Withheld>,
     pub reports: Vec<GuardReport>,
     pub tallies: Vec<GuardTally>,
@@ -194,6 +197,18 @@ impl Guarded {
     /// Whether any guard changed or marked something, or withheld the result.
     pub fn acted(&self) -> bool {
         !self.reports.is_empty()
+    }
+
+    /// The marks of the whole answer: every mark any item got, each once, in order. When one
+    /// part of an answer is flagged, the proxy marks all of it with these.
+    pub fn answer_marks(&self) -> Vec<Mark> {
+        let mut all: Vec<Mark> = Vec::new();
+        for mark in self.marks.iter().flatten() {
+            if !all.contains(mark) {
+                all.push(mark.clone());
+            }
+        }
+        all
     }
 }
 
@@ -239,8 +254,25 @@ impl Guards {
 
     /// Runs every guard in order over `items`. Stops at the first block or fault.
     pub fn run(&self, context: &GuardContext, items: Vec<GuardItem>) -> Guarded {
+        let parts = vec![Vec::new(); items.len()];
+        self.run_parts(context, items, parts)
+    }
+
+    /// [`Guards::run`] over items some of which are several pieces of the answer joined
+    /// (adjacent text items, so that a secret split across them is seen whole): `parts`
+    /// holds, per item, the byte offsets where each piece after the first starts. The
+    /// offsets follow the redactions (a redaction across a boundary goes to the piece it
+    /// starts in), so the caller can cut the redacted text back into its pieces with
+    /// [`Guarded::parts`].
+    pub fn run_parts(
+        &self,
+        context: &GuardContext,
+        items: Vec<GuardItem>,
+        parts: Vec<Vec<usize>>,
+    ) -> Guarded {
         let mut guarded = Guarded {
             marks: vec![Vec::new(); items.len()],
+            parts,
             items,
             withheld: None,
             reports: Vec::new(),
@@ -346,8 +378,12 @@ impl Guarded {
                 ItemAction::Pass => {}
                 ItemAction::Redact(spans) if spans.is_empty() => {}
                 ItemAction::Redact(spans) => {
-                    let (text, found) = redact(&self.items[i].text, spans)
+                    let boundaries = self.parts.get(i).map_or(&[][..], Vec::as_slice);
+                    let (text, found, moved) = redact(&self.items[i].text, spans, boundaries)
                         .map_err(|e| format!("answered an unusable redaction for item {i}: {e}"))?;
+                    if let Some(parts) = self.parts.get_mut(i) {
+                        *parts = moved;
+                    }
                     for (kind, fingerprint) in found {
                         let count = redacted.entry(kind.clone()).or_insert(0);
                         if distinct.insert((kind, fingerprint)) {
@@ -380,13 +416,21 @@ impl Guarded {
     }
 }
 
-/// `text` with `spans` replaced, and the kind and [`fingerprint`] of each span; `Err` when
-/// a span is out of bounds, not on character boundaries, reversed, or overlaps another.
-fn redact(text: &str, mut spans: Vec<Redaction>) -> Result<(String, Vec<(String, u64)>), String> {
+/// What [`redact`] gives back: the new text, the kind and fingerprint of each span, and the
+/// part boundaries moved into the new text.
+type Redacted = (String, Vec<(String, u64)>, Vec<usize>);
+
+/// `text` with `spans` replaced, the kind and [`fingerprint`] of each span, and
+/// `boundaries` (offsets into `text`, ascending) moved to where they fall in the new text (a
+/// boundary inside a span moves to the end of its replacement); `Err` when a span is out of
+/// bounds, not on character boundaries, reversed, or overlaps another.
+fn redact(text: &str, mut spans: Vec<Redaction>, boundaries: &[usize]) -> Result<Redacted, String> {
     spans.sort_by_key(|s| (s.start, s.end));
     let mut out = String::with_capacity(text.len());
     let mut at = 0;
     let mut kinds = Vec::with_capacity(spans.len());
+    let mut moved = Vec::with_capacity(boundaries.len());
+    let mut next_boundary = boundaries.iter().copied().peekable();
     for span in spans {
         if span.start > span.end || span.end > text.len() {
             return Err(format!(
@@ -409,6 +453,11 @@ fn redact(text: &str, mut spans: Vec<Redaction>) -> Result<(String, Vec<(String,
             ));
         }
         let kind = clean_kind(&span.kind);
+        // Boundaries before the span (or at its start) keep their distance to the text
+        // before it.
+        while let Some(b) = next_boundary.next_if(|b| *b <= span.start) {
+            moved.push(out.len() + b.saturating_sub(at));
+        }
         out.push_str(&text[at..span.start]);
         match &span.replacement {
             Some(replacement) => out.push_str(cut(replacement, MAX_NOTE_BYTES)),
@@ -419,10 +468,15 @@ fn redact(text: &str, mut spans: Vec<Redaction>) -> Result<(String, Vec<(String,
             }
         }
         kinds.push((kind, fingerprint(&text[span.start..span.end])));
+        // Boundaries inside the span move to the end of its replacement.
+        while let Some(_inside) = next_boundary.next_if(|b| *b <= span.end) {
+            moved.push(out.len());
+        }
         at = span.end;
     }
+    moved.extend(next_boundary.map(|b| out.len() + b.saturating_sub(at)));
     out.push_str(&text[at..]);
-    Ok((out, kinds))
+    Ok((out, kinds, moved))
 }
 
 /// A hash of a redacted span that is the same for a secret written as plain text and as a
@@ -486,6 +540,8 @@ pub const UNTRUSTED_CLOSE: &str = "</untrusted-content";
 /// </untrusted-content tag="3f9c0a1b2d4e5f60">
 /// ```
 pub fn wrap_marked(text: &str, marks: &[Mark], tag: &str) -> String {
+    let neutralised = neutralise_delimiters(text);
+    let text = neutralised.as_deref().unwrap_or(text);
     let mut out = String::with_capacity(text.len() + 200);
     out.push_str(UNTRUSTED_OPEN);
     out.push_str(" tag=\"");
@@ -507,6 +563,141 @@ pub fn wrap_marked(text: &str, marks: &[Mark], tag: &str) -> String {
     out.push_str(tag);
     out.push_str("\">");
     out
+}
+
+/// What a look-alike of the untrusted-content delimiters becomes.
+pub const DELIMITER_REMOVED: &str = "[delimiter look-alike removed by mcpproxy]";
+
+/// `text` with every look-alike of the untrusted-content delimiters (an opening or closing
+/// tag an upstream wrote, to end the proxy's wrapper early or open one of its own) replaced
+/// by [`DELIMITER_REMOVED`]; `None` when there is none. A look-alike is the word
+/// `untrusted-content`, in any case, with `-`, `_`, a dash look-alike, spaces or nothing
+/// between its halves and invisible characters anywhere in it, after an opening angle
+/// bracket or one of its look-alikes (`＜`, `‹`, `〈`, `⟨`, `﹤`, `˂`, `&lt;`, `&#60;`,
+/// `&#x3c;`, `\u003c`) and optional `/`, `\` and spaces. The words without a bracket
+/// (ordinary prose) are left alone.
+pub fn neutralise_delimiters(text: &str) -> Option<String> {
+    // Invisible characters are not ASCII: plain ASCII text without the word has no
+    // look-alike.
+    if text.is_ascii() && !text.to_ascii_lowercase().contains("untrusted") {
+        return None;
+    }
+    // The visible characters, with their byte offsets.
+    let visible: Vec<(usize, char)> = text
+        .char_indices()
+        .filter(|(_, c)| !is_invisible(*c))
+        .collect();
+    let mut cuts: Vec<(usize, usize)> = Vec::new();
+    let mut i = 0;
+    while i < visible.len() {
+        let Some(word_end) = delimiter_word_at(&visible, i, text.len()) else {
+            i += 1;
+            continue;
+        };
+        if let Some(start) = opener_before(text, &visible, i) {
+            cuts.push((start, word_end));
+        }
+        i += 1;
+    }
+    if cuts.is_empty() {
+        return None;
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for (start, end) in cuts {
+        if start < at {
+            continue;
+        }
+        out.push_str(&text[at..start]);
+        out.push_str(DELIMITER_REMOVED);
+        at = end;
+    }
+    out.push_str(&text[at..]);
+    Some(out)
+}
+
+/// Zero-width, joiner, direction and other format characters a look-alike may hide in.
+fn is_invisible(c: char) -> bool {
+    matches!(c,
+        '\u{00ad}' | '\u{034f}' | '\u{061c}' | '\u{115f}' | '\u{1160}' | '\u{17b4}' | '\u{17b5}'
+        | '\u{180b}'..='\u{180f}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}'
+        | '\u{2060}'..='\u{206f}' | '\u{3164}' | '\u{fe00}'..='\u{fe0f}' | '\u{feff}'
+        | '\u{ffa0}' | '\u{e0000}'..='\u{e007f}')
+}
+
+/// Where the word `untrusted-content` that starts at `visible[i]` ends (a byte offset into
+/// the text), if one does.
+fn delimiter_word_at(visible: &[(usize, char)], i: usize, text_len: usize) -> Option<usize> {
+    let mut j = i;
+    let expect = |word: &str, j: &mut usize| -> bool {
+        for want in word.chars() {
+            match visible.get(*j) {
+                Some((_, c)) if c.to_ascii_lowercase() == want => *j += 1,
+                _ => return false,
+            }
+        }
+        true
+    };
+    if !expect("untrusted", &mut j) {
+        return None;
+    }
+    let mut separators = 0;
+    while let Some((_, c)) = visible.get(j) {
+        let separator = matches!(
+            c,
+            '-' | '_' | '.' | ' ' | '\t' | '\u{2010}'
+                ..='\u{2015}' | '\u{2212}' | '\u{fe63}' | '\u{ff0d}'
+        );
+        if !separator || separators == 3 {
+            break;
+        }
+        separators += 1;
+        j += 1;
+    }
+    if !expect("content", &mut j) {
+        return None;
+    }
+    Some(visible.get(j).map_or(text_len, |(at, _)| *at))
+}
+
+/// Where the opening bracket (or look-alike) before the word at `visible[i]` starts, past
+/// `/`, `\` and spaces, if there is one.
+fn opener_before(text: &str, visible: &[(usize, char)], i: usize) -> Option<usize> {
+    let mut j = i;
+    while j > 0
+        && matches!(
+            visible[j - 1].1,
+            '/' | '\\' | ' ' | '\t' | '\u{2215}' | '\u{ff0f}'
+        )
+    {
+        j -= 1;
+    }
+    let (end, before) = match j.checked_sub(1) {
+        Some(k) => (visible[k].0 + visible[k].1.len_utf8(), visible[k]),
+        None => return None,
+    };
+    if matches!(
+        before.1,
+        '<' | '\u{ff1c}'
+            | '\u{2039}'
+            | '\u{2329}'
+            | '\u{3008}'
+            | '\u{27e8}'
+            | '\u{fe64}'
+            | '\u{02c2}'
+            | '\u{276e}'
+    ) {
+        return Some(before.0);
+    }
+    let mut from = end.saturating_sub(8);
+    while !text.is_char_boundary(from) {
+        from += 1;
+    }
+    let head = text[from..end].to_ascii_lowercase();
+    ["&lt;", "&#60;", "&#x3c;", "\\u003c"]
+        .iter()
+        .find(|escape| head.ends_with(*escape))
+        .map(|escape| end - escape.len())
 }
 
 #[cfg(test)]

@@ -27,9 +27,9 @@ mod types;
 pub use caller::{Caller, current_caller, with_caller};
 pub use grant::{Grant, authority_of};
 pub use guard::{
-    Block, GuardAction, GuardAnswer, GuardContext, GuardItem, GuardReport, GuardTally, Guarded,
-    Guards, ItemAction, ItemKind, Mark, Redaction, ResultGuard, ResultKind, UNTRUSTED_CLOSE,
-    UNTRUSTED_OPEN, Withheld, clean_kind, wrap_marked,
+    Block, DELIMITER_REMOVED, GuardAction, GuardAnswer, GuardContext, GuardItem, GuardReport,
+    GuardTally, Guarded, Guards, ItemAction, ItemKind, Mark, Redaction, ResultGuard, ResultKind,
+    UNTRUSTED_CLOSE, UNTRUSTED_OPEN, Withheld, clean_kind, neutralise_delimiters, wrap_marked,
 };
 pub use limits::{Limits, mib_to_bytes};
 pub use pipeline::{Evaluation, Judgement, Outcome, Pipeline, Warning};

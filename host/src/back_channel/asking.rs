@@ -33,10 +33,28 @@ pub(crate) trait RequestObserver: Send + Sync {
     fn forwarded(&self, request: ForwardedRequest);
 }
 
+/// Judges what an upstream sends a client on its own (a log message's logger and data, a
+/// progress message) before it is relayed: the proxy's result guards.
+pub(crate) trait RelayGuard: Send + Sync {
+    /// `values` as they may be relayed (redacted, marked), or `None` when they must not be.
+    /// `what` names what they are (`notifications/message`).
+    fn guard<'a>(
+        &'a self,
+        server: &'a str,
+        what: &'static str,
+        values: Vec<serde_json::Value>,
+    ) -> futures::future::BoxFuture<'a, Option<Vec<serde_json::Value>>>;
+}
+
 impl BackChannel {
     /// Sets who is told about server-to-client requests; only the first call counts.
     pub(crate) fn set_observer(&self, observer: Arc<dyn RequestObserver>) {
         let _ = self.observer.set(observer);
+    }
+
+    /// Sets what judges relayed log and progress messages; only the first call counts.
+    pub(crate) fn set_relay_guard(&self, guard: Arc<dyn RelayGuard>) {
+        let _ = self.outboxes.relay_guard.set(guard);
     }
 
     pub(crate) fn observe(&self, request: ForwardedRequest) {

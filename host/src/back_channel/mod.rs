@@ -33,7 +33,7 @@ mod sessions;
 #[cfg(test)]
 mod test_support;
 
-pub(crate) use asking::{ForwardedRequest, RequestObserver, ask_client};
+pub(crate) use asking::{ForwardedRequest, RelayGuard, RequestObserver, ask_client};
 pub(crate) use calls::CallOrigin;
 pub(crate) use channel::BackChannel;
 pub(crate) use listeners::ListenerGuard;

@@ -17,6 +17,11 @@
 //! - **changes** (`list_changed`, `resources/updated`): one of each kind (and resource)
 //!   waits; announcing it again while it waits changes nothing.
 //!
+//! The task judges each log and progress message with the proxy's result guards (the
+//! [`RelayGuard`]) right before it sends it: only what is sent is judged, and an upstream's
+//! stream is never held up by the guards. A message they withhold is replaced by a line
+//! saying so.
+//!
 //! A queue exists while it holds something or its task is sending; an idle queue is
 //! forgotten, and so is one whose client went away (its task ends at the first failed
 //! send). Nothing else is buffered on the way: rmcp carries one notification of a queue at a
@@ -30,7 +35,7 @@
 )]
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rmcp::model::{
     LoggingLevel, LoggingMessageNotification, LoggingMessageNotificationParam,
@@ -379,6 +384,8 @@ struct Outbox {
 #[derive(Default)]
 pub(super) struct Outboxes {
     by_key: Mutex<HashMap<QueueKey, Arc<Outbox>>>,
+    /// The proxy's result guards, run over log and progress messages as they are sent.
+    pub(super) relay_guard: OnceLock<Arc<dyn super::asking::RelayGuard>>,
 }
 
 impl Outboxes {
@@ -469,6 +476,10 @@ async fn send_all(outboxes: Arc<Outboxes>, key: QueueKey, outbox: Arc<Outbox>) {
                 }
             }
         };
+        let notification = match outboxes.relay_guard.get() {
+            Some(guard) => guarded(guard.as_ref(), notification).await,
+            None => notification,
+        };
         let sent = outbox.target.send(notification).await;
         drop(ticket);
         if let Err(e) = sent {
@@ -481,6 +492,59 @@ async fn send_all(outboxes: Arc<Outboxes>, key: QueueKey, outbox: Arc<Outbox>) {
             return;
         }
     }
+}
+
+/// `notification` with the upstream's words in it (a log message's logger and data, a
+/// progress message) judged by `guard`; what it withholds is replaced by a line saying so.
+async fn guarded(
+    guard: &dyn super::asking::RelayGuard,
+    notification: ServerNotification,
+) -> ServerNotification {
+    match notification {
+        ServerNotification::LoggingMessageNotification(mut log) => {
+            let params = &mut log.params;
+            let logger = params.logger.take().unwrap_or_default();
+            // The logger is `server` or `server:logger` (the handler tagged it).
+            let server = logger.split(':').next().unwrap_or_default().to_owned();
+            let data = std::mem::take(&mut params.data);
+            let values = vec![serde_json::Value::String(logger), data];
+            match guard.guard(&server, "notifications/message", values).await {
+                Some(values) => {
+                    let mut values = values.into_iter();
+                    params.logger = values.next().and_then(|v| v.as_str().map(str::to_owned));
+                    params.data = values.next().unwrap_or_default();
+                }
+                None => {
+                    params.logger = Some(server.clone());
+                    let what = format!("log message from server '{server}'");
+                    params.data = serde_json::Value::String(withheld_text(&what));
+                }
+            }
+            ServerNotification::LoggingMessageNotification(log)
+        }
+        ServerNotification::ProgressNotification(mut progress) => {
+            if let Some(message) = progress.params.message.take() {
+                let values = vec![serde_json::Value::String(message)];
+                progress.params.message = Some(
+                    match guard
+                        .guard("", "notifications/progress", values)
+                        .await
+                        .as_deref()
+                    {
+                        Some([serde_json::Value::String(message)]) => message.clone(),
+                        _ => withheld_text("progress message"),
+                    },
+                );
+            }
+            ServerNotification::ProgressNotification(progress)
+        }
+        other => other,
+    }
+}
+
+/// What a client reads instead of a log or progress message the result guards withheld.
+fn withheld_text(what: &str) -> String {
+    format!("(a {what} was withheld by the result guards; `mcpproxy serve` logs why)")
 }
 
 #[cfg(test)]

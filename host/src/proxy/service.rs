@@ -174,7 +174,8 @@ pub(crate) struct Proxy {
     pub(super) tasks: super::tasks::TaskRoutes,
     /// The result guards every upstream answer goes through; replaced whole by
     /// [`Proxy::replace_guards`] (a plugin reload).
-    guards: std::sync::RwLock<Arc<mcpproxy_policy::Guards>>,
+    /// Shared with the back channel, which runs them over relayed log and progress messages.
+    guards: Arc<std::sync::RwLock<Arc<mcpproxy_policy::Guards>>>,
     /// The `code_execution` tool, when the config enables it.
     pub(super) code: Option<Arc<super::CodeExecutor>>,
     /// The `scopes` rules: what logged-in callers see (see `scoped`).
@@ -199,6 +200,12 @@ impl Proxy {
                 journal: journal.clone(),
                 settings: activity.clone(),
             }));
+        let guards: Arc<std::sync::RwLock<Arc<mcpproxy_policy::Guards>>> = Arc::default();
+        upstreams
+            .back_channel()
+            .set_relay_guard(Arc::new(super::guard::RelayGuards {
+                guards: guards.clone(),
+            }));
         Self {
             pipeline: std::sync::RwLock::new(pipeline),
             upstreams,
@@ -208,7 +215,7 @@ impl Proxy {
             scanner: None,
             metrics: Arc::default(),
             tasks: super::tasks::TaskRoutes::default(),
-            guards: std::sync::RwLock::default(),
+            guards,
             code: None,
             scopes: Arc::default(),
             limits: Arc::default(),
@@ -438,7 +445,21 @@ impl Proxy {
                             .await;
                         (Ok(r), note)
                     }
-                    Err(e) => (Err(e), Default::default()),
+                    // The upstream's error message is its words too.
+                    Err(e) => match self
+                        .guard_call_error(&evaluation, e, context.caller())
+                        .await
+                    {
+                        Ok((e, note)) => (Err(e), note),
+                        Err(note) => {
+                            let message = note.withheld.clone().unwrap_or_default();
+                            let withheld =
+                                CallToolResult::error(vec![rmcp::model::ContentBlock::text(
+                                    message,
+                                )]);
+                            (Ok(withheld), note)
+                        }
+                    },
                 };
                 let outcome = match &result {
                     Ok(r) if r.is_error == Some(true) => "tool_error",

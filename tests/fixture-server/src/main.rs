@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! mcp-fixture [--http ADDR] [--name NAME] [--call-log FILE] [--tool-overrides FILE]
-//!             [--raw-tools FILE]
+//!             [--raw-tools FILE] [--leak SECRET]
 //! ```
 //!
 //! Without `--http` it speaks MCP over stdio and exits when stdin closes.
@@ -15,9 +15,11 @@
 //! pull by the upstream: see [`overrides`] for the file format. The built-in
 //! tool `announce_tools_changed` tells the client to list the tools again.
 //! `--raw-tools FILE` adds tools/list entries written as raw JSON, malformed ones included:
-//! see [`raw_tools`].
+//! see [`raw_tools`]. `--leak SECRET` adds a tool, a prompt and completions that return
+//! the secret through every channel a client sees: see [`leaks`].
 
 mod call_log;
+mod leaks;
 mod overrides;
 mod raw_tools;
 mod server;
@@ -70,6 +72,10 @@ struct Cli {
     /// Wait this long before serving (a slow server, as just after a proxy starts).
     #[arg(long, value_name = "MS")]
     startup_delay_ms: Option<u64>,
+    /// Return SECRET through every channel a client sees: the `leak` tool, the `leaky`
+    /// prompt and its completions (a test of the proxy's result guards).
+    #[arg(long, value_name = "SECRET")]
+    leak: Option<String>,
     /// Over stdio, keep running after stdin closes (a server that ignores EOF).
     #[arg(long)]
     ignore_eof: bool,
@@ -110,7 +116,8 @@ async fn main() -> anyhow::Result<()> {
         cli.call_log.map(CallLog::new),
         cli.tool_overrides,
         raw_tools.clone(),
-    );
+    )
+    .with_leaks(cli.leak);
     let served = match cli.http {
         Some(addr) => serve_http(fixture, raw_tools, bearer, &addr).await,
         None => serve_stdio(Served::new(fixture, raw_tools)).await,
