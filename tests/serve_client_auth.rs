@@ -4,7 +4,9 @@
 //! the client_credentials grant. Without a token `/mcp` answers 401 with the challenge that
 //! names the protected resource metadata, which is served; tokens for another audience,
 //! expired or tampered with are refused; each client's good token works and its calls'
-//! records name it (REST and `mcpproxy activity show`); `alg: none` and HS256 are refused;
+//! records name it (REST and `mcpproxy activity show`); `alg: none` and HS256 are refused,
+//! HS256/384/512 tokens keyed with the issuer's public key in any form too, and so are
+//! tokens naming another issuer and tokens whose `nbf` is past the leeway;
 //! the static `http.auth_token` still passes, without an identity; a key rotation at the
 //! issuer is followed; with the issuer gone, a token of an unknown key gets 503.
 
@@ -273,4 +275,154 @@ async fn clients_log_in_with_access_tokens_of_a_real_authorization_server() {
     call_as(&resource, &alice)
         .await
         .expect("tokens of known keys still work while the issuer is away");
+}
+
+/// The public half of the issuer's current key in every form a verifier that took HS256
+/// might use as the HMAC secret: the PEMs and DERs (SPKI and PKCS#1), the JWK and the key
+/// set as served, and the modulus.
+async fn public_key_forms(issuer: &Issuer) -> (String, Vec<(String, Vec<u8>)>) {
+    let public = issuer.control(reqwest::Method::GET, "/test/public").await;
+    let kid = public["kid"].as_str().expect("kid").to_owned();
+    let text = |k: &str| {
+        public[k]
+            .as_str()
+            .unwrap_or_else(|| panic!("{k}"))
+            .to_owned()
+    };
+    let metadata: Value = reqwest::get(format!("{}/.well-known/openid-configuration", issuer.url))
+        .await
+        .expect("the issuer's metadata")
+        .json()
+        .await
+        .expect("JSON metadata");
+    let jwks_uri = metadata["jwks_uri"].as_str().expect("jwks_uri");
+    let served = reqwest::get(jwks_uri)
+        .await
+        .expect("the key set")
+        .bytes()
+        .await
+        .expect("the key set's bytes")
+        .to_vec();
+    let key_set: Value = serde_json::from_slice(&served).expect("a JSON key set");
+    let served_jwk = key_set["keys"]
+        .as_array()
+        .and_then(|keys| keys.iter().find(|k| k["kid"] == kid.as_str()))
+        .expect("the current key is published")
+        .clone();
+    let mut forms = vec![
+        ("SPKI PEM".to_owned(), text("spki_pem").into_bytes()),
+        (
+            "SPKI PEM, trimmed".to_owned(),
+            text("spki_pem").trim().as_bytes().to_vec(),
+        ),
+        ("PKCS#1 PEM".to_owned(), text("pkcs1_pem").into_bytes()),
+        (
+            "PKCS#1 PEM, trimmed".to_owned(),
+            text("pkcs1_pem").trim().as_bytes().to_vec(),
+        ),
+        ("SPKI DER".to_owned(), b64_decode(&text("spki_der"))),
+        ("PKCS#1 DER".to_owned(), b64_decode(&text("pkcs1_der"))),
+        ("the key set as served".to_owned(), served),
+        (
+            "the JWK as published".to_owned(),
+            served_jwk.to_string().into_bytes(),
+        ),
+        (
+            "the public JWK".to_owned(),
+            public["jwk"].to_string().into_bytes(),
+        ),
+        (
+            "the modulus".to_owned(),
+            b64_decode(public["jwk"]["n"].as_str().expect("n")),
+        ),
+        (
+            "the modulus in base64url".to_owned(),
+            public["jwk"]["n"].as_str().expect("n").as_bytes().to_vec(),
+        ),
+    ];
+    forms.push(("the key id".to_owned(), kid.clone().into_bytes()));
+    (kid, forms)
+}
+
+/// A token's claims that would pass: this issuer, this resource, not expired.
+fn good_claims(issuer: &str, resource: &str) -> Value {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs();
+    json!({
+        "iss": issuer, "sub": "alice", "client_id": "alice", "aud": resource,
+        "scope": "mcp:tools", "groups": ["sre", "dev"], "iat": now, "exp": now + 600,
+    })
+}
+
+/// The "key confusion" forgery: an HMAC token (HS256/384/512) whose secret is the issuer's
+/// public key, in any form a verifier might hold it, with and without the key's id, is
+/// refused; so is a token of the issuer's key naming another issuer, and one whose `nbf` is
+/// past the 30 s leeway; one whose `nbf` is within it is taken.
+#[tokio::test(flavor = "multi_thread")]
+async fn forged_hmac_tokens_other_issuers_and_future_tokens_are_refused() {
+    use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
+    let Some(node) = crate::support::node::oauth_node() else {
+        return;
+    };
+    let issuer = Issuer::start(&node);
+    let log = tempfile::NamedTempFile::new().expect("call log");
+    let mut config = config_with(vec![stdio_fixture("fx", log.path())]);
+    config["auth"] = json!({"issuer": issuer.url});
+    let proxy = Proxy::start(&config, &[]);
+    let resource = proxy.url.clone();
+    let sign = async |query: &str| {
+        issuer
+            .control(
+                reqwest::Method::GET,
+                &format!("/test/sign?client=alice&aud={resource}{query}"),
+            )
+            .await["access_token"]
+            .as_str()
+            .expect("token")
+            .to_owned()
+    };
+
+    // The control: a token signed by the issuer's key the same way is taken.
+    let good = sign("").await;
+    assert_eq!(initialize(&resource, Some(&good)).await.0, 200);
+    call_as(&resource, &good).await.expect("a good token calls");
+
+    let (kid, forms) = public_key_forms(&issuer).await;
+    let claims = good_claims(&issuer.url, &resource);
+    for algorithm in [Algorithm::HS256, Algorithm::HS384, Algorithm::HS512] {
+        for (form, secret) in &forms {
+            for with_kid in [true, false] {
+                let mut header = Header::new(algorithm);
+                header.typ = Some("at+jwt".to_owned());
+                header.kid = with_kid.then(|| kid.clone());
+                let forged = encode(&header, &claims, &EncodingKey::from_secret(secret))
+                    .expect("sign the forgery");
+                let (status, challenge) = initialize(&resource, Some(&forged)).await;
+                let what = format!("{algorithm:?} keyed with {form} (kid: {with_kid})");
+                assert_eq!(status, 401, "{what} was taken");
+                assert!(challenge.contains("invalid_token"), "{what}: {challenge}");
+                assert!(
+                    call_as(&resource, &forged).await.is_err(),
+                    "{what} called a tool"
+                );
+            }
+        }
+    }
+
+    // Signed by the issuer's own key, but naming another issuer.
+    let other_issuer = sign("&iss=http://127.0.0.1:9/not-the-issuer").await;
+    assert_eq!(initialize(&resource, Some(&other_issuer)).await.0, 401);
+    assert!(call_as(&resource, &other_issuer).await.is_err());
+
+    // Not valid for two more minutes: refused; valid in 10 s (within 30 s): taken.
+    let later = sign("&nbf=120").await;
+    assert_eq!(initialize(&resource, Some(&later)).await.0, 401);
+    assert!(call_as(&resource, &later).await.is_err());
+    let soon = sign("&nbf=10").await;
+    assert_eq!(initialize(&resource, Some(&soon)).await.0, 200);
+    call_as(&resource, &soon)
+        .await
+        .expect("a token valid within the leeway calls");
 }

@@ -53,6 +53,8 @@ mod journal_hardening;
 /// through the API, the CLI and a sink.
 mod journal_records;
 
+/// Server-to-client requests (sampling, elicitation) reach only the client whose call asked.
+mod mcp_back_channel;
 /// `code_execution`: scripts in the WebAssembly runtime calling real servers through the
 /// policy, their limits and their records.
 mod mcp_code;

@@ -428,3 +428,210 @@ async fn the_tool_can_be_made_read_only_or_turned_off() {
     assert!(hidden.is_err(), "{hidden:?}");
     client.cancel().await.unwrap();
 }
+
+/// `method path` on the REST API with the key and `body`; the JSON answer.
+async fn rest(proxy: &Proxy, method: reqwest::Method, path: &str, body: Value) -> Value {
+    reqwest::Client::new()
+        .request(method, format!("{}/api/v1{path}", proxy.base()))
+        .header("X-API-Key", proxy.api_key())
+        .json(&body)
+        .send()
+        .await
+        .expect("reach the REST API")
+        .json()
+        .await
+        .expect("a JSON answer")
+}
+
+/// `server`'s entry in `mcpproxy upstream list -o json`.
+fn listed(proxy: &Proxy, server: &str) -> Value {
+    let list: Value =
+        serde_json::from_str(&cli(proxy, &["upstream", "list", "-o", "json"]).stdout())
+            .unwrap_or(Value::Null);
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .find(|s| s["name"] == server)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// Waits until `server` is `ready` with `quarantined` as given.
+async fn until_ready(proxy: &Proxy, server: &str, quarantined: bool) {
+    eventually(
+        &format!("{server} ready, quarantined: {quarantined}"),
+        async || {
+            let entry = listed(proxy, server);
+            entry["state"] == "ready" && entry["quarantined"] == quarantined
+        },
+    )
+    .await;
+}
+
+/// Calls `server:echo`: `Ok(text)` when it ran, `Err(text)` when refused.
+async fn echo(client: &Client, server: &str) -> Result<String, String> {
+    let result = call(
+        client,
+        "call_tool_read",
+        json!({"name": format!("{server}:echo"), "args": {"text": "hi"}}),
+    )
+    .await?;
+    if is_error(&result) {
+        Err(text(&result))
+    } else {
+        Ok(text(&result))
+    }
+}
+
+/// Asserts that `server` is quarantined now: listed so, its call refused unsent, its tools
+/// out of search.
+async fn assert_quarantined(proxy: &Proxy, client: &Client, server: &str, after: &str) {
+    until_ready(proxy, server, true).await;
+    let refused = echo(client, server)
+        .await
+        .expect_err(&format!("{after}: a call to {server} ran"));
+    assert!(
+        refused.contains(&format!(
+            "Server '{server}' is quarantined: the call was not sent"
+        )),
+        "{after}: {refused}"
+    );
+    assert!(
+        !found(client, "frobnicate")
+            .await
+            .contains(&format!("{server}:frobnicate")),
+        "{after}: {server}'s tools are searchable"
+    );
+}
+
+/// docs/trust-model.md: a person's `PATCH /api/v1/upstreams/NAME` approves the launch it
+/// writes but leaves the server quarantined unless `?approve=true`; so do the CLI's
+/// `upstream disable|enable`. Until then nothing reaches the server.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_persons_patch_leaves_a_quarantined_server_quarantined_until_approved() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut server = fixture("fx", log.path());
+    server["name"] = json!("fx");
+    server["quarantined"] = json!(true);
+    let proxy = Proxy::start(&config_with(vec![server]), &[]);
+    let client = connect(&proxy.url).await;
+    assert_quarantined(&proxy, &client, "fx", "at start").await;
+
+    // A launch change, a change of nothing that runs, and `quarantined: false` written by
+    // the person: each leaves it quarantined.
+    for patch in [
+        json!({"env": {"PATCHED": "1"}}),
+        json!({"auto_approve_tool_changes": false}),
+        json!({"quarantined": false}),
+    ] {
+        let answer = rest(
+            &proxy,
+            reqwest::Method::PATCH,
+            "/upstreams/fx",
+            patch.clone(),
+        )
+        .await;
+        assert_eq!(answer["success"], true, "{patch}: {answer}");
+        assert_quarantined(&proxy, &client, "fx", &format!("PATCH {patch}")).await;
+    }
+    assert_eq!(
+        server_entry(&read_config(&proxy), "fx").unwrap()["env"]["PATCHED"],
+        "1"
+    );
+    // The CLI's way of changing a server.
+    cli(&proxy, &["upstream", "disable", "fx"]).assert_code(0);
+    cli(&proxy, &["upstream", "enable", "fx"]).assert_code(0);
+    assert_quarantined(&proxy, &client, "fx", "disable and enable").await;
+    assert!(
+        crate::support::mcp::call_log_lines(log.path())
+            .iter()
+            .all(|l| l["tool"] != "echo"),
+        "a call reached the quarantined server"
+    );
+
+    // `?approve=true` is the person's approval: the calls run.
+    let answer = rest(
+        &proxy,
+        reqwest::Method::PATCH,
+        "/upstreams/fx?approve=true",
+        json!({"env": {"PATCHED": "2"}}),
+    )
+    .await;
+    assert_eq!(answer["success"], true, "{answer}");
+    until_ready(&proxy, "fx", false).await;
+    assert_eq!(echo(&client, "fx").await.as_deref(), Ok("hi"));
+    client.cancel().await.unwrap();
+}
+
+/// `mcpproxy upstream approve NAME --launch-only` (and the REST API's `launch_only`) on a
+/// server whose launch is not approved starts it quarantined: its tools listed for review
+/// (`upstream inspect`), its calls refused unsent, its tools out of search; a plain
+/// `approve` then approves its calls.
+#[tokio::test(flavor = "multi_thread")]
+async fn approve_launch_only_starts_a_server_quarantined_for_review() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut first = fixture("fx", log.path());
+    first["name"] = json!("fx");
+    let proxy = Proxy::start(&config_with(vec![first]), &[]);
+    let client = connect(&proxy.url).await;
+
+    // Two servers added by a hand edit: not started until a person approves them.
+    let late_log = tempfile::NamedTempFile::new().unwrap();
+    let mut config = read_config(&proxy);
+    for name in ["late", "later"] {
+        let mut hand = fixture(name, late_log.path());
+        hand["name"] = json!(name);
+        config["mcpServers"].as_array_mut().unwrap().push(hand);
+    }
+    std::fs::write(
+        config_file(&proxy),
+        serde_json::to_string_pretty(&config).unwrap(),
+    )
+    .unwrap();
+    for name in ["late", "later"] {
+        eventually(&format!("{name} unapproved"), async || {
+            listed(&proxy, name)["state"] == "unapproved"
+        })
+        .await;
+    }
+
+    let out = cli(&proxy, &["upstream", "approve", "late", "--launch-only"]);
+    out.assert_code(0);
+    assert_quarantined(&proxy, &client, "late", "approve --launch-only").await;
+    let answer = rest(
+        &proxy,
+        reqwest::Method::POST,
+        "/upstreams/later/approve",
+        json!({"launch_only": true}),
+    )
+    .await;
+    assert_eq!(answer["success"], true, "{answer}");
+    assert_eq!(answer["data"]["unquarantined"], false, "{answer}");
+    assert!(answer["data"]["launch"].is_string(), "{answer}");
+    assert_quarantined(&proxy, &client, "later", "launch_only: true").await;
+
+    // Started: its tools are there to review.
+    let inspect = cli(&proxy, &["upstream", "inspect", "late"]);
+    inspect.assert_code(0);
+    assert!(
+        inspect.stdout().contains("Tool echo"),
+        "{}",
+        inspect.stdout()
+    );
+    assert!(
+        crate::support::mcp::call_log_lines(late_log.path()).is_empty(),
+        "a call reached a server approved for launch only"
+    );
+
+    // The person's approval of its calls.
+    cli(&proxy, &["upstream", "approve", "late"]).assert_code(0);
+    until_ready(&proxy, "late", false).await;
+    assert_eq!(echo(&client, "late").await.as_deref(), Ok("hi"));
+    assert!(
+        found(&client, "frobnicate")
+            .await
+            .contains(&"late:frobnicate".to_owned())
+    );
+    assert!(echo(&client, "later").await.is_err(), "later is still held");
+    client.cancel().await.unwrap();
+}

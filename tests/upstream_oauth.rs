@@ -337,3 +337,177 @@ fn access_token(stored: &str) -> Option<String> {
         .collect();
     (token.len() >= 16).then_some(token)
 }
+
+/// Every `access_token` and `refresh_token` value in the credentials file's text.
+fn stored_tokens(stored: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for key in ["access_token", "refresh_token"] {
+        for (at, _) in stored.match_indices(key) {
+            let rest = &stored[at + key.len()..];
+            let Some(start) = rest.find(|c: char| c.is_ascii_alphanumeric()) else {
+                continue;
+            };
+            let token: String = rest[start..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+                .collect();
+            if token.len() >= 16 && !found.contains(&token) {
+                found.push(token);
+            }
+        }
+    }
+    found
+}
+
+/// GET `url` (with the API key when given): the status line and the body, as text.
+fn get_text(url: &str, key: Option<&str>) -> String {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let mut request = reqwest::Client::new().get(url);
+        if let Some(key) = key {
+            request = request.header("X-API-Key", key);
+        }
+        let response = request.send().await.expect("GET");
+        format!(
+            "{} {}",
+            response.status(),
+            response.text().await.expect("body")
+        )
+    })
+}
+
+/// docs/security.md: a remote server's OAuth tokens are never in a log line, a record, a
+/// REST answer or `/metrics`. The proxy runs with `RUST_LOG=trace` (every library's every
+/// line) through a login, calls, a refresh and a second login through the REST API; then
+/// no access or refresh token it ever stored appears in its log, in what the REST API and
+/// `/metrics` answer, or in what the CLI printed.
+#[test]
+fn oauth_tokens_never_reach_the_log_the_rest_api_or_metrics() {
+    let Some(node) = crate::support::node::oauth_node() else {
+        return;
+    };
+    let server = OAuthServer::start(&node);
+    let config = json!({ "mcpServers": [{ "name": "s", "url": server.mcp }] });
+    let data_dir = tempfile::tempdir().expect("tempdir");
+    let proxy = Proxy::start_listening_with_env(
+        &config,
+        &["-vv"],
+        data_dir,
+        &[
+            ("MCPPROXY_CREDENTIALS", Path::new("file")),
+            ("RUST_LOG", Path::new("trace")),
+        ],
+    );
+    let config_path = proxy.data_dir.path().join("mcp_config.json");
+    let credentials = proxy.data_dir.path().join("credentials.json");
+    wait_for_state(&proxy, &config_path, "login_required");
+
+    let mut printed = String::new();
+    let login = upstream(&proxy, &config_path, "login", &["--timeout", "60"])
+        .env(
+            "BROWSER",
+            oauth_dir().join("browser.py").to_str().expect("path"),
+        )
+        .output();
+    assert_eq!(login.code(), Some(0), "{}", login.stderr());
+    printed.push_str(&login.stdout());
+    printed.push_str(&login.stderr());
+    wait_for_state(&proxy, &config_path, "ready");
+    let mut tokens = stored_tokens(&std::fs::read_to_string(&credentials).expect("credentials"));
+    assert!(
+        tokens.len() >= 2,
+        "an access and a refresh token: {tokens:?}"
+    );
+
+    // Calls until the access token is refreshed (it lives 35 s; refreshed with 30 s left).
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let answer = echo(&proxy, &config_path, "hello");
+        assert_eq!(answer.code(), Some(0), "{}", answer.stderr());
+        printed.push_str(&answer.stdout());
+        printed.push_str(&answer.stderr());
+        if server.stats()["grants"]["refresh_token"].as_u64() >= Some(1) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never refreshed: {}",
+            server.stats()
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    echo(&proxy, &config_path, "after the refresh").assert_code(0);
+
+    // A second login, the page's way, through the REST API and the proxy's callback.
+    let begun = rest_post(
+        &format!("{}/api/v1/upstreams/s/login", proxy.base()),
+        &proxy.api_key(),
+    );
+    printed.push_str(&begun.to_string());
+    let authorization_url = begun["data"]["authorization_url"].as_str().expect("url");
+    let browser = Command::new(oauth_dir().join("browser.py"))
+        .arg(authorization_url)
+        .output()
+        .expect("run the scripted browser");
+    assert!(browser.status.success());
+    printed.push_str(&String::from_utf8_lossy(&browser.stdout));
+    wait_for_state(&proxy, &config_path, "ready");
+    echo(&proxy, &config_path, "after the second login").assert_code(0);
+    for token in stored_tokens(&std::fs::read_to_string(&credentials).expect("credentials")) {
+        if !tokens.contains(&token) {
+            tokens.push(token);
+        }
+    }
+    assert!(tokens.len() >= 4, "two logins' tokens: {tokens:?}");
+
+    // What the REST API and /metrics answer.
+    let key = proxy.api_key();
+    let base = proxy.base();
+    let mut answers = Vec::new();
+    for path in [
+        "/api/v1/status",
+        "/api/v1/upstreams",
+        "/api/v1/upstreams/s",
+        "/api/v1/upstreams/s/analysis",
+        "/api/v1/upstreams/s/logs",
+        "/api/v1/activity?limit=1000",
+        "/api/v1/tools",
+    ] {
+        answers.push((path, get_text(&format!("{base}{path}"), Some(&key))));
+    }
+    answers.push(("/metrics", get_text(&format!("{base}/metrics"), None)));
+    assert!(
+        answers
+            .iter()
+            .any(|(_, a)| a.contains("oauth") || a.contains("login")),
+        "the answers say nothing of the login: {answers:?}"
+    );
+
+    // The log: everything mcpproxy wrote on stderr, at trace level.
+    let log: Vec<String> = proxy.proc.stderr_lines.try_iter().collect();
+    assert!(
+        log.iter().any(|l| l.contains("TRACE")),
+        "the log is not at trace level"
+    );
+    for token in &tokens {
+        for line in &log {
+            assert!(
+                !line.contains(token.as_str()),
+                "a log line shows a token: {line}"
+            );
+        }
+        for (path, answer) in &answers {
+            assert!(
+                !answer.contains(token.as_str()),
+                "{path} shows a token: {answer}"
+            );
+        }
+        assert!(
+            !printed.contains(token.as_str()),
+            "the CLI printed a token: {printed}"
+        );
+    }
+}

@@ -314,3 +314,73 @@ async fn the_page_shows_servers_a_live_call_and_filters() {
     println!("screenshot: {}", shot.canonicalize().unwrap().display());
     assert!(std::fs::metadata(&shot).unwrap().len() > 1000);
 }
+
+/// The page, its script and its style sheet, fetched from a real `mcpproxy serve`, carry
+/// the Content-Security-Policy docs/security.md and docs/rest-api.md promise: only this
+/// origin's script, style and API, no inline script, nothing from another origin, no
+/// framing; and `nosniff`.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_page_is_served_under_its_content_security_policy() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    for path in ["/", "/ui/app.js", "/ui/app.css"] {
+        let response = reqwest::get(format!("{}{path}", proxy.base()))
+            .await
+            .expect("GET the page");
+        assert_eq!(response.status(), 200, "{path}");
+        let policies: Vec<String> = response
+            .headers()
+            .get_all("content-security-policy")
+            .iter()
+            .map(|v| v.to_str().expect("ASCII").to_owned())
+            .collect();
+        assert_eq!(policies.len(), 1, "{path}: {policies:?}");
+        let directives: std::collections::BTreeMap<String, Vec<String>> = policies[0]
+            .split(';')
+            .filter_map(|d| {
+                let mut words = d.split_whitespace().map(str::to_owned);
+                Some((words.next()?.to_ascii_lowercase(), words.collect()))
+            })
+            .collect();
+        let sources = |name: &str| -> Vec<&str> {
+            directives
+                .get(name)
+                .unwrap_or_else(|| panic!("{path}: no {name} in {policies:?}"))
+                .iter()
+                .map(String::as_str)
+                .collect()
+        };
+        assert_eq!(sources("default-src"), ["'none'"], "{path}");
+        assert_eq!(
+            sources("script-src"),
+            ["'self'"],
+            "{path}: no inline script"
+        );
+        assert_eq!(sources("style-src"), ["'self'"], "{path}");
+        assert_eq!(
+            sources("connect-src"),
+            ["'self'"],
+            "{path}: only its own API"
+        );
+        assert_eq!(sources("frame-ancestors"), ["'none'"], "{path}");
+        assert_eq!(sources("base-uri"), ["'none'"], "{path}");
+        // Nothing from another origin, and nothing that would run inline code.
+        for (name, list) in &directives {
+            for source in list {
+                assert!(
+                    ["'self'", "'none'"].contains(&source.as_str())
+                        || (name == "img-src" && source == "data:"),
+                    "{path}: {name} allows {source}: {policies:?}"
+                );
+            }
+        }
+        assert_eq!(
+            response
+                .headers()
+                .get("x-content-type-options")
+                .and_then(|v| v.to_str().ok()),
+            Some("nosniff"),
+            "{path}"
+        );
+    }
+}

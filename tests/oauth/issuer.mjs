@@ -10,8 +10,16 @@
 //                                   published, as in a real rotation); {"kid": new}
 //   GET  /test/expired?client=ID -> an access token for the client, signed with the current
 //                                   key, whose exp is ten minutes past; ?aud=URL sets its aud
+//   GET  /test/sign?client=ID&aud=URL[&iss=URL][&nbf=SECONDS]
+//                                -> an access token for the client signed with the current
+//                                   key, valid for ten minutes; iss overrides the issuer,
+//                                   nbf puts its not-before that many seconds from now
+//   GET  /test/public            -> the current key's public half: {"kid", "jwk", "spki_pem",
+//                                   "pkcs1_pem", "spki_der", "pkcs1_der"} (DER in base64url)
 import http from 'node:http';
-import { generateKeyPairSync, createSign, createPrivateKey, randomUUID } from 'node:crypto';
+import {
+  generateKeyPairSync, createSign, createPrivateKey, createPublicKey, randomUUID,
+} from 'node:crypto';
 import Provider from 'oidc-provider';
 
 const clients = [
@@ -71,6 +79,20 @@ function b64url(value) {
   return Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64url');
 }
 
+// An access token for `client`, signed with the current key, with `claims` over the usual.
+function sign(client, claims) {
+  const [key] = keys;
+  const header = { alg: 'RS256', typ: 'at+jwt', kid: key.kid };
+  const payload = {
+    iss: issuer, sub: client, client_id: client, scope: 'mcp:tools',
+    groups: groups[client] || [], jti: randomUUID(), ...claims,
+  };
+  const input = `${b64url(header)}.${b64url(payload)}`;
+  const signature = createSign('RSA-SHA256').update(input)
+    .sign(createPrivateKey({ key, format: 'jwk' })).toString('base64url');
+  return `${input}.${signature}`;
+}
+
 function control(req, res) {
   const url = new URL(req.url, issuer);
   const reply = (status, body) => {
@@ -83,20 +105,30 @@ function control(req, res) {
     provider = makeProvider();
     return reply(200, { kid: key.kid });
   }
+  const client = url.searchParams.get('client') || 'alice';
+  const aud = url.searchParams.get('aud');
+  const now = Math.floor(Date.now() / 1000);
   if (req.method === 'GET' && url.pathname === '/test/expired') {
-    const client = url.searchParams.get('client') || 'alice';
-    const aud = url.searchParams.get('aud');
+    return reply(200, { access_token: sign(client, { aud, iat: now - 1200, exp: now - 600 }) });
+  }
+  if (req.method === 'GET' && url.pathname === '/test/sign') {
+    const claims = { aud, iat: now, exp: now + 600 };
+    if (url.searchParams.has('iss')) claims.iss = url.searchParams.get('iss');
+    if (url.searchParams.has('nbf')) claims.nbf = now + Number(url.searchParams.get('nbf'));
+    return reply(200, { access_token: sign(client, claims) });
+  }
+  if (req.method === 'GET' && url.pathname === '/test/public') {
     const [key] = keys;
-    const now = Math.floor(Date.now() / 1000);
-    const header = { alg: 'RS256', typ: 'at+jwt', kid: key.kid };
-    const payload = {
-      iss: issuer, sub: client, client_id: client, aud, scope: 'mcp:tools',
-      groups: groups[client] || [], jti: randomUUID(), iat: now - 1200, exp: now - 600,
-    };
-    const input = `${b64url(header)}.${b64url(payload)}`;
-    const signature = createSign('RSA-SHA256').update(input)
-      .sign(createPrivateKey({ key, format: 'jwk' })).toString('base64url');
-    return reply(200, { access_token: `${input}.${signature}` });
+    const pub = createPublicKey({ key, format: 'jwk' });
+    const der = (type) => pub.export({ type, format: 'der' }).toString('base64url');
+    return reply(200, {
+      kid: key.kid,
+      jwk: { kty: key.kty, n: key.n, e: key.e, kid: key.kid, alg: key.alg, use: key.use },
+      spki_pem: pub.export({ type: 'spki', format: 'pem' }),
+      pkcs1_pem: pub.export({ type: 'pkcs1', format: 'pem' }),
+      spki_der: der('spki'),
+      pkcs1_der: der('pkcs1'),
+    });
   }
   return reply(404, { error: 'unknown test endpoint' });
 }
