@@ -97,8 +97,8 @@ fn plant() -> Planted {
     let host_socket = home.path().join("service.sock");
     let service = std::os::unix::net::UnixListener::bind(&host_socket).unwrap();
     std::thread::spawn(move || {
-        use std::io::Write;
         use std::io::BufRead;
+        use std::io::Write;
         for stream in service.incoming().flatten() {
             // Reads the request line, then answers (closing before the request is read
             // would make the client's write fail instead).

@@ -285,8 +285,7 @@ impl TrustStore {
             return false;
         };
         let mut file = self.lock();
-        if shared.pending.load(Ordering::Acquire) > 0
-            || shared.sent.load(Ordering::Acquire) != mark
+        if shared.pending.load(Ordering::Acquire) > 0 || shared.sent.load(Ordering::Acquire) != mark
         {
             return false;
         }
