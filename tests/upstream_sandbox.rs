@@ -72,7 +72,8 @@ impl SharedMemory {
             assert!(id >= 0, "shmget: {}", std::io::Error::last_os_error());
             let at = libc::shmat(id, std::ptr::null(), 0);
             assert_ne!(at as isize, -1, "shmat");
-            std::ptr::copy_nonoverlapping(b"HOST-SHM-SECRET\0".as_ptr(), at.cast::<u8>(), 16);
+            let secret = c"HOST-SHM-SECRET".to_bytes_with_nul();
+            std::ptr::copy_nonoverlapping(secret.as_ptr(), at.cast::<u8>(), secret.len());
             libc::shmdt(at);
             SharedMemory { key, id }
         }
@@ -286,6 +287,16 @@ async fn a_hostile_server_is_contained_by_the_default_sandbox() {
     // What the sandbox granted without the config naming it is shown: here the project the
     // server's binary was built in.
     assert!(list.stdout().contains("(inferred)"), "{}", list.stdout());
+    let inspect = TestCommand::new(&data_dir)
+        .args(["upstream", "inspect", "hostile"])
+        .output();
+    assert!(
+        inspect
+            .stdout()
+            .contains("Sandbox reads, inferred at its last start:"),
+        "{}",
+        inspect.stdout()
+    );
     let logs = TestCommand::new(&data_dir)
         .args(["upstream", "logs", "hostile"])
         .output();

@@ -77,7 +77,9 @@ impl Proxy {
         );
         let launch = trust::LaunchSpec::of(upstream.config());
         self.shown_launches.remember(upstream.name(), &launch);
-        analysis.with_launch(&launch, upstream.standing())
+        let mut analysis = analysis.with_launch(&launch, upstream.standing());
+        analysis.inferred_read = upstream.inferred_reads();
+        analysis
     }
 
     /// Runs the scanner over `tools` of `server` (against every other server's tools), off

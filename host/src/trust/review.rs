@@ -129,6 +129,10 @@ pub(crate) struct Analysis {
     /// launch names, so a launch changed after this analysis is not approved unseen.
     #[serde(default)]
     pub launch_fingerprint: String,
+    /// What the server's sandbox granted to read at its last launch without the config
+    /// naming it (its install tree, its interpreter's prefix, its working directory).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inferred_read: Vec<String>,
     /// Whether that launch spec is approved (else the server is not started).
     #[serde(default = "yes")]
     pub launch_approved: bool,
@@ -201,6 +205,7 @@ impl Analysis {
             removed: review.removed.clone(),
             launch: String::new(),
             launch_fingerprint: String::new(),
+            inferred_read: Vec::new(),
             launch_approved: true,
             launch_changes: Vec::new(),
         }
@@ -242,6 +247,17 @@ impl Analysis {
         if !self.launch.is_empty() {
             let _ = writeln!(out, "Launch: {}", self.launch);
             let _ = writeln!(out, "Fingerprint: {}", self.launch_fingerprint);
+        }
+        if !self.inferred_read.is_empty() {
+            let _ = writeln!(
+                out,
+                "Sandbox reads, inferred at its last start: {}",
+                self.inferred_read
+                    .iter()
+                    .map(|p| quote(p))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
         }
         if !self.launch_approved {
             if self.launch_changes.is_empty() {

@@ -115,11 +115,16 @@ impl Upstream {
                         &self.config.isolation,
                         &self.forbidden_paths,
                     );
-                    status.inferred_read = lock(&self.inferred_reads).clone();
+                    status.inferred_read = self.inferred_reads();
                     status
                 },
             ),
         }
+    }
+
+    /// What its sandbox granted to read at its last launch without the config naming it.
+    pub(crate) fn inferred_reads(&self) -> Vec<String> {
+        lock(&self.inferred_reads).clone()
     }
 
     /// The configuration it runs with.
