@@ -348,31 +348,17 @@ const PRIVATE_PREFIX: &str = "mcpproxy-sandbox-";
 /// (killed before it could remove them). A directory of a running mcpproxy is never touched;
 /// one named the older way (no pid) is left alone.
 fn sweep_abandoned_private_dirs(tmp: &Path) {
-    let Ok(entries) = std::fs::read_dir(tmp) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(owner) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix(PRIVATE_PREFIX))
-            .and_then(|rest| rest.split('-').next())
-            .and_then(|pid| pid.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let owned_by_us = entry.metadata().is_ok_and(|m| {
+    for entry in crate::support::abandoned_entries(tmp, PRIVATE_PREFIX) {
+        let ours = entry.metadata().is_ok_and(|m| {
             use std::os::unix::fs::MetadataExt;
             m.is_dir() && m.uid() == crate::child::effective_uid()
         });
-        if owner != std::process::id() && owned_by_us && !crate::support::process_exists(owner) {
-            // remove_dir_all does not follow the symbolic links a server may have left.
-            if let Err(e) = std::fs::remove_dir_all(entry.path()) {
-                tracing::debug!(
-                    "cannot remove an abandoned sandbox directory {}: {e}",
-                    entry.path().display()
-                );
-            }
+        // remove_dir_all does not follow the symbolic links a server may have left.
+        if ours && let Err(e) = std::fs::remove_dir_all(entry.path()) {
+            tracing::debug!(
+                "cannot remove an abandoned sandbox directory {}: {e}",
+                entry.path().display()
+            );
         }
     }
 }

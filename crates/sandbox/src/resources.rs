@@ -167,23 +167,8 @@ fn empty_and_remove(dir: &Path) -> std::io::Result<()> {
 /// double-forked and left its process group) are killed, then the groups removed. A group of
 /// a running mcpproxy is never touched.
 fn sweep_abandoned(parent: &Path) {
-    let Ok(entries) = std::fs::read_dir(parent) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(owner) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("mcpproxy-"))
-            .and_then(|rest| rest.split('-').next())
-            .and_then(|pid| pid.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if owner != std::process::id()
-            && !crate::support::process_exists(owner)
-            && let Err(e) = empty_and_remove(&entry.path())
-        {
+    for entry in crate::support::abandoned_entries(parent, "mcpproxy-") {
+        if let Err(e) = empty_and_remove(&entry.path()) {
             tracing::debug!(
                 "cannot remove an abandoned sandbox cgroup {}: {e}",
                 entry.path().display()

@@ -136,3 +136,24 @@ fn cgroup_parent(controller: &str, file: &str) -> Option<PathBuf> {
 pub(crate) fn process_exists(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
+
+/// The entries of `dir` named `<prefix><pid>-...` whose owner (`pid`) is another mcpproxy
+/// that is no longer running: what a killed mcpproxy left behind. An entry of this process,
+/// of a running one, or not named that way is not returned.
+pub(crate) fn abandoned_entries(dir: &std::path::Path, prefix: &str) -> Vec<std::fs::DirEntry> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|entry| {
+            entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.strip_prefix(prefix))
+                .and_then(|rest| rest.split('-').next())
+                .and_then(|pid| pid.parse::<u32>().ok())
+                .is_some_and(|owner| owner != std::process::id() && !process_exists(owner))
+        })
+        .collect()
+}
