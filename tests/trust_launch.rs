@@ -545,7 +545,7 @@ async fn an_approval_names_the_launch_reviewed_and_a_launch_changed_since_is_ref
         body["error"]
             .as_str()
             .unwrap_or_default()
-            .contains("isolation was the default sandbox, now off"),
+            .contains("isolation was network none"),
         "{body}"
     );
     let garbled = cli(

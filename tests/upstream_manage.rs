@@ -595,14 +595,40 @@ async fn approve_launch_only_starts_a_server_quarantined_for_review() {
         .await;
     }
 
-    let out = cli(&proxy, &["upstream", "approve", "late", "--launch-only"]);
+    // The launch each approval names: its fingerprint, as the analysis shows it.
+    let mut fingerprints = Vec::new();
+    for name in ["late", "later"] {
+        let analysis = rest(
+            &proxy,
+            reqwest::Method::GET,
+            &format!("/upstreams/{name}/analysis"),
+            Value::Null,
+        )
+        .await;
+        let fingerprint = analysis["data"]["launch_fingerprint"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no fingerprint in {analysis}"))
+            .to_owned();
+        fingerprints.push(fingerprint);
+    }
+    let out = cli(
+        &proxy,
+        &[
+            "upstream",
+            "approve",
+            "late",
+            "--launch-only",
+            "--fingerprint",
+            &fingerprints[0],
+        ],
+    );
     out.assert_code(0);
     assert_quarantined(&proxy, &client, "late", "approve --launch-only").await;
     let answer = rest(
         &proxy,
         reqwest::Method::POST,
         "/upstreams/later/approve",
-        json!({"launch_only": true}),
+        json!({"launch_only": true, "fingerprint": fingerprints[1]}),
     )
     .await;
     assert_eq!(answer["success"], true, "{answer}");

@@ -287,15 +287,23 @@ async fn a_hostile_server_is_contained_by_the_default_sandbox() {
     // What the sandbox granted without the config naming it is shown: here the project the
     // server's binary was built in.
     assert!(list.stdout().contains("(inferred)"), "{}", list.stdout());
-    let inspect = TestCommand::new(&data_dir)
-        .args(["upstream", "inspect", "hostile"])
-        .output();
+    // And in the security analysis (`upstream inspect`, REST).
+    let analysis: Value = reqwest::Client::new()
+        .get(format!(
+            "{}/api/v1/upstreams/hostile/analysis",
+            proxy.base()
+        ))
+        .header("X-API-Key", proxy.api_key())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let inferred = &analysis["data"]["inferred_read"];
     assert!(
-        inspect
-            .stdout()
-            .contains("Sandbox reads, inferred at its last start:"),
-        "{}",
-        inspect.stdout()
+        inferred.as_array().is_some_and(|reads| !reads.is_empty()),
+        "{analysis}"
     );
     let logs = TestCommand::new(&data_dir)
         .args(["upstream", "logs", "hostile"])

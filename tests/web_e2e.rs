@@ -228,10 +228,13 @@ async fn the_page_shows_servers_a_live_call_and_filters() {
         .await;
     assert!(servers.as_str().unwrap().contains("trusted"), "{servers}");
     assert!(
-        servers
-            .as_str()
-            .unwrap()
-            .contains("on (network none, writes "),
+        servers.as_str().unwrap().contains("on (network none, "),
+        "the server's sandbox: {servers}"
+    );
+    // What the sandbox granted without the config naming it (the fixture's binary), and
+    // what the config grants.
+    assert!(
+        servers.as_str().unwrap().contains(" (inferred), writes "),
         "the server's sandbox: {servers}"
     );
     assert_eq!(
