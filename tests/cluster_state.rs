@@ -423,3 +423,93 @@ async fn servers_added_and_removed_through_one_replica_change_on_every_replica()
     );
     assert!(!std::fs::read_to_string(&path).unwrap().contains("late"));
 }
+
+/// A held tool stays held on every replica when one replica's server is restarted and lists
+/// the approved form again: the restarted replica must not record the approved form as the
+/// held one (which reads as "trusted" everywhere else), and nobody approved the change.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restart_does_not_release_a_held_tool_on_any_replica() {
+    let Some(postgres) = Postgres::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("calls.log");
+    let overrides = dir.path().join("overrides.json");
+    set_overrides(&overrides, json!({}));
+    std::fs::write(&log, b"").unwrap();
+    // A second server, only to order a later trust change after the restart's.
+    let mut other = fixture(&log, &overrides);
+    other["name"] = json!("gx");
+    other["args"][3] = json!("gx");
+    let servers = vec![fixture(&log, &overrides), other];
+    let a = Proxy::start(&replica_config(servers.clone(), &postgres, "a"), &[]);
+    let b = Proxy::start(&replica_config(servers, &postgres, "b"), &[]);
+    approve(&a, "fx", json!({"approved_by": "alice"})).await;
+    until("B sees A's approval", || async {
+        match status(&b, "fx").await["quarantined"].as_bool() {
+            Some(false) => Ok(()),
+            other => Err(format!("quarantined: {other:?}")),
+        }
+    })
+    .await;
+    let client_a = connect(&a.url).await;
+    let client_b = connect(&b.url).await;
+    let echo = json!({"name": "fx:echo", "args": {"text": "hi"}});
+
+    // The upstream rewrites echo; A lists again and holds it, on both replicas.
+    set_overrides(&overrides, json!({"echo": {"description": POISON}}));
+    let announced = call(
+        &client_a,
+        "call_tool_write",
+        json!({"name": "fx:announce_tools_changed"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&announced), "{}", text(&announced));
+    let held = || async {
+        let result = call(&client_b, "call_tool_read", echo.clone()).await?;
+        let said = text(&result);
+        if is_error(&result) && said.contains("changed since it was approved") {
+            Ok(())
+        } else {
+            Err(said)
+        }
+    };
+    until("B holds the tool A saw change", || held()).await;
+
+    // The server goes back to the approved form and A restarts it: A's new process lists
+    // the approved form.
+    set_overrides(&overrides, json!({}));
+    let restarted = rest(
+        &a,
+        reqwest::Method::POST,
+        "/api/v1/upstreams/fx/restart",
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(restarted["success"], true, "{restarted}");
+    until("A's fx is ready again", || async {
+        match status(&a, "fx").await["state"].as_str() {
+            Some("ready") => Ok(()),
+            other => Err(format!("state: {other:?}")),
+        }
+    })
+    .await;
+    // A's later trust change reaches B after whatever A wrote at the restart.
+    approve(&a, "gx", json!({"approved_by": "alice"})).await;
+    until("B sees the approval of gx", || async {
+        match status(&b, "gx").await["quarantined"].as_bool() {
+            Some(false) => Ok(()),
+            other => Err(format!("quarantined: {other:?}")),
+        }
+    })
+    .await;
+    // Still held on B, and on A: nobody approved the change.
+    held().await.unwrap_or_else(|said| panic!("B runs the held tool: {said}"));
+    let on_a = call(&client_a, "call_tool_read", echo.clone()).await.unwrap();
+    assert!(is_error(&on_a), "A runs the held tool: {}", text(&on_a));
+    assert_eq!(
+        postgres.psql("SELECT server || ':' || tool FROM mcpproxy_trust_held"),
+        "fx:echo"
+    );
+}
