@@ -475,7 +475,7 @@ async fn a_restart_does_not_release_a_held_tool_on_any_replica() {
             Err(said)
         }
     };
-    until("B holds the tool A saw change", || held()).await;
+    until("B holds the tool A saw change", &held).await;
 
     // The server goes back to the approved form and A restarts it: A's new process lists
     // the approved form.
@@ -505,8 +505,12 @@ async fn a_restart_does_not_release_a_held_tool_on_any_replica() {
     })
     .await;
     // Still held on B, and on A: nobody approved the change.
-    held().await.unwrap_or_else(|said| panic!("B runs the held tool: {said}"));
-    let on_a = call(&client_a, "call_tool_read", echo.clone()).await.unwrap();
+    held()
+        .await
+        .unwrap_or_else(|said| panic!("B runs the held tool: {said}"));
+    let on_a = call(&client_a, "call_tool_read", echo.clone())
+        .await
+        .unwrap();
     assert!(is_error(&on_a), "A runs the held tool: {}", text(&on_a));
     assert_eq!(
         postgres.psql("SELECT server || ':' || tool FROM mcpproxy_trust_held"),
