@@ -610,3 +610,79 @@ async fn python3_through_a_pyenv_style_shim_starts_sandboxed() {
     );
     client.cancel().await.unwrap();
 }
+
+/// A person adds the official filesystem server with its directory as an argument: the
+/// sandbox's write grant for that directory is proposed (shown, and part of the launch), so
+/// the server can write there at once; with `--no-inferred-grants` it cannot.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_persons_add_grants_the_directory_a_filesystem_server_is_given() {
+    if !sandbox_supported() || !crate::support::mcp::npm_bin_installed("mcp-server-filesystem") {
+        return;
+    }
+    let proxy = Proxy::start(&config_with(vec![]), &[]);
+    let server = crate::support::mcp::npm_dir().join("node_modules/.bin/mcp-server-filesystem");
+    let granted = tempfile::tempdir().unwrap();
+    let refused = tempfile::tempdir().unwrap();
+    let config = proxy.data_dir.path().join("mcp_config.json");
+    for (name, dir, extra) in [
+        ("files", granted.path(), None),
+        ("bare", refused.path(), Some("--no-inferred-grants")),
+    ] {
+        let mut args = vec![
+            "upstream".to_owned(),
+            "add".to_owned(),
+            name.to_owned(),
+            "--approve".to_owned(),
+            "--config".to_owned(),
+            config.display().to_string(),
+        ];
+        args.extend(extra.map(str::to_owned));
+        args.extend(["--".to_owned(), server.display().to_string()]);
+        args.push(dir.display().to_string());
+        let out = TestCommand::new(proxy.data_dir.path()).args(&args).output();
+        out.assert_code(0);
+        let proposed = format!("may write {}", dir.display());
+        assert_eq!(
+            out.stderr().contains(&proposed),
+            extra.is_none(),
+            "{name}: {}",
+            out.stderr()
+        );
+    }
+    let client = connect(&proxy.url).await;
+    let write = |dir: &Path| json!({"name": "", "args": {"path": dir.join("note.txt"), "content": "written"}});
+    let mut into_granted = write(granted.path());
+    into_granted["name"] = json!("files:write_file");
+    let mut into_refused = write(refused.path());
+    into_refused["name"] = json!("bare:write_file");
+    crate::support::poll::until(
+        "the granted server writes",
+        std::time::Duration::from_secs(60),
+        || async {
+            let result = call(&client, "call_tool_destructive", into_granted.clone())
+                .await
+                .map_err(|e| e.to_string())?;
+            if is_error(&result) {
+                Err(text(&result))
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(granted.path().join("note.txt")).unwrap(),
+        "written"
+    );
+    let result = call(&client, "call_tool_destructive", into_refused)
+        .await
+        .unwrap();
+    // Refused by its sandbox (the server itself allows the directory it was given).
+    assert!(
+        is_error(&result) && text(&result).to_lowercase().contains("denied"),
+        "{}",
+        text(&result)
+    );
+    assert!(!refused.path().join("note.txt").exists());
+    client.cancel().await.unwrap();
+}

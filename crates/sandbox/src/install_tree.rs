@@ -90,6 +90,32 @@ pub(crate) fn install_trees(
     trees
 }
 
+/// The grants a server's path arguments suggest, for a person adding it to approve: a
+/// directory it is given (a filesystem server's root) to write, a file that is no program to
+/// read. Only absolute paths that exist; never `/`, nor `home` itself (too wide to propose:
+/// a person grants those by hand).
+pub fn proposed_grants(args: &[String], home: Option<&Path>) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let (mut read, mut write) = (Vec::new(), Vec::new());
+    for arg in args {
+        let path = Path::new(arg);
+        if !path.is_absolute() || path.parent().is_none() || Some(path) == home {
+            continue;
+        }
+        let Ok(metadata) = std::fs::metadata(path) else {
+            continue;
+        };
+        let path = path.to_path_buf();
+        if metadata.is_dir() {
+            if !write.contains(&path) {
+                write.push(path);
+            }
+        } else if metadata.is_file() && !is_program_file(&path) && !read.contains(&path) {
+            read.push(path);
+        }
+    }
+    (read, write)
+}
+
 /// Whether an argument names a program an interpreter runs (`server.js`, `main.py`,
 /// `app.jar`): only those are install trees. Any other file an argument names (a key, a
 /// config, a data file) is the server's to be granted in the config, never found here.
@@ -300,6 +326,32 @@ mod tests {
             );
             assert_eq!(trees, vec![prefix.clone()], "{}", prefix.display());
         }
+    }
+
+    #[test]
+    fn path_arguments_propose_a_directory_to_write_and_a_file_to_read() {
+        let home = tempfile::tempdir().unwrap();
+        let projects = home.path().join("projects");
+        std::fs::create_dir(&projects).unwrap();
+        let notes = home.path().join("notes.txt");
+        std::fs::write(&notes, "").unwrap();
+        let script = home.path().join("server.js");
+        std::fs::write(&script, "").unwrap();
+        let args: Vec<String> = [
+            "-y".into(),
+            "@modelcontextprotocol/server-filesystem".into(),
+            projects.display().to_string(),
+            notes.display().to_string(),
+            script.display().to_string(),
+            home.path().display().to_string(),
+            "/".into(),
+            "relative/dir".into(),
+            home.path().join("missing").display().to_string(),
+        ]
+        .into();
+        let (read, write) = proposed_grants(&args, Some(home.path()));
+        assert_eq!(write, vec![projects]);
+        assert_eq!(read, vec![notes]);
     }
 
     #[test]

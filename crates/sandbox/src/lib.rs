@@ -32,6 +32,7 @@ mod support;
 mod syscalls;
 
 pub use error::Error;
+pub use install_tree::proposed_grants;
 #[cfg(target_os = "linux")]
 pub use peer::sandboxed_peer;
 #[cfg(target_os = "linux")]

@@ -62,6 +62,10 @@ pub(super) struct AddArgs {
     /// network.
     #[arg(long, conflicts_with_all = ["read", "write", "network", "env_passthrough"])]
     no_sandbox: bool,
+    /// Do not grant what its path arguments suggest (by default a directory among its
+    /// arguments may be written and a file read, shown before it is added).
+    #[arg(long)]
+    no_inferred_grants: bool,
     /// Approve its calls too: without it the server starts quarantined (listed, never
     /// called) until `mcpproxy upstream approve NAME`.
     #[arg(long)]
@@ -282,9 +286,53 @@ pub(super) async fn add(globals: &Globals, args: AddArgs) -> Result<ExitCode> {
     if args.no_sandbox {
         isolation.insert("enabled".into(), json!(false));
     }
+    // What its path arguments suggest, proposed to the person adding it (never to an agent,
+    // whose adds go through `upstream_servers`): shown here, written into the launch the
+    // person approves, and listed by `upstream inspect`.
+    let (mut read, mut write) = (args.read.clone(), args.write.clone());
+    if !args.no_sandbox && !args.no_inferred_grants && args.url.is_none() {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let (inferred_read, inferred_write) = mcpproxy_sandbox::proposed_grants(
+            args.command.get(1..).unwrap_or_default(),
+            home.as_deref(),
+        );
+        let shown = |paths: &[PathBuf]| {
+            paths
+                .iter()
+                .map(|p| quote(&p.display().to_string()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let new_write: Vec<_> = inferred_write
+            .into_iter()
+            .filter(|p| !write.iter().any(|w| std::path::Path::new(w) == p))
+            .collect();
+        let new_read: Vec<_> = inferred_read
+            .into_iter()
+            .filter(|p| !read.iter().any(|r| std::path::Path::new(r) == p))
+            .collect();
+        if !new_write.is_empty() || !new_read.is_empty() {
+            eprintln!(
+                "'{}' may write {} and read {}: inferred from its arguments, part of the launch you approve (--no-inferred-grants to leave them out)",
+                args.name,
+                if new_write.is_empty() {
+                    "nothing more".to_owned()
+                } else {
+                    shown(&new_write)
+                },
+                if new_read.is_empty() {
+                    "nothing more".to_owned()
+                } else {
+                    shown(&new_read)
+                },
+            );
+        }
+        write.extend(new_write.iter().map(|p| p.display().to_string()));
+        read.extend(new_read.iter().map(|p| p.display().to_string()));
+    }
     for (key, values) in [
-        ("read", &args.read),
-        ("write", &args.write),
+        ("read", &read),
+        ("write", &write),
         ("env_passthrough", &args.env_passthrough),
     ] {
         if !values.is_empty() {
