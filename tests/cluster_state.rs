@@ -92,6 +92,18 @@ async fn approve(proxy: &Proxy, server: &str, body: Value) -> Value {
     .await
 }
 
+/// Approves `server` through replica `a` and waits until replica `b` lifts its quarantine.
+async fn approve_and_wait(a: &Proxy, b: &Proxy, server: &str) {
+    approve(a, server, json!({"approved_by": "alice"})).await;
+    until(&format!("B sees A's approval of {server}"), || async {
+        match status(b, server).await["quarantined"].as_bool() {
+            Some(false) => Ok(()),
+            other => Err(format!("quarantined: {other:?}")),
+        }
+    })
+    .await;
+}
+
 /// [`crate::support::poll::until`] within [`DEADLINE`], printing how long it took.
 async fn until<F, Fut>(what: &str, check: F) -> Duration
 where
@@ -123,14 +135,7 @@ async fn an_approval_and_a_rug_pull_seen_by_one_replica_apply_on_the_other() {
     assert_eq!(status(&b, "fx").await["quarantined"], true);
 
     // Approved through A: B lifts its quarantine.
-    approve(&a, "fx", json!({"approved_by": "alice"})).await;
-    until("B sees A's approval", || async {
-        match status(&b, "fx").await["quarantined"].as_bool() {
-            Some(false) => Ok(()),
-            other => Err(format!("quarantined: {other:?}")),
-        }
-    })
-    .await;
+    approve_and_wait(&a, &b, "fx").await;
     let client_a = connect(&a.url).await;
     let client_b = connect(&b.url).await;
     let echo = json!({"name": "fx:echo", "args": {"text": "hi"}});
@@ -444,14 +449,7 @@ async fn a_restart_does_not_release_a_held_tool_on_any_replica() {
     let servers = vec![fixture(&log, &overrides), other];
     let a = Proxy::start(&replica_config(servers.clone(), &postgres, "a"), &[]);
     let b = Proxy::start(&replica_config(servers, &postgres, "b"), &[]);
-    approve(&a, "fx", json!({"approved_by": "alice"})).await;
-    until("B sees A's approval", || async {
-        match status(&b, "fx").await["quarantined"].as_bool() {
-            Some(false) => Ok(()),
-            other => Err(format!("quarantined: {other:?}")),
-        }
-    })
-    .await;
+    approve_and_wait(&a, &b, "fx").await;
     let client_a = connect(&a.url).await;
     let client_b = connect(&b.url).await;
     let echo = json!({"name": "fx:echo", "args": {"text": "hi"}});
@@ -496,14 +494,7 @@ async fn a_restart_does_not_release_a_held_tool_on_any_replica() {
     })
     .await;
     // A's later trust change reaches B after whatever A wrote at the restart.
-    approve(&a, "gx", json!({"approved_by": "alice"})).await;
-    until("B sees the approval of gx", || async {
-        match status(&b, "gx").await["quarantined"].as_bool() {
-            Some(false) => Ok(()),
-            other => Err(format!("quarantined: {other:?}")),
-        }
-    })
-    .await;
+    approve_and_wait(&a, &b, "gx").await;
     // Still held on B, and on A: nobody approved the change.
     held()
         .await
