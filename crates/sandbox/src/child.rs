@@ -12,7 +12,7 @@
     reason = "the raw system calls of a sandbox between fork and exec have no safe wrapper"
 )]
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -36,11 +36,6 @@ pub(crate) struct NamespaceStep {
 /// behind ends with it. Its SysV IPC objects are its own.
 #[derive(Debug)]
 pub(crate) struct ProcessNamespace {
-    pub proc_source: CString,
-    pub proc_target: CString,
-    pub proc_type: CString,
-    /// `/`, to make every mount private before mounting (nothing propagates to the host).
-    pub root: CString,
     /// Directories bind-mounted onto themselves `noexec,nosuid,nodev` (the private home and
     /// temp dir): nothing written there can be run, by `exec` or by the dynamic loader.
     pub noexec: Vec<CString>,
@@ -48,6 +43,9 @@ pub(crate) struct ProcessNamespace {
     /// it built the ruleset): read, added to the ruleset in the child. 0: no Landlock.
     pub proc_access: u64,
 }
+
+/// Where the new `/proc` is mounted.
+const PROC: &CStr = c"/proc";
 
 /// `struct landlock_path_beneath_attr` (packed, as the kernel declares it).
 #[repr(C, packed)]
@@ -63,7 +61,7 @@ fn grant_new_proc(process: &ProcessNamespace, ruleset: &OwnedFd) -> io::Result<(
     // on the stack.
     unsafe {
         let proc_fd = libc::open(
-            process.proc_target.as_ptr(),
+            PROC.as_ptr(),
             libc::O_PATH | libc::O_CLOEXEC | libc::O_DIRECTORY,
         );
         check(proc_fd)?;
@@ -302,19 +300,21 @@ fn wait_and_exit_as(child: libc::pid_t) -> ! {
 /// `noexec,nosuid,nodev` onto themselves.
 fn mount_private_views(process: &ProcessNamespace) -> io::Result<()> {
     let none = std::ptr::null::<libc::c_char>();
-    // SAFETY: mount and statvfs with NUL-terminated paths the parent built and a local struct.
+    // SAFETY: mount and statvfs with NUL-terminated paths (constants, or built by the parent)
+    // and a local struct.
     unsafe {
+        // `/`: every mount made private before mounting, so nothing propagates to the host.
         check(libc::mount(
             none,
-            process.root.as_ptr(),
+            c"/".as_ptr(),
             none,
             libc::MS_REC | libc::MS_PRIVATE,
             std::ptr::null(),
         ))?;
         check(libc::mount(
-            process.proc_source.as_ptr(),
-            process.proc_target.as_ptr(),
-            process.proc_type.as_ptr(),
+            c"proc".as_ptr(),
+            PROC.as_ptr(),
+            c"proc".as_ptr(),
             libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
             std::ptr::null(),
         ))?;
@@ -477,12 +477,7 @@ pub(crate) fn process_namespace_works(root: bool) -> bool {
 impl ProcessNamespace {
     /// The mounts of a launch whose private directories are `noexec`.
     pub(crate) fn new(noexec: Vec<CString>, proc_access: u64) -> Self {
-        let path = |p: &str| CString::new(p).unwrap_or_default();
         ProcessNamespace {
-            proc_source: path("proc"),
-            proc_target: path("/proc"),
-            proc_type: path("proc"),
-            root: path("/"),
             noexec,
             proc_access,
         }

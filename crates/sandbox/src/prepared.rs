@@ -246,10 +246,7 @@ pub fn prepare(
             spec.network == Network::None && !support.network_namespace,
         )?,
         seccomp: if support.seccomp {
-            crate::syscalls::filters(crate::syscalls::FilterOptions {
-                own_process_namespace,
-                unix_sockets: false,
-            })?
+            crate::syscalls::filters(own_process_namespace)?
         } else {
             Vec::new()
         },
@@ -296,7 +293,11 @@ pub fn missing_features(spec: &SandboxSpec, support: &Support) -> Vec<String> {
     if !support.seccomp {
         missing.push("seccomp (the system call filter)".to_string());
     }
-    let nproc_possible = support.network_namespace && !support.root;
+    // RLIMIT_NPROC counts the server's processes alone in a user namespace of its own, made
+    // (when not root) with its network or its process namespace.
+    let nproc_possible = !support.root
+        && ((spec.network == Network::None && support.network_namespace)
+            || support.process_namespace);
     if spec.limits.max_processes.is_some() && support.pids_cgroup.is_none() && !nproc_possible {
         missing.push("a pids cgroup mcpproxy may write (the process count)".to_string());
     }

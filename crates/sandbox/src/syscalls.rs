@@ -3,7 +3,7 @@
 //! I/O ports, the clock) fail with `EPERM`; so do the calls that act on another process by
 //! its pid (`prlimit64`, `sched_setaffinity`, `setpriority`, `ioprio_set`, ... on anything
 //! but the caller itself), and `socket(AF_UNIX)`, since Landlock does not mediate `connect`
-//! to a pathname socket and no namespace hides one (unless the server is granted sockets).
+//! to a pathname socket and no namespace hides one.
 //! `clone3`, whose flags a filter cannot read, fails with `ENOSYS` so the C library falls back
 //! to `clone`, whose flags it can; `pidfd_open` too, where the server has no PID namespace
 //! of its own (every pid it could name is then someone else's).
@@ -118,16 +118,6 @@ const SYSV_IPC: &[libc::c_long] = &[
     libc::SYS_semctl,
 ];
 
-/// What the filters allow beyond the fixed refusals.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct FilterOptions {
-    /// The server is process 1 of a PID, IPC and mount namespace of its own: pid 1 is itself,
-    /// `pidfd_open` names only its own processes, SysV IPC is its own.
-    pub own_process_namespace: bool,
-    /// The server may make Unix sockets (it is granted pathname sockets).
-    pub unix_sockets: bool,
-}
-
 fn condition(
     arg: u8,
     op: SeccompCmpOp,
@@ -143,7 +133,10 @@ fn arch() -> Result<TargetArch, Error> {
 }
 
 /// The compiled filters, in the order they are installed.
-pub(crate) fn filters(options: FilterOptions) -> Result<Vec<BpfProgram>, Error> {
+///
+/// With `own_process_namespace` the server is process 1 of a PID, IPC and mount namespace of
+/// its own: pid 1 is itself, `pidfd_open` names only its own processes, SysV IPC is its own.
+pub(crate) fn filters(own_process_namespace: bool) -> Result<Vec<BpfProgram>, Error> {
     let compile = |e: &dyn std::fmt::Display| Error::Seccomp(e.to_string());
     let arch = arch()?;
     let mut refused: BTreeMap<i64, Vec<SeccompRule>> = REFUSED
@@ -151,14 +144,14 @@ pub(crate) fn filters(options: FilterOptions) -> Result<Vec<BpfProgram>, Error> 
         .chain(REFUSED_PROCESS)
         .map(|&call| (call, Vec::new()))
         .collect();
-    if !options.own_process_namespace {
+    if !own_process_namespace {
         refused.extend(SYSV_IPC.iter().map(|&call| (call, Vec::new())));
     }
     let rule = |conditions: Vec<SeccompCondition>| SeccompRule::new(conditions);
     // A pid that is not the caller's: not 0, and not 1 where the server is process 1.
     let other_pid = |arg: u8| -> Result<SeccompRule, seccompiler::BackendError> {
         let mut conditions = vec![condition(arg, SeccompCmpOp::Ne, 0)?];
-        if options.own_process_namespace {
+        if own_process_namespace {
             conditions.push(condition(arg, SeccompCmpOp::Ne, 1)?);
         }
         rule(conditions)
@@ -190,22 +183,20 @@ pub(crate) fn filters(options: FilterOptions) -> Result<Vec<BpfProgram>, Error> 
                 other_pid(1)?,
             ],
         ));
-        if !options.unix_sockets {
-            let unix = libc::AF_UNIX as u64;
-            rules.push((
-                libc::SYS_socket,
-                vec![rule(vec![condition(0, SeccompCmpOp::Eq, unix)?])?],
-            ));
-            // A connected pair is harmless (the stdio of child processes), but a datagram
-            // pair can be re-pointed at any path with connect or sendto.
-            rules.push((
-                libc::SYS_socketpair,
-                vec![rule(vec![
-                    condition(0, SeccompCmpOp::Eq, unix)?,
-                    condition(1, SeccompCmpOp::MaskedEq(0xf), libc::SOCK_DGRAM as u64)?,
-                ])?],
-            ));
-        }
+        let unix = libc::AF_UNIX as u64;
+        rules.push((
+            libc::SYS_socket,
+            vec![rule(vec![condition(0, SeccompCmpOp::Eq, unix)?])?],
+        ));
+        // A connected pair is harmless (the stdio of child processes), but a datagram pair
+        // can be re-pointed at any path with connect or sendto.
+        rules.push((
+            libc::SYS_socketpair,
+            vec![rule(vec![
+                condition(0, SeccompCmpOp::Eq, unix)?,
+                condition(1, SeccompCmpOp::MaskedEq(0xf), libc::SOCK_DGRAM as u64)?,
+            ])?],
+        ));
         Ok(rules)
     })()
     .map_err(|e| compile(&e))?;
@@ -234,7 +225,7 @@ pub(crate) fn filters(options: FilterOptions) -> Result<Vec<BpfProgram>, Error> 
     .map_err(|e| compile(&e))?;
     let mut enosys: BTreeMap<i64, Vec<SeccompRule>> =
         [(libc::SYS_clone3, Vec::new())].into_iter().collect();
-    if !options.own_process_namespace {
+    if !own_process_namespace {
         enosys.insert(libc::SYS_pidfd_open, Vec::new());
     }
     let clone3 = SeccompFilter::new(
@@ -255,15 +246,9 @@ mod tests {
     #[test]
     fn the_filters_compile_for_this_machine() {
         for own_process_namespace in [false, true] {
-            for unix_sockets in [false, true] {
-                let filters = super::filters(super::FilterOptions {
-                    own_process_namespace,
-                    unix_sockets,
-                })
-                .expect("filters");
-                assert_eq!(filters.len(), 2);
-                assert!(filters.iter().all(|f| !f.is_empty()));
-            }
+            let filters = super::filters(own_process_namespace).expect("filters");
+            assert_eq!(filters.len(), 2);
+            assert!(filters.iter().all(|f| !f.is_empty()));
         }
     }
 }
