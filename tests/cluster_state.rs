@@ -4,7 +4,7 @@
 //! pull). What one replica decides or sees applies on the others: approvals, held tools,
 //! their release; the schema is migrated once however many replicas start together.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -29,6 +29,22 @@ fn fixture(log: &Path, overrides: &Path) -> Value {
         "isolation": {"write": [log.parent().unwrap()]},
         "quarantined": true,
     })
+}
+
+/// The fixture's call log (empty) and tool overrides (none) in `dir`.
+fn fixture_files(dir: &Path) -> (PathBuf, PathBuf) {
+    let log = dir.join("calls.log");
+    let overrides = dir.join("overrides.json");
+    set_overrides(&overrides, json!({}));
+    std::fs::write(&log, b"").unwrap();
+    (log, overrides)
+}
+
+/// Replicas `a` and `b` of a cluster on `postgres`, serving `servers`.
+fn two_replicas(servers: Vec<Value>, postgres: &Postgres) -> (Proxy, Proxy) {
+    let a = Proxy::start(&replica_config(servers.clone(), postgres, "a"), &[]);
+    let b = Proxy::start(&replica_config(servers, postgres, "b"), &[]);
+    (a, b)
 }
 
 /// A replica's config: the servers, and the cluster on `postgres` as `replica`.
@@ -121,13 +137,9 @@ async fn an_approval_and_a_rug_pull_seen_by_one_replica_apply_on_the_other() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("calls.log");
-    let overrides = dir.path().join("overrides.json");
-    set_overrides(&overrides, json!({}));
-    std::fs::write(&log, b"").unwrap();
+    let (log, overrides) = fixture_files(dir.path());
     let servers = vec![fixture(&log, &overrides)];
-    let a = Proxy::start(&replica_config(servers.clone(), &postgres, "a"), &[]);
-    let b = Proxy::start(&replica_config(servers, &postgres, "b"), &[]);
+    let (a, b) = two_replicas(servers, &postgres);
     assert_eq!(
         postgres.psql("SELECT string_agg(version::text, ',') FROM mcpproxy_schema_versions"),
         "1"
@@ -438,17 +450,13 @@ async fn a_restart_does_not_release_a_held_tool_on_any_replica() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("calls.log");
-    let overrides = dir.path().join("overrides.json");
-    set_overrides(&overrides, json!({}));
-    std::fs::write(&log, b"").unwrap();
+    let (log, overrides) = fixture_files(dir.path());
     // A second server, only to order a later trust change after the restart's.
     let mut other = fixture(&log, &overrides);
     other["name"] = json!("gx");
     other["args"][3] = json!("gx");
     let servers = vec![fixture(&log, &overrides), other];
-    let a = Proxy::start(&replica_config(servers.clone(), &postgres, "a"), &[]);
-    let b = Proxy::start(&replica_config(servers, &postgres, "b"), &[]);
+    let (a, b) = two_replicas(servers, &postgres);
     approve_and_wait(&a, &b, "fx").await;
     let client_a = connect(&a.url).await;
     let client_b = connect(&b.url).await;

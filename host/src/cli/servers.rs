@@ -296,35 +296,30 @@ pub(super) async fn add(globals: &Globals, args: AddArgs) -> Result<ExitCode> {
             args.command.get(1..).unwrap_or_default(),
             home.as_deref(),
         );
-        let shown = |paths: &[PathBuf]| {
+        // Only what the person did not already grant.
+        let new = |inferred: Vec<PathBuf>, given: &[String]| -> Vec<PathBuf> {
+            inferred
+                .into_iter()
+                .filter(|p| !given.iter().any(|g| std::path::Path::new(g) == p))
+                .collect()
+        };
+        let (new_read, new_write) = (new(inferred_read, &read), new(inferred_write, &write));
+        let listed = |paths: &[PathBuf]| {
+            if paths.is_empty() {
+                return "nothing more".to_owned();
+            }
             paths
                 .iter()
                 .map(|p| quote(&p.display().to_string()))
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        let new_write: Vec<_> = inferred_write
-            .into_iter()
-            .filter(|p| !write.iter().any(|w| std::path::Path::new(w) == p))
-            .collect();
-        let new_read: Vec<_> = inferred_read
-            .into_iter()
-            .filter(|p| !read.iter().any(|r| std::path::Path::new(r) == p))
-            .collect();
         if !new_write.is_empty() || !new_read.is_empty() {
             eprintln!(
                 "'{}' may write {} and read {}: inferred from its arguments, part of the launch you approve (--no-inferred-grants to leave them out)",
                 args.name,
-                if new_write.is_empty() {
-                    "nothing more".to_owned()
-                } else {
-                    shown(&new_write)
-                },
-                if new_read.is_empty() {
-                    "nothing more".to_owned()
-                } else {
-                    shown(&new_read)
-                },
+                listed(&new_write),
+                listed(&new_read),
             );
         }
         write.extend(new_write.iter().map(|p| p.display().to_string()));

@@ -108,7 +108,12 @@ pub(crate) struct SandboxStatus {
 }
 
 impl SandboxStatus {
-    pub(crate) fn of(isolation: &Isolation, forbidden: &[ForbiddenPath]) -> Self {
+    /// `inferred_read`: what its sandbox granted at its last launch beyond the config.
+    pub(crate) fn of(
+        isolation: &Isolation,
+        forbidden: &[ForbiddenPath],
+        inferred_read: Vec<String>,
+    ) -> Self {
         let shown =
             |paths: &[std::path::PathBuf]| paths.iter().map(|p| p.display().to_string()).collect();
         let missing = if isolation.enabled {
@@ -124,7 +129,7 @@ impl SandboxStatus {
             network: isolation.network.as_str().to_owned(),
             read: shown(&isolation.read),
             write: shown(&isolation.write),
-            inferred_read: Vec::new(),
+            inferred_read,
             missing,
         }
     }

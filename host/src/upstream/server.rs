@@ -111,12 +111,11 @@ impl Upstream {
             },
             sandbox: (TransportKind::from(&self.config.transport) == TransportKind::Stdio).then(
                 || {
-                    let mut status = super::sandbox::SandboxStatus::of(
+                    super::sandbox::SandboxStatus::of(
                         &self.config.isolation,
                         &self.forbidden_paths,
-                    );
-                    status.inferred_read = self.inferred_reads();
-                    status
+                        self.inferred_reads(),
+                    )
                 },
             ),
         }
