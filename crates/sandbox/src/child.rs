@@ -27,6 +27,22 @@ pub(crate) struct NamespaceStep {
     /// A PID namespace of its own with its own `/proc`, an IPC namespace, a mount namespace
     /// with the private home and temp dir mounted `noexec`: see [`ProcessNamespace`].
     pub process: Option<ProcessNamespace>,
+    /// The egress proxy's listening socket, made in the new network namespace and handed to
+    /// mcpproxy (`"network": {"allow": [...]}`).
+    pub egress: Option<EgressStep>,
+}
+
+/// Where the server's process binds the egress proxy's listener (inside its own network
+/// namespace, before any other step) and how it hands it to mcpproxy: over one end of a
+/// socket pair made before the fork, as `SCM_RIGHTS`. mcpproxy accepts on it; the
+/// connections it accepts come from inside the namespace, and the ones it opens leave from
+/// its own.
+#[derive(Debug)]
+pub(crate) struct EgressStep {
+    /// The server's end of the socket pair (close-on-exec: the server never holds it).
+    pub channel: OwnedFd,
+    /// The port on the namespace's loopback.
+    pub port: u16,
 }
 
 /// What the server's own PID and mount namespaces hold. The server runs as process 1 of a
@@ -208,8 +224,70 @@ fn enter_namespaces(step: &NamespaceStep) -> io::Result<()> {
     }
     if step.network {
         loopback_up()?;
+        if let Some(egress) = &step.egress {
+            hand_over_egress_listener(egress)?;
+        }
     }
     Ok(())
+}
+
+/// Binds the egress proxy's listener on the new namespace's loopback and sends it to
+/// mcpproxy; the server keeps no copy of it.
+fn hand_over_egress_listener(egress: &EgressStep) -> io::Result<()> {
+    // SAFETY: socket, setsockopt, bind, listen, sendmsg and close with structs on the stack
+    // and the fds made here or by the parent.
+    unsafe {
+        let listener = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        check(listener)?;
+        let result = (|| {
+            let address = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: egress.port.to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be(),
+                },
+                sin_zero: [0; 8],
+            };
+            check(libc::bind(
+                listener,
+                (&address as *const libc::sockaddr_in).cast(),
+                size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            ))?;
+            check(libc::listen(listener, 128))?;
+            // One byte of data and the listener as SCM_RIGHTS.
+            let mut byte = [b'L'];
+            let mut iov = libc::iovec {
+                iov_base: byte.as_mut_ptr().cast(),
+                iov_len: 1,
+            };
+            // Room for one cmsghdr and one fd, aligned for cmsghdr.
+            let mut control = [0u64; 4];
+            let space = libc::CMSG_SPACE(size_of::<libc::c_int>() as u32) as usize;
+            if space > size_of_val(&control) {
+                return Err(io::Error::from_raw_os_error(libc::EINVAL));
+            }
+            let mut message: libc::msghdr = std::mem::zeroed();
+            message.msg_iov = &mut iov;
+            message.msg_iovlen = 1;
+            message.msg_control = control.as_mut_ptr().cast();
+            message.msg_controllen = space as _;
+            let header = libc::CMSG_FIRSTHDR(&message);
+            if header.is_null() {
+                return Err(io::Error::from_raw_os_error(libc::EINVAL));
+            }
+            (*header).cmsg_level = libc::SOL_SOCKET;
+            (*header).cmsg_type = libc::SCM_RIGHTS;
+            (*header).cmsg_len = libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(header).cast::<libc::c_int>(), listener);
+            let sent = libc::sendmsg(egress.channel.as_raw_fd(), &message, libc::MSG_NOSIGNAL);
+            if sent != 1 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        })();
+        libc::close(listener);
+        result
+    }
 }
 
 /// The process a forwarded signal goes to (the server, seen from the waiting process).
@@ -448,6 +526,7 @@ pub(crate) fn process_namespace_works(root: bool) -> bool {
         user: (!root).then(crate::prepared::user_mapping),
         network: false,
         process: Some(ProcessNamespace::new(vec![dir], 0)),
+        egress: None,
     };
     // SAFETY: the child makes system calls only (everything was built above) and leaves
     // with _exit; the parent waits for it.
@@ -482,4 +561,123 @@ impl ProcessNamespace {
             proc_access,
         }
     }
+}
+
+/// A pair of connected `SOCK_SEQPACKET` Unix sockets, close-on-exec: (mcpproxy's end, the
+/// server's end). Made before the fork; the server's process sends the egress listener over
+/// its end and never holds it past exec.
+pub(crate) fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: socketpair writes two fds into the array.
+    check(unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    })?;
+    // SAFETY: both fds were just made and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Receives the listener the server's process sent over `channel` (see
+/// [`hand_over_egress_listener`]), waiting up to `timeout`. `Ok(None)` when the other end
+/// closed without sending one. Only a listening TCP socket is accepted: whatever else
+/// arrives is closed and refused.
+pub(crate) fn receive_listener(
+    channel: &OwnedFd,
+    timeout: std::time::Duration,
+) -> io::Result<Option<std::net::TcpListener>> {
+    use std::os::fd::FromRawFd;
+    let mut poll = libc::pollfd {
+        fd: channel.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let millis = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: poll on one pollfd on the stack.
+    let ready = unsafe { libc::poll(&mut poll, 1, millis) };
+    if ready < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if ready == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "the server's process did not hand over the egress proxy's listener in time",
+        ));
+    }
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut control = [0u64; 8];
+    // SAFETY: recvmsg into buffers on the stack; the cmsg walk stays within msg_controllen.
+    unsafe {
+        let mut message: libc::msghdr = std::mem::zeroed();
+        message.msg_iov = &mut iov;
+        message.msg_iovlen = 1;
+        message.msg_control = control.as_mut_ptr().cast();
+        message.msg_controllen = size_of_val(&control) as _;
+        let received = libc::recvmsg(
+            channel.as_raw_fd(),
+            &mut message,
+            libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT,
+        );
+        if received < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut fds = Vec::new();
+        let mut header = libc::CMSG_FIRSTHDR(&message);
+        while !header.is_null() {
+            if (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(header).cast::<libc::c_int>();
+                let bytes = (*header).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                for i in 0..bytes / size_of::<libc::c_int>() {
+                    fds.push(OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i))));
+                }
+            }
+            header = libc::CMSG_NXTHDR(&message, header);
+        }
+        if received == 0 && fds.is_empty() {
+            return Ok(None);
+        }
+        let truncated = message.msg_flags & libc::MSG_CTRUNC != 0;
+        let mut fds = fds.into_iter();
+        let (Some(fd), None, false) = (fds.next(), fds.next(), truncated) else {
+            return Err(io::Error::other(
+                "the egress channel carried something other than one listener",
+            ));
+        };
+        if !is_listening_tcp(&fd) {
+            return Err(io::Error::other(
+                "the egress channel carried a file that is not a listening TCP socket",
+            ));
+        }
+        Ok(Some(std::net::TcpListener::from(fd)))
+    }
+}
+
+/// Whether `fd` is a TCP socket that listens.
+fn is_listening_tcp(fd: &OwnedFd) -> bool {
+    let option = |name: libc::c_int| {
+        let mut value: libc::c_int = 0;
+        let mut length = size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt into an int on the stack.
+        let got = unsafe {
+            libc::getsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                name,
+                (&mut value as *mut libc::c_int).cast(),
+                &mut length,
+            )
+        };
+        (got == 0).then_some(value)
+    };
+    option(libc::SO_DOMAIN) == Some(libc::AF_INET)
+        && option(libc::SO_TYPE) == Some(libc::SOCK_STREAM)
+        && option(libc::SO_ACCEPTCONN) == Some(1)
 }

@@ -25,6 +25,8 @@ pub enum Error {
     },
     #[error("{0}")]
     Shim(String),
+    #[error("the channel for the egress proxy's listener could not be made: {0}")]
+    EgressChannel(std::io::Error),
     #[error("the sandbox is only available on Linux")]
     NotLinux,
 }

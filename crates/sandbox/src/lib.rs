@@ -14,6 +14,7 @@
 
 #[cfg(target_os = "linux")]
 mod child;
+pub mod egress;
 mod environment;
 mod error;
 #[cfg(target_os = "linux")]
@@ -36,7 +37,9 @@ pub use install_tree::proposed_grants;
 #[cfg(target_os = "linux")]
 pub use peer::sandboxed_peer;
 #[cfg(target_os = "linux")]
-pub use prepared::{ChildSetup, Launch, Prepared, Report, SandboxGuard, missing_features, prepare};
+pub use prepared::{
+    ChildSetup, EgressReceiver, Launch, Prepared, Report, SandboxGuard, missing_features, prepare,
+};
 pub use shims::{ResolvedShim, resolve_shim};
 pub use spec::{ForbiddenPath, Network, ResourceLimits, SandboxSpec};
 pub use support::Support;

@@ -7,7 +7,7 @@ use std::ffi::{CString, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::child::{ChildSteps, NamespaceStep, ProcessNamespace, UserMapping};
+use crate::child::{ChildSteps, EgressStep, NamespaceStep, ProcessNamespace, UserMapping};
 use crate::error::Error;
 use crate::filesystem::{self, Grants};
 use crate::resources::{self, CgroupGroup, CgroupParents};
@@ -63,7 +63,7 @@ impl Report {
         };
         let mut line = format!(
             "sandbox: network {}; reads the system directories and {}; writes {}",
-            self.network.as_str(),
+            self.network.describe(),
             list(&self.read),
             list(&self.write)
         );
@@ -88,6 +88,26 @@ pub struct Prepared {
     pub environment: Vec<(OsString, OsString)>,
     pub guard: SandboxGuard,
     pub report: Report,
+    /// Where mcpproxy receives the egress proxy's listener (`"network": {"allow": [...]}` on a
+    /// kernel with network namespaces).
+    pub egress: Option<EgressReceiver>,
+}
+
+/// mcpproxy's end of the socket pair over which the server's process hands over the egress
+/// proxy's listener, bound in the server's network namespace.
+#[derive(Debug)]
+pub struct EgressReceiver(std::os::fd::OwnedFd);
+
+impl EgressReceiver {
+    /// Waits up to `timeout` for the listener, once the server was started. `Ok(None)`: the
+    /// server's process ended (or failed) before handing it over. Blocking: call it off the
+    /// async runtime.
+    pub fn receive(
+        self,
+        timeout: std::time::Duration,
+    ) -> std::io::Result<Option<std::net::TcpListener>> {
+        crate::child::receive_listener(&self.0, timeout)
+    }
 }
 
 /// What the server runs: its command, arguments and working directory.
@@ -211,7 +231,48 @@ pub fn prepare(
         }
     }
 
-    let network = spec.network == Network::None && support.network_namespace;
+    let network = spec.network.own_namespace() && support.network_namespace;
+    let (egress_receiver, egress) = match spec.network.egress() {
+        Some(_) if network => {
+            let (receiver, channel) = crate::child::socket_pair().map_err(Error::EgressChannel)?;
+            (
+                Some(EgressReceiver(receiver)),
+                Some(EgressStep {
+                    channel,
+                    port: crate::egress::PROXY_PORT,
+                }),
+            )
+        }
+        _ => (None, None),
+    };
+    if spec.network.egress().is_some() {
+        // Every common client reads one of these; the proxy speaks HTTP (CONNECT and plain
+        // requests) and SOCKS5 on the same port. Nothing bypasses it: NO_PROXY is empty, and
+        // a direct connection has no route out of the namespace anyway.
+        let http = format!("http://{}", crate::egress::PROXY_ADDRESS);
+        let socks = format!("socks5h://{}", crate::egress::PROXY_ADDRESS);
+        for (name, value) in [
+            ("HTTP_PROXY", http.as_str()),
+            ("HTTPS_PROXY", http.as_str()),
+            ("ALL_PROXY", socks.as_str()),
+            ("NO_PROXY", ""),
+        ] {
+            for name in [name.to_owned(), name.to_ascii_lowercase()] {
+                environment.retain(|(n, _)| *n != *name);
+                environment.push((name.into(), value.into()));
+            }
+        }
+        // npm reads its own settings before the variables; Node 24+ fetch needs this one.
+        for (name, value) in [
+            ("npm_config_proxy", http.as_str()),
+            ("npm_config_https_proxy", http.as_str()),
+            ("NODE_USE_ENV_PROXY", "1"),
+        ] {
+            if !environment.iter().any(|(n, _)| n == name) {
+                environment.push((name.into(), value.into()));
+            }
+        }
+    }
     let process = support.process_namespace.then(|| {
         let path = |p: &Path| CString::new(p.as_os_str().as_encoded_bytes()).unwrap_or_default();
         ProcessNamespace::new(
@@ -223,6 +284,7 @@ pub fn prepare(
         user: (!support.root).then(user_mapping),
         network,
         process,
+        egress,
     });
     let own_process_namespace = namespace.as_ref().is_some_and(|n| n.process.is_some());
     let in_own_user_namespace = namespace.as_ref().is_some_and(|n| n.user.is_some());
@@ -243,7 +305,7 @@ pub fn prepare(
         landlock: filesystem::ruleset(
             support.landlock_abi,
             &grants,
-            spec.network == Network::None && !support.network_namespace,
+            spec.network.own_namespace() && !support.network_namespace,
         )?,
         seccomp: if support.seccomp {
             crate::syscalls::filters(own_process_namespace)?
@@ -261,8 +323,9 @@ pub fn prepare(
             _cgroup: cgroup,
             _private: private,
         },
+        egress: egress_receiver,
         report: Report {
-            network: spec.network,
+            network: spec.network.clone(),
             read,
             write,
             missing,
@@ -281,7 +344,12 @@ pub fn missing_features(spec: &SandboxSpec, support: &Support) -> Vec<String> {
             support.landlock_abi
         ));
     }
-    if spec.network == Network::None && !support.network_namespace {
+    if spec.network.egress().is_some() && !support.network_namespace {
+        missing.push(
+            "network namespaces (egress by host needs one: the server gets no network at all)"
+                .to_string(),
+        );
+    } else if spec.network == Network::None && !support.network_namespace {
         if support.landlock_abi >= 4 {
             missing.push(
                 "network namespaces (TCP is refused by Landlock instead; UDP is not)".to_string(),
@@ -296,7 +364,7 @@ pub fn missing_features(spec: &SandboxSpec, support: &Support) -> Vec<String> {
     // RLIMIT_NPROC counts the server's processes alone in a user namespace of its own, made
     // (when not root) with its network or its process namespace.
     let nproc_possible = !support.root
-        && ((spec.network == Network::None && support.network_namespace)
+        && ((spec.network.own_namespace() && support.network_namespace)
             || support.process_namespace);
     if spec.limits.max_processes.is_some() && support.pids_cgroup.is_none() && !nproc_possible {
         missing.push("a pids cgroup mcpproxy may write (the process count)".to_string());

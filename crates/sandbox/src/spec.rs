@@ -4,23 +4,53 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use crate::egress::EgressRules;
+
 /// Where a sandboxed server may connect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Network {
     /// A network namespace of its own: a loopback interface nobody else shares, no route out,
     /// nothing of the host's network (its loopback services included) reachable.
     #[default]
     None,
+    /// A network namespace of its own, as with `None`, with mcpproxy's egress proxy listening
+    /// on its loopback ([`PROXY_ADDRESS`](crate::egress::PROXY_ADDRESS)): the proxy connects
+    /// to these destinations and no others, and the proxy variables of the server's
+    /// environment point at it. A server that ignores them has no route out.
+    Allow(EgressRules),
     /// The host's network, as an unsandboxed process has it.
     All,
 }
 
 impl Network {
-    /// The config's word for it.
-    pub fn as_str(self) -> &'static str {
+    /// The config's word for it: `none`, `allow` or `all`.
+    pub fn as_str(&self) -> &'static str {
         match self {
             Network::None => "none",
+            Network::Allow(_) => "allow",
             Network::All => "all",
+        }
+    }
+
+    /// For people: `none`, `all`, `allow api.github.com:443, *.slack.com:443`.
+    pub fn describe(&self) -> String {
+        match self {
+            Network::Allow(rules) if rules.is_empty() => "allow (nothing)".to_owned(),
+            Network::Allow(rules) => format!("allow {rules}"),
+            other => other.as_str().to_owned(),
+        }
+    }
+
+    /// Whether the server gets a network namespace of its own.
+    pub fn own_namespace(&self) -> bool {
+        !matches!(self, Network::All)
+    }
+
+    /// The allowed destinations, when the server reaches the network through the proxy.
+    pub fn egress(&self) -> Option<&EgressRules> {
+        match self {
+            Network::Allow(rules) => Some(rules),
+            _ => None,
         }
     }
 }

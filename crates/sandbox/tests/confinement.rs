@@ -131,6 +131,100 @@ fn the_network_is_cut_unless_it_is_all() {
     );
 }
 
+/// `"network": {"allow": [...]}`: the server's own namespace gets a listener on its loopback
+/// that mcpproxy holds (the egress proxy's), the proxy variables point at it, and nothing
+/// else of the host's network is reachable.
+#[test]
+fn egress_hands_the_namespace_listener_to_the_parent_and_nothing_else_is_reachable() {
+    if !supported() {
+        return;
+    }
+    use std::io::Read;
+    let host_service = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = host_service.local_addr().unwrap().port();
+    let data = tempfile::tempdir().unwrap();
+    let rules = mcpproxy_sandbox::egress::EgressRules::new(vec![
+        mcpproxy_sandbox::egress::EgressRule::parse(&format!("127.0.0.1:{port}")).unwrap(),
+    ]);
+    let spec = spec(Network::Allow(rules), vec![], data.path());
+    let script = format!(
+        "echo \"proxy=$HTTPS_PROXY all=$ALL_PROXY no=[$NO_PROXY]\"; \
+         exec 3<>/dev/tcp/127.0.0.1/3128 && printf hello >&3 && echo PROXY; \
+         exec 4<>/dev/tcp/127.0.0.1/{port} && echo DIRECT"
+    );
+    let args = vec!["-c".to_string(), script];
+    let mut prepared = mcpproxy_sandbox::prepare(
+        &spec,
+        Launch {
+            command: "/bin/bash",
+            args: &args,
+            working_dir: None,
+            label: "test",
+        },
+        Support::get(),
+    )
+    .expect("prepare");
+    let receiver = prepared.egress.take().expect("an egress channel");
+    let setup = prepared.setup.clone();
+    let mut command = Command::new("/bin/bash");
+    command
+        .args(&args)
+        .env_clear()
+        .envs(prepared.environment.iter().cloned());
+    // SAFETY: `enter` is async-signal-safe.
+    unsafe {
+        command.pre_exec(move || setup.enter());
+    }
+    let out = command.output().expect("run bash");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stdout.contains("proxy=http://127.0.0.1:3128 all=socks5h://127.0.0.1:3128 no=[]"),
+        "{stdout} {stderr}"
+    );
+    assert!(stdout.contains("PROXY"), "{stdout} {stderr}");
+    assert!(!stdout.contains("DIRECT"), "{stdout}");
+    let listener = receiver
+        .receive(std::time::Duration::from_secs(10))
+        .expect("receive")
+        .expect("a listener");
+    // The connection the server made from inside its namespace waits in the backlog.
+    let (mut from_server, _) = listener.accept().expect("accept");
+    let mut said = String::new();
+    from_server.read_to_string(&mut said).unwrap();
+    assert_eq!(said, "hello");
+    drop(prepared);
+}
+
+/// A server that fails before handing the listener over leaves mcpproxy with no listener,
+/// not a hang.
+#[test]
+fn no_listener_arrives_when_the_server_never_starts() {
+    if !supported() {
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let rules = mcpproxy_sandbox::egress::EgressRules::new(vec![]);
+    let spec = spec(Network::Allow(rules), vec![], data.path());
+    let mut prepared = mcpproxy_sandbox::prepare(
+        &spec,
+        Launch {
+            command: "/bin/true",
+            args: &[],
+            working_dir: None,
+            label: "test",
+        },
+        Support::get(),
+    )
+    .expect("prepare");
+    let receiver = prepared.egress.take().expect("an egress channel");
+    drop(prepared);
+    let received = receiver
+        .receive(std::time::Duration::from_secs(10))
+        .expect("receive");
+    assert!(received.is_none());
+}
+
 #[test]
 fn the_environment_is_rebuilt_and_the_parent_cannot_be_signalled() {
     if !supported() {
