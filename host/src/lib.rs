@@ -42,6 +42,7 @@ mod cluster_journal;
 mod config;
 mod control;
 mod credentials;
+mod egress;
 mod index;
 mod line_guard;
 mod listener;

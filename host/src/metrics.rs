@@ -54,6 +54,18 @@ struct ServerLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EgressLabels {
+    server: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EgressBytesLabels {
+    server: String,
+    direction: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SinkLabels {
     sink: String,
 }
@@ -178,6 +190,9 @@ pub(crate) struct Metrics {
     upstream_connects: Family<ServerLabels, Counter>,
     upstream_reconnects: Family<ServerLabels, Counter>,
     upstream_restarts: Family<ServerLabels, Counter>,
+    egress_connections: Family<EgressLabels, Counter>,
+    egress_bytes: Family<EgressBytesLabels, Counter>,
+    egress_unrecorded: Family<ServerLabels, Counter>,
     sessions: Family<KindLabels, Gauge>,
     session_probes: std::sync::Mutex<Vec<(String, Probe)>>,
     streams: Family<KindLabels, Gauge>,
@@ -325,6 +340,9 @@ impl Metrics {
             upstream_connects: extra.upstream_connects,
             upstream_reconnects: extra.upstream_reconnects,
             upstream_restarts: extra.upstream_restarts,
+            egress_connections: extra.egress_connections,
+            egress_bytes: extra.egress_bytes,
+            egress_unrecorded: extra.egress_unrecorded,
             sessions: extra.sessions,
             session_probes: std::sync::Mutex::default(),
             streams: extra.streams,
@@ -558,6 +576,33 @@ impl Metrics {
         }
     }
 
+    /// One connection through a server's egress proxy, and the bytes it carried.
+    pub(crate) fn egress(&self, server: &str, outcome: &str, sent: u64, received: u64) {
+        self.egress_connections
+            .get_or_create(&EgressLabels {
+                server: server.to_owned(),
+                outcome: outcome.to_owned(),
+            })
+            .inc();
+        for (direction, bytes) in [("sent", sent), ("received", received)] {
+            self.egress_bytes
+                .get_or_create(&EgressBytesLabels {
+                    server: server.to_owned(),
+                    direction: direction.to_owned(),
+                })
+                .inc_by(bytes);
+        }
+    }
+
+    /// An egress connection left out of the journal (the server's record rate was spent).
+    pub(crate) fn egress_unrecorded(&self, server: &str) {
+        self.egress_unrecorded
+            .get_or_create(&ServerLabels {
+                server: server.to_owned(),
+            })
+            .inc();
+    }
+
     /// A person restarted an upstream (REST, CLI, the page).
     pub(crate) fn upstream_restarted(&self, server: &str) {
         self.upstream_restarts
@@ -626,6 +671,9 @@ struct Extra {
     upstream_restarts: Family<ServerLabels, Counter>,
     sessions: Family<KindLabels, Gauge>,
     streams: Family<KindLabels, Gauge>,
+    egress_connections: Family<EgressLabels, Counter>,
+    egress_bytes: Family<EgressBytesLabels, Counter>,
+    egress_unrecorded: Family<ServerLabels, Counter>,
 }
 
 impl Extra {
@@ -643,6 +691,9 @@ impl Extra {
             upstream_restarts: Family::default(),
             sessions: Family::default(),
             streams: Family::default(),
+            egress_connections: Family::default(),
+            egress_bytes: Family::default(),
+            egress_unrecorded: Family::default(),
         };
         registry.register(
             "tool_calls",
@@ -704,6 +755,22 @@ impl Extra {
             "open_streams",
             "Open long-lived streams, by kind (activity: the live feed of /api/v1/activity/stream)",
             extra.streams.clone(),
+        );
+        registry.register(
+            "egress_connections",
+            "Connections sandboxed servers asked their egress proxy for, by server and outcome (connected, refused: not in the allow-list, failed: allowed but unreachable)",
+            extra.egress_connections.clone(),
+        );
+        registry.register_with_unit(
+            "egress",
+            "Bytes carried by the egress proxy, by server and direction (sent: from the server out, received: back to it)",
+            Unit::Bytes,
+            extra.egress_bytes.clone(),
+        );
+        registry.register(
+            "egress_unrecorded_connections",
+            "Egress connections counted but not written one by one to the journal because the server opened them faster than the record rate",
+            extra.egress_unrecorded.clone(),
         );
         let mut build = vec![("version".to_owned(), env!("CARGO_PKG_VERSION").to_owned())];
         if let Some(sha) = option_env!("MCPPROXY_GIT_SHA") {

@@ -302,6 +302,7 @@ impl Runtime {
         );
         follow_shared_trust(&trust, &upstreams);
         let changes = upstreams.take_changes();
+        let egress = upstreams.take_egress();
         let activity = ActivitySettings {
             max_argument_bytes: config.activity.max_argument_bytes,
             redact_keys: config.activity.redact_keys.clone(),
@@ -326,6 +327,9 @@ impl Runtime {
         );
         if let Some(changes) = changes {
             proxy.record_tool_changes(changes);
+        }
+        if let Some(egress) = egress {
+            proxy.record_egress(egress);
         }
         record_unapproved_launches(&proxy);
         Ok(Self {

@@ -64,6 +64,11 @@ pub enum RecordType {
     /// `details` how it ended, its inner calls' outcomes and their ids. Each inner call is a
     /// `tool_call` record of its own whose `parent_id` is this record's id.
     CodeExecution,
+    /// A connection a sandboxed server asked its egress proxy for (`"network": {"allow":
+    /// [...]}`): `tool_name` is the destination (`host:port`), `status` `success` when it
+    /// was carried, `blocked` when the allow-list refused it, `error` when it could not be
+    /// made; `details` hold the protocol, the address, the bytes each way and why not.
+    Egress,
 }
 
 impl RecordType {
@@ -82,11 +87,12 @@ impl RecordType {
             Self::Subscription => "subscription",
             Self::ServerChange => "server_change",
             Self::CodeExecution => "code_execution",
+            Self::Egress => "egress",
         }
     }
 
     /// Every type, in declaration order: what filters accept.
-    pub const ALL: [RecordType; 12] = [
+    pub const ALL: [RecordType; 13] = [
         Self::ToolCall,
         Self::PolicyDecision,
         Self::ToolChange,
@@ -99,6 +105,7 @@ impl RecordType {
         Self::Subscription,
         Self::ServerChange,
         Self::CodeExecution,
+        Self::Egress,
     ];
 
     /// The wire names of [`RecordType::ALL`].

@@ -639,8 +639,15 @@ fn isolation_defaults_merge_per_server_and_refuse_what_is_not_built() {
         r#"{"isolation": {"network": "all", "memory_mb": 1024},
             "mcpServers": [
               {"name": "a", "command": "srv"},
-              {"name": "b", "command": "srv", "isolation": {"network": "none", "write": ["/data"], "max_processes": 0}}
+              {"name": "b", "command": "srv", "isolation": {"network": "none", "write": ["/data"], "max_processes": 0}},
+              {"name": "c", "command": "srv", "isolation": {"network": {"allow": ["API.github.com:443", "*.slack.com:443", "127.0.0.1:5432", "api.github.com:443"]}}}
             ]}"#,
+    );
+    let c = &config.server("c").unwrap().isolation;
+    assert_eq!(
+        c.network.describe(),
+        "allow api.github.com:443, *.slack.com:443, 127.0.0.1:5432",
+        "normalised, duplicates gone"
     );
     let a = &config.server("a").unwrap().isolation;
     assert_eq!(a.network, mcpproxy_sandbox::Network::All);
@@ -672,11 +679,27 @@ fn isolation_defaults_merge_per_server_and_refuse_what_is_not_built() {
         ),
         (
             r#"{"isolation": {"network": "loopback"}}"#,
-            "'loopback' is not supported yet",
+            "granted only service by service",
         ),
         (
             r#"{"isolation": {"network": ["127.0.0.1:5432"]}}"#,
-            "a list of destinations is not supported yet",
+            "a list of destinations goes under \"allow\"",
+        ),
+        (
+            r#"{"isolation": {"network": {"allow": ["api.github.com"]}}}"#,
+            "network.allow[0]: 'api.github.com' has no port",
+        ),
+        (
+            r#"{"isolation": {"network": {"allow": [443]}}}"#,
+            "network.allow[0]: expected a \"HOST:PORT\" string",
+        ),
+        (
+            r#"{"isolation": {"network": {"allow": ["*.com:443"]}}}"#,
+            "top-level domain",
+        ),
+        (
+            r#"{"isolation": {"network": {"deny": []}}}"#,
+            "unknown key 'deny' in network",
         ),
         (
             r#"{"isolation": {"network": "wifi"}}"#,

@@ -5,6 +5,7 @@
 mod catalog;
 mod code;
 mod direct;
+mod egress;
 mod forwarded;
 mod guard;
 mod limits;

@@ -79,6 +79,7 @@ impl Proxy {
         self.shown_launches.remember(upstream.name(), &launch);
         let mut analysis = analysis.with_launch(&launch, upstream.standing());
         analysis.inferred_read = upstream.inferred_reads();
+        analysis.egress = upstream.egress_stats();
         analysis
     }
 

@@ -289,7 +289,7 @@ pub(crate) fn isolation_text(isolation: &Isolation) -> String {
     let limits = &isolation.limits;
     format!(
         "network {}; read [{}]; write [{}]; env_passthrough [{}]; memory_mb {}; max_processes {}; open_files {}; cpu_seconds {}; required {}",
-        isolation.network.as_str(),
+        isolation.network.describe(),
         paths(&isolation.read),
         paths(&isolation.write),
         isolation.env_passthrough.join(", "),

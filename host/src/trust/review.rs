@@ -133,6 +133,10 @@ pub(crate) struct Analysis {
     /// naming it (its install tree, its interpreter's prefix, its working directory).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inferred_read: Vec<String>,
+    /// With `"network": {"allow": [...]}`: what the server may reach and what its egress
+    /// proxy carried and refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<crate::egress::EgressStats>,
     /// Whether that launch spec is approved (else the server is not started).
     #[serde(default = "yes")]
     pub launch_approved: bool,
@@ -206,6 +210,7 @@ impl Analysis {
             launch: String::new(),
             launch_fingerprint: String::new(),
             inferred_read: Vec::new(),
+            egress: None,
             launch_approved: true,
             launch_changes: Vec::new(),
         }
@@ -258,6 +263,9 @@ impl Analysis {
                     .collect::<Vec<_>>()
                     .join(", ")
             );
+        }
+        if let Some(egress) = &self.egress {
+            let _ = writeln!(out, "{}", egress.describe());
         }
         if !self.launch_approved {
             if self.launch_changes.is_empty() {

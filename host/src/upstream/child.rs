@@ -22,10 +22,22 @@ const EXIT_GRACE: Duration = Duration::from_secs(2);
 pub(super) struct ChildGuard {
     child: Option<Box<dyn ChildWrapper>>,
     sandbox: Option<SandboxGuard>,
+    /// The server's egress proxy: it ends with the server.
+    egress: Option<tokio::task::AbortHandle>,
+}
+
+impl ChildGuard {
+    /// Ties the server's egress proxy to the process: it stops when the process is ended.
+    pub(super) fn attach_egress(&mut self, proxy: tokio::task::AbortHandle) {
+        self.egress = Some(proxy);
+    }
 }
 
 impl Drop for ChildGuard {
     fn drop(&mut self) {
+        if let Some(proxy) = self.egress.take() {
+            proxy.abort();
+        }
         let Some(mut child) = self.child.take() else {
             return;
         };
@@ -89,6 +101,7 @@ pub(super) fn spawn(
         ChildGuard {
             child: Some(child),
             sandbox,
+            egress: None,
         },
         Pipes {
             stdout: LineGuard::new(stdout, error_response),

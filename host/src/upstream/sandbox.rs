@@ -3,6 +3,7 @@
 //! the server's log (what it may reach, and what the kernel could not enforce).
 
 use std::path::Path;
+use std::sync::Arc;
 
 use mcpproxy_sandbox::{ForbiddenPath, Launch, Prepared, SandboxSpec, Support};
 
@@ -51,6 +52,72 @@ pub(super) fn prepare(
     Ok(Some(prepared))
 }
 
+/// Starts the egress proxy of a server launched with `"network": {"allow": [...]}`: waits
+/// (off the async threads) for the listener its process binds in its network namespace, then
+/// serves it until the returned task is aborted (when the process is ended).
+pub(super) fn start_egress(
+    upstream: &Arc<Upstream>,
+    receiver: mcpproxy_sandbox::EgressReceiver,
+) -> tokio::task::AbortHandle {
+    /// How long the server's process may take to hand the listener over (it does so
+    /// before it runs the server's program).
+    const HANDOVER: std::time::Duration = std::time::Duration::from_secs(30);
+    let rules = Arc::new(
+        upstream
+            .config
+            .isolation
+            .network
+            .egress()
+            .cloned()
+            .unwrap_or_default(),
+    );
+    let weak = Arc::downgrade(upstream);
+    let server: Arc<str> = Arc::from(upstream.name());
+    tokio::spawn(async move {
+        let received = tokio::task::spawn_blocking(move || receiver.receive(HANDOVER)).await;
+        let listener = match received {
+            Ok(Ok(Some(listener))) => listener,
+            outcome => {
+                let why = match outcome {
+                    Ok(Ok(_)) => "the server's process ended before handing it over".to_owned(),
+                    Ok(Err(e)) => e.to_string(),
+                    Err(e) => e.to_string(),
+                };
+                if let Some(upstream) = weak.upgrade() {
+                    upstream.log_line(&format!(
+                        "mcpproxy: the egress proxy did not start ({why}): the server has no network"
+                    ));
+                }
+                return;
+            }
+        };
+        let listener = match listener
+            .set_nonblocking(true)
+            .and_then(|()| tokio::net::TcpListener::from_std(listener))
+        {
+            Ok(listener) => listener,
+            Err(e) => {
+                tracing::warn!(server = %server, "the egress proxy's listener is unusable: {e}");
+                return;
+            }
+        };
+        if let Some(upstream) = weak.upgrade() {
+            upstream.log_line(&format!(
+                "mcpproxy: egress proxy on {} in the server's network namespace, allowing {}",
+                mcpproxy_sandbox::egress::PROXY_ADDRESS,
+                rules
+            ));
+        }
+        let report = Arc::new(move |event: crate::egress::EgressEvent| {
+            if let Some(upstream) = weak.upgrade() {
+                upstream.egress_event(event);
+            }
+        });
+        crate::egress::serve(listener, rules, server, report).await;
+    })
+    .abort_handle()
+}
+
 /// What the sandbox crate needs of a server's `isolation`.
 fn spec(
     isolation: &Isolation,
@@ -58,7 +125,7 @@ fn spec(
     forbidden: &[ForbiddenPath],
 ) -> SandboxSpec {
     SandboxSpec {
-        network: isolation.network,
+        network: isolation.network.clone(),
         read: isolation.read.clone(),
         write: isolation.write.clone(),
         env_passthrough: isolation.env_passthrough.clone(),
@@ -80,7 +147,7 @@ pub(super) fn start_hint(isolation: &Isolation, command: &str) -> Option<&'stati
         .and_then(|n| n.to_str())
         .is_some_and(|n| matches!(n, "npx" | "uvx" | "bunx" | "pnpx" | "pipx" | "uv"));
     launcher.then_some(
-        "it runs in a sandbox (isolation) with no network and a private home, so a launcher like npx or uvx cannot download the server or use its cache: install the server (npm install -g PACKAGE, or a venv) and point 'command' at it, or set isolation.network to \"all\" and grant the launcher's cache (e.g. \"write\": [\"~/.npm\"]) for this server",
+        "it runs in a sandbox (isolation) with no network and a private home, so a launcher like npx or uvx cannot download the server or use its cache: install the server (npm install -g PACKAGE, or a venv) and point 'command' at it, or let it reach its registry through the egress proxy (\"network\": {\"allow\": [\"registry.npmjs.org:443\"]}) and grant the launcher's cache (e.g. \"write\": [\"~/.npm\"]) for this server",
     )
 }
 
@@ -105,6 +172,10 @@ pub(crate) struct SandboxStatus {
     /// What this kernel cannot enforce of it.
     #[serde(default)]
     pub missing: Vec<String>,
+    /// With `"network": {"allow": [...]}`: what it may reach, and what its egress proxy
+    /// carried and refused since mcpproxy started it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<crate::egress::EgressStats>,
 }
 
 impl SandboxStatus {
@@ -113,6 +184,7 @@ impl SandboxStatus {
         isolation: &Isolation,
         forbidden: &[ForbiddenPath],
         inferred_read: Vec<String>,
+        egress: Option<crate::egress::EgressStats>,
     ) -> Self {
         let shown =
             |paths: &[std::path::PathBuf]| paths.iter().map(|p| p.display().to_string()).collect();
@@ -131,6 +203,7 @@ impl SandboxStatus {
             write: shown(&isolation.write),
             inferred_read,
             missing,
+            egress,
         }
     }
 
@@ -139,7 +212,10 @@ impl SandboxStatus {
         if !self.enabled {
             return "OFF".to_owned();
         }
-        let mut text = format!("on (network {}", self.network);
+        let mut text = match &self.egress {
+            Some(egress) => format!("on (network allow {}", egress.allow.join(" ")),
+            None => format!("on (network {}", self.network),
+        };
         if !self.inferred_read.is_empty() {
             text.push_str(&format!(
                 ", reads {} (inferred)",

@@ -69,6 +69,10 @@ pub(crate) struct Upstream {
     /// What its sandbox found it must read at its last launch, beyond what the config grants
     /// (its install tree, its interpreter's prefix, its working directory).
     pub(super) inferred_reads: std::sync::Mutex<Vec<String>>,
+    /// What its egress proxy carried and refused (`"network": {"allow": [...]}`).
+    pub(super) egress: std::sync::Mutex<crate::egress::EgressStats>,
+    /// Where its egress proxy reports each connection (for the journal and the metrics).
+    pub(super) egress_events: mpsc::Sender<crate::egress::EgressEvent>,
     /// Routes from this server back to the clients whose calls it serves.
     pub(super) back_channel: Arc<BackChannel>,
     /// Where `${secret:NAME}` values (and OAuth tokens) are kept.
@@ -115,6 +119,7 @@ impl Upstream {
                         &self.config.isolation,
                         &self.forbidden_paths,
                         self.inferred_reads(),
+                        self.egress_stats(),
                     )
                 },
             ),
@@ -124,6 +129,27 @@ impl Upstream {
     /// What its sandbox granted to read at its last launch without the config naming it.
     pub(crate) fn inferred_reads(&self) -> Vec<String> {
         lock(&self.inferred_reads).clone()
+    }
+
+    /// What its egress proxy carried and refused since mcpproxy started; `None` when its
+    /// network is not a list of destinations.
+    pub(crate) fn egress_stats(&self) -> Option<crate::egress::EgressStats> {
+        let allow = self.config.isolation.network.egress()?;
+        let mut stats = lock(&self.egress).clone();
+        stats.allow = allow.rules().iter().map(ToString::to_string).collect();
+        Some(stats)
+    }
+
+    /// Counts a connection of its egress proxy and passes it on to be recorded; a full
+    /// queue drops the record (the metrics still count it).
+    pub(super) fn egress_event(&self, event: crate::egress::EgressEvent) {
+        lock(&self.egress).count(&event);
+        if let Err(mpsc::error::TrySendError::Full(event)) = self.egress_events.try_send(event) {
+            tracing::warn!(
+                server = %event.server,
+                "egress record dropped: the journal is not keeping up with this server's connections"
+            );
+        }
     }
 
     /// The configuration it runs with.

@@ -418,8 +418,9 @@ async fn connect_to(
             env,
             working_dir,
         } => {
-            let sandbox =
+            let mut sandbox =
                 super::sandbox::prepare(upstream, command, args, env, working_dir.as_deref())?;
+            let egress = sandbox.as_mut().and_then(|s| s.egress.take());
             // A version manager's shim: the program it resolves to runs (the sandbox grants
             // that program's prefix, not the manager's root).
             let program = match sandbox.as_ref().and_then(|s| s.shim.as_ref()) {
@@ -441,8 +442,11 @@ async fn connect_to(
             if sandbox.is_none() {
                 cmd.envs(env);
             }
-            let (child, pipes) = super::child::spawn(cmd, sandbox)
+            let (mut child, pipes) = super::child::spawn(cmd, sandbox)
                 .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+            if let Some(egress) = egress {
+                child.attach_egress(super::sandbox::start_egress(upstream, egress));
+            }
             let stderr = pipes.stderr;
             let (lane, stdout, stdin) = super::lane::split(pipes.stdout, pipes.stdin);
             let transport = (stdout, stdin);

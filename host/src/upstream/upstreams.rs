@@ -39,6 +39,10 @@ pub(crate) enum LaunchApprovalError {
     Save(#[from] crate::trust::Error),
 }
 
+/// How many egress events may wait to be recorded before the newest are dropped (their
+/// metrics are still counted).
+const EGRESS_QUEUE: usize = 4096;
+
 /// Every configured upstream, with their supervisors. Servers can be added, removed and
 /// restarted while the proxy runs ([`Upstreams::apply`], [`Upstreams::restart`]).
 pub(crate) struct Upstreams {
@@ -50,6 +54,8 @@ pub(crate) struct Upstreams {
     shutdown: CancellationToken,
     changes_tx: mpsc::UnboundedSender<ToolChange>,
     changes: std::sync::Mutex<Option<mpsc::UnboundedReceiver<ToolChange>>>,
+    egress_tx: mpsc::Sender<crate::egress::EgressEvent>,
+    egress: std::sync::Mutex<Option<mpsc::Receiver<crate::egress::EgressEvent>>>,
     back_channel: Arc<BackChannel>,
     /// Paths no sandbox grant may reach (the data dir, the config file).
     forbidden_paths: Arc<[mcpproxy_sandbox::ForbiddenPath]>,
@@ -94,6 +100,7 @@ impl Upstreams {
         credentials: crate::credentials::CredentialStore,
     ) -> Arc<Self> {
         let (changes_tx, receiver) = mpsc::unbounded_channel();
+        let (egress_tx, egress) = mpsc::channel(EGRESS_QUEUE);
         let upstreams = Self {
             servers: RwLock::new(BTreeMap::new()),
             settings: *settings,
@@ -103,6 +110,8 @@ impl Upstreams {
             shutdown: CancellationToken::new(),
             changes_tx,
             changes: std::sync::Mutex::new(Some(receiver)),
+            egress_tx,
+            egress: std::sync::Mutex::new(Some(egress)),
             back_channel: BackChannel::new(),
             forbidden_paths: forbidden_paths.into(),
             credentials,
@@ -146,6 +155,8 @@ impl Upstreams {
             changes: self.changes_tx.clone(),
             reported: std::sync::Mutex::new(BTreeMap::new()),
             inferred_reads: std::sync::Mutex::new(Vec::new()),
+            egress: std::sync::Mutex::default(),
+            egress_events: self.egress_tx.clone(),
             log: std::sync::Mutex::new(log::Ring::default()),
             back_channel: self.back_channel.clone(),
             capabilities: RwLock::new(None),
@@ -316,6 +327,12 @@ impl Upstreams {
             stop(old).await;
         }
         true
+    }
+
+    /// The connections the sandboxed servers' egress proxies carried or refused, for the
+    /// journal and the metrics (once: the first caller gets them).
+    pub(crate) fn take_egress(&self) -> Option<mpsc::Receiver<crate::egress::EgressEvent>> {
+        lock(&self.egress).take()
     }
 
     /// The tool changes the supervisors notice (new, changed, removed tools), for the

@@ -181,6 +181,7 @@ fn every_record_type_round_trips_by_its_wire_name() {
         RecordType::Subscription => 9,
         RecordType::ServerChange => 10,
         RecordType::CodeExecution => 11,
+        RecordType::Egress => 12,
     };
     for (i, t) in RecordType::ALL.into_iter().enumerate() {
         assert_eq!(position(t), i, "{t:?} out of place in RecordType::ALL");

@@ -72,6 +72,7 @@ fn kind_label(shown: &ShownRecord) -> Option<(&'static str, &'static str)> {
             _ => ("🔔", "subscribe"),
         },
         RecordType::ServerChange => ("🛠", "server"),
+        RecordType::Egress => ("🌐", "egress"),
         _ => return None,
     })
 }

@@ -119,6 +119,7 @@ fn print_record(shown: &ShownRecord) {
             method => println!("Resource:    {server}:{tool} ({})", text(method)),
         },
         Some(RecordType::Approval) => println!("Approved:    {}", approved(record)),
+        Some(RecordType::Egress) => println!("Connection:  {server} to {tool}"),
         _ => match record.tool_variant {
             Some(variant) => println!("Tool:        {server}:{tool} via {}", variant.tool_name()),
             None if tool.is_empty() => println!("Server:      {server}"),

@@ -2,6 +2,7 @@
 //! given there wins over the default's): the sandbox a stdio server runs in.
 
 use mcpproxy_sandbox::Network;
+use mcpproxy_sandbox::egress::{EgressRule, EgressRules};
 
 use super::Context;
 use crate::config::Result;
@@ -80,14 +81,58 @@ pub(super) fn isolation_from(
     Ok(isolation)
 }
 
+/// The most destinations one server's allow-list may hold.
+const MAX_EGRESS_RULES: usize = 256;
+
 fn network_from(value: &serde_json::Value) -> std::result::Result<Network, String> {
-    match value.as_str() {
-        Some("none") => Ok(Network::None),
-        Some("all") => Ok(Network::All),
-        Some("loopback") => Err("'loopback' is not supported yet: Landlock rules name ports, not addresses, so this version cannot let a server reach this machine's loopback and nothing else. Use \"none\" (the default: a network of its own) or \"all\" (the host's network)".to_owned()),
-        Some(other) => Err(format!("'{other}' is not a network policy: use \"none\" (the default: a network of its own, nothing outside it reachable) or \"all\" (the host's network)")),
-        None if value.is_array() => Err("a list of destinations is not supported yet: it needs a filtering proxy this version does not have. Use \"none\" (the default) or \"all\"".to_owned()),
-        None => Err(format!("expected \"none\" or \"all\", found {}", super::describe(value))),
+    const CHOICES: &str = "use \"none\" (the default: a network of its own, nothing outside it reachable), {\"allow\": [\"api.github.com:443\", \"127.0.0.1:5432\"]} (only those destinations, through mcpproxy's egress proxy) or \"all\" (the host's network)";
+    match value {
+        serde_json::Value::String(word) => match word.as_str() {
+            "none" => Ok(Network::None),
+            "all" => Ok(Network::All),
+            // Kept refused: the host's loopback is where the proxy's own port, databases and
+            // other users' services live. Name the ones the server needs instead.
+            "loopback" => Err(format!(
+                "'loopback' is not a network policy: the host's loopback holds mcpproxy's own port and every local service, so it is granted only service by service: {{\"allow\": [\"127.0.0.1:PORT\"]}} for each one the server needs; or {CHOICES}"
+            )),
+            other => Err(format!("'{other}' is not a network policy: {CHOICES}")),
+        },
+        serde_json::Value::Object(map) => {
+            if let Some(key) = map.keys().find(|k| *k != "allow") {
+                return Err(format!("unknown key '{key}' in network: {CHOICES}"));
+            }
+            let Some(serde_json::Value::Array(entries)) = map.get("allow") else {
+                return Err(format!(
+                    "network.allow must be a list of \"HOST:PORT\" strings: {CHOICES}"
+                ));
+            };
+            if entries.len() > MAX_EGRESS_RULES {
+                return Err(format!(
+                    "network.allow lists {} destinations, more than {MAX_EGRESS_RULES}: use \"*.domain:PORT\" or a network (\"10.0.0.0/8:443\") to cover many",
+                    entries.len()
+                ));
+            }
+            let mut rules = Vec::with_capacity(entries.len());
+            for (i, entry) in entries.iter().enumerate() {
+                let serde_json::Value::String(text) = entry else {
+                    return Err(format!(
+                        "network.allow[{i}]: expected a \"HOST:PORT\" string, found {}",
+                        super::describe(entry)
+                    ));
+                };
+                rules.push(
+                    EgressRule::parse(text).map_err(|why| format!("network.allow[{i}]: {why}"))?,
+                );
+            }
+            Ok(Network::Allow(EgressRules::new(rules)))
+        }
+        serde_json::Value::Array(_) => Err(format!(
+            "a list of destinations goes under \"allow\": {CHOICES}"
+        )),
+        other => Err(format!(
+            "expected a network policy, found {}: {CHOICES}",
+            super::describe(other)
+        )),
     }
 }
 
