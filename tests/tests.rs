@@ -145,6 +145,8 @@ mod trust_launch;
 /// malformed tool, and the pins of the previous version.
 mod trust_pins;
 
+/// The sandbox of stdio servers, against a hostile server.
+mod upstream_egress;
 /// An HTTP upstream of 2026-07-28 (a session begun with `server/discover`): tool changes
 /// still reach clients at once.
 mod upstream_http_lifecycle;
@@ -154,7 +156,6 @@ mod upstream_lifecycle;
 mod upstream_manage;
 /// Remote servers behind a real OAuth authorization server: login, refresh, revocation.
 mod upstream_oauth;
-/// The sandbox of stdio servers, against a hostile server.
 mod upstream_sandbox;
 /// `${secret:NAME}` and `${env:NAME}` in a server's config: resolved at start, never shown;
 /// a missing one an error naming the fix.

@@ -512,6 +512,7 @@ mod budget_tests {
             "subscription",
             "server_change",
             "code_execution",
+            "egress",
         ] {
             let query = HashMap::from([("type".to_owned(), name.to_owned())]);
             let (filter, _, _) = parse_query(&query).unwrap();
@@ -522,7 +523,7 @@ mod budget_tests {
         assert!(
             error
                 .message
-                .ends_with("prompt_get, completion, subscription, server_change, code_execution"),
+                .ends_with("subscription, server_change, code_execution, egress"),
             "{}",
             error.message
         );

@@ -60,6 +60,15 @@ struct Targets {
     fan_out: u32,
     #[arg(long, default_value_t = 0)]
     fan_out_mb: u64,
+    /// An `http://` URL to GET through `HTTP_PROXY` (a request in absolute form).
+    #[arg(long = "fetch")]
+    fetch: Vec<String>,
+    /// A HOST:PORT to reach through `HTTPS_PROXY` with `CONNECT`, then `GET /` in the tunnel.
+    #[arg(long = "tunnel")]
+    tunnel: Vec<String>,
+    /// A HOST:PORT to reach through `ALL_PROXY` (`socks5h://`), then `GET /`.
+    #[arg(long = "socks")]
+    socks: Vec<String>,
     /// Internal: touch this many MiB, hold them a moment, exit (a `--fan-out` process).
     #[arg(long, default_value_t = 0)]
     touch_mb: u64,
@@ -95,6 +104,15 @@ fn probe(targets: &Targets) -> BTreeMap<String, String> {
             .and_then(|addr| std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)))
             .map(|_| "connected");
         report.insert(format!("connect {address}"), outcome(connected));
+    }
+    for url in &targets.fetch {
+        report.insert(format!("fetch {url}"), outcome(proxied::fetch(url)));
+    }
+    for target in &targets.tunnel {
+        report.insert(format!("tunnel {target}"), outcome(proxied::tunnel(target)));
+    }
+    for target in &targets.socks {
+        report.insert(format!("socks {target}"), outcome(proxied::socks(target)));
     }
     let parent = std::os::unix::process::parent_id();
     let environ = std::fs::read(format!("/proc/{parent}/environ"))
@@ -432,4 +450,122 @@ async fn main() -> anyhow::Result<()> {
     let running = server.serve(stdio()).await?;
     running.waiting().await?;
     Ok(())
+}
+
+/// Reaching a destination the way clients do through the proxy variables of the environment
+/// (each answer is the destination's status line and body, or why not).
+mod proxied {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::time::Duration;
+
+    type Result<T> = std::result::Result<T, String>;
+
+    /// `HOST:PORT` of a proxy variable (`http://127.0.0.1:3128`, `socks5h://...`).
+    fn proxy(variable: &str) -> Result<String> {
+        let value = std::env::var(variable).map_err(|_| format!("{variable} is not set"))?;
+        let address = value.split("://").nth(1).unwrap_or(&value);
+        Ok(address.trim_end_matches('/').to_owned())
+    }
+
+    fn connect(address: &str) -> Result<TcpStream> {
+        let stream = TcpStream::connect(address).map_err(|e| format!("connect {address}: {e}"))?;
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .map_err(|e| e.to_string())?;
+        Ok(stream)
+    }
+
+    fn read_all(stream: &mut TcpStream) -> Result<String> {
+        let mut answer = Vec::new();
+        stream
+            .read_to_end(&mut answer)
+            .map_err(|e| format!("read: {e}"))?;
+        Ok(String::from_utf8_lossy(&answer).into_owned())
+    }
+
+    /// The status line and the body of an HTTP answer; an answer other than 2xx is an error.
+    fn judged(answer: &str) -> Result<String> {
+        let status = answer.lines().next().unwrap_or_default().to_owned();
+        let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b).trim();
+        if status
+            .split(' ')
+            .nth(1)
+            .is_some_and(|code| code.starts_with('2'))
+        {
+            Ok(format!("{status} | {body}"))
+        } else {
+            Err(format!("{status} | {body}"))
+        }
+    }
+
+    pub(super) fn fetch(url: &str) -> Result<String> {
+        let mut stream = connect(&proxy("HTTP_PROXY")?)?;
+        let host = url
+            .trim_start_matches("http://")
+            .split('/')
+            .next()
+            .unwrap_or_default();
+        write!(
+            stream,
+            "GET {url} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        )
+        .map_err(|e| e.to_string())?;
+        judged(&read_all(&mut stream)?)
+    }
+
+    pub(super) fn tunnel(target: &str) -> Result<String> {
+        let mut stream = connect(&proxy("HTTPS_PROXY")?)?;
+        write!(
+            stream,
+            "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n"
+        )
+        .map_err(|e| e.to_string())?;
+        // The proxy's answer ends with an empty line; what follows is the destination's.
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            match stream.read(&mut byte) {
+                Ok(1) => head.push(byte[0]),
+                _ => break,
+            }
+        }
+        let head = String::from_utf8_lossy(&head).into_owned();
+        if !head.starts_with("HTTP/1.1 200") {
+            let rest = read_all(&mut stream).unwrap_or_default();
+            return Err(format!("{}{rest}", head)
+                .replace("\r\n\r\n", " | ")
+                .trim()
+                .to_owned());
+        }
+        write!(
+            stream,
+            "GET / HTTP/1.1\r\nHost: {target}\r\nConnection: close\r\n\r\n"
+        )
+        .map_err(|e| e.to_string())?;
+        judged(&read_all(&mut stream)?)
+    }
+
+    pub(super) fn socks(target: &str) -> Result<String> {
+        let mut stream = connect(&proxy("ALL_PROXY")?)?;
+        let (host, port) = target.rsplit_once(':').ok_or("not HOST:PORT")?;
+        let port: u16 = port.parse().map_err(|_| "bad port")?;
+        let mut request = vec![5, 1, 0, 5, 1, 0, 3, host.len() as u8];
+        request.extend_from_slice(host.as_bytes());
+        request.extend_from_slice(&port.to_be_bytes());
+        stream.write_all(&request).map_err(|e| e.to_string())?;
+        let mut reply = [0u8; 12];
+        stream
+            .read_exact(&mut reply)
+            .map_err(|e| format!("no SOCKS5 reply: {e}"))?;
+        if reply[3] != 0 {
+            return Err(format!("SOCKS5 reply code {}", reply[3]));
+        }
+        write!(
+            stream,
+            "GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        )
+        .map_err(|e| e.to_string())?;
+        judged(&read_all(&mut stream)?)
+    }
 }
