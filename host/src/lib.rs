@@ -42,7 +42,6 @@ mod cluster_journal;
 mod config;
 mod control;
 mod credentials;
-mod egress;
 mod index;
 mod line_guard;
 mod listener;

@@ -13,7 +13,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use super::Proxy;
-use crate::egress::{EgressEvent, Outcome};
+use mcpproxy_egress::{EgressEvent, Outcome};
 
 /// Records a server may get per second, on average.
 const RECORDS_PER_SECOND: f64 = 20.0;

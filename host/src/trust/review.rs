@@ -136,7 +136,7 @@ pub(crate) struct Analysis {
     /// With `"network": {"allow": [...]}`: what the server may reach and what its egress
     /// proxy carried and refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub egress: Option<crate::egress::EgressStats>,
+    pub egress: Option<mcpproxy_egress::EgressStats>,
     /// Whether that launch spec is approved (else the server is not started).
     #[serde(default = "yes")]
     pub launch_approved: bool,

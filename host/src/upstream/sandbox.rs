@@ -108,12 +108,12 @@ pub(super) fn start_egress(
                 rules
             ));
         }
-        let report = Arc::new(move |event: crate::egress::EgressEvent| {
+        let report = Arc::new(move |event: mcpproxy_egress::EgressEvent| {
             if let Some(upstream) = weak.upgrade() {
                 upstream.egress_event(event);
             }
         });
-        crate::egress::serve(listener, rules, server, report).await;
+        mcpproxy_egress::serve(listener, rules, server, report).await;
     })
     .abort_handle()
 }
@@ -175,7 +175,7 @@ pub(crate) struct SandboxStatus {
     /// With `"network": {"allow": [...]}`: what it may reach, and what its egress proxy
     /// carried and refused since mcpproxy started it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub egress: Option<crate::egress::EgressStats>,
+    pub egress: Option<mcpproxy_egress::EgressStats>,
 }
 
 impl SandboxStatus {
@@ -184,7 +184,7 @@ impl SandboxStatus {
         isolation: &Isolation,
         forbidden: &[ForbiddenPath],
         inferred_read: Vec<String>,
-        egress: Option<crate::egress::EgressStats>,
+        egress: Option<mcpproxy_egress::EgressStats>,
     ) -> Self {
         let shown =
             |paths: &[std::path::PathBuf]| paths.iter().map(|p| p.display().to_string()).collect();

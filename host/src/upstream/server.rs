@@ -70,9 +70,9 @@ pub(crate) struct Upstream {
     /// (its install tree, its interpreter's prefix, its working directory).
     pub(super) inferred_reads: std::sync::Mutex<Vec<String>>,
     /// What its egress proxy carried and refused (`"network": {"allow": [...]}`).
-    pub(super) egress: std::sync::Mutex<crate::egress::EgressStats>,
+    pub(super) egress: std::sync::Mutex<mcpproxy_egress::EgressStats>,
     /// Where its egress proxy reports each connection (for the journal and the metrics).
-    pub(super) egress_events: mpsc::Sender<crate::egress::EgressEvent>,
+    pub(super) egress_events: mpsc::Sender<mcpproxy_egress::EgressEvent>,
     /// Routes from this server back to the clients whose calls it serves.
     pub(super) back_channel: Arc<BackChannel>,
     /// Where `${secret:NAME}` values (and OAuth tokens) are kept.
@@ -133,7 +133,7 @@ impl Upstream {
 
     /// What its egress proxy carried and refused since mcpproxy started; `None` when its
     /// network is not a list of destinations.
-    pub(crate) fn egress_stats(&self) -> Option<crate::egress::EgressStats> {
+    pub(crate) fn egress_stats(&self) -> Option<mcpproxy_egress::EgressStats> {
         let allow = self.config.isolation.network.egress()?;
         let mut stats = lock(&self.egress).clone();
         stats.allow = allow.rules().iter().map(ToString::to_string).collect();
@@ -142,7 +142,7 @@ impl Upstream {
 
     /// Counts a connection of its egress proxy and passes it on to be recorded; a full
     /// queue drops the record (the metrics still count it).
-    pub(super) fn egress_event(&self, event: crate::egress::EgressEvent) {
+    pub(super) fn egress_event(&self, event: mcpproxy_egress::EgressEvent) {
         lock(&self.egress).count(&event);
         if let Err(mpsc::error::TrySendError::Full(event)) = self.egress_events.try_send(event) {
             tracing::warn!(

@@ -54,8 +54,8 @@ pub(crate) struct Upstreams {
     shutdown: CancellationToken,
     changes_tx: mpsc::UnboundedSender<ToolChange>,
     changes: std::sync::Mutex<Option<mpsc::UnboundedReceiver<ToolChange>>>,
-    egress_tx: mpsc::Sender<crate::egress::EgressEvent>,
-    egress: std::sync::Mutex<Option<mpsc::Receiver<crate::egress::EgressEvent>>>,
+    egress_tx: mpsc::Sender<mcpproxy_egress::EgressEvent>,
+    egress: std::sync::Mutex<Option<mpsc::Receiver<mcpproxy_egress::EgressEvent>>>,
     back_channel: Arc<BackChannel>,
     /// Paths no sandbox grant may reach (the data dir, the config file).
     forbidden_paths: Arc<[mcpproxy_sandbox::ForbiddenPath]>,
@@ -331,7 +331,7 @@ impl Upstreams {
 
     /// The connections the sandboxed servers' egress proxies carried or refused, for the
     /// journal and the metrics (once: the first caller gets them).
-    pub(crate) fn take_egress(&self) -> Option<mpsc::Receiver<crate::egress::EgressEvent>> {
+    pub(crate) fn take_egress(&self) -> Option<mpsc::Receiver<mcpproxy_egress::EgressEvent>> {
         lock(&self.egress).take()
     }
 

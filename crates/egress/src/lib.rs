@@ -12,7 +12,7 @@ mod http;
 mod socks;
 mod stats;
 
-pub(crate) use stats::EgressStats;
+pub use stats::{EgressStats, Refused};
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -35,7 +35,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How a connection through the proxy ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Outcome {
+pub enum Outcome {
     /// Connected and carried until either side closed.
     Connected,
     /// Not allowed by the rules (or not understood), with why.
@@ -46,7 +46,7 @@ pub(crate) enum Outcome {
 
 impl Outcome {
     /// `connected`, `refused` or `failed`: the metrics' label and the record's word.
-    pub(crate) fn as_str(&self) -> &'static str {
+    pub fn as_str(&self) -> &'static str {
         match self {
             Self::Connected => "connected",
             Self::Refused(_) => "refused",
@@ -57,7 +57,7 @@ impl Outcome {
 
 /// One connection a server asked the proxy for.
 #[derive(Debug, Clone)]
-pub(crate) struct EgressEvent {
+pub struct EgressEvent {
     pub server: Arc<str>,
     /// The host as the server asked for it (a name or an address), capped and checked; empty
     /// when the request could not be read.
@@ -76,7 +76,7 @@ pub(crate) struct EgressEvent {
 
 impl EgressEvent {
     /// `host:port` for people.
-    pub(crate) fn destination(&self) -> String {
+    pub fn destination(&self) -> String {
         if self.host.is_empty() {
             "(unreadable request)".to_owned()
         } else {
@@ -87,7 +87,7 @@ impl EgressEvent {
 
 /// Accepts connections on `listener` until the task is dropped (when the server's process
 /// ends), and reports each one to `report`.
-pub(crate) async fn serve(
+pub async fn serve(
     listener: TcpListener,
     rules: Arc<EgressRules>,
     server: Arc<str>,
@@ -119,18 +119,14 @@ pub(crate) async fn serve(
 }
 
 /// What a client asked for: where, and how to answer it.
-pub(crate) struct Request {
+pub struct Request {
     pub host: String,
     pub port: u16,
     pub protocol: &'static str,
 }
 
 /// Handles one client connection to its end.
-pub(crate) async fn carry(
-    mut client: TcpStream,
-    rules: &EgressRules,
-    server: Arc<str>,
-) -> EgressEvent {
+pub async fn carry(mut client: TcpStream, rules: &EgressRules, server: Arc<str>) -> EgressEvent {
     let started = Instant::now();
     let mut event = EgressEvent {
         server: server.clone(),
@@ -268,7 +264,7 @@ async fn handshake(client: &mut TcpStream) -> Result<Handshake, String> {
 
 /// Why no connection was opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RefusalKind {
+pub enum RefusalKind {
     /// The rules do not allow it.
     NotAllowed,
     /// The name did not resolve.
@@ -278,7 +274,7 @@ pub(crate) enum RefusalKind {
 }
 
 #[derive(Debug)]
-pub(crate) struct Refusal {
+pub struct Refusal {
     kind: RefusalKind,
     /// The rules' words, or the resolver's or the connection's error.
     reason: String,

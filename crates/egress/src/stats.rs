@@ -10,7 +10,7 @@ const RECENT_REFUSALS: usize = 5;
 
 /// Counts since the server's first start in this mcpproxy, and its latest refusals.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct EgressStats {
+pub struct EgressStats {
     /// The destinations allowed (`api.github.com:443`).
     pub allow: Vec<String>,
     pub connected: u64,
@@ -26,14 +26,14 @@ pub(crate) struct EgressStats {
 
 /// One refused or failed connection.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Refused {
+pub struct Refused {
     pub destination: String,
     pub why: String,
 }
 
 impl EgressStats {
     /// Counts `event` in.
-    pub(crate) fn count(&mut self, event: &EgressEvent) {
+    pub fn count(&mut self, event: &EgressEvent) {
         self.bytes_sent += event.sent;
         self.bytes_received += event.received;
         let why = match &event.outcome {
@@ -60,7 +60,7 @@ impl EgressStats {
     }
 
     /// One paragraph for `upstream inspect`.
-    pub(crate) fn describe(&self) -> String {
+    pub fn describe(&self) -> String {
         let mut text = format!(
             "Egress: allows {}; {} connection(s) carried, {} refused, {} failed since start; {} bytes out, {} bytes in",
             if self.allow.is_empty() {
