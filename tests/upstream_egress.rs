@@ -241,3 +241,67 @@ async fn a_server_reaches_only_what_its_allow_list_names_and_every_connection_is
     assert!(status.to_string().contains("\"egress\""), "{status}");
     client.cancel().await.unwrap();
 }
+
+/// A server that fails to start because its sandbox refused a file: the start error (the
+/// server's state), its log and the security analysis name the file and the `isolation`
+/// line that would allow it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_start_refused_by_the_sandbox_names_the_grant_that_would_allow_it() {
+    if !sandbox_supported() {
+        return;
+    }
+    let outside = tempfile::tempdir().unwrap();
+    let settings = outside.path().join("settings.json");
+    std::fs::write(&settings, "{}").unwrap();
+    let server = json!({
+        "name": "needs",
+        "command": "/bin/sh",
+        "args": ["-c", format!("cat {} >&2 && exec sleep 60; exit 1", settings.display())],
+        "isolation": {},
+    });
+    let proxy = Proxy::start(&config_with(vec![server]), &[]);
+    let wanted = format!(
+        "its sandbox refused reading {path}; to allow it, add to the server's \"isolation\" (a person approves the changed launch): {{\"read\":[\"{path}\"]}}",
+        path = settings.display()
+    );
+    let mut last = Value::Null;
+    let mut found = false;
+    for _ in 0..100 {
+        last = reqwest::Client::new()
+            .get(format!("{}/api/v1/upstreams", proxy.base()))
+            .header("X-API-Key", proxy.api_key())
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if last.to_string().contains(&wanted.replace('"', "\\\"")) {
+            found = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(found, "no {wanted:?} in {last}");
+    let config = proxy.data_dir.path().join("mcp_config.json");
+    let logs = TestCommand::new(proxy.data_dir.path())
+        .args(["upstream", "logs", "needs", "--config"])
+        .args([&config])
+        .output();
+    assert!(
+        logs.stdout().contains(&format!("mcpproxy: {wanted}")),
+        "{}",
+        logs.stdout()
+    );
+    let inspect = TestCommand::new(proxy.data_dir.path())
+        .args(["upstream", "inspect", "needs", "--config"])
+        .args([&config])
+        .output();
+    assert!(
+        inspect
+            .stdout()
+            .contains(&format!("Refused lately: {wanted}")),
+        "{}",
+        inspect.stdout()
+    );
+}

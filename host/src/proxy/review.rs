@@ -80,6 +80,9 @@ impl Proxy {
         let mut analysis = analysis.with_launch(&launch, upstream.standing());
         analysis.inferred_read = upstream.inferred_reads();
         analysis.egress = upstream.egress_stats();
+        let refusals = upstream.refusals();
+        analysis.refusals =
+            (!refusals.is_empty() && upstream.config().isolation.enabled).then_some(refusals);
         analysis
     }
 

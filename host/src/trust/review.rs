@@ -137,6 +137,10 @@ pub(crate) struct Analysis {
     /// proxy carried and refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub egress: Option<mcpproxy_egress::EgressStats>,
+    /// What its sandbox refused lately (from its stderr and its egress proxy) and the
+    /// `isolation` keys that would allow it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusals: Option<crate::upstream::refusals::Refusals>,
     /// Whether that launch spec is approved (else the server is not started).
     #[serde(default = "yes")]
     pub launch_approved: bool,
@@ -211,6 +215,7 @@ impl Analysis {
             launch_fingerprint: String::new(),
             inferred_read: Vec::new(),
             egress: None,
+            refusals: None,
             launch_approved: true,
             launch_changes: Vec::new(),
         }
@@ -266,6 +271,9 @@ impl Analysis {
         }
         if let Some(egress) = &self.egress {
             let _ = writeln!(out, "{}", egress.describe());
+        }
+        if let Some(refusals) = &self.refusals {
+            let _ = writeln!(out, "Refused lately: {}", quote(&refusals.describe()));
         }
         if !self.launch_approved {
             if self.launch_changes.is_empty() {

@@ -152,6 +152,18 @@ impl Upstream {
         }
     }
 
+    /// What its sandbox refused lately, from its stderr and its egress proxy, with the
+    /// `isolation` keys that would allow it.
+    pub(crate) fn refusals(&self) -> super::refusals::Refusals {
+        let (lines, _) = lock(&self.log).tail(200);
+        let egress = self.egress_stats();
+        super::refusals::Refusals::find(
+            lines.iter().map(|l| l.line.as_str()),
+            egress.as_ref(),
+            &self.forbidden_paths,
+        )
+    }
+
     /// The configuration it runs with.
     pub(crate) fn config(&self) -> &ServerConfig {
         &self.config

@@ -399,6 +399,9 @@ async fn connect(upstream: &Arc<Upstream>, warned: &Arc<Warned>) -> Result<Conne
         .map_err(|message| resolved.scrub(message))
 }
 
+/// How long a failed start waits for the rest of the server's stderr (what it was refused).
+const STDERR_DRAIN: Duration = Duration::from_millis(500);
+
 /// Starts a session with the server over `transport` (the config's, resolved).
 async fn connect_to(
     upstream: &Arc<Upstream>,
@@ -450,9 +453,10 @@ async fn connect_to(
             let stderr = pipes.stderr;
             let (lane, stdout, stdin) = super::lane::split(pipes.stdout, pipes.stdin);
             let transport = (stdout, stdin);
+            let mut stderr_reader = None;
             if let Some(stderr) = stderr {
                 let weak = Arc::downgrade(upstream);
-                tokio::spawn(async move {
+                stderr_reader = Some(tokio::spawn(async move {
                     let mut reader = tokio::io::BufReader::new(stderr);
                     while let Some(line) = bounded_line(&mut reader).await {
                         let Some(upstream) = weak.upgrade() else {
@@ -461,16 +465,29 @@ async fn connect_to(
                         tracing::debug!(server = %upstream.name(), "stderr: {}", quote(&line));
                         upstream.log_line(&line);
                     }
-                });
+                }));
             }
-            let session = handler.serve(transport).await.map_err(|e| {
-                let mut message = format!("MCP initialize with `{command}` failed: {e}");
-                if let Some(hint) = super::sandbox::start_hint(&upstream.config.isolation, command)
-                {
-                    message.push_str(&format!("; {hint}"));
+            let session = match handler.serve(transport).await {
+                Ok(session) => session,
+                Err(e) => {
+                    // What the server said before it ended names what its sandbox refused.
+                    if let Some(reader) = stderr_reader {
+                        let _ = tokio::time::timeout(STDERR_DRAIN, reader).await;
+                    }
+                    let mut message = format!("MCP initialize with `{command}` failed: {e}");
+                    let refusals = upstream.refusals();
+                    if !refusals.is_empty() && upstream.config.isolation.enabled {
+                        let said = refusals.describe();
+                        upstream.log_line(&format!("mcpproxy: {said}"));
+                        message.push_str(&format!("; {said}"));
+                    } else if let Some(hint) =
+                        super::sandbox::start_hint(&upstream.config.isolation, command)
+                    {
+                        message.push_str(&format!("; {hint}"));
+                    }
+                    return Err(message);
                 }
-                message
-            })?;
+            };
             Ok(Connection {
                 session,
                 child: Some(child),
