@@ -248,9 +248,6 @@ async fn a_client_without_the_extension_gets_a_plain_result() {
 /// for `tasks/get` and `tasks/cancel` alike, and the other session's cancel leaves it
 /// running; its own session follows and cancels it.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "known gap: a call on a 2025-11-25 session that declared the tasks extension is \
-            answered with a plain result (no task) after the tool ran, so no session-owned task \
-            exists to test yet; run it with --ignored once sessions get tasks"]
 async fn one_session_cannot_follow_or_cancel_another_sessions_task() {
     let proxy = proxy();
     let alice = Session::open(&proxy, "alice").await;

@@ -12,6 +12,7 @@ use rmcp::service::{Peer, RoleClient};
 use crate::back_channel::CallOrigin;
 use crate::config::Transport;
 
+use super::handler::proxy_client_capabilities;
 use super::{Error, Upstream, call_result, lane};
 use mcpproxy_policy::read_lock as read;
 
@@ -32,6 +33,26 @@ pub(crate) enum CallAnswer {
     /// The server runs the call as a task (the tasks extension): the client follows it
     /// with `tasks/get`, answers its questions with `tasks/update`, may `tasks/cancel` it.
     Task(rmcp::model::CreateTaskResult),
+}
+
+/// What mcpproxy declares for a request of a client that can follow a task: what it
+/// declared for the session, plus the tasks extension. The upstream session is shared, so
+/// the extension is never declared for the session: a server would then answer every
+/// client's call with a task, also the calls of clients that cannot follow one. Declared
+/// per request (SEP-2663 negotiates it per request), only the calls of clients that
+/// declared it may become tasks, and their `tasks/*` requests are not refused as coming
+/// from a client without it; the rest stays what the session said, so the server still
+/// asks for elicitation and sampling as it would without the extension.
+fn capabilities_following_tasks() -> rmcp::model::ClientCapabilities {
+    let mut capabilities = proxy_client_capabilities();
+    capabilities
+        .extensions
+        .get_or_insert_with(Default::default)
+        .insert(
+            rmcp::model::TASKS_EXTENSION_ID.to_owned(),
+            Default::default(),
+        );
+    capabilities
 }
 
 /// A `subscriptions/listen` stream open on a server for one client stream; cancelled on
@@ -186,15 +207,26 @@ impl Upstream {
     }
 
     /// The `_meta` a request carries for `origin`: the client's own (what may be passed
-    /// on), and the client's protocol fields when the server speaks its version.
+    /// on), and the client's protocol fields when the server speaks its version. Failing
+    /// that (a client of an earlier version, which declared its capabilities at
+    /// `initialize`, or a server that does not speak the client's version), a client that
+    /// declared the tasks extension has it declared for this request alone
+    /// ([`capabilities_following_tasks`]) to a server that declared it too.
     fn request_meta(&self, origin: Option<&CallOrigin>) -> rmcp::model::RequestMetaObject {
         let mut meta = origin.and_then(|o| o.meta.clone()).unwrap_or_default();
-        if let Some((version, protocol)) = origin.and_then(|o| o.protocol.as_ref())
+        let Some(origin) = origin else {
+            return meta;
+        };
+        if let Some((version, protocol)) = origin.protocol.as_ref()
             && read(&self.discovered_versions).contains(version)
         {
             for (key, value) in protocol.0.iter() {
                 meta.0.insert(key.clone(), value.clone());
             }
+        } else if origin.can_follow_tasks()
+            && self.capabilities().is_some_and(|c| c.supports_tasks())
+        {
+            meta.set_client_capabilities(capabilities_following_tasks());
         }
         meta
     }
