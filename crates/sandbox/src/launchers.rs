@@ -435,18 +435,16 @@ fn npm_registries(
 /// `key`'s value in an `.npmrc` (ini: `key = value`, `#` and `;` comments, optional quotes);
 /// the last one wins, as in npm.
 fn npmrc_value(text: &str, key: &str) -> Option<String> {
-    text.lines()
-        .filter_map(|line| {
-            let line = line.trim();
-            if line.starts_with('#') || line.starts_with(';') {
-                return None;
-            }
-            let (k, v) = line.split_once('=')?;
-            k.trim()
-                .eq_ignore_ascii_case(key)
-                .then(|| unquote(v.trim()).to_owned())
-        })
-        .last()
+    text.lines().rev().find_map(|line| {
+        let line = line.trim();
+        if line.starts_with('#') || line.starts_with(';') {
+            return None;
+        }
+        let (k, v) = line.split_once('=')?;
+        k.trim()
+            .eq_ignore_ascii_case(key)
+            .then(|| unquote(v.trim()).to_owned())
+    })
 }
 
 fn unquote(value: &str) -> &str {
