@@ -86,3 +86,138 @@ fn import_skips_mcpproxy_itself_and_flags_duplicates() {
         .collect();
     assert_eq!(names, vec!["fs", "notes", "files"]);
 }
+
+/// Whether this kernel has every part of the sandbox; without one the test skips with a
+/// note, unless `MCPPROXY_REQUIRE_SANDBOX` is set (as in CI).
+fn sandbox_supported() -> bool {
+    let support = mcpproxy_sandbox::Support::get();
+    if support.landlock_abi >= 6 && support.network_namespace && support.seccomp {
+        return true;
+    }
+    assert!(
+        std::env::var_os("MCPPROXY_REQUIRE_SANDBOX").is_none(),
+        "this kernel lacks a part of the sandbox, which CI requires: {support:?}"
+    );
+    eprintln!("SKIPPED: this kernel lacks a part of the sandbox: {support:?}");
+    false
+}
+
+/// A Claude Desktop config holding the official filesystem server given a directory: the
+/// import proposes the sandbox's write grant for it (shown, written into the launch), so
+/// after one approval the server writes there, sandboxed; imported with
+/// `--no-inferred-grants`, the same server is refused by its sandbox.
+#[tokio::test(flavor = "multi_thread")]
+async fn import_proposes_the_write_grant_of_a_filesystem_servers_directory() {
+    use crate::support::mcp::{Proxy, call, config_with, connect, is_error, npm_dir, text};
+    if !sandbox_supported() || !crate::support::mcp::npm_bin_installed("mcp-server-filesystem") {
+        return;
+    }
+    let proxy = Proxy::start(&config_with(vec![]), &[]);
+    let config = proxy.data_dir.path().join("mcp_config.json");
+    let server = npm_dir().join("node_modules/.bin/mcp-server-filesystem");
+    let granted = tempfile::tempdir().unwrap();
+    let refused = tempfile::tempdir().unwrap();
+    let claude = tempfile::tempdir().unwrap();
+    for (name, dir, extra) in [
+        ("files", granted.path(), None),
+        ("bare", refused.path(), Some("--no-inferred-grants")),
+    ] {
+        let from = claude.path().join(format!("{name}.json"));
+        let desktop = json!({"mcpServers": {name: {"command": server, "args": [dir]}}});
+        std::fs::write(&from, desktop.to_string()).unwrap();
+        let mut args = vec![
+            "upstream".to_owned(),
+            "import".to_owned(),
+            "--from".to_owned(),
+        ];
+        args.push(from.display().to_string());
+        args.extend(["--yes", "--config"].map(str::to_owned));
+        args.push(config.display().to_string());
+        args.extend(extra.map(str::to_owned));
+        let out = TestCommand::new(proxy.data_dir.path()).args(&args).output();
+        out.assert_code(0);
+        let proposed = format!("'{name}' may write {}", dir.display());
+        assert_eq!(
+            out.stderr().contains(&proposed),
+            extra.is_none(),
+            "{name}: {}",
+            out.stderr()
+        );
+        assert!(
+            out.stdout().contains("added (quarantined)"),
+            "{}",
+            out.stdout()
+        );
+        // One approval (once it has listed its tools): the launch as imported, grants
+        // included.
+        crate::support::poll::until(
+            "the imported server is approved",
+            std::time::Duration::from_secs(60),
+            || async {
+                let approve = TestCommand::new(proxy.data_dir.path())
+                    .args(["upstream", "approve", name, "--config"])
+                    .args([&config])
+                    .output();
+                match approve.code() {
+                    Some(0) => Ok(()),
+                    _ => Err(approve.stderr()),
+                }
+            },
+        )
+        .await;
+    }
+    let client = connect(&proxy.url).await;
+    let write = |server: &str, dir: &std::path::Path| {
+        json!({
+            "name": format!("{server}:write_file"),
+            "args": {"path": dir.join("note.txt"), "content": "written"},
+        })
+    };
+    crate::support::poll::until(
+        "the imported server writes in its directory",
+        std::time::Duration::from_secs(60),
+        || async {
+            let result = call(
+                &client,
+                "call_tool_destructive",
+                write("files", granted.path()),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            if is_error(&result) {
+                Err(text(&result))
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(granted.path().join("note.txt")).unwrap(),
+        "written"
+    );
+    crate::support::poll::until(
+        "the server imported without grants answers",
+        std::time::Duration::from_secs(60),
+        || async {
+            let result = call(
+                &client,
+                "call_tool_destructive",
+                write("bare", refused.path()),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            // Refused by its sandbox (the server itself allows the directory it was given);
+            // an unknown tool means it has not started yet.
+            let said = text(&result);
+            if is_error(&result) && said.to_lowercase().contains("denied") {
+                Ok(())
+            } else {
+                Err(said)
+            }
+        },
+    )
+    .await;
+    assert!(!refused.path().join("note.txt").exists());
+    client.cancel().await.unwrap();
+}

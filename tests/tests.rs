@@ -150,6 +150,8 @@ mod upstream_egress;
 /// An HTTP upstream of 2026-07-28 (a session begun with `server/discover`): tool changes
 /// still reach clients at once.
 mod upstream_http_lifecycle;
+/// Servers started by package launchers (`npx -y`, `uvx`) from registries on loopback.
+mod upstream_launchers;
 /// An upstream's life with the proxy: waited for while it connects, killed with the proxy.
 mod upstream_lifecycle;
 /// Changing upstream servers while running: the upstream_servers tool, the CLI, hand edits.

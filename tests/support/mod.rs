@@ -27,6 +27,9 @@ pub(crate) mod poll;
 pub(crate) mod postgres;
 /// The Python of `tests/python/.venv`.
 mod python;
+/// Package registries on loopback for the launcher tests: verdaccio (npm) and pypiserver
+/// (PyPI), skipped unless installed, or required by `MCPPROXY_REQUIRE_REGISTRIES`, as in CI.
+pub(crate) mod registries;
 
 pub(crate) use artifacts::{artifact, artifact_bytes};
 pub(crate) use command::{CmdOutput, TestCommand};

@@ -20,6 +20,7 @@ mod error;
 #[cfg(target_os = "linux")]
 mod filesystem;
 mod install_tree;
+mod launchers;
 #[cfg(target_os = "linux")]
 mod peer;
 #[cfg(target_os = "linux")]
@@ -34,6 +35,9 @@ mod syscalls;
 
 pub use error::Error;
 pub use install_tree::proposed_grants;
+pub use launchers::{
+    LauncherKind, LauncherPlan, MAX_CONFIG_BYTES, Registry, launcher_plan, resolved_version,
+};
 #[cfg(target_os = "linux")]
 pub use peer::sandboxed_peer;
 #[cfg(target_os = "linux")]

@@ -111,6 +111,10 @@ pub(super) struct ImportArgs {
     /// Import an entry even when a configured server runs the same command (or URL).
     #[arg(long)]
     allow_duplicate: bool,
+    /// Do not grant what each server's path arguments suggest (by default a directory among
+    /// its arguments may be written and a file read, shown for each server).
+    #[arg(long)]
+    no_inferred_grants: bool,
     #[command(flatten)]
     target: Target,
 }
@@ -291,36 +295,10 @@ pub(super) async fn add(globals: &Globals, args: AddArgs) -> Result<ExitCode> {
     // person approves, and listed by `upstream inspect`.
     let (mut read, mut write) = (args.read.clone(), args.write.clone());
     if !args.no_sandbox && !args.no_inferred_grants && args.url.is_none() {
-        let home = std::env::var_os("HOME").map(PathBuf::from);
-        let (inferred_read, inferred_write) = mcpproxy_sandbox::proposed_grants(
-            args.command.get(1..).unwrap_or_default(),
-            home.as_deref(),
-        );
-        // Only what the person did not already grant.
-        let new = |inferred: Vec<PathBuf>, given: &[String]| -> Vec<PathBuf> {
-            inferred
-                .into_iter()
-                .filter(|p| !given.iter().any(|g| std::path::Path::new(g) == p))
-                .collect()
-        };
-        let (new_read, new_write) = (new(inferred_read, &read), new(inferred_write, &write));
-        let listed = |paths: &[PathBuf]| {
-            if paths.is_empty() {
-                return "nothing more".to_owned();
-            }
-            paths
-                .iter()
-                .map(|p| quote(&p.display().to_string()))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        if !new_write.is_empty() || !new_read.is_empty() {
-            eprintln!(
-                "'{}' may write {} and read {}: inferred from its arguments, part of the launch you approve (--no-inferred-grants to leave them out)",
-                args.name,
-                listed(&new_write),
-                listed(&new_read),
-            );
+        let (new_read, new_write) =
+            inferred_grants(args.command.get(1..).unwrap_or_default(), &read, &write);
+        if let Some(line) = inferred_line(&args.name, &new_read, &new_write) {
+            eprintln!("{line}");
         }
         write.extend(new_write.iter().map(|p| p.display().to_string()));
         read.extend(new_read.iter().map(|p| p.display().to_string()));
@@ -371,6 +349,47 @@ pub(super) async fn add(globals: &Globals, args: AddArgs) -> Result<ExitCode> {
         );
     }
     Ok(code)
+}
+
+/// The read and write grants a server's path arguments suggest (`proposed_grants`), without
+/// those already `given`. Proposed only to a person (`upstream add`, `upstream import`), never
+/// to an agent, whose adds go through `upstream_servers`.
+fn inferred_grants(
+    args: &[String],
+    given_read: &[String],
+    given_write: &[String],
+) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let (read, write) = mcpproxy_sandbox::proposed_grants(args, home.as_deref());
+    let new = |inferred: Vec<PathBuf>, given: &[String]| -> Vec<PathBuf> {
+        inferred
+            .into_iter()
+            .filter(|p| !given.iter().any(|g| std::path::Path::new(g) == p))
+            .collect()
+    };
+    (new(read, given_read), new(write, given_write))
+}
+
+/// What a person is told about the grants inferred for `name`; `None` when there are none.
+fn inferred_line(name: &str, read: &[PathBuf], write: &[PathBuf]) -> Option<String> {
+    if read.is_empty() && write.is_empty() {
+        return None;
+    }
+    let listed = |paths: &[PathBuf]| {
+        if paths.is_empty() {
+            return "nothing more".to_owned();
+        }
+        paths
+            .iter()
+            .map(|p| quote(&p.display().to_string()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Some(format!(
+        "'{name}' may write {} and read {}: inferred from its arguments, part of the launch you approve (--no-inferred-grants to leave them out)",
+        listed(write),
+        listed(read),
+    ))
 }
 
 fn pairs(items: &[String], separator: char, usage: &str) -> Result<Map<String, Value>> {
@@ -525,7 +544,37 @@ pub(super) async fn import(globals: &Globals, args: ImportArgs) -> Result<ExitCo
     };
     let mut rows = Vec::new();
     let mut results = Vec::new();
-    for (name, entry) in found {
+    let mut inferred_lines = Vec::new();
+    for (name, mut entry) in found {
+        // A stdio server's path arguments suggest grants, as for `upstream add`: written into
+        // its isolation (so part of the launch approved), and shown per server.
+        let mut grants = json!(null);
+        if !args.no_inferred_grants
+            && let Some(command_args) = entry["command"].is_string().then(|| {
+                entry["args"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_owned)
+                            .collect::<Vec<_>>()
+                    })
+                    .unwrap_or_default()
+            })
+        {
+            let (read, write) = inferred_grants(&command_args, &[], &[]);
+            if let Some(line) = inferred_line(&name, &read, &write) {
+                let mut isolation = Map::new();
+                for (key, paths) in [("read", &read), ("write", &write)] {
+                    if !paths.is_empty() {
+                        isolation.insert(key.into(), json!(paths));
+                    }
+                }
+                entry["isolation"] = Value::Object(isolation);
+                grants = json!({"read": read, "write": write, "from": "its arguments"});
+                inferred_lines.push((name.clone(), line));
+            }
+        }
         // Shown with secret-looking arguments and the URL's secrets masked.
         let what = entry["command"]
             .as_str()
@@ -570,7 +619,14 @@ pub(super) async fn import(globals: &Globals, args: ImportArgs) -> Result<ExitCo
                 ),
             }
         };
-        results.push(json!({"name": name, "server": what, "outcome": outcome}));
+        if outcome.starts_with("skipped") || outcome.starts_with("exists") {
+            // Nothing of it is added: nothing is proposed.
+            inferred_lines.retain(|(n, _)| n != &name);
+            grants = json!(null);
+        }
+        results.push(
+            json!({"name": name, "server": what, "outcome": outcome, "proposed_grants": grants}),
+        );
         rows.push(vec![name, what, outcome]);
     }
     if !print_data(&results, args.target.output)? {
@@ -578,6 +634,9 @@ pub(super) async fn import(globals: &Globals, args: ImportArgs) -> Result<ExitCo
             println!("no servers in {}", args.from.display());
         } else {
             print_table(&["NAME", "SERVER", "OUTCOME"], &rows);
+        }
+        for (_, line) in &inferred_lines {
+            eprintln!("{line}");
         }
         if !args.yes && !rows.is_empty() {
             eprintln!(
