@@ -220,3 +220,149 @@ async fn a_second_start_runs_from_the_cache_with_the_registries_gone() {
     );
     both_work(&second).await;
 }
+
+/// `npx -y` in the default sandbox: `npm_config_registry` names the loopback registry, and
+/// nothing else is configured for the sandbox.
+fn sandboxed_npx_server(registry: &str) -> Value {
+    let mut env = Map::new();
+    for (k, v) in [
+        ("npm_config_registry", registry),
+        ("npm_config_userconfig", "/dev/null"),
+        ("npm_config_update_notifier", "false"),
+        ("npm_config_audit", "false"),
+        ("npm_config_fund", "false"),
+    ] {
+        env.insert(k.to_owned(), json!(v));
+    }
+    json!({
+        "name": "everything",
+        "command": "npx",
+        "args": ["-y", npm_spec(), "stdio"],
+        "env": env,
+        "isolation": {},
+    })
+}
+
+/// `uvx` in the default sandbox, with the venv's interpreter and no download of Python.
+fn sandboxed_uvx_server(index: &str) -> Value {
+    let mut env = uv_env(Path::new("/unused"));
+    for cache_key in ["UV_CACHE_DIR", "UV_TOOL_DIR", "UV_PYTHON_INSTALL_DIR"] {
+        env.remove(cache_key);
+    }
+    json!({
+        "name": "py",
+        "command": uvx(),
+        "args": ["--index-url", index, format!("{PY_PACKAGE}=={PY_VERSION}")],
+        "env": env,
+        "isolation": {},
+    })
+}
+
+/// The sandbox's own support: the launcher tests below need all of it.
+fn sandbox_supported() -> bool {
+    let support = mcpproxy_sandbox::Support::get();
+    if support.landlock_abi >= 6 && support.network_namespace && support.seccomp {
+        return true;
+    }
+    assert!(
+        std::env::var_os("MCPPROXY_REQUIRE_SANDBOX").is_none(),
+        "this kernel lacks a part of the sandbox, which CI requires: {support:?}"
+    );
+    eprintln!("SKIPPED: this kernel lacks a part of the sandbox: {support:?}");
+    false
+}
+
+/// `npx -y` and `uvx` in the default sandbox: the first start downloads through the egress
+/// proxy (each registry joins the server's allow-list, and each connection is an `egress`
+/// record) into a cache of the server's own under the data dir; the second start, with both
+/// registries gone, runs from that cache (offline) in the same sandbox.
+#[tokio::test(flavor = "multi_thread")]
+async fn launchers_run_sandboxed_through_the_egress_proxy_and_then_from_their_cache() {
+    if !sandbox_supported() {
+        return;
+    }
+    let Some(mut npm) = NpmRegistry::start() else {
+        return;
+    };
+    let Some(mut pypi) = PypiIndex::start() else {
+        return;
+    };
+    let config = config_with(vec![
+        sandboxed_npx_server(&npm.url()),
+        sandboxed_uvx_server(&pypi.url()),
+    ]);
+    let mut first = Proxy::start(&config, &[]);
+    both_work(&first).await;
+
+    // Through the egress proxy, to the registries and nowhere else.
+    let records = first.finished_records("egress", 2).await;
+    for (server, registry) in [("everything", npm.host_port()), ("py", pypi.host_port())] {
+        let carried = records
+            .iter()
+            .filter(|r| r["server_name"] == server && r["status"] == "success")
+            .collect::<Vec<_>>();
+        assert!(!carried.is_empty(), "no egress of {server}: {records:?}");
+        assert!(
+            carried.iter().all(|r| r["tool_name"] == registry.as_str()),
+            "{server} reached more than {registry}: {records:?}"
+        );
+    }
+    let config_file = first.data_dir.path().join("mcp_config.json");
+    let logs = TestCommand::new(first.data_dir.path())
+        .args(["upstream", "logs", "everything", "--config"])
+        .args([&config_file])
+        .output();
+    assert!(
+        logs.stdout()
+            .contains(&format!("npx runs {} from {}", npm_spec(), npm.url()))
+            && logs.stdout().contains("first start: downloads it"),
+        "{}",
+        logs.stdout()
+    );
+    // The caches are the servers' own, under the data dir.
+    let launchers = first.data_dir.path().join("launchers");
+    let dirs: Vec<_> = std::fs::read_dir(&launchers)
+        .expect("a launchers dir")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(dirs.len(), 2, "{dirs:?}");
+    assert!(
+        dirs.iter().any(|d| d.join("npm/_npx").is_dir()),
+        "npx's cache is not under {}",
+        launchers.display()
+    );
+    // The approval shows where the launcher downloads from.
+    let inspect = TestCommand::new(first.data_dir.path())
+        .args(["upstream", "inspect", "py", "--config"])
+        .args([&config_file])
+        .output();
+    assert!(
+        inspect.stdout().contains(&format!(
+            "launcher: uvx runs {PY_PACKAGE}=={PY_VERSION} from {}",
+            pypi.url()
+        )),
+        "{}",
+        inspect.stdout()
+    );
+
+    // Second start, registries gone: from the cache, still sandboxed.
+    first.stop();
+    npm.stop();
+    pypi.stop();
+    let data_dir = std::mem::replace(&mut first.data_dir, tempfile::tempdir().unwrap());
+    let second = Proxy::start_in(&config, &[], data_dir);
+    both_work(&second).await;
+    let logs = TestCommand::new(second.data_dir.path())
+        .args(["upstream", "logs", "everything", "--config"])
+        .args([&config_file])
+        .output();
+    assert!(
+        logs.stdout().contains(&format!(
+            "version {} from its cache (offline)",
+            npm_version()
+        )),
+        "{}",
+        logs.stdout()
+    );
+}

@@ -298,6 +298,7 @@ impl Runtime {
             index.clone(),
             trust.clone(),
             forbidden_paths(data_dir, config_file),
+            data_dir.join("launchers"),
             crate::credentials::CredentialStore::open(data_dir)?,
         );
         follow_shared_trust(&trust, &upstreams);

@@ -34,6 +34,7 @@ fn spec(write: Vec<PathBuf>) -> SandboxSpec {
             what: "the data dir",
             path: std::env::temp_dir().join("mcpproxy-bench-data"),
         }],
+        launcher_cache: None,
     }
 }
 

@@ -64,6 +64,7 @@ mod tests {
             limits: ResourceLimits::DEFAULT,
             required: false,
             forbidden: vec![],
+            launcher_cache: None,
         }
     }
 

@@ -42,7 +42,8 @@ pub use launchers::{
 pub use peer::sandboxed_peer;
 #[cfg(target_os = "linux")]
 pub use prepared::{
-    ChildSetup, EgressReceiver, Launch, Prepared, Report, SandboxGuard, missing_features, prepare,
+    ChildSetup, EgressReceiver, Launch, LauncherReport, Prepared, Report, SandboxGuard,
+    missing_features, prepare,
 };
 pub use shims::{ResolvedShim, resolve_shim};
 pub use spec::{ForbiddenPath, Network, ResourceLimits, SandboxSpec};

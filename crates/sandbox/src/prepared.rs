@@ -45,6 +45,19 @@ pub struct Report {
     pub write: Vec<PathBuf>,
     /// What the kernel lacks, in words ("Landlock (file system rules)").
     pub missing: Vec<String>,
+    /// The package launcher the server runs through, when it is one.
+    pub launcher: Option<LauncherReport>,
+}
+
+/// A launch through a package launcher: what it runs and where it downloads from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LauncherReport {
+    pub kind: crate::launchers::LauncherKind,
+    pub package: String,
+    /// Each registry's URL (credentials removed) and where it was found.
+    pub registries: Vec<(String, String)>,
+    /// The version its cache holds from an earlier start (then it runs offline from it).
+    pub cached_version: Option<String>,
 }
 
 impl Report {
@@ -67,6 +80,25 @@ impl Report {
             list(&self.read),
             list(&self.write)
         );
+        if let Some(launcher) = &self.launcher {
+            line.push_str(&format!(
+                "; {} runs {} from {}",
+                launcher.kind.as_str(),
+                launcher.package,
+                launcher
+                    .registries
+                    .iter()
+                    .map(|(url, source)| format!("{url} ({source})"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+            match &launcher.cached_version {
+                Some(version) => {
+                    line.push_str(&format!(", version {version} from its cache (offline)"))
+                }
+                None => line.push_str(", first start: downloads it"),
+            }
+        }
         if !self.missing.is_empty() {
             line.push_str(&format!(
                 "; NOT ENFORCED (the kernel lacks it): {}",
@@ -172,6 +204,65 @@ pub fn prepare(
         None => None,
     };
     let command = shim.as_ref().map(|s| s.program.clone()).or(command);
+    // A package launcher: its caches in a directory of the server's own, its registries
+    // reachable through the egress proxy.
+    let mut network = spec.network.clone();
+    let mut launcher_dirs: Vec<PathBuf> = Vec::new();
+    let mut launcher_env: Vec<(String, OsString)> = Vec::new();
+    let mut launcher_report = None;
+    if let Some(root) = &spec.launcher_cache {
+        let parent_env = |name: &str| std::env::var_os(name);
+        if let Some(plan) = crate::launchers::launcher_plan(
+            launch.command,
+            launch.args,
+            &spec.env,
+            &parent_env,
+            real_home.as_deref(),
+            root,
+        ) {
+            let cached_version = crate::launchers::resolved_version(&plan, root);
+            for (name, dir) in &plan.cache_env {
+                private_dir_all(dir)?;
+                launcher_env.push((name.clone(), dir.as_os_str().to_owned()));
+            }
+            private_dir_all(root)?;
+            launcher_dirs.push(root.clone());
+            for (name, value) in &plan.registry_env {
+                launcher_env.push((name.clone(), value.into()));
+            }
+            if cached_version.is_some() {
+                for (name, value) in &plan.offline_env {
+                    launcher_env.push((name.clone(), value.into()));
+                }
+            }
+            let registry_rules = plan
+                .registries
+                .iter()
+                .filter_map(|r| crate::egress::EgressRule::parse(&r.host_port).ok());
+            network = match network {
+                Network::None => {
+                    Network::Allow(crate::egress::EgressRules::new(registry_rules.collect()))
+                }
+                Network::Allow(mut rules) => {
+                    for rule in registry_rules {
+                        rules.push(rule);
+                    }
+                    Network::Allow(rules)
+                }
+                Network::All => Network::All,
+            };
+            launcher_report = Some(LauncherReport {
+                kind: plan.kind,
+                package: plan.package.clone(),
+                registries: plan
+                    .registries
+                    .iter()
+                    .map(|r| (r.url.clone(), r.source.clone()))
+                    .collect(),
+                cached_version,
+            });
+        }
+    }
     let mut read: Vec<PathBuf> = Vec::new();
     for tree in crate::install_tree::install_trees(
         command.as_deref(),
@@ -211,7 +302,14 @@ pub fn prepare(
             .map(PathBuf::from)
             .chain([home.clone(), tmp.clone()])
             .collect(),
-        write: spec.write.clone(),
+        // The launcher's cache holds the programs it runs: written and executed, by this
+        // server alone.
+        write: spec
+            .write
+            .iter()
+            .cloned()
+            .chain(launcher_dirs.iter().cloned())
+            .collect(),
     };
     let real_home_granted = real_home
         .as_ref()
@@ -231,9 +329,13 @@ pub fn prepare(
         }
     }
 
-    let network = spec.network.own_namespace() && support.network_namespace;
-    let (egress_receiver, egress) = match spec.network.egress() {
-        Some(_) if network => {
+    for (name, value) in launcher_env {
+        environment.retain(|(n, _)| *n != *name);
+        environment.push((name.into(), value));
+    }
+    let own_network = network.own_namespace() && support.network_namespace;
+    let (egress_receiver, egress) = match network.egress() {
+        Some(_) if own_network => {
             let (receiver, channel) = crate::child::socket_pair().map_err(Error::EgressChannel)?;
             (
                 Some(EgressReceiver(receiver)),
@@ -245,7 +347,7 @@ pub fn prepare(
         }
         _ => (None, None),
     };
-    if spec.network.egress().is_some() {
+    if network.egress().is_some() {
         // Every common client reads one of these; the proxy speaks HTTP (CONNECT and plain
         // requests) and SOCKS5 on the same port. Nothing bypasses it: NO_PROXY is empty, and
         // a direct connection has no route out of the namespace anyway.
@@ -280,9 +382,9 @@ pub fn prepare(
             filesystem::read_access_bits(support.landlock_abi),
         )
     });
-    let namespace = (network || process.is_some()).then(|| NamespaceStep {
+    let namespace = (own_network || process.is_some()).then(|| NamespaceStep {
         user: (!support.root).then(user_mapping),
-        network,
+        network: own_network,
         process,
         egress,
     });
@@ -305,7 +407,7 @@ pub fn prepare(
         landlock: filesystem::ruleset(
             support.landlock_abi,
             &grants,
-            spec.network.own_namespace() && !support.network_namespace,
+            network.own_namespace() && !support.network_namespace,
         )?,
         seccomp: if support.seccomp {
             crate::syscalls::filters(own_process_namespace)?
@@ -315,6 +417,7 @@ pub fn prepare(
     };
     let mut write = spec.write.clone();
     write.extend([home, tmp]);
+    write.extend(launcher_dirs);
     Ok(Prepared {
         setup: ChildSetup(Arc::new(steps)),
         shim,
@@ -325,12 +428,23 @@ pub fn prepare(
         },
         egress: egress_receiver,
         report: Report {
-            network: spec.network.clone(),
+            network,
             read,
             write,
             missing,
+            launcher: launcher_report,
         },
     })
+}
+
+/// Makes `dir` and its missing parents, the new ones private (0700).
+fn private_dir_all(dir: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(Error::PrivateDir)
 }
 
 /// What `spec` needs that the kernel lacks, in words.

@@ -106,6 +106,11 @@ pub struct SandboxSpec {
     pub required: bool,
     /// Paths no grant may reach (the data dir, the config file).
     pub forbidden: Vec<ForbiddenPath>,
+    /// Where a package launcher's caches go (`npx -y`, `uvx`, `pipx run`, `bunx`): a
+    /// directory of this server's own under mcpproxy's data dir, granted to write. With a
+    /// launcher, its registries join the egress allow-list (a `"none"` network becomes one
+    /// that reaches them only). `None`: launchers get nothing of the kind.
+    pub launcher_cache: Option<PathBuf>,
 }
 
 /// A path no server may read or write, whatever the config grants.

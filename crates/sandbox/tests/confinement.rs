@@ -41,6 +41,7 @@ fn spec(network: Network, write: Vec<PathBuf>, forbidden: &Path) -> SandboxSpec 
             what: "the data dir",
             path: forbidden.to_path_buf(),
         }],
+        launcher_cache: None,
     }
 }
 

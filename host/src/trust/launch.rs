@@ -43,6 +43,10 @@ pub(crate) struct LaunchView {
     /// The sandbox of a stdio server when it is not the default one ([`isolation_text`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolation: Option<String>,
+    /// A sandboxed server started through a package launcher (`npx -y`, `uvx`): the
+    /// package and the registries its sandbox lets it reach ([`launcher_text`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launcher: Option<String>,
 }
 
 /// A server's launch spec: what an approval is bound to.
@@ -91,6 +95,14 @@ impl LaunchSpec {
                 if let Some(text) = &isolation {
                     part("isolation", text);
                 }
+                let launcher = server
+                    .isolation
+                    .enabled
+                    .then(|| launcher_text(command, args, env))
+                    .flatten();
+                if let Some(text) = &launcher {
+                    part("launcher", text);
+                }
                 LaunchView {
                     transport: "stdio".into(),
                     command: Some(command.clone()),
@@ -99,6 +111,7 @@ impl LaunchSpec {
                     env: digests(env),
                     working_dir,
                     isolation,
+                    launcher,
                     ..LaunchView::default()
                 }
             }
@@ -220,6 +233,17 @@ impl LaunchView {
                 shown(&now.isolation)
             ));
         }
+        if self.launcher != now.launcher {
+            let shown = |text: &Option<String>| {
+                text.as_deref()
+                    .map_or_else(|| "none".to_owned(), mcpproxy_policy::quote)
+            };
+            lines.push(format!(
+                "launcher was {}, now {}",
+                shown(&self.launcher),
+                shown(&now.launcher)
+            ));
+        }
         lines
     }
 
@@ -257,6 +281,12 @@ impl LaunchView {
                 Some(settings) => format!(" (sandbox: {})", mcpproxy_policy::quote(settings)),
             });
         }
+        if let Some(launcher) = &self.launcher {
+            text.push_str(&format!(
+                " (launcher: {})",
+                mcpproxy_policy::quote(launcher)
+            ));
+        }
         if !self.headers.is_empty() {
             text.push_str(&format!(
                 " (headers: {})",
@@ -269,6 +299,38 @@ impl LaunchView {
         }
         text
     }
+}
+
+/// What a package launcher will fetch and from where, as its sandbox will let it
+/// (`npx runs @scope/server@1.2.0 from https://registry.npmjs.org/ (npm's default)`); `None`
+/// when `command` is no launcher. The registries come from the server's `env`, mcpproxy's
+/// environment and the user's npm, uv or pip settings, so a registry changed there changes
+/// the launch and needs a new approval.
+pub(crate) fn launcher_text(
+    command: &str,
+    args: &[String],
+    env: &BTreeMap<String, String>,
+) -> Option<String> {
+    let parent = |name: &str| std::env::var_os(name);
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let plan = mcpproxy_sandbox::launcher_plan(
+        command,
+        args,
+        env,
+        &parent,
+        home.as_deref(),
+        std::path::Path::new("/nonexistent"),
+    )?;
+    Some(format!(
+        "{} runs {} from {}",
+        plan.kind.as_str(),
+        plan.package,
+        plan.registries
+            .iter()
+            .map(|r| format!("{} ({})", r.url, r.source))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
 }
 
 /// The sandbox settings in one canonical line: what the fingerprint hashes and a reviewer

@@ -9,6 +9,7 @@ use mcpproxy_sandbox::{ForbiddenPath, Launch, Prepared, SandboxSpec, Support};
 
 use super::Upstream;
 use crate::config::Isolation;
+use mcpproxy_policy::lock;
 
 /// The sandbox of one launch of `upstream`; `None` when its isolation is off.
 pub(super) fn prepare(
@@ -25,7 +26,8 @@ pub(super) fn prepare(
         );
         return Ok(None);
     }
-    let spec = spec(isolation, env, &upstream.forbidden_paths);
+    let mut spec = spec(isolation, env, &upstream.forbidden_paths);
+    spec.launcher_cache = Some(upstream.launcher_cache.clone());
     let launch = Launch {
         command,
         args,
@@ -35,7 +37,7 @@ pub(super) fn prepare(
     let prepared = mcpproxy_sandbox::prepare(&spec, launch, Support::get())
         .map_err(|e| format!("cannot start `{command}` in its sandbox: {e}"))?;
     upstream.log_line(&format!("mcpproxy: {}", prepared.report.summary()));
-    *mcpproxy_policy::lock(&upstream.inferred_reads) = prepared
+    *lock(&upstream.inferred_reads) = prepared
         .report
         .read
         .iter()
@@ -58,19 +60,13 @@ pub(super) fn prepare(
 pub(super) fn start_egress(
     upstream: &Arc<Upstream>,
     receiver: mcpproxy_sandbox::EgressReceiver,
+    rules: mcpproxy_sandbox::egress::EgressRules,
 ) -> tokio::task::AbortHandle {
     /// How long the server's process may take to hand the listener over (it does so
     /// before it runs the server's program).
     const HANDOVER: std::time::Duration = std::time::Duration::from_secs(30);
-    let rules = Arc::new(
-        upstream
-            .config
-            .isolation
-            .network
-            .egress()
-            .cloned()
-            .unwrap_or_default(),
-    );
+    lock(&upstream.egress).allow = rules.rules().iter().map(ToString::to_string).collect();
+    let rules = Arc::new(rules);
     let weak = Arc::downgrade(upstream);
     let server: Arc<str> = Arc::from(upstream.name());
     tokio::spawn(async move {
@@ -133,6 +129,7 @@ fn spec(
         limits: isolation.limits,
         required: isolation.required,
         forbidden: forbidden.to_vec(),
+        launcher_cache: None,
     }
 }
 

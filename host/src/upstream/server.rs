@@ -85,6 +85,8 @@ pub(crate) struct Upstream {
     pub(super) discovered_versions: RwLock<Vec<rmcp::model::ProtocolVersion>>,
     /// Paths no sandbox grant may reach (the data dir, the config file).
     pub(super) forbidden_paths: Arc<[mcpproxy_sandbox::ForbiddenPath]>,
+    /// Its package launcher's caches (`npx -y`, `uvx`), under the data dir.
+    pub(super) launcher_cache: std::path::PathBuf,
     /// The last `401`/`403` challenge the server's HTTP client met (cleared by a login).
     pub(super) challenge: Arc<crate::oauth::ChallengeSlot>,
     /// Woken when a login to the server finishes (or its tokens are forgotten).
@@ -134,10 +136,17 @@ impl Upstream {
     /// What its egress proxy carried and refused since mcpproxy started; `None` when its
     /// network is not a list of destinations.
     pub(crate) fn egress_stats(&self) -> Option<mcpproxy_egress::EgressStats> {
+        let stats = lock(&self.egress).clone();
+        // The allow-list its last launch got (a launcher's registries included), else the
+        // config's.
+        if !stats.allow.is_empty() {
+            return Some(stats);
+        }
         let allow = self.config.isolation.network.egress()?;
-        let mut stats = lock(&self.egress).clone();
-        stats.allow = allow.rules().iter().map(ToString::to_string).collect();
-        Some(stats)
+        Some(mcpproxy_egress::EgressStats {
+            allow: allow.rules().iter().map(ToString::to_string).collect(),
+            ..stats
+        })
     }
 
     /// Counts a connection of its egress proxy and passes it on to be recorded; a full

@@ -423,7 +423,10 @@ async fn connect_to(
         } => {
             let mut sandbox =
                 super::sandbox::prepare(upstream, command, args, env, working_dir.as_deref())?;
-            let egress = sandbox.as_mut().and_then(|s| s.egress.take());
+            let egress = sandbox.as_mut().and_then(|s| {
+                let rules = s.report.network.egress().cloned().unwrap_or_default();
+                s.egress.take().map(|receiver| (receiver, rules))
+            });
             // A version manager's shim: the program it resolves to runs (the sandbox grants
             // that program's prefix, not the manager's root).
             let program = match sandbox.as_ref().and_then(|s| s.shim.as_ref()) {
@@ -447,8 +450,8 @@ async fn connect_to(
             }
             let (mut child, pipes) = super::child::spawn(cmd, sandbox)
                 .map_err(|e| format!("cannot start `{command}`: {e}"))?;
-            if let Some(egress) = egress {
-                child.attach_egress(super::sandbox::start_egress(upstream, egress));
+            if let Some((receiver, rules)) = egress {
+                child.attach_egress(super::sandbox::start_egress(upstream, receiver, rules));
             }
             let stderr = pipes.stderr;
             let (lane, stdout, stdin) = super::lane::split(pipes.stdout, pipes.stdin);

@@ -59,6 +59,8 @@ pub(crate) struct Upstreams {
     back_channel: Arc<BackChannel>,
     /// Paths no sandbox grant may reach (the data dir, the config file).
     forbidden_paths: Arc<[mcpproxy_sandbox::ForbiddenPath]>,
+    /// Where package launchers' caches go, a directory per server (`DATA_DIR/launchers`).
+    launcher_caches: std::path::PathBuf,
     /// Where upstream servers' OAuth tokens are kept.
     pub(super) credentials: crate::credentials::CredentialStore,
     /// Logins in progress (`upstream login`, the page's "Log in").
@@ -97,6 +99,7 @@ impl Upstreams {
         index: Arc<ToolIndex>,
         trust: Arc<TrustStore>,
         forbidden_paths: Vec<mcpproxy_sandbox::ForbiddenPath>,
+        launcher_caches: std::path::PathBuf,
         credentials: crate::credentials::CredentialStore,
     ) -> Arc<Self> {
         let (changes_tx, receiver) = mpsc::unbounded_channel();
@@ -114,6 +117,7 @@ impl Upstreams {
             egress: std::sync::Mutex::new(Some(egress)),
             back_channel: BackChannel::new(),
             forbidden_paths: forbidden_paths.into(),
+            launcher_caches,
             credentials,
             logins: crate::oauth::Logins::default(),
         };
@@ -162,6 +166,7 @@ impl Upstreams {
             capabilities: RwLock::new(None),
             discovered_versions: RwLock::new(Vec::new()),
             forbidden_paths: self.forbidden_paths.clone(),
+            launcher_cache: self.launcher_caches.join(launcher_dir_name(&config.name)),
             credentials: self.credentials.clone(),
             challenge: Arc::default(),
             login_done: Notify::new(),
@@ -425,4 +430,26 @@ mod tests {
             assert!(!applied.is_empty(), "{applied:?}");
         }
     }
+}
+
+/// A server's directory under `launchers/`: its name made safe for a file name, with a
+/// digest of the whole name so two names never share one.
+fn launcher_dir_name(server: &str) -> String {
+    use sha2::Digest;
+    let safe: String = server
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    let digest = sha2::Sha256::digest(server.as_bytes());
+    format!(
+        "{safe}-{:02x}{:02x}{:02x}{:02x}",
+        digest[0], digest[1], digest[2], digest[3]
+    )
 }
