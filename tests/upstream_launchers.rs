@@ -366,3 +366,72 @@ async fn launchers_run_sandboxed_through_the_egress_proxy_and_then_from_their_ca
         logs.stdout()
     );
 }
+
+/// A Claude Desktop config whose servers are `npx -y` and `uvx`, imported by a person: each
+/// starts in the default sandbox after one approval, downloading from its registry.
+#[tokio::test(flavor = "multi_thread")]
+async fn imported_launcher_servers_start_sandboxed_after_one_approval_each() {
+    if !sandbox_supported() {
+        return;
+    }
+    let Some(npm) = NpmRegistry::start() else {
+        return;
+    };
+    let Some(pypi) = PypiIndex::start() else {
+        return;
+    };
+    let proxy = Proxy::start(&config_with(vec![]), &[]);
+    let config = proxy.data_dir.path().join("mcp_config.json");
+    let desktop = tempfile::tempdir().unwrap();
+    let from = desktop.path().join("claude_desktop_config.json");
+    // Claude Desktop's form: servers by name, no sandbox settings of mcpproxy's.
+    let entry = |server: Value| json!({"command": server["command"], "args": server["args"], "env": server["env"]});
+    let claude = json!({"mcpServers": {
+        "everything": entry(sandboxed_npx_server(&npm.url())),
+        "py": entry(sandboxed_uvx_server(&pypi.url())),
+    }});
+    std::fs::write(&from, claude.to_string()).unwrap();
+    let import = TestCommand::new(proxy.data_dir.path())
+        .args(["upstream", "import", "--yes", "--from"])
+        .args([&from])
+        .args(["--config"])
+        .args([&config])
+        .output();
+    import.assert_code(0);
+    assert_eq!(
+        import.stdout().matches("added (quarantined)").count(),
+        2,
+        "{}",
+        import.stdout()
+    );
+    for name in ["everything", "py"] {
+        crate::support::poll::until(
+            "the imported server is approved",
+            std::time::Duration::from_secs(180),
+            || async {
+                let approve = TestCommand::new(proxy.data_dir.path())
+                    .args(["upstream", "approve", name, "--config"])
+                    .args([&config])
+                    .output();
+                match approve.code() {
+                    Some(0) => Ok(()),
+                    _ => Err(approve.stderr()),
+                }
+            },
+        )
+        .await;
+    }
+    both_work(&proxy).await;
+    let list = TestCommand::new(proxy.data_dir.path())
+        .args(["upstream", "list", "--config"])
+        .args([&config])
+        .output();
+    assert_eq!(
+        list.stdout()
+            .matches("on (network allow 127.0.0.1:")
+            .count(),
+        2,
+        "{}",
+        list.stdout()
+    );
+}

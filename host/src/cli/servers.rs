@@ -624,9 +624,12 @@ pub(super) async fn import(globals: &Globals, args: ImportArgs) -> Result<ExitCo
             inferred_lines.retain(|(n, _)| n != &name);
             grants = json!(null);
         }
-        results.push(
-            json!({"name": name, "server": what, "outcome": outcome, "proposed_grants": grants}),
-        );
+        let mut result = json!({"name": name, "server": what, "outcome": outcome});
+        // Only a stdio server that is added has grants proposed.
+        if !grants.is_null() {
+            result["proposed_grants"] = grants;
+        }
+        results.push(result);
         rows.push(vec![name, what, outcome]);
     }
     if !print_data(&results, args.target.output)? {
