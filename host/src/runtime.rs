@@ -297,8 +297,10 @@ impl Runtime {
             config.tool_call_timeout,
             index.clone(),
             trust.clone(),
-            forbidden_paths(data_dir, config_file),
-            data_dir.join("launchers"),
+            crate::upstream::SandboxPaths {
+                forbidden: forbidden_paths(data_dir, config_file),
+                launcher_caches: data_dir.join("launchers"),
+            },
             crate::credentials::CredentialStore::open(data_dir)?,
         );
         follow_shared_trust(&trust, &upstreams);

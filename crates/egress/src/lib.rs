@@ -288,7 +288,7 @@ impl Refusal {
         match self.kind {
             RefusalKind::NotAllowed => {
                 let grant = match self.address {
-                    Some(address) if !host.parse::<IpAddr>().is_ok() => {
+                    Some(address) if host.parse::<IpAddr>().is_err() => {
                         destination(&address.to_string(), port)
                     }
                     _ => destination(host.trim_start_matches('[').trim_end_matches(']'), port),

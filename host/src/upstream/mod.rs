@@ -39,5 +39,5 @@ pub(crate) use requests::{CallAnswer, UpstreamStream};
 pub(crate) use sandbox::SandboxStatus;
 pub(crate) use server::{Upstream, WireTools};
 pub(crate) use state::{ServerStatus, State, TransportKind};
-pub(crate) use upstreams::{AppliedChanges, LaunchApprovalError, Upstreams};
+pub(crate) use upstreams::{AppliedChanges, LaunchApprovalError, SandboxPaths, Upstreams};
 pub(crate) use vetting::{Approval, ChangeKind, ToolChange};

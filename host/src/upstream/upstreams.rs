@@ -98,8 +98,7 @@ impl Upstreams {
         default_timeout: Duration,
         index: Arc<ToolIndex>,
         trust: Arc<TrustStore>,
-        forbidden_paths: Vec<mcpproxy_sandbox::ForbiddenPath>,
-        launcher_caches: std::path::PathBuf,
+        sandbox_paths: SandboxPaths,
         credentials: crate::credentials::CredentialStore,
     ) -> Arc<Self> {
         let (changes_tx, receiver) = mpsc::unbounded_channel();
@@ -116,8 +115,8 @@ impl Upstreams {
             egress_tx,
             egress: std::sync::Mutex::new(Some(egress)),
             back_channel: BackChannel::new(),
-            forbidden_paths: forbidden_paths.into(),
-            launcher_caches,
+            forbidden_paths: sandbox_paths.forbidden.into(),
+            launcher_caches: sandbox_paths.launcher_caches,
             credentials,
             logins: crate::oauth::Logins::default(),
         };
@@ -406,6 +405,36 @@ async fn stop(mut running: Running) {
     running.upstream.state.send_replace(State::Disconnected);
 }
 
+/// A server's directory under `launchers/`: its name made safe for a file name, with a
+/// digest of the whole name so two names never share one.
+fn launcher_dir_name(server: &str) -> String {
+    use sha2::Digest;
+    let safe: String = server
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    let digest = sha2::Sha256::digest(server.as_bytes());
+    format!(
+        "{safe}-{:02x}{:02x}{:02x}{:02x}",
+        digest[0], digest[1], digest[2], digest[3]
+    )
+}
+
+/// What every stdio server's sandbox is built around.
+pub(crate) struct SandboxPaths {
+    /// Paths no grant may reach (the data dir, the config file).
+    pub forbidden: Vec<mcpproxy_sandbox::ForbiddenPath>,
+    /// Where package launchers' caches go, a directory per server (`DATA_DIR/launchers`).
+    pub launcher_caches: std::path::PathBuf,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -430,26 +459,4 @@ mod tests {
             assert!(!applied.is_empty(), "{applied:?}");
         }
     }
-}
-
-/// A server's directory under `launchers/`: its name made safe for a file name, with a
-/// digest of the whole name so two names never share one.
-fn launcher_dir_name(server: &str) -> String {
-    use sha2::Digest;
-    let safe: String = server
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(64)
-        .collect();
-    let digest = sha2::Sha256::digest(server.as_bytes());
-    format!(
-        "{safe}-{:02x}{:02x}{:02x}{:02x}",
-        digest[0], digest[1], digest[2], digest[3]
-    )
 }
