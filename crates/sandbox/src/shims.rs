@@ -197,4 +197,68 @@ mod tests {
         assert!(error.contains("nodenv shim"), "{error}");
         assert!(error.contains("set `command`"), "{error}");
     }
+
+    /// Each manager's shim, in the shape the manager makes it, is told apart from a plain
+    /// program: rbenv's and nodenv's scripts (as pyenv's), asdf's (`exec asdf exec ...`),
+    /// mise's links to the `mise` binary, volta's links to `volta-shim` (asked through the
+    /// `volta` beside it).
+    #[test]
+    fn every_managers_shim_shape_is_recognised() {
+        let root = tempfile::tempdir().unwrap();
+        let shims = root.path().join("shims");
+        std::fs::create_dir_all(&shims).unwrap();
+        let script = |name: &str, body: &str| {
+            let path = shims.join(name);
+            std::fs::write(&path, body).unwrap();
+            path
+        };
+        let rbenv = script(
+            "ruby",
+            "#!/usr/bin/env bash\nexec \"/home/u/.rbenv/libexec/rbenv\" exec \"$program\" \"$@\"\n",
+        );
+        let nodenv = script(
+            "node",
+            "#!/usr/bin/env bash\nexec \"/home/u/.nodenv/libexec/nodenv\" exec \"$program\" \"$@\"\n",
+        );
+        let asdf = script(
+            "python3",
+            "#!/usr/bin/env bash\n# asdf-plugin: python 3.12.1\nexec asdf exec \"python3\" \"$@\"\n",
+        );
+        let not_a_shim = script("tool", "#!/bin/sh\nexec /usr/bin/env tool \"$@\"\n");
+        let binary = script("binary", "\x7fELF");
+        assert_eq!(
+            manager_of(&rbenv),
+            Some(("rbenv".into(), "/home/u/.rbenv/libexec/rbenv".into()))
+        );
+        assert_eq!(
+            manager_of(&nodenv),
+            Some(("nodenv".into(), "/home/u/.nodenv/libexec/nodenv".into()))
+        );
+        assert_eq!(manager_of(&asdf), Some(("asdf".into(), "asdf".into())));
+        assert_eq!(manager_of(&not_a_shim), None);
+        assert_eq!(manager_of(&binary), None);
+        // The same script outside a `shims` directory is a plain program.
+        let elsewhere = root.path().join("python3");
+        std::fs::copy(&asdf, &elsewhere).unwrap();
+        assert_eq!(manager_of(&elsewhere), None);
+
+        let bin = root.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        for name in ["mise", "volta-shim", "volta"] {
+            std::fs::write(bin.join(name), "").unwrap();
+        }
+        let mise_shim = shims.join("python");
+        std::os::unix::fs::symlink(bin.join("mise"), &mise_shim).unwrap();
+        let volta_shim = root.path().join("node-volta");
+        std::os::unix::fs::symlink(bin.join("volta-shim"), &volta_shim).unwrap();
+        let canonical = |p: &Path| std::fs::canonicalize(p).unwrap();
+        assert_eq!(
+            manager_of(&mise_shim),
+            Some(("mise".into(), canonical(&bin.join("mise"))))
+        );
+        assert_eq!(
+            manager_of(&volta_shim),
+            Some(("volta".into(), canonical(&bin).join("volta")))
+        );
+    }
 }
