@@ -3,9 +3,9 @@
 //! use which.
 //!
 //! - Crates, from the bottom up ([`CRATES`]): `mcpproxy-sandbox` < `mcpproxy-policy` <
-//!   `mcpproxy-activity` < `mcpproxy-plugin-host` < `mcpproxy`. A crate depends only on crates below it (in any
-//!   dependency table, dev-dependencies included).
-//! - Neither `mcpproxy-policy` nor `mcpproxy-activity` depends directly on wasmtime,
+//!   `mcpproxy-egress` < `mcpproxy-activity` < `mcpproxy-plugin-host` < `mcpproxy`. A crate
+//!   depends only on crates below it (in any dependency table, dev-dependencies included).
+//! - None of `mcpproxy-policy`, `mcpproxy-egress` and `mcpproxy-activity` depends directly on wasmtime,
 //!   wasmtime-wasi*, rmcp, axum or reqwest, and `mcpproxy-policy` and `mcpproxy-sandbox`
 //!   (which also stays off all of those) not on tokio either
 //!   ([`FORBIDDEN`]; dev-dependencies are left out: what a crate's tests use is not what
@@ -23,9 +23,10 @@ use std::path::{Path, PathBuf};
 
 /// The workspace's crates from the bottom of the graph up, with their directories: a crate
 /// may depend only on crates before it.
-const CRATES: [(&str, &str); 5] = [
+const CRATES: [(&str, &str); 6] = [
     ("mcpproxy-sandbox", "crates/sandbox"),
     ("mcpproxy-policy", "crates/policy"),
+    ("mcpproxy-egress", "crates/egress"),
     ("mcpproxy-activity", "crates/activity"),
     ("mcpproxy-plugin-host", "crates/plugin-host"),
     ("mcpproxy", "host"),
@@ -34,7 +35,7 @@ const CRATES: [(&str, &str); 5] = [
 /// What a crate below the proxy must not depend on directly (a trailing `*` matches any
 /// suffix): no WebAssembly runtime and no MCP, HTTP server or HTTP client below the plugin
 /// host, and no async runtime in the policy vocabulary.
-const FORBIDDEN: [(&str, &[&str]); 3] = [
+const FORBIDDEN: [(&str, &[&str]); 4] = [
     (
         "mcpproxy-sandbox",
         &[
@@ -59,6 +60,10 @@ const FORBIDDEN: [(&str, &[&str]); 3] = [
     ),
     (
         "mcpproxy-activity",
+        &["wasmtime", "wasmtime-wasi*", "rmcp", "axum", "reqwest"],
+    ),
+    (
+        "mcpproxy-egress",
         &["wasmtime", "wasmtime-wasi*", "rmcp", "axum", "reqwest"],
     ),
 ];

@@ -81,8 +81,8 @@ impl Proxy {
         analysis.inferred_read = upstream.inferred_reads();
         analysis.egress = upstream.egress_stats();
         let refusals = upstream.refusals();
-        analysis.refusals =
-            (!refusals.is_empty() && upstream.config().isolation.enabled).then_some(refusals);
+        analysis.refused_lately = (!refusals.is_empty() && upstream.config().isolation.enabled)
+            .then(|| refusals.describe());
         analysis
     }
 

@@ -138,9 +138,9 @@ pub(crate) struct Analysis {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub egress: Option<mcpproxy_egress::EgressStats>,
     /// What its sandbox refused lately (from its stderr and its egress proxy) and the
-    /// `isolation` keys that would allow it.
+    /// `isolation` keys that would allow it, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub refusals: Option<crate::upstream::refusals::Refusals>,
+    pub refused_lately: Option<String>,
     /// Whether that launch spec is approved (else the server is not started).
     #[serde(default = "yes")]
     pub launch_approved: bool,
@@ -215,7 +215,7 @@ impl Analysis {
             launch_fingerprint: String::new(),
             inferred_read: Vec::new(),
             egress: None,
-            refusals: None,
+            refused_lately: None,
             launch_approved: true,
             launch_changes: Vec::new(),
         }
@@ -272,8 +272,8 @@ impl Analysis {
         if let Some(egress) = &self.egress {
             let _ = writeln!(out, "{}", egress.describe());
         }
-        if let Some(refusals) = &self.refusals {
-            let _ = writeln!(out, "Refused lately: {}", quote(&refusals.describe()));
+        if let Some(refused) = &self.refused_lately {
+            let _ = writeln!(out, "Refused lately: {}", quote(refused));
         }
         if !self.launch_approved {
             if self.launch_changes.is_empty() {

@@ -23,7 +23,7 @@ pub(crate) mod log;
 mod login;
 mod reach;
 mod references;
-pub(crate) mod refusals;
+mod refusals;
 mod requests;
 mod sandbox;
 mod server;
