@@ -516,3 +516,60 @@ async fn a_restart_does_not_release_a_held_tool_on_any_replica() {
         "fx:echo"
     );
 }
+
+/// Three replicas starting together on a fresh database, each seeding the shared trust state
+/// from the same config of several servers: every server ends approved and started on every
+/// replica. A replica whose read of the shared state began before its own seeding writes
+/// landed once replaced them with that stale read, leaving the last seeded server
+/// `unapproved` although its log said the config's servers were approved as written (seen in
+/// 2 of 8 starts). Rounds of fresh databases give the race its chances.
+#[tokio::test(flavor = "multi_thread")]
+async fn replicas_seeding_together_leave_no_server_of_the_config_unapproved() {
+    const ROUNDS: usize = 3;
+    const SERVERS: usize = 5;
+    for round in 0..ROUNDS {
+        let Some(postgres) = Postgres::start() else {
+            return;
+        };
+        let files = tempfile::tempdir().unwrap();
+        let (log, overrides) = fixture_files(files.path());
+        let servers: Vec<Value> = (1..=SERVERS)
+            .map(|i| {
+                let name = format!("fx{i}");
+                json!({
+                    "name": name,
+                    "command": fixture_bin(),
+                    "args": ["--call-log", log, "--name", name, "--tool-overrides", overrides],
+                    "isolation": {"write": [files.path()]},
+                })
+            })
+            .collect();
+        let configs: Vec<Value> = ["r1", "r2", "r3"]
+            .iter()
+            .map(|n| replica_config(servers.clone(), &postgres, n))
+            .collect();
+        let replicas: Vec<Proxy> = std::thread::scope(|scope| {
+            let started: Vec<_> = configs
+                .iter()
+                .map(|config| scope.spawn(move || Proxy::start(config, &[])))
+                .collect();
+            started.into_iter().map(|s| s.join().unwrap()).collect()
+        });
+        for (replica, proxy) in replicas.iter().enumerate() {
+            for i in 1..=SERVERS {
+                let name = format!("fx{i}");
+                until(
+                    &format!("round {round}: {name} ready on replica {}", replica + 1),
+                    || async {
+                        let status = status(proxy, &name).await;
+                        match status["state"].as_str() {
+                            Some("ready") => Ok(()),
+                            _ => Err(status.to_string()),
+                        }
+                    },
+                )
+                .await;
+            }
+        }
+    }
+}
