@@ -19,9 +19,16 @@ pub struct EgressStats {
     /// Bytes from the server out, and back in.
     pub bytes_sent: u64,
     pub bytes_received: u64,
+    /// Connections counted here but never recorded: the queue to the journal was full.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unrecorded: u64,
     /// The latest refusals and failures, newest last: destination and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recent_refusals: Vec<Refused>,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 /// One refused or failed connection.
@@ -74,6 +81,12 @@ impl EgressStats {
             self.bytes_sent,
             self.bytes_received
         );
+        if self.unrecorded > 0 {
+            text.push_str(&format!(
+                "; {} connection(s) not recorded (the journal did not keep up)",
+                self.unrecorded
+            ));
+        }
         for refused in &self.recent_refusals {
             text.push_str(&format!(
                 "\n  refused {}: {}",

@@ -150,14 +150,23 @@ impl Upstream {
     }
 
     /// Counts a connection of its egress proxy and passes it on to be recorded; a full
-    /// queue drops the record (the metrics still count it).
+    /// queue drops the record and the metric (the server's stats still count it, and how
+    /// many were dropped), warning at the 1st, 2nd, 4th, 8th... drop so a flood of
+    /// connections cannot flood the log either.
     pub(super) fn egress_event(&self, event: mcpproxy_egress::EgressEvent) {
         lock(&self.egress).count(&event);
         if let Err(mpsc::error::TrySendError::Full(event)) = self.egress_events.try_send(event) {
-            tracing::warn!(
-                server = %event.server,
-                "egress record dropped: the journal is not keeping up with this server's connections"
-            );
+            let dropped = {
+                let mut stats = lock(&self.egress);
+                stats.unrecorded += 1;
+                stats.unrecorded
+            };
+            if dropped.is_power_of_two() {
+                tracing::warn!(
+                    server = %event.server,
+                    "{dropped} egress record(s) dropped: the journal is not keeping up with this server's connections"
+                );
+            }
         }
     }
 
