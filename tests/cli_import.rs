@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::support::TestCommand;
+use crate::support::sandbox_supported;
 
 #[test]
 fn import_skips_mcpproxy_itself_and_flags_duplicates() {
@@ -85,21 +86,6 @@ fn import_skips_mcpproxy_itself_and_flags_duplicates() {
         .filter_map(|s| s["name"].as_str())
         .collect();
     assert_eq!(names, vec!["fs", "notes", "files"]);
-}
-
-/// Whether this kernel has every part of the sandbox; without one the test skips with a
-/// note, unless `MCPPROXY_REQUIRE_SANDBOX` is set (as in CI).
-fn sandbox_supported() -> bool {
-    let support = mcpproxy_sandbox::Support::get();
-    if support.landlock_abi >= 6 && support.network_namespace && support.seccomp {
-        return true;
-    }
-    assert!(
-        std::env::var_os("MCPPROXY_REQUIRE_SANDBOX").is_none(),
-        "this kernel lacks a part of the sandbox, which CI requires: {support:?}"
-    );
-    eprintln!("SKIPPED: this kernel lacks a part of the sandbox: {support:?}");
-    false
 }
 
 /// A Claude Desktop config holding the official filesystem server given a directory: the

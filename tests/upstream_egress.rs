@@ -10,27 +10,15 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::support::TestCommand;
 use crate::support::mcp::{Client, Proxy, call, config_with, connect, fixture_bin, is_error, text};
+use crate::support::sandbox_supported;
 
 fn hostile_bin() -> PathBuf {
     fixture_bin().with_file_name("mcp-hostile")
-}
-
-fn sandbox_supported() -> bool {
-    let support = mcpproxy_sandbox::Support::get();
-    if support.landlock_abi >= 6 && support.network_namespace && support.seccomp {
-        return true;
-    }
-    assert!(
-        std::env::var_os("MCPPROXY_REQUIRE_SANDBOX").is_none(),
-        "this kernel lacks a part of the sandbox, which CI requires: {support:?}"
-    );
-    eprintln!("SKIPPED: this kernel lacks a part of the sandbox: {support:?}");
-    false
 }
 
 /// A loopback HTTP service answering every request with `hello from NAME`; its port.
@@ -171,15 +159,7 @@ async fn a_server_reaches_only_what_its_allow_list_names_and_every_connection_is
     );
 
     // Counted in /metrics.
-    let metrics = reqwest::Client::new()
-        .get(format!("{}/metrics", proxy.base()))
-        .header("X-API-Key", proxy.api_key())
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = proxy.get_text("/metrics").await;
     let counter = |outcome: &str| {
         metrics
             .lines()
@@ -229,15 +209,7 @@ async fn a_server_reaches_only_what_its_allow_list_names_and_every_connection_is
         "{}",
         list.stdout()
     );
-    let status: Value = reqwest::Client::new()
-        .get(format!("{}/api/v1/upstreams", proxy.base()))
-        .header("X-API-Key", proxy.api_key())
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let status = proxy.get_json("/api/v1/upstreams").await;
     assert!(status.to_string().contains("\"egress\""), "{status}");
     client.cancel().await.unwrap();
 }
@@ -264,25 +236,19 @@ async fn a_start_refused_by_the_sandbox_names_the_grant_that_would_allow_it() {
         "its sandbox refused reading {path}; to allow it, add to the server's \"isolation\" (a person approves the changed launch): {{\"read\":[\"{path}\"]}}",
         path = settings.display()
     );
-    let mut last = Value::Null;
-    let mut found = false;
-    for _ in 0..100 {
-        last = reqwest::Client::new()
-            .get(format!("{}/api/v1/upstreams", proxy.base()))
-            .header("X-API-Key", proxy.api_key())
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if last.to_string().contains(&wanted.replace('"', "\\\"")) {
-            found = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    assert!(found, "no {wanted:?} in {last}");
+    crate::support::poll::until(
+        "the start error names the grant",
+        std::time::Duration::from_secs(30),
+        || async {
+            let status = proxy.get_json("/api/v1/upstreams").await;
+            if status.to_string().contains(&wanted.replace('"', "\\\"")) {
+                Ok(())
+            } else {
+                Err(format!("no {wanted:?} in {status}"))
+            }
+        },
+    )
+    .await;
     let config = proxy.data_dir.path().join("mcp_config.json");
     let logs = TestCommand::new(proxy.data_dir.path())
         .args(["upstream", "logs", "needs", "--config"])

@@ -14,6 +14,7 @@ use crate::support::mcp::{Client, Proxy, call, config_with, connect, is_error, t
 use crate::support::registries::{
     NpmRegistry, PY_PACKAGE, PY_VERSION, PypiIndex, npm_env, npm_spec, npm_version, uv_env, uvx,
 };
+use crate::support::sandbox_supported;
 
 /// server-everything through `npx -y` from the registry at `registry`.
 fn npx_server(registry: &str, cache: &Path, extra_env: &[(&str, &str)]) -> Value {
@@ -256,20 +257,6 @@ fn sandboxed_uvx_server(index: &str) -> Value {
         "env": env,
         "isolation": {},
     })
-}
-
-/// The sandbox's own support: the launcher tests below need all of it.
-fn sandbox_supported() -> bool {
-    let support = mcpproxy_sandbox::Support::get();
-    if support.landlock_abi >= 6 && support.network_namespace && support.seccomp {
-        return true;
-    }
-    assert!(
-        std::env::var_os("MCPPROXY_REQUIRE_SANDBOX").is_none(),
-        "this kernel lacks a part of the sandbox, which CI requires: {support:?}"
-    );
-    eprintln!("SKIPPED: this kernel lacks a part of the sandbox: {support:?}");
-    false
 }
 
 /// `npx -y` and `uvx` in the default sandbox: the first start downloads through the egress

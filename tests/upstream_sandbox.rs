@@ -19,27 +19,12 @@ use serde_json::{Value, json};
 
 use crate::support::TestCommand;
 use crate::support::mcp::{Client, Proxy, call, config_with, connect, fixture_bin, is_error, text};
+use crate::support::sandbox_supported;
 
 const SECRET_ENV: &str = "MCPPROXY_TEST_SANDBOX_SECRET";
 
 fn hostile_bin() -> PathBuf {
     fixture_bin().with_file_name("mcp-hostile")
-}
-
-/// Whether this kernel has every part of the sandbox (as the sandbox crate probes it);
-/// without one the test skips with a note, unless `MCPPROXY_REQUIRE_SANDBOX` is set (as in
-/// CI).
-fn sandbox_supported() -> bool {
-    let support = mcpproxy_sandbox::Support::get();
-    if support.landlock_abi >= 6 && support.network_namespace && support.seccomp {
-        return true;
-    }
-    assert!(
-        std::env::var_os("MCPPROXY_REQUIRE_SANDBOX").is_none(),
-        "this kernel lacks a part of the sandbox, which CI requires: {support:?}"
-    );
-    eprintln!("SKIPPED: this kernel lacks a part of the sandbox: {support:?}");
-    false
 }
 
 struct Planted {

@@ -354,6 +354,25 @@ impl Proxy {
         panic!("fewer than {want} finished {record_type} records; the last answer: {last}");
     }
 
+    /// `GET path` (`/api/v1/...`, `/metrics`) with the API key: the body as text.
+    pub(crate) async fn get_text(&self, path: &str) -> String {
+        reqwest::Client::new()
+            .get(format!("{}{path}", self.base()))
+            .header("X-API-Key", self.api_key())
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+            .text()
+            .await
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+    }
+
+    /// `GET path` with the API key: the body as JSON.
+    pub(crate) async fn get_json(&self, path: &str) -> Value {
+        let body = self.get_text(path).await;
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
+    }
+
     /// `http://ADDR`, where `/api/v1`, `/metrics` and the page are.
     pub(crate) fn base(&self) -> String {
         self.url.trim_end_matches("/mcp").to_owned()

@@ -32,5 +32,21 @@ mod python;
 pub(crate) mod registries;
 
 pub(crate) use artifacts::{artifact, artifact_bytes};
+
+/// Whether this kernel has every part of the stdio servers' sandbox (as the sandbox crate
+/// probes it); without one a test skips with a note, unless `MCPPROXY_REQUIRE_SANDBOX` is
+/// set (as in CI), which makes it a failure.
+pub(crate) fn sandbox_supported() -> bool {
+    let support = mcpproxy_sandbox::Support::get();
+    if support.landlock_abi >= 6 && support.network_namespace && support.seccomp {
+        return true;
+    }
+    assert!(
+        std::env::var_os("MCPPROXY_REQUIRE_SANDBOX").is_none(),
+        "this kernel lacks a part of the sandbox, which CI requires: {support:?}"
+    );
+    eprintln!("SKIPPED: this kernel lacks a part of the sandbox: {support:?}");
+    false
+}
 pub(crate) use command::{CmdOutput, TestCommand};
 pub(crate) use python::{run_python, test_python};
