@@ -261,8 +261,9 @@ fn sandboxed_uvx_server(index: &str) -> Value {
 
 /// `npx -y` and `uvx` in the default sandbox: the first start downloads through the egress
 /// proxy (each registry joins the server's allow-list, and each connection is an `egress`
-/// record) into a cache of the server's own under the data dir; the second start, with both
-/// registries gone, runs from that cache (offline) in the same sandbox.
+/// record) into a cache of the server's own under the data dir; a connection to anything
+/// else is refused and recorded; the second start, with both registries gone, runs from that
+/// cache (offline) in the same sandbox.
 #[tokio::test(flavor = "multi_thread")]
 async fn launchers_run_sandboxed_through_the_egress_proxy_and_then_from_their_cache() {
     if !sandbox_supported() {
@@ -294,6 +295,42 @@ async fn launchers_run_sandboxed_through_the_egress_proxy_and_then_from_their_ca
             "{server} reached more than {registry}: {records:?}"
         );
     }
+    // Any other destination is refused, and recorded: a service on this machine's loopback
+    // that its allow-list does not name.
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let other_port = other.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in other.incoming().flatten() {
+            use std::io::Write;
+            let mut stream = stream;
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nreached");
+        }
+    });
+    let client = connect(&first.url).await;
+    let fetched = call(
+        &client,
+        "call_tool_read",
+        json!({"name": "py:fetch", "args": {"url": format!("http://127.0.0.1:{other_port}/")}}),
+    )
+    .await
+    .expect("call py:fetch");
+    assert!(is_error(&fetched), "{}", text(&fetched));
+    assert!(
+        text(&fetched).starts_with("403: ")
+            && text(&fetched).contains("not in the server's egress allow-list"),
+        "{}",
+        text(&fetched)
+    );
+    client.cancel().await.expect("close the client");
+    let destination = format!("127.0.0.1:{other_port}");
+    let records = first.finished_records("egress", 3).await;
+    assert!(
+        records.iter().any(|r| r["server_name"] == "py"
+            && r["status"] == "blocked"
+            && r["tool_name"] == destination.as_str()),
+        "{records:?}"
+    );
+
     let config_file = first.data_dir.path().join("mcp_config.json");
     let logs = TestCommand::new(first.data_dir.path())
         .args(["upstream", "logs", "everything", "--config"])
