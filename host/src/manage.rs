@@ -105,7 +105,7 @@ impl Change {
                 .as_object()
                 .map(|o| {
                     o.keys()
-                        .map(|k| mcpproxy_policy::quote(k))
+                        .map(|k| mcpproxy_support::quote(k))
                         .take(32)
                         .collect()
                 })

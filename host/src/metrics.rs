@@ -427,7 +427,7 @@ impl Metrics {
             kind: kind.to_owned(),
         };
         {
-            let mut seen = mcpproxy_policy::lock(&self.guard_label_sets);
+            let mut seen = mcpproxy_support::lock(&self.guard_label_sets);
             if !seen.contains(&labels) {
                 if seen.len() < MAX_GUARD_LABEL_SETS {
                     seen.insert(labels.clone());
@@ -532,7 +532,7 @@ impl Metrics {
             tool: tool.to_owned(),
         };
         {
-            let mut seen = mcpproxy_policy::lock(&self.tool_label_sets);
+            let mut seen = mcpproxy_support::lock(&self.tool_label_sets);
             if !seen.contains(&labels) {
                 if seen.len() < MAX_TOOL_LABEL_SETS {
                     seen.insert(labels.clone());
@@ -630,12 +630,12 @@ impl Metrics {
 
     /// Sessions of `kind` counted by `probe` at each scrape (an HTTP endpoint's sessions).
     pub(crate) fn probe_sessions(&self, kind: &str, probe: Probe) {
-        mcpproxy_policy::lock(&self.session_probes).push((kind.to_owned(), probe));
+        mcpproxy_support::lock(&self.session_probes).push((kind.to_owned(), probe));
     }
 
     /// The OpenMetrics text exposition of every metric.
     pub(crate) fn encode(&self) -> String {
-        for (kind, probe) in mcpproxy_policy::lock(&self.session_probes).iter() {
+        for (kind, probe) in mcpproxy_support::lock(&self.session_probes).iter() {
             let open = i64::try_from(probe()).unwrap_or(i64::MAX);
             self.sessions
                 .get_or_create(&KindLabels { kind: kind.clone() })

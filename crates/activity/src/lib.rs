@@ -15,11 +15,10 @@
 //! - [`repair`]: copying the readable records of a damaged journal into a new file;
 //! - [`delivery`]: the [`Sink`] trait and the background tasks ([`Delivery`]) that feed the
 //!   outbox to sinks;
-//! - [`private_fs`]: files and directories only their owner can use (0600/0700);
 //! - [`error`]: the crate's [`Error`] and [`Result`].
 //!
-//! The record is built from the policy's own types ([`mcpproxy_policy`]); this module imports
-//! nothing else of the crate.
+//! The record is built from the policy's own types ([`mcpproxy_policy`]); the journal's
+//! files are made private to their owner with `mcpproxy_support`'s helpers.
 //!
 //! Storage layout (one redb file): `activity` maps the 16 ULID bytes (so key order is time
 //! order) to the record's JSON; five index tables map `(key, ulid)` to `()` for intent type,
@@ -33,7 +32,6 @@ mod error;
 mod export;
 mod journal;
 mod outbox;
-mod private_fs;
 mod query;
 mod record;
 mod repair;
@@ -51,10 +49,6 @@ pub use journal::{
     JournalOptions, JournalStats, WriteFaults,
 };
 pub use outbox::{SinkState, SinkStatus};
-pub use private_fs::{
-    DIR_MODE, FILE_MODE, create_private_dir, create_private_file, open_private,
-    prepare_private_file, restrict, write_private_atomically,
-};
 pub use query::SCAN_CHUNK;
 pub use query::{Filter, Page};
 pub use record::{

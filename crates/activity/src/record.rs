@@ -535,7 +535,7 @@ pub fn parse_record_id(id: &str) -> Option<u64> {
 pub fn new_id() -> (String, u64) {
     // A poisoned lock only means another thread panicked while holding it; the generator
     // state (the previous id) is still valid.
-    let mut generator = mcpproxy_policy::lock(&GENERATOR);
+    let mut generator = mcpproxy_support::lock(&GENERATOR);
     let id = match generator.generate() {
         Ok(id) => id,
         Err(overflow) => overflow.commit_overflow_random(),

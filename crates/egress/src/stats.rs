@@ -90,8 +90,8 @@ impl EgressStats {
         for refused in &self.recent_refusals {
             text.push_str(&format!(
                 "\n  refused {}: {}",
-                mcpproxy_policy::quote(&refused.destination),
-                mcpproxy_policy::quote(&refused.why)
+                mcpproxy_support::quote(&refused.destination),
+                mcpproxy_support::quote(&refused.why)
             ));
         }
         text

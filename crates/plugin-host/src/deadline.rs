@@ -110,7 +110,7 @@ impl DeadlineTicker {
     }
 
     fn running(&self) -> MutexGuard<'_, Running> {
-        mcpproxy_policy::lock(&self.running)
+        mcpproxy_support::lock(&self.running)
     }
 
     /// Advances the epoch if a running call's deadline has come (forgetting those

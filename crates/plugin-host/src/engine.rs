@@ -300,10 +300,10 @@ fn stub_as_trap(
 fn write_cache_entry(path: &Path, compiled: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     if let Some(dir) = path.parent() {
-        mcpproxy_activity::create_private_dir(dir)?;
+        mcpproxy_support::create_private_dir(dir)?;
     }
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    mcpproxy_activity::create_private_file(&tmp)?.write_all(compiled)?;
+    mcpproxy_support::create_private_file(&tmp)?.write_all(compiled)?;
     std::fs::rename(&tmp, path)
 }
 

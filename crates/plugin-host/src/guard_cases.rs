@@ -38,7 +38,7 @@ pub fn describe(answer: &GuardAnswer) -> String {
         GuardAnswer::Block(block) => format!(
             "block ({}): {}",
             block.kind,
-            mcpproxy_policy::quote(&block.reason)
+            mcpproxy_support::quote(&block.reason)
         ),
         GuardAnswer::Items(actions) => {
             let mut kinds: Vec<String> = Vec::new();

@@ -1,4 +1,4 @@
-//! What a plugin is: its name rule, the world it implements ([`PluginKind`]), where it was
+//! What a plugin is: the world it implements ([`PluginKind`]), where it was
 //! loaded from ([`PluginSource`]) and what `plugins list` shows about it ([`PluginInfo`]).
 
 use std::fmt;
@@ -8,17 +8,6 @@ use mcpproxy_policy::Limits;
 use serde::Serialize;
 
 use crate::CacheOutcome;
-
-/// The plugin-name rule, shared by the loader, the templates and the config check: 1 to 64 of
-/// `[a-z0-9-]`, not starting or ending with `-`.
-pub fn is_plugin_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-')
-}
 
 /// The plugin worlds of `wit/worlds.wit`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]

@@ -43,7 +43,7 @@ mod wasi;
 pub use embedded::{embedded_component, embedded_names};
 pub use engine::{CacheOutcome, EngineOptions, PluginEngine};
 pub use error::{CallFault, Error, PluginFault};
-pub use identity::{PluginInfo, PluginKind, PluginSource, is_plugin_name};
+pub use identity::{PluginInfo, PluginKind, PluginSource};
 pub use limits::{Bytes, MemoryCapExceeded};
 pub use loader::{Plugin, PluginSet, PluginSettings};
 pub use mcpproxy_policy::Limits;

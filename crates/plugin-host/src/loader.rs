@@ -14,9 +14,9 @@ use std::time::Instant;
 use wasmtime::component::{Component, InstancePre};
 use wasmtime::{Store, Trap};
 
-use crate::is_plugin_name;
 use mcpproxy_activity::SinkBatch;
 use mcpproxy_policy::Grant;
+use mcpproxy_policy::is_plugin_name;
 use mcpproxy_policy::{CallRequest, Caller, Inference, Tool, Verdict};
 
 use super::bindings::{

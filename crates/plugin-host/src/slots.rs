@@ -26,7 +26,7 @@ impl SlotSignal {
     /// A store was dropped: wake whoever waits. Costs one atomic load when nobody does.
     pub(crate) fn released(&self) {
         if self.waiters.load(Ordering::Acquire) > 0 {
-            let mut releases = mcpproxy_policy::lock(&self.releases);
+            let mut releases = mcpproxy_support::lock(&self.releases);
             *releases = releases.wrapping_add(1);
             self.freed.notify_all();
         }
@@ -40,7 +40,7 @@ impl SlotSignal {
             return false;
         }
         self.waiters.fetch_add(1, Ordering::AcqRel);
-        let releases = mcpproxy_policy::lock(&self.releases);
+        let releases = mcpproxy_support::lock(&self.releases);
         let timeout = (deadline - now).min(RECHECK);
         let _ = self
             .freed

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::is_plugin_name;
+use mcpproxy_policy::is_plugin_name;
 
 use super::PluginKind;
 

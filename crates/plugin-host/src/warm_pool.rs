@@ -33,7 +33,7 @@ impl<B> WarmPool<B> {
     }
 
     fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Warm<B>>> {
-        mcpproxy_policy::lock(&self.idle)
+        mcpproxy_support::lock(&self.idle)
     }
 
     pub(super) fn take(&self) -> Option<Warm<B>> {

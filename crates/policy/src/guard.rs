@@ -14,10 +14,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use mcpproxy_support::quote;
 use serde::{Deserialize, Serialize};
 
 use super::stage::{Fault, FaultKind};
-use super::text::quote;
 use super::types::{Annotations, Intent, OperationType};
 
 /// What a guarded result answers.

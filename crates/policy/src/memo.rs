@@ -32,7 +32,7 @@ struct Entries {
 
 impl AnnotationMemo {
     fn entries(&self) -> MutexGuard<'_, Entries> {
-        crate::sync::lock(&self.entries)
+        mcpproxy_support::lock(&self.entries)
     }
 
     /// The annotations remembered for exactly this definition of the tool.

@@ -158,7 +158,7 @@ fn cluster_of(
         },
         Some(other) => Err(ApiError::bad_request(format!(
             "cluster '{}' is not valid: use true or false",
-            mcpproxy_policy::quote(other)
+            mcpproxy_support::quote(other)
         ))),
     }
 }

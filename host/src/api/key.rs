@@ -42,7 +42,7 @@ pub(crate) fn load_or_create(data_dir: &Path, configured: Option<&str>) -> Resul
             // A key file left readable by others (an older release, a copy) is narrowed to
             // 0600; best effort: the key still works if that fails.
             if let Ok(file) = std::fs::File::open(&path) {
-                let _ = mcpproxy_activity::restrict(&file);
+                let _ = mcpproxy_support::restrict(&file);
             }
             Ok(key.to_owned())
         }
@@ -78,10 +78,10 @@ fn generate() -> Result<String, Error> {
 
 fn write_private(path: &Path, key: &str) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
-        mcpproxy_activity::create_private_dir(dir)?;
+        mcpproxy_support::create_private_dir(dir)?;
     }
     use std::io::Write;
-    let mut file = mcpproxy_activity::open_private(
+    let mut file = mcpproxy_support::open_private(
         std::fs::OpenOptions::new().write(true).create_new(true),
         path,
     )?;

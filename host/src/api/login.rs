@@ -89,7 +89,7 @@ pub(super) async fn begin(
     if redirect_uri.len() > MAX_URL_BYTES || !is_loopback_redirect(&redirect_uri) {
         return Err(ApiError::bad_request(format!(
             "the redirect URI must be http://127.0.0.1:PORT/... (or localhost, [::1]) with a port: the browser comes back to this machine, never elsewhere; got {}",
-            mcpproxy_policy::quote(&redirect_uri)
+            mcpproxy_support::quote(&redirect_uri)
         )));
     }
     let url = state

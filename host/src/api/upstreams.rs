@@ -127,7 +127,7 @@ fn approve_param(query: &HashMap<String, String>) -> Result<Approve, ApiError> {
     if let Some(unknown) = query.keys().find(|k| k.as_str() != "approve") {
         return Err(ApiError::bad_request(format!(
             "unknown query parameter '{}': only approve=true|false is accepted",
-            mcpproxy_policy::quote(unknown)
+            mcpproxy_support::quote(unknown)
         )));
     }
     match query.get("approve").map(String::as_str) {
@@ -135,7 +135,7 @@ fn approve_param(query: &HashMap<String, String>) -> Result<Approve, ApiError> {
         Some("true") => Ok(Approve::Server),
         Some(other) => Err(ApiError::bad_request(format!(
             "approve must be true or false, not '{}'",
-            mcpproxy_policy::quote(other)
+            mcpproxy_support::quote(other)
         ))),
     }
 }

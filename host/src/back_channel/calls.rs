@@ -79,7 +79,7 @@ impl CallOrigin {
     /// How the client is named in messages: `client 'NAME'` or `the client`.
     pub(crate) fn describe_client(&self) -> String {
         match &self.client {
-            Some(client) => format!("client '{}'", mcpproxy_policy::quote(&client.name)),
+            Some(client) => format!("client '{}'", mcpproxy_support::quote(&client.name)),
             None => "the client".to_owned(),
         }
     }

@@ -21,7 +21,7 @@ pub(crate) struct BackChannel {
     pub(super) observer: OnceLock<Arc<dyn RequestObserver>>,
 }
 
-pub(super) use mcpproxy_policy::lock;
+pub(super) use mcpproxy_support::lock;
 
 impl BackChannel {
     pub(crate) fn new() -> Arc<Self> {

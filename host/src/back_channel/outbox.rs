@@ -352,7 +352,7 @@ impl Queue {
 fn quoted(servers: &BTreeSet<String>) -> String {
     servers
         .iter()
-        .map(|s| format!("'{}'", mcpproxy_policy::quote(s)))
+        .map(|s| format!("'{}'", mcpproxy_support::quote(s)))
         .collect::<Vec<_>>()
         .join(", ")
 }

@@ -15,8 +15,8 @@ use crate::mcp::LEGACY_CALL_TOOL_MESSAGE;
 use crate::proxy::{CallContext, CallReport, Ending, parse_call, split_name};
 use crate::runtime::Runtime;
 use mcpproxy_activity::Source;
-use mcpproxy_policy::quote;
 use mcpproxy_policy::{OperationType, is_data_sensitivity};
+use mcpproxy_support::quote;
 
 use super::output::{
     Format, Tone, cli_wording, paint_err, print_data, quote_lines, quote_message, verdict_line,

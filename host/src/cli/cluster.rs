@@ -74,9 +74,9 @@ fn print_status(status: &crate::cluster::Status, up: usize) {
     for replica in &status.replicas {
         println!(
             "  {:<24} {:<5} mcpproxy {:<10} last seen {:.0} s ago, started {}",
-            mcpproxy_policy::quote(&replica.name),
+            mcpproxy_support::quote(&replica.name),
             if replica.up { "up" } else { "down" },
-            mcpproxy_policy::quote(&replica.version),
+            mcpproxy_support::quote(&replica.version),
             replica.seen_seconds_ago,
             replica.started_at
         );
@@ -97,7 +97,7 @@ fn print_status(status: &crate::cluster::Status, up: usize) {
                 status
                     .held_tools
                     .iter()
-                    .map(|t| mcpproxy_policy::quote(t))
+                    .map(|t| mcpproxy_support::quote(t))
                     .collect::<Vec<_>>()
                     .join(", ")
             )

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 
 use crate::config;
 use crate::proxy::CodeReport;
-use mcpproxy_policy::quote;
+use mcpproxy_support::quote;
 
 use super::output::{Format, Tone, paint_err, print_data};
 use super::remote::Remote;

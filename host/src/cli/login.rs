@@ -206,7 +206,7 @@ async fn login_with(owner: &Owner, server: &config::ServerConfig, args: &LoginAr
     if !matches!(parsed.scheme(), "https" | "http") {
         bail!(
             "the authorization server gave a {} URL to open; only http and https are opened",
-            mcpproxy_policy::quote(parsed.scheme())
+            mcpproxy_support::quote(parsed.scheme())
         );
     }
     eprintln!(

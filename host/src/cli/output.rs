@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Serialize;
 
-use mcpproxy_policy::quote;
+use mcpproxy_support::quote;
 
 /// How a command prints its result: the same words for every command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -132,7 +132,7 @@ pub(super) fn paint_err(text: &str, tone: Option<Tone>) -> String {
 
 /// Prints rows as left-aligned columns under a header. Cells come from callers, upstreams
 /// and plugins, so control, bidirectional and zero-width characters are shown escaped
-/// ([`mcpproxy_policy::quote`]): no cell can move the cursor, clear the screen or print a row
+/// ([`mcpproxy_support::quote`]): no cell can move the cursor, clear the screen or print a row
 /// of its own.
 ///
 /// The table fits the output's width ([`output_width`]: `COLUMNS`, else the terminal's);
@@ -421,11 +421,11 @@ fn terminal_width() -> Option<usize> {
 
 /// Text from an upstream or the proxy, whole, with its line breaks and tabs kept but every
 /// other control or invisible character (escape sequences included) shown escaped
-/// ([`mcpproxy_policy::is_unprintable`]).
+/// ([`mcpproxy_support::is_unprintable`]).
 pub(super) fn quote_lines(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        if c != '\n' && c != '\t' && mcpproxy_policy::is_unprintable(c) {
+        if c != '\n' && c != '\t' && mcpproxy_support::is_unprintable(c) {
             out.push_str(&format!("\\u{{{:x}}}", c as u32));
         } else {
             out.push(c);

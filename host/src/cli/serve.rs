@@ -21,7 +21,7 @@ use crate::listener;
 use crate::manage::Manager;
 use crate::mcp::{self, ProxyServer};
 use crate::runtime::Runtime;
-use mcpproxy_plugin_host::is_plugin_name;
+use mcpproxy_policy::is_plugin_name;
 
 use super::Globals;
 use super::handoff::{Event, FrontEnd};
@@ -532,7 +532,7 @@ fn session_server(
         }
         Err(format!(
             "--server {}: there is no upstream server of that name; configured: {}",
-            mcpproxy_policy::quote(name),
+            mcpproxy_support::quote(name),
             proxy.upstreams().names().join(", ")
         ))
     });

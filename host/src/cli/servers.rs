@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 
 use crate::config;
 use crate::manage::{Actor, Approve, Change, approve_written, change_file};
-use mcpproxy_policy::quote;
+use mcpproxy_support::quote;
 
 use super::Globals;
 use super::output::{Format, print_data, print_table};

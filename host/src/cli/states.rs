@@ -3,7 +3,7 @@
 //! the output's width, with the command that shows more.
 
 use crate::upstream::{ServerStatus, State};
-use mcpproxy_policy::quote;
+use mcpproxy_support::quote;
 
 use super::output::{output_width, wrap};
 use super::remote::Remote;

@@ -18,7 +18,7 @@ use crate::runtime::Runtime;
 use crate::trust::Analysis;
 use crate::upstream::{Approval, ServerStatus};
 use mcpproxy_activity::Source;
-use mcpproxy_policy::quote;
+use mcpproxy_support::quote;
 
 use super::Globals;
 use super::output::{Format, Tone, print_data, print_table_toned};

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use jsonwebtoken::DecodingKey;
 use jsonwebtoken::jwk::{Jwk, JwkSet};
-use mcpproxy_policy::{read_lock, write_lock};
+use mcpproxy_support::{read_lock, write_lock};
 use serde::Deserialize;
 use tokio::sync::Mutex;
 
@@ -191,7 +191,7 @@ impl Keys {
                     {
                         return Err(KeysError::IssuerMismatch {
                             expected: self.issuer.clone(),
-                            found: mcpproxy_policy::quote(found),
+                            found: mcpproxy_support::quote(found),
                         });
                     }
                     if let Some(uri) = metadata.jwks_uri {

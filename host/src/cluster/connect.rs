@@ -168,7 +168,7 @@ fn target(config: &Config) -> String {
                 .copied()
                 .unwrap_or(5432);
             match host {
-                Host::Tcp(name) => format!("{}:{port}", mcpproxy_policy::quote(name)),
+                Host::Tcp(name) => format!("{}:{port}", mcpproxy_support::quote(name)),
                 Host::Unix(dir) => format!("{}/.s.PGSQL.{port}", dir.display()),
             }
         })
@@ -176,13 +176,13 @@ fn target(config: &Config) -> String {
     format!(
         "{}/{} (user {})",
         hosts.join(","),
-        mcpproxy_policy::quote(
+        mcpproxy_support::quote(
             config
                 .get_dbname()
                 .or(config.get_user())
                 .unwrap_or("postgres")
         ),
-        mcpproxy_policy::quote(config.get_user().unwrap_or("(none)"))
+        mcpproxy_support::quote(config.get_user().unwrap_or("(none)"))
     )
 }
 

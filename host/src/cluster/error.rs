@@ -88,7 +88,7 @@ pub(crate) fn reason(error: &tokio_postgres::Error) -> String {
                 text.push_str(": ");
                 text.push_str(detail);
             }
-            mcpproxy_policy::quote(&text)
+            mcpproxy_support::quote(&text)
         }
         None => {
             let mut text = error.to_string();
@@ -98,7 +98,7 @@ pub(crate) fn reason(error: &tokio_postgres::Error) -> String {
                 text.push_str(&cause.to_string());
                 source = cause.source();
             }
-            mcpproxy_policy::quote(&text)
+            mcpproxy_support::quote(&text)
         }
     }
 }

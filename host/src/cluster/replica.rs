@@ -160,7 +160,7 @@ fn default_replica() -> String {
         .map(|h| h.trim().to_owned())
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "localhost".to_owned());
-    mcpproxy_policy::quote(&format!("replica-{}@{host}", std::process::id()))
+    mcpproxy_support::quote(&format!("replica-{}@{host}", std::process::id()))
 }
 
 /// Writes this replica's heartbeat every [`status::HEARTBEAT`] until `shutdown`.

@@ -130,7 +130,7 @@ async fn per_tool<T: DeserializeOwned, C: GenericClient>(
 fn decode<T: DeserializeOwned>(db: &Database, what: &str, value: serde_json::Value) -> Result<T> {
     serde_json::from_value(value).map_err(|e| Error::Corrupt {
         target: db.target().to_owned(),
-        what: mcpproxy_policy::quote(what),
+        what: mcpproxy_support::quote(what),
         reason: e.to_string(),
     })
 }

@@ -197,7 +197,7 @@ fn shown_error(text: &str) -> String {
     let text = text.trim();
     let cut: String = text.chars().take(MAX_ERROR_CHARS).collect();
     let more = if cut.len() < text.len() { "…" } else { "" };
-    format!("{}{more}", mcpproxy_policy::quote(&cut))
+    format!("{}{more}", mcpproxy_support::quote(&cut))
 }
 
 /// The ClickHouse error code an answer starts with (`Code: 60, ...` from 18.x, `Code: 60.

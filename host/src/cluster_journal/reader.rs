@@ -203,7 +203,7 @@ impl ClusterJournal {
     /// A row's record; `None` (logged) when its JSON is not a record, or names another id
     /// than the row (a row a writer other than the sink inserted).
     fn parse(&self, row: &Row) -> Option<ActivityRecord> {
-        let id = mcpproxy_policy::quote(&row.id);
+        let id = mcpproxy_support::quote(&row.id);
         match serde_json::from_str::<ActivityRecord>(&row.record) {
             Ok(record) if record.id == row.id => Some(record),
             Ok(_) => {

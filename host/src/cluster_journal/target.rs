@@ -58,7 +58,7 @@ impl Target {
             return Err(Error::NotConfigured);
         };
         if sink != CLICKHOUSE_SINK {
-            return Err(Error::NotReadable(mcpproxy_policy::quote(&sink)));
+            return Err(Error::NotReadable(mcpproxy_support::quote(&sink)));
         }
         let settings = match config.plugins.settings_for(&sink) {
             Value::Object(map) => map,
@@ -87,7 +87,7 @@ impl Target {
                 "url",
                 format!(
                     "{} is not a URL ({e}); give ClickHouse's HTTP interface, e.g. {DEFAULT_URL}",
-                    mcpproxy_policy::quote(&mask_url(&written))
+                    mcpproxy_support::quote(&mask_url(&written))
                 ),
             )
         })?;
@@ -96,7 +96,7 @@ impl Target {
                 "url",
                 format!(
                     "{} is not an http(s) URL; give ClickHouse's HTTP interface, e.g. {DEFAULT_URL}",
-                    mcpproxy_policy::quote(&mask_url(&written))
+                    mcpproxy_support::quote(&mask_url(&written))
                 ),
             ));
         }
@@ -163,7 +163,7 @@ fn identifier(
             format!(
                 "{} is not a plain ClickHouse name: use up to 128 letters, digits and \
                  underscores, not starting with a digit (e.g. {default})",
-                mcpproxy_policy::quote(&name)
+                mcpproxy_support::quote(&name)
             ),
         ))
     }

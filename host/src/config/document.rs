@@ -445,7 +445,7 @@ pub(crate) fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
         _ => Path::new("."),
     };
     // The config's directory is usually the data dir: made 0700 if missing.
-    mcpproxy_activity::create_private_dir(dir)?;
+    mcpproxy_support::create_private_dir(dir)?;
     let mode = std::fs::metadata(path).map_or(0o600, |m| m.permissions().mode() & 0o7777);
     let file_name = path
         .file_name()

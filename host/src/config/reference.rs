@@ -146,7 +146,7 @@ pub(crate) fn check_secret_name(name: &str) -> Result<(), String> {
 /// `text` cut for an error message.
 fn shorten(text: &str) -> String {
     let cut: String = text.chars().take(60).collect();
-    let cut = mcpproxy_policy::quote(&cut);
+    let cut = mcpproxy_support::quote(&cut);
     if text.chars().count() > 60 {
         format!("{cut}...")
     } else {

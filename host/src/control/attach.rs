@@ -50,7 +50,7 @@ impl Preamble {
             Some(name) if !name.is_empty() => Ok(Self::Server(name.to_owned())),
             _ => Err(format!(
                 "unknown first line '{}': use `@server NAME` or `@watch`",
-                mcpproxy_policy::quote(line)
+                mcpproxy_support::quote(line)
             )),
         }
     }
@@ -64,7 +64,7 @@ pub(crate) async fn answer<W: AsyncWrite + Unpin>(
 ) -> std::io::Result<()> {
     let line = match result {
         Ok(()) => "ok\n".to_owned(),
-        Err(why) => format!("error {}\n", mcpproxy_policy::quote(why)),
+        Err(why) => format!("error {}\n", mcpproxy_support::quote(why)),
     };
     write.write_all(line.as_bytes()).await?;
     write.flush().await
@@ -91,7 +91,7 @@ where
             None if line.trim_end() == "ok" => Ok(()),
             None => Err(format!(
                 "the owner answered '{}' instead of `ok`",
-                mcpproxy_policy::quote(line.trim_end())
+                mcpproxy_support::quote(line.trim_end())
             )),
         },
     }

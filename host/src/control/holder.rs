@@ -60,7 +60,7 @@ fn command_line(proc_dir: &Path) -> String {
         .collect();
     // Another process's command line may carry a token (`--api-key ...`): masked.
     let joined = crate::secrets::mask_args(&parts).join(" ");
-    let mut shown = mcpproxy_policy::quote(&joined);
+    let mut shown = mcpproxy_support::quote(&joined);
     if shown.chars().count() > 200 {
         shown = shown.chars().take(199).collect::<String>() + "…";
     }

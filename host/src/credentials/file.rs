@@ -94,10 +94,10 @@ impl DocumentFile {
     /// Opens the lock file (0600, the dir 0700 when made here) and takes its `flock`.
     fn lock(&self, exclusive: bool) -> Result<File, CredentialError> {
         if let Some(dir) = self.path.parent() {
-            mcpproxy_activity::create_private_dir(dir)
+            mcpproxy_support::create_private_dir(dir)
                 .map_err(self.io_error(dir, "creating the data dir"))?;
         }
-        let file = mcpproxy_activity::open_private(
+        let file = mcpproxy_support::open_private(
             OpenOptions::new().read(true).write(true).create(true),
             &self.lock_path,
         )
@@ -113,7 +113,7 @@ impl DocumentFile {
 
     fn load(&self) -> Result<Document, CredentialError> {
         let mut file =
-            match mcpproxy_activity::open_private(OpenOptions::new().read(true), &self.path) {
+            match mcpproxy_support::open_private(OpenOptions::new().read(true), &self.path) {
                 Ok(file) => file,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     return Ok(Document::default());
@@ -175,7 +175,7 @@ impl DocumentFile {
             TEMPORARY_SEQ.fetch_add(1, Ordering::Relaxed)
         ));
         let result = (|| {
-            let mut file = mcpproxy_activity::open_private(
+            let mut file = mcpproxy_support::open_private(
                 OpenOptions::new().write(true).create_new(true),
                 &temporary,
             )?;

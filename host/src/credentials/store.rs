@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use mcpproxy_policy::quote;
+use mcpproxy_support::quote;
 
 use super::file::DocumentFile;
 use super::{CredentialError, Secret};
@@ -270,7 +270,7 @@ fn keyring_error(key: &str, reason: String) -> CredentialError {
 /// process opens (one, in practice), each leaked once.
 fn leak_label(label: String) -> &'static str {
     static LABELS: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
-    let mut labels = mcpproxy_policy::lock(&LABELS);
+    let mut labels = mcpproxy_support::lock(&LABELS);
     if let Some(known) = labels.iter().find(|known| **known == label) {
         return known;
     }

@@ -281,7 +281,7 @@ impl ToolIndex {
     /// Merging everything also purges deleted tools from the BM25 stats.
     fn update(&self, server: &str, docs: Vec<TantivyDocument>) -> Result<()> {
         // The guard protects no data: a panicking update left nothing committed.
-        let _one_at_a_time = mcpproxy_policy::lock(&self.updates);
+        let _one_at_a_time = mcpproxy_support::lock(&self.updates);
         let mut writer = self.open_writer()?;
         writer.delete_term(Term::from_field_text(self.fields.server, server));
         for doc in docs {

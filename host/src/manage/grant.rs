@@ -8,7 +8,7 @@
 use serde_json::{Map, Value, json};
 
 use mcpproxy_activity::{ActivityRecord, IdentityRecord, RecordType, Source, Status};
-use mcpproxy_policy::quote;
+use mcpproxy_support::quote;
 
 use super::Manager;
 use crate::config::ManagementConfig;

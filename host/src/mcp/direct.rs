@@ -56,7 +56,7 @@ impl ProxyServer {
                 return Err(ErrorData::invalid_params(
                     format!(
                         "Tool '{}' not found: server '{server}' has no tool of that name (tools/list shows its tools)",
-                        mcpproxy_policy::quote(&request.name)
+                        mcpproxy_support::quote(&request.name)
                     ),
                     None,
                 ));

@@ -154,12 +154,12 @@ impl DirectServices {
                 -32602,
                 &format!(
                     "there is no upstream server '{}' behind /mcp/servers/; configured servers: {known}",
-                    mcpproxy_policy::quote(&name)
+                    mcpproxy_support::quote(&name)
                 ),
             );
         }
         let service = {
-            let mut services = mcpproxy_policy::lock(&self.services);
+            let mut services = mcpproxy_support::lock(&self.services);
             services
                 .entry(name.clone())
                 .or_insert_with(|| {

@@ -21,11 +21,11 @@ pub(super) struct RetryAfter(Arc<Mutex<Option<u64>>>);
 
 impl RetryAfter {
     pub(super) fn seconds(&self) -> Option<u64> {
-        *mcpproxy_policy::lock(&self.0)
+        *mcpproxy_support::lock(&self.0)
     }
 
     fn set(&self, seconds: u64) {
-        *mcpproxy_policy::lock(&self.0) = Some(seconds);
+        *mcpproxy_support::lock(&self.0) = Some(seconds);
     }
 }
 

@@ -219,7 +219,7 @@ impl Drop for InFlight {
     }
 }
 
-use mcpproxy_policy::lock;
+use mcpproxy_support::lock;
 
 impl BoundedSessions {
     pub(crate) fn new(bounds: SessionBounds) -> Self {

@@ -66,7 +66,7 @@ impl Challenge {
         match (self.insufficient_scope, self.scope()) {
             (true, Some(scope)) => format!(
                 "the server asks for more access (scope {})",
-                mcpproxy_policy::quote(&scope)
+                mcpproxy_support::quote(&scope)
             ),
             (true, None) => "the server asks for more access than the login gave".to_owned(),
             (false, _) => "the server asks for a login".to_owned(),

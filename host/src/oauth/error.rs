@@ -51,7 +51,7 @@ impl OAuthError {
 
 /// rmcp's error as a person reads it (the variants whose text alone does not say enough).
 fn describe(error: &AuthError) -> String {
-    let text = mcpproxy_policy::quote(&error.to_string());
+    let text = mcpproxy_support::quote(&error.to_string());
     match error {
         AuthError::NoAuthorizationSupport => format!(
             "the server does not say where to log in (no protected resource or authorization server metadata): {text}"

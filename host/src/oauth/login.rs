@@ -150,7 +150,7 @@ impl Logins {
         if *count >= MAX_REPEATED_STEP_UPS {
             return Err(OAuthError::StepUpLoop {
                 server: target.server.to_owned(),
-                scope: mcpproxy_policy::quote(asked.as_deref().unwrap_or_default()),
+                scope: mcpproxy_support::quote(asked.as_deref().unwrap_or_default()),
                 logins: *count + 1,
             });
         }
@@ -184,10 +184,10 @@ impl Logins {
         let query: HashMap<String, String> = parsed.query_pairs().into_owned().collect();
         if let Some(error) = query.get("error") {
             return Err(OAuthError::Refused {
-                error: mcpproxy_policy::quote(error),
+                error: mcpproxy_support::quote(error),
                 description: query
                     .get("error_description")
-                    .map(|d| mcpproxy_policy::quote(d)),
+                    .map(|d| mcpproxy_support::quote(d)),
             });
         }
         if query.get("state") != Some(&login.csrf) {

@@ -133,7 +133,7 @@ impl Proxy {
         self.upstreams.get(name).ok_or_else(|| {
             CatalogError::NotFound(format!(
                 "there is no upstream server '{}'; configured servers: {}",
-                mcpproxy_policy::quote(name),
+                mcpproxy_support::quote(name),
                 self.upstreams.names().join(", ")
             ))
         })
@@ -154,7 +154,7 @@ impl Proxy {
                 CatalogError::NotFound(format!(
                     "{what} '{}' has no server: mcpproxy names them 'server:{what}', as \
                      {what}s/list shows",
-                    mcpproxy_policy::quote(name)
+                    mcpproxy_support::quote(name)
                 ))
             })?,
         };
@@ -374,7 +374,7 @@ impl Proxy {
         Err(CatalogError::NotFound(format!(
             "no usable upstream server lists the resource '{}' or a template that matches it; \
              resources/list and resources/templates/list show what can be read",
-            mcpproxy_policy::quote(uri)
+            mcpproxy_support::quote(uri)
         )))
     }
 

@@ -892,7 +892,7 @@ impl crate::back_channel::RelayGuard for RelayGuards {
         mut values: Vec<Value>,
     ) -> futures::future::BoxFuture<'a, Option<Vec<Value>>> {
         Box::pin(async move {
-            let guards = mcpproxy_policy::read_lock(&self.guards).clone();
+            let guards = mcpproxy_support::read_lock(&self.guards).clone();
             if guards.is_empty() {
                 return Some(values);
             }

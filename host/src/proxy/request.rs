@@ -6,8 +6,8 @@
 
 use serde_json::{Map, Value};
 
-use mcpproxy_policy::is_unprintable;
 use mcpproxy_policy::{Intent, OperationType};
+use mcpproxy_support::is_unprintable;
 
 /// A parsed call request.
 #[derive(Debug, Clone, PartialEq)]

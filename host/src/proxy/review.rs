@@ -28,7 +28,7 @@ pub(crate) struct ShownLaunches(std::sync::Mutex<HashMap<String, Vec<trust::Laun
 
 impl ShownLaunches {
     fn remember(&self, server: &str, spec: &trust::LaunchSpec) {
-        let mut shown = mcpproxy_policy::lock(&self.0);
+        let mut shown = mcpproxy_support::lock(&self.0);
         let launches = shown.entry(server.to_owned()).or_default();
         launches.retain(|seen| seen.sha256 != spec.sha256);
         launches.push(spec.clone());
@@ -39,7 +39,7 @@ impl ShownLaunches {
 
     /// The launch of `server` with `fingerprint`, if an analysis showed it lately.
     fn find(&self, server: &str, fingerprint: &str) -> Option<trust::LaunchView> {
-        mcpproxy_policy::lock(&self.0)
+        mcpproxy_support::lock(&self.0)
             .get(server)
             .and_then(|launches| {
                 launches
@@ -126,7 +126,7 @@ impl Proxy {
     pub(super) async fn held_changed(&self, upstream: &Arc<Upstream>, tool: &Tool) -> Judged {
         let server = upstream.name();
         let review = upstream.review();
-        let name = mcpproxy_policy::quote(&tool.name);
+        let name = mcpproxy_support::quote(&tool.name);
         let what = match review.standing.get(&tool.name) {
             Some(ToolStanding::Changed(diff)) => {
                 format!(
@@ -158,7 +158,7 @@ impl Proxy {
                 "\n  [{}] {}: {}",
                 finding.severity,
                 finding.kind,
-                mcpproxy_policy::quote(&finding.detail)
+                mcpproxy_support::quote(&finding.detail)
             ));
         }
         Judged::Held {
@@ -256,7 +256,7 @@ impl Proxy {
     ) -> String {
         use crate::upstream::LaunchApprovalError;
         use std::fmt::Write;
-        let name = mcpproxy_policy::quote(server);
+        let name = mcpproxy_support::quote(server);
         let approved = self
             .upstreams()
             .trust()

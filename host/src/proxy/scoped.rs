@@ -48,7 +48,7 @@ impl Proxy {
             _ => Err(CatalogError::NotFound(format!(
                 "{what} '{}' is not available to this caller: it does not exist or is not \
                  offered to you; {what}s/list shows what you can use",
-                mcpproxy_policy::quote(name)
+                mcpproxy_support::quote(name)
             ))),
         }
     }

@@ -225,23 +225,23 @@ impl Proxy {
 
     /// The policy pipeline in force now.
     pub(crate) fn pipeline(&self) -> Arc<Pipeline> {
-        mcpproxy_policy::read_lock(&self.pipeline).clone()
+        mcpproxy_support::read_lock(&self.pipeline).clone()
     }
 
     /// Puts `pipeline` in force for calls from now on (a plugin reload); calls already being
     /// judged finish on the one they started with.
     pub(crate) fn replace_pipeline(&self, pipeline: Arc<Pipeline>) {
-        *mcpproxy_policy::write_lock(&self.pipeline) = pipeline;
+        *mcpproxy_support::write_lock(&self.pipeline) = pipeline;
     }
 
     /// The result guards in force now.
     pub(crate) fn guards(&self) -> Arc<mcpproxy_policy::Guards> {
-        mcpproxy_policy::read_lock(&self.guards).clone()
+        mcpproxy_support::read_lock(&self.guards).clone()
     }
 
     /// Puts `guards` in force for answers from now on (a plugin reload).
     pub(crate) fn replace_guards(&self, guards: Arc<mcpproxy_policy::Guards>) {
-        *mcpproxy_policy::write_lock(&self.guards) = guards;
+        *mcpproxy_support::write_lock(&self.guards) = guards;
     }
 
     /// Counts calls, policy time and plugin faults into `metrics`.

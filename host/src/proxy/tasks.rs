@@ -86,7 +86,7 @@ pub(super) struct TaskRoutes {
 
 impl TaskRoutes {
     fn lock(&self) -> MutexGuard<'_, HashMap<(String, String), Route>> {
-        mcpproxy_policy::lock(&self.routes)
+        mcpproxy_support::lock(&self.routes)
     }
 
     fn insert(&self, key: (String, String), route: Route) {
@@ -104,7 +104,7 @@ impl TaskRoutes {
             tracing::warn!(
                 server = %oldest.0,
                 "following more than {MAX_TASKS} tasks: forgot the oldest, task {}",
-                mcpproxy_policy::quote(&oldest.1)
+                mcpproxy_support::quote(&oldest.1)
             );
             routes.remove(&oldest);
         }
@@ -189,7 +189,7 @@ fn unknown_task(id: &str) -> CatalogError {
     // No id mcpproxy hands out is longer (the server's name, ':' and the server's id); a
     // longer one is not echoed back.
     let named = if id.len() <= 2 * MAX_TASK_ID_BYTES {
-        format!("'{}'", mcpproxy_policy::quote(id))
+        format!("'{}'", mcpproxy_support::quote(id))
     } else {
         format!("of {} bytes", id.len())
     };

@@ -82,7 +82,10 @@ impl Withheld {
                 plural(count),
                 if count == 1 { "s" } else { "" },
                 names(
-                    &mut self.servers.iter().map(|s| mcpproxy_policy::quote(&s.name)),
+                    &mut self
+                        .servers
+                        .iter()
+                        .map(|s| mcpproxy_support::quote(&s.name)),
                     count
                 ),
                 plural(listed),
@@ -94,7 +97,7 @@ impl Withheld {
                 "{count} tool{} held back since new or changed ({})",
                 plural(count),
                 names(
-                    &mut self.tools.iter().map(|t| mcpproxy_policy::quote(t)),
+                    &mut self.tools.iter().map(|t| mcpproxy_support::quote(t)),
                     count
                 )
             ));
@@ -102,12 +105,12 @@ impl Withheld {
         let example = self
             .servers
             .first()
-            .map(|s| mcpproxy_policy::quote(&s.name))
+            .map(|s| mcpproxy_support::quote(&s.name))
             .or_else(|| {
                 self.tools
                     .first()
                     .and_then(|t| t.split(':').next())
-                    .map(mcpproxy_policy::quote)
+                    .map(mcpproxy_support::quote)
             })
             .unwrap_or_default();
         Some(format!(

@@ -55,7 +55,7 @@ impl MemoryBuckets {
     /// Takes a token now (the store's work, without the future around it).
     pub(crate) fn take_now(&self, key: &str, limit: &Limit) -> Take {
         let now = self.clock.now();
-        let mut buckets = mcpproxy_policy::lock(&self.buckets);
+        let mut buckets = mcpproxy_support::lock(&self.buckets);
         if buckets.len() >= MAX_BUCKETS && !buckets.contains_key(key) {
             buckets.retain(|_, (bucket, limit)| !bucket.is_full(limit, now));
         }
@@ -78,7 +78,7 @@ impl MemoryBuckets {
     /// How many buckets are kept.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        mcpproxy_policy::lock(&self.buckets).len()
+        mcpproxy_support::lock(&self.buckets).len()
     }
 }
 

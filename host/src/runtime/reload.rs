@@ -72,7 +72,7 @@ impl Reloader {
 
     /// Loads, checks and puts in force the policy plugins (blocking: compiles what changed).
     pub(crate) fn reload(&self) -> Result<Reloaded, ReloadError> {
-        let _one = mcpproxy_policy::lock(&self.running);
+        let _one = mcpproxy_support::lock(&self.running);
         let failed = |e: super::Error| ReloadError::Load(Box::new(e));
         let plugins =
             super::load_plugins(&self.config, &self.data_dir, self.plugins_dir.as_deref())

@@ -74,7 +74,7 @@ pub(crate) fn not_available(server: &str, tool: &str) -> String {
     format!(
         "Tool '{}:{}' is not available to this caller: it does not exist or is not offered to \
          you. Use retrieve_tools to find the tools you can call.",
-        mcpproxy_policy::quote(server),
-        mcpproxy_policy::quote(tool)
+        mcpproxy_support::quote(server),
+        mcpproxy_support::quote(tool)
     )
 }

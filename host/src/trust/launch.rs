@@ -168,7 +168,7 @@ pub(crate) fn parse_fingerprint(server: &str, given: &str) -> Result<String, Str
     }
     Err(format!(
         "'{}' is not a launch fingerprint: it is the {FINGERPRINT_DIGITS} hex digits `mcpproxy upstream inspect {server}` shows after 'Fingerprint:' (launch_fingerprint in GET /api/v1/upstreams/{server}/analysis)",
-        mcpproxy_policy::quote(&given.chars().take(80).collect::<String>())
+        mcpproxy_support::quote(&given.chars().take(80).collect::<String>())
     ))
 }
 
@@ -176,7 +176,7 @@ impl LaunchView {
     /// What changed from `self` (approved) to `now`, one line per difference, secrets
     /// never shown (a changed secret value is named, not quoted).
     pub(crate) fn diff(&self, now: &LaunchView) -> Vec<String> {
-        let q = |s: &str| mcpproxy_policy::quote(s);
+        let q = |s: &str| mcpproxy_support::quote(s);
         let mut lines = Vec::new();
         if self.transport != now.transport {
             lines.push(format!(
@@ -225,7 +225,7 @@ impl LaunchView {
         if self.isolation != now.isolation {
             let shown = |text: &Option<String>| {
                 text.as_deref()
-                    .map_or_else(|| "the default sandbox".to_owned(), mcpproxy_policy::quote)
+                    .map_or_else(|| "the default sandbox".to_owned(), mcpproxy_support::quote)
             };
             lines.push(format!(
                 "isolation was {}, now {}",
@@ -236,7 +236,7 @@ impl LaunchView {
         if self.launcher != now.launcher {
             let shown = |text: &Option<String>| {
                 text.as_deref()
-                    .map_or_else(|| "none".to_owned(), mcpproxy_policy::quote)
+                    .map_or_else(|| "none".to_owned(), mcpproxy_support::quote)
             };
             lines.push(format!(
                 "launcher was {}, now {}",
@@ -251,14 +251,14 @@ impl LaunchView {
     pub(crate) fn summary(&self) -> String {
         let mut text = match (&self.command, &self.url) {
             (Some(command), _) => {
-                let mut line = mcpproxy_policy::quote(command);
+                let mut line = mcpproxy_support::quote(command);
                 for arg in &self.args {
                     line.push(' ');
-                    line.push_str(&mcpproxy_policy::quote(arg));
+                    line.push_str(&mcpproxy_support::quote(arg));
                 }
                 format!("stdio: {line}")
             }
-            (None, Some(url)) => format!("http: {}", mcpproxy_policy::quote(url)),
+            (None, Some(url)) => format!("http: {}", mcpproxy_support::quote(url)),
             (None, None) => self.transport.clone(),
         };
         if !self.env.is_empty() {
@@ -266,7 +266,7 @@ impl LaunchView {
                 " (env: {})",
                 self.env
                     .keys()
-                    .map(|k| mcpproxy_policy::quote(k))
+                    .map(|k| mcpproxy_support::quote(k))
                     .collect::<Vec<_>>()
                     .join(", ")
             ));
@@ -278,13 +278,13 @@ impl LaunchView {
                     " (sandbox: OFF: it runs as you, with your files, your environment and the network)"
                         .to_owned()
                 }
-                Some(settings) => format!(" (sandbox: {})", mcpproxy_policy::quote(settings)),
+                Some(settings) => format!(" (sandbox: {})", mcpproxy_support::quote(settings)),
             });
         }
         if let Some(launcher) = &self.launcher {
             text.push_str(&format!(
                 " (launcher: {})",
-                mcpproxy_policy::quote(launcher)
+                mcpproxy_support::quote(launcher)
             ));
         }
         if !self.headers.is_empty() {
@@ -292,7 +292,7 @@ impl LaunchView {
                 " (headers: {})",
                 self.headers
                     .keys()
-                    .map(|k| mcpproxy_policy::quote(k))
+                    .map(|k| mcpproxy_support::quote(k))
                     .collect::<Vec<_>>()
                     .join(", ")
             ));
@@ -366,7 +366,7 @@ pub(crate) fn isolation_text(isolation: &Isolation) -> String {
 fn shown(value: Option<&str>) -> String {
     value.map_or_else(
         || "none".to_owned(),
-        |v| format!("\"{}\"", mcpproxy_policy::quote(v)),
+        |v| format!("\"{}\"", mcpproxy_support::quote(v)),
     )
 }
 
@@ -378,18 +378,18 @@ fn map_diff(
 ) {
     for (name, value) in now {
         match was.get(name) {
-            None => lines.push(format!("{what} {} added", mcpproxy_policy::quote(name))),
+            None => lines.push(format!("{what} {} added", mcpproxy_support::quote(name))),
             Some(old) if old != value => {
                 lines.push(format!(
                     "{what} {} value changed",
-                    mcpproxy_policy::quote(name)
+                    mcpproxy_support::quote(name)
                 ));
             }
             Some(_) => {}
         }
     }
     for name in was.keys().filter(|name| !now.contains_key(*name)) {
-        lines.push(format!("{what} {} removed", mcpproxy_policy::quote(name)));
+        lines.push(format!("{what} {} removed", mcpproxy_support::quote(name)));
     }
 }
 

@@ -282,7 +282,7 @@ impl ToolDiff {
 
     /// One line per changed field, `field was … now …`, upstream text escaped.
     pub(crate) fn lines(&self) -> Vec<String> {
-        let q = |s: &str| mcpproxy_policy::quote(s);
+        let q = |s: &str| mcpproxy_support::quote(s);
         let json = |v: Option<&Value>| v.map_or_else(|| "none".to_owned(), |v| q(&v.to_string()));
         let mut lines = Vec::new();
         if let Some((was, now)) = &self.description {

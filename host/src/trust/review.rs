@@ -2,7 +2,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use mcpproxy_policy::{self as policy, Finding, Tool, quote};
+use mcpproxy_policy::{self as policy, Finding, Tool};
+use mcpproxy_support::quote;
 
 use super::{LaunchSpec, ServerTrust, Standing, ToolDiff};
 
@@ -240,7 +241,7 @@ impl Analysis {
     }
 
     /// The analysis as text for an agent or a terminal. Every string from the upstream is
-    /// escaped ([`mcpproxy_policy::quote`]), so a tool cannot forge lines of this report.
+    /// escaped ([`mcpproxy_support::quote`]), so a tool cannot forge lines of this report.
     pub(crate) fn to_text(&self) -> String {
         use std::fmt::Write;
         let mut out = String::new();

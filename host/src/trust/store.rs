@@ -210,7 +210,7 @@ impl TrustStore {
             Ok(file) => {
                 // A file an older release left readable by others is narrowed now, not at the
                 // next save (best effort: a file we may not chmod is still read).
-                if let Err(e) = mcpproxy_activity::restrict(&file) {
+                if let Err(e) = mcpproxy_support::restrict(&file) {
                     tracing::warn!("cannot make {} private (mode 0600): {e}", path.display());
                 }
                 let mut text = String::new();
@@ -535,11 +535,11 @@ impl TrustStore {
         let json =
             serde_json::to_vec_pretty(file).map_err(|e| write_err(std::io::Error::other(e)))?;
         if let Some(dir) = self.path.parent() {
-            mcpproxy_activity::create_private_dir(dir).map_err(write_err)?;
+            mcpproxy_support::create_private_dir(dir).map_err(write_err)?;
         }
         let tmp = self.path.with_extension("json.tmp");
         // 0600: who is trusted, and how each server starts, is the user's business.
-        let mut out = mcpproxy_activity::create_private_file(&tmp).map_err(write_err)?;
+        let mut out = mcpproxy_support::create_private_file(&tmp).map_err(write_err)?;
         out.write_all(&json).map_err(write_err)?;
         out.sync_all().map_err(write_err)?;
         drop(out);

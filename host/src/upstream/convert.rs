@@ -44,7 +44,7 @@ pub(crate) fn tool_from_mcp(server: &str, tool: &mcp::Tool) -> Tool {
 }
 
 /// What was wrong with one entry of a `tools/list` answer. Every text in it is safe to
-/// print: upstream strings are escaped ([`mcpproxy_policy::quote`]).
+/// print: upstream strings are escaped ([`mcpproxy_support::quote`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(super) enum WireToolProblem {
     /// The entry cannot be used at all: it is left out of the listing.
@@ -87,7 +87,7 @@ pub(super) fn tool_from_wire(
         );
     };
     let name = match entry.get("name") {
-        Some(Value::String(name)) => mcpproxy_policy::quote(name),
+        Some(Value::String(name)) => mcpproxy_support::quote(name),
         Some(other) => {
             return (
                 Err(WireToolProblem::LeftOut {
@@ -116,7 +116,7 @@ pub(super) fn tool_from_wire(
             tool: format!("tool '{name}'"),
             why: format!(
                 "it is not a valid MCP tool ({})",
-                mcpproxy_policy::quote(&e.to_string())
+                mcpproxy_support::quote(&e.to_string())
             ),
         }
     });

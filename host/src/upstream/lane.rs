@@ -80,7 +80,7 @@ struct Waiter {
     progress: usize,
 }
 
-use mcpproxy_policy::lock;
+use mcpproxy_support::lock;
 
 impl Shared {
     fn take_waiter(&self, id: i64) -> Option<Waiter> {

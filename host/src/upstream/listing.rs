@@ -7,11 +7,11 @@ use rmcp::model::{ClientRequest, CustomRequest};
 use rmcp::service::{PeerRequestOptions, RoleClient};
 
 use mcpproxy_policy::MAX_QUALIFIED_NAME_BYTES;
-use mcpproxy_policy::is_unprintable;
+use mcpproxy_support::is_unprintable;
 
 use super::convert::tool_from_wire;
 use super::supervisor::CONNECT_TIMEOUT;
-use mcpproxy_policy::lock;
+use mcpproxy_support::lock;
 
 /// The most pages one listing reads; a server with more is listed up to there (warned).
 const MAX_LIST_PAGES: usize = 1000;

@@ -14,7 +14,7 @@ use crate::config::Transport;
 
 use super::handler::proxy_client_capabilities;
 use super::{Error, Upstream, call_result, lane};
-use mcpproxy_policy::read_lock as read;
+use mcpproxy_support::read_lock as read;
 
 /// The reason a client's cancellation is forwarded upstream with.
 const CLIENT_CANCELLED: &str = "the client cancelled the request";

@@ -9,7 +9,7 @@ use mcpproxy_sandbox::{ForbiddenPath, Launch, Prepared, SandboxSpec, Support};
 
 use super::Upstream;
 use crate::config::Isolation;
-use mcpproxy_policy::lock;
+use mcpproxy_support::lock;
 
 /// The sandbox of one launch of `upstream`; `None` when its isolation is off.
 pub(super) fn prepare(

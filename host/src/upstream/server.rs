@@ -17,7 +17,7 @@ use crate::trust::{Review, Standing, ToolStanding, TrustStore};
 use mcpproxy_policy::Tool;
 
 use super::{Error, ServerStatus, State, ToolChange, TransportKind, lane, log};
-use mcpproxy_policy::{lock, read_lock as read};
+use mcpproxy_support::{lock, read_lock as read};
 
 /// A server's tools as it listed them: in its order, found by name.
 #[derive(Debug, Default)]

@@ -21,12 +21,12 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Transport;
 use crate::index::ToolIndex;
 use crate::oauth::Watched;
-use mcpproxy_policy::quote;
+use mcpproxy_support::quote;
 
 use super::handler::{UpstreamClient, proxy_client_capabilities};
 use super::listing::{Warned, is_listable_tool_name, list_tools};
 use super::{State, Upstream, tool_from_mcp};
-use mcpproxy_policy::write_lock as write;
+use mcpproxy_support::write_lock as write;
 
 /// How long one connection attempt (spawn + initialize) may take; each tools/list has the
 /// same bound of its own.

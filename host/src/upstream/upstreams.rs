@@ -16,7 +16,7 @@ use crate::index::ToolIndex;
 use crate::trust::{LaunchSpec, Review, TrustStore};
 
 use super::{ServerStatus, State, ToolChange, Upstream, log, supervisor};
-use mcpproxy_policy::{lock, read_lock as read, write_lock as write};
+use mcpproxy_support::{lock, read_lock as read, write_lock as write};
 
 /// Why a launch was not approved ([`Upstreams::approve_launch`]).
 #[derive(Debug, thiserror::Error)]

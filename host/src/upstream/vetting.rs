@@ -14,7 +14,7 @@ use mcpproxy_activity::{format_timestamp, now_ms};
 use mcpproxy_policy::Tool;
 
 use super::Upstream;
-use mcpproxy_policy::{lock, write_lock as write};
+use mcpproxy_support::{lock, write_lock as write};
 
 /// What happened to a tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -169,13 +169,13 @@ impl Upstream {
                 ChangeKind::Removed => {}
                 _ if auto => tracing::warn!(
                     server = name,
-                    tool = %mcpproxy_policy::quote(&change.tool),
+                    tool = %mcpproxy_support::quote(&change.tool),
                     "tool {} since approval; accepted (auto_approve_tool_changes)",
                     if change.kind == ChangeKind::New { "is new" } else { "changed" }
                 ),
                 _ => tracing::warn!(
                     server = name,
-                    tool = %mcpproxy_policy::quote(&change.tool),
+                    tool = %mcpproxy_support::quote(&change.tool),
                     "tool {} since approval; held until approved (`mcpproxy upstream inspect {name}`)",
                     if change.kind == ChangeKind::New { "is new" } else { "changed" }
                 ),

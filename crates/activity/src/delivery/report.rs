@@ -65,5 +65,5 @@ pub fn offline_report(journal: &Journal) -> Result<Vec<SinkReport>, Error> {
 }
 
 pub(super) fn lock(live: &Mutex<Live>) -> std::sync::MutexGuard<'_, Live> {
-    mcpproxy_policy::lock(live)
+    mcpproxy_support::lock(live)
 }

@@ -111,7 +111,7 @@ impl Delivery {
         self.stop.cancel();
         let deadline = tokio::time::Instant::now() + grace;
         for running in &self.running {
-            let task = mcpproxy_policy::lock(&running.task).take();
+            let task = mcpproxy_support::lock(&running.task).take();
             let Some(task) = task else { continue };
             if tokio::time::timeout_at(deadline, task).await.is_err() {
                 tracing::warn!(

@@ -22,11 +22,11 @@ pub(crate) struct DbSlot(RwLock<Option<Arc<Database>>>);
 
 impl DbSlot {
     fn lock_read(&self) -> std::sync::RwLockReadGuard<'_, Option<Arc<Database>>> {
-        mcpproxy_policy::read_lock(&self.0)
+        mcpproxy_support::read_lock(&self.0)
     }
 
     fn lock_write(&self) -> std::sync::RwLockWriteGuard<'_, Option<Arc<Database>>> {
-        mcpproxy_policy::write_lock(&self.0)
+        mcpproxy_support::write_lock(&self.0)
     }
 
     /// The database, unless it is being re-opened.
@@ -68,7 +68,7 @@ pub(crate) fn open_database_with(
             }
         });
     // redb creates a missing file with the umask's mode: made (or narrowed to) 0600 first.
-    crate::private_fs::prepare_private_file(path).map_err(|source| Error::Io {
+    mcpproxy_support::prepare_private_file(path).map_err(|source| Error::Io {
         path: path.to_path_buf(),
         source,
     })?;

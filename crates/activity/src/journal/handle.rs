@@ -90,7 +90,7 @@ impl Journal {
             source,
         };
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            crate::private_fs::create_private_dir(parent).map_err(io)?;
+            mcpproxy_support::create_private_dir(parent).map_err(io)?;
         }
         let faults = options.write_faults.as_ref();
         let mut db = open_database_with(path, options.cache_bytes, faults)?;

@@ -47,7 +47,7 @@ impl Health {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<(String, u64)>> {
-        mcpproxy_policy::lock(&self.detail)
+        mcpproxy_support::lock(&self.detail)
     }
 
     /// Why writes fail, while they do.

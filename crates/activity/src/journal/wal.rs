@@ -148,7 +148,7 @@ impl WriteAheadLog {
         let existed = path.exists();
         // The records' arguments are the user's: only the user reads them (0600, and a file
         // left wider is narrowed).
-        let file = crate::private_fs::open_private(
+        let file = mcpproxy_support::open_private(
             OpenOptions::new()
                 .read(true)
                 .write(true)

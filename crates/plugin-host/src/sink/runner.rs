@@ -224,7 +224,7 @@ impl SinkRunner {
     }
 
     fn warm_slot(&self) -> std::sync::MutexGuard<'_, Option<WarmSink>> {
-        mcpproxy_policy::lock(&self.warm)
+        mcpproxy_support::lock(&self.warm)
     }
 
     /// The instance kept from the previous batch, if any.

@@ -11,7 +11,7 @@ use mcpproxy_policy::OperationType;
 
 use crate::cli::Globals;
 use crate::cli::output::{Format, print_data, verdict_line};
-use mcpproxy_policy::quote;
+use mcpproxy_support::quote;
 
 use super::record::ShownRecord;
 use super::render::subscription_method;

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::cli::Globals;
 use crate::cli::output::{Format, print_data, print_table};
-use mcpproxy_policy::quote;
+use mcpproxy_support::quote;
 
 use super::filter::FilterArgs;
 use super::store::{Source, Store, Trail, open_trail};

@@ -6,7 +6,8 @@ use anyhow::Result;
 use serde_json::Value;
 
 use mcpproxy_activity::ActivityRecord;
-use mcpproxy_policy::{OperationType, quote};
+use mcpproxy_policy::OperationType;
+use mcpproxy_support::quote;
 
 use super::store::{Store, Trail};
 

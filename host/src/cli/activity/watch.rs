@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::cli::Globals;
 use crate::cli::output::{Format, Tone, paint, to_yaml};
-use mcpproxy_policy::quote;
+use mcpproxy_support::quote;
 
 use super::filter::FilterArgs;
 use super::record::ShownRecord;

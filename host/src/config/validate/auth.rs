@@ -78,7 +78,7 @@ pub(super) fn auth_from(raw: RawAuth, ctx: &Context<'_>) -> Result<AuthConfig> {
                 format!(
                     "'{}' is not a claim name: use letters, digits, _ - : /, and dots to walk \
                      into objects (e.g. {default} or realm_access.roles)",
-                    mcpproxy_policy::quote(&name)
+                    mcpproxy_support::quote(&name)
                 ),
             ));
         }

@@ -3,7 +3,7 @@
 use super::Context;
 use crate::config::raw::RawCluster;
 use crate::config::{ClusterConfig, Result};
-use mcpproxy_policy::quote;
+use mcpproxy_support::quote;
 
 /// The longest connection URL.
 const MAX_URL_LEN: usize = 2048;

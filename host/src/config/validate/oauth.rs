@@ -62,7 +62,7 @@ pub(super) fn oauth_from(raw: &RawOAuth, key: &str, ctx: &Context<'_>) -> Result
         if !valid {
             return Err(ctx.err(
                 &format!("{}[{i}]", at("scopes")),
-                format!("'{}' is not an OAuth scope: a scope is printable ASCII without spaces, quotes or backslashes", mcpproxy_policy::quote(scope)),
+                format!("'{}' is not an OAuth scope: a scope is printable ASCII without spaces, quotes or backslashes", mcpproxy_support::quote(scope)),
             ));
         }
         scopes.push(scope.clone());

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::{Context, MAX_NAME_LEN, describe};
 use crate::config::raw::{self, RawLimits};
 use crate::config::{LimitsConfig, PluginsConfig, Result};
-use mcpproxy_plugin_host::is_plugin_name;
+use mcpproxy_policy::is_plugin_name;
 use mcpproxy_policy::{Limits, mib_to_bytes};
 
 pub(super) fn plugins_from(raw: raw::RawPlugins, ctx: &Context<'_>) -> Result<PluginsConfig> {

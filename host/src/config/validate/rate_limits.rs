@@ -30,7 +30,7 @@ pub(super) fn rate_limits_from(raw: RawRateLimits, ctx: &Context<'_>) -> Result<
                 format!(
                     "'{}' is not server:tool: key a tool's limit by its server and name, e.g. \
                      \"github:create_issue\" (a whole server's limit goes in rate_limits.upstreams)",
-                    mcpproxy_policy::quote(&name)
+                    mcpproxy_support::quote(&name)
                 ),
             ));
         };
@@ -98,7 +98,7 @@ fn limit_from(raw: RawRate, key: &str, ctx: &Context<'_>) -> Result<Limit> {
                 &format!("{key}.per"),
                 format!(
                     "'{}' is not a unit: use \"second\", \"minute\" or \"hour\"",
-                    mcpproxy_policy::quote(other)
+                    mcpproxy_support::quote(other)
                 ),
             ));
         }

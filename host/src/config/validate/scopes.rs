@@ -53,7 +53,7 @@ fn rule_from(raw: RawScope, at: &str, ctx: &Context<'_>) -> Result<ScopeRule> {
                     format!(
                         "'{}' is not server:tool: name a tool with its server, e.g. \
                          github:delete_repo (hide a whole server with hide_servers)",
-                        mcpproxy_policy::quote(&entry)
+                        mcpproxy_support::quote(&entry)
                     ),
                 ));
             };
@@ -111,7 +111,7 @@ fn check_name(name: &str, key: &str, ctx: &Context<'_>) -> Result<()> {
             key,
             format!(
                 "'{}' is not a name: use 1 to {MAX_NAME_LEN} characters, no control characters",
-                mcpproxy_policy::quote(name)
+                mcpproxy_support::quote(name)
             ),
         ));
     }

@@ -50,7 +50,7 @@ pub(crate) struct InnerCalls {
 
 impl InnerCalls {
     fn tally(&self) -> std::sync::MutexGuard<'_, Tally> {
-        mcpproxy_policy::lock(&self.tally)
+        mcpproxy_support::lock(&self.tally)
     }
 
     /// The variant of an inner call: the one the tool's effective annotations call for (as
@@ -112,7 +112,7 @@ impl ScriptHost for InnerCalls {
         {
             let message = format!(
                 "server '{}' is not in this script's options.allowed_servers ({})",
-                mcpproxy_policy::quote(server),
+                mcpproxy_support::quote(server),
                 allowed.join(", ")
             );
             return self.invalid(message);

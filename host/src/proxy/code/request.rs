@@ -57,7 +57,7 @@ pub(crate) fn parse_code_request(
     if let Some(unknown) = arguments.keys().find(|k| !KNOWN_KEYS.contains(&k.as_str())) {
         return Err(format!(
             "Unknown parameter '{}' for code_execution: use code, input, intent, options",
-            mcpproxy_policy::quote(unknown)
+            mcpproxy_support::quote(unknown)
         ));
     }
     let code = match arguments.get("code") {
@@ -123,7 +123,7 @@ fn parse_intent(value: Option<&Value>) -> Result<Intent, String> {
     if let Some(unknown) = object.keys().find(|k| !INTENT_KEYS.contains(&k.as_str())) {
         return Err(format!(
             "Unknown key 'intent.{}' for code_execution: use operation_type, data_sensitivity, reason",
-            mcpproxy_policy::quote(unknown)
+            mcpproxy_support::quote(unknown)
         ));
     }
     let mut intent = Intent::default();
@@ -137,7 +137,7 @@ fn parse_intent(value: Option<&Value>) -> Result<Intent, String> {
                     .ok_or_else(|| {
                         format!(
                             "intent.operation_type '{}' is not one of read, write, destructive",
-                            mcpproxy_policy::quote(op)
+                            mcpproxy_support::quote(op)
                         )
                     })?,
             );
@@ -156,7 +156,7 @@ fn parse_intent(value: Option<&Value>) -> Result<Intent, String> {
         Some(other) => {
             return Err(format!(
                 "intent.data_sensitivity {} is not one of public, internal, private, unknown",
-                mcpproxy_policy::quote(&other.to_string())
+                mcpproxy_support::quote(&other.to_string())
             ));
         }
     }
@@ -194,7 +194,7 @@ fn parse_options(
     if let Some(unknown) = object.keys().find(|k| !OPTION_KEYS.contains(&k.as_str())) {
         return Err(format!(
             "Unknown key 'options.{}' for code_execution: use timeout_ms, max_tool_calls, allowed_servers",
-            mcpproxy_policy::quote(unknown)
+            mcpproxy_support::quote(unknown)
         ));
     }
     let ceiling_ms = u64::try_from(config.timeout.as_millis()).unwrap_or(u64::MAX);

@@ -229,7 +229,7 @@ impl Proxy {
             Err(e) => Err(format!("the code_execution runtime cannot start: {e}")),
         })
         .await;
-        let tally = std::mem::take(&mut *mcpproxy_policy::lock(&tally));
+        let tally = std::mem::take(&mut *mcpproxy_support::lock(&tally));
         let report = match run {
             Ok(Ok(run)) => report_of(run, &tally, id.clone(), started),
             Ok(Err(e)) => fail(e, Ended::Failed),

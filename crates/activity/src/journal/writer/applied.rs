@@ -33,7 +33,7 @@ impl AppliedPuts {
 
     /// The count of applied puts (a panic elsewhere cannot leave a `u64` half-written).
     fn lock(&self) -> std::sync::MutexGuard<'_, u64> {
-        mcpproxy_policy::lock(&self.done)
+        mcpproxy_support::lock(&self.done)
     }
 
     fn done(&self) -> u64 {

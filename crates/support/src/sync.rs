@@ -3,25 +3,32 @@
 //! consistent at every step (maps, counters, queues), so a panic elsewhere must not turn into
 //! a second panic, or a refused call, for everyone who takes the lock afterwards. These take
 //! the lock and recover the guard from a poisoned one.
+//!
+//! The only module of the workspace allowed the bare calls (`clippy.toml`'s
+//! `disallowed-methods`): everywhere else goes through these three.
 
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Locks `mutex`, recovering from poison.
+#[allow(clippy::disallowed_methods, reason = "the poison-free wrapper itself")]
 pub fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Read-locks `lock`, recovering from poison.
+#[allow(clippy::disallowed_methods, reason = "the poison-free wrapper itself")]
 pub fn read<T: ?Sized>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
     lock.read().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Write-locks `lock`, recovering from poison.
+#[allow(clippy::disallowed_methods, reason = "the poison-free wrapper itself")]
 pub fn write<T: ?Sized>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     lock.write().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods, reason = "poisons the locks by hand")]
 mod tests {
     use super::*;
 

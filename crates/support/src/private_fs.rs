@@ -5,7 +5,7 @@
 //! owner's access is narrowed when mcpproxy opens or replaces it. A directory that already
 //! exists (a data dir the user made) is left as it is.
 //!
-//! This module imports nothing of the crate.
+//! A leaf: it imports nothing of the crate.
 
 use std::fs::{File, OpenOptions, Permissions};
 use std::io::{self, Write};
