@@ -547,7 +547,9 @@ async fn three_replicas_behind_haproxy_share_one_state_and_one_trail() {
                         .read(&session, "shared:echo", json!({"text": tag}))
                         .await
                     {
-                        Ok(text) if text.contains(&tag) => answered.lock().expect("lock").push(tag),
+                        Ok(text) if text.contains(&tag) => {
+                            mcpproxy_support::lock(&answered).push(tag)
+                        }
                         _ => break,
                     }
                 }
@@ -557,7 +559,7 @@ async fn three_replicas_behind_haproxy_share_one_state_and_one_trail() {
     // Killed once the load is well under way, on every replica; the load goes on until as
     // many calls again are answered by the two left (counts, not times: a slow machine only
     // takes longer).
-    let answered_count = || answered.lock().expect("lock").len();
+    let answered_count = || mcpproxy_support::lock(&answered).len();
     until("40 calls answered under load", LOAD, || async {
         (answered_count() >= 40)
             .then_some(())
@@ -571,7 +573,7 @@ async fn three_replicas_behind_haproxy_share_one_state_and_one_trail() {
     proc.kill();
     eprintln!(
         "killed replica-2 with {} calls answered",
-        answered.lock().expect("lock").len()
+        mcpproxy_support::lock(&answered).len()
     );
     let at_kill = answered_count();
     until("40 more calls answered after the kill", LOAD, || async {
@@ -584,7 +586,7 @@ async fn three_replicas_behind_haproxy_share_one_state_and_one_trail() {
     for worker in workers {
         worker.await.expect("load worker");
     }
-    let answered = answered.lock().expect("lock").clone();
+    let answered = mcpproxy_support::lock(&answered).clone();
     let config = config_of(&replicas[1].name);
     replicas[1].proxy = Some(Proxy::start_listening_at(
         &replicas[1].addr.to_string(),

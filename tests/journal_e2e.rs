@@ -281,7 +281,7 @@ async fn no_answered_call_is_lost_when_the_server_is_killed() {
                 let arguments = json!({"name": tool, "args": {"text": "x", "id": "n"}, "intent_reason": reason});
                 // A call cut off by the kill may never be answered: give up on it.
                 match tokio::time::timeout(Duration::from_secs(5), call(&client, variant, arguments)).await {
-                    Ok(Ok(_)) => answered.lock().unwrap().push(reason),
+                    Ok(Ok(_)) => mcpproxy_support::lock(&answered).push(reason),
                     _ => break,
                 }
             }
@@ -293,7 +293,7 @@ async fn no_answered_call_is_lost_when_the_server_is_killed() {
     const WAIT_FOR_CALLS: Duration = Duration::from_secs(600);
     let waiting_since = Instant::now();
     loop {
-        let count = answered.lock().unwrap().len();
+        let count = mcpproxy_support::lock(&answered).len();
         if count >= 300 {
             break;
         }
@@ -319,7 +319,7 @@ async fn no_answered_call_is_lost_when_the_server_is_killed() {
     for task in tasks {
         let _ = task.await;
     }
-    let answered = answered.lock().unwrap().clone();
+    let answered = mcpproxy_support::lock(&answered).clone();
     assert!(answered.len() >= 300);
 
     // The journal opens cleanly; with no server up, the CLI reads the file directly.

@@ -61,10 +61,7 @@ fn cli_records(proxy: &Proxy, record_type: &str) -> (String, Vec<Value>) {
 /// The lines of `record_type` the sink's receiver has stored, once there are `want`.
 async fn delivered(receiver: &Receiver, record_type: &str, want: usize) -> Vec<Value> {
     for _ in 0..300 {
-        let lines: Vec<Value> = receiver
-            .lines
-            .lock()
-            .unwrap()
+        let lines: Vec<Value> = mcpproxy_support::lock(&receiver.lines)
             .iter()
             .filter(|l| l["type"] == record_type)
             .cloned()

@@ -50,7 +50,7 @@ impl Asked {
     }
 
     fn seen(&self) -> Vec<String> {
-        self.seen.lock().expect("lock").clone()
+        mcpproxy_support::lock(&self.seen).clone()
     }
 }
 
@@ -61,10 +61,7 @@ impl ClientHandler for Asked {
         _context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
         let asked = serde_json::to_string(&params).unwrap_or_default();
-        self.seen
-            .lock()
-            .expect("lock")
-            .push(format!("sampling {asked}"));
+        mcpproxy_support::lock(&self.seen).push(format!("sampling {asked}"));
         let _permit = self.gate.acquire().await;
         Ok(CreateMessageResult::new(
             SamplingMessage::assistant_text(format!("from {}", self.name)),
@@ -78,10 +75,7 @@ impl ClientHandler for Asked {
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
         let asked = serde_json::to_string(&request).unwrap_or_default();
-        self.seen
-            .lock()
-            .expect("lock")
-            .push(format!("elicitation {asked}"));
+        mcpproxy_support::lock(&self.seen).push(format!("elicitation {asked}"));
         Ok(
             ElicitResult::new(ElicitationAction::Accept).with_content(json!({
                 "username": self.name,

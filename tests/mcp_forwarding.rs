@@ -166,19 +166,13 @@ impl rmcp::ClientHandler for ProgressSeen {
         params: rmcp::model::ProgressNotificationParam,
         _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
     ) {
-        self.0
-            .lock()
-            .unwrap()
-            .push((params.progress_token, params.progress));
+        mcpproxy_support::lock(&self.0).push((params.progress_token, params.progress));
     }
 }
 
 impl ProgressSeen {
     fn for_token(&self, token: &rmcp::model::ProgressToken) -> Vec<f64> {
-        let mut seen: Vec<f64> = self
-            .0
-            .lock()
-            .unwrap()
+        let mut seen: Vec<f64> = mcpproxy_support::lock(&self.0)
             .iter()
             .filter(|(t, _)| t == token)
             .map(|(_, p)| *p)

@@ -154,15 +154,12 @@ async fn secrets_read_through_the_filesystem_server_are_redacted_and_never_recor
 
     // The sink gets the record, guards included, and none of the secrets.
     eventually("the sink receives the read's record", async || {
-        receiver
-            .lines
-            .lock()
-            .unwrap()
+        mcpproxy_support::lock(&receiver.lines)
             .iter()
             .any(|l| l["id"] == id.as_str() && l["status"] == "success")
     })
     .await;
-    let delivered = receiver.lines.lock().unwrap().clone();
+    let delivered = mcpproxy_support::lock(&receiver.lines).clone();
     let sent = delivered.iter().find(|l| l["id"] == id.as_str()).unwrap();
     assert_eq!(sent["guards"], record["guards"]);
     let sent_text = serde_json::to_string(&delivered).unwrap();

@@ -196,7 +196,7 @@ impl LoggedLines {
     fn capture<T>(run: impl FnOnce() -> T) -> (T, Vec<String>) {
         let logged = Arc::new(Self::default());
         let value = tracing::subscriber::with_default(Arc::clone(&logged), run);
-        let lines = logged.0.lock().expect("no test thread panicked holding it");
+        let lines = mcpproxy_support::lock(&logged.0);
         (value, lines.clone())
     }
 }
@@ -217,10 +217,7 @@ impl tracing::Subscriber for LoggedLines {
     fn event(&self, event: &tracing::Event<'_>) {
         let mut message = Message(String::new());
         event.record(&mut message);
-        self.0
-            .lock()
-            .expect("no test thread panicked holding it")
-            .push(message.0);
+        mcpproxy_support::lock(&self.0).push(message.0);
     }
 
     fn enter(&self, _: &tracing::span::Id) {}

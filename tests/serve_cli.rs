@@ -32,14 +32,12 @@ fn serve_with_no_config_file_uses_defaults_and_stops_cleanly_on_sigterm() {
             .lines()
             .map_while(Result::ok)
         {
-            sink.lock().unwrap().push(line);
+            mcpproxy_support::lock(&sink).push(line);
         }
     });
     let mut ready = false;
     for _ in 0..300 {
-        if lines
-            .lock()
-            .unwrap()
+        if mcpproxy_support::lock(&lines)
             .iter()
             .any(|l| l.starts_with("upstreams: none configured"))
         {
@@ -48,18 +46,14 @@ fn serve_with_no_config_file_uses_defaults_and_stops_cleanly_on_sigterm() {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(ready, "{:?}", lines.lock().unwrap());
+    assert!(ready, "{:?}", mcpproxy_support::lock(&lines));
     assert!(
-        lines
-            .lock()
-            .unwrap()
+        mcpproxy_support::lock(&lines)
             .iter()
             .any(|l| l.starts_with("config: none"))
     );
     assert!(
-        lines
-            .lock()
-            .unwrap()
+        mcpproxy_support::lock(&lines)
             .iter()
             .any(|l| l.contains("validators: intent-matrix"))
     );
@@ -70,7 +64,11 @@ fn serve_with_no_config_file_uses_defaults_and_stops_cleanly_on_sigterm() {
     Command::new("kill").args(["-TERM", &pid]).status().unwrap();
     let status = child.wait().unwrap();
     reader.join().unwrap();
-    assert!(status.success(), "{status:?}: {:?}", lines.lock().unwrap());
+    assert!(
+        status.success(),
+        "{status:?}: {:?}",
+        mcpproxy_support::lock(&lines)
+    );
 }
 
 #[test]

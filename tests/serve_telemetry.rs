@@ -36,7 +36,7 @@ async fn receiver() -> (String, Arc<Mutex<Vec<Export>>>) {
                         .unwrap_or_default()
                         .to_owned()
                 };
-                kept.lock().unwrap().push(Export {
+                mcpproxy_support::lock(&kept).push(Export {
                     path: uri.path().to_owned(),
                     content_type: header("content-type"),
                     api_key: header("x-test-key"),
@@ -145,7 +145,7 @@ async fn each_call_is_one_trace_with_policy_plugin_journal_and_upstream_spans() 
         .clone();
     proxy.stop();
 
-    let exports = exports.lock().unwrap().clone();
+    let exports = mcpproxy_support::lock(&exports).clone();
     assert!(!exports.is_empty(), "nothing reached the collector");
     for export in &exports {
         assert_eq!(export.path, "/v1/traces");

@@ -56,9 +56,9 @@ impl Receiver {
                     Err(_) => return (StatusCode::BAD_REQUEST, "not NDJSON"),
                 }
             }
-            r.batches.lock().unwrap().push(batch.len());
-            r.lines.lock().unwrap().extend(batch);
-            r.headers.lock().unwrap().push(headers);
+            mcpproxy_support::lock(&r.batches).push(batch.len());
+            mcpproxy_support::lock(&r.lines).extend(batch);
+            mcpproxy_support::lock(&r.headers).push(headers);
             (StatusCode::OK, "ok")
         }
         let app = Router::new()
@@ -71,9 +71,7 @@ impl Receiver {
     }
 
     fn ids(&self) -> Vec<String> {
-        self.lines
-            .lock()
-            .unwrap()
+        mcpproxy_support::lock(&self.lines)
             .iter()
             .map(|l| l["id"].as_str().unwrap_or_default().to_owned())
             .collect()
@@ -198,7 +196,7 @@ async fn http_sink_delivers_every_call_once_in_order_through_an_outage() {
         || async { receiver.ids().len() >= first },
     )
     .await;
-    let lines = receiver.lines.lock().unwrap().clone();
+    let lines = mcpproxy_support::lock(&receiver.lines).clone();
     assert_eq!(lines.len(), first);
     // In journal order (ids are time-ordered; calls were sequential), each with every field.
     let ids = receiver.ids();
@@ -223,7 +221,7 @@ async fn http_sink_delivers_every_call_once_in_order_through_an_outage() {
         }
         assert_eq!(line["server_name"], "fx");
     }
-    let headers = receiver.headers.lock().unwrap()[0].clone();
+    let headers = mcpproxy_support::lock(&receiver.headers)[0].clone();
     assert_eq!(headers["authorization"], "Splunk test-token");
     assert!(headers["content-type"].to_str().unwrap().contains("ndjson"));
 
@@ -432,9 +430,9 @@ async fn records_too_big_for_a_sinks_memory_together_are_delivered_in_smaller_ba
     })
     .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let lines = receiver.lines.lock().unwrap().clone();
+    let lines = mcpproxy_support::lock(&receiver.lines).clone();
     assert_eq!(lines.len(), n, "each once");
-    let batches = receiver.batches.lock().unwrap().clone();
+    let batches = mcpproxy_support::lock(&receiver.batches).clone();
     assert_eq!(
         batches.iter().max(),
         Some(&3),
@@ -496,7 +494,10 @@ async fn plugins_check_deliver_sends_two_sample_records_through_a_real_sink() {
         out.stdout()
     );
     assert!(out.stdout().contains("--deliver"), "{}", out.stdout());
-    assert!(receiver.lines.lock().unwrap().is_empty(), "nothing sent");
+    assert!(
+        mcpproxy_support::lock(&receiver.lines).is_empty(),
+        "nothing sent"
+    );
 
     let out = plugins_check(vec![
         sink.clone(),
@@ -515,7 +516,7 @@ async fn plugins_check_deliver_sends_two_sample_records_through_a_real_sink() {
         out.stdout().contains("30000 ms deadline"),
         "a sink's default deadline"
     );
-    let lines = receiver.lines.lock().unwrap().clone();
+    let lines = mcpproxy_support::lock(&receiver.lines).clone();
     assert_eq!(lines.len(), 2);
     assert!(lines.iter().all(|l| l["server_name"] == "mcpproxy-check"));
     assert_eq!(lines[0]["status"], "success");

@@ -87,7 +87,7 @@ fn start_recorded(config: &Value) -> (Proxy, Arc<Mutex<Vec<String>>>) {
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines() {
             let Ok(line) = line else { break };
-            kept.lock().unwrap().push(line.clone());
+            mcpproxy_support::lock(&kept).push(line.clone());
             let _ = tx.send(line);
         }
     });
@@ -196,7 +196,7 @@ async fn secrets_in_urls_and_arguments_stay_out_of_the_cli_rest_mcp_and_log() {
     client.cancel().await.unwrap();
 
     // The serve log, from its first line.
-    let log = log.lock().unwrap().join("\n");
+    let log = mcpproxy_support::lock(&log).join("\n");
     assert!(log.contains("cannot connect to upstream"), "{log}");
     shown.push(("the serve log".into(), log));
 

@@ -682,7 +682,9 @@ pub(crate) fn watch(
         dir
     };
     let file_name = path.file_name().map(|n| n.to_owned());
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    // One pending signal is enough: the consumer drains the rest before it reloads, so when
+    // the slot is full the event is already accounted for.
+    let (tx, mut rx) = tokio::sync::mpsc::channel(1);
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         if let Ok(event) = event
             && !event.kind.is_access()
@@ -691,7 +693,7 @@ pub(crate) fn watch(
                 .iter()
                 .any(|p| p.file_name() == file_name.as_deref())
         {
-            let _ = tx.send(());
+            let _ = tx.try_send(());
         }
     })?;
     if !dir.exists() {

@@ -15,6 +15,10 @@ use super::{EgressEvent, Outcome, serve};
 async fn destination() -> (u16, mpsc::UnboundedReceiver<Vec<u8>>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "a test: one entry per request it sends"
+    )]
     let (seen_tx, seen) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         while let Ok((mut stream, _)) = listener.accept().await {
@@ -53,6 +57,10 @@ async fn proxy(rules: &[String]) -> (u16, mpsc::UnboundedReceiver<EgressEvent>) 
             .map(|r| EgressRule::parse(r).unwrap())
             .collect(),
     );
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "a test: one event per connection it makes"
+    )]
     let (events_tx, events) = mpsc::unbounded_channel();
     tokio::spawn(serve(
         listener,

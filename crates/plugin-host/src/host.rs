@@ -253,7 +253,7 @@ mod tests {
         fn capture(run: impl FnOnce()) -> Vec<String> {
             let logged = Arc::new(Self::default());
             tracing::subscriber::with_default(Arc::clone(&logged), run);
-            let lines = logged.0.lock().expect("no test thread panicked holding it");
+            let lines = mcpproxy_support::lock(&logged.0);
             lines.clone()
         }
     }
@@ -274,10 +274,7 @@ mod tests {
         fn event(&self, event: &tracing::Event<'_>) {
             let mut message = Message(String::new());
             event.record(&mut message);
-            self.0
-                .lock()
-                .expect("no test thread panicked holding it")
-                .push(message.0);
+            mcpproxy_support::lock(&self.0).push(message.0);
         }
 
         fn enter(&self, _: &tracing::span::Id) {}

@@ -73,7 +73,7 @@ mod tests {
                 let mut rounds = 0;
                 while signal.wait_until(deadline) {
                     rounds += 1;
-                    if *signal.releases.lock().unwrap() > 0 {
+                    if *mcpproxy_support::lock(&signal.releases) > 0 {
                         return rounds;
                     }
                 }

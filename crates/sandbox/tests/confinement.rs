@@ -233,7 +233,13 @@ fn the_environment_is_rebuilt_and_the_parent_cannot_be_signalled() {
     }
     let data = tempfile::tempdir().unwrap();
     // SAFETY: a test thread sets a variable no other test reads.
-    unsafe { std::env::set_var("MCPPROXY_TEST_SECRET", "hunter2") };
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "a test: the variable the sandbox must drop"
+    )]
+    unsafe {
+        std::env::set_var("MCPPROXY_TEST_SECRET", "hunter2")
+    };
     let parent = std::process::id();
     let out = run(
         &spec(Network::None, vec![], data.path()),

@@ -186,6 +186,10 @@ mod tests {
         mpsc::UnboundedReceiver<SubscriptionSink>,
     ) {
         let (server_io, client_io) = tokio::io::duplex(64 << 10);
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "a test: one sink per stream it opens"
+        )]
         let (sinks, opened) = mpsc::unbounded_channel();
         tokio::spawn(async move {
             if let Ok(server) = Sinks(sinks).serve(server_io).await {

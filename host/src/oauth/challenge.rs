@@ -126,26 +126,17 @@ pub(crate) struct ChallengeSlot(Mutex<Option<Challenge>>);
 
 impl ChallengeSlot {
     fn put(&self, challenge: Challenge) {
-        *self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(challenge);
+        *mcpproxy_support::lock(&self.0) = Some(challenge);
     }
 
     /// The last challenge met since the slot was last cleared.
     pub(crate) fn get(&self) -> Option<Challenge> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        mcpproxy_support::lock(&self.0).clone()
     }
 
     /// Forgets the challenge (a login finished, or a session began with the tokens).
     pub(crate) fn clear(&self) {
-        *self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        *mcpproxy_support::lock(&self.0) = None;
     }
 }
 

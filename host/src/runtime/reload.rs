@@ -188,7 +188,9 @@ pub(crate) fn watch(
     let Some(dir) = reloader.plugins_dir().map(std::path::Path::to_owned) else {
         return Ok(());
     };
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    // One pending signal is enough: the consumer drains the rest before it reloads, so when
+    // the slot is full the event is already accounted for.
+    let (tx, mut rx) = tokio::sync::mpsc::channel(1);
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         if let Ok(event) = event
             && !event.kind.is_access()
@@ -197,7 +199,7 @@ pub(crate) fn watch(
                 .iter()
                 .any(|p| p.extension().is_some_and(|e| e == "wasm"))
         {
-            let _ = tx.send(());
+            let _ = tx.try_send(());
         }
     })?;
     watcher.watch(&dir, notify::RecursiveMode::NonRecursive)?;

@@ -240,6 +240,12 @@ impl TrustStore {
     /// the receiver returned, whose owner writes it to the shared store and calls
     /// [`TrustStore::written`] after each.
     pub(crate) fn shared(state: TrustState) -> (Self, mpsc::UnboundedReceiver<TrustWrite>) {
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "the store's API is synchronous and no write may be dropped; each write is \
+                      one trust decision (an approval, a pin, a hold), and `pending` counts \
+                      what the writer has yet to store"
+        )]
         let (writes, receiver) = mpsc::unbounded_channel();
         let store = Self {
             path: PathBuf::new(),
@@ -363,7 +369,7 @@ impl TrustStore {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, TrustState> {
-        self.file.lock().unwrap_or_else(|e| e.into_inner())
+        mcpproxy_support::lock(&self.file)
     }
 
     /// What was decided about `server`, if anything.

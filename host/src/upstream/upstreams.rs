@@ -101,6 +101,10 @@ impl Upstreams {
         sandbox_paths: SandboxPaths,
         credentials: crate::credentials::CredentialStore,
     ) -> Arc<Self> {
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "vetting is synchronous and must not drop a change; one per tool a listing finds new, changed or removed"
+        )]
         let (changes_tx, receiver) = mpsc::unbounded_channel();
         let (egress_tx, egress) = mpsc::channel(EGRESS_QUEUE);
         let upstreams = Self {

@@ -6,7 +6,7 @@
 // types so; the 2025-11-25 scenarios still exercise it.
 #![allow(deprecated)]
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 use rmcp::{
     Peer, RoleServer,
@@ -43,11 +43,11 @@ impl Default for LogLevel {
 
 impl LogLevel {
     pub fn set(&self, level: LoggingLevel) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = level;
+        *mcpproxy_support::lock(&self.0) = level;
     }
 
     fn enabled(&self, level: LoggingLevel) -> bool {
-        severity(level) >= severity(*self.0.lock().unwrap_or_else(PoisonError::into_inner))
+        severity(level) >= severity(*mcpproxy_support::lock(&self.0))
     }
 
     /// Sends `data` at `level` to `peer` unless the session filters it out;

@@ -8,7 +8,7 @@
 use std::{
     collections::HashSet,
     sync::{
-        Mutex, PoisonError,
+        Mutex,
         atomic::{AtomicU64, Ordering},
     },
 };
@@ -121,23 +121,14 @@ pub struct Subscriptions(Mutex<HashSet<String>>);
 
 impl Subscriptions {
     pub fn subscribe(&self, uri: &str) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(uri.to_owned());
+        mcpproxy_support::lock(&self.0).insert(uri.to_owned());
     }
 
     pub fn unsubscribe(&self, uri: &str) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(uri);
+        mcpproxy_support::lock(&self.0).remove(uri);
     }
 
     pub fn contains(&self, uri: &str) -> bool {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(uri)
+        mcpproxy_support::lock(&self.0).contains(uri)
     }
 }

@@ -4,12 +4,7 @@
 //! flushes, so another process (the test) can read it immediately and can
 //! prove whether the upstream was reached at all.
 
-use std::{
-    fs::OpenOptions,
-    io::Write,
-    path::PathBuf,
-    sync::{Mutex, PoisonError},
-};
+use std::{fs::OpenOptions, io::Write, path::PathBuf, sync::Mutex};
 
 use rmcp::model::JsonObject;
 use serde::Serialize;
@@ -73,7 +68,7 @@ impl CallLog {
     fn append(&self, entry: &Entry<'_>) -> std::io::Result<()> {
         let mut line = serde_json::to_string(entry)?;
         line.push('\n');
-        let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let _guard = mcpproxy_support::lock(&self.lock);
         let mut file = OpenOptions::new()
             .create(true)
             .append(true)

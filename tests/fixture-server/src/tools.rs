@@ -7,7 +7,7 @@
 use std::{
     collections::HashMap,
     path::PathBuf,
-    sync::{Arc, Mutex, PoisonError, RwLock},
+    sync::{Arc, Mutex, RwLock},
     time::Duration,
 };
 
@@ -306,10 +306,7 @@ impl Tools {
     }
 
     fn dynamic_names(&self) -> Vec<String> {
-        self.dynamic
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        mcpproxy_support::read_lock(&self.dynamic).clone()
     }
 
     /// Every tool: the built-ins in table order, then the dynamic ones in
@@ -490,7 +487,7 @@ impl Tools {
     }
 
     fn notes_mut(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
-        self.notes.lock().unwrap_or_else(PoisonError::into_inner)
+        mcpproxy_support::lock(&self.notes)
     }
 
     /// Register a dynamic tool; adding an existing dynamic name is a no-op.
@@ -507,7 +504,7 @@ impl Tools {
                 None,
             ));
         }
-        let mut dynamic = self.dynamic.write().unwrap_or_else(PoisonError::into_inner);
+        let mut dynamic = mcpproxy_support::write_lock(&self.dynamic);
         if !dynamic.iter().any(|existing| existing == name) {
             dynamic.push(name.to_owned());
         }

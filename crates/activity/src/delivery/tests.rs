@@ -35,7 +35,7 @@ impl Sink for Memory {
 
     fn deliver(&self, batch: &SinkBatch) -> Result<(), Failure> {
         self.attempts.fetch_add(1, Ordering::SeqCst);
-        self.sizes.lock().unwrap().push(batch.len());
+        mcpproxy_support::lock(&self.sizes).push(batch.len());
         if self.holds_at_most.is_some_and(|most| batch.len() > most) {
             return Err(Failure {
                 reason: "ran out of memory".into(),
@@ -44,13 +44,13 @@ impl Sink for Memory {
         }
         if let Some((gate, _)) = &self.gate {
             // A closed gate (the test is over) lets it through too.
-            let _ = gate.lock().unwrap().recv();
+            let _ = mcpproxy_support::lock(gate).recv();
         }
         if self.failing.load(Ordering::SeqCst) > 0 {
             self.failing.fetch_sub(1, Ordering::SeqCst);
             return Err(String::from("remote down").into());
         }
-        let mut stored = self.stored.lock().unwrap();
+        let mut stored = mcpproxy_support::lock(&self.stored);
         stored.extend(batch.rows.iter().map(|r| r.id.clone()));
         Ok(())
     }
@@ -87,8 +87,12 @@ async fn delivers_in_order_exactly_once_through_failures() {
         ids.push(rec.id.clone());
         j.append(rec).await.unwrap();
     }
-    wait_for(|| sink.stored.lock().unwrap().len() >= 50).await;
-    assert_eq!(*sink.stored.lock().unwrap(), ids, "in order, each once");
+    wait_for(|| mcpproxy_support::lock(&sink.stored).len() >= 50).await;
+    assert_eq!(
+        *mcpproxy_support::lock(&sink.stored),
+        ids,
+        "in order, each once"
+    );
     assert!(sink.attempts.load(Ordering::SeqCst) >= 3 + 50 / 7);
     wait_for(|| delivery.report().unwrap()[0].status.backlog == 0).await;
     let report = &delivery.report().unwrap()[0];
@@ -118,7 +122,7 @@ async fn a_failing_sink_is_reported_and_keeps_its_backlog() {
     );
     assert!(report.status.state.failures >= 3);
     assert!(report.status.lag_ms.is_some());
-    assert!(sink.stored.lock().unwrap().is_empty());
+    assert!(mcpproxy_support::lock(&sink.stored).is_empty());
     delivery.shutdown(Duration::from_secs(5)).await;
 }
 
@@ -152,7 +156,7 @@ async fn a_sink_stuck_past_its_deadline_is_reported_and_its_batch_is_not_sent_tw
     release.send(()).unwrap();
     wait_for(|| delivery.report().unwrap()[0].status.backlog == 0).await;
     assert_eq!(
-        *sink.stored.lock().unwrap(),
+        *mcpproxy_support::lock(&sink.stored),
         ids,
         "delivered once, in order"
     );
@@ -189,8 +193,12 @@ async fn a_batch_too_big_for_the_sink_is_retried_in_halves_and_the_size_recovers
     let delivery =
         Delivery::start(j.clone(), vec![sink.clone() as Arc<dyn Sink>], options).unwrap();
     wait_for(|| delivery.report().unwrap()[0].status.backlog == 0).await;
-    assert_eq!(*sink.stored.lock().unwrap(), ids, "in order, each once");
-    let sizes = sink.sizes.lock().unwrap().clone();
+    assert_eq!(
+        *mcpproxy_support::lock(&sink.stored),
+        ids,
+        "in order, each once"
+    );
+    let sizes = mcpproxy_support::lock(&sink.sizes).clone();
     assert_eq!(
         sizes[..5],
         [16, 8, 4, 2, 2],
@@ -234,10 +242,10 @@ async fn a_record_too_big_for_the_sink_alone_is_reported_with_the_fix_and_kept()
         error.contains("plugins.plugin_limits.memory.memory_mib"),
         "{error}"
     );
-    assert_eq!(sink.sizes.lock().unwrap()[..3], [5, 2, 1]);
+    assert_eq!(mcpproxy_support::lock(&sink.sizes)[..3], [5, 2, 1]);
     let report = &delivery.report().unwrap()[0];
     assert_eq!(report.status.backlog, 5, "nothing is dropped");
     assert_eq!(report.live.batch_limit, Some(1));
-    assert!(sink.stored.lock().unwrap().is_empty());
+    assert!(mcpproxy_support::lock(&sink.stored).is_empty());
     delivery.shutdown(Duration::from_secs(5)).await;
 }

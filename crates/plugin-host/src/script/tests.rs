@@ -36,7 +36,7 @@ impl ScriptHost for Echo {
         args: &str,
         _deadline: Instant,
     ) -> Result<Result<String, String>, ScriptStop> {
-        let mut calls = self.calls.lock().unwrap();
+        let mut calls = mcpproxy_support::lock(&self.calls);
         if self.limit > 0 && calls.len() >= self.limit {
             return Err(ScriptStop(format!("call limit of {} reached", self.limit)));
         }
@@ -102,7 +102,7 @@ fn call_tool_reaches_the_host_and_returns_an_envelope() {
                 .into()
         )
     );
-    let calls = host.calls.lock().unwrap();
+    let calls = mcpproxy_support::lock(&host.calls);
     assert_eq!(calls[0], ("echo:say".into(), r#"{"text":"hi"}"#.into()));
 }
 
@@ -122,7 +122,7 @@ fn the_host_can_stop_a_script() {
         run.end,
         ScriptEnd::Stopped("call limit of 2 reached".into())
     );
-    assert_eq!(host.calls.lock().unwrap().len(), 2);
+    assert_eq!(mcpproxy_support::lock(&host.calls).len(), 2);
 }
 
 #[test]

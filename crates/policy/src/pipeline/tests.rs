@@ -48,7 +48,7 @@ impl FixedAnnotator {
     }
 
     fn calls(&self) -> usize {
-        *self.calls.lock().unwrap()
+        *mcpproxy_support::lock(&self.calls)
     }
 }
 
@@ -58,7 +58,7 @@ impl Annotator for FixedAnnotator {
     }
 
     fn infer(&self, _tool: &Tool) -> Result<Option<Inference>, Fault> {
-        *self.calls.lock().unwrap() += 1;
+        *mcpproxy_support::lock(&self.calls) += 1;
         if self.fault {
             return Err(fault(self.name));
         }
@@ -114,7 +114,7 @@ impl FixedValidator {
     }
 
     fn calls(&self) -> usize {
-        *self.calls.lock().unwrap()
+        *mcpproxy_support::lock(&self.calls)
     }
 }
 
@@ -124,7 +124,7 @@ impl Validator for FixedValidator {
     }
 
     fn validate(&self, _request: &CallRequest) -> Result<Verdict, Fault> {
-        *self.calls.lock().unwrap() += 1;
+        *mcpproxy_support::lock(&self.calls) += 1;
         self.verdict.clone().map_err(|()| fault(self.name))
     }
 }
@@ -209,7 +209,7 @@ impl Annotator for Witness {
     }
 
     fn infer(&self, tool: &Tool) -> Result<Option<Inference>, Fault> {
-        *self.0.lock().unwrap() = Some(tool.clone());
+        *mcpproxy_support::lock(&self.0) = Some(tool.clone());
         Ok(None)
     }
 }
@@ -231,7 +231,10 @@ fn an_annotations_object_without_hints_takes_every_spec_default() {
     assert_eq!(effective.source, AnnotationSource::Server);
     assert_eq!(effective.safety_class, SafetyClass::Dangerous);
     assert_eq!(
-        witness.0.lock().unwrap().as_ref().unwrap().annotations,
+        mcpproxy_support::lock(&witness.0)
+            .as_ref()
+            .unwrap()
+            .annotations,
         Some(defaults),
         "annotators see the defaults, so the class they derive agrees"
     );
