@@ -2,20 +2,28 @@
 //! crates below the proxy must not depend on, and which top-level module of the proxy may
 //! use which.
 //!
-//! - Crates, from the bottom up ([`CRATES`]): `mcpproxy-sandbox` < `mcpproxy-policy` <
-//!   `mcpproxy-egress` < `mcpproxy-activity` < `mcpproxy-plugin-host` < `mcpproxy`. A crate
-//!   depends only on crates below it (in any dependency table, dev-dependencies included).
-//! - None of `mcpproxy-policy`, `mcpproxy-egress` and `mcpproxy-activity` depends directly on wasmtime,
-//!   wasmtime-wasi*, rmcp, axum or reqwest, and `mcpproxy-policy` and `mcpproxy-sandbox`
-//!   (which also stays off all of those) not on tokio either
-//!   ([`FORBIDDEN`]; dev-dependencies are left out: what a crate's tests use is not what
-//!   its users get).
+//! - Crates, from the bottom up ([`CRATES`]): `mcpproxy-support` < `mcpproxy-sandbox` <
+//!   `mcpproxy-policy` < `mcpproxy-egress` < `mcpproxy-activity` < `mcpproxy-plugin-host` <
+//!   `mcpproxy`. A crate depends only on crates below it (in any dependency table,
+//!   dev-dependencies included).
+//! - No crate below the plugin host depends directly on wasmtime, wasmtime-wasi*, rmcp, axum
+//!   or reqwest, and `mcpproxy-support`, `mcpproxy-policy` and `mcpproxy-sandbox` not on
+//!   tokio either ([`FORBIDDEN`]; dev-dependencies are left out: what a crate's tests use is
+//!   not what its users get).
 //! - No file under `crates/` mentions `rmcp`: nothing below the proxy knows MCP.
 //! - The proxy's top-level modules are in layers ([`MODULE_LAYERS`]): a module uses
 //!   (`crate::NAME`, in a `use` or in a path) only modules of lower layers and its own
 //!   submodules; modules of one layer do not use each other. Comments, doc comments and
 //!   string literals are not read. A module that is in no layer fails too, as does a layer
 //!   entry that names no module.
+//! - Every `.rs` file of the workspace (the guest plugins of `plugins/` included; `target/`,
+//!   `node_modules/` and hidden directories left out) starts with a `//!` header saying what
+//!   it owns.
+//! - `unsafe` code (the keyword, outside comments and literals) appears only in the files of
+//!   [`UNSAFE_ALLOWED`], and each of those still has some.
+//!
+//! Each checker is also run on small broken inputs (the `*_are_*` tests at the end), so a
+//! rule that could never fail would show.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -23,7 +31,8 @@ use std::path::{Path, PathBuf};
 
 /// The workspace's crates from the bottom of the graph up, with their directories: a crate
 /// may depend only on crates before it.
-const CRATES: [(&str, &str); 6] = [
+const CRATES: [(&str, &str); 7] = [
+    ("mcpproxy-support", "crates/support"),
     ("mcpproxy-sandbox", "crates/sandbox"),
     ("mcpproxy-policy", "crates/policy"),
     ("mcpproxy-egress", "crates/egress"),
@@ -34,8 +43,19 @@ const CRATES: [(&str, &str); 6] = [
 
 /// What a crate below the proxy must not depend on directly (a trailing `*` matches any
 /// suffix): no WebAssembly runtime and no MCP, HTTP server or HTTP client below the plugin
-/// host, and no async runtime in the policy vocabulary.
-const FORBIDDEN: [(&str, &[&str]); 4] = [
+/// host, and no async runtime in the helpers, the policy vocabulary or the sandbox.
+const FORBIDDEN: [(&str, &[&str]); 5] = [
+    (
+        "mcpproxy-support",
+        &[
+            "wasmtime",
+            "wasmtime-wasi*",
+            "rmcp",
+            "axum",
+            "reqwest",
+            "tokio",
+        ],
+    ),
     (
         "mcpproxy-sandbox",
         &[
@@ -66,6 +86,38 @@ const FORBIDDEN: [(&str, &[&str]); 4] = [
         "mcpproxy-egress",
         &["wasmtime", "wasmtime-wasi*", "rmcp", "axum", "reqwest"],
     ),
+];
+
+/// The files that may contain `unsafe` code, relative to the workspace root. Each use allows
+/// `unsafe_code` where it stands and says why it is sound; a new one joins this list in the
+/// same change, so that adding `unsafe` is a decision someone reviews.
+const UNSAFE_ALLOWED: &[&str] = &[
+    // The sandbox: the steps between fork and exec, and killing a cgroup's leftovers.
+    "crates/sandbox/src/child.rs",
+    "crates/sandbox/src/resources.rs",
+    "crates/sandbox/benches/startup.rs",
+    "crates/sandbox/tests/confinement.rs",
+    // libc calls without a safe wrapper: umask (a test), setpriority, mallopt/malloc_trim,
+    // getrlimit/setrlimit, ioctl and localtime_r, prctl before exec.
+    "crates/support/src/private_fs.rs",
+    "crates/activity/src/journal/writer/thread.rs",
+    "crates/plugin-host/src/memory.rs",
+    "crates/plugin-host/benches/script.rs",
+    "host/src/listener.rs",
+    "host/src/cli/output.rs",
+    "host/src/upstream/child.rs",
+    // wasmtime's `Component::deserialize` of our own compile cache.
+    "crates/plugin-host/src/engine.rs",
+    // Tests and fixtures: signals to children, rlimits, System V memory, the environment.
+    "tests/fixture-server/src/hostile.rs",
+    "tests/journal_failclosed.rs",
+    "tests/mcp_conformance.rs",
+    "tests/mcp_relay_bounds.rs",
+    "tests/serve_listener.rs",
+    "tests/serve_observability.rs",
+    "tests/support/mcp.rs",
+    "tests/upstream_sandbox.rs",
+    "tests/upstream_secrets.rs",
 ];
 
 /// The top-level modules of the proxy crate (`host/src`), by layer from the bottom up. A
@@ -131,16 +183,37 @@ fn assert_none(violations: &[String], what: &str) {
 
 #[test]
 fn crates_depend_only_on_crates_below_them() {
-    let order: Vec<String> = CRATES.iter().map(|(name, _)| (*name).to_owned()).collect();
+    let manifests: Vec<(String, String)> = CRATES
+        .iter()
+        .map(|(_, dir)| {
+            let path = format!("{dir}/Cargo.toml");
+            let text = read(&workspace().join(&path));
+            (path, text)
+        })
+        .collect();
+    let manifests: Vec<(&str, &str)> = manifests
+        .iter()
+        .map(|(path, text)| (path.as_str(), text.as_str()))
+        .collect();
+    let names: Vec<&str> = CRATES.iter().map(|(name, _)| *name).collect();
+    assert_none(
+        &order_violations(&names, &manifests),
+        "crates depend on crates above them",
+    );
+}
+
+/// Where the manifests (path and text, in the order of `order`) break the rule that a crate
+/// depends only on the crates before it in `order`.
+fn order_violations(order: &[&str], manifests: &[(&str, &str)]) -> Vec<String> {
     let mut violations = Vec::new();
-    for (position, (name, dir)) in CRATES.iter().enumerate() {
-        let path = format!("{dir}/Cargo.toml");
-        let manifest = Manifest::parse(&read(&workspace().join(&path)));
-        assert_eq!(
-            manifest.package.as_deref(),
-            Some(*name),
-            "{path} is not the crate {name}: update CRATES in tests/architecture.rs"
-        );
+    for (position, (name, (path, text))) in order.iter().zip(manifests).enumerate() {
+        let manifest = Manifest::parse(text);
+        if manifest.package.as_deref() != Some(*name) {
+            violations.push(format!(
+                "{path} is not the crate {name}: update CRATES in tests/architecture.rs"
+            ));
+            continue;
+        }
         for dep in &manifest.dependencies {
             if let Some(at) = order.iter().position(|c| *c == dep.name)
                 && at >= position
@@ -161,7 +234,86 @@ fn crates_depend_only_on_crates_below_them() {
             }
         }
     }
-    assert_none(&violations, "crates depend on crates above them");
+    violations
+}
+
+#[test]
+fn every_source_file_starts_with_a_module_header() {
+    let violations: Vec<String> = rust_sources()
+        .into_iter()
+        .filter(|file| !starts_with_header(&read(file)))
+        .map(|file| {
+            format!(
+                "{}:1: no `//!` header (rule: every source file opens with a `//!` comment \
+                 saying what it owns)",
+                relative(&file)
+            )
+        })
+        .collect();
+    assert_none(&violations, "source files without a `//!` header");
+}
+
+#[test]
+fn unsafe_code_is_only_in_the_allowed_files() {
+    let mut violations = Vec::new();
+    let mut seen = Vec::new();
+    for file in rust_sources() {
+        let path = relative(&file);
+        let lines = unsafe_lines(&read(&file));
+        let allowed = UNSAFE_ALLOWED.contains(&path.as_str());
+        if allowed && !lines.is_empty() {
+            seen.push(path.clone());
+        }
+        if !allowed && let Some(line) = lines.first() {
+            violations.push(format!(
+                "{path}:{line}: `unsafe` outside the allowlist (rule: `unsafe` only in the \
+                 files of UNSAFE_ALLOWED, tests/architecture.rs; add it there with its reason \
+                 if it must stay)"
+            ));
+        }
+    }
+    for path in UNSAFE_ALLOWED {
+        if !seen.iter().any(|s| s == path) {
+            violations.push(format!(
+                "tests/architecture.rs: UNSAFE_ALLOWED names {path}, which has no `unsafe` \
+                 code (any more): take it off the list"
+            ));
+        }
+    }
+    assert_none(&violations, "unsafe code where it is not allowed");
+}
+
+/// Every `.rs` file of the workspace, `target/`, `node_modules/` and hidden directories left
+/// out. The guest plugins (`plugins/`, a workspace of their own) are in: they follow the same
+/// conventions.
+fn rust_sources() -> Vec<PathBuf> {
+    files_under(&workspace())
+        .into_iter()
+        .filter(|file| file.extension().is_some_and(|e| e == "rs"))
+        .collect()
+}
+
+/// Whether `source` opens (after blank lines) with a `//!` comment.
+fn starts_with_header(source: &str) -> bool {
+    source.trim_start().starts_with("//!")
+}
+
+/// The lines on which the keyword `unsafe` appears in code (not in comments, strings or a
+/// longer name such as `unsafe_code`).
+fn unsafe_lines(source: &str) -> Vec<usize> {
+    let is_ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut lines = Vec::new();
+    for (n, line) in code_only(source).lines().enumerate() {
+        let found = line.match_indices("unsafe").any(|(at, word)| {
+            let before = line[..at].chars().next_back();
+            let after = line[at + word.len()..].chars().next();
+            !before.is_some_and(is_ident) && !after.is_some_and(is_ident)
+        });
+        if found {
+            lines.push(n + 1);
+        }
+    }
+    lines
 }
 
 #[test]
@@ -573,8 +725,8 @@ fn raw_string_end(chars: &[char], i: usize) -> Option<usize> {
     Some(chars.len())
 }
 
-/// Every file under `dir`, recursively, in name order (`target/` and hidden entries left
-/// out).
+/// Every file under `dir`, recursively, in name order (`target/`, `node_modules/` and hidden
+/// entries left out).
 fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -587,7 +739,7 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
             .file_name()
             .and_then(|n| n.to_str())
             .unwrap_or_default();
-        if name.starts_with('.') || name == "target" {
+        if name.starts_with('.') || name == "target" || name == "node_modules" {
             continue;
         }
         if path.is_dir() {
@@ -792,4 +944,53 @@ version = "1"
             ("tokio", "dependencies", 14),
         ]
     );
+}
+
+#[test]
+fn crate_order_violations_are_found() {
+    let support = "[package]\nname = \"support\"\n[dependencies]\nserde = \"1\"\n";
+    let policy = "[package]\nname = \"policy\"\n[dependencies]\nsupport.workspace = true\n";
+    assert!(order_violations(&["support", "policy"], &[("s", support), ("p", policy)]).is_empty());
+    // The helpers reaching up into the vocabulary.
+    let upward = "[package]\nname = \"support\"\n[dev-dependencies]\npolicy = \"1\"\n";
+    let found = order_violations(&["support", "policy"], &[("s", upward), ("p", policy)]);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0]
+            .starts_with("s:4: support depends on policy in [dev-dependencies], a crate above it")
+    );
+    // A crate that depends on itself, and a manifest that is not the crate named.
+    let found = order_violations(&["policy", "other"], &[("p", policy), ("o", support)]);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].contains("is not the crate other"), "{found:?}");
+}
+
+#[test]
+fn module_headers_are_recognised() {
+    assert!(starts_with_header("//! What this owns.\nuse std::io;\n"));
+    assert!(starts_with_header("\n//! After a blank line.\n"));
+    assert!(!starts_with_header("use std::io;\n//! Too late.\n"));
+    assert!(!starts_with_header("/// An item's doc.\nfn f() {}\n"));
+    assert!(!starts_with_header("// A plain comment.\n"));
+    assert!(!starts_with_header(
+        "#![allow(dead_code)]\n//! After an attribute.\n"
+    ));
+    assert!(!starts_with_header(""));
+}
+
+#[test]
+fn unsafe_keywords_are_found_in_code_only() {
+    let source = r##"//! Says unsafe in a doc comment.
+#[allow(unsafe_code, reason = "unsafe in a string")]
+fn f() -> i32 {
+    // unsafe in a comment
+    let _ = r#"unsafe in a raw string"#;
+    let not_unsafe_name = 1;
+    unsafe { g() }
+}
+unsafe fn g() -> i32 { 0 }
+impl Send for X {} unsafe impl Sync for X {}
+"##;
+    assert_eq!(unsafe_lines(source), [7, 9, 10]);
+    assert!(unsafe_lines("fn f() { let unsafe_code = 1; }").is_empty());
 }

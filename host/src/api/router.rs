@@ -1,3 +1,7 @@
+//! The REST API's routes under `/api/v1`, the state its handlers share ([`ApiState`]), the
+//! key check on every route and the error type that answers a refused or failed request
+//! ([`ApiError`]).
+
 use std::collections::HashMap;
 use std::sync::Arc;
 

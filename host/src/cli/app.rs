@@ -1,3 +1,6 @@
+//! The command line as clap parses it: the global options ([`Cli`]), the commands, and the
+//! exit statuses a command ends with.
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -1,3 +1,6 @@
+//! The validated config ([`Config`]) and its parts, with the defaults a missing key takes
+//! (file name, data dir, listen address, timeouts).
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io;

@@ -1,3 +1,6 @@
+//! Where a data dir's control socket lives (`<data_dir>/mcpproxy.sock`) and the check that
+//! its path fits a Unix socket address.
+
 use std::io;
 use std::path::{Path, PathBuf};
 

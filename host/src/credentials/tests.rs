@@ -1,3 +1,6 @@
+//! Tests of the credential file store: values set, listed and deleted; the file private
+//! (0600 in a 0700 dir); concurrent writers; a corrupt file refused without showing a value.
+
 use std::os::unix::fs::PermissionsExt;
 
 use super::*;

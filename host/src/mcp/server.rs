@@ -1,3 +1,6 @@
+//! The MCP handler of one client session ([`ProxyServer`]): the built-in tools, listing and
+//! calling through the shared proxy, and what a client reads of a call's outcome.
+
 use std::sync::Arc;
 
 use rmcp::model::{

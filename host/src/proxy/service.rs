@@ -1,3 +1,6 @@
+//! The proxy's core ([`Proxy`]): a call resolved, judged by the pipeline, forwarded and
+//! recorded, with who is calling ([`CallContext`]) and what happened ([`CallOutcome`]).
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

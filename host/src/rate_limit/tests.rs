@@ -1,3 +1,6 @@
+//! Tests of the in-memory token buckets on a clock the test moves by hand: bursts, refill,
+//! separate keys, a clock going back, and the bound on remembered buckets.
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

@@ -1,3 +1,6 @@
+//! Tests of what a logged-in caller sees: no rule, group rules, several rules narrowing
+//! the view, and refusals that read alike for hidden and missing tools.
+
 use super::*;
 use crate::config::ScopeRule;
 

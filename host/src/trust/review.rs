@@ -1,3 +1,7 @@
+//! Where the listed tools of a server stand against its pins ([`Review`], [`ToolStanding`]),
+//! the security analysis a reviewer reads before approving ([`Analysis`]) and the trust
+//! store's [`Error`].
+
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};

@@ -1,3 +1,5 @@
+//! The static page's routes (`/`, `/ui/app.js`, `/ui/app.css`), embedded in the binary.
+
 use std::sync::Arc;
 
 use axum::Router;

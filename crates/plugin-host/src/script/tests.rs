@@ -1,3 +1,6 @@
+//! Tests of the `code_execution` runtime: scripts run in the real component against a host
+//! double that answers `echo:*`, refuses the rest and can stop a script.
+
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::*;

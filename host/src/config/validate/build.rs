@@ -1,3 +1,6 @@
+//! Stage two's body: checks each part of a raw config against its limits and builds the
+//! `Config`, collecting every error with its key path.
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

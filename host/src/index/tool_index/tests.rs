@@ -1,3 +1,6 @@
+//! Tests of the tool index: ranking of names, servers, descriptions and parameters, name
+//! splitting, and an ignored latency benchmark over ~2,000 tools.
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -1,3 +1,6 @@
+//! Tests of `code_execution`'s request parsing: the defaults, options that may only lower
+//! the config's ceilings, and the refusals that say what to do.
+
 use serde_json::json;
 
 use super::*;
