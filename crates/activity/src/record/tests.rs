@@ -201,7 +201,8 @@ fn every_record_type_round_trips_by_its_wire_name() {
             "completion",
             "subscription",
             "server_change",
-            "code_execution"
+            "code_execution",
+            "egress"
         ]
     );
     assert_eq!(RecordType::parse("prompt"), None);
