@@ -136,21 +136,9 @@ async fn import_proposes_the_write_grant_of_a_filesystem_servers_directory() {
         );
         // One approval (once it has listed its tools): the launch as imported, grants
         // included.
-        crate::support::poll::until(
-            "the imported server is approved",
-            std::time::Duration::from_secs(60),
-            || async {
-                let approve = TestCommand::new(proxy.data_dir.path())
-                    .args(["upstream", "approve", name, "--config"])
-                    .args([&config])
-                    .output();
-                match approve.code() {
-                    Some(0) => Ok(()),
-                    _ => Err(approve.stderr()),
-                }
-            },
-        )
-        .await;
+        proxy
+            .approve_when_listed(name, std::time::Duration::from_secs(60))
+            .await;
     }
     let client = connect(&proxy.url).await;
     let write = |server: &str, dir: &std::path::Path| {

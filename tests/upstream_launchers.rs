@@ -429,21 +429,9 @@ async fn imported_launcher_servers_start_sandboxed_after_one_approval_each() {
         import.stdout()
     );
     for name in ["everything", "py"] {
-        crate::support::poll::until(
-            "the imported server is approved",
-            std::time::Duration::from_secs(180),
-            || async {
-                let approve = TestCommand::new(proxy.data_dir.path())
-                    .args(["upstream", "approve", name, "--config"])
-                    .args([&config])
-                    .output();
-                match approve.code() {
-                    Some(0) => Ok(()),
-                    _ => Err(approve.stderr()),
-                }
-            },
-        )
-        .await;
+        proxy
+            .approve_when_listed(name, std::time::Duration::from_secs(180))
+            .await;
     }
     both_work(&proxy).await;
     let list = TestCommand::new(proxy.data_dir.path())

@@ -354,6 +354,24 @@ impl Proxy {
         panic!("fewer than {want} finished {record_type} records; the last answer: {last}");
     }
 
+    /// Approves `server` with `mcpproxy upstream approve` (its config file in the data dir),
+    /// retrying within `within` until it has listed its tools: a person's one approval of
+    /// a server that was just added or imported.
+    pub(crate) async fn approve_when_listed(&self, server: &str, within: Duration) {
+        let config = self.data_dir.path().join("mcp_config.json");
+        crate::support::poll::until(&format!("{server} is approved"), within, || async {
+            let approve = crate::support::TestCommand::new(self.data_dir.path())
+                .args(["upstream", "approve", server, "--config"])
+                .args([&config])
+                .output();
+            match approve.code() {
+                Some(0) => Ok(()),
+                _ => Err(approve.stderr()),
+            }
+        })
+        .await;
+    }
+
     /// `GET path` (`/api/v1/...`, `/metrics`) with the API key: the body as text.
     pub(crate) async fn get_text(&self, path: &str) -> String {
         reqwest::Client::new()

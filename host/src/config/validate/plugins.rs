@@ -128,20 +128,3 @@ fn plugin_name_error(name: &str) -> String {
         "'{name}' is not a valid plugin name: use 1 to {MAX_NAME_LEN} lowercase letters, digits and '-' (not first or last)"
     )
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn plugin_names() {
-        assert!(is_plugin_name("intent-matrix"));
-        assert!(is_plugin_name("v2"));
-        assert!(!is_plugin_name(""));
-        assert!(!is_plugin_name("Intent"));
-        assert!(!is_plugin_name("-x"));
-        assert!(!is_plugin_name("x-"));
-        assert!(!is_plugin_name("a_b"));
-        assert!(!is_plugin_name(&"a".repeat(65)));
-    }
-}
