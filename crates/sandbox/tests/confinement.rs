@@ -47,6 +47,12 @@ fn spec(network: Network, write: Vec<PathBuf>, forbidden: &Path) -> SandboxSpec 
 
 /// Runs `script` with bash in the sandbox of `spec`.
 fn run(spec: &SandboxSpec, script: &str) -> Output {
+    run_keeping(spec, script).0
+}
+
+/// [`run`], keeping the prepared sandbox (its egress channel, its private directory) for the
+/// caller to look at after the script ended.
+fn run_keeping(spec: &SandboxSpec, script: &str) -> (Output, mcpproxy_sandbox::Prepared) {
     let args = vec!["-c".to_string(), script.to_string()];
     let prepared = mcpproxy_sandbox::prepare(
         spec,
@@ -70,8 +76,7 @@ fn run(spec: &SandboxSpec, script: &str) -> Output {
         command.pre_exec(move || setup.enter());
     }
     let output = command.output().expect("run bash");
-    drop(prepared);
-    output
+    (output, prepared)
 }
 
 #[test]
@@ -153,30 +158,8 @@ fn egress_hands_the_namespace_listener_to_the_parent_and_nothing_else_is_reachab
          exec 3<>/dev/tcp/127.0.0.1/3128 && printf hello >&3 && echo PROXY; \
          exec 4<>/dev/tcp/127.0.0.1/{port} && echo DIRECT"
     );
-    let args = vec!["-c".to_string(), script];
-    let mut prepared = mcpproxy_sandbox::prepare(
-        &spec,
-        Launch {
-            command: "/bin/bash",
-            args: &args,
-            working_dir: None,
-            label: "test",
-        },
-        Support::get(),
-    )
-    .expect("prepare");
+    let (out, mut prepared) = run_keeping(&spec, &script);
     let receiver = prepared.egress.take().expect("an egress channel");
-    let setup = prepared.setup.clone();
-    let mut command = Command::new("/bin/bash");
-    command
-        .args(&args)
-        .env_clear()
-        .envs(prepared.environment.iter().cloned());
-    // SAFETY: `enter` is async-signal-safe.
-    unsafe {
-        command.pre_exec(move || setup.enter());
-    }
-    let out = command.output().expect("run bash");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
