@@ -11,6 +11,13 @@ use crate::spec::SandboxSpec;
 /// Variables always passed from mcpproxy's environment when set.
 const KEPT: &[&str] = &["LANG", "TERM"];
 
+/// Sets `name` in `env`, replacing any earlier value (the last one set wins, and appears
+/// once).
+pub(crate) fn set(env: &mut Vec<(OsString, OsString)>, name: &str, value: OsString) {
+    env.retain(|(n, _)| n != name);
+    env.push((name.into(), value));
+}
+
 /// The server's whole environment. `parent` reads mcpproxy's environment; `real_home_granted`
 /// says the config grants the real home directory.
 pub(crate) fn environment(
@@ -21,10 +28,6 @@ pub(crate) fn environment(
     parent: impl Fn(&str) -> Option<OsString>,
 ) -> Vec<(OsString, OsString)> {
     let mut env: Vec<(OsString, OsString)> = Vec::new();
-    let set = |env: &mut Vec<(OsString, OsString)>, name: &str, value: OsString| {
-        env.retain(|(n, _)| n != name);
-        env.push((name.into(), value));
-    };
     let path = parent("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
     set(&mut env, "PATH", path);
     for name in KEPT {

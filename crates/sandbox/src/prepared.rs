@@ -330,8 +330,7 @@ pub fn prepare(
     }
 
     for (name, value) in launcher_env {
-        environment.retain(|(n, _)| *n != *name);
-        environment.push((name.into(), value));
+        crate::environment::set(&mut environment, &name, value);
     }
     let own_network = network.own_namespace() && support.network_namespace;
     let (egress_receiver, egress) = match network.egress() {
@@ -360,8 +359,7 @@ pub fn prepare(
             ("NO_PROXY", ""),
         ] {
             for name in [name.to_owned(), name.to_ascii_lowercase()] {
-                environment.retain(|(n, _)| *n != *name);
-                environment.push((name.into(), value.into()));
+                crate::environment::set(&mut environment, &name, value.into());
             }
         }
         // npm reads its own settings before the variables; Node 24+ fetch needs this one.
