@@ -147,23 +147,12 @@ async fn import_proposes_the_write_grant_of_a_filesystem_servers_directory() {
             "args": {"path": dir.join("note.txt"), "content": "written"},
         })
     };
-    crate::support::poll::until(
+    crate::support::mcp::call_until_ok(
+        &client,
         "the imported server writes in its directory",
+        "call_tool_destructive",
+        write("files", granted.path()),
         std::time::Duration::from_secs(60),
-        || async {
-            let result = call(
-                &client,
-                "call_tool_destructive",
-                write("files", granted.path()),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-            if is_error(&result) {
-                Err(text(&result))
-            } else {
-                Ok(())
-            }
-        },
     )
     .await;
     assert_eq!(

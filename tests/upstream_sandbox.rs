@@ -640,19 +640,12 @@ async fn a_persons_add_grants_the_directory_a_filesystem_server_is_given() {
     into_granted["name"] = json!("files:write_file");
     let mut into_refused = write(refused.path());
     into_refused["name"] = json!("bare:write_file");
-    crate::support::poll::until(
+    crate::support::mcp::call_until_ok(
+        &client,
         "the granted server writes",
+        "call_tool_destructive",
+        into_granted,
         std::time::Duration::from_secs(60),
-        || async {
-            let result = call(&client, "call_tool_destructive", into_granted.clone())
-                .await
-                .map_err(|e| e.to_string())?;
-            if is_error(&result) {
-                Err(text(&result))
-            } else {
-                Ok(())
-            }
-        },
     )
     .await;
     assert_eq!(

@@ -501,6 +501,26 @@ pub(crate) async fn call(
     }
 }
 
+/// Calls `tool` with `arguments` until the call succeeds, within `within`: for a server just
+/// approved, which may still be starting (`what` names the wait in a timeout's message).
+pub(crate) async fn call_until_ok(
+    client: &Client,
+    what: &str,
+    tool: &str,
+    arguments: Value,
+    within: Duration,
+) {
+    crate::support::poll::until(what, within, || async {
+        let result = call(client, tool, arguments.clone()).await?;
+        if is_error(&result) {
+            Err(text(&result))
+        } else {
+            Ok(())
+        }
+    })
+    .await;
+}
+
 /// The text of a result's first text content.
 pub(crate) fn text(result: &CallToolResult) -> String {
     result
