@@ -31,10 +31,11 @@ use std::path::{Path, PathBuf};
 
 /// The workspace's crates from the bottom of the graph up, with their directories: a crate
 /// may depend only on crates before it.
-const CRATES: [(&str, &str); 7] = [
+const CRATES: [(&str, &str); 8] = [
     ("mcpproxy-support", "crates/support"),
     ("mcpproxy-sandbox", "crates/sandbox"),
     ("mcpproxy-policy", "crates/policy"),
+    ("mcpproxy-config", "crates/config"),
     ("mcpproxy-egress", "crates/egress"),
     ("mcpproxy-activity", "crates/activity"),
     ("mcpproxy-plugin-host", "crates/plugin-host"),
@@ -44,7 +45,7 @@ const CRATES: [(&str, &str); 7] = [
 /// What a crate below the proxy must not depend on directly (a trailing `*` matches any
 /// suffix): no WebAssembly runtime and no MCP, HTTP server or HTTP client below the plugin
 /// host, and no async runtime in the helpers, the policy vocabulary or the sandbox.
-const FORBIDDEN: [(&str, &[&str]); 5] = [
+const FORBIDDEN: [(&str, &[&str]); 6] = [
     (
         "mcpproxy-support",
         &[
@@ -69,6 +70,17 @@ const FORBIDDEN: [(&str, &[&str]); 5] = [
     ),
     (
         "mcpproxy-policy",
+        &[
+            "wasmtime",
+            "wasmtime-wasi*",
+            "rmcp",
+            "axum",
+            "reqwest",
+            "tokio",
+        ],
+    ),
+    (
+        "mcpproxy-config",
         &[
             "wasmtime",
             "wasmtime-wasi*",
@@ -127,15 +139,14 @@ const UNSAFE_ALLOWED: &[&str] = &[
 /// | Layer | Modules | What they are |
 /// |---|---|---|
 /// | 0 | `access`, `credentials`, `index`, `line_guard`, `listener`, `metrics`, `secrets` | leaves: the loopback and bearer-token check, stored credentials, tool search, bounded line reading, the TCP listener, counters, secrets kept out of sight |
-/// | 1 | `config` | `mcp_config.json`, read and validated |
-/// | 2 | `oauth`, `telemetry`, `trust`, `client_auth`, `cluster_journal`, `scoping` | logins to upstream servers; trace export; approvals and pins; clients that log in; the cluster's journal read back from ClickHouse; what a logged-in caller sees |
-/// | 3 | `back_channel`, `control`, `cluster` | server-to-client requests; one owner per data dir; the state replicas share |
-/// | 4 | `upstream` | one client session per upstream server |
-/// | 5 | `proxy` | resolve, judge, call, record |
-/// | 6 | `manage`, `runtime` | changes to the servers while running; the running proxy built from a config |
-/// | 7 | `api`, `mcp`, `web` | the front ends: REST, MCP, the page |
-/// | 8 | `cli` | the command line |
-const MODULE_LAYERS: [&[&str]; 9] = [
+/// | 1 | `oauth`, `telemetry`, `trust`, `client_auth`, `cluster_journal`, `scoping` | logins to upstream servers; trace export; approvals and pins; clients that log in; the cluster's journal read back from ClickHouse; what a logged-in caller sees |
+/// | 2 | `back_channel`, `control`, `cluster` | server-to-client requests; one owner per data dir; the state replicas share |
+/// | 3 | `upstream` | one client session per upstream server |
+/// | 4 | `proxy` | resolve, judge, call, record |
+/// | 5 | `manage`, `runtime` | changes to the servers while running; the running proxy built from a config |
+/// | 6 | `api`, `mcp`, `web` | the front ends: REST, MCP, the page |
+/// | 7 | `cli` | the command line |
+const MODULE_LAYERS: [&[&str]; 8] = [
     &[
         "access",
         "credentials",
@@ -146,7 +157,6 @@ const MODULE_LAYERS: [&[&str]; 9] = [
         "secrets",
         "rate_limit",
     ],
-    &["config"],
     &[
         "oauth",
         "telemetry",

@@ -250,7 +250,7 @@ fn a_malformed_reference_is_refused_naming_the_key_and_the_fix() {
             "headers": {"Authorization": value},
         }]})
         .to_string();
-        let error = mcpproxy::Config::from_json(&text, "c.json")
+        let error = mcpproxy_config::Config::from_json(&text, "c.json")
             .unwrap_err()
             .to_string();
         assert!(
@@ -263,7 +263,7 @@ fn a_malformed_reference_is_refused_naming_the_key_and_the_fix() {
         "name": "remote", "url": "http://${env:HOST}/mcp",
     }]})
     .to_string();
-    let error = mcpproxy::Config::from_json(&text, "c.json")
+    let error = mcpproxy_config::Config::from_json(&text, "c.json")
         .unwrap_err()
         .to_string();
     assert!(error.contains("outside its query"), "{error}");

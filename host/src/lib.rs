@@ -2,8 +2,9 @@
 //!
 //! This crate is the top of the workspace: the MCP server and client sides, trust, the REST
 //! API, the page and the command line. Below it, and unable to name it: `mcpproxy-plugin-host`
-//! (wasmtime, the WIT worlds, the embedded plugins), `mcpproxy-activity` (the journal) and
-//! `mcpproxy-policy` (the vocabulary and the pipeline).
+//! (wasmtime, the WIT worlds, the embedded plugins), `mcpproxy-activity` (the journal),
+//! `mcpproxy-config` (`mcp_config.json` read and validated), `mcpproxy-policy` (the
+//! vocabulary and the pipeline), and the sandbox, the egress proxy and the helpers.
 //!
 //! Its modules in layers, bottom up; a module uses only modules of lower layers (the
 //! architecture test in `tests/architecture.rs` checks it, `docs/architecture.md` draws it):
@@ -13,22 +14,21 @@
 //!    token), `listener` (the TCP listener: connection cap, header timeout, shutdown),
 //!    `metrics` (Prometheus), `index` (the BM25 search over every upstream tool),
 //!    `credentials` (stored secrets and tokens: the OS keyring or a 0600 file);
-//! 1. `config`: reads and validates `mcp_config.json`;
-//! 2. `oauth` (logins to upstream servers that ask for one: OAuth 2.1), `telemetry` (OTLP
+//! 1. `oauth` (logins to upstream servers that ask for one: OAuth 2.1), `telemetry` (OTLP
 //!    export of the call spans), `trust` (approved launches, pinned tools, the security
 //!    analysis a reviewer reads), `client_auth` (clients that log in: the proxy as an OAuth
 //!    protected resource, access tokens checked against the issuer's keys), `cluster_journal`
 //!    (the cluster's journal read back from the ClickHouse sink's table);
-//! 3. `control` (one owner per data dir: its socket; the bridge and relay of every other
+//! 2. `control` (one owner per data dir: its socket; the bridge and relay of every other
 //!    process), `back_channel` (from upstream sessions back to client sessions), `cluster`
 //!    (the state replicas share in PostgreSQL: trust decisions, LISTEN/NOTIFY);
-//! 4. `upstream`: one MCP client session per upstream server;
-//! 5. `proxy`: the shared core: resolve, judge, call, record; search;
-//! 6. `runtime` (the running proxy built from a [`Config`]), `manage` (changes to the
+//! 3. `upstream`: one MCP client session per upstream server;
+//! 4. `proxy`: the shared core: resolve, judge, call, record; search;
+//! 5. `runtime` (the running proxy built from a `Config`), `manage` (changes to the
 //!    upstream servers while running, validated, written back, applied);
-//! 7. `mcp`, `api`, `web`: the MCP server (HTTP and stdio), the REST API under `/api/v1`,
+//! 6. `mcp`, `api`, `web`: the MCP server (HTTP and stdio), the REST API under `/api/v1`,
 //!    the page at `/`;
-//! 8. `cli`: the `mcpproxy` command line ([`run`]).
+//! 7. `cli`: the `mcpproxy` command line ([`run`]).
 //!
 //! The public surface is what the binary, the benches and the black-box tests need.
 
@@ -39,7 +39,6 @@ mod cli;
 mod client_auth;
 mod cluster;
 mod cluster_journal;
-mod config;
 mod control;
 mod credentials;
 mod index;
@@ -60,5 +59,4 @@ mod upstream;
 mod web;
 
 pub use cli::run;
-pub use config::Config;
 pub use proxy::{parse_call, split_name};

@@ -2,7 +2,7 @@
 //! CLI and the REST API, and from hand edits of the config file.
 //!
 //! Every change goes through the file: it is read, edited in place
-//! ([`crate::config::document`]), validated as a whole exactly as at startup, written back
+//! ([`mcpproxy_config::document`]), validated as a whole exactly as at startup, written back
 //! atomically, and only then applied to the running upstreams ([`Upstreams::apply`]): new
 //! servers start, removed ones stop, changed ones restart, the others are not touched. An
 //! edit that would make the file invalid is refused with the validation error and nothing
@@ -26,13 +26,13 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::config::document::{Document, EditError, LAUNCH_KEYS, write_atomically};
-use crate::config::{self, Config, ManagementConfig, ServerConfig, Transport};
 use crate::proxy::Proxy;
 use crate::trust::{LaunchSpec, Standing, TrustStore};
 use crate::upstream::log::LogLine;
 use crate::upstream::{AppliedChanges, State, TransportKind, Upstreams};
 use mcpproxy_activity::{ActivityRecord, RecordType, Source, Status, format_timestamp, now_ms};
+use mcpproxy_config::document::{Document, EditError, LAUNCH_KEYS, write_atomically};
+use mcpproxy_config::{self as config, Config, ManagementConfig, ServerConfig, Transport};
 
 /// Who asks for a change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

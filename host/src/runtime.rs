@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::Config;
 use crate::index::{self, ToolIndex};
 use crate::metrics::Metrics;
 use crate::proxy::{ActivitySettings, Proxy};
@@ -19,6 +18,7 @@ use crate::trust::{self, TrustStore};
 use crate::upstream::Upstreams;
 use mcpproxy_activity::{self as activity, Journal, JournalOptions};
 use mcpproxy_activity::{Delivery, Sink};
+use mcpproxy_config::Config;
 use mcpproxy_plugin_host::{
     self as plugin, EngineOptions, Plugin, PluginEngine, PluginKind, PluginSet,
 };
@@ -101,7 +101,7 @@ pub(crate) struct Runtime {
 /// the config as written ([`TrustStore::bind_launches`]).
 pub(crate) fn open_trust(
     data_dir: &Path,
-    servers: &[crate::config::ServerConfig],
+    servers: &[mcpproxy_config::ServerConfig],
 ) -> Result<TrustStore> {
     let trust = TrustStore::open(data_dir)?;
     bind_launches(&trust, servers)?;
@@ -110,7 +110,7 @@ pub(crate) fn open_trust(
 
 /// At the first start (of the data dir, or of the cluster for a shared store), approves the
 /// servers of the config as written ([`TrustStore::bind_launches`]).
-fn bind_launches(trust: &TrustStore, servers: &[crate::config::ServerConfig]) -> Result<()> {
+fn bind_launches(trust: &TrustStore, servers: &[mcpproxy_config::ServerConfig]) -> Result<()> {
     let now = activity::format_timestamp(activity::now_ms());
     let approved = trust.bind_launches(servers, &now)?;
     if !approved.is_empty() {

@@ -21,7 +21,7 @@ use tracing_subscriber::Layer;
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::config::OtlpConfig;
+use mcpproxy_config::OtlpConfig;
 
 /// Spans waiting to be sent at most; past it new spans are dropped.
 const MAX_QUEUED_SPANS: usize = 8192;

@@ -39,14 +39,12 @@ mod retention;
 mod stats;
 
 pub use batch::{SinkBatch, StoredRecord};
-pub use delivery::{
-    Activity, Delivery, DeliveryOptions, Failure, Live, Sink, SinkReport, offline_report,
-};
+pub use delivery::{Activity, Delivery, Failure, Live, Sink, SinkReport, offline_report};
 pub use error::{Error, Result};
 pub use export::ExportFormat;
 pub use journal::{
-    CommitObserver, DEFAULT_LOG_CAPACITY, Durability, FsyncObserver, Journal, JournalHealth,
-    JournalOptions, JournalStats, WriteFaults,
+    CommitObserver, DEFAULT_LOG_CAPACITY, FsyncObserver, Journal, JournalHealth, JournalOptions,
+    JournalStats, WriteFaults,
 };
 pub use outbox::{SinkState, SinkStatus};
 pub use query::SCAN_CHUNK;
@@ -57,8 +55,11 @@ pub use record::{
     parse_timestamp,
 };
 pub use repair::RepairReport;
-pub use retention::Retention;
 pub use stats::{CallStats, Group, StatsTally};
+
+// The settings the journal obeys are the vocabulary's, so that the config reads them
+// without the journal; they are part of this crate's API.
+pub use mcpproxy_policy::journal::{DeliveryOptions, Durability, Retention};
 
 #[cfg(test)]
 pub(crate) mod test_util;

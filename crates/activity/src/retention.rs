@@ -39,40 +39,6 @@ use super::journal::{
 use super::outbox::{OUTBOX_KEYS, drop_undelivered};
 use super::record::{ActivityRecord, RecordType, Source, Status, now_ms};
 
-/// Retention limits; a zero value disables that limit.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Retention {
-    /// Delete records older than this; default 90 days.
-    pub max_age: Duration,
-    /// Never delete a record younger than this because of `max_records`, `max_bytes` or
-    /// `max_undelivered_bytes`; default 7 days.
-    pub min_age: Duration,
-    /// Keep at most this many records; default 1 000 000.
-    pub max_records: u64,
-    /// Keep the logical data size (record JSON + keys + index entries) under this; default
-    /// 1 GiB. The file itself is larger (B-tree pages); it stops growing, and shrinks when
-    /// the journal is next opened if retention freed much of it.
-    pub max_bytes: u64,
-    /// How large the logical data may grow while it holds records a sink has not delivered;
-    /// past it, undelivered records are deleted too (and counted as dropped). Default 4 GiB.
-    pub max_undelivered_bytes: u64,
-    /// Period of [`Journal::spawn_retention`]; default 60 s.
-    pub interval: Duration,
-}
-
-impl Default for Retention {
-    fn default() -> Self {
-        Self {
-            max_age: Duration::from_secs(90 * 24 * 3600),
-            min_age: Duration::from_secs(7 * 24 * 3600),
-            max_records: 1_000_000,
-            max_bytes: 1 << 30,
-            max_undelivered_bytes: 4 << 30,
-            interval: Duration::from_secs(60),
-        }
-    }
-}
-
 /// How many of the newest records the pressure alert looks at for its busiest sessions and
 /// clients.
 pub(crate) const ALERT_WINDOW: usize = 1000;

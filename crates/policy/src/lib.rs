@@ -16,6 +16,7 @@ mod caller;
 
 mod grant;
 mod guard;
+pub mod journal;
 mod memo;
 mod pipeline;
 mod plugin_name;

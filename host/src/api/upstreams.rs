@@ -108,10 +108,12 @@ fn change_error(e: manage::Error) -> ApiError {
     use axum::http::StatusCode;
     let status = match &e {
         manage::Error::UnknownServer(_)
-        | manage::Error::Edit(crate::config::document::EditError::NoSuchServer(_)) => {
+        | manage::Error::Edit(mcpproxy_config::document::EditError::NoSuchServer(_)) => {
             StatusCode::NOT_FOUND
         }
-        manage::Error::Edit(crate::config::document::EditError::Exists(_)) => StatusCode::CONFLICT,
+        manage::Error::Edit(mcpproxy_config::document::EditError::Exists(_)) => {
+            StatusCode::CONFLICT
+        }
         manage::Error::ReadOnly { .. } => StatusCode::FORBIDDEN,
         manage::Error::Write { .. } | manage::Error::Read { .. } | manage::Error::NoConfigFile => {
             return ApiError::internal("cannot change the config file", e);

@@ -7,7 +7,7 @@ use anyhow::Result;
 use clap::Args;
 
 use crate::api::key;
-use crate::config;
+use mcpproxy_config as config;
 
 use super::Globals;
 

@@ -10,11 +10,11 @@ use anyhow::{Context, Result, anyhow};
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value, json};
 
-use crate::config;
 use crate::mcp::LEGACY_CALL_TOOL_MESSAGE;
 use crate::proxy::{CallContext, CallReport, Ending, parse_call, split_name};
 use crate::runtime::Runtime;
 use mcpproxy_activity::Source;
+use mcpproxy_config as config;
 use mcpproxy_policy::{OperationType, is_data_sensitivity};
 use mcpproxy_support::quote;
 

@@ -14,7 +14,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
-use crate::config;
+use mcpproxy_config as config;
 
 use super::Globals;
 use super::output::{Format, Tone, print_data, print_table_toned};

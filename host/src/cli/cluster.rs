@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 
-use crate::config;
 use crate::credentials::CredentialStore;
+use mcpproxy_config as config;
 
 use super::Globals;
 use super::output::{Format, print_data};

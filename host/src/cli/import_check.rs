@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::config::{ServerConfig, Transport};
+use mcpproxy_config::{ServerConfig, Transport};
 
 /// Why an entry is not imported.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -18,9 +18,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-use crate::config;
 use crate::runtime::Runtime;
 use crate::upstream::State;
+use mcpproxy_config as config;
 
 use super::Globals;
 use super::remote::Remote;

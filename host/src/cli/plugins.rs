@@ -150,7 +150,7 @@ pub(super) struct ListCommand {
 
 impl ListCommand {
     fn run(self, globals: &Globals) -> Result<ExitCode> {
-        let config = crate::config::load(self.config.as_deref(), globals.home.as_deref())?.config;
+        let config = mcpproxy_config::load(self.config.as_deref(), globals.home.as_deref())?.config;
         let data_dir = globals.data_dir(config.data_dir.as_deref());
         let dir = self.plugins.or(config.plugins.dir);
         let engine = plugin_engine(&data_dir, Limits::default().memory_bytes)?;

@@ -26,7 +26,7 @@ pub(super) struct ReloadCommand {
 
 impl ReloadCommand {
     pub(super) fn run(self, globals: &Globals) -> Result<ExitCode> {
-        let loaded = crate::config::load(self.config.as_deref(), globals.home.as_deref())?;
+        let loaded = mcpproxy_config::load(self.config.as_deref(), globals.home.as_deref())?;
         let data_dir = globals.data_dir(loaded.config.data_dir.as_deref());
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()

@@ -10,7 +10,7 @@ use anyhow::{Context, Result, anyhow};
 use serde_json::Value;
 
 use crate::api::key;
-use crate::config::Config;
+use mcpproxy_config::Config;
 
 /// A running server's REST API.
 pub(super) struct Remote {

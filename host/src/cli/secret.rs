@@ -10,8 +10,8 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use zeroize::Zeroizing;
 
-use crate::config::{self, reference};
 use crate::credentials::CredentialStore;
+use mcpproxy_config::{self as config, reference};
 
 use super::Globals;
 

@@ -16,11 +16,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::access::Access;
 use crate::api::{self, ApiState, key};
-use crate::config::{self, Config, is_secret_text};
 use crate::listener;
 use crate::manage::Manager;
 use crate::mcp::{self, ProxyServer};
 use crate::runtime::Runtime;
+use mcpproxy_config::{self as config, Config, is_secret_text};
 use mcpproxy_policy::is_plugin_name;
 
 use super::Globals;

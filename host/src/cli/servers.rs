@@ -11,8 +11,8 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use serde_json::{Map, Value, json};
 
-use crate::config;
 use crate::manage::{Actor, Approve, Change, approve_written, change_file};
+use mcpproxy_config as config;
 use mcpproxy_support::quote;
 
 use super::Globals;

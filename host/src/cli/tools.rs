@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 
-use crate::config;
 use crate::proxy::{RetrievedTool, Withheld};
 use crate::upstream::ServerStatus;
+use mcpproxy_config as config;
 
 use super::Globals;
 use super::output::{Fit, Format, Tone, paint_err, print_data, print_table_fit};

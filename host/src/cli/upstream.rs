@@ -13,11 +13,11 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::config;
 use crate::runtime::Runtime;
 use crate::trust::Analysis;
 use crate::upstream::{Approval, ServerStatus};
 use mcpproxy_activity::Source;
+use mcpproxy_config as config;
 use mcpproxy_support::quote;
 
 use super::Globals;

@@ -5,7 +5,7 @@
 use http::HeaderMap;
 use serde_json::{Value, json};
 
-use crate::config::AuthConfig;
+use mcpproxy_config::AuthConfig;
 
 /// Where the metadata of `/mcp` is served (RFC 9728 §3.1: the well-known path, then the
 /// resource's path).

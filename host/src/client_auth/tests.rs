@@ -3,7 +3,7 @@
 use http::{HeaderMap, HeaderValue};
 
 use super::{challenge, document, resource_url};
-use crate::config::AuthConfig;
+use mcpproxy_config::AuthConfig;
 
 fn auth(resource: Option<&str>) -> AuthConfig {
     AuthConfig {

@@ -8,7 +8,7 @@ use jsonwebtoken::{Algorithm, Validation, decode, decode_header};
 use serde_json::Value;
 
 use super::keys::Keys;
-use crate::config::AuthConfig;
+use mcpproxy_config::AuthConfig;
 
 /// Clock skew tolerated on `exp` and `nbf`.
 pub(crate) const LEEWAY_SECONDS: u64 = 30;

@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use super::error::{Error, Result};
 use super::replica::Cluster;
-use crate::rate_limit::{self, BucketStore, Limit, StoreError, TakeFuture};
+use mcpproxy_config::Limit;
+
+use crate::rate_limit::{self, BucketStore, StoreError, TakeFuture};
 
 /// The longest key, in bytes.
 pub(crate) const MAX_KEY_BYTES: usize = 512;

@@ -10,8 +10,8 @@ use tokio_postgres::config::{Host, SslMode};
 use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Notification};
 
 use super::error::{Error, Result, is_transient, reason};
-use crate::config::reference::{self, Reference};
 use crate::credentials::CredentialStore;
+use mcpproxy_config::reference::{self, Reference};
 
 /// How long a connection attempt may take unless the URL says otherwise.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -19,9 +19,9 @@ use tokio_util::sync::CancellationToken;
 use super::connect::Database;
 use super::error::{Error, Result};
 use super::{migrate, servers, status, trust_sync};
-use crate::config::ClusterConfig;
 use crate::credentials::CredentialStore;
 use crate::trust::TrustStore;
+use mcpproxy_config::ClusterConfig;
 
 /// The longest pause between two attempts to listen again.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);

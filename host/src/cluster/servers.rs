@@ -17,8 +17,8 @@ use serde_json::Value;
 
 use super::error::{Error, Result};
 use super::replica::Cluster;
-use crate::config::document::{Document, EditError};
-use crate::config::{self, Config};
+use mcpproxy_config::document::{Document, EditError};
+use mcpproxy_config::{self as config, Config};
 
 /// The channel server changes are announced on; the payload is the server's name.
 pub(crate) const CHANNEL: &str = "mcpproxy_servers";

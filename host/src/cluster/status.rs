@@ -10,8 +10,8 @@ use tokio_postgres::Client;
 use super::connect::Database;
 use super::error::Result;
 use super::migrate;
-use crate::config::ClusterConfig;
 use crate::credentials::CredentialStore;
+use mcpproxy_config::ClusterConfig;
 
 /// How often a replica writes its heartbeat.
 pub(crate) const HEARTBEAT: Duration = Duration::from_secs(5);

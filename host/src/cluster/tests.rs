@@ -8,9 +8,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::connect::Database;
 use super::{Cluster, migrate, trust_sync};
-use crate::config::ClusterConfig;
 use crate::credentials::CredentialStore;
 use crate::trust::{ServerTrust, TrustWrite};
+use mcpproxy_config::ClusterConfig;
 use mcpproxy_policy::Tool;
 
 #[path = "../../../tests/support/postgres.rs"]

@@ -19,7 +19,7 @@ use super::Error;
 use super::client::{Client, MAX_ROWS};
 use super::sql;
 use super::target::Target;
-use crate::config::Config;
+use mcpproxy_config::Config;
 
 /// The most rows one query reads (a page deep in the trail, statistics over a long window):
 /// past it the query fails asking for a narrower one.

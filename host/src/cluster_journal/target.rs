@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::Error;
-use crate::config::Config;
 use crate::secrets::mask_url;
+use mcpproxy_config::Config;
 
 /// The only sink whose store is read back.
 pub(super) const CLICKHOUSE_SINK: &str = "clickhouse-sink";

@@ -11,7 +11,7 @@ use mcpproxy_activity::{ActivityRecord, IdentityRecord, RecordType, Source, Stat
 use mcpproxy_support::quote;
 
 use super::Manager;
-use crate::config::ManagementConfig;
+use mcpproxy_config::ManagementConfig;
 
 /// Why a logged-in caller may not manage the servers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

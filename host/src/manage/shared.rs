@@ -7,8 +7,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::cluster::{ChangeError, Cluster, config_with_servers};
-use crate::config::document::Document;
-use crate::config::{self, Config, ServerConfig};
+use mcpproxy_config::document::Document;
+use mcpproxy_config::{self as config, Config, ServerConfig};
 
 use super::{Actor, Change, Error, Manager, describe, for_an_agent};
 

@@ -4,9 +4,9 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::config::document::SERVER_KEYS;
 use crate::manage::{Actor, Change, Manager, applied_json};
 use mcpproxy_activity::IdentityRecord;
+use mcpproxy_config::document::SERVER_KEYS;
 
 /// The most lines `tail_log` returns.
 const MAX_LINES: u64 = 500;

@@ -23,8 +23,8 @@ use tokio::sync::Mutex;
 use super::challenge::Challenge;
 use super::error::OAuthError;
 use super::vault::TokenVault;
-use crate::config::OAuthConfig;
 use crate::credentials::CredentialStore;
+use mcpproxy_config::OAuthConfig;
 
 /// How many logins in a row may answer a server that keeps asking for scopes it was
 /// already granted (`403 insufficient_scope`): past that, a login is refused, not looped.

@@ -9,8 +9,8 @@ use rmcp::transport::auth::{AuthorizationManager, OAuthClientConfig};
 
 use super::error::OAuthError;
 use super::vault::{TokenVault, has_login};
-use crate::config::OAuthConfig;
 use crate::credentials::CredentialStore;
+use mcpproxy_config::OAuthConfig;
 
 /// The redirect URI given with a pre-registered client's secret when only tokens are
 /// refreshed (no authorization request is made with it).

@@ -7,8 +7,8 @@ use super::OAuthError;
 use super::challenge::Challenge;
 use super::login::{LoginTarget, Logins, request_for};
 use super::vault::{TokenVault, forget, has_login};
-use crate::config::OAuthConfig;
 use crate::credentials::CredentialStore;
+use mcpproxy_config::OAuthConfig;
 
 fn credentials(scopes: &[&str]) -> StoredCredentials {
     let token = serde_json::from_value(serde_json::json!({

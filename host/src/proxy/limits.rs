@@ -12,8 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{CallContext, Proxy};
-use crate::config::RateLimitsConfig;
-use crate::rate_limit::{BucketStore, Limit, MemoryBuckets, key};
+use mcpproxy_config::Limit;
+use mcpproxy_config::RateLimitsConfig;
+
+use crate::rate_limit::{BucketStore, MemoryBuckets, key};
 
 /// The JSON-RPC error code of a call refused by a rate limit (the server-error range).
 pub(crate) const RATE_LIMITED_CODE: i32 = -32029;
@@ -141,7 +143,8 @@ impl Proxy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rate_limit::{Clock, Per};
+    use crate::rate_limit::Clock;
+    use mcpproxy_config::Per;
 
     struct Frozen;
 

@@ -2,62 +2,9 @@
 //! token per call, and how long until the next token. Time comes in as an argument (a
 //! [`Duration`] since any fixed origin), so the math is tested without a clock.
 
-use std::fmt;
 use std::time::Duration;
 
-/// The unit a rate is counted in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Per {
-    Second,
-    Minute,
-    Hour,
-}
-
-impl Per {
-    pub(crate) fn seconds(self) -> f64 {
-        match self {
-            Self::Second => 1.0,
-            Self::Minute => 60.0,
-            Self::Hour => 3600.0,
-        }
-    }
-
-    pub(crate) fn word(self) -> &'static str {
-        match self {
-            Self::Second => "second",
-            Self::Minute => "minute",
-            Self::Hour => "hour",
-        }
-    }
-}
-
-/// A bucket's limit: `rate` tokens per `per`, at most `burst` saved up.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Limit {
-    pub rate: f64,
-    pub per: Per,
-    pub burst: u32,
-}
-
-impl Limit {
-    /// Tokens added per second.
-    pub(crate) fn per_second(&self) -> f64 {
-        self.rate / self.per.seconds()
-    }
-}
-
-impl fmt::Display for Limit {
-    /// `10 per minute, burst 5`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} per {}, burst {}",
-            self.rate,
-            self.per.word(),
-            self.burst
-        )
-    }
-}
+use mcpproxy_config::Limit;
 
 /// A bucket's state: the tokens it holds at `at`.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{Bucket, BucketStore, Limit, Take, TakeFuture};
+use mcpproxy_config::Limit;
+
+use super::{Bucket, BucketStore, Take, TakeFuture};
 
 /// Keys kept before full buckets are swept.
 pub(crate) const MAX_BUCKETS: usize = 100_000;

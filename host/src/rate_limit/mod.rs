@@ -10,7 +10,7 @@ mod store;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use bucket::{Bucket, Limit, Per};
+pub(crate) use bucket::Bucket;
 #[cfg(test)]
 pub(crate) use memory::Clock;
 pub(crate) use memory::MemoryBuckets;

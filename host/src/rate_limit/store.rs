@@ -6,7 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use super::Limit;
+use mcpproxy_config::Limit;
 
 /// The answer of [`BucketStore::take`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

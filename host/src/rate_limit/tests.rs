@@ -5,6 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use mcpproxy_config::{Limit, Per};
+
 use super::*;
 
 /// A clock the test moves by hand (milliseconds).

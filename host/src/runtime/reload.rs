@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use mcpproxy_plugin_host::PluginKind;
 use mcpproxy_policy::{OperationType, Pipeline, Tool};
 
-use crate::config::Config;
 use crate::proxy::Proxy;
+use mcpproxy_config::Config;
 
 /// What a reload put in force.
 #[derive(Debug, Clone, serde::Serialize)]

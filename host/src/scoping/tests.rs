@@ -2,7 +2,7 @@
 //! the view, and refusals that read alike for hidden and missing tools.
 
 use super::*;
-use crate::config::ScopeRule;
+use mcpproxy_config::ScopeRule;
 
 fn rules() -> Scopes {
     Scopes::new(vec![

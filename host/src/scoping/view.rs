@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use crate::config::ScopeRule;
+use mcpproxy_config::ScopeRule;
 
 /// The `scopes` rules in force.
 #[derive(Debug, Default)]

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::config::{Isolation, ServerConfig, Transport};
+use mcpproxy_config::{Isolation, ServerConfig, Transport};
 
 /// The launch spec of a server as it can be stored and shown: secret values replaced by
 /// digests (so a change is still seen) and masked in the text.

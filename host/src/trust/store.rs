@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, mpsc, watch};
 
-use crate::config::ServerConfig;
+use mcpproxy_config::ServerConfig;
 use mcpproxy_policy::{Annotations, Tool};
 
 use super::launch::{LaunchSpec, LaunchView};

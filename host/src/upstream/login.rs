@@ -3,8 +3,8 @@
 //! redirect ([`Upstreams::finish_login`]: tokens stored, the server reconnected at once), or
 //! forget the tokens ([`Upstreams::logout`]). The OAuth flow itself is `crate::oauth`'s.
 
-use crate::config::Transport;
 use crate::oauth::{LoginTarget, OAuthError};
+use mcpproxy_config::Transport;
 
 use super::{State, Upstream, Upstreams};
 

@@ -4,9 +4,9 @@
 //! statuses, records and the launch fingerprint keep the reference text. A missing value is
 //! an error that names the reference and the fix, for this server only.
 
-use crate::config::Transport;
-use crate::config::reference::{self, Reference};
 use crate::credentials::{CredentialStore, Secret};
+use mcpproxy_config::Transport;
+use mcpproxy_config::reference::{self, Reference};
 
 /// A transport with its references replaced, and the values put in (to scrub them from any
 /// message about the attempt).

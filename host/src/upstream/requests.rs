@@ -10,7 +10,7 @@ use rmcp::service::PeerRequestOptions;
 use rmcp::service::{Peer, RoleClient};
 
 use crate::back_channel::CallOrigin;
-use crate::config::Transport;
+use mcpproxy_config::Transport;
 
 use super::handler::proxy_client_capabilities;
 use super::{Error, Upstream, call_result, lane};

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use mcpproxy_sandbox::{ForbiddenPath, Launch, Prepared, SandboxSpec, Support};
 
 use super::Upstream;
-use crate::config::Isolation;
+use mcpproxy_config::Isolation;
 use mcpproxy_support::lock;
 
 /// The sandbox of one launch of `upstream`; `None` when its isolation is off.

@@ -11,9 +11,9 @@ use rmcp::service::{Peer, RoleClient};
 use tokio::sync::{Notify, mpsc, watch};
 
 use crate::back_channel::BackChannel;
-use crate::config::{ServerConfig, UpstreamConfig};
 use crate::index::ToolIndex;
 use crate::trust::{Review, Standing, ToolStanding, TrustStore};
+use mcpproxy_config::{ServerConfig, UpstreamConfig};
 use mcpproxy_policy::Tool;
 
 use super::{Error, ServerStatus, State, ToolChange, TransportKind, lane, log};
@@ -271,7 +271,7 @@ impl Upstream {
     /// it: OAuth is not turned off, and no `Authorization` header of the config is what
     /// the server refused.
     pub(crate) fn needs_login(&self) -> Option<crate::oauth::Challenge> {
-        let crate::config::Transport::Http { headers, .. } = &self.config.transport else {
+        let mcpproxy_config::Transport::Http { headers, .. } = &self.config.transport else {
             return None;
         };
         if self.config.oauth.disabled

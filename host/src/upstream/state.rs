@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::Transport;
+use mcpproxy_config::Transport;
 
 /// Where an upstream is in its life.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

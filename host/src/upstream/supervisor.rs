@@ -18,9 +18,9 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Transport;
 use crate::index::ToolIndex;
 use crate::oauth::Watched;
+use mcpproxy_config::Transport;
 use mcpproxy_support::quote;
 
 use super::handler::{UpstreamClient, proxy_client_capabilities};

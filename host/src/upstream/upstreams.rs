@@ -11,9 +11,9 @@ use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::back_channel::BackChannel;
-use crate::config::{ServerConfig, UpstreamConfig};
 use crate::index::ToolIndex;
 use crate::trust::{LaunchSpec, Review, TrustStore};
+use mcpproxy_config::{ServerConfig, UpstreamConfig};
 
 use super::{ServerStatus, State, ToolChange, Upstream, log, supervisor};
 use mcpproxy_support::{lock, read_lock as read, write_lock as write};

@@ -16,6 +16,7 @@
 //! caught up.
 
 mod options;
+use crate::DeliveryOptions;
 mod report;
 mod sink;
 mod tasks;
@@ -24,7 +25,6 @@ mod worker;
 #[cfg(test)]
 mod tests;
 
-pub use options::DeliveryOptions;
 pub use report::{Activity, Live, SinkReport, offline_report};
 pub use sink::{Failure, Sink};
 pub use tasks::Delivery;

@@ -89,11 +89,12 @@ mod log_tests;
 #[cfg(test)]
 mod tests;
 
+use crate::Durability;
 pub(super) use database::{guard, open_database};
 pub use handle::Journal;
 pub(crate) use handle::{MAX_BATCH, MAX_QUEUED};
 pub use health::JournalHealth;
-pub use options::{CommitObserver, Durability, FsyncObserver, JournalOptions};
+pub use options::{CommitObserver, FsyncObserver, JournalOptions};
 pub use reads::JournalStats;
 pub(super) use schema::{
     DATA_BYTES, IDX_INTENT, IDX_SERVER, IDX_STATUS, IDX_TOOL, IDX_TYPE, INDEXES, META, RECORDS,

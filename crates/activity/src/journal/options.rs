@@ -9,19 +9,7 @@ use std::time::Duration;
 use super::DEFAULT_LOG_CAPACITY;
 use super::storage::WriteFaults;
 use super::writer;
-use crate::retention::Retention;
-
-/// When a write counts as done.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Durability {
-    /// `append` resolves after an fsync'd commit containing the record.
-    Sync,
-    /// `append` resolves once queued; data is fsync'd at least every `flush`.
-    Async {
-        /// Longest time a record stays unsynced (the loss window on a crash).
-        flush: Duration,
-    },
-}
+use crate::{Durability, Retention};
 
 /// The redb page cache a journal gets by default: 8 MiB.
 ///

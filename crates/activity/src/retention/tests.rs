@@ -3,7 +3,7 @@
 use super::*;
 use crate::record::{RecordType, Status};
 use crate::test_util::{check_indexes, open_temp, rec_at};
-use crate::{Filter, JournalOptions};
+use crate::{Filter, JournalOptions, Retention};
 
 const DAY: u64 = 24 * 3600 * 1000;
 

@@ -10,8 +10,8 @@ use mcpproxy_activity::Journal;
 
 use crate::cli::Globals;
 use crate::cli::remote::Remote;
-use crate::config;
 use crate::runtime::journal_path;
+use mcpproxy_config as config;
 
 use super::store::Source;
 

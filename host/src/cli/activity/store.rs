@@ -13,8 +13,8 @@ use mcpproxy_activity::{Journal, JournalOptions};
 use crate::cli::Globals;
 use crate::cli::remote::Remote;
 use crate::cluster_journal::ClusterJournal;
-use crate::config::{self, Config};
 use crate::runtime::journal_path;
+use mcpproxy_config::{self as config, Config};
 
 #[derive(Debug, Args)]
 pub(super) struct Source {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::config::CodeExecutionConfig;
+use mcpproxy_config::CodeExecutionConfig;
 use mcpproxy_policy::{Intent, OperationType, is_data_sensitivity};
 
 /// The longest script accepted, in bytes.

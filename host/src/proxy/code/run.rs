@@ -13,9 +13,9 @@ use serde_json::{Value, json};
 
 use super::inner::{InnerCalls, Tally};
 use super::request::CodeRequest;
-use crate::config::CodeExecutionConfig;
 use crate::proxy::{CallContext, Proxy};
 use mcpproxy_activity::{ActivityRecord, RecordType, Status, cap_arguments};
+use mcpproxy_config::CodeExecutionConfig;
 use mcpproxy_plugin_host::{
     Bytes, EngineOptions, ScriptEnd, ScriptLimits, ScriptRun, ScriptRuntime,
 };

@@ -5,8 +5,8 @@
 
 use super::Context;
 use super::servers::check_server_name;
-use crate::config::raw::RawScope;
-use crate::config::{Result, ScopeRule};
+use crate::raw::RawScope;
+use crate::{Result, ScopeRule};
 
 /// The most rules, and the most entries in one of a rule's lists.
 const MAX_ENTRIES: usize = 1_000;

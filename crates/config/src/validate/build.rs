@@ -23,7 +23,7 @@ const MAX_TOOLS_REFRESH_SECS: u64 = 86_400;
 pub(super) const MAX_NAME_LEN: usize = 64;
 
 /// Where the text came from, and how to resolve the paths in it.
-pub(in crate::config) struct Context<'a> {
+pub(crate) struct Context<'a> {
     origin: &'a str,
     /// The directory relative paths are resolved against, and the home directory `~`
     /// stands for. `None`: keep paths as written.
@@ -31,14 +31,14 @@ pub(in crate::config) struct Context<'a> {
 }
 
 impl<'a> Context<'a> {
-    pub(in crate::config) fn new(origin: &'a str) -> Self {
+    pub(crate) fn new(origin: &'a str) -> Self {
         Self {
             origin,
             resolve: None,
         }
     }
 
-    pub(in crate::config) fn resolving(self, dir: &'a Path, home: Option<&'a Path>) -> Self {
+    pub(crate) fn resolving(self, dir: &'a Path, home: Option<&'a Path>) -> Self {
         Self {
             resolve: Some((dir, home)),
             ..self
@@ -133,7 +133,7 @@ pub(super) fn describe(value: &serde_json::Value) -> String {
 }
 
 /// Parses and validates `text`.
-pub(in crate::config) fn validate(text: &str, ctx: &Context<'_>) -> Result<Config> {
+pub(crate) fn validate(text: &str, ctx: &Context<'_>) -> Result<Config> {
     let raw = raw::parse(text).map_err(|failure| match failure {
         Failure::Syntax {
             line,

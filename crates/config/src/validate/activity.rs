@@ -4,8 +4,10 @@
 use std::time::Duration;
 
 use super::Context;
-use crate::config::raw;
-use crate::config::{ActivityConfig, DEFAULT_ASYNC_FLUSH, Durability, Result, RetentionConfig};
+use crate::raw;
+use mcpproxy_policy::journal::{Durability, Retention};
+
+use crate::{ActivityConfig, DEFAULT_ASYNC_FLUSH, Result};
 
 /// The longest `activity.async_flush_ms` accepted.
 const MAX_ASYNC_FLUSH_MS: u64 = 60_000;
@@ -41,7 +43,7 @@ pub(super) fn activity_from(raw: raw::RawActivity, ctx: &Context<'_>) -> Result<
         }
     }
     if let Some(retention) = raw.retention {
-        let mut r = RetentionConfig::default();
+        let mut r = Retention::default();
         if let Some(d) = retention.max_age_days {
             let d = ctx.range(
                 "activity.retention.max_age_days",

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use super::isolation::isolation_from;
 use super::{Context, MAX_NAME_LEN, tool_call_timeout};
-use crate::config::model::{Isolation, OAuthConfig};
-use crate::config::raw::{self, RawServer, RawServers};
-use crate::config::{Result, ServerConfig, Transport};
+use crate::model::{Isolation, OAuthConfig};
+use crate::raw::{self, RawServer, RawServers};
+use crate::{Result, ServerConfig, Transport};
 
 /// One entry of `mcpServers` with the key path it was found at.
 struct Entry {
@@ -184,7 +184,7 @@ fn server_from(
                 if value.contains('\0') {
                     return Err(ctx.err(&env_key, "the value contains a NUL character"));
                 }
-                crate::config::reference::check(value).map_err(|why| ctx.err(&env_key, why))?;
+                crate::reference::check(value).map_err(|why| ctx.err(&env_key, why))?;
             }
             let working_dir = match raw.working_dir {
                 Some(dir) => Some(ctx.path(&at("working_dir"), &dir)?),
@@ -226,7 +226,7 @@ fn server_from(
             if let Some(raw_oauth) = &raw.oauth {
                 oauth = super::oauth::oauth_from(raw_oauth, &at("oauth"), ctx)?;
             }
-            crate::config::reference::check_url(&url).map_err(|why| ctx.err(&at("url"), why))?;
+            crate::reference::check_url(&url).map_err(|why| ctx.err(&at("url"), why))?;
             let headers = raw.headers.unwrap_or_default();
             for (name, value) in &headers {
                 let mut header_key = at("headers");
@@ -243,7 +243,7 @@ fn server_from(
                         "the value contains a line break or NUL character",
                     ));
                 }
-                crate::config::reference::check(value).map_err(|why| ctx.err(&header_key, why))?;
+                crate::reference::check(value).map_err(|why| ctx.err(&header_key, why))?;
             }
             Transport::Http { url, headers }
         }

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 
 use super::Context;
 use super::servers::check_server_name;
-use crate::config::raw::{RawRate, RawRateLimits};
-use crate::config::{RateLimitsConfig, Result};
-use crate::rate_limit::{Limit, Per};
+use crate::raw::{RawRate, RawRateLimits};
+use crate::{Limit, Per};
+use crate::{RateLimitsConfig, Result};
 
 /// The highest rate and burst accepted.
 const MAX_RATE: f64 = 1_000_000.0;
@@ -116,8 +116,8 @@ fn limit_from(raw: RawRate, key: &str, ctx: &Context<'_>) -> Result<Limit> {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::{Config, ScopeRule};
-    use crate::rate_limit::{Limit, Per};
+    use crate::{Config, ScopeRule};
+    use crate::{Limit, Per};
 
     #[test]
     fn limits_and_scopes_are_read_with_their_defaults() {

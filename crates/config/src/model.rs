@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use mcpproxy_policy::Grant;
 
-use super::{DeliveryConfig, Durability, LimitsConfig, RetentionConfig};
+use mcpproxy_policy::Limits;
+use mcpproxy_policy::journal::{DeliveryOptions, Durability, Retention};
 
 /// The config file's name inside [`DEFAULT_DIR`].
 pub(crate) const FILE_NAME: &str = "mcp_config.json";
@@ -22,9 +23,9 @@ pub(crate) const DEFAULT_LISTEN: SocketAddr =
 /// How long one upstream tool call may take unless its server says otherwise.
 pub(crate) const DEFAULT_TOOL_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// The longest `tool_call_timeout_ms` accepted: one hour.
-pub(crate) const MAX_TOOL_CALL_TIMEOUT_MS: u64 = 3_600_000;
+pub const MAX_TOOL_CALL_TIMEOUT_MS: u64 = 3_600_000;
 /// With `durability: async`, the longest a record waits before it is written.
-pub(crate) const DEFAULT_ASYNC_FLUSH: Duration = Duration::from_millis(100);
+pub const DEFAULT_ASYNC_FLUSH: Duration = Duration::from_millis(100);
 /// Argument keys whose values the activity journal replaces with a placeholder.
 /// A key is redacted when it contains one of these, compared without case, `_` or `-`.
 pub(crate) const DEFAULT_REDACT_KEYS: [&str; 9] = [
@@ -77,7 +78,7 @@ fn key_prefix(key: &str) -> String {
     }
 }
 
-pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
+pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// The validated configuration, with every default filled in. Its `Debug` output hides
 /// the API key, `env` values and header values.
@@ -398,9 +399,9 @@ pub struct PluginsConfig {
     /// Sink plugins that receive the activity journal.
     pub sinks: Vec<String>,
     /// Limits of every plugin without its own entry in `plugin_limits`.
-    pub limits: LimitsConfig,
+    pub limits: Limits,
     /// Per-plugin limits; keys left out of an entry come from `limits`.
-    pub plugin_limits: BTreeMap<String, LimitsConfig>,
+    pub plugin_limits: BTreeMap<String, Limits>,
     /// Plugins whose `plugin_limits` entry sets `timeout_ms` (sinks default to 30 s and
     /// scanners to 5 s, not to `limits.timeout_ms`, unless their own entry says otherwise).
     pub explicit_timeouts: std::collections::BTreeSet<String>,
@@ -417,7 +418,7 @@ pub struct PluginsConfig {
 
 impl PluginsConfig {
     /// The limits that apply to the plugin called `name`.
-    pub fn limits_for(&self, name: &str) -> LimitsConfig {
+    pub fn limits_for(&self, name: &str) -> Limits {
         self.plugin_limits.get(name).copied().unwrap_or(self.limits)
     }
 
@@ -430,7 +431,7 @@ impl PluginsConfig {
     /// The limits of a plugin whose kind has a deadline of its own (sinks, scanners): as
     /// [`limits_for`](Self::limits_for), but the deadline is `kind_timeout` unless the
     /// plugin's own `plugin_limits` entry sets `timeout_ms`.
-    pub fn limits_with_timeout(&self, name: &str, kind_timeout: Duration) -> LimitsConfig {
+    pub fn limits_with_timeout(&self, name: &str, kind_timeout: Duration) -> Limits {
         let mut limits = self.limits_for(name);
         if !self.explicit_timeouts.contains(name) {
             limits.timeout = kind_timeout;
@@ -472,9 +473,9 @@ impl PluginsConfig {
 pub struct ActivityConfig {
     /// When a record is on disk (`durability`, `async_flush_ms`).
     pub durability: Durability,
-    pub retention: RetentionConfig,
+    pub retention: Retention,
     /// How sinks are fed.
-    pub delivery: DeliveryConfig,
+    pub delivery: DeliveryOptions,
     /// Arguments longer than this are cut when recorded; 0 records none.
     pub max_argument_bytes: usize,
     /// Argument keys whose values are redacted when recorded (replaces the default list).
@@ -485,8 +486,8 @@ impl Default for ActivityConfig {
     fn default() -> Self {
         Self {
             durability: Durability::Sync,
-            retention: RetentionConfig::default(),
-            delivery: DeliveryConfig::default(),
+            retention: Retention::default(),
+            delivery: DeliveryOptions::default(),
             max_argument_bytes: 4096,
             redact_keys: DEFAULT_REDACT_KEYS
                 .iter()
@@ -502,7 +503,7 @@ pub(crate) const MAX_CONFIG_BYTES: u64 = 4 << 20;
 
 /// Reads the config file, refusing one larger than [`MAX_CONFIG_BYTES`].
 /// The file's text, refused past [`MAX_CONFIG_BYTES`] (`--config /dev/zero` is not a config).
-pub(crate) fn read_bounded(path: &Path) -> Result<String> {
+pub fn read_bounded(path: &Path) -> Result<String> {
     use std::io::Read;
     let read_err = |io| Error::Read {
         path: path.to_owned(),
@@ -731,13 +732,13 @@ impl fmt::Debug for OtlpConfig {
 
 /// Whether a secret (API key, bearer token) is usable as written in a header: non-empty,
 /// no spaces or control characters.
-pub(crate) fn is_secret_text(text: &str) -> bool {
+pub fn is_secret_text(text: &str) -> bool {
     !text.is_empty() && !text.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
 /// A configuration and the file it came from.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Loaded {
+pub struct Loaded {
     pub config: Config,
     /// `None` when no file was read and every default applies.
     pub path: Option<PathBuf>,
@@ -745,7 +746,7 @@ pub(crate) struct Loaded {
 
 /// `<home>/.mcpproxy/mcp_config.json`; without a home directory, that path relative to the
 /// current directory.
-pub(crate) fn default_path(home: Option<&Path>) -> PathBuf {
+pub fn default_path(home: Option<&Path>) -> PathBuf {
     home.unwrap_or(Path::new(""))
         .join(DEFAULT_DIR)
         .join(FILE_NAME)
@@ -757,7 +758,7 @@ pub(crate) fn default_path(home: Option<&Path>) -> PathBuf {
 /// it exists, and otherwise every default applies (as it does when `home` is unknown).
 /// `home` also expands a leading `~` in paths; relative paths are resolved against the
 /// file's directory.
-pub(crate) fn load(path: Option<&Path>, home: Option<&Path>) -> Result<Loaded> {
+pub fn load(path: Option<&Path>, home: Option<&Path>) -> Result<Loaded> {
     let path = match path {
         Some(path) => match std::fs::metadata(path) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {

@@ -4,8 +4,8 @@
 
 use super::Context;
 use super::scopes::names;
-use crate::config::raw::RawManagement;
-use crate::config::{ManagementConfig, Result};
+use crate::raw::RawManagement;
+use crate::{ManagementConfig, Result};
 
 pub(super) fn management_from(raw: RawManagement, ctx: &Context<'_>) -> Result<ManagementConfig> {
     let default = ManagementConfig::default();
@@ -21,7 +21,7 @@ pub(super) fn management_from(raw: RawManagement, ctx: &Context<'_>) -> Result<M
 
 #[cfg(test)]
 mod tests {
-    use crate::config::Config;
+    use crate::Config;
 
     #[test]
     fn grants_are_read_and_default_to_nobody() {

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use super::Context;
-use crate::config::raw::RawCodeExecution;
-use crate::config::{CodeExecutionConfig, Result};
+use crate::raw::RawCodeExecution;
+use crate::{CodeExecutionConfig, Result};
 use mcpproxy_policy::mib_to_bytes;
 
 pub(super) fn code_execution_from(

@@ -17,7 +17,7 @@ use serde_json::Value;
 /// The keys of an `mcpServers` entry besides `name`, in the order the docs list them and a
 /// server added by mcpproxy is written in: first how the server is started or reached
 /// ([`LAUNCH_KEYS`]), then how mcpproxy treats it.
-pub(crate) const SERVER_KEYS: [&str; 13] = [
+pub const SERVER_KEYS: [&str; 13] = [
     "command",
     "args",
     "env",
@@ -34,11 +34,11 @@ pub(crate) const SERVER_KEYS: [&str; 13] = [
 ];
 
 /// The keys of an `mcpServers` entry that say how the server is started or reached.
-pub(crate) const LAUNCH_KEYS: &[&str] = SERVER_KEYS.split_at(8).0;
+pub const LAUNCH_KEYS: &[&str] = SERVER_KEYS.split_at(8).0;
 
 /// Why an edit could not be made.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub(crate) enum EditError {
+pub enum EditError {
     #[error("the config file is not a JSON object")]
     NotAnObject,
     #[error("mcpServers in the config file is neither a list nor an object")]
@@ -225,20 +225,20 @@ impl Serialize for Node {
 
 /// The config file's JSON, edited in place.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Document {
+pub struct Document {
     root: Node,
 }
 
 impl Document {
     /// An empty config (`{}`), for a file that does not exist yet.
-    pub(crate) fn empty() -> Self {
+    pub fn empty() -> Self {
         Self {
             root: Node::Object(Vec::new()),
         }
     }
 
     /// Reads `text` (already validated as a config, or empty).
-    pub(crate) fn parse(text: &str) -> Result<Self, EditError> {
+    pub fn parse(text: &str) -> Result<Self, EditError> {
         if text.trim().is_empty() {
             return Ok(Self::empty());
         }
@@ -250,7 +250,7 @@ impl Document {
     }
 
     /// The text to write: indented by two spaces, ending in a newline.
-    pub(crate) fn to_text(&self) -> String {
+    pub fn to_text(&self) -> String {
         let mut text = serde_json::to_string_pretty(&self.root).unwrap_or_default();
         text.push('\n');
         text
@@ -258,7 +258,7 @@ impl Document {
 
     /// The servers as written: `(name, entry)` in file order (an entry of the Claude
     /// Desktop object form has no `name` key of its own).
-    pub(crate) fn servers(&self) -> Vec<(String, Value)> {
+    pub fn servers(&self) -> Vec<(String, Value)> {
         match self.root.get("mcpServers") {
             Some(Node::Array(items)) => items
                 .iter()
@@ -278,7 +278,7 @@ impl Document {
 
     /// Adds a server at the end, in the form the file already uses (a list unless the file
     /// maps names to servers).
-    pub(crate) fn add_server(&mut self, name: &str, entry: &Value) -> Result<(), EditError> {
+    pub fn add_server(&mut self, name: &str, entry: &Value) -> Result<(), EditError> {
         if self.servers().iter().any(|(n, _)| n == name) {
             return Err(EditError::Exists(name.to_owned()));
         }
@@ -297,7 +297,7 @@ impl Document {
         Ok(())
     }
 
-    pub(crate) fn remove_server(&mut self, name: &str) -> Result<(), EditError> {
+    pub fn remove_server(&mut self, name: &str) -> Result<(), EditError> {
         let removed = match self.root.get_mut("mcpServers") {
             Some(Node::Array(items)) => {
                 let before = items.len();
@@ -320,7 +320,7 @@ impl Document {
 
     /// Deep-merges `patch` into the server's entry: scalars and arrays replace, objects
     /// (`env`, `headers`) merge key by key, `null` removes a key.
-    pub(crate) fn patch_server(&mut self, name: &str, patch: &Value) -> Result<(), EditError> {
+    pub fn patch_server(&mut self, name: &str, patch: &Value) -> Result<(), EditError> {
         if patch.get("name").is_some_and(|n| n.as_str() != Some(name)) {
             return Err(EditError::Rename);
         }
@@ -346,7 +346,7 @@ impl Document {
 /// The entries of the object at `path` (object keys, in order) in any JSON text, in the
 /// order they are written: `None` if the text is not JSON or has no object there. For
 /// reading other programs' config files in their own order.
-pub(crate) fn object_entries(text: &str, path: &[&str]) -> Option<Vec<(String, Value)>> {
+pub fn object_entries(text: &str, path: &[&str]) -> Option<Vec<(String, Value)>> {
     let mut node: Node = serde_json::from_str(text).ok()?;
     for key in path {
         node = node.remove(key)?;
@@ -367,7 +367,7 @@ pub(crate) fn object_entries(text: &str, path: &[&str]) -> Option<Vec<(String, V
 /// if missing) or, with `None`, removed; every other key keeps its place and value. The new
 /// text (indented by two spaces), or `None` if the text is not a JSON object or something
 /// on `path` is not an object.
-pub(crate) fn with_object_entry(
+pub fn with_object_entry(
     text: &str,
     path: &[&str],
     name: &str,
@@ -438,7 +438,7 @@ fn ordered_fields(mut fields: serde_json::Map<String, Value>) -> Node {
 /// Replaces `path` with `text` so that no reader ever sees half a file: written to a
 /// temporary file beside it (with the old file's permissions, 0600 for a new one), synced,
 /// renamed over it, and the directory synced.
-pub(crate) fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+pub fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,

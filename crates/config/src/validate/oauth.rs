@@ -2,9 +2,9 @@
 //! OAuth challenge. Every key is checked here, with the fix in the message.
 
 use super::Context;
-use crate::config::Result;
-use crate::config::model::OAuthConfig;
-use crate::config::raw::RawOAuth;
+use crate::Result;
+use crate::model::OAuthConfig;
+use crate::raw::RawOAuth;
 
 /// The longest client id, secret, name or scope mcpproxy takes from the file.
 const MAX_TEXT: usize = 2048;
@@ -29,8 +29,7 @@ pub(super) fn oauth_from(raw: &RawOAuth, key: &str, ctx: &Context<'_>) -> Result
     let client_id = text("client_id", &raw.client_id)?;
     let client_secret = text("client_secret", &raw.client_secret)?;
     if let Some(secret) = &client_secret {
-        crate::config::reference::check(secret)
-            .map_err(|why| ctx.err(&at("client_secret"), why))?;
+        crate::reference::check(secret).map_err(|why| ctx.err(&at("client_secret"), why))?;
     }
     if client_secret.is_some() && client_id.is_none() {
         return Err(ctx.err(
@@ -40,7 +39,7 @@ pub(super) fn oauth_from(raw: &RawOAuth, key: &str, ctx: &Context<'_>) -> Result
     }
     let client_metadata_url = text("client_metadata_url", &raw.client_metadata_url)?;
     if let Some(url) = &client_metadata_url {
-        let parsed = reqwest::Url::parse(url).ok();
+        let parsed = url::Url::parse(url).ok();
         let https_with_path = parsed
             .as_ref()
             .is_some_and(|u| u.scheme() == "https" && u.path() != "/" && !u.path().is_empty());

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::super::raw;
 use super::Context;
 use super::servers::{check_url, is_header_name};
-use crate::config::{OtlpConfig, Result, TelemetryConfig};
+use crate::{OtlpConfig, Result, TelemetryConfig};
 
 /// The longest `telemetry.service_name`.
 const MAX_SERVICE_NAME_LEN: usize = 128;

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use super::{Context, MAX_NAME_LEN, describe};
-use crate::config::raw::{self, RawLimits};
-use crate::config::{LimitsConfig, PluginsConfig, Result};
+use crate::raw::{self, RawLimits};
+use crate::{PluginsConfig, Result};
 use mcpproxy_policy::is_plugin_name;
 use mcpproxy_policy::{Limits, mib_to_bytes};
 
@@ -90,12 +90,7 @@ fn plugin_list(names: Vec<String>, key: &str, ctx: &Context<'_>) -> Result<Vec<S
 }
 
 /// `raw` over `base`: a key left out keeps the base value.
-fn limits_from(
-    raw: RawLimits,
-    base: LimitsConfig,
-    key: &str,
-    ctx: &Context<'_>,
-) -> Result<LimitsConfig> {
+fn limits_from(raw: RawLimits, base: Limits, key: &str, ctx: &Context<'_>) -> Result<Limits> {
     let mut limits = base;
     if let Some(ms) = raw.timeout_ms {
         let ms = ctx.range(

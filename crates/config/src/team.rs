@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::rate_limit::Limit;
+use crate::Limit;
 
 /// One `scopes` rule: what the callers it names do not see.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -12,7 +12,7 @@ const MAX_NAME_BYTES: usize = 128;
 
 /// One reference.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Reference {
+pub enum Reference {
     /// `${env:NAME}`: the variable `NAME` of mcpproxy's environment.
     Env(String),
     /// `${secret:NAME}`: the stored secret `NAME`.
@@ -21,12 +21,12 @@ pub(crate) enum Reference {
 
 impl Reference {
     /// The credential store's key of a `${secret:NAME}`.
-    pub(crate) fn store_key(name: &str) -> String {
+    pub fn store_key(name: &str) -> String {
         format!("secret/{name}")
     }
 
     /// How to provide the value when it is missing.
-    pub(crate) fn fix(&self) -> String {
+    pub fn fix(&self) -> String {
         match self {
             Reference::Env(name) => format!("set the environment variable {name} for mcpproxy"),
             Reference::Secret(name) => format!("run `mcpproxy secret set {name}`"),
@@ -136,7 +136,7 @@ fn reference(body: &str) -> Result<Reference, String> {
 }
 
 /// Checks the `NAME` of a `${secret:NAME}` (for `mcpproxy secret set NAME`).
-pub(crate) fn check_secret_name(name: &str) -> Result<(), String> {
+pub fn check_secret_name(name: &str) -> Result<(), String> {
     match reference(&format!("secret:{name}"))? {
         Reference::Secret(_) => Ok(()),
         Reference::Env(_) => Err(format!("'{}' is not a secret name", shorten(name))),
@@ -155,7 +155,7 @@ fn shorten(text: &str) -> String {
 }
 
 /// The references in `value`, or what is malformed (for the config's validation).
-pub(crate) fn check(value: &str) -> Result<Vec<Reference>, String> {
+pub fn check(value: &str) -> Result<Vec<Reference>, String> {
     Ok(pieces(value)?
         .into_iter()
         .filter_map(|p| match p {
@@ -166,13 +166,13 @@ pub(crate) fn check(value: &str) -> Result<Vec<Reference>, String> {
 }
 
 /// Whether `value` holds a reference (or a `$${` escape) and so must go through [`resolve`].
-pub(crate) fn has_reference(value: &str) -> bool {
+pub fn has_reference(value: &str) -> bool {
     value.contains("${")
 }
 
 /// Why a value could not be resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum ResolveError {
+pub enum ResolveError {
     /// The text is malformed (the config's validation refuses it first).
     Malformed(String),
     /// No value for this reference.
@@ -208,7 +208,7 @@ impl fmt::Display for ResolveError {
 /// `value` with each reference replaced by what `lookup` finds for it, passed through
 /// `encode` (the identity for headers and env values, percent-encoding for a URL's query).
 /// `lookup` returns `Ok(None)` for a missing value.
-pub(crate) fn resolve(
+pub fn resolve(
     value: &str,
     lookup: &mut dyn FnMut(&Reference) -> Result<Option<String>, String>,
     encode: &dyn Fn(&str) -> String,
@@ -230,7 +230,7 @@ pub(crate) fn resolve(
 
 /// Percent-encodes everything but RFC 3986's unreserved characters: a value put into a
 /// URL's query.
-pub(crate) fn encode_query_value(value: &str) -> String {
+pub fn encode_query_value(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for byte in value.bytes() {
         if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
@@ -244,7 +244,7 @@ pub(crate) fn encode_query_value(value: &str) -> String {
 
 /// Checks a server URL's references: only query values may hold them (the host and path
 /// decide where a request goes and are shown everywhere).
-pub(crate) fn check_url(url: &str) -> Result<(), String> {
+pub fn check_url(url: &str) -> Result<(), String> {
     let query_start = url.find('?').unwrap_or(url.len());
     let (base, query) = url.split_at(query_start);
     if has_reference(base) {

@@ -1,8 +1,8 @@
 //! `cluster`: the shared-state URL, this replica's name and the cluster journal's sink.
 
 use super::Context;
-use crate::config::raw::RawCluster;
-use crate::config::{ClusterConfig, Result};
+use crate::raw::RawCluster;
+use crate::{ClusterConfig, Result};
 use mcpproxy_support::quote;
 
 /// The longest connection URL.

@@ -5,9 +5,9 @@ use mcpproxy_sandbox::Network;
 use mcpproxy_sandbox::egress::{EgressRule, EgressRules};
 
 use super::Context;
-use crate::config::Result;
-use crate::config::model::Isolation;
-use crate::config::raw::RawIsolation;
+use crate::Result;
+use crate::model::Isolation;
+use crate::raw::RawIsolation;
 
 /// The smallest address space a server is given: less and no runtime starts.
 const MIN_MEMORY_MB: u64 = 64;

@@ -4,8 +4,8 @@
 
 use super::Context;
 use super::servers::check_url;
-use crate::config::raw::RawAuth;
-use crate::config::{AuthConfig, Result};
+use crate::raw::RawAuth;
+use crate::{AuthConfig, Result};
 
 /// The longest claim name or audience.
 const MAX_NAME_LEN: usize = 256;

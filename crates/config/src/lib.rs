@@ -10,7 +10,7 @@
 //! create the data directory.
 //!
 //! ```
-//! # use mcpproxy::Config;
+//! # use mcpproxy_config::Config;
 //! let text = r#"{"mcpServers": [{"name": "docs", "url": "http://127.0.0.1:9000/mcp"}]}"#;
 //! let config = Config::from_json(text, "inline.json").unwrap();
 //! assert_eq!(config.servers[0].name, "docs");
@@ -25,29 +25,27 @@
 
 mod auth;
 mod cluster;
-pub(crate) mod document;
+pub mod document;
 mod model;
+mod rate;
 mod raw;
-pub(crate) mod reference;
+pub mod reference;
 mod team;
 #[cfg(test)]
 mod tests;
 mod validate;
 
-pub(crate) use auth::AuthConfig;
-pub(crate) use cluster::ClusterConfig;
-pub(crate) use mcpproxy_activity::DeliveryOptions as DeliveryConfig;
-pub(crate) use mcpproxy_activity::Durability;
-pub(crate) use mcpproxy_activity::Retention as RetentionConfig;
-pub(crate) use mcpproxy_policy::Limits as LimitsConfig;
+pub use auth::AuthConfig;
+pub use cluster::ClusterConfig;
 pub use model::Config;
-pub(crate) use model::{
+pub use model::{
     ActivityConfig, CodeExecutionConfig, Error, HttpConfig, IntentConfig, Isolation,
     ManagementConfig, OAuthConfig, OtlpConfig, PluginsConfig, ServerConfig, TelemetryConfig,
     Transport, UpstreamConfig,
 };
-pub(crate) use model::{
+pub use model::{
     DEFAULT_ASYNC_FLUSH, Loaded, MAX_TOOL_CALL_TIMEOUT_MS, Result, default_path, is_secret_text,
     load, read_bounded,
 };
-pub(crate) use team::{RateLimitsConfig, ScopeRule};
+pub use rate::{Limit, Per};
+pub use team::{RateLimitsConfig, ScopeRule};

@@ -18,5 +18,5 @@ mod scopes;
 mod servers;
 mod telemetry;
 
-pub(in crate::config) use build::{Context, validate};
+pub(crate) use build::{Context, validate};
 use build::{MAX_NAME_LEN, describe, tool_call_timeout};

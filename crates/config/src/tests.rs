@@ -6,6 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::model::{DEFAULT_DIR, DEFAULT_REDACT_KEYS, FILE_NAME, MAX_CONFIG_BYTES};
+use mcpproxy_policy::Limits;
+use mcpproxy_policy::journal::{Durability, Retention};
+
 use super::*;
 
 fn parse(text: &str) -> Config {
@@ -134,7 +137,7 @@ fn full_example_reads_every_key() {
         Some(&["intent-matrix".to_owned(), "routing-policy".to_owned()][..])
     );
     assert_eq!(plugins.sinks, ["clickhouse-sink"]);
-    let global = LimitsConfig {
+    let global = Limits {
         timeout: Duration::from_millis(100),
         memory_bytes: 64 << 20,
         reuse_instance: false,
@@ -143,7 +146,7 @@ fn full_example_reads_every_key() {
     assert_eq!(plugins.limits_for("intent-matrix"), global);
     assert_eq!(
         plugins.limits_for("clickhouse-sink"),
-        LimitsConfig {
+        Limits {
             timeout: Duration::from_millis(2000),
             memory_bytes: 64 << 20,
             reuse_instance: true,
@@ -165,12 +168,12 @@ fn full_example_reads_every_key() {
     );
     assert_eq!(
         activity.retention,
-        RetentionConfig {
+        Retention {
             max_age: Duration::from_secs(30 * 86_400),
             max_records: 5000,
             max_bytes: 10_485_760,
             max_undelivered_bytes: 4 << 30,
-            ..RetentionConfig::default()
+            ..Retention::default()
         }
     );
     assert_eq!(activity.max_argument_bytes, 1024);
@@ -492,16 +495,11 @@ fn load_names_the_file_in_errors() {
 
 /// `tests/fixtures/config` of the workspace.
 fn fixtures() -> PathBuf {
-    let beside = Path::new(concat!(
+    Path::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../tests/fixtures/config"
-    ));
-    if beside.is_dir() {
-        beside.to_owned()
-    } else {
-        // When this module is built outside the workspace (a scratch crate).
-        PathBuf::from("/work/main/tests/fixtures/config")
-    }
+        "/../../tests/fixtures/config"
+    ))
+    .to_owned()
 }
 
 fn json_files(dir: &Path) -> Vec<PathBuf> {
