@@ -1,13 +1,14 @@
 //! End-to-end: an upstream's life with the proxy. A call made just after start, while its
 //! stdio upstream is still connecting, waits for it within the call's timeout instead of
 //! being refused; a stdio upstream that ignores the end of its stdin still dies when the
-//! proxy is killed with `kill -9`.
+//! proxy is killed with `kill -9`, and so does a daemon it started in a session of its own.
 
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 use crate::support::mcp::{Proxy, call, config_with, connect, fixture_bin, is_error, text};
+use crate::support::sandbox_supported;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_call_right_after_start_waits_for_its_connecting_upstream() {
@@ -57,17 +58,7 @@ fn a_stdio_upstream_that_ignores_eof_dies_with_a_killed_proxy() {
     // The pid the fixture writes is its own in its sandbox's PID namespace (1): found here by
     // its command line instead, which names the pid file.
     let marker = pid_file.display().to_string();
-    let pid: u32 = std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-        .find(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
-                String::from_utf8_lossy(&c).contains(&marker)
-                    && !String::from_utf8_lossy(&c).contains("mcpproxy")
-            })
-        })
-        .expect("the fixture's process");
+    let pid = *pids_with(&marker).first().expect("the fixture's process");
     assert!(!is_dead(pid));
     proxy.proc.kill(); // SIGKILL: no cleanup code runs in the proxy.
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -75,6 +66,82 @@ fn a_stdio_upstream_that_ignores_eof_dies_with_a_killed_proxy() {
         assert!(
             Instant::now() < deadline,
             "the upstream (pid {pid}) outlived the killed proxy"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The pids of the host's processes whose command line contains `marker` (and is not a
+/// proxy's).
+fn pids_with(marker: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                let line = String::from_utf8_lossy(&c);
+                line.contains(marker) && !line.contains("mcpproxy")
+            })
+        })
+        .collect()
+}
+
+/// Kills what a failed test would leave behind.
+struct KillOnDrop(String);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        for pid in pids_with(&self.0) {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
+        }
+    }
+}
+
+/// A server that starts a daemon (a fork into a session of its own, as a language server or
+/// a file watcher may) leaves nothing behind when the proxy is killed with `kill -9`: not
+/// after the kill, and not after the next start.
+#[test]
+fn a_daemon_a_sandboxed_server_started_dies_with_a_killed_proxy() {
+    if !sandbox_supported() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("fixture.pid");
+    let marker = format!("server-daemon-{}", std::process::id());
+    let _cleanup = KillOnDrop(marker.clone());
+    // `sh -c 'sleep 1000; true' MARKER`: the daemon's shell waits on sleep, with the marker
+    // as its $0 so this test can find it from outside the server's PID namespace.
+    let script = format!(
+        "setsid sh -c 'sleep 1000; true' {marker} </dev/null >/dev/null 2>&1 & \
+         exec \"$0\" --ignore-eof --pid-file \"$1\""
+    );
+    let server = json!({
+        "name": "fx",
+        "command": "/bin/sh",
+        "args": ["-c", script, fixture_bin(), pid_file],
+        "env": {"RUST_LOG": "off"},
+    });
+    let mut proxy = Proxy::start(&config_with(vec![server]), &[]);
+    assert!(pid_file.exists(), "the fixture did not start");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let daemon = loop {
+        if let Some(pid) = pids_with(&marker).first() {
+            break *pid;
+        }
+        assert!(Instant::now() < deadline, "the daemon did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    proxy.proc.kill(); // SIGKILL: no cleanup code runs in the proxy.
+    // The next start of a proxy (its sweep of what dead proxies left) in a new data dir.
+    let _next = Proxy::start(&config_with(vec![]), &[]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !is_dead(daemon) {
+        assert!(
+            Instant::now() < deadline,
+            "the server's daemon (pid {daemon}) outlived the killed proxy and the next start"
         );
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -419,6 +419,49 @@ async fn the_official_memory_server_and_a_pypi_server_work_in_the_default_sandbo
     client.cancel().await.unwrap();
 }
 
+/// `pip install --user`, pipx and `uv tool` put their launchers in `~/.local/bin`, beside
+/// the user's keyrings and shell history in `~/.local/share`. A server launched from there
+/// is granted its own program, never `~/.local` as if it were an install tree.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_launched_from_local_bin_reads_nothing_else_under_local() {
+    if !sandbox_supported() {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let bin = home.path().join(".local/bin");
+    let share = home.path().join(".local/share");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(share.join("keyrings")).unwrap();
+    let keyring = share.join("keyrings/login.keyring");
+    std::fs::write(&keyring, "planted keyring").unwrap();
+    let history = share.join("history");
+    std::fs::write(&history, "planted shell history").unwrap();
+    let program = bin.join("mcp-hostile");
+    std::fs::copy(hostile_bin(), &program).unwrap();
+    let config = config_with(vec![json!({
+        "name": "hostile",
+        "command": program,
+        "args": ["--read", keyring, "--read", history, "--read", program],
+        "isolation": {},
+    })]);
+    let data_dir = tempfile::tempdir().unwrap();
+    let proxy = Proxy::start_in_with_env(&config, &[], data_dir, &[("HOME", home.path())]);
+    let client = connect(&proxy.url).await;
+    let report = report(&client, "probe").await;
+    denied(
+        &report,
+        &format!("read {}", keyring.display()),
+        "Permission denied",
+    );
+    denied(
+        &report,
+        &format!("read {}", history.display()),
+        "Permission denied",
+    );
+    // The program itself stays readable: the grant is the launcher, not nothing.
+    allowed(&report, &format!("read {}", program.display()));
+}
+
 /// The control socket's own check, whatever the seccomp filter does: a process in a PID
 /// namespace of its own (as every sandboxed server is) that reaches the socket gets no
 /// session; the user's own process gets one.
