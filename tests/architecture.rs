@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 
 /// The workspace's crates from the bottom of the graph up, with their directories: a crate
 /// may depend only on crates before it.
-const CRATES: [(&str, &str); 8] = [
+const CRATES: [(&str, &str); 9] = [
     ("mcpproxy-support", "crates/support"),
     ("mcpproxy-sandbox", "crates/sandbox"),
     ("mcpproxy-policy", "crates/policy"),
@@ -39,6 +39,7 @@ const CRATES: [(&str, &str); 8] = [
     ("mcpproxy-egress", "crates/egress"),
     ("mcpproxy-activity", "crates/activity"),
     ("mcpproxy-plugin-host", "crates/plugin-host"),
+    ("mcpproxy-plugin-kit", "crates/plugin-kit"),
     ("mcpproxy", "host"),
 ];
 

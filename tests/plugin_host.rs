@@ -3,11 +3,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcpproxy_plugin_host::suite::{self, Suite};
 use mcpproxy_plugin_host::{
     CacheOutcome, EngineOptions, Limits, Plugin, PluginEngine, PluginSet, PluginSettings,
     PluginSource, annotators, validators,
 };
+use mcpproxy_plugin_kit::suite::{self, Suite};
 use mcpproxy_policy::{
     AnnotationSource, Annotations, CallRequest, Decision, EffectiveAnnotations, Intent,
     OperationType, Pipeline, SafetyClass, Tool,

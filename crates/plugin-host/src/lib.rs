@@ -14,18 +14,15 @@
 //! Parts: `engine` (wasmtime, compile cache, stores), `loader` (load, identify, call),
 //! `warm_pool` (reused instances), `host` (the imports a plugin gets), `wasi` (the empty
 //! WASI of validators, annotators and scanners), `limits`
-//! (enforcement), `suite` (conformance suites for `plugins check`), `cases` (an author's own
-//! cases for `plugins check --cases`), `template` (`plugins wit` and `plugins new`),
-//! `script` (the JavaScript runtime of `code_execution`).
+//! (enforcement), `script` (the JavaScript runtime of `code_execution`). The author's kit
+//! (suites, cases, templates) is `mcpproxy-plugin-kit`, above this crate.
 
 mod bindings;
-pub mod cases;
 mod conv;
 mod deadline;
 mod embedded;
 mod engine;
 mod error;
-pub mod guard_cases;
 mod host;
 mod identity;
 mod limits;
@@ -35,8 +32,6 @@ mod script;
 mod sink;
 mod slots;
 mod stages;
-pub mod suite;
-pub mod template;
 mod warm_pool;
 mod wasi;
 

@@ -12,9 +12,10 @@ use serde_json::json;
 use crate::runtime::plugin_engine;
 use mcpproxy_activity::{ActivityRecord, RecordType, SinkBatch, Source, Status};
 use mcpproxy_plugin_host::Bytes;
-use mcpproxy_plugin_host::suite::{self, Suite};
 use mcpproxy_plugin_host::{Plugin, PluginKind, PluginSet, PluginSettings, PluginSource};
-use mcpproxy_plugin_host::{cases, embedded_component, embedded_names, template};
+use mcpproxy_plugin_host::{embedded_component, embedded_names};
+use mcpproxy_plugin_kit::suite::{self, Suite};
+use mcpproxy_plugin_kit::{cases, template};
 use mcpproxy_policy::Limits;
 use mcpproxy_policy::{
     AnnotationSource, Annotations, CallRequest, EffectiveAnnotations, OperationType, Outcome,
@@ -291,7 +292,7 @@ impl CheckCommand {
         };
         let suite_results = match &self.cases {
             Some(path) if info.kind == PluginKind::ResultGuard => {
-                let cases = mcpproxy_plugin_host::guard_cases::load(path)?;
+                let cases = mcpproxy_plugin_kit::guard_cases::load(path)?;
                 let mut results = suite_results.unwrap_or_default();
                 results.extend(cases.iter().map(|c| c.run(&plugin, &default_settings)));
                 Some(results)
@@ -459,7 +460,7 @@ fn smoke_call(plugin: &Plugin) -> Result<String, String> {
             )),
             Err(fault) => Err(fault.to_string()),
         },
-        PluginKind::ResultGuard => mcpproxy_plugin_host::guard_cases::smoke(plugin),
+        PluginKind::ResultGuard => mcpproxy_plugin_kit::guard_cases::smoke(plugin),
         PluginKind::Sink => Ok(match granted(plugin) {
             Some(hosts) => format!(
                 "sink loaded ({}); it may reach {hosts}; pass --deliver to send two sample \

@@ -8,9 +8,9 @@ use mcpproxy_policy::{
     GuardAnswer, GuardContext, GuardItem, ItemAction, ItemKind, OperationType, ResultKind,
 };
 
-use super::Plugin;
-use super::cases::CasesError;
-use super::suite::CaseResult;
+use crate::cases::CasesError;
+use crate::suite::CaseResult;
+use mcpproxy_plugin_host::Plugin;
 
 /// One call with a small tool result, to show the guard runs under its limits; what it
 /// answered, for people.

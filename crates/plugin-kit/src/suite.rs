@@ -16,7 +16,7 @@ use mcpproxy_policy::{
     InferenceBasis, Intent, OperationType, SafetyClass, Tool, Verdict,
 };
 
-use super::{Plugin, PluginKind};
+use mcpproxy_plugin_host::{Plugin, PluginKind};
 
 /// The suites `plugins check` knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use mcpproxy_policy::is_plugin_name;
 
-use super::PluginKind;
+use mcpproxy_plugin_host::PluginKind;
 
 /// `wit/`, as this binary was built against: (path under `wit/`, text).
 pub const WIT: &[(&str, &str)] = &[

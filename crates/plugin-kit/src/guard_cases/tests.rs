@@ -2,7 +2,7 @@
 //! embedded `secret-redactor` and the `guard-trap` fixture.
 
 use super::*;
-use crate::{EngineOptions, PluginEngine, PluginSource};
+use mcpproxy_plugin_host::{EngineOptions, PluginEngine, PluginSource};
 use mcpproxy_policy::Limits;
 
 fn plugin(file: &str) -> Plugin {

@@ -29,7 +29,7 @@ use serde_json::Value;
 
 use mcpproxy_policy::{Annotations, Caller, Intent, OperationType, Tool};
 
-use super::suite::{Expect, Text};
+use crate::suite::{Expect, Text};
 
 /// Why a cases file cannot be used.
 #[derive(Debug, thiserror::Error)]
