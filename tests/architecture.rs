@@ -31,11 +31,12 @@ use std::path::{Path, PathBuf};
 
 /// The workspace's crates from the bottom of the graph up, with their directories: a crate
 /// may depend only on crates before it.
-const CRATES: [(&str, &str); 9] = [
+const CRATES: [(&str, &str); 10] = [
     ("mcpproxy-support", "crates/support"),
     ("mcpproxy-sandbox", "crates/sandbox"),
     ("mcpproxy-policy", "crates/policy"),
     ("mcpproxy-config", "crates/config"),
+    ("mcpproxy-auth", "crates/auth"),
     ("mcpproxy-egress", "crates/egress"),
     ("mcpproxy-activity", "crates/activity"),
     ("mcpproxy-plugin-host", "crates/plugin-host"),
@@ -46,7 +47,7 @@ const CRATES: [(&str, &str); 9] = [
 /// What a crate below the proxy must not depend on directly (a trailing `*` matches any
 /// suffix): no WebAssembly runtime and no MCP, HTTP server or HTTP client below the plugin
 /// host, and no async runtime in the helpers, the policy vocabulary or the sandbox.
-const FORBIDDEN: [(&str, &[&str]); 6] = [
+const FORBIDDEN: [(&str, &[&str]); 7] = [
     (
         "mcpproxy-support",
         &[
@@ -89,6 +90,16 @@ const FORBIDDEN: [(&str, &[&str]); 6] = [
             "axum",
             "reqwest",
             "tokio",
+        ],
+    ),
+    (
+        "mcpproxy-auth",
+        &[
+            "wasmtime",
+            "wasmtime-wasi*",
+            "rmcp",
+            "axum",
+            "mcpproxy-activity",
         ],
     ),
     (
@@ -139,8 +150,8 @@ const UNSAFE_ALLOWED: &[&str] = &[
 ///
 /// | Layer | Modules | What they are |
 /// |---|---|---|
-/// | 0 | `access`, `credentials`, `index`, `line_guard`, `listener`, `metrics`, `secrets` | leaves: the loopback and bearer-token check, stored credentials, tool search, bounded line reading, the TCP listener, counters, secrets kept out of sight |
-/// | 1 | `oauth`, `telemetry`, `trust`, `client_auth`, `cluster_journal`, `scoping` | logins to upstream servers; trace export; approvals and pins; clients that log in; the cluster's journal read back from ClickHouse; what a logged-in caller sees |
+/// | 0 | `index`, `line_guard`, `listener`, `metrics`, `rate_limit` | leaves: tool search, bounded line reading, the TCP listener, counters, token buckets |
+/// | 1 | `oauth`, `telemetry`, `trust`, `cluster_journal`, `scoping` | logins to upstream servers; trace export; approvals and pins; the cluster's journal read back from ClickHouse; what a logged-in caller sees |
 /// | 2 | `back_channel`, `control`, `cluster` | server-to-client requests; one owner per data dir; the state replicas share |
 /// | 3 | `upstream` | one client session per upstream server |
 /// | 4 | `proxy` | resolve, judge, call, record |
@@ -148,24 +159,8 @@ const UNSAFE_ALLOWED: &[&str] = &[
 /// | 6 | `api`, `mcp`, `web` | the front ends: REST, MCP, the page |
 /// | 7 | `cli` | the command line |
 const MODULE_LAYERS: [&[&str]; 8] = [
-    &[
-        "access",
-        "credentials",
-        "index",
-        "line_guard",
-        "listener",
-        "metrics",
-        "secrets",
-        "rate_limit",
-    ],
-    &[
-        "oauth",
-        "telemetry",
-        "trust",
-        "client_auth",
-        "cluster_journal",
-        "scoping",
-    ],
+    &["index", "line_guard", "listener", "metrics", "rate_limit"],
+    &["oauth", "telemetry", "trust", "cluster_journal", "scoping"],
     &["back_channel", "control", "cluster"],
     &["upstream"],
     &["proxy"],

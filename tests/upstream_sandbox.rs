@@ -222,6 +222,8 @@ async fn a_hostile_server_is_contained_by_the_default_sandbox() {
     let [ssh, trust, bashrc, config, connect_key] = keys(&planted, &data_dir);
     for tool in ["startup_report", "probe"] {
         let report = report(&client, tool).await;
+        // Shown when the test fails: every attempt's outcome, not only the first wrong one.
+        eprintln!("{tool}: {report:#?}");
         denied(&report, &ssh, "Permission denied");
         denied(&report, &trust, "Permission denied");
         denied(&report, &bashrc, "Permission denied");

@@ -3,22 +3,20 @@
 //! This crate is the top of the workspace: the MCP server and client sides, trust, the REST
 //! API, the page and the command line. Below it, and unable to name it: `mcpproxy-plugin-host`
 //! (wasmtime, the WIT worlds, the embedded plugins), `mcpproxy-activity` (the journal),
+//! `mcpproxy-auth` (credentials, client tokens, the loopback rule, masking),
 //! `mcpproxy-config` (`mcp_config.json` read and validated), `mcpproxy-policy` (the
 //! vocabulary and the pipeline), and the sandbox, the egress proxy and the helpers.
 //!
 //! Its modules in layers, bottom up; a module uses only modules of lower layers (the
 //! architecture test in `tests/architecture.rs` checks it, `docs/architecture.md` draws it):
 //!
-//! 0. `secrets` (what is masked wherever something is shown), `line_guard` (newline-delimited
-//!    JSON-RPC read with a line cap), `access` (the loopback Host/Origin rule, the bearer
-//!    token), `listener` (the TCP listener: connection cap, header timeout, shutdown),
-//!    `metrics` (Prometheus), `index` (the BM25 search over every upstream tool),
-//!    `credentials` (stored secrets and tokens: the OS keyring or a 0600 file);
+//! 0. `line_guard` (newline-delimited JSON-RPC read with a line cap), `listener` (the TCP
+//!    listener: connection cap, header timeout, shutdown), `metrics` (Prometheus), `index`
+//!    (the BM25 search over every upstream tool), `rate_limit` (token buckets);
 //! 1. `oauth` (logins to upstream servers that ask for one: OAuth 2.1), `telemetry` (OTLP
 //!    export of the call spans), `trust` (approved launches, pinned tools, the security
-//!    analysis a reviewer reads), `client_auth` (clients that log in: the proxy as an OAuth
-//!    protected resource, access tokens checked against the issuer's keys), `cluster_journal`
-//!    (the cluster's journal read back from the ClickHouse sink's table);
+//!    analysis a reviewer reads), `cluster_journal` (the cluster's journal read back from the
+//!    ClickHouse sink's table), `scoping` (what a logged-in caller sees);
 //! 2. `control` (one owner per data dir: its socket; the bridge and relay of every other
 //!    process), `back_channel` (from upstream sessions back to client sessions), `cluster`
 //!    (the state replicas share in PostgreSQL: trust decisions, LISTEN/NOTIFY);
@@ -32,15 +30,12 @@
 //!
 //! The public surface is what the binary, the benches and the black-box tests need.
 
-mod access;
 mod api;
 mod back_channel;
 mod cli;
-mod client_auth;
 mod cluster;
 mod cluster_journal;
 mod control;
-mod credentials;
 mod index;
 mod line_guard;
 mod listener;
@@ -52,7 +47,6 @@ mod proxy;
 mod rate_limit;
 mod runtime;
 mod scoping;
-mod secrets;
 mod telemetry;
 mod trust;
 mod upstream;

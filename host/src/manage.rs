@@ -632,7 +632,7 @@ fn view(config: &ServerConfig, status: crate::upstream::ServerStatus) -> ServerV
             command, args, env, ..
         } => (
             Some(command.clone()),
-            Some(crate::secrets::mask_args(args)),
+            Some(mcpproxy_auth::masking::mask_args(args)),
             env.keys().cloned().collect(),
             None,
             Vec::new(),
@@ -641,7 +641,7 @@ fn view(config: &ServerConfig, status: crate::upstream::ServerStatus) -> ServerV
             None,
             None,
             Vec::new(),
-            Some(crate::secrets::mask_url(url)),
+            Some(mcpproxy_auth::masking::mask_url(url)),
             headers.keys().cloned().collect(),
         ),
     };

@@ -77,7 +77,7 @@ pub(crate) enum Error {
     #[error(transparent)]
     Trust(#[from] trust::Error),
     #[error(transparent)]
-    Credentials(#[from] crate::credentials::CredentialError),
+    Credentials(#[from] mcpproxy_auth::credentials::CredentialError),
 }
 
 pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
@@ -301,7 +301,7 @@ impl Runtime {
                 forbidden: forbidden_paths(data_dir, config_file),
                 launcher_caches: data_dir.join("launchers"),
             },
-            crate::credentials::CredentialStore::open(data_dir)?,
+            mcpproxy_auth::credentials::CredentialStore::open(data_dir)?,
         );
         follow_shared_trust(&trust, &upstreams);
         let changes = upstreams.take_changes();

@@ -47,10 +47,10 @@ impl TraceExport {
     /// worker (the HTTP client it makes is a blocking one, on its own thread).
     pub(crate) fn start(config: &OtlpConfig) -> Result<Self, Error> {
         // The URL as logs and errors show it (a collector's URL may carry a token).
-        let shown = crate::secrets::mask_url(&config.traces_url);
+        let shown = mcpproxy_auth::masking::mask_url(&config.traces_url);
         let failed = |reason: String| Error::Exporter {
             url: shown.clone(),
-            reason: crate::secrets::mask_text_with_url(&reason, &config.traces_url),
+            reason: mcpproxy_auth::masking::mask_text_with_url(&reason, &config.traces_url),
         };
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
@@ -92,7 +92,7 @@ impl TraceExport {
         })
     }
 
-    /// Where spans go, with the URL's secrets masked ([`crate::secrets::mask_url`]).
+    /// Where spans go, with the URL's secrets masked ([`mcpproxy_auth::masking::mask_url`]).
     pub(crate) fn url(&self) -> &str {
         &self.url
     }
@@ -123,7 +123,7 @@ impl TraceExport {
     /// batching thread. Call it outside an async runtime's worker.
     pub(crate) fn shutdown(self) {
         if let Err(e) = self.provider.shutdown() {
-            let e = crate::secrets::mask_text(&e.to_string());
+            let e = mcpproxy_auth::masking::mask_text(&e.to_string());
             tracing::warn!("trace export to {} did not finish: {e}", self.url);
         }
     }
@@ -146,7 +146,7 @@ impl<E: SpanExporter> SpanExporter for Reporting<E> {
             Err(e) if !self.failing.swap(true, Ordering::Relaxed) => tracing::warn!(
                 "cannot send traces to {}: {}; {spans} spans dropped, and later ones until it answers",
                 self.url,
-                crate::secrets::mask_text(&e.to_string())
+                mcpproxy_auth::masking::mask_text(&e.to_string())
             ),
             Ok(()) if self.failing.swap(false, Ordering::Relaxed) => {
                 tracing::info!("sending traces to {} again", self.url);

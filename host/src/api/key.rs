@@ -67,7 +67,7 @@ pub(crate) fn load_existing(data_dir: &Path, configured: Option<&str>) -> Option
 
 /// Constant-time equality of two keys.
 pub(crate) fn matches(expected: &str, given: &str) -> bool {
-    crate::access::secret_matches(expected, given)
+    mcpproxy_auth::access::secret_matches(expected, given)
 }
 
 fn generate() -> Result<String, Error> {

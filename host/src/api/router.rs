@@ -14,10 +14,10 @@ use axum::{Json, Router};
 use serde::Serialize;
 use serde_json::json;
 
-use crate::access::Access;
 use crate::proxy::Proxy;
 use mcpproxy_activity::Delivery;
 use mcpproxy_activity::Journal;
+use mcpproxy_auth::access::Access;
 
 /// What the handlers share.
 #[derive(Clone)]

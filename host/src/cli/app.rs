@@ -207,7 +207,7 @@ pub(super) fn init_logging(
     // Every line passes through the masking of secrets (URL query values and user info,
     // tokens): libraries quote URLs in their errors too.
     let log = tracing_subscriber::fmt::layer()
-        .with_writer(|| crate::secrets::MaskingWriter(std::io::stderr()))
+        .with_writer(|| mcpproxy_auth::masking::MaskingWriter(std::io::stderr()))
         .with_ansi(super::output::stderr_colour())
         .with_filter(filter);
     let _ = tracing_subscriber::registry()

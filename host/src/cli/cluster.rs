@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 
-use crate::credentials::CredentialStore;
+use mcpproxy_auth::credentials::CredentialStore;
 use mcpproxy_config as config;
 
 use super::Globals;

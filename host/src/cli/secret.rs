@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use zeroize::Zeroizing;
 
-use crate::credentials::CredentialStore;
+use mcpproxy_auth::credentials::CredentialStore;
 use mcpproxy_config::{self as config, reference};
 
 use super::Globals;

@@ -14,12 +14,12 @@ use clap::Args;
 use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::access::Access;
 use crate::api::{self, ApiState, key};
 use crate::listener;
 use crate::manage::Manager;
 use crate::mcp::{self, ProxyServer};
 use crate::runtime::Runtime;
+use mcpproxy_auth::access::Access;
 use mcpproxy_config::{self as config, Config, is_secret_text};
 use mcpproxy_policy::is_plugin_name;
 
@@ -174,7 +174,7 @@ impl ServeCommand {
             Some(_) => Some(
                 crate::cluster::Cluster::join(
                     &config.cluster,
-                    &crate::credentials::CredentialStore::open(&data_dir)?,
+                    &mcpproxy_auth::credentials::CredentialStore::open(&data_dir)?,
                     shutdown.clone(),
                 )
                 .await?,
@@ -336,7 +336,7 @@ impl ServeCommand {
                 .config
                 .auth
                 .clone()
-                .map(|auth| Arc::new(crate::client_auth::Verifier::new(auth))),
+                .map(|auth| Arc::new(mcpproxy_auth::client_auth::Verifier::new(auth))),
         };
         let mut mcp_router =
             mcp::http::router(mcp_server.clone(), endpoint, shutdown.child_token());

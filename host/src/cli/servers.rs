@@ -589,11 +589,11 @@ pub(super) async fn import(globals: &Globals, args: ImportArgs) -> Result<ExitCo
                     })
                     .unwrap_or_default();
                 std::iter::once(c.to_owned())
-                    .chain(crate::secrets::mask_args(&args))
+                    .chain(mcpproxy_auth::masking::mask_args(&args))
                     .collect::<Vec<_>>()
                     .join(" ")
             })
-            .or_else(|| entry["url"].as_str().map(crate::secrets::mask_url))
+            .or_else(|| entry["url"].as_str().map(mcpproxy_auth::masking::mask_url))
             .unwrap_or_default();
         let outcome = if existing.contains(&name) {
             "exists: skipped".to_owned()
@@ -615,7 +615,7 @@ pub(super) async fn import(globals: &Globals, args: ImportArgs) -> Result<ExitCo
                 Ok(_) => "added (quarantined)".to_owned(),
                 Err(e) => format!(
                     "not added: {}",
-                    crate::secrets::mask_text(&format!("{e:#}"))
+                    mcpproxy_auth::masking::mask_text(&format!("{e:#}"))
                 ),
             }
         };

@@ -10,7 +10,7 @@ use tokio_postgres::config::{Host, SslMode};
 use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Notification};
 
 use super::error::{Error, Result, is_transient, reason};
-use crate::credentials::CredentialStore;
+use mcpproxy_auth::credentials::CredentialStore;
 use mcpproxy_config::reference::{self, Reference};
 
 /// How long a connection attempt may take unless the URL says otherwise.
@@ -201,7 +201,7 @@ fn scrub(message: &str, url: &str) -> String {
         .and_then(|(user, _)| user.split_once(':'))
     {
         Some((_, password)) if !password.is_empty() => {
-            message.replace(password, crate::secrets::MASK)
+            message.replace(password, mcpproxy_auth::masking::MASK)
         }
         _ => message.to_owned(),
     }

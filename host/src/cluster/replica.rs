@@ -19,8 +19,8 @@ use tokio_util::sync::CancellationToken;
 use super::connect::Database;
 use super::error::{Error, Result};
 use super::{migrate, servers, status, trust_sync};
-use crate::credentials::CredentialStore;
 use crate::trust::TrustStore;
+use mcpproxy_auth::credentials::CredentialStore;
 use mcpproxy_config::ClusterConfig;
 
 /// The longest pause between two attempts to listen again.

@@ -10,7 +10,7 @@ use tokio_postgres::Client;
 use super::connect::Database;
 use super::error::Result;
 use super::migrate;
-use crate::credentials::CredentialStore;
+use mcpproxy_auth::credentials::CredentialStore;
 use mcpproxy_config::ClusterConfig;
 
 /// How often a replica writes its heartbeat.

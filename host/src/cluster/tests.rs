@@ -8,8 +8,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::connect::Database;
 use super::{Cluster, migrate, trust_sync};
-use crate::credentials::CredentialStore;
 use crate::trust::{ServerTrust, TrustWrite};
+use mcpproxy_auth::credentials::CredentialStore;
 use mcpproxy_config::ClusterConfig;
 use mcpproxy_policy::Tool;
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::Error;
-use crate::secrets::mask_url;
+use mcpproxy_auth::masking::mask_url;
 use mcpproxy_config::Config;
 
 /// The only sink whose store is read back.

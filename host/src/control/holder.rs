@@ -9,7 +9,7 @@ use std::path::Path;
 pub(crate) struct Holder {
     pub pid: u32,
     /// Its command line, arguments joined by spaces, secret-looking ones masked
-    /// ([`crate::secrets::mask_args`]), control characters escaped, cut to 200 characters
+    /// ([`mcpproxy_auth::masking::mask_args`]), control characters escaped, cut to 200 characters
     /// (`mcpproxy serve --stdio`).
     pub command: String,
 }
@@ -59,7 +59,7 @@ fn command_line(proc_dir: &Path) -> String {
         .map(|part| String::from_utf8_lossy(part).into_owned())
         .collect();
     // Another process's command line may carry a token (`--api-key ...`): masked.
-    let joined = crate::secrets::mask_args(&parts).join(" ");
+    let joined = mcpproxy_auth::masking::mask_args(&parts).join(" ");
     let mut shown = mcpproxy_support::quote(&joined);
     if shown.chars().count() > 200 {
         shown = shown.chars().take(199).collect::<String>() + "…";

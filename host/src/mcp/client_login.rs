@@ -13,8 +13,10 @@ use axum::Router;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 
-use crate::access::{Access, secret_matches};
-use crate::client_auth::{Identity, Rejection, Verifier, WELL_KNOWN_PATH, challenge, document};
+use mcpproxy_auth::access::{Access, secret_matches};
+use mcpproxy_auth::client_auth::{
+    Identity, Rejection, Verifier, WELL_KNOWN_PATH, challenge, document,
+};
 
 /// `Ok(Some(identity))` for a valid access token, `Ok(None)` for the static token, else the
 /// `401` (or `503` when the issuer's keys cannot be had) to answer.
@@ -66,7 +68,7 @@ pub(super) async fn authenticate(
     {
         return Ok(None);
     }
-    let resource = crate::client_auth::resource_url(auth, headers);
+    let resource = mcpproxy_auth::client_auth::resource_url(auth, headers);
     match verifier.verify(token, &resource).await {
         Ok(identity) => Ok(Some(identity)),
         Err(e @ Rejection::Unavailable(_)) => {

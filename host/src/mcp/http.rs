@@ -1,8 +1,8 @@
 //! MCP over streamable HTTP at `/mcp` (every upstream) and `/mcp/servers/NAME` (one
 //! upstream as it is): rmcp's service behind one gate that, in order,
-//! refuses a foreign `Host`/`Origin` (DNS-rebinding protection, [`crate::access`]), checks
+//! refuses a foreign `Host`/`Origin` (DNS-rebinding protection, [`mcpproxy_auth::access`]), checks
 //! the bearer token when one is configured (the static `http.auth_token`, or with `auth` an
-//! access token of the issuer, [`crate::client_auth`]: its identity rides on the request's
+//! access token of the issuer, [`mcpproxy_auth::client_auth`]: its identity rides on the request's
 //! extensions to every record), refuses a new session past the session bounds
 //! ([`super::sessions`]), and reads the body within [`MAX_REQUEST_BODY_BYTES`]. A body that
 //! is not JSON gets a JSON-RPC `-32700` parse error, and JSON that is not a JSON-RPC message
@@ -28,8 +28,8 @@ use tower::ServiceExt;
 use super::ProxyServer;
 use super::json_reply;
 use super::sessions::{BoundedSessions, SessionBounds, with_client};
-use crate::access::{Access, LOOPBACK_HOSTS, check_bearer, loopback_origin_patterns};
-use crate::client_auth::Verifier;
+use mcpproxy_auth::access::{Access, LOOPBACK_HOSTS, check_bearer, loopback_origin_patterns};
+use mcpproxy_auth::client_auth::Verifier;
 
 /// The largest MCP request body accepted.
 pub(crate) const MAX_REQUEST_BODY_BYTES: usize = 4 << 20;
@@ -137,7 +137,7 @@ impl DirectServices {
         // A server `scopes` hide from the caller answers as one that is not configured.
         let view = request
             .extensions()
-            .get::<crate::client_auth::Identity>()
+            .get::<mcpproxy_auth::client_auth::Identity>()
             .and_then(|identity| {
                 self.server
                     .proxy

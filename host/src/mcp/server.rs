@@ -316,7 +316,11 @@ pub(super) fn identity(
     context
         .extensions
         .get::<::http::request::Parts>()
-        .and_then(|parts| parts.extensions.get::<crate::client_auth::Identity>())
+        .and_then(|parts| {
+            parts
+                .extensions
+                .get::<mcpproxy_auth::client_auth::Identity>()
+        })
         .map(|identity| mcpproxy_activity::IdentityRecord {
             subject: identity.subject.clone(),
             groups: identity.groups.clone(),

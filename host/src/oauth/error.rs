@@ -2,7 +2,7 @@
 
 use rmcp::transport::AuthError;
 
-use crate::credentials::CredentialError;
+use mcpproxy_auth::credentials::CredentialError;
 
 /// A failed login, token refresh or logout. No variant carries a token or a secret.
 #[derive(Debug, thiserror::Error)]

@@ -23,7 +23,7 @@ use tokio::sync::Mutex;
 use super::challenge::Challenge;
 use super::error::OAuthError;
 use super::vault::TokenVault;
-use crate::credentials::CredentialStore;
+use mcpproxy_auth::credentials::CredentialStore;
 use mcpproxy_config::OAuthConfig;
 
 /// How many logins in a row may answer a server that keeps asking for scopes it was

@@ -9,7 +9,7 @@ use rmcp::transport::auth::{AuthorizationManager, OAuthClientConfig};
 
 use super::error::OAuthError;
 use super::vault::{TokenVault, has_login};
-use crate::credentials::CredentialStore;
+use mcpproxy_auth::credentials::CredentialStore;
 use mcpproxy_config::OAuthConfig;
 
 /// The redirect URI given with a pre-registered client's secret when only tokens are

@@ -7,7 +7,7 @@ use super::OAuthError;
 use super::challenge::Challenge;
 use super::login::{LoginTarget, Logins, request_for};
 use super::vault::{TokenVault, forget, has_login};
-use crate::credentials::CredentialStore;
+use mcpproxy_auth::credentials::CredentialStore;
 use mcpproxy_config::OAuthConfig;
 
 fn credentials(scopes: &[&str]) -> StoredCredentials {

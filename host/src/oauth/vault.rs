@@ -11,7 +11,7 @@ use rmcp::transport::auth::{CredentialStore as RmcpCredentialStore, StoredCreden
 use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
-use crate::credentials::{CredentialError, CredentialStore};
+use mcpproxy_auth::credentials::{CredentialError, CredentialStore};
 
 /// The credential store key of a server's login.
 fn key(server: &str) -> String {

@@ -106,7 +106,7 @@ impl LaunchSpec {
                 LaunchView {
                     transport: "stdio".into(),
                     command: Some(command.clone()),
-                    args: crate::secrets::mask_args(args),
+                    args: mcpproxy_auth::masking::mask_args(args),
                     args_sha256: digest_all(args.iter().map(String::as_str)),
                     env: digests(env),
                     working_dir,
@@ -124,7 +124,7 @@ impl LaunchSpec {
                 }
                 LaunchView {
                     transport: "http".into(),
-                    url: Some(crate::secrets::mask_url(url)),
+                    url: Some(mcpproxy_auth::masking::mask_url(url)),
                     url_sha256: digest_all([url.as_str()]),
                     headers: digests(headers),
                     ..LaunchView::default()

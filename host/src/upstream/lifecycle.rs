@@ -39,7 +39,7 @@ pub(super) async fn serve_http<C: StreamableHttpClient + Sync>(
             // Servers of earlier versions may refuse a request without a session with an
             // HTTP error rather than a JSON-RPC one.
             tracing::debug!(
-                url = %crate::secrets::mask_url(&config.uri),
+                url = %mcpproxy_auth::masking::mask_url(&config.uri),
                 "server/discover failed ({discover}); starting with initialize"
             );
             handler

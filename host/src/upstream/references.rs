@@ -4,7 +4,7 @@
 //! statuses, records and the launch fingerprint keep the reference text. A missing value is
 //! an error that names the reference and the fix, for this server only.
 
-use crate::credentials::{CredentialStore, Secret};
+use mcpproxy_auth::credentials::{CredentialStore, Secret};
 use mcpproxy_config::Transport;
 use mcpproxy_config::reference::{self, Reference};
 
@@ -22,7 +22,7 @@ impl Resolved {
         for value in &self.values {
             let value = value.expose();
             if value.chars().count() >= 4 {
-                message = message.replace(value, crate::secrets::MASK);
+                message = message.replace(value, mcpproxy_auth::masking::MASK);
             }
         }
         message

@@ -325,8 +325,10 @@ impl Upstream {
         }
         let message = match &self.config.transport {
             // The HTTP stack quotes the URL, query (tokens) and user info included.
-            Transport::Http { url, .. } => crate::secrets::mask_text_with_url(&e.to_string(), url),
-            Transport::Stdio { .. } => crate::secrets::mask_text(&e.to_string()),
+            Transport::Http { url, .. } => {
+                mcpproxy_auth::masking::mask_text_with_url(&e.to_string(), url)
+            }
+            Transport::Stdio { .. } => mcpproxy_auth::masking::mask_text(&e.to_string()),
         };
         Error::Connection {
             server: self.config.name.clone(),

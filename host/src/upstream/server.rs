@@ -76,7 +76,7 @@ pub(crate) struct Upstream {
     /// Routes from this server back to the clients whose calls it serves.
     pub(super) back_channel: Arc<BackChannel>,
     /// Where `${secret:NAME}` values (and OAuth tokens) are kept.
-    pub(super) credentials: crate::credentials::CredentialStore,
+    pub(super) credentials: mcpproxy_auth::credentials::CredentialStore,
     /// What the server offers besides tools (prompts, resources, ...), from its
     /// `initialize` answer.
     pub(super) capabilities: RwLock<Option<rmcp::model::ServerCapabilities>>,
@@ -286,7 +286,9 @@ impl Upstream {
 
     /// The server's `oauth.client_secret` with its `${env:}`/`${secret:}` reference
     /// resolved; `None` when it has none.
-    pub(super) fn client_secret(&self) -> Result<Option<crate::credentials::Secret>, String> {
+    pub(super) fn client_secret(
+        &self,
+    ) -> Result<Option<mcpproxy_auth::credentials::Secret>, String> {
         self.config
             .oauth
             .client_secret

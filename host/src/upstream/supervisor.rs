@@ -162,8 +162,8 @@ async fn wait_for_login(
 /// secrets of the upstream's URL, and anything else that looks secret, masked.
 pub(super) fn shown(upstream: &Upstream, reason: &str) -> String {
     match &upstream.config.transport {
-        Transport::Http { url, .. } => crate::secrets::mask_text_with_url(reason, url),
-        Transport::Stdio { .. } => crate::secrets::mask_text(reason),
+        Transport::Http { url, .. } => mcpproxy_auth::masking::mask_text_with_url(reason, url),
+        Transport::Stdio { .. } => mcpproxy_auth::masking::mask_text(reason),
     }
 }
 
@@ -518,7 +518,7 @@ async fn connect_to(
                         _ => format!("MCP initialize with {url} failed: {e}"),
                     };
                     // The message goes to logs, the startup summary and /api/v1/status.
-                    crate::secrets::mask_text_with_url(&message, url)
+                    mcpproxy_auth::masking::mask_text_with_url(&message, url)
                 })?;
             Ok(Connection {
                 session,

@@ -62,7 +62,7 @@ pub(crate) struct Upstreams {
     /// Where package launchers' caches go, a directory per server (`DATA_DIR/launchers`).
     launcher_caches: std::path::PathBuf,
     /// Where upstream servers' OAuth tokens are kept.
-    pub(super) credentials: crate::credentials::CredentialStore,
+    pub(super) credentials: mcpproxy_auth::credentials::CredentialStore,
     /// Logins in progress (`upstream login`, the page's "Log in").
     pub(super) logins: crate::oauth::Logins,
 }
@@ -99,7 +99,7 @@ impl Upstreams {
         index: Arc<ToolIndex>,
         trust: Arc<TrustStore>,
         sandbox_paths: SandboxPaths,
-        credentials: crate::credentials::CredentialStore,
+        credentials: mcpproxy_auth::credentials::CredentialStore,
     ) -> Arc<Self> {
         #[allow(
             clippy::disallowed_methods,

@@ -26,4 +26,4 @@
 mod mask;
 mod recognise;
 
-pub(crate) use mask::{MASK, MaskingWriter, mask_args, mask_text, mask_text_with_url, mask_url};
+pub use mask::{MASK, MaskingWriter, mask_args, mask_text, mask_text_with_url, mask_url};

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 /// A failure of the credential store; its text names the file or key and the fix, never a
 /// value.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum CredentialError {
+pub enum CredentialError {
     #[error("credential store {}: {action}: {source}", path.display())]
     Io {
         path: PathBuf,

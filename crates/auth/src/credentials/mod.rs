@@ -10,9 +10,9 @@ mod keyring;
 mod secret;
 mod store;
 
-pub(crate) use error::CredentialError;
-pub(crate) use secret::Secret;
-pub(crate) use store::CredentialStore;
+pub use error::CredentialError;
+pub use secret::Secret;
+pub use store::CredentialStore;
 
 #[cfg(test)]
 mod tests;

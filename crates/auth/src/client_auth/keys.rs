@@ -15,7 +15,7 @@ use serde::Deserialize;
 use tokio::sync::Mutex;
 
 /// The least time between two fetches of the key set.
-pub(crate) const REFETCH_INTERVAL: Duration = Duration::from_secs(5);
+pub(super) const REFETCH_INTERVAL: Duration = Duration::from_secs(5);
 /// How long one fetch may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest metadata or key set document read.
@@ -23,7 +23,7 @@ const MAX_DOCUMENT_BYTES: usize = 256 << 10;
 
 /// Why the keys could not be had.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum KeysError {
+pub(super) enum KeysError {
     #[error("cannot reach the issuer's {what} at {url}: {reason}")]
     Fetch {
         what: &'static str,
@@ -38,7 +38,7 @@ pub(crate) enum KeysError {
 
 /// One key of the set, ready to check signatures.
 #[derive(Clone)]
-pub(crate) struct Key {
+pub(super) struct Key {
     pub jwk: Jwk,
     pub decoding: Arc<DecodingKey>,
 }
@@ -60,7 +60,7 @@ struct Fetching {
 
 /// The key cache of one issuer. Lookups read the cache under a short lock; fetches take
 /// their own lock, so a slow issuer delays only the tokens that wait for new keys.
-pub(crate) struct Keys {
+pub(super) struct Keys {
     issuer: String,
     client: reqwest::Client,
     cache: RwLock<Cache>,
@@ -74,7 +74,7 @@ struct Metadata {
 }
 
 impl Keys {
-    pub(crate) fn new(issuer: String) -> Self {
+    pub(super) fn new(issuer: String) -> Self {
         let client = reqwest::Client::builder()
             .timeout(FETCH_TIMEOUT)
             .redirect(reqwest::redirect::Policy::none())
@@ -99,7 +99,7 @@ impl Keys {
     /// The key with id `kid` (or the keys without an id when the token names none),
     /// fetching the set when it is not known yet or `kid` is new. An empty list: the issuer
     /// does not publish such a key (as of the last fetch).
-    pub(crate) async fn find(&self, kid: Option<&str>) -> Result<Vec<Key>, KeysError> {
+    pub(super) async fn find(&self, kid: Option<&str>) -> Result<Vec<Key>, KeysError> {
         let found = self.lookup(kid);
         if !found.is_empty() {
             return Ok(found);

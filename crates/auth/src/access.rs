@@ -13,11 +13,11 @@ use http::HeaderMap;
 use subtle::ConstantTimeEq;
 
 /// The loopback host names, as `Host` carries them.
-pub(crate) const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
+pub const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
 
 /// What the operator allows besides loopback.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Access {
+pub struct Access {
     /// Extra `Host` values besides the loopback names.
     pub allowed_hosts: Vec<String>,
     /// Extra `Origin` values besides loopback origins.
@@ -27,7 +27,7 @@ pub(crate) struct Access {
 impl Access {
     /// `Ok` when the request's `Host` and `Origin` headers are allowed; otherwise what is
     /// wrong and how to allow it.
-    pub(crate) fn check(&self, headers: &HeaderMap) -> Result<(), String> {
+    pub fn check(&self, headers: &HeaderMap) -> Result<(), String> {
         for name in ["host", "origin"] {
             if headers.get_all(name).iter().count() > 1 {
                 return Err(format!(
@@ -55,7 +55,7 @@ impl Access {
 }
 
 /// Whether a `Host` value is a loopback name (any numeric port) or listed in `extra`.
-pub(crate) fn host_allowed(host: &str, extra: &[String]) -> bool {
+pub fn host_allowed(host: &str, extra: &[String]) -> bool {
     let name = match host.rsplit_once(':') {
         Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) && !name.ends_with(':') => {
             name
@@ -70,7 +70,7 @@ pub(crate) fn host_allowed(host: &str, extra: &[String]) -> bool {
 
 /// Whether an `Origin` is http(s) on a loopback host, or listed in `extra` (an entry
 /// ending in `:*` allows any port).
-pub(crate) fn origin_allowed(origin: &str, extra: &[String]) -> bool {
+pub fn origin_allowed(origin: &str, extra: &[String]) -> bool {
     let rest = origin
         .strip_prefix("http://")
         .or_else(|| origin.strip_prefix("https://"));
@@ -84,13 +84,13 @@ pub(crate) fn origin_allowed(origin: &str, extra: &[String]) -> bool {
 }
 
 /// Constant-time equality of two secrets (the time taken does not tell how much matched).
-pub(crate) fn secret_matches(expected: &str, given: &str) -> bool {
+pub fn secret_matches(expected: &str, given: &str) -> bool {
     expected.as_bytes().ct_eq(given.as_bytes()).into()
 }
 
 /// `Ok` when the request carries `Authorization: Bearer <expected>` (exactly one such
 /// header); otherwise what is wrong and how to fix it.
-pub(crate) fn check_bearer(expected: &str, headers: &HeaderMap) -> Result<(), String> {
+pub fn check_bearer(expected: &str, headers: &HeaderMap) -> Result<(), String> {
     let mut values = headers.get_all(http::header::AUTHORIZATION).iter();
     let (Some(value), None) = (values.next(), values.next()) else {
         return Err(
@@ -114,8 +114,9 @@ pub(crate) fn check_bearer(expected: &str, headers: &HeaderMap) -> Result<(), St
     }
 }
 
-/// The loopback origins in the `scheme://host:*` form rmcp's own check takes.
-pub(crate) fn loopback_origin_patterns() -> Vec<String> {
+/// The loopback origins as `scheme://host:*` patterns (any port), the form the MCP
+/// server's own origin check takes.
+pub fn loopback_origin_patterns() -> Vec<String> {
     ["http", "https"]
         .into_iter()
         .flat_map(|scheme| {
@@ -214,7 +215,7 @@ mod tests {
     }
 
     #[test]
-    fn rmcp_patterns_cover_every_loopback_origin() {
+    fn origin_patterns_cover_every_loopback_origin() {
         let patterns = loopback_origin_patterns();
         assert_eq!(patterns.len(), 6);
         assert!(patterns.contains(&"https://[::1]:*".to_owned()));

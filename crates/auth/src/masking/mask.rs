@@ -5,13 +5,13 @@
 use super::recognise::{is_secret_name, is_secret_value, looks_like_token};
 
 /// What a hidden value is shown as.
-pub(crate) const MASK: &str = "***";
+pub const MASK: &str = "***";
 
 /// `url` with its secrets masked: the user info (user and password:
 /// `https://***@host/`), every query value (`?token=***&x=***`, key names kept), the
 /// fragment, and any path segment that looks like a token. Works on text that is not a
 /// valid URL too (nothing is parsed strictly).
-pub(crate) fn mask_url(url: &str) -> String {
+pub fn mask_url(url: &str) -> String {
     let mut out = String::with_capacity(url.len());
     let mut rest = url;
     if let Some(at) = url.find("://")
@@ -81,7 +81,7 @@ pub(crate) fn mask_url(url: &str) -> String {
 /// secret, any value that looks like a token or a long random string (after any flag,
 /// `-t` included, or on its own), and the secrets of URLs and free text inside an argument.
 /// Flags, paths, package names, ports, hashes and UUIDs stay as they are.
-pub(crate) fn mask_args(args: &[String]) -> Vec<String> {
+pub fn mask_args(args: &[String]) -> Vec<String> {
     let mut shown = Vec::with_capacity(args.len());
     // Whether the argument before was a flag whose name looks secret.
     let mut after_secret_flag = false;
@@ -130,7 +130,7 @@ fn mask_value(arg: &str) -> String {
 /// key looks secret, the word after `Bearer` or `Basic`, and a credential-looking word after
 /// a flag with a secret name (`--token VALUE`). Random-looking words are left alone here
 /// (record ids, hashes); [`mask_args`] masks those.
-pub(crate) fn mask_text(text: &str) -> String {
+pub fn mask_text(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut pending = Pending::No;
     let mut rest = text;
@@ -162,7 +162,7 @@ pub(crate) fn mask_text(text: &str) -> String {
 /// user and query values wherever they appear verbatim (an error that quotes the URL in
 /// pieces, or the debug form of a parsed URL), when they are long enough (six characters)
 /// not to match ordinary words.
-pub(crate) fn mask_text_with_url(text: &str, url: &str) -> String {
+pub fn mask_text_with_url(text: &str, url: &str) -> String {
     let mut shown = mask_text(text);
     for part in url_secret_parts(url) {
         if part.chars().count() >= 6 && part != MASK {
@@ -176,7 +176,7 @@ pub(crate) fn mask_text_with_url(text: &str, url: &str) -> String {
 /// line shows a secret, whoever wrote it (mcpproxy, or a library quoting a URL in an error).
 /// The log formats each event into one buffer and writes it at once, so a write is a whole
 /// line.
-pub(crate) struct MaskingWriter<W>(pub W);
+pub struct MaskingWriter<W>(pub W);
 
 impl<W: std::io::Write> std::io::Write for MaskingWriter<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {

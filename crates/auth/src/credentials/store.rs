@@ -11,11 +11,11 @@ use super::file::DocumentFile;
 use super::{CredentialError, Secret};
 
 /// The file of the file backend, in the data dir.
-pub(crate) const FILE_NAME: &str = "credentials.json";
+pub(super) const FILE_NAME: &str = "credentials.json";
 /// The keyring backend's index of key names (never values), in the data dir.
 const INDEX_FILE_NAME: &str = "credentials-index.json";
 /// The environment variable that forces a backend: `file` or `keyring`.
-pub(crate) const BACKEND_VAR: &str = "MCPPROXY_CREDENTIALS";
+pub(super) const BACKEND_VAR: &str = "MCPPROXY_CREDENTIALS";
 /// The longest key, in bytes.
 const MAX_KEY_BYTES: usize = 512;
 /// The largest value, in bytes (an OAuth token response with an ID token is a few KiB).
@@ -23,7 +23,7 @@ const MAX_VALUE_BYTES: usize = 256 * 1024;
 
 /// The credential store of one data dir. Cheap to clone (an `Arc`), safe to share.
 #[derive(Clone)]
-pub(crate) struct CredentialStore {
+pub struct CredentialStore {
     inner: Arc<Inner>,
 }
 
@@ -56,7 +56,7 @@ enum Choice {
 impl CredentialStore {
     /// The store of `data_dir`: the backend `MCPPROXY_CREDENTIALS` names, else the OS
     /// keyring when it answers (probed once), else `credentials.json` in the data dir.
-    pub(crate) fn open(data_dir: &Path) -> Result<CredentialStore, CredentialError> {
+    pub fn open(data_dir: &Path) -> Result<CredentialStore, CredentialError> {
         let choice = match std::env::var(BACKEND_VAR) {
             Err(_) => Choice::Auto,
             Ok(value) => match value.trim() {
@@ -88,7 +88,7 @@ impl CredentialStore {
     }
 
     /// The file backend of `data_dir`, with no keyring probe.
-    pub(crate) fn open_file(data_dir: &Path) -> CredentialStore {
+    pub fn open_file(data_dir: &Path) -> CredentialStore {
         let file = DocumentFile::new(data_dir, FILE_NAME);
         let label = leak_label(format!("file: {}", file.path().display()));
         CredentialStore {
@@ -128,12 +128,12 @@ impl CredentialStore {
 
     /// Where the values are: `keyring: Secret Service`, `keyring: Keychain` or
     /// `file: <path>`.
-    pub(crate) fn backend(&self) -> &'static str {
+    pub fn backend(&self) -> &'static str {
         self.inner.label
     }
 
     /// The value stored under `key`, if any.
-    pub(crate) fn get(&self, key: &str) -> Result<Option<Secret>, CredentialError> {
+    pub fn get(&self, key: &str) -> Result<Option<Secret>, CredentialError> {
         check_key(key)?;
         match &self.inner.backend {
             Backend::File => {}
@@ -152,7 +152,7 @@ impl CredentialStore {
     }
 
     /// Stores `value` under `key`, replacing what was there.
-    pub(crate) fn set(&self, key: &str, value: &str) -> Result<(), CredentialError> {
+    pub fn set(&self, key: &str, value: &str) -> Result<(), CredentialError> {
         check_key(key)?;
         if value.len() > MAX_VALUE_BYTES {
             return Err(CredentialError::TooLarge {
@@ -183,7 +183,7 @@ impl CredentialStore {
     }
 
     /// Forgets `key`; whether anything was stored under it.
-    pub(crate) fn delete(&self, key: &str) -> Result<bool, CredentialError> {
+    pub fn delete(&self, key: &str) -> Result<bool, CredentialError> {
         check_key(key)?;
         let mut deleted = false;
         #[cfg(any(target_os = "linux", target_os = "macos"))]
@@ -203,7 +203,7 @@ impl CredentialStore {
     }
 
     /// The stored keys that start with `prefix`, sorted. Names only.
-    pub(crate) fn keys(&self, prefix: &str) -> Result<Vec<String>, CredentialError> {
+    pub fn keys(&self, prefix: &str) -> Result<Vec<String>, CredentialError> {
         let mut keys: std::collections::BTreeSet<String> = self
             .inner
             .file

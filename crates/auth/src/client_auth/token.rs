@@ -11,7 +11,7 @@ use super::keys::Keys;
 use mcpproxy_config::AuthConfig;
 
 /// Clock skew tolerated on `exp` and `nbf`.
-pub(crate) const LEEWAY_SECONDS: u64 = 30;
+pub(super) const LEEWAY_SECONDS: u64 = 30;
 /// The longest token looked at.
 const MAX_TOKEN_BYTES: usize = 16 << 10;
 /// The most groups kept from a token, and the longest subject or group name.
@@ -20,7 +20,7 @@ const MAX_NAME_BYTES: usize = 256;
 
 /// Who is calling: from a valid access token.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Identity {
+pub struct Identity {
     pub subject: String,
     pub groups: Vec<String>,
 }
@@ -28,7 +28,7 @@ pub(crate) struct Identity {
 /// Why a token was refused (the text goes into the `401`'s body; it never repeats the
 /// token).
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum Rejection {
+pub enum Rejection {
     #[error(
         "this endpoint needs an access token from {issuer}: send `Authorization: Bearer <token>` \
          (the resource metadata in WWW-Authenticate says where to get one)"
@@ -41,7 +41,7 @@ pub(crate) enum Rejection {
 }
 
 /// Checks access tokens of one issuer.
-pub(crate) struct Verifier {
+pub struct Verifier {
     auth: AuthConfig,
     keys: Keys,
 }
@@ -60,17 +60,17 @@ const ALGORITHMS: [Algorithm; 9] = [
 ];
 
 impl Verifier {
-    pub(crate) fn new(auth: AuthConfig) -> Self {
+    pub fn new(auth: AuthConfig) -> Self {
         let keys = Keys::new(auth.issuer.clone());
         Self { auth, keys }
     }
 
-    pub(crate) fn config(&self) -> &AuthConfig {
+    pub fn config(&self) -> &AuthConfig {
         &self.auth
     }
 
     /// The identity in `token`, if it is a valid access token for `resource`.
-    pub(crate) async fn verify(&self, token: &str, resource: &str) -> Result<Identity, Rejection> {
+    pub async fn verify(&self, token: &str, resource: &str) -> Result<Identity, Rejection> {
         let invalid = |m: &str| Rejection::Invalid(m.to_owned());
         if token.len() > MAX_TOKEN_BYTES {
             return Err(invalid(

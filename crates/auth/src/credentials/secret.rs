@@ -6,16 +6,16 @@ use zeroize::Zeroize;
 /// A credential's value. Its `Debug` never shows it; its memory is zeroed on drop.
 #[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
-pub(crate) struct Secret(String);
+pub struct Secret(String);
 
 impl Secret {
-    pub(crate) fn new(value: String) -> Self {
+    pub fn new(value: String) -> Self {
         Self(value)
     }
 
     /// The value itself, for the one place that sends it (a header, an env var, a token
     /// request).
-    pub(crate) fn expose(&self) -> &str {
+    pub fn expose(&self) -> &str {
         &self.0
     }
 }

@@ -9,11 +9,11 @@ use mcpproxy_config::AuthConfig;
 
 /// Where the metadata of `/mcp` is served (RFC 9728 §3.1: the well-known path, then the
 /// resource's path).
-pub(crate) const WELL_KNOWN_PATH: &str = "/.well-known/oauth-protected-resource/mcp";
+pub const WELL_KNOWN_PATH: &str = "/.well-known/oauth-protected-resource/mcp";
 
 /// The URL of `/mcp` as clients name it: `auth.resource` when set, otherwise built from
 /// the request's `Host` (which the Host rule of [`crate::access`] has already allowed).
-pub(crate) fn resource_url(auth: &AuthConfig, headers: &HeaderMap) -> String {
+pub fn resource_url(auth: &AuthConfig, headers: &HeaderMap) -> String {
     if let Some(resource) = &auth.resource {
         return resource.clone();
     }
@@ -55,7 +55,7 @@ fn url_origin(url: &str) -> Option<&str> {
 }
 
 /// The RFC 9728 document.
-pub(crate) fn document(auth: &AuthConfig, headers: &HeaderMap) -> Value {
+pub fn document(auth: &AuthConfig, headers: &HeaderMap) -> Value {
     json!({
         "resource": resource_url(auth, headers),
         "authorization_servers": [auth.issuer],
@@ -66,7 +66,7 @@ pub(crate) fn document(auth: &AuthConfig, headers: &HeaderMap) -> Value {
 
 /// The `WWW-Authenticate` value of a `401`: the metadata URL, and `error="invalid_token"`
 /// when a token was given but refused.
-pub(crate) fn challenge(auth: &AuthConfig, headers: &HeaderMap, invalid: bool) -> String {
+pub fn challenge(auth: &AuthConfig, headers: &HeaderMap, invalid: bool) -> String {
     let url = metadata_url(auth, headers);
     if invalid {
         format!("Bearer resource_metadata=\"{url}\", error=\"invalid_token\"")

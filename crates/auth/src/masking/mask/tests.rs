@@ -221,12 +221,12 @@ fn a_message_about_a_url_loses_its_parts_wherever_they_appear() {
 fn the_log_writer_masks_what_a_library_quotes() {
     use std::io::Write;
     let mut out = MaskingWriter(Vec::new());
-    let line = "ERROR rmcp::transport::worker: worker quit: Client(reqwest::Error { url: \"http://127.0.0.1:9/mcp?token=DEADSECRET99\" })\n";
+    let line = "ERROR mcp_client::transport::worker: worker quit: Client(reqwest::Error { url: \"http://127.0.0.1:9/mcp?token=DEADSECRET99\" })\n";
     out.write_all(line.as_bytes()).unwrap();
     let written = String::from_utf8(out.0).unwrap();
     assert_eq!(
         written,
-        "ERROR rmcp::transport::worker: worker quit: Client(reqwest::Error { url: \"http://127.0.0.1:9/mcp?token=***\" })\n"
+        "ERROR mcp_client::transport::worker: worker quit: Client(reqwest::Error { url: \"http://127.0.0.1:9/mcp?token=***\" })\n"
     );
 }
 

@@ -7,8 +7,8 @@ mod keys;
 mod metadata;
 mod token;
 
-pub(crate) use metadata::{WELL_KNOWN_PATH, challenge, document, resource_url};
-pub(crate) use token::{Identity, Rejection, Verifier};
+pub use metadata::{WELL_KNOWN_PATH, challenge, document, resource_url};
+pub use token::{Identity, Rejection, Verifier};
 
 #[cfg(test)]
 mod tests;
