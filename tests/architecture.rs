@@ -31,13 +31,14 @@ use std::path::{Path, PathBuf};
 
 /// The workspace's crates from the bottom of the graph up, with their directories: a crate
 /// may depend only on crates before it.
-const CRATES: [(&str, &str); 10] = [
+const CRATES: [(&str, &str); 11] = [
     ("mcpproxy-support", "crates/support"),
     ("mcpproxy-sandbox", "crates/sandbox"),
     ("mcpproxy-policy", "crates/policy"),
     ("mcpproxy-config", "crates/config"),
     ("mcpproxy-auth", "crates/auth"),
     ("mcpproxy-egress", "crates/egress"),
+    ("mcpproxy-trust", "crates/trust"),
     ("mcpproxy-activity", "crates/activity"),
     ("mcpproxy-plugin-host", "crates/plugin-host"),
     ("mcpproxy-plugin-kit", "crates/plugin-kit"),
@@ -47,7 +48,7 @@ const CRATES: [(&str, &str); 10] = [
 /// What a crate below the proxy must not depend on directly (a trailing `*` matches any
 /// suffix): no WebAssembly runtime and no MCP, HTTP server or HTTP client below the plugin
 /// host, and no async runtime in the helpers, the policy vocabulary or the sandbox.
-const FORBIDDEN: [(&str, &[&str]); 7] = [
+const FORBIDDEN: [(&str, &[&str]); 8] = [
     (
         "mcpproxy-support",
         &[
@@ -103,6 +104,10 @@ const FORBIDDEN: [(&str, &[&str]); 7] = [
         ],
     ),
     (
+        "mcpproxy-trust",
+        &["wasmtime", "wasmtime-wasi*", "rmcp", "axum", "reqwest"],
+    ),
+    (
         "mcpproxy-activity",
         &["wasmtime", "wasmtime-wasi*", "rmcp", "axum", "reqwest"],
     ),
@@ -151,7 +156,7 @@ const UNSAFE_ALLOWED: &[&str] = &[
 /// | Layer | Modules | What they are |
 /// |---|---|---|
 /// | 0 | `index`, `line_guard`, `listener`, `metrics`, `rate_limit` | leaves: tool search, bounded line reading, the TCP listener, counters, token buckets |
-/// | 1 | `oauth`, `telemetry`, `trust`, `cluster_journal`, `scoping` | logins to upstream servers; trace export; approvals and pins; the cluster's journal read back from ClickHouse; what a logged-in caller sees |
+/// | 1 | `oauth`, `telemetry`, `cluster_journal`, `scoping` | logins to upstream servers; trace export; the cluster's journal read back from ClickHouse; what a logged-in caller sees |
 /// | 2 | `back_channel`, `control`, `cluster` | server-to-client requests; one owner per data dir; the state replicas share |
 /// | 3 | `upstream` | one client session per upstream server |
 /// | 4 | `proxy` | resolve, judge, call, record |
@@ -160,7 +165,7 @@ const UNSAFE_ALLOWED: &[&str] = &[
 /// | 7 | `cli` | the command line |
 const MODULE_LAYERS: [&[&str]; 8] = [
     &["index", "line_guard", "listener", "metrics", "rate_limit"],
-    &["oauth", "telemetry", "trust", "cluster_journal", "scoping"],
+    &["oauth", "telemetry", "cluster_journal", "scoping"],
     &["back_channel", "control", "cluster"],
     &["upstream"],
     &["proxy"],

@@ -48,7 +48,6 @@ mod rate_limit;
 mod runtime;
 mod scoping;
 mod telemetry;
-mod trust;
 mod upstream;
 mod web;
 

@@ -27,12 +27,12 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::proxy::Proxy;
-use crate::trust::{LaunchSpec, Standing, TrustStore};
 use crate::upstream::log::LogLine;
 use crate::upstream::{AppliedChanges, State, TransportKind, Upstreams};
 use mcpproxy_activity::{ActivityRecord, RecordType, Source, Status, format_timestamp, now_ms};
 use mcpproxy_config::document::{Document, EditError, LAUNCH_KEYS, write_atomically};
 use mcpproxy_config::{self as config, Config, ManagementConfig, ServerConfig, Transport};
+use mcpproxy_trust::{LaunchSpec, Standing, TrustStore};
 
 /// Who asks for a change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,7 +14,6 @@ use std::time::Duration;
 use crate::index::{self, ToolIndex};
 use crate::metrics::Metrics;
 use crate::proxy::{ActivitySettings, Proxy};
-use crate::trust::{self, TrustStore};
 use crate::upstream::Upstreams;
 use mcpproxy_activity::{self as activity, Journal, JournalOptions};
 use mcpproxy_activity::{Delivery, Sink};
@@ -25,6 +24,7 @@ use mcpproxy_plugin_host::{
 use mcpproxy_policy::Limits;
 use mcpproxy_policy::Pipeline;
 use mcpproxy_policy::ToolScanner;
+use mcpproxy_trust::{self as trust, TrustStore};
 
 /// How long a one-shot command waits for its upstream to connect (or fail once).
 const ONE_SHOT_SETTLE: Duration = Duration::from_secs(30);

@@ -19,9 +19,9 @@ use tokio_util::sync::CancellationToken;
 use super::connect::Database;
 use super::error::{Error, Result};
 use super::{migrate, servers, status, trust_sync};
-use crate::trust::TrustStore;
 use mcpproxy_auth::credentials::CredentialStore;
 use mcpproxy_config::ClusterConfig;
+use mcpproxy_trust::TrustStore;
 
 /// The longest pause between two attempts to listen again.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);

@@ -8,10 +8,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::connect::Database;
 use super::{Cluster, migrate, trust_sync};
-use crate::trust::{ServerTrust, TrustWrite};
 use mcpproxy_auth::credentials::CredentialStore;
 use mcpproxy_config::ClusterConfig;
 use mcpproxy_policy::Tool;
+use mcpproxy_trust::{ServerTrust, TrustWrite};
 
 #[path = "../../../tests/support/postgres.rs"]
 mod postgres;

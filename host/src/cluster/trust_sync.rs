@@ -18,7 +18,7 @@ use tokio_postgres::{Client, GenericClient, IsolationLevel};
 
 use super::connect::Database;
 use super::error::{Error, Result};
-use crate::trust::{HeldTool, PinnedTool, ServerTrust, TrustState, TrustStore, TrustWrite};
+use mcpproxy_trust::{HeldTool, PinnedTool, ServerTrust, TrustState, TrustStore, TrustWrite};
 
 /// The channel trust changes are announced on; the payload is the server's name.
 pub(crate) const CHANNEL: &str = "mcpproxy_trust";

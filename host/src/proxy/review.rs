@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use crate::trust::{self, Analysis, ToolStanding};
 use crate::upstream::{Approval, ChangeKind, ToolChange, Upstream};
 use mcpproxy_activity::{ActivityRecord, RecordType, Source, Status};
 use mcpproxy_policy::{Outcome, Tool};
+use mcpproxy_trust::{self as trust, Analysis, ToolStanding};
 
 use super::{Judged, Proxy};
 

@@ -12,9 +12,9 @@ use tokio::sync::{Notify, mpsc, watch};
 
 use crate::back_channel::BackChannel;
 use crate::index::ToolIndex;
-use crate::trust::{Review, Standing, ToolStanding, TrustStore};
 use mcpproxy_config::{ServerConfig, UpstreamConfig};
 use mcpproxy_policy::Tool;
+use mcpproxy_trust::{Review, Standing, ToolStanding, TrustStore};
 
 use super::{Error, ServerStatus, State, ToolChange, TransportKind, lane, log};
 use mcpproxy_support::{lock, read_lock as read};

@@ -318,20 +318,20 @@ pub(super) async fn refresh_tools(
 }
 
 /// Re-pins in the current format the pins of an earlier mcpproxy that still match the
-/// listed tools (see [`crate::trust::upgrade_pins`]); writes the trust file only when there
+/// listed tools (see [`mcpproxy_trust::upgrade_pins`]); writes the trust file only when there
 /// is one.
 fn upgrade_outdated_pins(upstream: &Upstream, tools: &BTreeMap<String, mcpproxy_policy::Tool>) {
     let name = upstream.name();
     let outdated = upstream
         .trust
         .server(name)
-        .is_some_and(|pins| crate::trust::has_outdated_pins(&pins, tools));
+        .is_some_and(|pins| mcpproxy_trust::has_outdated_pins(&pins, tools));
     if !outdated {
         return;
     }
     match upstream
         .trust
-        .update(name, |pins| crate::trust::upgrade_pins(pins, tools))
+        .update(name, |pins| mcpproxy_trust::upgrade_pins(pins, tools))
     {
         Ok(upgraded) => tracing::info!(
             server = name,

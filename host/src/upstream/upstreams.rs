@@ -12,8 +12,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::back_channel::BackChannel;
 use crate::index::ToolIndex;
-use crate::trust::{LaunchSpec, Review, TrustStore};
 use mcpproxy_config::{ServerConfig, UpstreamConfig};
+use mcpproxy_trust::{LaunchSpec, Review, TrustStore};
 
 use super::{ServerStatus, State, ToolChange, Upstream, log, supervisor};
 use mcpproxy_support::{lock, read_lock as read, write_lock as write};
@@ -36,7 +36,7 @@ pub(crate) enum LaunchApprovalError {
     )]
     Unreviewed { now: Box<LaunchSpec> },
     #[error("cannot save the approval: {0}")]
-    Save(#[from] crate::trust::Error),
+    Save(#[from] mcpproxy_trust::Error),
 }
 
 /// How many egress events may wait to be recorded before the newest are dropped (their
@@ -246,7 +246,7 @@ impl Upstreams {
 
     /// Forgets that a person approved `name`'s calls (its approved launch spec and its pinned
     /// tools stay): it is quarantined again when it restarts.
-    pub(crate) fn revoke_approval(&self, name: &str) -> Result<(), crate::trust::Error> {
+    pub(crate) fn revoke_approval(&self, name: &str) -> Result<(), mcpproxy_trust::Error> {
         if self
             .trust
             .server(name)
@@ -263,7 +263,7 @@ impl Upstreams {
     /// Approves how `name` starts as configured now and, with `calls`, its calls; restarts it
     /// so the approval takes effect (a server whose launch was not approved starts now).
     ///
-    /// `fingerprint` ([`crate::trust::parse_fingerprint`]) is the launch the person reviewed:
+    /// `fingerprint` ([`mcpproxy_trust::parse_fingerprint`]) is the launch the person reviewed:
     /// the launch is approved only if it is that one, checked on the very configuration
     /// whose fingerprint is stored, so a change made in between is never approved unseen.
     /// Without one, only a launch already approved is (approved again). Returns the launch

@@ -9,9 +9,9 @@ use std::sync::atomic::Ordering;
 use serde::{Deserialize, Serialize};
 
 use crate::index::{ToolDoc, param_names};
-use crate::trust::{Review, ToolDiff, ToolStanding, fingerprint};
 use mcpproxy_activity::{format_timestamp, now_ms};
 use mcpproxy_policy::Tool;
+use mcpproxy_trust::{Review, ToolDiff, ToolStanding, fingerprint};
 
 use super::Upstream;
 use mcpproxy_support::{lock, write_lock as write};
@@ -80,7 +80,7 @@ pub(crate) struct Approval {
     /// server whose launch was not approved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launch: Option<String>,
-    /// That launch's fingerprint ([`crate::trust::LaunchSpec::fingerprint`]).
+    /// That launch's fingerprint ([`mcpproxy_trust::LaunchSpec::fingerprint`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launch_fingerprint: Option<String>,
 }

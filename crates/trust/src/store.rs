@@ -22,7 +22,7 @@ const MAX_FILE_BYTES: u64 = 64 << 20;
 
 /// A tool as it was approved: everything the policy reads about it (see [`super::pin`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct PinnedTool {
+pub struct PinnedTool {
     /// The pin's format ([`super::pin::PIN_VERSION`] now). Absent in the files of earlier
     /// versions (1): those pins cover the name, description, input schema and hints only.
     #[serde(default = "super::pin::v1")]
@@ -53,7 +53,7 @@ pub(crate) struct PinnedTool {
 }
 
 impl PinnedTool {
-    pub(crate) fn of(tool: &Tool, at: &str) -> Self {
+    pub fn of(tool: &Tool, at: &str) -> Self {
         Self {
             version: super::pin::PIN_VERSION,
             sha256: fingerprint(tool),
@@ -70,7 +70,7 @@ impl PinnedTool {
 
 /// What was decided about one server.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub(crate) struct ServerTrust {
+pub struct ServerTrust {
     /// When a person approved the server (clearing its quarantine), and who.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approved_at: Option<String>,
@@ -92,7 +92,7 @@ pub(crate) struct ServerTrust {
 
 /// A tool held because a replica saw it change.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct HeldTool {
+pub struct HeldTool {
     /// [`fingerprint`] of the changed form the replica saw.
     pub sha256: String,
     /// What changed, as the replica that saw it listed it.
@@ -103,7 +103,7 @@ pub(crate) struct HeldTool {
 
 /// An approved launch spec.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct ApprovedLaunch {
+pub struct ApprovedLaunch {
     /// [`LaunchSpec::sha256`] of what was approved.
     pub sha256: String,
     /// What was approved, secrets masked (for the diff when it changes).
@@ -114,7 +114,7 @@ pub(crate) struct ApprovedLaunch {
 
 /// Where a configured server stands against the approvals.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Standing {
+pub enum Standing {
     /// Its launch spec is approved and so are its calls.
     Approved,
     /// Its launch spec is approved (it may start and list its tools) but its calls are not:
@@ -130,19 +130,19 @@ pub(crate) enum Standing {
 
 impl Standing {
     /// Whether calls are refused.
-    pub(crate) fn is_quarantined(&self) -> bool {
+    pub fn is_quarantined(&self) -> bool {
         *self != Standing::Approved
     }
 
     /// Whether the server may be started (its process run, its URL connected).
-    pub(crate) fn may_start(&self) -> bool {
+    pub fn may_start(&self) -> bool {
         !matches!(self, Standing::LaunchNotApproved { .. })
     }
 }
 
 impl ServerTrust {
     /// Pins `tool` as it is now: approved in this form, no longer held.
-    pub(crate) fn pin(&mut self, tool: &Tool, at: &str) {
+    pub fn pin(&mut self, tool: &Tool, at: &str) {
         self.held.remove(&tool.name);
         self.tools
             .insert(tool.name.clone(), PinnedTool::of(tool, at));
@@ -151,7 +151,7 @@ impl ServerTrust {
 
 /// Every trust decision: the trust file's content, or the shared state as loaded.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub(crate) struct TrustState {
+pub struct TrustState {
     /// Approvals are bound to launch specs: set once the servers of the config at the data
     /// dir's first start were approved as written ([`TrustStore::bind_launches`]).
     #[serde(default)]
@@ -162,7 +162,7 @@ pub(crate) struct TrustState {
 
 /// One change for the shared store to write, in the order made.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum TrustWrite {
+pub enum TrustWrite {
     /// What is stored about `name` went from `before` to `after` (`None`: nothing).
     Server {
         name: String,
@@ -194,7 +194,7 @@ pub(crate) const FIRST_START: &str = "mcp_config.json at the data dir's first st
 
 /// The trust decisions of one data dir, loaded once and saved on every change.
 #[derive(Debug)]
-pub(crate) struct TrustStore {
+pub struct TrustStore {
     path: PathBuf,
     file: Mutex<TrustState>,
     shared: Option<Shared>,
@@ -202,7 +202,7 @@ pub(crate) struct TrustStore {
 
 impl TrustStore {
     /// Opens `<data_dir>/trust.json` (an absent file is an empty store).
-    pub(crate) fn open(data_dir: &Path) -> Result<Self> {
+    pub fn open(data_dir: &Path) -> Result<Self> {
         let path = data_dir.join(FILE_NAME);
         let file = match std::fs::File::open(&path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => TrustState::default(),
@@ -239,7 +239,7 @@ impl TrustStore {
     /// change is kept in memory at once (the API stays synchronous) and sent, in order, to
     /// the receiver returned, whose owner writes it to the shared store and calls
     /// [`TrustStore::written`] after each.
-    pub(crate) fn shared(state: TrustState) -> (Self, mpsc::UnboundedReceiver<TrustWrite>) {
+    pub fn shared(state: TrustState) -> (Self, mpsc::UnboundedReceiver<TrustWrite>) {
         #[allow(
             clippy::disallowed_methods,
             reason = "the store's API is synchronous and no write may be dropped; each write is \
@@ -262,7 +262,7 @@ impl TrustStore {
     }
 
     /// Whether the state is shared with other replicas.
-    pub(crate) fn is_shared(&self) -> bool {
+    pub fn is_shared(&self) -> bool {
         self.shared.is_some()
     }
 
@@ -270,13 +270,13 @@ impl TrustStore {
     /// are still on their way to it (`false`: call again once [`TrustStore::settled`]
     /// returns). Subscribers hear of it when anything changed.
     #[cfg(test)]
-    pub(crate) fn replace(&self, state: TrustState) -> bool {
+    pub fn replace(&self, state: TrustState) -> bool {
         self.replace_since(state, self.sent_mark())
     }
 
     /// How many changes this store has sent to the shared store so far: taken before reading
     /// the shared state, for [`TrustStore::replace_since`].
-    pub(crate) fn sent_mark(&self) -> u64 {
+    pub fn sent_mark(&self) -> u64 {
         self.shared
             .as_ref()
             .map_or(0, |shared| shared.sent.load(Ordering::Acquire))
@@ -286,7 +286,7 @@ impl TrustStore {
     /// `mark`: refused (`false`: read again) when a change was sent since, because the state
     /// read may lack it even when it is written by now; replacing with it would undo the
     /// change here (a server this replica just approved would read as unapproved).
-    pub(crate) fn replace_since(&self, state: TrustState, mark: u64) -> bool {
+    pub fn replace_since(&self, state: TrustState, mark: u64) -> bool {
         let Some(shared) = &self.shared else {
             return false;
         };
@@ -304,7 +304,7 @@ impl TrustStore {
     }
 
     /// One change sent to the writer was written (or given up on).
-    pub(crate) fn written(&self) {
+    pub fn written(&self) {
         if let Some(shared) = &self.shared
             && shared.pending.fetch_sub(1, Ordering::AcqRel) == 1
         {
@@ -313,7 +313,7 @@ impl TrustStore {
     }
 
     /// Waits until no change made here is on its way to the shared store.
-    pub(crate) async fn settled(&self) {
+    pub async fn settled(&self) {
         if let Some(shared) = &self.shared {
             while shared.pending.load(Ordering::Acquire) > 0 {
                 shared.settled.notified().await;
@@ -323,14 +323,14 @@ impl TrustStore {
 
     /// Hears of each replacement by the shared state ([`TrustStore::replace`]); `None` for
     /// a store that is not shared.
-    pub(crate) fn subscribe(&self) -> Option<watch::Receiver<u64>> {
+    pub fn subscribe(&self) -> Option<watch::Receiver<u64>> {
         self.shared.as_ref().map(|s| s.changed.subscribe())
     }
 
     /// Records that `tool` of `server` was seen changed (`diff` from its pin, `sha256` of
     /// the form seen), so every replica holds it until a person approves it. Only for a
     /// shared store: alone, a replica's own review of each listing holds it already.
-    pub(crate) fn hold(
+    pub fn hold(
         &self,
         server: &str,
         tool: &str,
@@ -373,12 +373,12 @@ impl TrustStore {
     }
 
     /// What was decided about `server`, if anything.
-    pub(crate) fn server(&self, server: &str) -> Option<ServerTrust> {
+    pub fn server(&self, server: &str) -> Option<ServerTrust> {
         self.lock().servers.get(server).cloned()
     }
 
     /// Where `server` stands: whether its launch spec and its calls are approved.
-    pub(crate) fn standing(&self, server: &ServerConfig) -> Standing {
+    pub fn standing(&self, server: &ServerConfig) -> Standing {
         let file = self.lock();
         let trust = file.servers.get(&server.name);
         let spec = LaunchSpec::of(server);
@@ -403,7 +403,7 @@ impl TrustStore {
 
     /// Approves how `server` starts as configured now and, with `calls`, its calls (clearing
     /// its quarantine); without `calls` it starts quarantined, for review. Saved at once.
-    pub(crate) fn approve_launch(
+    pub fn approve_launch(
         &self,
         server: &ServerConfig,
         calls: bool,
@@ -430,7 +430,7 @@ impl TrustStore {
 
     /// Forgets everything decided about `server` (its approvals and its pins): a server
     /// removed and added again is new.
-    pub(crate) fn forget(&self, server: &str) -> Result<()> {
+    pub fn forget(&self, server: &str) -> Result<()> {
         let mut file = self.lock();
         if let Some(before) = file.servers.remove(server) {
             self.persist(
@@ -450,7 +450,7 @@ impl TrustStore {
     /// written — the person wrote that file — its calls too unless it is marked
     /// `quarantined` (and a person did not approve it before). Every server added later
     /// arrives with no approval. Returns the servers approved now.
-    pub(crate) fn bind_launches(&self, servers: &[ServerConfig], at: &str) -> Result<Vec<String>> {
+    pub fn bind_launches(&self, servers: &[ServerConfig], at: &str) -> Result<Vec<String>> {
         let mut file = self.lock();
         if file.launch_binding {
             return Ok(Vec::new());
@@ -486,11 +486,7 @@ impl TrustStore {
 
     /// Changes what is stored about `server` and saves the file. The change is kept in
     /// memory even if the save fails (the error says so).
-    pub(crate) fn update<R>(
-        &self,
-        server: &str,
-        change: impl FnOnce(&mut ServerTrust) -> R,
-    ) -> Result<R> {
+    pub fn update<R>(&self, server: &str, change: impl FnOnce(&mut ServerTrust) -> R) -> Result<R> {
         let mut file = self.lock();
         let before = file.servers.get(server).cloned().map(Box::new);
         let trust = file.servers.entry(server.to_owned()).or_default();

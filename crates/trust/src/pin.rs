@@ -88,7 +88,7 @@ fn annotations_json(hints: Option<Annotations>, title: Option<&str>) -> Option<V
 /// pinned `_meta` ([`pinned_meta`]), as JSON with sorted keys: the same tool always gives
 /// the same fingerprint, however the server orders its keys. The server's name is not part
 /// of it.
-pub(crate) fn fingerprint(tool: &Tool) -> String {
+pub fn fingerprint(tool: &Tool) -> String {
     digest(&serde_json::json!({
         "name": tool.name,
         "description": tool.description,
@@ -164,7 +164,7 @@ impl PinnedTool {
     /// Whether `tool` is the tool as pinned, compared in the pin's own format: a v1 pin by
     /// the v1 fingerprint (so the fields it never covered cannot count as changed), any
     /// other by the current one (a pin of a later format never matches: held, fail closed).
-    pub(crate) fn matches(&self, tool: &Tool) -> bool {
+    pub fn matches(&self, tool: &Tool) -> bool {
         if self.version == v1() {
             self.sha256 == fingerprint_v1(tool)
         } else {
@@ -173,13 +173,13 @@ impl PinnedTool {
     }
 
     /// Whether the pin is of an earlier format ([`upgrade_pins`] re-pins it).
-    pub(crate) fn is_outdated(&self) -> bool {
+    pub fn is_outdated(&self) -> bool {
         self.version < PIN_VERSION
     }
 }
 
 /// Whether [`upgrade_pins`] would re-pin any of `server`'s tools.
-pub(crate) fn has_outdated_pins(server: &ServerTrust, listed: &BTreeMap<String, Tool>) -> bool {
+pub fn has_outdated_pins(server: &ServerTrust, listed: &BTreeMap<String, Tool>) -> bool {
     server.tools.iter().any(|(name, pinned)| {
         pinned.is_outdated() && listed.get(name).is_some_and(|tool| pinned.matches(tool))
     })
@@ -189,10 +189,7 @@ pub(crate) fn has_outdated_pins(server: &ServerTrust, listed: &BTreeMap<String, 
 /// tool as listed now (the approval carries over; `pinned_at` is kept), and returns their
 /// names. What the old pin did not cover is taken as it is listed now: see the module's
 /// doc. A pin that does not match is left alone (the tool stays held as changed).
-pub(crate) fn upgrade_pins(
-    server: &mut ServerTrust,
-    listed: &BTreeMap<String, Tool>,
-) -> Vec<String> {
+pub fn upgrade_pins(server: &mut ServerTrust, listed: &BTreeMap<String, Tool>) -> Vec<String> {
     let mut upgraded = Vec::new();
     for (name, pinned) in &mut server.tools {
         if let Some(tool) = listed.get(name)
@@ -212,7 +209,7 @@ pub(super) type Change = (Option<Value>, Option<Value>);
 /// What differs between a pinned tool and the tool as listed now: each field that changed,
 /// as (pinned, now).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub(crate) struct ToolDiff {
+pub struct ToolDiff {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<(String, String)>,
     #[serde(
@@ -237,7 +234,7 @@ pub(crate) struct ToolDiff {
 
 impl ToolDiff {
     /// The fields that differ. A v1 pin is held against the fields it covered only.
-    pub(crate) fn between(pinned: &PinnedTool, now: &Tool) -> Self {
+    pub fn between(pinned: &PinnedTool, now: &Tool) -> Self {
         let v1 = pinned.version == v1();
         let now_annotations = annotations_json(now.annotations, now.annotations_title.as_deref());
         let annotations_changed = if v1 {
@@ -267,7 +264,7 @@ impl ToolDiff {
     }
 
     /// The changed fields, named as MCP names them.
-    pub(crate) fn fields(&self) -> Vec<&'static str> {
+    pub fn fields(&self) -> Vec<&'static str> {
         [
             ("description", self.description.is_some()),
             ("inputSchema", self.input_schema.is_some()),
@@ -281,7 +278,7 @@ impl ToolDiff {
     }
 
     /// One line per changed field, `field was … now …`, upstream text escaped.
-    pub(crate) fn lines(&self) -> Vec<String> {
+    pub fn lines(&self) -> Vec<String> {
         let q = |s: &str| mcpproxy_support::quote(s);
         let json = |v: Option<&Value>| v.map_or_else(|| "none".to_owned(), |v| q(&v.to_string()));
         let mut lines = Vec::new();

@@ -26,10 +26,8 @@ mod store;
 
 use pin::hex;
 
-pub(crate) use launch::{LaunchSpec, LaunchView, parse_fingerprint};
+pub use launch::{LaunchSpec, LaunchView, parse_fingerprint};
 
-pub(crate) use pin::{ToolDiff, fingerprint, has_outdated_pins, upgrade_pins};
-pub(crate) use review::{Analysis, Error, Result, Review, ToolStanding};
-pub(crate) use store::{
-    HeldTool, PinnedTool, ServerTrust, Standing, TrustState, TrustStore, TrustWrite,
-};
+pub use pin::{ToolDiff, fingerprint, has_outdated_pins, upgrade_pins};
+pub use review::{Analysis, Error, Result, Review, ToolStanding};
+pub use store::{HeldTool, PinnedTool, ServerTrust, Standing, TrustState, TrustStore, TrustWrite};

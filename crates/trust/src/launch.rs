@@ -16,7 +16,7 @@ use mcpproxy_config::{Isolation, ServerConfig, Transport};
 /// The launch spec of a server as it can be stored and shown: secret values replaced by
 /// digests (so a change is still seen) and masked in the text.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct LaunchView {
+pub struct LaunchView {
     /// `stdio` or `http`.
     pub transport: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -51,7 +51,7 @@ pub(crate) struct LaunchView {
 
 /// A server's launch spec: what an approval is bound to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct LaunchSpec {
+pub struct LaunchSpec {
     /// SHA-256 (hex) over the whole spec, values included.
     pub sha256: String,
     pub view: LaunchView,
@@ -59,7 +59,7 @@ pub(crate) struct LaunchSpec {
 
 impl LaunchSpec {
     /// The launch spec of `server` as configured.
-    pub(crate) fn of(server: &ServerConfig) -> Self {
+    pub fn of(server: &ServerConfig) -> Self {
         let mut whole = Sha256::new();
         let mut part = |label: &str, value: &str| {
             // Length-prefixed, so no two specs hash the same text.
@@ -144,7 +144,7 @@ pub(crate) const FINGERPRINT_DIGITS: usize = 16;
 impl LaunchSpec {
     /// The launch's fingerprint as a person reads and types it: the first
     /// [`FINGERPRINT_DIGITS`] hex digits of its SHA-256.
-    pub(crate) fn fingerprint(&self) -> &str {
+    pub fn fingerprint(&self) -> &str {
         self.sha256
             .get(..FINGERPRINT_DIGITS)
             .unwrap_or(&self.sha256)
@@ -152,14 +152,14 @@ impl LaunchSpec {
 
     /// Whether `fingerprint` (checked with [`parse_fingerprint`]) names this launch: a prefix
     /// of its SHA-256 at least [`FINGERPRINT_DIGITS`] long.
-    pub(crate) fn has_fingerprint(&self, fingerprint: &str) -> bool {
+    pub fn has_fingerprint(&self, fingerprint: &str) -> bool {
         fingerprint.len() >= FINGERPRINT_DIGITS && self.sha256.starts_with(fingerprint)
     }
 }
 
 /// A fingerprint as given by a person or a client: trimmed and lowercased, or why it is not
 /// one (the text says where to find the right one).
-pub(crate) fn parse_fingerprint(server: &str, given: &str) -> Result<String, String> {
+pub fn parse_fingerprint(server: &str, given: &str) -> Result<String, String> {
     let text = given.trim().to_ascii_lowercase();
     if (FINGERPRINT_DIGITS..=64).contains(&text.len())
         && text.bytes().all(|b| b.is_ascii_hexdigit())
@@ -175,7 +175,7 @@ pub(crate) fn parse_fingerprint(server: &str, given: &str) -> Result<String, Str
 impl LaunchView {
     /// What changed from `self` (approved) to `now`, one line per difference, secrets
     /// never shown (a changed secret value is named, not quoted).
-    pub(crate) fn diff(&self, now: &LaunchView) -> Vec<String> {
+    pub fn diff(&self, now: &LaunchView) -> Vec<String> {
         let q = |s: &str| mcpproxy_support::quote(s);
         let mut lines = Vec::new();
         if self.transport != now.transport {
@@ -248,7 +248,7 @@ impl LaunchView {
     }
 
     /// One line for a person: `stdio: npx -y server ...` or `http: https://host/mcp`.
-    pub(crate) fn summary(&self) -> String {
+    pub fn summary(&self) -> String {
         let mut text = match (&self.command, &self.url) {
             (Some(command), _) => {
                 let mut line = mcpproxy_support::quote(command);

@@ -13,7 +13,7 @@ use super::{LaunchSpec, ServerTrust, Standing, ToolDiff};
 
 /// What went wrong with the trust store.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum Error {
+pub enum Error {
     #[error("cannot read {}: {source}", path.display())]
     Read {
         path: std::path::PathBuf,
@@ -38,11 +38,11 @@ pub(crate) enum Error {
     Unshared,
 }
 
-pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
+pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Where one listed tool stands against the pins.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum ToolStanding {
+pub enum ToolStanding {
     /// Pinned and unchanged: usable.
     Trusted,
     /// Not pinned, on a server whose tools were pinned before: held until approved.
@@ -54,7 +54,7 @@ pub(crate) enum ToolStanding {
 
 /// A server's listed tools held against its pins.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct Review {
+pub struct Review {
     /// Every listed tool's standing.
     pub standing: BTreeMap<String, ToolStanding>,
     /// Pinned tools the server no longer lists.
@@ -63,7 +63,7 @@ pub(crate) struct Review {
 
 impl Review {
     /// Holds `listed` against `pins` (`None`: the server was never pinned).
-    pub(crate) fn of(listed: &BTreeMap<String, Tool>, pins: Option<&ServerTrust>) -> Self {
+    pub fn of(listed: &BTreeMap<String, Tool>, pins: Option<&ServerTrust>) -> Self {
         let Some(pins) = pins else {
             return Self {
                 standing: listed
@@ -102,14 +102,14 @@ impl Review {
     }
 
     /// The tools held back (new or changed), by name.
-    pub(crate) fn pending(&self) -> impl Iterator<Item = (&str, &ToolStanding)> {
+    pub fn pending(&self) -> impl Iterator<Item = (&str, &ToolStanding)> {
         self.standing
             .iter()
             .filter(|(_, s)| **s != ToolStanding::Trusted)
             .map(|(name, s)| (name.as_str(), s))
     }
 
-    pub(crate) fn is_trusted(&self, tool: &str) -> bool {
+    pub fn is_trusted(&self, tool: &str) -> bool {
         self.standing.get(tool) == Some(&ToolStanding::Trusted)
     }
 }
@@ -117,7 +117,7 @@ impl Review {
 /// The analysis a reviewer reads for a server: each tool as the server describes it, its
 /// standing, and what the scanner found.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Analysis {
+pub struct Analysis {
     pub server: String,
     pub quarantined: bool,
     /// The scanner that produced the findings, if one ran.
@@ -160,7 +160,7 @@ fn yes() -> bool {
 
 /// One tool in an [`Analysis`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct AnalyzedTool {
+pub struct AnalyzedTool {
     pub name: String,
     pub description: String,
     #[serde(rename = "inputSchema")]
@@ -175,7 +175,7 @@ pub(crate) struct AnalyzedTool {
 
 impl Analysis {
     /// Puts the review and the findings together.
-    pub(crate) fn new(
+    pub fn new(
         server: &str,
         quarantined: bool,
         tools: &BTreeMap<String, Tool>,
@@ -227,7 +227,7 @@ impl Analysis {
     }
 
     /// Adds how the server starts and where its launch spec stands.
-    pub(crate) fn with_launch(mut self, spec: &LaunchSpec, standing: &Standing) -> Self {
+    pub fn with_launch(mut self, spec: &LaunchSpec, standing: &Standing) -> Self {
         self.launch = spec.view.summary();
         self.launch_fingerprint = spec.fingerprint().to_owned();
         if let Standing::LaunchNotApproved { changes, .. } = standing {
@@ -238,7 +238,7 @@ impl Analysis {
     }
 
     /// The findings of every tool, most severe first.
-    pub(crate) fn findings(&self) -> Vec<&Finding> {
+    pub fn findings(&self) -> Vec<&Finding> {
         let mut all: Vec<&Finding> = self.tools.iter().flat_map(|t| &t.findings).collect();
         all.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.tool.cmp(&b.tool)));
         all
@@ -246,7 +246,7 @@ impl Analysis {
 
     /// The analysis as text for an agent or a terminal. Every string from the upstream is
     /// escaped ([`mcpproxy_support::quote`]), so a tool cannot forge lines of this report.
-    pub(crate) fn to_text(&self) -> String {
+    pub fn to_text(&self) -> String {
         use std::fmt::Write;
         let mut out = String::new();
         let _ = writeln!(
