@@ -1,54 +1,47 @@
 //! mcpproxy: an MCP proxy whose security policy runs as sandboxed WebAssembly components.
 //!
-//! This crate is the top of the workspace: the MCP server and client sides, trust, the REST
+//! This crate is the top of the workspace: the MCP server, the running proxy, the REST
 //! API, the page and the command line. Below it, and unable to name it: `mcpproxy-plugin-host`
 //! (wasmtime, the WIT worlds, the embedded plugins), `mcpproxy-activity` (the journal),
-//! `mcpproxy-auth` (credentials, client tokens, the loopback rule, masking),
+//! `mcpproxy-upstream` (the client sessions to upstream servers, the back channel, the tool
+//! index, OAuth logins), `mcpproxy-trust` (approvals, pins, holds), `mcpproxy-auth`
+//! (credentials, client tokens, the loopback rule, masking),
 //! `mcpproxy-config` (`mcp_config.json` read and validated), `mcpproxy-policy` (the
 //! vocabulary and the pipeline), and the sandbox, the egress proxy and the helpers.
 //!
 //! Its modules in layers, bottom up; a module uses only modules of lower layers (the
 //! architecture test in `tests/architecture.rs` checks it, `docs/architecture.md` draws it):
 //!
-//! 0. `line_guard` (newline-delimited JSON-RPC read with a line cap), `listener` (the TCP
-//!    listener: connection cap, header timeout, shutdown), `metrics` (Prometheus), `index`
-//!    (the BM25 search over every upstream tool), `rate_limit` (token buckets);
-//! 1. `oauth` (logins to upstream servers that ask for one: OAuth 2.1), `telemetry` (OTLP
-//!    export of the call spans), `trust` (approved launches, pinned tools, the security
-//!    analysis a reviewer reads), `cluster_journal` (the cluster's journal read back from the
-//!    ClickHouse sink's table), `scoping` (what a logged-in caller sees);
+//! 0. `listener` (the TCP listener: connection cap, header timeout, shutdown), `metrics`
+//!    (Prometheus), `rate_limit` (token buckets);
+//! 1. `telemetry` (OTLP export of the call spans), `cluster_journal` (the cluster's journal
+//!    read back from the ClickHouse sink's table), `scoping` (what a logged-in caller sees);
 //! 2. `control` (one owner per data dir: its socket; the bridge and relay of every other
-//!    process), `back_channel` (from upstream sessions back to client sessions), `cluster`
-//!    (the state replicas share in PostgreSQL: trust decisions, LISTEN/NOTIFY);
-//! 3. `upstream`: one MCP client session per upstream server;
-//! 4. `proxy`: the shared core: resolve, judge, call, record; search;
-//! 5. `runtime` (the running proxy built from a `Config`), `manage` (changes to the
+//!    process), `cluster` (the state replicas share in PostgreSQL: trust decisions,
+//!    LISTEN/NOTIFY);
+//! 3. `proxy`: the shared core: resolve, judge, call, record; search;
+//! 4. `runtime` (the running proxy built from a `Config`), `manage` (changes to the
 //!    upstream servers while running, validated, written back, applied);
-//! 6. `mcp`, `api`, `web`: the MCP server (HTTP and stdio), the REST API under `/api/v1`,
+//! 5. `mcp`, `api`, `web`: the MCP server (HTTP and stdio), the REST API under `/api/v1`,
 //!    the page at `/`;
-//! 7. `cli`: the `mcpproxy` command line ([`run`]).
+//! 6. `cli`: the `mcpproxy` command line ([`run`]).
 //!
 //! The public surface is what the binary, the benches and the black-box tests need.
 
 mod api;
-mod back_channel;
 mod cli;
 mod cluster;
 mod cluster_journal;
 mod control;
-mod index;
-mod line_guard;
 mod listener;
 mod manage;
 mod mcp;
 mod metrics;
-mod oauth;
 mod proxy;
 mod rate_limit;
 mod runtime;
 mod scoping;
 mod telemetry;
-mod upstream;
 mod web;
 
 pub use cli::run;

@@ -27,12 +27,12 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::proxy::Proxy;
-use crate::upstream::log::LogLine;
-use crate::upstream::{AppliedChanges, State, TransportKind, Upstreams};
 use mcpproxy_activity::{ActivityRecord, RecordType, Source, Status, format_timestamp, now_ms};
 use mcpproxy_config::document::{Document, EditError, LAUNCH_KEYS, write_atomically};
 use mcpproxy_config::{self as config, Config, ManagementConfig, ServerConfig, Transport};
 use mcpproxy_trust::{LaunchSpec, Standing, TrustStore};
+use mcpproxy_upstream::log::LogLine;
+use mcpproxy_upstream::{AppliedChanges, State, TransportKind, Upstreams};
 
 /// Who asks for a change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -183,7 +183,7 @@ pub(crate) struct ServerView {
     pub headers: Vec<String>,
     /// The sandbox of a stdio server.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub sandbox: Option<crate::upstream::SandboxStatus>,
+    pub sandbox: Option<mcpproxy_upstream::SandboxStatus>,
 }
 
 /// Changes the servers of one running proxy.
@@ -626,7 +626,7 @@ fn changes_launch(patch: &Value) -> bool {
         .is_some_and(|fields| fields.keys().any(|k| LAUNCH_KEYS.contains(&k.as_str())))
 }
 
-fn view(config: &ServerConfig, status: crate::upstream::ServerStatus) -> ServerView {
+fn view(config: &ServerConfig, status: mcpproxy_upstream::ServerStatus) -> ServerView {
     let (command, args, env, url, headers) = match &config.transport {
         Transport::Stdio {
             command, args, env, ..

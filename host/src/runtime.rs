@@ -11,10 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::index::{self, ToolIndex};
 use crate::metrics::Metrics;
 use crate::proxy::{ActivitySettings, Proxy};
-use crate::upstream::Upstreams;
 use mcpproxy_activity::{self as activity, Journal, JournalOptions};
 use mcpproxy_activity::{Delivery, Sink};
 use mcpproxy_config::Config;
@@ -25,6 +23,8 @@ use mcpproxy_policy::Limits;
 use mcpproxy_policy::Pipeline;
 use mcpproxy_policy::ToolScanner;
 use mcpproxy_trust::{self as trust, TrustStore};
+use mcpproxy_upstream::Upstreams;
+use mcpproxy_upstream::index::{self, ToolIndex};
 
 /// How long a one-shot command waits for its upstream to connect (or fail once).
 const ONE_SHOT_SETTLE: Duration = Duration::from_secs(30);
@@ -297,7 +297,7 @@ impl Runtime {
             config.tool_call_timeout,
             index.clone(),
             trust.clone(),
-            crate::upstream::SandboxPaths {
+            mcpproxy_upstream::SandboxPaths {
                 forbidden: forbidden_paths(data_dir, config_file),
                 launcher_caches: data_dir.join("launchers"),
             },
@@ -412,7 +412,7 @@ impl Runtime {
                     let seen_before = !names.insert(name.clone());
                     let stop = shutdown.clone();
                     tokio::spawn(async move {
-                        use crate::upstream::State;
+                        use mcpproxy_upstream::State;
                         let mut connected_before = seen_before;
                         let mut was_connecting = false;
                         let mut first = true;

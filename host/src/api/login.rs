@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 
 use super::{ApiError, ApiState, ok};
-use crate::upstream::LoginError;
+use mcpproxy_upstream::LoginError;
 
 /// The path of the proxy's own redirect target.
 pub(super) const CALLBACK_PATH: &str = "/oauth/callback";

@@ -227,7 +227,7 @@ pub(super) async fn logs(
     let lines = query
         .lines
         .unwrap_or(50)
-        .clamp(1, crate::upstream::log::MAX_LINES);
+        .clamp(1, mcpproxy_upstream::log::MAX_LINES);
     let (lines, total) = manager(&state)?.logs(&name, lines).map_err(change_error)?;
     Ok(ok(
         serde_json::json!({"server": name, "lines": lines, "total_lines": total}),

@@ -56,9 +56,9 @@ impl FrontEnd {
             );
             let preamble = server.map(Preamble::Server);
             let hooks = Hooks::default();
-            let stdin = crate::line_guard::LineGuard::new(
+            let stdin = mcpproxy_upstream::line_guard::LineGuard::new(
                 tokio::io::stdin(),
-                crate::line_guard::oversized_request,
+                mcpproxy_upstream::line_guard::oversized_request,
             );
             let data_dir = data_dir.to_owned();
             let bridge_hooks = hooks.clone();

@@ -19,8 +19,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use crate::runtime::Runtime;
-use crate::upstream::State;
 use mcpproxy_config as config;
+use mcpproxy_upstream::State;
 
 use super::Globals;
 use super::remote::Remote;
@@ -152,7 +152,8 @@ impl Owner {
                         .iter()
                         .find(|s| s["name"] == name)
                         .and_then(|s| {
-                            serde_json::from_value::<crate::upstream::ServerStatus>(s.clone()).ok()
+                            serde_json::from_value::<mcpproxy_upstream::ServerStatus>(s.clone())
+                                .ok()
                         })?;
                     if !matches!(
                         state.state,

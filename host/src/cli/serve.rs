@@ -384,9 +384,9 @@ impl ServeCommand {
             }
             summary(&runtime, loaded.path.as_deref()).await;
             // A request over 16 MiB is answered with an error instead of being dropped.
-            let stdin = crate::line_guard::LineGuard::new(
+            let stdin = mcpproxy_upstream::line_guard::LineGuard::new(
                 tokio::io::stdin(),
-                crate::line_guard::oversized_request,
+                mcpproxy_upstream::line_guard::oversized_request,
             );
             let mut stdio_server = mcp_server.for_new_session();
             if let Some(server) = &self.server {
@@ -544,8 +544,10 @@ fn session_server(
         }
         Box::pin(async move {
             let _open = open;
-            let read =
-                crate::line_guard::LineGuard::new(read, crate::line_guard::oversized_request);
+            let read = mcpproxy_upstream::line_guard::LineGuard::new(
+                read,
+                mcpproxy_upstream::line_guard::oversized_request,
+            );
             match server.serve((read, write)).await {
                 Ok(service) => {
                     let _ = service.waiting().await;

@@ -2,8 +2,8 @@
 //! column (`error`, `not-started`), and what went wrong on lines under the table, fitted to
 //! the output's width, with the command that shows more.
 
-use crate::upstream::{ServerStatus, State};
 use mcpproxy_support::quote;
+use mcpproxy_upstream::{ServerStatus, State};
 
 use super::output::{output_width, wrap};
 use super::remote::Remote;

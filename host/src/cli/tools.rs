@@ -8,8 +8,8 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 
 use crate::proxy::{RetrievedTool, Withheld};
-use crate::upstream::ServerStatus;
 use mcpproxy_config as config;
+use mcpproxy_upstream::ServerStatus;
 
 use super::Globals;
 use super::output::{Fit, Format, Tone, paint_err, print_data, print_table_fit};

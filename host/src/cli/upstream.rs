@@ -14,11 +14,11 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use crate::runtime::Runtime;
-use crate::upstream::{Approval, ServerStatus};
 use mcpproxy_activity::Source;
 use mcpproxy_config as config;
 use mcpproxy_support::quote;
 use mcpproxy_trust::Analysis;
+use mcpproxy_upstream::{Approval, ServerStatus};
 
 use super::Globals;
 use super::output::{Format, Tone, print_data, print_table_toned};

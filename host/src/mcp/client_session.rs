@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use rmcp::service::{Peer, RoleServer};
 
-use crate::back_channel::{BackChannel, SessionKey};
 use crate::proxy::Proxy;
+use mcpproxy_upstream::back_channel::{BackChannel, SessionKey};
 
 /// A client session, known to the back channel while it lives.
 pub(super) struct SessionSlot {

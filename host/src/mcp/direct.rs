@@ -77,7 +77,7 @@ impl ProxyServer {
         match self.proxy.call(input, call).await {
             // A transparent hop: the server's JSON-RPC error reaches the client as it is.
             CallOutcome::Called {
-                result: Err(crate::upstream::Error::Rejected { error, .. }),
+                result: Err(mcpproxy_upstream::Error::Rejected { error, .. }),
                 ..
             } => Err(error),
             CallOutcome::Limited(limited) => {

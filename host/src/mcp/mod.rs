@@ -8,7 +8,7 @@
 //!   as the variant its effective annotations call for.
 //!
 //! Both pass on what upstreams send about a client's request (progress, log messages,
-//! elicitation and sampling requests, resource updates) through the [`crate::back_channel`].
+//! elicitation and sampling requests, resource updates) through the [`mcpproxy_upstream::back_channel`].
 //!
 //! Tool-level failures (a policy rejection, an upstream error, bad arguments) come back as a
 //! `CallToolResult` with `isError: true` and a message an agent can act on; the upstream's

@@ -17,7 +17,7 @@ use crate::scoping::View;
 pub(super) fn seen_statuses(
     proxy: &Proxy,
     view: Option<&View>,
-) -> Vec<crate::upstream::ServerStatus> {
+) -> Vec<mcpproxy_upstream::ServerStatus> {
     let mut statuses = proxy.upstreams().statuses();
     if let Some(view) = view {
         statuses.retain(|s| view.sees_server(&s.name));

@@ -15,7 +15,6 @@ use rmcp::service::{NotificationContext, RequestContext, RoleServer, Subscriptio
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Map, Value, json};
 
-use crate::back_channel::{CallOrigin, forwardable_meta, protocol_meta};
 use crate::manage::Manager;
 use crate::proxy::{
     CallContext, CallOutcome, CatalogError, Proxy, Scope, SubscriptionMethod, parse_call,
@@ -24,6 +23,7 @@ use crate::proxy::{
 use crate::scoping::View;
 use mcpproxy_activity::{ClientRecord, Source};
 use mcpproxy_policy::OperationType;
+use mcpproxy_upstream::back_channel::{CallOrigin, forwardable_meta, protocol_meta};
 
 use super::client_session::SessionSlot;
 use super::{LEGACY_CALL_TOOL_MESSAGE, builtin_tools_with};
@@ -359,7 +359,7 @@ impl ProxyServer {
 pub(super) fn catalog_error(error: CatalogError) -> ErrorData {
     match error {
         // The server's own JSON-RPC error, passed on as it is (code and data included).
-        CatalogError::Upstream(crate::upstream::Error::Rejected { error, .. }) => error,
+        CatalogError::Upstream(mcpproxy_upstream::Error::Rejected { error, .. }) => error,
         CatalogError::NotFound(message) => ErrorData::invalid_params(message, None),
         CatalogError::Refused(message) => ErrorData::invalid_request(message, None),
         CatalogError::Upstream(e) => ErrorData::internal_error(e.to_string(), None),
@@ -481,14 +481,16 @@ impl ServerHandler for ProxyServer {
             super::tools::UPSTREAM_SERVERS if self.manager.is_some() => {
                 Ok(self.upstream_servers(&arguments, &context).await.into())
             }
-            crate::line_guard::OVERSIZED_REQUEST_TOOL => Err(ErrorData::invalid_request(
-                format!(
-                    "the request was larger than {} MiB, the most mcpproxy reads on stdio; send \
+            mcpproxy_upstream::line_guard::OVERSIZED_REQUEST_TOOL => {
+                Err(ErrorData::invalid_request(
+                    format!(
+                        "the request was larger than {} MiB, the most mcpproxy reads on stdio; send \
                      smaller arguments",
-                    (crate::line_guard::MAX_LINE_BYTES >> 20) + 1
-                ),
-                None,
-            )),
+                        (mcpproxy_upstream::line_guard::MAX_LINE_BYTES >> 20) + 1
+                    ),
+                    None,
+                ))
+            }
             super::tools::CODE_EXECUTION => {
                 let call = self.call_context(&context);
                 super::code_tool::code_execution(&self.proxy, &arguments, call).await

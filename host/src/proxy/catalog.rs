@@ -26,9 +26,9 @@ use rmcp::model::{
 use serde_json::{Map, Value, json};
 
 use super::record::Concluded as _;
-use crate::upstream::{self, Upstream};
 use mcpproxy_activity::{ActivityRecord, RecordType, Status};
 use mcpproxy_policy::{Annotations, OperationType, Tool};
+use mcpproxy_upstream::{self as upstream, Upstream};
 
 use super::{CallContext, CallInput, Judged, Proxy};
 

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use crate::back_channel::{ForwardedRequest, RequestObserver};
 use mcpproxy_activity::{ActivityRecord, Journal, RecordType, Source, Status, cap_arguments};
+use mcpproxy_upstream::back_channel::{ForwardedRequest, RequestObserver};
 
 use super::ActivitySettings;
 

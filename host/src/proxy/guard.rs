@@ -26,12 +26,12 @@ use rmcp::model::{
 use serde_json::Value;
 
 use super::{CatalogError, Proxy};
-use crate::upstream;
 use mcpproxy_activity::{ActivityRecord, Status};
 use mcpproxy_policy::{
     Caller, Evaluation, GuardContext, GuardItem, GuardReport, Guarded, Guards, ItemKind, Mark,
     ResultKind, neutralise_delimiters, with_caller, wrap_marked,
 };
+use mcpproxy_upstream as upstream;
 
 /// The largest answer (its items' text, in bytes) quick guards judge on the thread serving
 /// the call.
@@ -884,7 +884,7 @@ pub(super) struct RelayGuards {
     pub(super) guards: Arc<RwLock<Arc<Guards>>>,
 }
 
-impl crate::back_channel::RelayGuard for RelayGuards {
+impl mcpproxy_upstream::back_channel::RelayGuard for RelayGuards {
     fn guard<'a>(
         &'a self,
         server: &'a str,

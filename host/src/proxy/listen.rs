@@ -8,8 +8,8 @@
 
 use rmcp::model::SubscriptionFilter;
 
-use crate::back_channel::{CallOrigin, ListenerGuard};
-use crate::upstream::UpstreamStream;
+use mcpproxy_upstream::UpstreamStream;
+use mcpproxy_upstream::back_channel::{CallOrigin, ListenerGuard};
 
 use super::{CallContext, Proxy, Scope, SubscriptionMethod};
 

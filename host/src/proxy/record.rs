@@ -5,11 +5,11 @@ use std::time::Instant;
 
 use rmcp::model::CallToolResult;
 
-use crate::upstream;
 use mcpproxy_activity::{
     ActivityRecord, RecordType, Status, cap_arguments, format_timestamp, new_id,
 };
 use mcpproxy_policy::{AnnotationSource, Decision, Evaluation, Intent, Outcome, SafetyClass};
+use mcpproxy_upstream as upstream;
 
 use super::{CallContext, CallInput};
 

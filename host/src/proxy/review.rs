@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use crate::upstream::{Approval, ChangeKind, ToolChange, Upstream};
 use mcpproxy_activity::{ActivityRecord, RecordType, Source, Status};
 use mcpproxy_policy::{Outcome, Tool};
 use mcpproxy_trust::{self as trust, Analysis, ToolStanding};
+use mcpproxy_upstream::{Approval, ChangeKind, ToolChange, Upstream};
 
 use super::{Judged, Proxy};
 
@@ -220,7 +220,7 @@ impl Proxy {
             if let Some(given) = fingerprint.as_deref()
                 && !launch.has_fingerprint(given)
             {
-                let changed = crate::upstream::LaunchApprovalError::Changed {
+                let changed = mcpproxy_upstream::LaunchApprovalError::Changed {
                     now: Box::new(launch),
                 };
                 return Err(self.launch_refusal(server, Some(given), changed));
@@ -252,9 +252,9 @@ impl Proxy {
         &self,
         server: &str,
         given: Option<&str>,
-        error: crate::upstream::LaunchApprovalError,
+        error: mcpproxy_upstream::LaunchApprovalError,
     ) -> String {
-        use crate::upstream::LaunchApprovalError;
+        use mcpproxy_upstream::LaunchApprovalError;
         use std::fmt::Write;
         let name = mcpproxy_support::quote(server);
         let approved = self

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::{CallContext, CatalogError, Proxy, Scope};
 use crate::scoping::{Scopes, View};
-use crate::upstream::Upstream;
+use mcpproxy_upstream::Upstream;
 
 impl Proxy {
     /// Puts the `scopes` rules in force.

@@ -11,15 +11,15 @@ use tracing::field::Empty;
 
 use super::record::Concluded as _;
 use super::{ActivitySettings, CallInput, CallReport};
-use crate::back_channel::CallOrigin;
-use crate::index::ToolIndex;
 use crate::metrics::Metrics;
-use crate::upstream::{self, State, Upstreams};
 use mcpproxy_activity::{ClientRecord, Journal, Source, Status};
 use mcpproxy_policy::ToolScanner;
 use mcpproxy_policy::{
     Annotations, EffectiveAnnotations, Evaluation, Pipeline, SafetyClass, call_with,
 };
+use mcpproxy_upstream::back_channel::CallOrigin;
+use mcpproxy_upstream::index::ToolIndex;
+use mcpproxy_upstream::{self as upstream, State, Upstreams};
 
 /// Who is calling, for the audit record.
 #[derive(Debug, Clone)]

@@ -10,7 +10,7 @@ use rmcp::model::{
     ServerResult,
 };
 
-use crate::back_channel::CallOrigin;
+use mcpproxy_upstream::back_channel::CallOrigin;
 
 use super::catalog::unexpected;
 use super::{CatalogError, Proxy};

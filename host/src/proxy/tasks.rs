@@ -24,10 +24,10 @@ use rmcp::model::{
 };
 use serde_json::json;
 
-use crate::back_channel::{CallOrigin, SessionKey};
-use crate::upstream::{self, Upstream};
 use mcpproxy_activity::{ActivityRecord, Status};
 use mcpproxy_policy::Evaluation;
+use mcpproxy_upstream::back_channel::{CallOrigin, SessionKey};
+use mcpproxy_upstream::{self as upstream, Upstream};
 
 use super::catalog::unexpected;
 use super::{CallOutcome, CatalogError, Proxy, Scope};

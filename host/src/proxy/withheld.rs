@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use crate::upstream::{ServerStatus, State};
+use mcpproxy_upstream::{ServerStatus, State};
 
 /// The servers and tools that wait for a person's approval.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
@@ -129,7 +129,7 @@ fn plural(count: usize) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::upstream::TransportKind;
+    use mcpproxy_upstream::TransportKind;
 
     fn status(name: &str, state: State, quarantined: bool, pending: &[&str]) -> ServerStatus {
         ServerStatus {
