@@ -4,7 +4,9 @@
 //! API, the page and the command line. Below it, and unable to name it: `mcpproxy-plugin-host`
 //! (wasmtime, the WIT worlds, the embedded plugins), `mcpproxy-activity` (the journal),
 //! `mcpproxy-upstream` (the client sessions to upstream servers, the back channel, the tool
-//! index, OAuth logins), `mcpproxy-trust` (approvals, pins, holds), `mcpproxy-auth`
+//! index, OAuth logins), `mcpproxy-cluster` (the state replicas share, the cluster's
+//! journal), `mcpproxy-trust` (approvals, pins, holds), `mcpproxy-rate-limit` (token
+//! buckets), `mcpproxy-auth`
 //! (credentials, client tokens, the loopback rule, masking),
 //! `mcpproxy-config` (`mcp_config.json` read and validated), `mcpproxy-policy` (the
 //! vocabulary and the pipeline), and the sandbox, the egress proxy and the helpers.
@@ -13,12 +15,10 @@
 //! architecture test in `tests/architecture.rs` checks it, `docs/architecture.md` draws it):
 //!
 //! 0. `listener` (the TCP listener: connection cap, header timeout, shutdown), `metrics`
-//!    (Prometheus), `rate_limit` (token buckets);
-//! 1. `telemetry` (OTLP export of the call spans), `cluster_journal` (the cluster's journal
-//!    read back from the ClickHouse sink's table), `scoping` (what a logged-in caller sees);
+//!    (Prometheus);
+//! 1. `telemetry` (OTLP export of the call spans), `scoping` (what a logged-in caller sees);
 //! 2. `control` (one owner per data dir: its socket; the bridge and relay of every other
-//!    process), `cluster` (the state replicas share in PostgreSQL: trust decisions,
-//!    LISTEN/NOTIFY);
+//!    process);
 //! 3. `proxy`: the shared core: resolve, judge, call, record; search;
 //! 4. `runtime` (the running proxy built from a `Config`), `manage` (changes to the
 //!    upstream servers while running, validated, written back, applied);
@@ -30,15 +30,12 @@
 
 mod api;
 mod cli;
-mod cluster;
-mod cluster_journal;
 mod control;
 mod listener;
 mod manage;
 mod mcp;
 mod metrics;
 mod proxy;
-mod rate_limit;
 mod runtime;
 mod scoping;
 mod telemetry;

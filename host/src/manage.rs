@@ -199,7 +199,7 @@ pub(crate) struct Manager {
     running: tokio::sync::Mutex<Config>,
     /// The cluster whose servers these are (`cluster.postgres`): changes go to its table,
     /// not to the file.
-    cluster: Option<Arc<crate::cluster::Cluster>>,
+    cluster: Option<Arc<mcpproxy_cluster::Cluster>>,
 }
 
 impl Manager {
@@ -221,7 +221,7 @@ impl Manager {
     }
 
     /// Changes go to the servers `cluster` shares, and its changes apply here.
-    pub(crate) fn with_cluster(mut self, cluster: Option<Arc<crate::cluster::Cluster>>) -> Self {
+    pub(crate) fn with_cluster(mut self, cluster: Option<Arc<mcpproxy_cluster::Cluster>>) -> Self {
         self.cluster = cluster;
         self
     }

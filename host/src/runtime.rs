@@ -240,7 +240,7 @@ impl Runtime {
         config_file: Option<&Path>,
         plugins_dir: Option<PathBuf>,
         shared: Option<Arc<TrustStore>>,
-        buckets: Option<Arc<dyn crate::rate_limit::BucketStore>>,
+        buckets: Option<Arc<dyn mcpproxy_rate_limit::BucketStore>>,
     ) -> Result<Self> {
         let plugins_dir = plugins_dir.or_else(|| config.plugins.dir.clone());
         let plugins = load_plugins(&config, data_dir, plugins_dir.as_deref())?;
@@ -318,7 +318,7 @@ impl Runtime {
                 .with_rate_limits(crate::proxy::RateLimits::new(
                     config.rate_limits.clone(),
                     buckets
-                        .unwrap_or_else(|| Arc::new(crate::rate_limit::MemoryBuckets::default())),
+                        .unwrap_or_else(|| Arc::new(mcpproxy_rate_limit::MemoryBuckets::default())),
                 ))
                 .with_guards(mcpproxy_policy::Guards::new(plugin::result_guards(&guards)))
                 .with_code_execution(config.code_execution.enabled.then(|| {

@@ -21,7 +21,7 @@ use mcpproxy_activity::{Filter, RecordType, Status, parse_record_id, parse_times
 use mcpproxy_policy::OperationType;
 
 use super::{ApiError, ApiState, ok};
-use crate::cluster_journal::ClusterJournal;
+use mcpproxy_cluster::journal::ClusterJournal;
 
 /// The default and largest page.
 pub(super) const DEFAULT_LIMIT: usize = 50;
@@ -165,9 +165,9 @@ fn cluster_of(
 
 /// A cluster journal error: a query too wide is the caller's to narrow (400); anything else
 /// is the cluster journal's (502), its message saying what to check.
-fn cluster_error(error: crate::cluster_journal::Error) -> ApiError {
+fn cluster_error(error: mcpproxy_cluster::journal::Error) -> ApiError {
     let status = match error {
-        crate::cluster_journal::Error::TooMany { .. } => http::StatusCode::BAD_REQUEST,
+        mcpproxy_cluster::journal::Error::TooMany { .. } => http::StatusCode::BAD_REQUEST,
         _ => http::StatusCode::BAD_GATEWAY,
     };
     tracing::warn!("reading the cluster journal failed: {error}");

@@ -37,7 +37,7 @@ pub(crate) struct ApiState {
     pub reloader: Option<Arc<crate::runtime::Reloader>>,
     /// The cluster's journal (`cluster=true` on the activity endpoints), or why there is
     /// none (no `cluster.journal`, or its sink's settings do not say where it is).
-    pub cluster_journal: Result<Arc<crate::cluster_journal::ClusterJournal>, String>,
+    pub cluster_journal: Result<Arc<mcpproxy_cluster::journal::ClusterJournal>, String>,
 }
 
 /// `/api/v1/...`, with the key check on every route.

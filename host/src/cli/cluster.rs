@@ -50,8 +50,10 @@ impl ClusterCommand {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        let status =
-            runtime.block_on(crate::cluster::status(&loaded.config.cluster, &credentials))?;
+        let status = runtime.block_on(mcpproxy_cluster::status(
+            &loaded.config.cluster,
+            &credentials,
+        ))?;
         let up = status.replicas.iter().filter(|r| r.up).count();
         if !print_data(&status, args.output)? {
             print_status(&status, up);
@@ -64,7 +66,7 @@ impl ClusterCommand {
     }
 }
 
-fn print_status(status: &crate::cluster::Status, up: usize) {
+fn print_status(status: &mcpproxy_cluster::Status, up: usize) {
     println!("database: {}", status.database);
     println!(
         "schema: version {} (this mcpproxy: {})",

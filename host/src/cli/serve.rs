@@ -172,7 +172,7 @@ impl ServeCommand {
         // A replica of a cluster: the state the replicas share, joined before anything runs.
         let cluster = match config.cluster.postgres {
             Some(_) => Some(
-                crate::cluster::Cluster::join(
+                mcpproxy_cluster::Cluster::join(
                     &config.cluster,
                     &mcpproxy_auth::credentials::CredentialStore::open(&data_dir)?,
                     shutdown.clone(),
@@ -202,8 +202,8 @@ impl ServeCommand {
                     self.plugins.clone(),
                     cluster.as_ref().map(|c| c.trust().clone()),
                     cluster.as_ref().map(|c| {
-                        Arc::new(crate::cluster::SharedBuckets::new(c.clone()))
-                            as Arc<dyn crate::rate_limit::BucketStore>
+                        Arc::new(mcpproxy_cluster::SharedBuckets::new(c.clone()))
+                            as Arc<dyn mcpproxy_rate_limit::BucketStore>
                     }),
                 )
             })
@@ -319,9 +319,11 @@ impl ServeCommand {
             metrics_public: runtime.config.http.metrics_public,
             manager: Some(manager.clone()),
             reloader: Some(reloader),
-            cluster_journal: crate::cluster_journal::ClusterJournal::from_config(&runtime.config)
-                .map(Arc::new)
-                .map_err(|e| e.to_string()),
+            cluster_journal: mcpproxy_cluster::journal::ClusterJournal::from_config(
+                &runtime.config,
+            )
+            .map(Arc::new)
+            .map_err(|e| e.to_string()),
         };
         let http = &runtime.config.http;
         let endpoint = mcp::http::Endpoint {

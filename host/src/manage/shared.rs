@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::cluster::{ChangeError, Cluster, config_with_servers};
+use mcpproxy_cluster::{ChangeError, Cluster, config_with_servers};
 use mcpproxy_config::document::Document;
 use mcpproxy_config::{self as config, Config, ServerConfig};
 

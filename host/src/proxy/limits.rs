@@ -15,7 +15,7 @@ use super::{CallContext, Proxy};
 use mcpproxy_config::Limit;
 use mcpproxy_config::RateLimitsConfig;
 
-use crate::rate_limit::{BucketStore, MemoryBuckets, key};
+use mcpproxy_rate_limit::{BucketStore, MemoryBuckets, key};
 
 /// The JSON-RPC error code of a call refused by a rate limit (the server-error range).
 pub(crate) const RATE_LIMITED_CODE: i32 = -32029;
@@ -40,7 +40,7 @@ impl Default for RateLimits {
 pub(crate) struct Limited {
     /// The config key of the limit, e.g. `rate_limits.tools.prod-db:drop_table`.
     pub(crate) limit: String,
-    /// The bucket's key (see `crate::rate_limit::key`).
+    /// The bucket's key (see `mcpproxy_rate_limit::key`).
     pub(crate) key: String,
     /// Whole seconds until the bucket holds a token again (at least 1).
     pub(crate) retry_after: u64,
@@ -143,8 +143,8 @@ impl Proxy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rate_limit::Clock;
     use mcpproxy_config::Per;
+    use mcpproxy_rate_limit::Clock;
 
     struct Frozen;
 

@@ -12,8 +12,8 @@ use mcpproxy_activity::{Journal, JournalOptions};
 
 use crate::cli::Globals;
 use crate::cli::remote::Remote;
-use crate::cluster_journal::ClusterJournal;
 use crate::runtime::journal_path;
+use mcpproxy_cluster::journal::ClusterJournal;
 use mcpproxy_config::{self as config, Config};
 
 #[derive(Debug, Args)]

@@ -28,7 +28,7 @@ const SEED_LOCK_KEY: i64 = 0x6d63_7070_726f_787a;
 
 /// Why a change to the cluster's servers was not made.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum ChangeError {
+pub enum ChangeError {
     #[error("{0}")]
     Edit(#[from] EditError),
     /// The change would make the config invalid.
@@ -47,7 +47,7 @@ pub(crate) enum ChangeError {
 /// The config a replica runs: its file (`path`; absent: every default) with the cluster's
 /// servers, validated as a whole. Also returns whether the file's own `mcpServers` differ
 /// from the cluster's (they are ignored).
-pub(crate) fn config_with_servers(
+pub fn config_with_servers(
     path: Option<&Path>,
     home: Option<&Path>,
     servers: &[(String, Value)],
@@ -123,7 +123,7 @@ fn validate(
 
 impl Cluster {
     /// The cluster's servers, `(name, entry)` in the order they were added.
-    pub(crate) async fn servers(&self) -> Result<Vec<(String, Value)>> {
+    pub async fn servers(&self) -> Result<Vec<(String, Value)>> {
         let client = self.client().await?;
         let rows = client
             .query(
@@ -147,10 +147,7 @@ impl Cluster {
 
     /// The servers at this replica's start: the first replica ever seeds the table with
     /// `seed` (its file's servers); every later one reads what the table holds.
-    pub(crate) async fn servers_at_start(
-        &self,
-        seed: &[(String, Value)],
-    ) -> Result<Vec<(String, Value)>> {
+    pub async fn servers_at_start(&self, seed: &[(String, Value)]) -> Result<Vec<(String, Value)>> {
         let mut client = self.db.connect().await?;
         let failed = |e| self.db.failed("seeding the servers", &e);
         let tx = client.transaction().await.map_err(failed)?;
@@ -194,7 +191,7 @@ impl Cluster {
     /// the cluster's servers, the result validated as a whole config, and the one server
     /// it changed (`name`) written in one transaction with its notification. Returns the
     /// config as changed.
-    pub(crate) async fn change_server(
+    pub async fn change_server(
         &self,
         path: Option<&Path>,
         home: Option<&Path>,

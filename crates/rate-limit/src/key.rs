@@ -8,14 +8,14 @@
 //! Server names cannot hold `:` (the config refuses it); a subject or a tool name may, and
 //! is the last part of its key, so keys never collide.
 
-pub(crate) fn identity(subject: &str) -> String {
+pub fn identity(subject: &str) -> String {
     format!("identity:{subject}")
 }
 
-pub(crate) fn tool(server: &str, tool: &str) -> String {
+pub fn tool(server: &str, tool: &str) -> String {
     format!("tool:{server}:{tool}")
 }
 
-pub(crate) fn upstream(server: &str) -> String {
+pub fn upstream(server: &str) -> String {
     format!("upstream:{server}")
 }

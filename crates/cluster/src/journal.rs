@@ -19,5 +19,5 @@ mod reader;
 mod sql;
 mod target;
 
-pub(crate) use error::Error;
-pub(crate) use reader::ClusterJournal;
+pub use error::Error;
+pub use reader::ClusterJournal;

@@ -13,11 +13,14 @@
 //!   that hold across the cluster;
 //! - `status`: each replica's heartbeat, and what `mcpproxy cluster status` shows;
 //! - `replica`: [`Cluster`], this replica's link: joining, its writer, its listener and its
-//!   heartbeat.
+//!   heartbeat;
+//! - `journal`: the cluster's journal read back from the ClickHouse sink's table (what
+//!   `activity --cluster` and the REST API's `cluster=true` answer from).
 
 mod bucket;
 mod connect;
 mod error;
+pub mod journal;
 mod migrate;
 mod replica;
 mod servers;
@@ -27,8 +30,8 @@ mod trust_sync;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use bucket::SharedBuckets;
-pub(crate) use error::Error;
-pub(crate) use replica::Cluster;
-pub(crate) use servers::{ChangeError, config_with_servers};
-pub(crate) use status::{Status, status};
+pub use bucket::SharedBuckets;
+pub use error::Error;
+pub use replica::Cluster;
+pub use servers::{ChangeError, config_with_servers};
+pub use status::{Status, status};

@@ -26,7 +26,7 @@ use mcpproxy_config::Config;
 pub(super) const MAX_SCAN: usize = 1_000_000;
 
 /// The cluster's journal, read from the ClickHouse sink's table.
-pub(crate) struct ClusterJournal {
+pub struct ClusterJournal {
     client: Client,
     table: String,
 }
@@ -41,7 +41,7 @@ struct Row {
 impl ClusterJournal {
     /// The reader of the journal `cluster.journal` names; an error when none is configured
     /// or its settings do not say where the table is.
-    pub(crate) fn from_config(config: &Config) -> Result<Self, Error> {
+    pub fn from_config(config: &Config) -> Result<Self, Error> {
         let target = Target::from_config(config)?;
         let table = sql::table(&target.database, &target.table).ok_or_else(|| Error::Settings {
             sink: target.sink.clone(),
@@ -55,18 +55,13 @@ impl ClusterJournal {
     }
 
     /// Where the journal is, as messages show it (no credentials).
-    pub(crate) fn shown_url(&self) -> &str {
+    pub fn shown_url(&self) -> &str {
         &self.client.target().shown
     }
 
     /// Records matching `filter`, newest first: skips `offset` matches, returns up to
     /// `limit` and whether more match.
-    pub(crate) async fn query(
-        &self,
-        filter: &Filter,
-        limit: usize,
-        offset: usize,
-    ) -> Result<Page, Error> {
+    pub async fn query(&self, filter: &Filter, limit: usize, offset: usize) -> Result<Page, Error> {
         let mut page = Page::default();
         if filter
             .start_ms
@@ -94,7 +89,7 @@ impl ClusterJournal {
     }
 
     /// The record with id `id`, if any replica delivered it.
-    pub(crate) async fn get(&self, id: &str) -> Result<Option<ActivityRecord>, Error> {
+    pub async fn get(&self, id: &str) -> Result<Option<ActivityRecord>, Error> {
         if parse_record_id(id).is_none() {
             return Ok(None);
         }
@@ -107,7 +102,7 @@ impl ClusterJournal {
 
     /// The statistics of the records matching `filter` of one type (the filter's, else tool
     /// calls), as [`Journal::call_stats`](mcpproxy_activity::Journal::call_stats) gives them.
-    pub(crate) async fn call_stats(&self, filter: &Filter) -> Result<CallStats, Error> {
+    pub async fn call_stats(&self, filter: &Filter) -> Result<CallStats, Error> {
         let record_type = filter.record_type.unwrap_or(RecordType::ToolCall);
         let filter = Filter {
             record_type: Some(record_type),

@@ -27,7 +27,7 @@ use mcpproxy_trust::TrustStore;
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// This replica's link to the shared state.
-pub(crate) struct Cluster {
+pub struct Cluster {
     pub(super) db: Database,
     /// This replica's name (`cluster.replica`, else `replica-<pid>@<host>`).
     pub(super) replica: String,
@@ -52,7 +52,7 @@ impl std::fmt::Debug for Cluster {
 impl Cluster {
     /// Connects to `config.postgres`, brings its schema up to date, loads the trust
     /// decisions and starts this replica's writer and listener (until `shutdown`).
-    pub(crate) async fn join(
+    pub async fn join(
         config: &ClusterConfig,
         credentials: &CredentialStore,
         shutdown: CancellationToken,
@@ -102,13 +102,13 @@ impl Cluster {
     }
 
     /// The trust decisions the replicas share.
-    pub(crate) fn trust(&self) -> &Arc<TrustStore> {
+    pub fn trust(&self) -> &Arc<TrustStore> {
         &self.trust
     }
 
     /// Waits until the cluster's servers may have changed (another replica's change, or
     /// the listening connection made again).
-    pub(crate) async fn servers_changed(&self) {
+    pub async fn servers_changed(&self) {
         self.servers_changed.notified().await;
     }
 

@@ -15,7 +15,7 @@ use super::error::{Error, Result};
 use super::replica::Cluster;
 use mcpproxy_config::Limit;
 
-use crate::rate_limit::{self, BucketStore, StoreError, TakeFuture};
+use mcpproxy_rate_limit::{self as rate_limit, BucketStore, StoreError, TakeFuture};
 
 /// The longest key, in bytes.
 pub(crate) const MAX_KEY_BYTES: usize = 512;
@@ -25,7 +25,7 @@ const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// What a take found.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Take {
+pub struct Take {
     /// A token was taken: the call may go.
     pub allowed: bool,
     /// When refused, how long until a whole token is back (zero when allowed).
@@ -51,7 +51,7 @@ RETURNING tokens, allowed";
 impl Cluster {
     /// Takes one token from the shared bucket `key` (`capacity` tokens at most, refilled at
     /// `refill_per_sec`); creates it full on first use.
-    pub(crate) async fn take(&self, key: &str, capacity: f64, refill_per_sec: f64) -> Result<Take> {
+    pub async fn take(&self, key: &str, capacity: f64, refill_per_sec: f64) -> Result<Take> {
         if key.is_empty() || key.len() > MAX_KEY_BYTES {
             return Err(Error::Bucket(format!(
                 "a bucket key is 1 to {MAX_KEY_BYTES} bytes, not {}",
@@ -105,12 +105,12 @@ fn retry_after(tokens: f64, refill_per_sec: f64) -> Duration {
 /// shared bucket in the database ([`Cluster::take`]), so a limit holds across replicas. A
 /// take the database cannot answer is an error, and the proxy refuses the call: a limit
 /// that cannot be checked is not waived.
-pub(crate) struct SharedBuckets {
+pub struct SharedBuckets {
     cluster: Arc<Cluster>,
 }
 
 impl SharedBuckets {
-    pub(crate) fn new(cluster: Arc<Cluster>) -> Self {
+    pub fn new(cluster: Arc<Cluster>) -> Self {
         Self { cluster }
     }
 }

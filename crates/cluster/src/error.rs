@@ -3,7 +3,7 @@
 
 /// Why the shared state cannot be used.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum Error {
+pub enum Error {
     #[error("cluster.postgres: {0}")]
     Url(String),
     #[error(
@@ -55,7 +55,7 @@ pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     /// Whether trying again on a new connection may work (the connection broke, the server
     /// restarted or was unreachable), rather than the database refusing the statement.
-    pub(crate) fn is_transient(&self) -> bool {
+    pub fn is_transient(&self) -> bool {
         match self {
             Error::Connect { .. } => true,
             Error::Query { transient, .. } => *transient,

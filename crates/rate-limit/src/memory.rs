@@ -14,7 +14,7 @@ use super::{Bucket, BucketStore, Take, TakeFuture};
 pub(crate) const MAX_BUCKETS: usize = 100_000;
 
 /// Where a store reads the time: a monotonic [`Duration`] since a fixed origin.
-pub(crate) trait Clock: Send + Sync {
+pub trait Clock: Send + Sync {
     fn now(&self) -> Duration;
 }
 
@@ -35,7 +35,7 @@ impl Clock for SystemClock {
 }
 
 /// Buckets in memory.
-pub(crate) struct MemoryBuckets {
+pub struct MemoryBuckets {
     clock: Arc<dyn Clock>,
     buckets: Mutex<HashMap<String, (Bucket, Limit)>>,
 }
@@ -47,7 +47,7 @@ impl Default for MemoryBuckets {
 }
 
 impl MemoryBuckets {
-    pub(crate) fn with_clock(clock: Arc<dyn Clock>) -> Self {
+    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
         Self {
             clock,
             buckets: Mutex::default(),
@@ -55,7 +55,7 @@ impl MemoryBuckets {
     }
 
     /// Takes a token now (the store's work, without the future around it).
-    pub(crate) fn take_now(&self, key: &str, limit: &Limit) -> Take {
+    pub fn take_now(&self, key: &str, limit: &Limit) -> Take {
         let now = self.clock.now();
         let mut buckets = mcpproxy_support::lock(&self.buckets);
         if buckets.len() >= MAX_BUCKETS && !buckets.contains_key(key) {

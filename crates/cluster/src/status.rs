@@ -21,7 +21,7 @@ const MISSED_BEATS: u32 = 3;
 
 /// The cluster as the database sees it.
 #[derive(Debug, Clone, Serialize)]
-pub(crate) struct Status {
+pub struct Status {
     /// `host:port/dbname (user NAME)`.
     pub database: String,
     pub schema_version: i32,
@@ -41,7 +41,7 @@ pub(crate) struct Status {
 
 /// One replica's heartbeat.
 #[derive(Debug, Clone, Serialize)]
-pub(crate) struct Replica {
+pub struct Replica {
     pub name: String,
     /// The mcpproxy version it runs.
     pub version: String,
@@ -55,10 +55,7 @@ pub(crate) struct Replica {
 }
 
 /// Reads the status of the cluster at `config.postgres` (nothing is written).
-pub(crate) async fn status(
-    config: &ClusterConfig,
-    credentials: &CredentialStore,
-) -> Result<Status> {
+pub async fn status(config: &ClusterConfig, credentials: &CredentialStore) -> Result<Status> {
     let url = config.postgres.as_deref().ok_or_else(|| {
         super::Error::Url("is not set: this mcpproxy is not part of a cluster".to_owned())
     })?;

@@ -8,14 +8,14 @@ use mcpproxy_config::Limit;
 
 /// A bucket's state: the tokens it holds at `at`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Bucket {
-    pub(crate) tokens: f64,
-    pub(crate) at: Duration,
+pub struct Bucket {
+    pub tokens: f64,
+    pub at: Duration,
 }
 
 impl Bucket {
     /// A full bucket at `now`.
-    pub(crate) fn full(limit: &Limit, now: Duration) -> Self {
+    pub fn full(limit: &Limit, now: Duration) -> Self {
         Self {
             tokens: f64::from(limit.burst),
             at: now,
@@ -29,12 +29,12 @@ impl Bucket {
     }
 
     /// Whether the bucket would be full at `now` (a store may forget it then).
-    pub(crate) fn is_full(&self, limit: &Limit, now: Duration) -> bool {
+    pub fn is_full(&self, limit: &Limit, now: Duration) -> bool {
         self.refilled(limit, now) >= f64::from(limit.burst)
     }
 
     /// Takes one token at `now`: `None` when taken, else how long until one is there.
-    pub(crate) fn take(&mut self, limit: &Limit, now: Duration) -> Option<Duration> {
+    pub fn take(&mut self, limit: &Limit, now: Duration) -> Option<Duration> {
         let tokens = self.refilled(limit, now);
         self.at = now.max(self.at);
         if tokens >= 1.0 {

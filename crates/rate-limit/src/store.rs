@@ -10,22 +10,21 @@ use mcpproxy_config::Limit;
 
 /// The answer of [`BucketStore::take`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Take {
+pub struct Take {
     /// A token was taken: the call may go ahead.
-    pub(crate) allowed: bool,
+    pub allowed: bool,
     /// When refused, how long until the bucket holds a token again (zero when allowed).
-    pub(crate) retry_after: Duration,
+    pub retry_after: Duration,
 }
 
 /// Why a store could not answer (a shared store out of reach). The proxy refuses the
 /// call: a limit that cannot be checked is not waived.
 #[derive(Debug, thiserror::Error)]
 #[error("the rate-limit store cannot answer: {0}")]
-pub(crate) struct StoreError(pub(crate) String);
+pub struct StoreError(pub String);
 
 /// What [`BucketStore::take`] returns.
-pub(crate) type TakeFuture<'a> =
-    Pin<Box<dyn Future<Output = Result<Take, StoreError>> + Send + 'a>>;
+pub type TakeFuture<'a> = Pin<Box<dyn Future<Output = Result<Take, StoreError>> + Send + 'a>>;
 
 /// Token buckets by key (see [`super::key`] for the format).
 ///
@@ -36,6 +35,6 @@ pub(crate) type TakeFuture<'a> =
 /// changes a limit, the bucket keeps its tokens (capped at the new burst) and refills at the
 /// new rate. A store may forget a bucket that is full, since a full bucket and a fresh one
 /// are the same.
-pub(crate) trait BucketStore: Send + Sync {
+pub trait BucketStore: Send + Sync {
     fn take<'a>(&'a self, key: &'a str, limit: &'a Limit) -> TakeFuture<'a>;
 }

@@ -3,7 +3,7 @@
 
 /// An error of the cluster journal's reader.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum Error {
+pub enum Error {
     /// No `cluster.journal` in the config.
     #[error(
         "no cluster journal is configured: set \"cluster\": {{\"journal\": \"clickhouse-sink\"}} \
