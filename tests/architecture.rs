@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 
 /// The workspace's crates from the bottom of the graph up, with their directories: a crate
 /// may depend only on crates before it.
-const CRATES: [(&str, &str); 14] = [
+const CRATES: [(&str, &str); 15] = [
     ("mcpproxy-support", "crates/support"),
     ("mcpproxy-sandbox", "crates/sandbox"),
     ("mcpproxy-policy", "crates/policy"),
@@ -45,6 +45,7 @@ const CRATES: [(&str, &str); 14] = [
     ("mcpproxy-upstream", "crates/upstream"),
     ("mcpproxy-plugin-host", "crates/plugin-host"),
     ("mcpproxy-plugin-kit", "crates/plugin-kit"),
+    ("mcpproxy-server", "crates/server"),
     ("mcpproxy", "host"),
 ];
 
@@ -160,7 +161,7 @@ const UNSAFE_ALLOWED: &[&str] = &[
     "crates/activity/src/journal/writer/thread.rs",
     "crates/plugin-host/src/memory.rs",
     "crates/plugin-host/benches/script.rs",
-    "host/src/listener.rs",
+    "crates/server/src/listener.rs",
     "host/src/cli/output.rs",
     "crates/upstream/src/child.rs",
     // wasmtime's `Component::deserialize` of our own compile cache.
@@ -177,9 +178,9 @@ const UNSAFE_ALLOWED: &[&str] = &[
     "tests/upstream_secrets.rs",
 ];
 
-/// The top-level modules of the proxy crate (`host/src`), by layer from the bottom up. A
-/// module may use modules of lower layers (and its own submodules), never one of its own
-/// layer or above.
+/// The top-level modules of the running proxy's crate (`crates/server/src`), by layer from the
+/// bottom up. A module may use modules of lower layers (and its own submodules), never one
+/// of its own layer or above.
 ///
 /// | Layer | Modules | What they are |
 /// |---|---|---|
@@ -189,16 +190,17 @@ const UNSAFE_ALLOWED: &[&str] = &[
 /// | 3 | `proxy` | resolve, judge, call, record |
 /// | 4 | `manage`, `runtime` | changes to the servers while running; the running proxy built from a config |
 /// | 5 | `api`, `mcp`, `web` | the front ends: REST, MCP, the page |
-/// | 6 | `cli` | the command line |
-const MODULE_LAYERS: [&[&str]; 7] = [
+const MODULE_LAYERS: [&[&str]; 6] = [
     &["listener", "metrics"],
     &["telemetry", "scoping"],
     &["control"],
     &["proxy"],
     &["manage", "runtime"],
     &["api", "mcp", "web"],
-    &["cli"],
 ];
+
+/// Where the layered modules are: the running proxy's crate.
+const SERVER_SRC: &str = "crates/server/src";
 
 /// The workspace root (the proxy crate's manifest is in `host/`).
 fn workspace() -> PathBuf {
@@ -416,14 +418,14 @@ fn nothing_below_the_proxy_mentions_rmcp() {
 
 #[test]
 fn proxy_modules_use_only_modules_of_lower_layers() {
-    let src = workspace().join("host/src");
+    let src = workspace().join(SERVER_SRC);
     let layer_of = layer_index();
     let declared = declared_modules(&read(&src.join("lib.rs")));
     let mut violations = Vec::new();
     for module in &declared {
         if !layer_of.contains_key(module.as_str()) {
             violations.push(format!(
-                "host/src/lib.rs: module `{module}` is in no layer \
+                "{SERVER_SRC}/lib.rs: module `{module}` is in no layer \
                  (rule: every top-level module has a layer in MODULE_LAYERS, tests/architecture.rs)"
             ));
         }
@@ -431,7 +433,7 @@ fn proxy_modules_use_only_modules_of_lower_layers() {
     for module in layer_of.keys() {
         if !declared.iter().any(|m| m == module) {
             violations.push(format!(
-                "tests/architecture.rs: MODULE_LAYERS names `{module}`, which host/src/lib.rs \
+                "tests/architecture.rs: MODULE_LAYERS names `{module}`, which {SERVER_SRC}/lib.rs \
                  does not declare"
             ));
         }
@@ -442,9 +444,9 @@ fn proxy_modules_use_only_modules_of_lower_layers() {
         if file.extension().is_none_or(|e| e != "rs") {
             continue;
         }
-        let rel = file.strip_prefix(&src).expect("under host/src");
+        let rel = file.strip_prefix(&src).expect("under the server's sources");
         let Some(module) = top_module(rel) else {
-            continue; // lib.rs and main.rs: the crate roots
+            continue; // lib.rs: the crate root
         };
         let Some(&from) = layer_of.get(module.as_str()) else {
             continue; // reported above
@@ -459,7 +461,7 @@ fn proxy_modules_use_only_modules_of_lower_layers() {
             };
             if to >= from {
                 violations.push(format!(
-                    "host/src/{}:{line}: `{module}` (layer {from}) uses `{used}` (layer {to}) \
+                    "{SERVER_SRC}/{}:{line}: `{module}` (layer {from}) uses `{used}` (layer {to}) \
                      (rule: a module uses only modules of lower layers{})",
                     rel.display(),
                     if to == from {

@@ -4,11 +4,11 @@
 //! No input panics, and every accepted input keeps the invariants the rest of the proxy
 //! relies on.
 
-use mcpproxy::{parse_call, split_name};
 use mcpproxy_activity::ActivityRecord;
 use mcpproxy_activity::{MAX_NAME_BYTES, MAX_TEXT_BYTES};
 use mcpproxy_config::Config;
 use mcpproxy_policy::OperationType;
+use mcpproxy_server::proxy::{parse_call, split_name};
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 
-use crate::api::key;
 use mcpproxy_config as config;
+use mcpproxy_server::api::key;
 
 use super::Globals;
 

@@ -176,7 +176,7 @@ fn quiet_on_closed_stdout() {
 pub(super) fn init_logging(
     verbose: u8,
     serving: bool,
-    traces: Option<&crate::telemetry::TraceExport>,
+    traces: Option<&mcpproxy_server::telemetry::TraceExport>,
 ) {
     use tracing_subscriber::Layer;
     use tracing_subscriber::layer::SubscriberExt;

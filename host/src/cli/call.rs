@@ -10,12 +10,12 @@ use anyhow::{Context, Result, anyhow};
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value, json};
 
-use crate::mcp::LEGACY_CALL_TOOL_MESSAGE;
-use crate::proxy::{CallContext, CallReport, Ending, parse_call, split_name};
-use crate::runtime::Runtime;
 use mcpproxy_activity::Source;
 use mcpproxy_config as config;
 use mcpproxy_policy::{OperationType, is_data_sensitivity};
+use mcpproxy_server::mcp::LEGACY_CALL_TOOL_MESSAGE;
+use mcpproxy_server::proxy::{CallContext, CallReport, Ending, parse_call, split_name};
+use mcpproxy_server::runtime::Runtime;
 use mcpproxy_support::quote;
 
 use super::output::{

@@ -11,8 +11,8 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value, json};
 
-use crate::proxy::CodeReport;
 use mcpproxy_config as config;
+use mcpproxy_server::proxy::CodeReport;
 use mcpproxy_support::quote;
 
 use super::output::{Format, Tone, paint_err, print_data};

@@ -1,6 +1,6 @@
 //! A `serve` that starts beside a running owner is its front-end: `--stdio` carries the
-//! IDE's session to it ([`crate::control::bridge`]), HTTP relays connections to it
-//! ([`crate::control::relay`]). When the owner goes away the front-end says so, and `serve`
+//! IDE's session to it ([`mcpproxy_server::control::bridge`]), HTTP relays connections to it
+//! ([`mcpproxy_server::control::relay`]). When the owner goes away the front-end says so, and `serve`
 //! tries to take the data dir over (see `serve.rs`); this module holds the running
 //! front-end across those attempts and hands its stdio or its listener to the new owner.
 
@@ -12,9 +12,9 @@ use anyhow::{Context, Result, bail};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::control::attach::Preamble;
-use crate::control::bridge::{self, Hooks};
-use crate::control::relay::Relay;
+use mcpproxy_server::control::attach::Preamble;
+use mcpproxy_server::control::bridge::{self, Hooks};
+use mcpproxy_server::control::relay::Relay;
 
 /// The front-end this process runs.
 pub(super) enum FrontEnd {

@@ -18,8 +18,8 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-use crate::runtime::Runtime;
 use mcpproxy_config as config;
+use mcpproxy_server::runtime::Runtime;
 use mcpproxy_upstream::State;
 
 use super::Globals;

@@ -9,7 +9,6 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::runtime::plugin_engine;
 use mcpproxy_activity::{ActivityRecord, RecordType, SinkBatch, Source, Status};
 use mcpproxy_plugin_host::Bytes;
 use mcpproxy_plugin_host::{Plugin, PluginKind, PluginSet, PluginSettings, PluginSource};
@@ -21,6 +20,7 @@ use mcpproxy_policy::{
     AnnotationSource, Annotations, CallRequest, EffectiveAnnotations, OperationType, Outcome,
     SafetyClass, Tool, Verdict,
 };
+use mcpproxy_server::runtime::plugin_engine;
 
 use super::output::{Format, Tone, paint, print_data, print_table};
 use super::{EXIT_FAILURE, Globals};

@@ -9,8 +9,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow};
 use serde_json::Value;
 
-use crate::api::key;
 use mcpproxy_config::Config;
+use mcpproxy_server::api::key;
 
 /// A running server's REST API.
 pub(super) struct Remote {
@@ -26,8 +26,8 @@ impl Remote {
         let Some(key) = key::load_existing(data_dir, config.api_key.as_deref()) else {
             return Ok(None);
         };
-        if crate::control::connect(data_dir).await.is_some() {
-            let socket = crate::control::socket_path(data_dir);
+        if mcpproxy_server::control::connect(data_dir).await.is_some() {
+            let socket = mcpproxy_server::control::socket_path(data_dir);
             let http = reqwest::Client::builder()
                 .timeout(Duration::from_secs(30))
                 .unix_socket(socket.clone())

@@ -14,14 +14,14 @@ use clap::Args;
 use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{self, ApiState, key};
-use crate::listener;
-use crate::manage::Manager;
-use crate::mcp::{self, ProxyServer};
-use crate::runtime::Runtime;
 use mcpproxy_auth::access::Access;
 use mcpproxy_config::{self as config, Config, is_secret_text};
 use mcpproxy_policy::is_plugin_name;
+use mcpproxy_server::api::{self, ApiState, key};
+use mcpproxy_server::listener;
+use mcpproxy_server::manage::Manager;
+use mcpproxy_server::mcp::{self, ProxyServer};
+use mcpproxy_server::runtime::Runtime;
 
 use super::Globals;
 use super::handoff::{Event, FrontEnd};
@@ -101,7 +101,7 @@ impl ServeCommand {
             .ok()
             .and_then(|l| l.config.telemetry.otlp.as_ref())
         {
-            Some(otlp) => Some(crate::telemetry::TraceExport::start(otlp)?),
+            Some(otlp) => Some(mcpproxy_server::telemetry::TraceExport::start(otlp)?),
             None => None,
         };
         super::init_logging(globals.verbose, true, traces.as_ref());
@@ -183,7 +183,7 @@ impl ServeCommand {
         };
         let mut running_config = loaded.config.clone();
         if let Some(cluster) = &cluster {
-            let servers = crate::manage::cluster_servers(
+            let servers = mcpproxy_server::manage::cluster_servers(
                 cluster,
                 loaded.path.as_deref(),
                 globals.home.as_deref(),
@@ -223,7 +223,7 @@ impl ServeCommand {
                     None => continue,
                 }
             }
-            if let Some(owner) = crate::control::connect(&data_dir).await {
+            if let Some(owner) = mcpproxy_server::control::connect(&data_dir).await {
                 let started =
                     FrontEnd::start(owner, stdio.clone(), &data_dir, listen, shutdown.clone());
                 front = Some(started.await?);
@@ -232,7 +232,7 @@ impl ServeCommand {
             match build() {
                 Ok(runtime) => break runtime,
                 // Another process became the owner as this one started.
-                Err(e @ crate::runtime::Error::Held { .. }) => {
+                Err(e @ mcpproxy_server::runtime::Error::Held { .. }) => {
                     let Some(owner) = wait_for_owner(&data_dir, &shutdown).await else {
                         return Err(e.into());
                     };
@@ -260,7 +260,7 @@ impl ServeCommand {
         runtime.watch_upstream_metrics(shutdown.clone());
         // Without the socket this process still serves; only other mcpproxy processes on
         // the data dir cannot reach it (they say so).
-        let control = match crate::control::owner::ControlSocket::bind(&data_dir) {
+        let control = match mcpproxy_server::control::owner::ControlSocket::bind(&data_dir) {
             Ok(control) => Some(control),
             Err(e) => {
                 tracing::warn!(
@@ -285,9 +285,13 @@ impl ServeCommand {
             .with_cluster(cluster.clone()),
         );
         if let Some(cluster) = &cluster {
-            crate::manage::follow_cluster(manager.clone(), cluster.clone(), shutdown.clone());
+            mcpproxy_server::manage::follow_cluster(
+                manager.clone(),
+                cluster.clone(),
+                shutdown.clone(),
+            );
         }
-        if let Err(e) = crate::manage::watch(manager.clone(), shutdown.clone()) {
+        if let Err(e) = mcpproxy_server::manage::watch(manager.clone(), shutdown.clone()) {
             tracing::warn!(
                 "cannot watch the config file for edits (restart mcpproxy after editing it): {e}"
             );
@@ -298,13 +302,14 @@ impl ServeCommand {
             allowed_hosts: runtime.config.allowed_hosts.clone(),
             allowed_origins: runtime.config.allowed_origins.clone(),
         };
-        let reloader = Arc::new(crate::runtime::Reloader::new(
+        let reloader = Arc::new(mcpproxy_server::runtime::Reloader::new(
             runtime.config.clone(),
             data_dir.clone(),
             self.plugins.clone(),
             runtime.proxy.clone(),
         ));
-        if let Err(e) = crate::runtime::watch_plugins(reloader.clone(), shutdown.clone()) {
+        if let Err(e) = mcpproxy_server::runtime::watch_plugins(reloader.clone(), shutdown.clone())
+        {
             tracing::warn!(
                 "cannot watch the plugins dir for changes (run `mcpproxy plugins reload` after changing it): {e}"
             );
@@ -347,7 +352,7 @@ impl ServeCommand {
         }
         let app = mcp_router
             .merge(api::router(api_state))
-            .merge(crate::web::router(Arc::new(access.clone())));
+            .merge(mcpproxy_server::web::router(Arc::new(access.clone())));
         let control_path = control.as_ref().map(|c| c.path().to_owned());
         let control_server = control.map(|control| {
             tokio::spawn(control.serve(
@@ -403,7 +408,7 @@ impl ServeCommand {
             let _open = runtime
                 .proxy
                 .metrics()
-                .opened(crate::metrics::Open::Session, "stdio");
+                .opened(mcpproxy_server::metrics::Open::Session, "stdio");
             let service = stdio_server
                 .serve((stdin, tokio::io::stdout()))
                 .await
@@ -475,16 +480,18 @@ impl ServeCommand {
 /// closes (or while the winner starts): tried again every [`TAKEOVER_RETRY`].
 async fn take_over(
     data_dir: &std::path::Path,
-    build: &impl Fn() -> crate::runtime::Result<Runtime>,
+    build: &impl Fn() -> mcpproxy_server::runtime::Result<Runtime>,
     shutdown: &CancellationToken,
 ) -> Option<Runtime> {
     while !shutdown.is_cancelled() {
-        if crate::control::answers(data_dir).await {
+        if mcpproxy_server::control::answers(data_dir).await {
             return None;
         }
         match build() {
             Ok(runtime) => return Some(runtime),
-            Err(crate::runtime::Error::Held { .. }) => tokio::time::sleep(TAKEOVER_RETRY).await,
+            Err(mcpproxy_server::runtime::Error::Held { .. }) => {
+                tokio::time::sleep(TAKEOVER_RETRY).await
+            }
             Err(e) => {
                 tracing::error!(
                     "the owner of {} stopped and this process cannot take it over: {e}",
@@ -505,7 +512,7 @@ async fn wait_for_owner(
 ) -> Option<tokio::net::UnixStream> {
     let deadline = tokio::time::Instant::now() + OWNER_START_WAIT;
     while tokio::time::Instant::now() < deadline && !shutdown.is_cancelled() {
-        if let Some(owner) = crate::control::connect(data_dir).await {
+        if let Some(owner) = mcpproxy_server::control::connect(data_dir).await {
             return Some(owner);
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -525,8 +532,8 @@ pub(super) async fn bind_tcp(listen: SocketAddr) -> Result<tokio::net::TcpListen
 /// or (after `@server NAME`) of one upstream's direct endpoint.
 fn session_server(
     server: ProxyServer,
-    proxy: Arc<crate::proxy::Proxy>,
-) -> crate::control::owner::Sessions {
+    proxy: Arc<mcpproxy_server::proxy::Proxy>,
+) -> mcpproxy_server::control::owner::Sessions {
     let metrics = proxy.metrics().clone();
     let check_server = Arc::new(move |name: &str| {
         if proxy.upstreams().get(name).is_some() {
@@ -539,7 +546,7 @@ fn session_server(
         ))
     });
     let serve = Arc::new(move |fixed: Option<String>, read, write| {
-        let open = metrics.opened(crate::metrics::Open::Session, "socket");
+        let open = metrics.opened(mcpproxy_server::metrics::Open::Session, "socket");
         let mut server = server.for_new_session();
         if let Some(name) = fixed {
             server = server.for_server(name);
@@ -558,7 +565,7 @@ fn session_server(
             }
         }) as std::pin::Pin<Box<dyn Future<Output = ()> + Send>>
     });
-    crate::control::owner::Sessions {
+    mcpproxy_server::control::owner::Sessions {
         serve,
         check_server,
     }

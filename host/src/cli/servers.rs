@@ -11,8 +11,8 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use serde_json::{Map, Value, json};
 
-use crate::manage::{Actor, Approve, Change, approve_written, change_file};
 use mcpproxy_config as config;
+use mcpproxy_server::manage::{Actor, Approve, Change, approve_written, change_file};
 use mcpproxy_support::quote;
 
 use super::Globals;
@@ -230,7 +230,7 @@ fn change_in_file(
         config::Config::default()
     };
     // Servers already in the file at the data dir's first start are approved as written.
-    let trust = crate::runtime::open_trust(data_dir, &before.servers)?;
+    let trust = mcpproxy_server::runtime::open_trust(data_dir, &before.servers)?;
     let name = change.name().to_owned();
     let removing = matches!(change, Change::Remove { .. });
     let after = change_file(path, home, change, Actor::Person)?;

@@ -7,14 +7,14 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 
-use crate::proxy::{RetrievedTool, Withheld};
 use mcpproxy_config as config;
+use mcpproxy_server::proxy::{RetrievedTool, Withheld};
 use mcpproxy_upstream::ServerStatus;
 
 use super::Globals;
 use super::output::{Fit, Format, Tone, paint_err, print_data, print_table_fit};
 use super::remote::Remote;
-use crate::runtime::Runtime;
+use mcpproxy_server::runtime::Runtime;
 
 #[derive(Debug, Subcommand)]
 pub(super) enum ToolsCommand {

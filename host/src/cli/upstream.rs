@@ -13,9 +13,9 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::runtime::Runtime;
 use mcpproxy_activity::Source;
 use mcpproxy_config as config;
+use mcpproxy_server::runtime::Runtime;
 use mcpproxy_support::quote;
 use mcpproxy_trust::Analysis;
 use mcpproxy_upstream::{Approval, ServerStatus};

@@ -10,8 +10,8 @@ use mcpproxy_activity::Journal;
 
 use crate::cli::Globals;
 use crate::cli::remote::Remote;
-use crate::runtime::journal_path;
 use mcpproxy_config as config;
+use mcpproxy_server::runtime::journal_path;
 
 use super::store::Source;
 

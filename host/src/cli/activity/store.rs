@@ -12,9 +12,9 @@ use mcpproxy_activity::{Journal, JournalOptions};
 
 use crate::cli::Globals;
 use crate::cli::remote::Remote;
-use crate::runtime::journal_path;
 use mcpproxy_cluster::journal::ClusterJournal;
 use mcpproxy_config::{self as config, Config};
+use mcpproxy_server::runtime::journal_path;
 
 #[derive(Debug, Args)]
 pub(super) struct Source {
