@@ -525,7 +525,7 @@ async fn a_restart_does_not_release_a_held_tool_on_any_replica() {
 /// 2 of 8 starts of a three-replica deployment). Rounds of fresh databases give the race its
 /// chances, but on the development machine this test passed 18 replica starts with that fix
 /// reverted too: the race itself is held by the trust store's unit test
-/// (`a_shared_store_sends_each_change_and_takes_others_only_when_its_own_are_written`, in `host/src/trust/store.rs`); this test holds the whole
+/// (`a_shared_store_sends_each_change_and_takes_others_only_when_its_own_are_written`, in `crates/trust/src/store.rs`); this test holds the whole
 /// seeding path.
 #[tokio::test(flavor = "multi_thread")]
 async fn replicas_seeding_together_leave_no_server_of_the_config_unapproved() {
