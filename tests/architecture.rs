@@ -383,8 +383,9 @@ fn policy_and_activity_depend_on_no_runtime_and_no_mcp() {
     );
 }
 
-/// The crates under `crates/` that speak MCP (and so may name rmcp): the upstream sessions.
-const MCP_CRATES: [&str; 1] = ["crates/upstream"];
+/// The crates under `crates/` that speak MCP (and so may name rmcp): the client side (the
+/// upstream sessions) and the server side (the endpoint clients talk to).
+const MCP_CRATES: [&str; 2] = ["crates/upstream", "crates/server"];
 
 #[test]
 fn nothing_below_the_proxy_mentions_rmcp() {
