@@ -40,8 +40,6 @@ mod cluster_state;
 /// The cluster's journal read back from a real ClickHouse: two replicas, one trail, each
 /// record once, through a replica killed and a batch delivered twice.
 mod journal_cluster;
-/// A journal written by an older release reads the same.
-mod journal_compat;
 /// The audit trail: REST API, `mcpproxy activity`, crash safety.
 mod journal_e2e;
 /// The audit trail fails closed: calls refused while the journal cannot write (injected
@@ -79,9 +77,6 @@ mod mcp_relay_bounds;
 /// Tasks (the tasks extension) on the aggregate endpoint, as a 2026-07-28 client sends them.
 mod mcp_tasks;
 
-/// The plugin host through the library: every matrix and prefix row against the compiled
-/// components, faults failing closed, the compile cache.
-mod plugin_host;
 /// Validators in other languages (JavaScript, Python and C examples built from source), the
 /// contract's versioning rule, and instance reuse.
 mod plugin_languages;
@@ -91,8 +86,6 @@ mod plugin_reload;
 mod plugin_result_guards;
 /// The opt-in safety-routing validator: every class x variant, and through real MCP.
 mod plugin_safety_routing;
-/// The deny-all WASI of validators, annotators and scanners, proved from a guest.
-mod plugin_wasi_sandbox;
 
 /// Who is asking: the caller in the plugins' call context (`host.caller`) beside a plugin
 /// built against the contract before it, and the group-gate validator deciding by group,

@@ -14,7 +14,10 @@ use mcpproxy_policy::{
 };
 use serde_json::json;
 
-use crate::support::{artifact, artifact_bytes};
+// The compiled test plugins, found as the proxy's integration tests find them.
+#[path = "../../../tests/support/artifacts.rs"]
+mod artifacts;
+use artifacts::{artifact, artifact_bytes};
 
 fn engine() -> PluginEngine {
     PluginEngine::new(EngineOptions::default()).expect("engine")

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 fn data(name: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data")
+        .join("tests/data")
         .join(name)
 }
 

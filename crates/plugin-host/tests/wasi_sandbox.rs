@@ -16,7 +16,10 @@ use mcpproxy_policy::{
 };
 use serde_json::{Value, json};
 
-use crate::support::{artifact, artifact_bytes};
+// The compiled test plugins, found as the proxy's integration tests find them.
+#[path = "../../../tests/support/artifacts.rs"]
+mod artifacts;
+use artifacts::{artifact, artifact_bytes};
 
 fn probe(reuse_instance: bool) -> Plugin {
     let engine = PluginEngine::new(EngineOptions::default()).expect("engine");
