@@ -23,6 +23,16 @@ fn engine() -> PluginEngine {
     PluginEngine::new(EngineOptions::default()).expect("engine")
 }
 
+/// The default limits with a deadline a loaded test machine cannot hit: for the tests of
+/// what a plugin decides, not of how long it may take (the default 50 ms budget is for
+/// production, where a call that slow is a fault; under a busy CI box it is not).
+fn roomy() -> Limits {
+    Limits {
+        timeout: Duration::from_secs(10),
+        ..Limits::default()
+    }
+}
+
 fn load(engine: &PluginEngine, crate_name: &str, limits: Limits) -> Arc<Plugin> {
     let mut plugin = Plugin::load(
         engine,
@@ -67,7 +77,7 @@ fn assert_all_pass(results: &[suite::CaseResult]) {
 #[test]
 fn every_matrix_row_passes_through_the_compiled_intent_matrix() {
     let engine = engine();
-    let plugin = load(&engine, "intent_matrix", Limits::default());
+    let plugin = load(&engine, "intent_matrix", roomy());
     let results = suite::run(Suite::Matrix, &plugin);
     // 4 annotation kinds x 3 variants x 2 (declared/absent) + 12 mismatches + the rest.
     assert!(results.len() >= 24 + 12 + 10, "{}", results.len());
@@ -77,7 +87,7 @@ fn every_matrix_row_passes_through_the_compiled_intent_matrix() {
 #[test]
 fn every_prefix_row_passes_through_the_compiled_prefix_annotator() {
     let engine = engine();
-    let plugin = load(&engine, "prefix_annotator", Limits::default());
+    let plugin = load(&engine, "prefix_annotator", roomy());
     let results = suite::run(Suite::Prefix, &plugin);
     assert_eq!(
         results.len(),
@@ -90,7 +100,7 @@ fn every_prefix_row_passes_through_the_compiled_prefix_annotator() {
 fn the_suite_is_not_a_rubber_stamp() {
     // A validator that allows everything must fail every row that expects warn or reject.
     let engine = engine();
-    let plugin = load(&engine, "allow_all", Limits::default());
+    let plugin = load(&engine, "allow_all", roomy());
     let results = suite::run(Suite::Matrix, &plugin);
     for (case, result) in suite::matrix_cases().iter().zip(&results) {
         assert_eq!(
@@ -295,8 +305,8 @@ fn a_faulting_annotator_rejects_the_call() {
     // The trap fixture is a validator; an annotator fault is reported the same way, and a
     // validator in the annotator slot is refused with a fault rather than run.
     let engine = engine();
-    let not_an_annotator = load(&engine, "trap", Limits::default());
-    let good = load(&engine, "intent_matrix", Limits::default());
+    let not_an_annotator = load(&engine, "trap", roomy());
+    let good = load(&engine, "intent_matrix", roomy());
     let pipeline = Pipeline::new(annotators(&[not_an_annotator]), validators(&[good]));
     let eval = pipeline.evaluate(
         OperationType::Read,
@@ -317,10 +327,7 @@ fn calls_never_share_state_and_run_concurrently() {
     let engine = engine();
     // About state and concurrency, not deadlines: room for a loaded test machine.
     let set = PluginSet::load(&engine, None, &|_, _| PluginSettings {
-        limits: Limits {
-            timeout: Duration::from_secs(10),
-            ..Limits::default()
-        },
+        limits: roomy(),
         ..Default::default()
     })
     .unwrap();
