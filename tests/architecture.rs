@@ -11,6 +11,7 @@
 //!   users get).
 //! - No file under `crates/` but those of [`MCP_CRATES`] mentions `rmcp`: only the crates
 //!   that speak MCP know it.
+//! - The table of crate dependencies in docs/architecture.md is the manifests' graph.
 //! - The proxy's top-level modules are in layers ([`MODULE_LAYERS`]): a module uses
 //!   (`crate::NAME`, in a `use` or in a path) only modules of lower layers and its own
 //!   submodules; modules of one layer do not use each other. Comments, doc comments and
@@ -25,7 +26,7 @@
 //! Each checker is also run on small broken inputs (the `*_are_*` tests at the end), so a
 //! rule that could never fail would show.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -239,6 +240,111 @@ fn crates_depend_only_on_crates_below_them() {
         &order_violations(&names, &manifests),
         "crates depend on crates above them",
     );
+}
+
+/// Each crate's workspace dependencies (`[dependencies]` and target-specific ones; not
+/// dev-dependencies), by crate name.
+type CrateGraph = BTreeMap<String, BTreeSet<String>>;
+
+#[test]
+fn the_documented_crate_graph_is_the_manifests() {
+    let names: BTreeSet<&str> = CRATES.iter().map(|(name, _)| *name).collect();
+    let mut manifests = CrateGraph::new();
+    for (name, dir) in CRATES {
+        let manifest = Manifest::parse(&read(&workspace().join(dir).join("Cargo.toml")));
+        let dependencies = manifest
+            .dependencies
+            .iter()
+            .filter(|d| !d.is_dev() && names.contains(d.name.as_str()))
+            .map(|d| d.name.clone())
+            .collect();
+        manifests.insert(name.to_owned(), dependencies);
+    }
+    let doc = read(&workspace().join("docs/architecture.md"));
+    let documented = documented_graph(&doc).unwrap_or_else(|why| panic!("{why}"));
+    assert_none(
+        &graph_differences(&documented, &manifests),
+        "docs/architecture.md's table of crate dependencies differs from the manifests",
+    );
+}
+
+/// The table between `<!-- crate-dependencies -->` and `<!-- /crate-dependencies -->`:
+/// rows of `` | `crate` | `dependency`, `dependency` | `` (`—` for none).
+fn documented_graph(doc: &str) -> Result<CrateGraph, String> {
+    let start = doc
+        .find("<!-- crate-dependencies -->")
+        .ok_or("docs/architecture.md has no <!-- crate-dependencies --> table")?;
+    let end = doc[start..]
+        .find("<!-- /crate-dependencies -->")
+        .ok_or("the crate-dependencies table of docs/architecture.md is not closed")?;
+    let mut graph = CrateGraph::new();
+    for row in doc[start..start + end].lines() {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let [_, name, dependencies, _] = cells[..] else {
+            continue;
+        };
+        let Some(name) = name.strip_prefix('`').and_then(|n| n.strip_suffix('`')) else {
+            continue; // the header and its rule
+        };
+        let dependencies = dependencies
+            .split(',')
+            .map(|d| d.trim().trim_matches('`'))
+            .filter(|d| !d.is_empty() && *d != "—")
+            .map(str::to_owned)
+            .collect();
+        graph.insert(name.to_owned(), dependencies);
+    }
+    Ok(graph)
+}
+
+/// What the documented graph gets wrong, each said as what to change in the docs.
+fn graph_differences(documented: &CrateGraph, manifests: &CrateGraph) -> Vec<String> {
+    let mut differences = Vec::new();
+    for (name, actual) in manifests {
+        let Some(said) = documented.get(name) else {
+            differences.push(format!("docs/architecture.md: no row for {name}"));
+            continue;
+        };
+        for missing in actual.difference(said) {
+            differences.push(format!(
+                "docs/architecture.md: {name} depends on {missing}, which its row leaves out"
+            ));
+        }
+        for extra in said.difference(actual) {
+            differences.push(format!(
+                "docs/architecture.md: {name}'s row names {extra}, which its manifest does not"
+            ));
+        }
+    }
+    for name in documented.keys().filter(|n| !manifests.contains_key(*n)) {
+        differences.push(format!(
+            "docs/architecture.md: a row for {name}, which is not a crate of CRATES"
+        ));
+    }
+    differences
+}
+
+#[test]
+fn differences_between_the_documented_graph_and_the_manifests_are_found() {
+    let doc = "x\n<!-- crate-dependencies -->\n| crate | depends on |\n|---|---|\n\
+               | `a` | — |\n| `b` | `a`, `c` |\n| `old` | — |\n<!-- /crate-dependencies -->\n";
+    let documented = documented_graph(doc).unwrap();
+    let set = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect();
+    assert_eq!(documented["b"], set(&["a", "c"]));
+    let manifests: CrateGraph = [
+        ("a".to_owned(), set(&[])),
+        ("b".to_owned(), set(&["a", "d"])),
+        ("e".to_owned(), set(&["a"])),
+    ]
+    .into_iter()
+    .collect();
+    let differences = graph_differences(&documented, &manifests);
+    assert_eq!(differences.len(), 4, "{differences:#?}");
+    assert!(differences[0].contains("b depends on d"));
+    assert!(differences[1].contains("b's row names c"));
+    assert!(differences[2].contains("no row for e"));
+    assert!(differences[3].contains("a row for old"));
+    assert!(documented_graph("no table").is_err());
 }
 
 /// Where the manifests (path and text, in the order of `order`) break the rule that a crate
