@@ -82,15 +82,9 @@ impl Setup {
     /// Running processes of the fixture upstream (its command line names the call log).
     fn upstream_processes(&self) -> usize {
         let needle = self.calls.to_string_lossy().into_owned();
-        std::fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
-            .filter(|e| {
-                std::fs::read(e.path().join("cmdline"))
-                    .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
-                    .is_ok_and(|c| c.contains(&needle) && !c.contains("mcpproxy serve"))
-            })
+        crate::support::command_lines()
+            .iter()
+            .filter(|(_, line)| line.contains(&needle) && !line.contains("mcpproxy serve"))
             .count()
     }
 }

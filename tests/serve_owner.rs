@@ -13,20 +13,14 @@ use serde_json::{Value, json};
 
 use crate::support::ide::{StdioSession, echo_text};
 use crate::support::mcp::{Proc, Proxy, call, config_with, connect, pipe_lines, stdio_fixture};
-use crate::support::{TestCommand, test_python};
+use crate::support::{TestCommand, command_lines, test_python};
 
 /// Processes whose command line mentions `needle` (the fixture's unique call log).
 fn processes_mentioning(needle: &Path) -> usize {
     let needle = needle.to_string_lossy().into_owned();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
-        .filter(|e| {
-            std::fs::read(e.path().join("cmdline"))
-                .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
-                .is_ok_and(|c| c.contains(&needle))
-        })
+    command_lines()
+        .iter()
+        .filter(|(_, line)| line.contains(&needle))
         .count()
 }
 

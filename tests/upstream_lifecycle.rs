@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::support::mcp::{Proxy, call, config_with, connect, fixture_bin, is_error, text};
-use crate::support::sandbox_supported;
+use crate::support::{command_lines, sandbox_supported};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_call_right_after_start_waits_for_its_connecting_upstream() {
@@ -74,16 +74,10 @@ fn a_stdio_upstream_that_ignores_eof_dies_with_a_killed_proxy() {
 /// The pids of the host's processes whose command line contains `marker` (and is not a
 /// proxy's).
 fn pids_with(marker: &str) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
-                let line = String::from_utf8_lossy(&c);
-                line.contains(marker) && !line.contains("mcpproxy")
-            })
-        })
+    command_lines()
+        .into_iter()
+        .filter(|(_, line)| line.contains(marker) && !line.contains("mcpproxy"))
+        .map(|(pid, _)| pid)
         .collect()
 }
 

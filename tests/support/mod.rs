@@ -49,4 +49,18 @@ pub(crate) fn sandbox_supported() -> bool {
     false
 }
 pub(crate) use command::{CmdOutput, TestCommand};
+
+/// The host's processes with their command lines (arguments joined by spaces), for tests
+/// that find a process by what it was started with.
+pub(crate) fn command_lines() -> Vec<(u32, String)> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse::<u32>().ok()?;
+            let line = std::fs::read(entry.path().join("cmdline")).ok()?;
+            Some((pid, String::from_utf8_lossy(&line).replace('\0', " ")))
+        })
+        .collect()
+}
 pub(crate) use python::{run_python, test_python};
