@@ -108,8 +108,8 @@ async fn assert_shown_ok(proxy: &Proxy, key: &str) {
 }
 
 /// The `text` argument of every `fx:echo` call in the journal (paged through the API).
-async fn echoed_in_journal(proxy: &Proxy, key: &str) -> Vec<String> {
-    let mut texts = Vec::new();
+async fn echoed_in_journal(proxy: &Proxy, key: &str) -> Vec<(String, String)> {
+    let mut echoes = Vec::new();
     let mut offset = 0;
     loop {
         let url = format!(
@@ -122,13 +122,43 @@ async fn echoed_in_journal(proxy: &Proxy, key: &str) -> Vec<String> {
         let records = body["data"]["records"].as_array().unwrap().clone();
         offset += records.len();
         for record in &records {
-            assert_eq!(record["status"], "success", "{record}");
-            texts.push(record["arguments"]["text"].as_str().unwrap().to_owned());
+            let text_arg = record["arguments"]["text"].as_str().unwrap().to_owned();
+            let status = record["status"].as_str().unwrap_or_default().to_owned();
+            echoes.push((text_arg, status));
         }
         if body["data"]["has_more"] != true {
-            return texts;
+            echoes.sort();
+            return echoes;
         }
     }
+}
+
+/// Waits until the journal holds a successful echo record for each of `texts` and no
+/// other. Under `async` durability a call's completion is acknowledged once queued, so the
+/// record can read `pending` for a flush interval after the answer.
+async fn until_echoes_recorded(proxy: &Proxy, key: &str, texts: &[String]) {
+    let mut expected: Vec<(String, String)> = texts
+        .iter()
+        .map(|text_arg| (text_arg.clone(), "success".to_owned()))
+        .collect();
+    expected.sort();
+    crate::support::poll::until(
+        "the journal holds a successful record of every call that ran",
+        Duration::from_secs(30),
+        || async {
+            let echoes = echoed_in_journal(proxy, key).await;
+            if echoes == expected {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{} records {echoes:?}, want {} {expected:?}",
+                    echoes.len(),
+                    expected.len()
+                ))
+            }
+        },
+    )
+    .await;
 }
 
 /// An echo through `variant` whose result is checked: `Ok(())` when it ran, `Err(text)`
@@ -223,9 +253,7 @@ async fn injected_write_errors_refuse_every_call_until_the_journal_recovers_by_i
     echo(&client, "call_tool_read", "after").await.unwrap();
     assert_eq!(call_log_lines(&log).len(), 2);
     // The records acknowledged before stay; the refused calls have none.
-    let mut texts = echoed_in_journal(&proxy, &key).await;
-    texts.sort();
-    assert_eq!(texts, ["after", "before"]);
+    until_echoes_recorded(&proxy, &key, &["after".to_owned(), "before".to_owned()]).await;
     let (_, body) = get(
         &format!("{}/api/v1/activity?limit=1000", proxy.base()),
         Some(&key),
@@ -292,15 +320,7 @@ async fn async_durability_refuses_calls_once_it_knows_and_loses_no_record() {
     ran.push("after".to_owned());
     // Every call that ran is on the record, those that ran while the writer had not yet
     // found out included: kept in memory and written once the disk took writes again.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut texts = echoed_in_journal(&proxy, &key).await;
-    while texts.len() < ran.len() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        texts = echoed_in_journal(&proxy, &key).await;
-    }
-    texts.sort();
-    ran.sort();
-    assert_eq!(texts, ran);
+    until_echoes_recorded(&proxy, &key, &ran).await;
     client.cancel().await.ok();
 }
 
@@ -528,11 +548,7 @@ async fn a_real_full_disk_refuses_calls_and_the_journal_recovers_once_space_is_f
     let text_arg = format!("after {pad}");
     echo(&client, "call_tool_read", &text_arg).await.unwrap();
     ran.push(text_arg);
-    let mut texts = echoed_in_journal(&proxy, &key).await;
-    texts.sort();
-    ran.sort();
-    assert_eq!(texts.len(), ran.len(), "records were lost");
-    assert_eq!(texts, ran);
+    until_echoes_recorded(&proxy, &key, &ran).await;
     client.cancel().await.ok();
     drop(proxy);
     drop(mount);
