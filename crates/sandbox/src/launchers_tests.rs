@@ -1,6 +1,9 @@
 //! Unit tests of the launcher plans: every launcher, every place a registry comes from, the
 //! cache layouts, and hostile config files.
 
+use super::cache::json_top_level_string;
+use super::npm::npm_name_version;
+use super::python::python_name_version;
 use super::*;
 
 fn args(words: &[&str]) -> Vec<String> {

@@ -171,9 +171,111 @@ pub fn prepare(
 
     // The server's name, safe in a file name, for the private directory and the cgroup.
     let label = sanitize(launch.label);
+    let (private, home, tmp) = private_dir(&label)?;
+
+    let path_var = parent("PATH");
+    let (command, shim) = resolve_program(launch, path_var.as_deref())?;
+    let LauncherSetup {
+        network,
+        dirs: launcher_dirs,
+        env: launcher_env,
+        report: launcher_report,
+    } = launcher_setup(spec, launch, real_home.as_deref())?;
+    let read = read_grants(
+        spec,
+        launch,
+        command.as_deref(),
+        path_var.as_deref(),
+        real_home.as_deref(),
+    );
+    let grants = Grants {
+        read: filesystem::SYSTEM_READ
+            .iter()
+            .map(PathBuf::from)
+            .chain(read.iter().cloned())
+            .collect(),
+        write_private: filesystem::DEVICES
+            .iter()
+            .map(PathBuf::from)
+            .chain([home.clone(), tmp.clone()])
+            .collect(),
+        // The launcher's cache holds the programs it runs: written and executed, by this
+        // server alone.
+        write: spec
+            .write
+            .iter()
+            .cloned()
+            .chain(launcher_dirs.iter().cloned())
+            .collect(),
+    };
+    let real_home_granted = real_home
+        .as_ref()
+        .is_some_and(|h| spec.read.contains(h) || spec.write.contains(h));
+    let mut environment =
+        crate::environment::environment(spec, &home, &tmp, real_home_granted, parent);
+    if let Some(shim) = &shim {
+        shim_first_on_path(&mut environment, shim);
+    }
+    for (name, value) in launcher_env {
+        crate::environment::set(&mut environment, &name, value);
+    }
+    let own_network = network.own_namespace() && support.network_namespace;
+    let (egress_receiver, egress) = match network.egress() {
+        Some(_) if own_network => {
+            let (receiver, channel) = crate::child::socket_pair().map_err(Error::EgressChannel)?;
+            (
+                Some(EgressReceiver(receiver)),
+                Some(EgressStep {
+                    channel,
+                    port: crate::egress::PROXY_PORT,
+                }),
+            )
+        }
+        _ => (None, None),
+    };
+    if network.egress().is_some() {
+        proxy_variables(&mut environment);
+    }
+    let (steps, cgroup) = child_steps(
+        spec,
+        support,
+        ChildNetwork {
+            network: &network,
+            own_network,
+            egress,
+        },
+        &grants,
+        [&home, &tmp],
+        &label,
+    )?;
+    let mut write = spec.write.clone();
+    write.extend([home, tmp]);
+    write.extend(launcher_dirs);
+    Ok(Prepared {
+        setup: ChildSetup(Arc::new(steps)),
+        shim,
+        environment,
+        guard: SandboxGuard {
+            _cgroup: cgroup,
+            _private: private,
+        },
+        egress: egress_receiver,
+        report: Report {
+            network,
+            read,
+            write,
+            missing,
+            launcher: launcher_report,
+        },
+    })
+}
+
+/// The launch's private directory (named after this process and `label`, so a later mcpproxy
+/// can tell the directories of one that is gone) with its `home` and `tmp`; abandoned ones of
+/// earlier processes are swept first.
+fn private_dir(label: &str) -> Result<(tempfile::TempDir, PathBuf, PathBuf), Error> {
     sweep_abandoned_private_dirs(&std::env::temp_dir());
-    // Named after this process, so a later mcpproxy can tell the directories of one that is
-    // gone. The directory itself is 0700 (tempfile's default), and so are home and tmp.
+    // The directory itself is 0700 (tempfile's default), and so are home and tmp.
     let private = tempfile::Builder::new()
         .prefix(&format!("{PRIVATE_PREFIX}{}-{label}-", std::process::id()))
         .tempdir()
@@ -187,13 +289,17 @@ pub fn prepare(
             .create(dir)
             .map_err(Error::PrivateDir)?;
     }
+    Ok((private, home, tmp))
+}
 
-    let path_var = parent("PATH");
-    let command = crate::install_tree::resolve_command(
-        launch.command,
-        path_var.as_deref(),
-        launch.working_dir,
-    );
+/// The program the server's command runs (found on `PATH`) and, when it is a version
+/// manager's shim, the program that shim resolves to.
+fn resolve_program(
+    launch: Launch<'_>,
+    path_var: Option<&std::ffi::OsStr>,
+) -> Result<(Option<PathBuf>, Option<crate::shims::ResolvedShim>), Error> {
+    let command =
+        crate::install_tree::resolve_command(launch.command, path_var, launch.working_dir);
     // A version manager's shim runs the program it resolves to, not the manager.
     let shim = match command
         .as_deref()
@@ -204,8 +310,25 @@ pub fn prepare(
         None => None,
     };
     let command = shim.as_ref().map(|s| s.program.clone()).or(command);
-    // A package launcher: its caches in a directory of the server's own, its registries
-    // reachable through the egress proxy.
+    Ok((command, shim))
+}
+
+/// What a package launcher adds to a launch: the network with its registries allowed, the
+/// cache directories it writes, its variables, and what to report.
+struct LauncherSetup {
+    network: Network,
+    dirs: Vec<PathBuf>,
+    env: Vec<(String, OsString)>,
+    report: Option<LauncherReport>,
+}
+
+/// A package launcher's caches in a directory of the server's own, its registries reachable
+/// through the egress proxy; the spec's network unchanged when the command is no launcher.
+fn launcher_setup(
+    spec: &SandboxSpec,
+    launch: Launch<'_>,
+    real_home: Option<&Path>,
+) -> Result<LauncherSetup, Error> {
     let mut network = spec.network.clone();
     let mut launcher_dirs: Vec<PathBuf> = Vec::new();
     let mut launcher_env: Vec<(String, OsString)> = Vec::new();
@@ -217,7 +340,7 @@ pub fn prepare(
             launch.args,
             &spec.env,
             &parent_env,
-            real_home.as_deref(),
+            real_home,
             root,
         ) {
             let cached_version = crate::launchers::resolved_version(&plan, root);
@@ -263,13 +386,31 @@ pub fn prepare(
             });
         }
     }
+    Ok(LauncherSetup {
+        network,
+        dirs: launcher_dirs,
+        env: launcher_env,
+        report: launcher_report,
+    })
+}
+
+/// What the server may read besides the system: the install trees of its program, its
+/// working directory (not the home itself) and the spec's `read`, none that reaches a
+/// forbidden path.
+fn read_grants(
+    spec: &SandboxSpec,
+    launch: Launch<'_>,
+    command: Option<&Path>,
+    path_var: Option<&std::ffi::OsStr>,
+    real_home: Option<&Path>,
+) -> Vec<PathBuf> {
     let mut read: Vec<PathBuf> = Vec::new();
     for tree in crate::install_tree::install_trees(
-        command.as_deref(),
+        command,
         launch.args,
         launch.working_dir,
-        path_var.as_deref(),
-        real_home.as_deref(),
+        path_var,
+        real_home,
     ) {
         // A tree that reaches the data dir is not granted (the server may then fail to
         // start, which is the safe way to fail).
@@ -278,7 +419,7 @@ pub fn prepare(
         }
     }
     if let Some(dir) = launch.working_dir
-        && Some(dir) != real_home.as_deref()
+        && Some(dir) != real_home
         && dir.parent().is_some()
         && forbidden_overlap(dir, spec).is_none()
         && !read.iter().any(|r| dir.starts_with(r))
@@ -291,35 +432,14 @@ pub fn prepare(
         }
     }
 
-    let grants = Grants {
-        read: filesystem::SYSTEM_READ
-            .iter()
-            .map(PathBuf::from)
-            .chain(read.iter().cloned())
-            .collect(),
-        write_private: filesystem::DEVICES
-            .iter()
-            .map(PathBuf::from)
-            .chain([home.clone(), tmp.clone()])
-            .collect(),
-        // The launcher's cache holds the programs it runs: written and executed, by this
-        // server alone.
-        write: spec
-            .write
-            .iter()
-            .cloned()
-            .chain(launcher_dirs.iter().cloned())
-            .collect(),
-    };
-    let real_home_granted = real_home
-        .as_ref()
-        .is_some_and(|h| spec.read.contains(h) || spec.write.contains(h));
-    let mut environment =
-        crate::environment::environment(spec, &home, &tmp, real_home_granted, parent);
-    if let Some(dir) = shim.as_ref().and_then(|s| s.program.parent()) {
-        // As the manager's `exec` does: the version's own programs first, so what the
-        // server starts (`python3 -m pip`) does not meet the shim again.
-        for (name, value) in &mut environment {
+    read
+}
+
+/// As the manager's `exec` does: the version's own programs first, so what the server
+/// starts (`python3 -m pip`) does not meet the shim again.
+fn shim_first_on_path(environment: &mut [(OsString, OsString)], shim: &crate::shims::ResolvedShim) {
+    if let Some(dir) = shim.program.parent() {
+        for (name, value) in environment.iter_mut() {
             if name == "PATH" {
                 let mut path = dir.as_os_str().to_owned();
                 path.push(":");
@@ -328,55 +448,64 @@ pub fn prepare(
             }
         }
     }
+}
 
-    for (name, value) in launcher_env {
-        crate::environment::set(&mut environment, &name, value);
-    }
-    let own_network = network.own_namespace() && support.network_namespace;
-    let (egress_receiver, egress) = match network.egress() {
-        Some(_) if own_network => {
-            let (receiver, channel) = crate::child::socket_pair().map_err(Error::EgressChannel)?;
-            (
-                Some(EgressReceiver(receiver)),
-                Some(EgressStep {
-                    channel,
-                    port: crate::egress::PROXY_PORT,
-                }),
-            )
-        }
-        _ => (None, None),
-    };
-    if network.egress().is_some() {
-        // Every common client reads one of these; the proxy speaks HTTP (CONNECT and plain
-        // requests) and SOCKS5 on the same port. Nothing bypasses it: NO_PROXY is empty, and
-        // a direct connection has no route out of the namespace anyway.
-        let http = format!("http://{}", crate::egress::PROXY_ADDRESS);
-        let socks = format!("socks5h://{}", crate::egress::PROXY_ADDRESS);
-        for (name, value) in [
-            ("HTTP_PROXY", http.as_str()),
-            ("HTTPS_PROXY", http.as_str()),
-            ("ALL_PROXY", socks.as_str()),
-            ("NO_PROXY", ""),
-        ] {
-            for name in [name.to_owned(), name.to_ascii_lowercase()] {
-                crate::environment::set(&mut environment, &name, value.into());
-            }
-        }
-        // npm reads its own settings before the variables; Node 24+ fetch needs this one.
-        for (name, value) in [
-            ("npm_config_proxy", http.as_str()),
-            ("npm_config_https_proxy", http.as_str()),
-            ("NODE_USE_ENV_PROXY", "1"),
-        ] {
-            if !environment.iter().any(|(n, _)| n == name) {
-                environment.push((name.into(), value.into()));
-            }
+/// The proxy variables that send the server's traffic through the egress proxy.
+fn proxy_variables(environment: &mut Vec<(OsString, OsString)>) {
+    // Every common client reads one of these; the proxy speaks HTTP (CONNECT and plain
+    // requests) and SOCKS5 on the same port. Nothing bypasses it: NO_PROXY is empty, and
+    // a direct connection has no route out of the namespace anyway.
+    let http = format!("http://{}", crate::egress::PROXY_ADDRESS);
+    let socks = format!("socks5h://{}", crate::egress::PROXY_ADDRESS);
+    for (name, value) in [
+        ("HTTP_PROXY", http.as_str()),
+        ("HTTPS_PROXY", http.as_str()),
+        ("ALL_PROXY", socks.as_str()),
+        ("NO_PROXY", ""),
+    ] {
+        for name in [name.to_owned(), name.to_ascii_lowercase()] {
+            crate::environment::set(environment, &name, value.into());
         }
     }
+    // npm reads its own settings before the variables; Node 24+ fetch needs this one.
+    for (name, value) in [
+        ("npm_config_proxy", http.as_str()),
+        ("npm_config_https_proxy", http.as_str()),
+        ("NODE_USE_ENV_PROXY", "1"),
+    ] {
+        if !environment.iter().any(|(n, _)| n == name) {
+            environment.push((name.into(), value.into()));
+        }
+    }
+}
+
+/// The network a launch's child gets: the network rules, whether it has a namespace of its
+/// own, and the egress proxy's step in it.
+struct ChildNetwork<'a> {
+    network: &'a Network,
+    own_network: bool,
+    egress: Option<EgressStep>,
+}
+
+/// The steps the child runs between fork and exec (namespaces, cgroup, rlimits, capabilities,
+/// Landlock, seccomp), and the cgroup they put it in.
+fn child_steps(
+    spec: &SandboxSpec,
+    support: &Support,
+    child: ChildNetwork<'_>,
+    grants: &Grants,
+    [home, tmp]: [&Path; 2],
+    label: &str,
+) -> Result<(ChildSteps, CgroupGroup), Error> {
+    let ChildNetwork {
+        network,
+        own_network,
+        egress,
+    } = child;
     let process = support.process_namespace.then(|| {
         let path = |p: &Path| CString::new(p.as_os_str().as_encoded_bytes()).unwrap_or_default();
         ProcessNamespace::new(
-            vec![path(&home), path(&tmp)],
+            vec![path(home), path(tmp)],
             filesystem::read_access_bits(support.landlock_abi),
         )
     });
@@ -393,7 +522,7 @@ pub fn prepare(
             pids: support.pids_cgroup.clone(),
             memory: support.memory_cgroup.clone(),
         },
-        &label,
+        label,
         &spec.limits,
     )?;
     let pids_limited = spec.limits.max_processes.is_some() && support.pids_cgroup.is_some();
@@ -404,7 +533,7 @@ pub fn prepare(
         drop_capabilities: support.root,
         landlock: filesystem::ruleset(
             support.landlock_abi,
-            &grants,
+            grants,
             network.own_namespace() && !support.network_namespace,
         )?,
         seccomp: if support.seccomp {
@@ -413,26 +542,7 @@ pub fn prepare(
             Vec::new()
         },
     };
-    let mut write = spec.write.clone();
-    write.extend([home, tmp]);
-    write.extend(launcher_dirs);
-    Ok(Prepared {
-        setup: ChildSetup(Arc::new(steps)),
-        shim,
-        environment,
-        guard: SandboxGuard {
-            _cgroup: cgroup,
-            _private: private,
-        },
-        egress: egress_receiver,
-        report: Report {
-            network,
-            read,
-            write,
-            missing,
-            launcher: launcher_report,
-        },
-    })
+    Ok((steps, cgroup))
 }
 
 /// Makes `dir` and its missing parents, the new ones private (0700).
