@@ -82,14 +82,70 @@ pub(super) fn servers_from(
 }
 
 fn server_from(
-    raw: RawServer,
+    mut raw: RawServer,
     map_name: Option<&str>,
     key: &str,
     default_isolation: &Isolation,
     ctx: &Context<'_>,
 ) -> Result<ServerConfig> {
     let at = |field: &str| format!("{key}.{field}");
-    let name = match (map_name, raw.name) {
+    let name = server_name(raw.name.take(), map_name, key, ctx)?;
+
+    let protocol = protocol_from(raw.protocol.as_deref(), key, ctx)?;
+
+    let (transport, oauth) = match (raw.command.take(), raw.url.take()) {
+        (Some(_), Some(_)) => {
+            return Err(ctx.err(
+                key,
+                "both 'command' and 'url' are given: use 'command' to start a local server (stdio) or 'url' to reach a remote one (HTTP), not both",
+            ));
+        }
+        (None, None) => {
+            return Err(ctx.err(
+                key,
+                match protocol {
+                    Some(Protocol::Stdio) => "missing key 'command': a stdio server is started with a command",
+                    Some(Protocol::Http) => "missing key 'url': an HTTP server is reached at a URL",
+                    None => "missing key 'command' or 'url': give 'command' to start a local server (stdio) or 'url' to reach a remote one (HTTP)",
+                },
+            ));
+        }
+        (Some(command), None) => (
+            stdio_transport(command, &mut raw, protocol, key, ctx)?,
+            OAuthConfig::default(),
+        ),
+        (None, Some(url)) => http_transport(url, &mut raw, protocol, key, ctx)?,
+    };
+
+    let tool_call_timeout = match raw.tool_call_timeout_ms {
+        Some(ms) => Some(tool_call_timeout(ctx, &at("tool_call_timeout_ms"), ms)?),
+        None => None,
+    };
+    let isolation = match &raw.isolation {
+        Some(own) => isolation_from(own, default_isolation, &at("isolation"), ctx)?,
+        None => default_isolation.clone(),
+    };
+    Ok(ServerConfig {
+        name,
+        transport,
+        enabled: raw.enabled.unwrap_or(true),
+        quarantined: raw.quarantined.unwrap_or(false),
+        auto_approve_tool_changes: raw.auto_approve_tool_changes.unwrap_or(false),
+        tool_call_timeout,
+        isolation,
+        oauth,
+    })
+}
+
+/// The server's name: its key in the map form (where a `name` must agree), else its `name`.
+fn server_name(
+    raw_name: Option<String>,
+    map_name: Option<&str>,
+    key: &str,
+    ctx: &Context<'_>,
+) -> Result<String> {
+    let at = |field: &str| format!("{key}.{field}");
+    let name = match (map_name, raw_name) {
         (Some(map_name), Some(name)) if name != map_name => {
             return Err(ctx.err(
                 &at("name"),
@@ -111,9 +167,13 @@ fn server_from(
             ));
         }
     };
+    Ok(name)
+}
 
-    let mut oauth = OAuthConfig::default();
-    let protocol = match raw.protocol.as_deref() {
+/// The transport `protocol` names, if any (`None`: inferred from `command` or `url`).
+fn protocol_from(protocol: Option<&str>, key: &str, ctx: &Context<'_>) -> Result<Option<Protocol>> {
+    let at = |field: &str| format!("{key}.{field}");
+    let protocol = match protocol {
         None => None,
         Some("stdio") => Some(Protocol::Stdio),
         Some("http" | "streamable-http") => Some(Protocol::Http),
@@ -130,143 +190,129 @@ fn server_from(
             ));
         }
     };
+    Ok(protocol)
+}
 
-    let transport = match (raw.command, raw.url) {
-        (Some(_), Some(_)) => {
+/// A server started with `command`: its `args`, `env` and `working_dir`, and none of the keys
+/// of a server reached by URL.
+fn stdio_transport(
+    command: String,
+    raw: &mut RawServer,
+    protocol: Option<Protocol>,
+    key: &str,
+    ctx: &Context<'_>,
+) -> Result<Transport> {
+    let at = |field: &str| format!("{key}.{field}");
+    if protocol == Some(Protocol::Http) {
+        return Err(ctx.err(
+            &at("protocol"),
+            format!(
+                "'{}' needs 'url', but this server has 'command'",
+                raw.protocol.clone().unwrap_or_default()
+            ),
+        ));
+    }
+    if raw.headers.is_some() {
+        return Err(ctx.err(
+            &at("headers"),
+            "'headers' only applies to a server reached by 'url'; this one has 'command'",
+        ));
+    }
+    if raw.oauth.is_some() {
+        return Err(ctx.err(
+            &at("oauth"),
+            "'oauth' only applies to a server reached by 'url'; this one has 'command' (give it credentials through 'env')",
+        ));
+    }
+    ctx.not_empty(&at("command"), &command, "the command")?;
+    let env = raw.env.take().unwrap_or_default();
+    for (name, value) in &env {
+        let mut env_key = at("env");
+        raw::push_key(&mut env_key, name);
+        if name.is_empty() || name.contains(['=', '\0']) {
             return Err(ctx.err(
-                key,
-                "both 'command' and 'url' are given: use 'command' to start a local server (stdio) or 'url' to reach a remote one (HTTP), not both",
+                &env_key,
+                format!("'{name}' is not an environment variable name: it must be non-empty, without '='"),
             ));
         }
-        (None, None) => {
-            return Err(ctx.err(
-                key,
-                match protocol {
-                    Some(Protocol::Stdio) => "missing key 'command': a stdio server is started with a command",
-                    Some(Protocol::Http) => "missing key 'url': an HTTP server is reached at a URL",
-                    None => "missing key 'command' or 'url': give 'command' to start a local server (stdio) or 'url' to reach a remote one (HTTP)",
-                },
-            ));
+        if value.contains('\0') {
+            return Err(ctx.err(&env_key, "the value contains a NUL character"));
         }
-        (Some(command), None) => {
-            if protocol == Some(Protocol::Http) {
-                return Err(ctx.err(
-                    &at("protocol"),
-                    format!(
-                        "'{}' needs 'url', but this server has 'command'",
-                        raw.protocol.unwrap_or_default()
-                    ),
-                ));
-            }
-            if raw.headers.is_some() {
-                return Err(ctx.err(
-                    &at("headers"),
-                    "'headers' only applies to a server reached by 'url'; this one has 'command'",
-                ));
-            }
-            if raw.oauth.is_some() {
-                return Err(ctx.err(
-                    &at("oauth"),
-                    "'oauth' only applies to a server reached by 'url'; this one has 'command' (give it credentials through 'env')",
-                ));
-            }
-            ctx.not_empty(&at("command"), &command, "the command")?;
-            let env = raw.env.unwrap_or_default();
-            for (name, value) in &env {
-                let mut env_key = at("env");
-                raw::push_key(&mut env_key, name);
-                if name.is_empty() || name.contains(['=', '\0']) {
-                    return Err(ctx.err(
-                        &env_key,
-                        format!("'{name}' is not an environment variable name: it must be non-empty, without '='"),
-                    ));
-                }
-                if value.contains('\0') {
-                    return Err(ctx.err(&env_key, "the value contains a NUL character"));
-                }
-                crate::reference::check(value).map_err(|why| ctx.err(&env_key, why))?;
-            }
-            let working_dir = match raw.working_dir {
-                Some(dir) => Some(ctx.path(&at("working_dir"), &dir)?),
-                None => None,
-            };
-            Transport::Stdio {
-                command,
-                args: raw.args.unwrap_or_default(),
-                env,
-                working_dir,
-            }
-        }
-        (None, Some(url)) => {
-            if protocol == Some(Protocol::Stdio) {
-                return Err(ctx.err(
-                    &at("protocol"),
-                    "'stdio' needs 'command', but this server has 'url'",
-                ));
-            }
-            for (field, given) in [
-                ("args", raw.args.is_some()),
-                ("env", raw.env.is_some()),
-                ("working_dir", raw.working_dir.is_some()),
-            ] {
-                if given {
-                    return Err(ctx.err(
-                        &at(field),
-                        format!("'{field}' only applies to a server started with 'command'; this one has 'url'"),
-                    ));
-                }
-            }
-            if raw.isolation.is_some() {
-                return Err(ctx.err(
-                    &at("isolation"),
-                    "'isolation' only applies to a server started with 'command'; this one has 'url' and runs elsewhere",
-                ));
-            }
-            check_url(&url).map_err(|why| ctx.err(&at("url"), why))?;
-            if let Some(raw_oauth) = &raw.oauth {
-                oauth = super::oauth::oauth_from(raw_oauth, &at("oauth"), ctx)?;
-            }
-            crate::reference::check_url(&url).map_err(|why| ctx.err(&at("url"), why))?;
-            let headers = raw.headers.unwrap_or_default();
-            for (name, value) in &headers {
-                let mut header_key = at("headers");
-                raw::push_key(&mut header_key, name);
-                if !is_header_name(name) {
-                    return Err(ctx.err(
-                        &header_key,
-                        format!("'{name}' is not an HTTP header name: use letters, digits and '-'"),
-                    ));
-                }
-                if value.chars().any(|c| matches!(c, '\r' | '\n' | '\0')) {
-                    return Err(ctx.err(
-                        &header_key,
-                        "the value contains a line break or NUL character",
-                    ));
-                }
-                crate::reference::check(value).map_err(|why| ctx.err(&header_key, why))?;
-            }
-            Transport::Http { url, headers }
-        }
-    };
-
-    let tool_call_timeout = match raw.tool_call_timeout_ms {
-        Some(ms) => Some(tool_call_timeout(ctx, &at("tool_call_timeout_ms"), ms)?),
+        crate::reference::check(value).map_err(|why| ctx.err(&env_key, why))?;
+    }
+    let working_dir = match raw.working_dir.take() {
+        Some(dir) => Some(ctx.path(&at("working_dir"), &dir)?),
         None => None,
     };
-    let isolation = match &raw.isolation {
-        Some(own) => isolation_from(own, default_isolation, &at("isolation"), ctx)?,
-        None => default_isolation.clone(),
-    };
-    Ok(ServerConfig {
-        name,
-        transport,
-        enabled: raw.enabled.unwrap_or(true),
-        quarantined: raw.quarantined.unwrap_or(false),
-        auto_approve_tool_changes: raw.auto_approve_tool_changes.unwrap_or(false),
-        tool_call_timeout,
-        isolation,
-        oauth,
+    Ok(Transport::Stdio {
+        command,
+        args: raw.args.take().unwrap_or_default(),
+        env,
+        working_dir,
     })
+}
+
+/// A server reached at `url`: its `headers` and `oauth`, and none of the keys of a server
+/// started with a command.
+fn http_transport(
+    url: String,
+    raw: &mut RawServer,
+    protocol: Option<Protocol>,
+    key: &str,
+    ctx: &Context<'_>,
+) -> Result<(Transport, OAuthConfig)> {
+    let at = |field: &str| format!("{key}.{field}");
+    let mut oauth = OAuthConfig::default();
+    if protocol == Some(Protocol::Stdio) {
+        return Err(ctx.err(
+            &at("protocol"),
+            "'stdio' needs 'command', but this server has 'url'",
+        ));
+    }
+    for (field, given) in [
+        ("args", raw.args.is_some()),
+        ("env", raw.env.is_some()),
+        ("working_dir", raw.working_dir.is_some()),
+    ] {
+        if given {
+            return Err(ctx.err(
+                &at(field),
+                format!(
+                    "'{field}' only applies to a server started with 'command'; this one has 'url'"
+                ),
+            ));
+        }
+    }
+    if raw.isolation.is_some() {
+        return Err(ctx.err(
+            &at("isolation"),
+            "'isolation' only applies to a server started with 'command'; this one has 'url' and runs elsewhere",
+        ));
+    }
+    check_url(&url).map_err(|why| ctx.err(&at("url"), why))?;
+    if let Some(raw_oauth) = &raw.oauth {
+        oauth = super::oauth::oauth_from(raw_oauth, &at("oauth"), ctx)?;
+    }
+    crate::reference::check_url(&url).map_err(|why| ctx.err(&at("url"), why))?;
+    let headers = raw.headers.take().unwrap_or_default();
+    for (name, value) in &headers {
+        let mut header_key = at("headers");
+        raw::push_key(&mut header_key, name);
+        if !is_header_name(name) {
+            return Err(ctx.err(
+                &header_key,
+                format!("'{name}' is not an HTTP header name: use letters, digits and '-'"),
+            ));
+        }
+        if value.chars().any(|c| matches!(c, '\r' | '\n' | '\0')) {
+            return Err(ctx.err(
+                &header_key,
+                "the value contains a line break or NUL character",
+            ));
+        }
+        crate::reference::check(value).map_err(|why| ctx.err(&header_key, why))?;
+    }
+    Ok((Transport::Http { url, headers }, oauth))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
