@@ -3,8 +3,9 @@
 //! `plugins/examples/py-secret-guard` (componentize-py) and the C example
 //! `plugins/examples/c-tool-gate` (clang with wasi-libc, wit-bindgen, wasm-tools), each
 //! loaded with `--plugins` into a real `mcpproxy serve` and driven through real MCP. The C
-//! example also proves the contract's versioning rule: built against a grown `0.1.x` copy
-//! of `wit/`, it loads and judges the same. Also instance reuse
+//! example also proves the contract's versioning rule: built against the WIT of 0.1.0 (the
+//! committed copy `plugins/fixtures/wit-0.1.0`) and against a grown `0.1.x` copy of `wit/`,
+//! it loads and judges the same. Also instance reuse
 //! (`PluginSettings::reuse_instance`), which heavy guests want, and a per-call cost
 //! measurement (`measure_per_call_cost`, ignored by default).
 
@@ -498,10 +499,11 @@ async fn a_c_validator_gates_tools_by_its_settings_through_mcp() {
 /// `0.1.x` the contract only grows, and the host matches interfaces by name and `0.1`
 /// line, so a plugin whose names carry another `0.1.x` than the host's loads and works. The
 /// C example is built from source against a grown copy of `wit/`: package `0.1.9`, a new
-/// host function it does not call and a new world. The component really names `@0.1.9`
-/// (read back with wasm-tools), and the `0.1.0` host loads it as a validator, links its
-/// `host@0.1.9` import, and it passes every one of its cases. A plugin that calls the new
-/// function is refused when it loads, naming what the host lacks.
+/// host function it does not call and a new world, each `@since(version = 0.1.9)`. The
+/// component really names `@0.1.9` (read back with wasm-tools), and the `0.1.1` host loads
+/// it as a validator, links its `host@0.1.9` import, and it passes every one of its cases.
+/// A plugin that calls the new function is refused when it loads, naming what the host
+/// lacks.
 #[test]
 fn a_validator_built_against_a_grown_0_1_contract_loads_and_judges_the_same() {
     if c_component().is_none() {
@@ -518,19 +520,20 @@ fn a_validator_built_against_a_grown_0_1_contract_loads_and_judges_the_same() {
     };
     grow(
         "worlds.wit",
-        "package mcpproxy:plugin@0.1.0;",
+        "package mcpproxy:plugin@0.1.1;",
         "package mcpproxy:plugin@0.1.9;\n\n\
-         /// Added in 0.1.9: a kind of plugin 0.1.0 does not know.\n\
+         /// A kind of plugin 0.1.1 does not know.\n\
+         @since(version = 0.1.9)\n\
          world auditor-plugin {\n  import host;\n  export metadata;\n  export auditor;\n}",
     );
     grow(
         "host.wit",
         "  config: func() -> string;\n",
-        "  config: func() -> string;\n\n  /// Added in 0.1.9.\n  now-ms: func() -> u64;\n",
+        "  config: func() -> string;\n\n  @since(version = 0.1.9)\n  now-ms: func() -> u64;\n",
     );
     std::fs::write(
         wit.join("auditor.wit"),
-        "/// Added in 0.1.9.\ninterface auditor {\n  note: func(line: string);\n}\n",
+        "@since(version = 0.1.9)\ninterface auditor {\n  note: func(line: string);\n}\n",
     )
     .unwrap();
 
@@ -560,7 +563,10 @@ fn a_validator_built_against_a_grown_0_1_contract_loads_and_judges_the_same() {
     ] {
         assert!(names.contains(name), "{name} missing from:\n{names}");
     }
-    assert!(!names.contains("@0.1.0"), "{names}");
+    assert!(
+        !names.contains("@0.1.0") && !names.contains("@0.1.1"),
+        "{names}"
+    );
 
     let data = tempfile::tempdir().unwrap();
     let check = TestCommand::new(data.path())
@@ -605,6 +611,66 @@ void exports_mcpproxy_plugin_validator_validate(
     assert!(
         stderr.contains(&uses_addition.display().to_string()) && stderr.contains("now-ms"),
         "{stderr}"
+    );
+}
+
+/// The versioning rule from the other side: the C example built from source against the
+/// WIT mcpproxy 0.1.0 shipped (the committed copy `plugins/fixtures/wit-0.1.0`, before
+/// `host.caller`, the result guards, the scanner and the JSON-lines sinks) names `@0.1.0` in
+/// every import and export, and this `0.1.1` host loads it as a validator, links its
+/// `host@0.1.0` import, and it passes every one of its cases.
+#[test]
+fn a_validator_built_against_the_0_1_0_contract_loads_and_judges_the_same() {
+    if c_component().is_none() {
+        return;
+    }
+    let wit = repo().join("plugins/fixtures/wit-0.1.0");
+    let worlds = std::fs::read_to_string(wit.join("worlds.wit")).unwrap();
+    assert!(
+        worlds.starts_with("package mcpproxy:plugin@0.1.0;"),
+        "{worlds}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("tool_gate_0_1_0.wasm");
+    let status = Command::new("bash")
+        .arg(C.dir().join("build.sh"))
+        .arg(&out)
+        .env("MCPPROXY_WIT", &wit)
+        .status()
+        .expect("run build.sh");
+    assert!(
+        status.success(),
+        "build.sh against the 0.1.0 WIT failed: {status}"
+    );
+
+    let names = Command::new(c_tools().join("bin/wasm-tools"))
+        .args(["component", "wit"])
+        .arg(&out)
+        .output()
+        .expect("run wasm-tools component wit");
+    assert!(names.status.success(), "{names:?}");
+    let names = String::from_utf8_lossy(&names.stdout);
+    for name in [
+        "export mcpproxy:plugin/validator@0.1.0;",
+        "export mcpproxy:plugin/metadata@0.1.0;",
+        "import mcpproxy:plugin/host@0.1.0;",
+    ] {
+        assert!(names.contains(name), "{name} missing from:\n{names}");
+    }
+    assert!(!names.contains("@0.1.1"), "{names}");
+
+    let data = tempfile::tempdir().unwrap();
+    let check = TestCommand::new(data.path())
+        .args(["plugins", "check"])
+        .args([&out])
+        .args(["--cases".as_ref(), C.dir().join("cases.json").as_os_str()])
+        .output();
+    check.assert_code(0);
+    let stdout = check.stdout();
+    assert!(
+        stdout.contains("validator plugin 'tool-gate' 0.1.0")
+            && stdout.lines().any(|l| l == "10 passed, 0 failed"),
+        "{stdout}"
     );
 }
 

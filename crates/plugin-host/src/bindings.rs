@@ -92,20 +92,21 @@ pub(crate) use validator_world::mcpproxy::plugin::types as wit_types;
 pub(crate) use validator_world::{ValidatorPlugin, ValidatorPluginPre};
 
 /// The exported interface names that identify each world (see `wit/worlds.wit`).
-pub(crate) const VALIDATOR_EXPORT: &str = "mcpproxy:plugin/validator@0.1.0";
-pub(crate) const ANNOTATOR_EXPORT: &str = "mcpproxy:plugin/annotator@0.1.0";
-pub(crate) const SINK_EXPORT: &str = "mcpproxy:plugin/sink@0.1.0";
-pub(crate) const NDJSON_SINK_EXPORT: &str = "mcpproxy:plugin/ndjson-sink@0.1.0";
-pub(crate) const SCANNER_EXPORT: &str = "mcpproxy:plugin/scanner@0.1.0";
-pub(crate) const RESULT_GUARD_EXPORT: &str = "mcpproxy:plugin/result-guard@0.1.0";
-pub(crate) const METADATA_EXPORT: &str = "mcpproxy:plugin/metadata@0.1.0";
+pub(crate) const VALIDATOR_EXPORT: &str = "mcpproxy:plugin/validator@0.1.1";
+pub(crate) const ANNOTATOR_EXPORT: &str = "mcpproxy:plugin/annotator@0.1.1";
+pub(crate) const SINK_EXPORT: &str = "mcpproxy:plugin/sink@0.1.1";
+pub(crate) const NDJSON_SINK_EXPORT: &str = "mcpproxy:plugin/ndjson-sink@0.1.1";
+pub(crate) const SCANNER_EXPORT: &str = "mcpproxy:plugin/scanner@0.1.1";
+pub(crate) const RESULT_GUARD_EXPORT: &str = "mcpproxy:plugin/result-guard@0.1.1";
+pub(crate) const METADATA_EXPORT: &str = "mcpproxy:plugin/metadata@0.1.1";
 
-/// The `code-runtime` world (`wit/code.wit`): the JavaScript engine of `code_execution`.
-/// `call-tool` may trap: that is how the proxy stops a script (its call limit, say).
+/// The `code-runtime` world of the internal package `mcpproxy:code` (`wit/code/`): the
+/// JavaScript engine of `code_execution`, not a plugin world. `call-tool` may trap: that is
+/// how the proxy stops a script (its call limit, say).
 pub(crate) mod code_world {
     wasmtime::component::bindgen!({
-        path: "../../wit",
+        path: "../../wit/code",
         world: "code-runtime",
-        imports: { "mcpproxy:plugin/code-host.call-tool": trappable },
+        imports: { "mcpproxy:code/host.call-tool": trappable },
     });
 }

@@ -316,6 +316,7 @@ mod tests {
         assert!(is_linked_interface("wasi:cli/environment@0.2.6"));
         assert!(is_linked_interface("wasi:filesystem/preopens@0.2.0"));
         assert!(is_linked_interface("mcpproxy:plugin/host@0.1.0"));
+        assert!(is_linked_interface("mcpproxy:plugin/host@0.1.1"));
         assert!(!is_linked_interface("wasi:http/outgoing-handler@0.2.6"));
         assert!(!is_linked_interface("wasi:cli/environment@0.3.0"));
         assert!(!is_linked_interface("wasi:keyvalue/store@0.2.0-draft"));

@@ -32,7 +32,8 @@ pub enum Error {
     Compile { origin: String, reason: String },
     #[error(
         "{origin} implements none of the mcpproxy plugin worlds: it exports {exports}; a plugin \
-         exports mcpproxy:plugin/validator, /annotator, /scanner or /sink at version 0.1.0 (see docs/plugins.md)"
+         exports mcpproxy:plugin/validator, /annotator, /scanner, /sink, /ndjson-sink or \
+         /result-guard at a 0.1.x version (see docs/plugins.md)"
     )]
     NoWorld { origin: String, exports: String },
     #[error(

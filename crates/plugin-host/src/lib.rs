@@ -7,7 +7,8 @@
 //! that traps, overruns its deadline or its memory fails *closed*: the call it was judging
 //! gets a [`PluginFault`] naming the plugin and what happened, and nothing else is affected.
 //!
-//! The contract is `wit/` (package `mcpproxy:plugin@0.1.0`); `bindings` is the only place
+//! The contract is `wit/` (package `mcpproxy:plugin@0.1.1`; components built against any
+//! `0.1.x`, 0.1.0 included, load); `bindings` is the only place
 //! that sees generated code, `conv` maps it to the types of [`mcpproxy_policy`]. `stages`
 //! makes loaded components the pipeline's [`mcpproxy_policy::Annotator`]s and
 //! [`mcpproxy_policy::Validator`]s; `sink` makes them [`mcpproxy_activity::Sink`]s.

@@ -1,9 +1,10 @@
 //! Running `code_execution` scripts: the embedded JavaScript runtime (`plugins/code-runtime`,
-//! world `code-runtime` of `wit/code.wit`) on an engine of its own, a fresh instance per
-//! script, with a memory cap, a deadline enforced by epoch interruption, and WASI linked
-//! empty (no files, environment or sockets; see `wasi`). The script's only way out is the
-//! `code-host` import, which this module hands to a [`ScriptHost`] the proxy implements
-//! (tool calls through its policy and journal); `console.log` lines are kept here, capped.
+//! world `code-runtime` of the internal package `mcpproxy:code`, `wit/code/`) on an engine of
+//! its own, a fresh instance per script, with a memory cap, a deadline enforced by epoch
+//! interruption, and WASI linked empty (no files, environment or sockets; see `wasi`). The
+//! script's only way out is that package's `host` import, which this module hands to a
+//! [`ScriptHost`] the proxy implements (tool calls through its policy and journal);
+//! `console.log` lines are kept here, capped.
 //!
 //! Whatever the script does, [`ScriptRuntime::run`] returns a [`ScriptRun`] saying how it
 //! ended: returned, threw, ran out of time or memory, was stopped by the host (its call
@@ -16,7 +17,7 @@ use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Store, Trap};
 use wasmtime_wasi::{WasiCtxView, WasiView};
 
-use super::bindings::code_world::mcpproxy::plugin::code_host;
+use super::bindings::code_world::mcpproxy::code::host as code_host;
 use super::bindings::code_world::{CodeRuntime, CodeRuntimePre};
 use super::deadline::{ArmedDeadline, HoldsDeadline};
 use super::engine::{EngineOptions, PluginEngine};
@@ -146,7 +147,7 @@ impl ScriptRuntime {
                     store.data_mut().plugin.slot_signal = Some(self.engine.slot_signal().clone());
                     store.data_mut().host = host.take();
                     let outcome = bindings
-                        .mcpproxy_plugin_code_runner()
+                        .mcpproxy_code_runner()
                         .call_run(&mut store, code, input);
                     let end = match outcome {
                         Ok(Ok(value)) => ScriptEnd::Returned(value),

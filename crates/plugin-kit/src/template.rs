@@ -19,7 +19,6 @@ pub const WIT: &[(&str, &str)] = &[
     ("annotator.wit", include_str!("../../../wit/annotator.wit")),
     ("scanner.wit", include_str!("../../../wit/scanner.wit")),
     ("sink.wit", include_str!("../../../wit/sink.wit")),
-    ("code.wit", include_str!("../../../wit/code.wit")),
     (
         "result-guard.wit",
         include_str!("../../../wit/result-guard.wit"),
@@ -286,14 +285,25 @@ fn write(path: &Path, text: &str) -> Result<(), TemplateError> {
 mod tests {
     use super::*;
 
+    /// Every file of the plugin contract, and nothing of `wit/code/` (the internal package
+    /// of the `code_execution` runtime, which plugin authors do not build against).
     #[test]
     fn every_wit_file_is_embedded() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../wit");
+        let internal = root.join("code");
+        assert!(
+            internal.join("code.wit").is_file(),
+            "{}",
+            internal.display()
+        );
         let mut on_disk = Vec::new();
         let mut stack = vec![root.clone()];
         while let Some(dir) = stack.pop() {
             for entry in std::fs::read_dir(dir).unwrap().flatten() {
                 let path = entry.path();
+                if path == internal {
+                    continue;
+                }
                 if path.is_dir() {
                     stack.push(path);
                 } else {
@@ -305,6 +315,12 @@ mod tests {
         let mut embedded: Vec<String> = WIT.iter().map(|(n, _)| (*n).to_owned()).collect();
         embedded.sort();
         assert_eq!(embedded, on_disk);
+        let contract: String = WIT.iter().map(|(_, text)| *text).collect();
+        assert!(contract.contains("package mcpproxy:plugin@0.1.1;"));
+        assert!(
+            !contract.contains("mcpproxy:code"),
+            "the code runtime's WIT is embedded"
+        );
     }
 
     #[test]

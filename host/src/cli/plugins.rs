@@ -64,7 +64,7 @@ impl WitCommand {
     fn run(self) -> Result<ExitCode> {
         let files = template::write_wit(&self.dir)?;
         println!(
-            "wrote {} files of mcpproxy:plugin@0.1.0 (and the WASI 0.2 packages it uses) to {}",
+            "wrote {} files of mcpproxy:plugin@0.1.1 (and the WASI 0.2 packages it uses) to {}",
             files.len(),
             self.dir.display()
         );

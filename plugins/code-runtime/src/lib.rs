@@ -1,6 +1,7 @@
 //! `code-runtime`: the JavaScript engine behind mcpproxy's `code_execution` tool, a
-//! WebAssembly component of the `code-runtime` world (`wit/code.wit`). The proxy runs one
-//! script per fresh instance; the script's only way out is the `code-host` import
+//! WebAssembly component of the `code-runtime` world (package `mcpproxy:code`, `wit/code/`,
+//! internal to mcpproxy). The proxy runs one script per fresh instance; the script's only way
+//! out is the `host` import
 //! (`call_tool` through the proxy's policy, and `console.log`).
 //!
 //! The engine is Boa (pure Rust: it builds for wasm32-wasip2 with the Rust toolchain alone).
@@ -12,12 +13,12 @@ use boa_engine::property::Attribute;
 use boa_engine::{Context, JsArgs, JsResult, JsString, JsValue, Source, js_string};
 
 wit_bindgen::generate!({
-    path: "../../wit",
+    path: "../../wit/code",
     world: "code-runtime",
 });
 
-use exports::mcpproxy::plugin::code_runner;
-use mcpproxy::plugin::code_host;
+use exports::mcpproxy::code::runner;
+use mcpproxy::code::host;
 
 /// Defines `call_tool`, `console` and `input`, runs the script (`new Function(code)`, so a
 /// syntax error is reported like a throw) and returns `{"ok":true,"value":...}` or
@@ -26,7 +27,7 @@ const PRELUDE: &str = include_str!("prelude.js");
 
 struct Runtime;
 
-impl code_runner::Guest for Runtime {
+impl runner::Guest for Runtime {
     fn run(code: String, input: String) -> Result<String, String> {
         let mut context = Context::default();
         setup(&mut context, code, input)
@@ -90,7 +91,7 @@ fn text_arg(args: &[JsValue], index: usize, context: &mut Context) -> JsResult<S
 fn call_tool(_this: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
     let name = text_arg(args, 0, context)?;
     let arguments = text_arg(args, 1, context)?;
-    let envelope = match code_host::call_tool(&name, &arguments) {
+    let envelope = match host::call_tool(&name, &arguments) {
         Ok(result) => match serde_json::from_str::<serde_json::Value>(&result) {
             Ok(result) => serde_json::json!({ "ok": true, "result": result }),
             Err(e) => serde_json::json!({
@@ -106,7 +107,7 @@ fn call_tool(_this: &JsValue, args: &[JsValue], context: &mut Context) -> JsResu
 /// `__mcpproxy_console_log(line)`.
 fn console_log(_this: &JsValue, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
     let line = text_arg(args, 0, context)?;
-    code_host::console_log(&line);
+    host::console_log(&line);
     Ok(JsValue::undefined())
 }
 

@@ -51,8 +51,9 @@ fn names_are_checked() {
 
 #[test]
 fn exports_are_matched_by_interface_and_version_line() {
-    let ours = "mcpproxy:plugin/validator@0.1.0";
+    let ours = "mcpproxy:plugin/validator@0.1.1";
     assert!(same_interface("mcpproxy:plugin/validator@0.1.0", ours));
+    assert!(same_interface("mcpproxy:plugin/validator@0.1.1", ours));
     assert!(same_interface("mcpproxy:plugin/validator@0.1.3", ours));
     assert!(!same_interface("mcpproxy:plugin/validator@0.2.0", ours));
     assert!(!same_interface("mcpproxy:plugin/annotator@0.1.0", ours));

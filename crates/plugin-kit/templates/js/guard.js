@@ -1,7 +1,7 @@
 // {{name}}: an mcpproxy result guard. Blocks any result (tool result, prompt or resource)
 // that holds one of its marker words: {"marker_words": ["CONFIDENTIAL"]} (the default). An
 // exception that escapes guard() blocks the result (the proxy fails closed).
-import { config } from 'mcpproxy:plugin/host@0.1.0';
+import { config } from 'mcpproxy:plugin/host@0.1.1';
 
 export const metadata = {
   info() {

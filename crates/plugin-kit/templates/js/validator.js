@@ -1,7 +1,7 @@
 // {{name}}: an mcpproxy validator. Rejects calls to the tools its settings block:
 // {"blocked_tools": ["server:tool", ...]}. An exception that escapes validate() rejects the
 // call (the proxy fails closed).
-import { config } from 'mcpproxy:plugin/host@0.1.0';
+import { config } from 'mcpproxy:plugin/host@0.1.1';
 
 export const metadata = {
   info() {

@@ -10,7 +10,7 @@
 // Everything else is allowed. Built into a WebAssembly component of mcpproxy's
 // `validator-plugin` world with componentize-js (see build.sh).
 
-import { config, log } from 'mcpproxy:plugin/host@0.1.0';
+import { config, log } from 'mcpproxy:plugin/host@0.1.1';
 
 const NAME = 'data-guard';
 
