@@ -191,7 +191,8 @@ const UNSAFE_ALLOWED: &[&str] = &[
 /// | 3 | `proxy` | resolve, judge, call, record |
 /// | 4 | `manage`, `runtime` | changes to the servers while running; the running proxy built from a config |
 /// | 5 | `api`, `mcp`, `web` | the front ends: REST, MCP, the page |
-const MODULE_LAYERS: [&[&str]; 6] = [
+/// | 6 | `serve` | the one entry point: owns the data dir or fronts its owner, serves the parts |
+const MODULE_LAYERS: [&[&str]; 7] = [
     &["listener", "metrics"],
     &["telemetry", "scoping"],
     &["control"],
@@ -202,6 +203,7 @@ const MODULE_LAYERS: [&[&str]; 6] = [
 
 /// Where the layered modules are: the running proxy's crate.
 const SERVER_SRC: &str = "crates/server/src";
+    &["serve"],
 
 /// The workspace root (the proxy crate's manifest is in `host/`).
 fn workspace() -> PathBuf {

@@ -14,7 +14,9 @@
 //! 4. `runtime` (the running proxy built from a `Config`), `manage` (changes to the
 //!    upstream servers while running, validated, written back, applied);
 //! 5. `mcp`, `api`, `web`: the MCP server (HTTP and stdio), the REST API under `/api/v1`,
-//!    the page at `/`.
+//!    the page at `/`;
+//! 6. `serve`: the one entry point, [`Server::builder`]: owns the data dir (or fronts its
+//!    owner), puts the parts together and serves them over HTTP or stdio.
 //!
 //! Below it, and unable to name it: the upstream sessions (`mcpproxy-upstream`), the
 //! cluster's shared state, the plugin host, the journal, trust, auth, the config and the
@@ -30,5 +32,8 @@ pub mod metrics;
 pub mod proxy;
 pub mod runtime;
 pub mod scoping;
+pub mod serve;
 pub mod telemetry;
 pub mod web;
+
+pub use serve::Server;

@@ -8,7 +8,6 @@ mod call;
 mod client;
 mod cluster;
 mod code;
-mod handoff;
 mod import_check;
 mod login;
 mod output;
