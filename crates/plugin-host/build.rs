@@ -44,6 +44,8 @@ fn main() {
         "injection-marker",
         "code-runtime",
         "group-gate",
+        "sink-support",
+        "tool-scan",
         "fixtures",
     ] {
         println!(

@@ -8,20 +8,26 @@
 //! Nothing is kept between calls.
 //!
 //! Settings are in [`settings`], the table and its rows in [`schema`], ClickHouse's answers in
-//! [`remote`], the HTTP client over `wasi:http` in [`http`] (shared with `http-sink`).
+//! [`remote`], the HTTP client over `wasi:http` in the `sink-support` crate (shared with
+//! `http-sink`), whose `wasi:*` bindings this world's imports map to.
 
-// Shared with http-sink; not every helper in it is used here.
-#[allow(dead_code)]
-#[path = "../../http-sink/src/http.rs"]
-mod http;
 mod remote;
 mod schema;
 mod settings;
 
+use sink_support::http;
+
 wit_bindgen::generate!({
     path: "../../wit",
     world: "ndjson-sink-plugin",
-    generate_all,
+    with: {
+        "wasi:http/types@0.2.12": sink_support::bindings::wasi::http::types,
+        "wasi:http/outgoing-handler@0.2.12": sink_support::bindings::wasi::http::outgoing_handler,
+        "wasi:io/error@0.2.12": sink_support::bindings::wasi::io::error,
+        "wasi:io/poll@0.2.12": sink_support::bindings::wasi::io::poll,
+        "wasi:io/streams@0.2.12": sink_support::bindings::wasi::io::streams,
+        "wasi:clocks/monotonic-clock@0.2.12": sink_support::bindings::wasi::clocks::monotonic_clock,
+    },
 });
 
 use exports::mcpproxy::plugin::metadata::{self, PluginInfo};
@@ -133,4 +139,14 @@ fn message(s: &Settings, failure: &Failure, doing: &str) -> String {
     )
 }
 
-export!(ClickHouseSink);
+/// The component's exports: wit-bindgen's glue from the canonical ABI to [`ClickHouseSink`].
+#[allow(
+    unsafe_code,
+    reason = "the glue `export!` expands to is unsafe by nature (it reads the guest's memory as \
+              the canonical ABI lays it out); the code of this crate has none"
+)]
+mod component_exports {
+    use super::ClickHouseSink;
+
+    crate::export!(ClickHouseSink with_types_in crate);
+}

@@ -8,7 +8,7 @@ const EXCERPT_BYTES: usize = 600;
 
 /// The request target for `sql`: the url setting's path with `query=<sql>` added to its
 /// query string.
-pub fn statement_target(base: &Target, sql: &str) -> Target {
+pub(crate) fn statement_target(base: &Target, sql: &str) -> Target {
     let sep = if base.path_and_query.contains('?') {
         '&'
     } else {
@@ -21,7 +21,7 @@ pub fn statement_target(base: &Target, sql: &str) -> Target {
 }
 
 /// Percent-encodes everything but RFC 3986's unreserved characters.
-pub fn percent_encode(s: &str) -> String {
+pub(crate) fn percent_encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len() * 3 / 2);
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
@@ -34,7 +34,7 @@ pub fn percent_encode(s: &str) -> String {
 }
 
 /// The `authorization` header value for HTTP Basic auth.
-pub fn basic_auth(user: &str, password: &str) -> String {
+pub(crate) fn basic_auth(user: &str, password: &str) -> String {
     format!("Basic {}", base64(format!("{user}:{password}").as_bytes()))
 }
 
@@ -59,7 +59,7 @@ fn base64(bytes: &[u8]) -> String {
 
 /// What an error answer is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Problem {
+pub(crate) enum Problem {
     /// Code 60, UNKNOWN_TABLE.
     MissingTable,
     /// Code 81, UNKNOWN_DATABASE.
@@ -79,7 +79,7 @@ pub enum Problem {
 
 /// A non-2xx answer from ClickHouse.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Failure {
+pub(crate) struct Failure {
     pub status: u16,
     /// ClickHouse's error code (`Code: NN`), if the body has one.
     pub code: Option<u32>,
@@ -90,7 +90,7 @@ pub struct Failure {
 
 impl Failure {
     /// Reads an error answer: `status` and (the start of) its body.
-    pub fn new(status: u16, body: &[u8]) -> Failure {
+    pub(crate) fn new(status: u16, body: &[u8]) -> Failure {
         let text = crate::http::excerpt(body, EXCERPT_BYTES);
         let code = error_code(&text);
         let problem = match code {
@@ -121,7 +121,7 @@ impl Failure {
     }
 
     /// Whether creating the database and table (then inserting again) can fix this.
-    pub fn wants_table(&self) -> bool {
+    pub(crate) fn wants_table(&self) -> bool {
         matches!(
             self.problem,
             Problem::MissingTable | Problem::MissingDatabase
@@ -130,7 +130,7 @@ impl Failure {
 
     /// The sentence for `deliver`'s error. `doing` says what was attempted (e.g. "inserting
     /// 1000 records into default.t").
-    pub fn message(&self, target: &Target, doing: &str, ctx: &Context) -> String {
+    pub(crate) fn message(&self, target: &Target, doing: &str, ctx: &Context) -> String {
         let db = ctx.database;
         let table = ctx.table;
         let hint = match self.problem {
@@ -177,7 +177,7 @@ impl Failure {
 }
 
 /// What the message needs to know about the settings.
-pub struct Context<'a> {
+pub(crate) struct Context<'a> {
     pub database: &'a str,
     pub table: &'a str,
     pub user: Option<&'a str>,

@@ -17,12 +17,12 @@ use serde_json::{Map, Value};
 
 use crate::http::{Target, Timeouts};
 
-pub const DEFAULT_URL: &str = "http://127.0.0.1:8123";
-pub const DEFAULT_DATABASE: &str = "default";
-pub const DEFAULT_TABLE: &str = "mcpproxy_activity";
+pub(crate) const DEFAULT_URL: &str = "http://127.0.0.1:8123";
+pub(crate) const DEFAULT_DATABASE: &str = "default";
+pub(crate) const DEFAULT_TABLE: &str = "mcpproxy_activity";
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// The HTTP interface; queries go to its path with `?query=` appended.
     pub target: Target,
     pub database: String,
@@ -34,7 +34,7 @@ pub struct Settings {
 }
 
 /// Reads the settings; every error names the setting and what to put there.
-pub fn parse(config: &str) -> Result<Settings, String> {
+pub(crate) fn parse(config: &str) -> Result<Settings, String> {
     let map = object(config)?;
     let url = string(&map, "url")?.unwrap_or_else(|| DEFAULT_URL.to_string());
     let target = Target::parse("url", &url)?;

@@ -111,4 +111,14 @@ fn console_log(_this: &JsValue, args: &[JsValue], context: &mut Context) -> JsRe
     Ok(JsValue::undefined())
 }
 
-export!(Runtime);
+/// The component's exports: wit-bindgen's glue from the canonical ABI to [`Runtime`].
+#[allow(
+    unsafe_code,
+    reason = "the glue `export!` expands to is unsafe by nature (it reads the guest's memory as \
+              the canonical ABI lays it out); the code of this crate has none"
+)]
+mod component_exports {
+    use super::Runtime;
+
+    crate::export!(Runtime with_types_in crate);
+}

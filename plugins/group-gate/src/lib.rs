@@ -65,4 +65,14 @@ impl validator::Guest for GroupGate {
     }
 }
 
-export!(GroupGate);
+/// The component's exports: wit-bindgen's glue from the canonical ABI to [`GroupGate`].
+#[allow(
+    unsafe_code,
+    reason = "the glue `export!` expands to is unsafe by nature (it reads the guest's memory as \
+              the canonical ABI lays it out); the code of this crate has none"
+)]
+mod component_exports {
+    use super::GroupGate;
+
+    crate::export!(GroupGate with_types_in crate);
+}

@@ -4,18 +4,23 @@
 //! Fluent Bit, Logstash... Any 2xx status means stored; anything else is an error, and
 //! mcpproxy retries the batch later.
 //!
-//! Settings are in [`settings`], the meaning of a status in [`ndjson`], the HTTP
-//! client over `wasi:http` in [`http`] (shared with `clickhouse-sink` and the sink fixture).
-//! Nothing is kept between calls.
+//! Settings, the meaning of a status and the HTTP client over `wasi:http` are in the
+//! `sink-support` crate (shared with `clickhouse-sink` and the sink fixture), whose
+//! `wasi:*` bindings this world's imports map to. Nothing is kept between calls.
 
-mod http;
-mod ndjson;
-mod settings;
+use sink_support::{http, ndjson, settings};
 
 wit_bindgen::generate!({
     path: "../../wit",
     world: "ndjson-sink-plugin",
-    generate_all,
+    with: {
+        "wasi:http/types@0.2.12": sink_support::bindings::wasi::http::types,
+        "wasi:http/outgoing-handler@0.2.12": sink_support::bindings::wasi::http::outgoing_handler,
+        "wasi:io/error@0.2.12": sink_support::bindings::wasi::io::error,
+        "wasi:io/poll@0.2.12": sink_support::bindings::wasi::io::poll,
+        "wasi:io/streams@0.2.12": sink_support::bindings::wasi::io::streams,
+        "wasi:clocks/monotonic-clock@0.2.12": sink_support::bindings::wasi::clocks::monotonic_clock,
+    },
 });
 
 use exports::mcpproxy::plugin::metadata::{self, PluginInfo};
@@ -72,4 +77,14 @@ impl ndjson_sink::Guest for HttpSink {
     }
 }
 
-export!(HttpSink);
+/// The component's exports: wit-bindgen's glue from the canonical ABI to [`HttpSink`].
+#[allow(
+    unsafe_code,
+    reason = "the glue `export!` expands to is unsafe by nature (it reads the guest's memory as \
+              the canonical ABI lays it out); the code of this crate has none"
+)]
+mod component_exports {
+    use super::HttpSink;
+
+    crate::export!(HttpSink with_types_in crate);
+}

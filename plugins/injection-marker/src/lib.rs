@@ -2,35 +2,13 @@
 //! (`plugins.guards` must name it). It marks result items that carry instruction-like text
 //! (an indirect prompt injection in a web page, an issue comment, a file): the proxy then
 //! wraps each such item in untrusted-content delimiters with a note telling the model to
-//! treat it as data. It reuses the detectors of `tool-scanner` (the same source files,
-//! compiled in here): hidden instructions (phrases that tell the model to drop its
+//! treat it as data. It reuses the detectors of `tool-scanner` (the `tool-scan` crate):
+//! hidden instructions (phrases that tell the model to drop its
 //! instructions, keep things from the user, read or send something first; `<IMPORTANT>`-style
 //! tags and chat-template tokens), credential access, and invisible Unicode.
 //!
 //! Settings: `ignore_kinds` (as for `tool-scanner`), a list of finding kinds not to mark on.
 //! Unusable settings block the result (fail closed).
-
-/// `tool-scanner`'s detectors, from its own source files (its `scan.rs` declares the same
-/// modules; the tests stay there).
-#[path = "../../tool-scanner/src/scan"]
-mod scan {
-    mod base64;
-    mod collect;
-    mod credential;
-    mod cross;
-    mod driver;
-    mod escapes;
-    mod evidence;
-    mod finding;
-    mod hidden;
-    mod invisible;
-    mod pattern;
-    mod settings;
-    mod url_email;
-
-    pub(crate) use driver::run;
-    pub(crate) use finding::{SCANNER_ERROR, ToolText};
-}
 
 mod marker;
 
@@ -82,4 +60,14 @@ impl result_guard::Guest for InjectionMarker {
     }
 }
 
-export!(InjectionMarker);
+/// The component's exports: wit-bindgen's glue from the canonical ABI to [`InjectionMarker`].
+#[allow(
+    unsafe_code,
+    reason = "the glue `export!` expands to is unsafe by nature (it reads the guest's memory as \
+              the canonical ABI lays it out); the code of this crate has none"
+)]
+mod component_exports {
+    use super::InjectionMarker;
+
+    crate::export!(InjectionMarker with_types_in crate);
+}

@@ -79,4 +79,14 @@ fn to_call(request: CallRequest) -> Call {
     }
 }
 
-export!(IntentMatrix);
+/// The component's exports: wit-bindgen's glue from the canonical ABI to [`IntentMatrix`].
+#[allow(
+    unsafe_code,
+    reason = "the glue `export!` expands to is unsafe by nature (it reads the guest's memory as \
+              the canonical ABI lays it out); the code of this crate has none"
+)]
+mod component_exports {
+    use super::IntentMatrix;
+
+    crate::export!(IntentMatrix with_types_in crate);
+}

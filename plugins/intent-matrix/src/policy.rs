@@ -4,14 +4,14 @@
 use serde_json::Value;
 
 /// The maximum length of `intent.reason`, in characters.
-pub const MAX_REASON_CHARS: usize = 1000;
+pub(crate) const MAX_REASON_CHARS: usize = 1000;
 
 /// The data sensitivities a caller may declare.
-pub const SENSITIVITIES: [&str; 4] = ["public", "internal", "private", "unknown"];
+pub(crate) const SENSITIVITIES: [&str; 4] = ["public", "internal", "private", "unknown"];
 
 /// What a call says it does: the variant used, or `intent.operation_type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Op {
+pub(crate) enum Op {
     Read,
     Write,
     Destructive,
@@ -19,7 +19,7 @@ pub enum Op {
 
 impl Op {
     /// The proxy tool that carries this operation type, e.g. `call_tool_read`.
-    pub fn tool_name(self) -> &'static str {
+    pub(crate) fn tool_name(self) -> &'static str {
         match self {
             Op::Read => "call_tool_read",
             Op::Write => "call_tool_write",
@@ -28,7 +28,7 @@ impl Op {
     }
 
     /// The word a caller puts in `intent.operation_type`.
-    pub fn word(self) -> &'static str {
+    pub(crate) fn word(self) -> &'static str {
         match self {
             Op::Read => "read",
             Op::Write => "write",
@@ -39,14 +39,14 @@ impl Op {
 
 /// The annotation hints the matrix looks at; `None` means the hint was not given.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Hints {
+pub(crate) struct Hints {
     pub read_only: Option<bool>,
     pub destructive: Option<bool>,
 }
 
 /// What the caller declared, as sent.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Intent {
+pub(crate) struct Intent {
     pub operation_type: Option<Op>,
     pub data_sensitivity: Option<String>,
     pub reason: Option<String>,
@@ -54,7 +54,7 @@ pub struct Intent {
 
 /// One call, as far as the matrix cares.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Call {
+pub(crate) struct Call {
     /// The variant the caller used.
     pub variant: Op,
     pub server: String,
@@ -70,7 +70,7 @@ pub struct Call {
 
 /// The validator's answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Allow,
     Warn(String),
     Reject(String),
@@ -78,7 +78,7 @@ pub enum Outcome {
 
 /// The switches of `intent_declaration`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Settings {
+pub(crate) struct Settings {
     pub strict_server_validation: bool,
     pub require_operation_type: bool,
 }
@@ -95,7 +95,7 @@ impl Default for Settings {
 impl Settings {
     /// Reads the settings from the plugin's config JSON. Unknown keys are ignored; a value of
     /// the wrong type is an error (the caller fails closed).
-    pub fn parse(json: &str) -> Result<Settings, String> {
+    pub(crate) fn parse(json: &str) -> Result<Settings, String> {
         let value: Value =
             serde_json::from_str(json).map_err(|e| format!("not valid JSON ({e})"))?;
         let Value::Object(map) = value else {
@@ -140,7 +140,7 @@ fn kind(value: &Value) -> &'static str {
 }
 
 /// Parses the config and applies the matrix; invalid settings reject the call.
-pub fn decide(config_json: &str, call: &Call) -> Outcome {
+pub(crate) fn decide(config_json: &str, call: &Call) -> Outcome {
     match Settings::parse(config_json) {
         Ok(settings) => validate(&settings, call),
         Err(e) => Outcome::Reject(format!("intent-matrix: invalid settings: {e}")),
@@ -148,7 +148,7 @@ pub fn decide(config_json: &str, call: &Call) -> Outcome {
 }
 
 /// Applies the matrix to one call. The first failing check rejects.
-pub fn validate(settings: &Settings, call: &Call) -> Outcome {
+pub(crate) fn validate(settings: &Settings, call: &Call) -> Outcome {
     let variant = call.variant;
     let none = Intent::default();
     let intent = match &call.intent {

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 /// A tool's safety class (the WIT `safety-class`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Class {
+pub(crate) enum Class {
     ReadOnly,
     WriteCapable,
     Subprocess,
@@ -19,7 +19,7 @@ pub enum Class {
 
 impl Class {
     /// Reads a `_meta.safety_class` value; `_` may stand for `-` (e.g. `read_only`).
-    pub fn parse(value: &str) -> Option<Class> {
+    pub(crate) fn parse(value: &str) -> Option<Class> {
         match value.replace('_', "-").as_str() {
             "read-only" => Some(Class::ReadOnly),
             "write-capable" => Some(Class::WriteCapable),
@@ -31,7 +31,7 @@ impl Class {
     }
 
     /// The annotations a class implies; unset hints stay `None`.
-    pub fn implied(self) -> Hints {
+    pub(crate) fn implied(self) -> Hints {
         match self {
             Class::ReadOnly => Hints {
                 read_only: Some(true),
@@ -58,7 +58,7 @@ impl Class {
 
 /// MCP tool annotation hints; `None` means the hint was not given.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Hints {
+pub(crate) struct Hints {
     pub read_only: Option<bool>,
     pub destructive: Option<bool>,
     pub idempotent: Option<bool>,
@@ -76,7 +76,7 @@ impl Hints {
 
 /// What an inference rests on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Basis {
+pub(crate) enum Basis {
     Server,
     Meta,
     Inferred,
@@ -84,7 +84,7 @@ pub enum Basis {
 
 /// The annotator's answer for one tool.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Inference {
+pub(crate) struct Inference {
     pub hints: Hints,
     pub class: Class,
     pub basis: Basis,
@@ -93,7 +93,7 @@ pub struct Inference {
 
 /// The parts of a tool the annotator reads.
 #[derive(Clone, Copy, Debug)]
-pub struct ToolInfo<'a> {
+pub(crate) struct ToolInfo<'a> {
     pub server: &'a str,
     pub name: &'a str,
     pub annotations: Option<Hints>,
@@ -103,13 +103,13 @@ pub struct ToolInfo<'a> {
 
 /// An inference, plus a warning to log when the tool's `_meta` was unusable.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub inference: Inference,
     pub warning: Option<String>,
 }
 
 /// Name prefixes (matched on the ASCII-lowercased name) and the class each implies.
-pub const PREFIXES: [(&str, Class); 21] = [
+pub(crate) const PREFIXES: [(&str, Class); 21] = [
     ("read_", Class::ReadOnly),
     ("list_", Class::ReadOnly),
     ("get_", Class::ReadOnly),
@@ -134,7 +134,7 @@ pub const PREFIXES: [(&str, Class); 21] = [
 ];
 
 /// Infers annotations and a safety class for a tool. Always has an answer.
-pub fn infer(tool: &ToolInfo<'_>) -> Outcome {
+pub(crate) fn infer(tool: &ToolInfo<'_>) -> Outcome {
     if let Some(hints) = tool.annotations.filter(Hints::any_given) {
         let class = if hints.destructive == Some(true) {
             Class::Dangerous

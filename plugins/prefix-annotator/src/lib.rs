@@ -81,4 +81,14 @@ fn to_wit(h: Hints) -> Annotations {
     }
 }
 
-export!(PrefixAnnotator);
+/// The component's exports: wit-bindgen's glue from the canonical ABI to [`PrefixAnnotator`].
+#[allow(
+    unsafe_code,
+    reason = "the glue `export!` expands to is unsafe by nature (it reads the guest's memory as \
+              the canonical ABI lays it out); the code of this crate has none"
+)]
+mod component_exports {
+    use super::PrefixAnnotator;
+
+    crate::export!(PrefixAnnotator with_types_in crate);
+}

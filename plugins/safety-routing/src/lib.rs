@@ -62,4 +62,14 @@ impl validator::Guest for SafetyRouting {
     }
 }
 
-export!(SafetyRouting);
+/// The component's exports: wit-bindgen's glue from the canonical ABI to [`SafetyRouting`].
+#[allow(
+    unsafe_code,
+    reason = "the glue `export!` expands to is unsafe by nature (it reads the guest's memory as \
+              the canonical ABI lays it out); the code of this crate has none"
+)]
+mod component_exports {
+    use super::SafetyRouting;
+
+    crate::export!(SafetyRouting with_types_in crate);
+}

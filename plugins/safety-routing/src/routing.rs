@@ -11,7 +11,7 @@
 
 /// The variant a call came through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Variant {
+pub(crate) enum Variant {
     Read,
     Write,
     Destructive,
@@ -19,7 +19,7 @@ pub enum Variant {
 
 /// The tool's effective safety class.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Class {
+pub(crate) enum Class {
     ReadOnly,
     WriteCapable,
     Subprocess,
@@ -29,7 +29,7 @@ pub enum Class {
 
 impl Class {
     /// The class as the WIT contract spells it.
-    pub fn word(self) -> &'static str {
+    pub(crate) fn word(self) -> &'static str {
         match self {
             Class::ReadOnly => "read-only",
             Class::WriteCapable => "write-capable",
@@ -41,7 +41,7 @@ impl Class {
 }
 
 /// `None` when the call may go through, else the rejection message.
-pub fn route(variant: Variant, class: Class, server: &str, tool: &str) -> Option<String> {
+pub(crate) fn route(variant: Variant, class: Class, server: &str, tool: &str) -> Option<String> {
     match (class, variant) {
         (Class::ReadOnly, _)
         | (Class::WriteCapable | Class::Subprocess, Variant::Write | Variant::Destructive)

@@ -33,14 +33,14 @@ mod tests;
 
 /// One span to redact.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Found {
+pub(crate) struct Found {
     pub start: usize,
     pub end: usize,
     pub kind: &'static str,
 }
 
 /// Every kind the detector reports.
-pub const KINDS: &[&str] = &[
+pub(crate) const KINDS: &[&str] = &[
     "aws-access-key",
     "aws-secret-key",
     "gcp-api-key",
@@ -60,13 +60,13 @@ pub const KINDS: &[&str] = &[
 
 /// The detector's settings.
 #[derive(Debug, Clone, Default)]
-pub struct Settings {
+pub(crate) struct Settings {
     ignore: Vec<&'static str>,
 }
 
 impl Settings {
     /// Reads `{"ignore_kinds": [...]}` (other keys are ignored).
-    pub fn parse(json: &str) -> Result<Self, String> {
+    pub(crate) fn parse(json: &str) -> Result<Self, String> {
         let value: serde_json::Value =
             serde_json::from_str(json).map_err(|e| format!("not JSON: {e}"))?;
         let mut settings = Self::default();
@@ -94,7 +94,7 @@ impl Settings {
 
 /// Where `text` holds secrets: non-overlapping spans, in order. When detectors overlap,
 /// the more specific kind (a token format) wins over a generic one (`secret`, `password`).
-pub fn find(text: &str, settings: &Settings) -> Vec<Found> {
+pub(crate) fn find(text: &str, settings: &Settings) -> Vec<Found> {
     let mut found = Vec::new();
     tokens::find(text, &mut found);
     pem::find(text, &mut found);

@@ -2,11 +2,10 @@
 //! server's tools before a person approves them (a quarantined server, or tools changed since
 //! approval) and reports hidden instructions, credential access, URLs, e-mail addresses,
 //! encoded data, invisible Unicode and references to other servers' tools. The logic lives in
-//! [`scan`]; this file only converts between the WIT types and the scanner's.
+//! the `tool-scan` crate; this file only converts between the WIT types and the scanner's.
 
-mod scan;
-
-use scan::ToolText;
+use tool_scan as scan;
+use tool_scan::ToolText;
 
 wit_bindgen::generate!({
     path: "../../wit",
@@ -63,4 +62,14 @@ impl scanner::Guest for ToolScanner {
     }
 }
 
-export!(ToolScanner);
+/// The component's exports: wit-bindgen's glue from the canonical ABI to [`ToolScanner`].
+#[allow(
+    unsafe_code,
+    reason = "the glue `export!` expands to is unsafe by nature (it reads the guest's memory as \
+              the canonical ABI lays it out); the code of this crate has none"
+)]
+mod component_exports {
+    use super::ToolScanner;
+
+    crate::export!(ToolScanner with_types_in crate);
+}

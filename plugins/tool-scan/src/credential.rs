@@ -70,7 +70,7 @@ const CREDENTIAL_FILES: &[(&str, &str)] = &[
     ),
 ];
 
-pub(super) fn credential_files(c: &mut Collector, location: &Location, norm: &Norm<'_>) {
+pub(crate) fn credential_files(c: &mut Collector, location: &Location, norm: &Norm<'_>) {
     for &(needle, what) in CREDENTIAL_FILES {
         let Some(at) = find_bounded(&norm.text, needle, char::is_alphanumeric) else {
             continue;
@@ -161,7 +161,7 @@ fn env_rules() -> &'static Rules {
 }
 
 /// A secret that is the object of a verb such as read, send or include.
-pub(super) fn credential_verbs(
+pub(crate) fn credential_verbs(
     c: &mut Collector,
     location: &Location,
     norm: &Norm<'_>,
@@ -214,7 +214,7 @@ pub(super) fn credential_verbs(
 }
 
 /// A schema property that asks for a secret and whose description says to copy it from a file.
-pub(super) fn secret_property(c: &mut Collector, name: &str, schema: &Value, path: &str) {
+pub(crate) fn secret_property(c: &mut Collector, name: &str, schema: &Value, path: &str) {
     let squashed: String = name
         .chars()
         .filter(|ch| ch.is_alphanumeric())

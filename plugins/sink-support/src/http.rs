@@ -1,8 +1,5 @@
-//! A thin HTTP/1.1 client over `wasi:http/outgoing-handler`, shared by the sink plugins
-//! (`clickhouse-sink` and `fixtures/sink-misbehave` include this file with `#[path]`).
-//!
-//! It needs the crate root to hold the `wasi:http` and `wasi:io` bindings
-//! (`wit_bindgen::generate!` with `generate_all`). The parts that do not touch the bindings
+//! A thin HTTP/1.1 client over `wasi:http/outgoing-handler`, shared by the sink plugins,
+//! on this crate's [`bindings`](crate::bindings). The parts that do not touch the bindings
 //! (URL parsing, timeouts, error wording) are plain Rust with native unit tests.
 //!
 //! One request per call: the request is handed to `outgoing-handler.handle` *before* its body
@@ -12,12 +9,12 @@
 
 use serde_json::Value;
 
-use crate::wasi::http::outgoing_handler;
-use crate::wasi::http::types::{
+use crate::bindings::wasi::http::outgoing_handler;
+use crate::bindings::wasi::http::types::{
     ErrorCode, Fields, IncomingResponse, Method, OutgoingBody, OutgoingRequest, RequestOptions,
     Scheme,
 };
-use crate::wasi::io::streams::StreamError;
+use crate::bindings::wasi::io::streams::StreamError;
 
 /// How much of a response body is kept (for error messages); the rest is not read.
 pub const MAX_RESPONSE_BYTES: usize = 64 * 1024;
@@ -30,6 +27,7 @@ pub const DEFAULT_RESPONSE_MS: u64 = 30_000;
 /// Where a request goes: the parts of an `http(s)://` URL that `wasi:http` wants.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Target {
+    /// `https://` rather than `http://`.
     pub https: bool,
     /// `host[:port]` as written in the URL (what mcpproxy checks against the sink's grant).
     pub authority: String,
@@ -155,8 +153,11 @@ fn check_authority(authority: &str) -> Result<(), String> {
 /// The `request-options` timeouts, in milliseconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timeouts {
+    /// To set up the TCP (and TLS) connection.
     pub connect_ms: u64,
+    /// From the end of the request to the first byte of the response.
     pub first_byte_ms: u64,
+    /// Between two bytes of the response.
     pub between_bytes_ms: u64,
 }
 
@@ -200,16 +201,20 @@ impl Timeouts {
 pub struct Request<'a> {
     /// `POST`, `PUT`, ... (upper case; other tokens are sent as given).
     pub method: &'a str,
+    /// Where it goes.
     pub target: &'a Target,
     /// Name and value; `content-length` is added from `body`.
     pub headers: &'a [(String, String)],
+    /// Sent whole, with a `content-length`.
     pub body: &'a [u8],
+    /// How long to wait for the remote.
     pub timeouts: Timeouts,
 }
 
 /// What came back.
 #[derive(Debug)]
 pub struct Response {
+    /// The HTTP status code.
     pub status: u16,
     /// At most [`MAX_RESPONSE_BYTES`] of the body.
     pub body: Vec<u8>,

@@ -12,7 +12,7 @@ use super::finding::{INVISIBLE_UNICODE, Severity};
 
 /// Characters that render as nothing (or reorder text): dropped from the normalised text and
 /// escaped in quotes.
-pub(super) fn is_hidden(c: char) -> bool {
+pub(crate) fn is_hidden(c: char) -> bool {
     matches!(
         c as u32,
         0x00AD
@@ -82,7 +82,7 @@ fn is_pictograph(c: char) -> bool {
     matches!(c as u32, 0x2190..=0x21FF | 0x2300..=0x27BF | 0x2B00..=0x2BFF | 0x1F000..=0x1FAFF)
 }
 
-pub(super) fn invisible(c: &mut Collector, location: &Location, text: &str) {
+pub(crate) fn invisible(c: &mut Collector, location: &Location, text: &str) {
     let chars: Vec<(usize, char)> = text.char_indices().collect();
     let letter = |k: Option<&(usize, char)>| {
         k.is_some_and(|&(_, ch)| ch as u32 >= 0x370 && ch.is_alphabetic())

@@ -8,7 +8,7 @@ use super::finding::{ENCODED_DATA, Severity};
 
 /// Runs of 40+ base64 characters (standard or URL-safe alphabet) that look like encoded data:
 /// upper case, lower case and digits mixed, not plain hex, not inside a URL.
-pub(super) fn base64_runs(
+pub(crate) fn base64_runs(
     c: &mut Collector,
     location: &Location,
     text: &str,
@@ -93,7 +93,7 @@ fn base64_decode(s: &str) -> Option<Vec<u8>> {
 }
 
 /// The bytes as text, when they are UTF-8 and nearly all printable.
-pub(super) fn readable(bytes: &[u8]) -> Option<String> {
+pub(crate) fn readable(bytes: &[u8]) -> Option<String> {
     let text = std::str::from_utf8(bytes).ok()?;
     let total = text.chars().count();
     let printable = text

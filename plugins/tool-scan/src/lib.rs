@@ -1,5 +1,8 @@
-//! The tool scanner as plain Rust on plain types, free of the component bindings so it can be
-//! unit-tested natively. `lib.rs` converts the WIT types to these and back.
+//! `tool-scan`: the detectors of the tool scanner as plain Rust on plain types, free of the
+//! component bindings so they can be unit-tested natively. Two plugins are built on it:
+//! `tool-scanner` (the `scanner-plugin` world, over a server's tools) and `injection-marker`
+//! (the `result-guard-plugin` world, over what a tool answered); each converts the WIT types
+//! to these and back.
 //!
 //! For every tool it reads the name, the description and every string in the input schema
 //! (values and keys; `$schema`, `$id` and `$ref` values excepted) and reports:
@@ -27,6 +30,8 @@
 //! [`QUOTE_CHARS`]: finding::QUOTE_CHARS
 //! [`MAX_PER_TOOL`]: finding::MAX_PER_TOOL
 
+#![warn(missing_docs)]
+
 mod base64;
 mod collect;
 mod credential;
@@ -41,12 +46,9 @@ mod pattern;
 mod settings;
 mod url_email;
 
-// What lib.rs uses.
-pub use driver::run;
-pub use finding::{SCANNER_ERROR, Severity, ToolText};
-// The rest of the scanner's API as plain Rust: lib.rs names none of it, the tests do.
-#[cfg_attr(not(test), allow(unused_imports))]
-pub use {driver::scan, finding::Finding, settings::Settings};
+pub use driver::{run, scan};
+pub use finding::{Finding, SCANNER_ERROR, Severity, ToolText};
+pub use settings::Settings;
 
 #[cfg(test)]
 mod tests;

@@ -1,4 +1,5 @@
-//! `http-sink`'s settings (`plugins.settings.http-sink` in mcp_config.json), read from the JSON
+//! `http-sink`'s settings (`plugins.settings.http-sink` in mcp_config.json; the
+//! `test-sink-misbehave` fixture takes them too), read from the JSON
 //! object `host.config()` returns. Unknown keys are ignored: mcpproxy overlays its own
 //! switches, and `allowed_hosts` is read by mcpproxy itself (it widens the sink's HTTP grant).
 //!
@@ -33,11 +34,13 @@ const RESERVED_HEADERS: [&str; 10] = [
 /// What `http-sink` sends, and where.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Settings {
+    /// The `url` setting.
     pub target: Target,
     /// Upper case.
     pub method: String,
     /// Lower-case names; always holds a `content-type`.
     pub headers: Vec<(String, String)>,
+    /// From the `timeout_ms` setting.
     pub timeouts: Timeouts,
 }
 

@@ -6,7 +6,7 @@ use super::evidence::{clip, quote};
 use super::finding::{ENCODED_DATA, Severity};
 
 /// Runs of 6+ `\uXXXX`, `\u{X}` or `\xXX` escapes written out as text.
-pub(super) fn escape_runs(c: &mut Collector, location: &Location, text: &str) {
+pub(crate) fn escape_runs(c: &mut Collector, location: &Location, text: &str) {
     const MIN_RUN: usize = 6;
     let b = text.as_bytes();
     let mut i = 0;

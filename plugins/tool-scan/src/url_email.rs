@@ -8,7 +8,7 @@ use super::finding::{EMAIL, QUOTE_CHARS, Severity, URL};
 use super::invisible::is_hidden;
 
 /// Reports each distinct URL of `text`; their byte ranges.
-pub(super) fn urls(c: &mut Collector, location: &Location, text: &str) -> Vec<(usize, usize)> {
+pub(crate) fn urls(c: &mut Collector, location: &Location, text: &str) -> Vec<(usize, usize)> {
     let urls = url_spans(text);
     for &(start, end) in &urls {
         let url = &text[start..end];
@@ -109,7 +109,7 @@ fn is_example_host(host: &str) -> bool {
         || matches!(host, "example" | "test" | "invalid")
 }
 
-pub(super) fn emails(c: &mut Collector, location: &Location, text: &str, urls: &[(usize, usize)]) {
+pub(crate) fn emails(c: &mut Collector, location: &Location, text: &str, urls: &[(usize, usize)]) {
     let b = text.as_bytes();
     let local = |ch: u8| ch.is_ascii_alphanumeric() || b"._%+-".contains(&ch);
     let domain = |ch: u8| ch.is_ascii_alphanumeric() || ch == b'.' || ch == b'-';

@@ -11,15 +11,15 @@ use super::invisible::is_hidden;
 
 /// A lowercased, whitespace-collapsed copy of a text without invisible characters, with the
 /// original byte range of every byte.
-pub(super) struct Norm<'a> {
+pub(crate) struct Norm<'a> {
     orig: &'a str,
-    pub(super) text: String,
+    pub(crate) text: String,
     from: Vec<usize>,
     to: Vec<usize>,
 }
 
 impl<'a> Norm<'a> {
-    pub(super) fn new(orig: &'a str) -> Norm<'a> {
+    pub(crate) fn new(orig: &'a str) -> Norm<'a> {
         let mut norm = Norm {
             orig,
             text: String::with_capacity(orig.len()),
@@ -68,7 +68,7 @@ impl<'a> Norm<'a> {
     }
 
     /// Quotes the original text behind `a..b` of the normalised text.
-    pub(super) fn quote(&self, a: usize, b: usize) -> String {
+    pub(crate) fn quote(&self, a: usize, b: usize) -> String {
         let (start, end) = self.span(a, b);
         quote(self.orig, start, end)
     }
@@ -77,15 +77,15 @@ impl<'a> Norm<'a> {
 /// A word (letters and digits, with inner apostrophes) or a single other character, by byte
 /// range in the normalised text.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Tok {
-    pub(super) a: usize,
-    pub(super) b: usize,
-    pub(super) word: bool,
+pub(crate) struct Tok {
+    pub(crate) a: usize,
+    pub(crate) b: usize,
+    pub(crate) word: bool,
     /// `.`, `!`, `?` or `;` followed by a space or the end: a sentence ends here.
-    pub(super) stop: bool,
+    pub(crate) stop: bool,
 }
 
-pub(super) fn tokenize(text: &str) -> Vec<Tok> {
+pub(crate) fn tokenize(text: &str) -> Vec<Tok> {
     let chars: Vec<(usize, char)> = text.char_indices().collect();
     let end_of = |j: usize| chars.get(j).map_or(text.len(), |&(p, _)| p);
     let mut out = Vec::new();
@@ -126,7 +126,7 @@ pub(super) fn tokenize(text: &str) -> Vec<Tok> {
     out
 }
 
-pub(super) fn tok_text<'t>(text: &'t str, tok: &Tok) -> &'t str {
+pub(crate) fn tok_text<'t>(text: &'t str, tok: &Tok) -> &'t str {
     &text[tok.a..tok.b]
 }
 
@@ -200,14 +200,14 @@ fn match_at(slots: &[Slot], toks: &[Tok], text: &str, ti: usize) -> Option<usize
 }
 
 /// Compiled token patterns, with the tokens they can start with.
-pub(super) struct Rules {
+pub(crate) struct Rules {
     rules: Vec<Vec<Slot>>,
     starts: BTreeSet<&'static str>,
 }
 
 impl Rules {
     /// Compiles `patterns`; each must start with a plain (not optional, not gap) slot.
-    pub(super) fn new<'p>(patterns: impl Iterator<Item = &'p &'static str>) -> Rules {
+    pub(crate) fn new<'p>(patterns: impl Iterator<Item = &'p &'static str>) -> Rules {
         let rules: Vec<Vec<Slot>> = patterns.map(|p| compile(p)).collect();
         let starts = rules
             .iter()
@@ -220,7 +220,7 @@ impl Rules {
 
 /// Finds every non-overlapping match of any of `rules` (first rule wins at a position):
 /// (rule index, first token, token after the last).
-pub(super) fn find_rules(rules: &Rules, toks: &[Tok], text: &str) -> Vec<(usize, usize, usize)> {
+pub(crate) fn find_rules(rules: &Rules, toks: &[Tok], text: &str) -> Vec<(usize, usize, usize)> {
     let mut out = Vec::new();
     let mut ti = 0;
     while ti < toks.len() {
@@ -245,14 +245,14 @@ pub(super) fn find_rules(rules: &Rules, toks: &[Tok], text: &str) -> Vec<(usize,
 }
 
 /// Whether `toks[i]` is one of `words`.
-pub(super) fn tok_is(toks: &[Tok], text: &str, i: usize, words: &[&str]) -> bool {
+pub(crate) fn tok_is(toks: &[Tok], text: &str, i: usize, words: &[&str]) -> bool {
     toks.get(i)
         .is_some_and(|t| t.word && words.contains(&tok_text(text, t)))
 }
 
 /// The first occurrence of `needle` in `hay` not preceded or followed by a `word` character
 /// (checked only where the needle itself starts or ends with one).
-pub(super) fn find_bounded(hay: &str, needle: &str, word: fn(char) -> bool) -> Option<usize> {
+pub(crate) fn find_bounded(hay: &str, needle: &str, word: fn(char) -> bool) -> Option<usize> {
     if needle.is_empty() {
         return None;
     }

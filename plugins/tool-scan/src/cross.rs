@@ -32,7 +32,7 @@ const STOP_WORDS: &[&str] = &[
 ];
 
 /// The other servers' tools, grouped by lowercased tool name.
-pub(super) struct Others {
+pub(crate) struct Others {
     tools: Vec<OtherTool>,
 }
 
@@ -46,7 +46,7 @@ struct OtherTool {
 }
 
 impl Others {
-    pub(super) fn new(other_tools: &[&str]) -> Others {
+    pub(crate) fn new(other_tools: &[&str]) -> Others {
         let mut index: BTreeMap<String, usize> = BTreeMap::new();
         let mut tools: Vec<OtherTool> = Vec::new();
         for entry in other_tools {
@@ -76,7 +76,7 @@ fn is_name_char(c: char) -> bool {
     c.is_alphanumeric() || c == '_' || c == '-'
 }
 
-pub(super) fn cross_references(
+pub(crate) fn cross_references(
     c: &mut Collector,
     location: &Location,
     norm: &Norm<'_>,

@@ -28,7 +28,7 @@ fn ceil_boundary(s: &str, mut i: usize) -> usize {
 
 /// Quotes `text[start..end]` in single quotes with a little context before it, at most
 /// [`QUOTE_CHARS`] characters, `...` where cut, control and invisible characters escaped.
-pub(super) fn quote(text: &str, start: usize, end: usize) -> String {
+pub(crate) fn quote(text: &str, start: usize, end: usize) -> String {
     let start = floor_boundary(text, start);
     let end = ceil_boundary(text, end).max(start);
     let mut from = start;
@@ -77,7 +77,7 @@ pub(super) fn quote(text: &str, start: usize, end: usize) -> String {
 }
 
 /// `s` escaped and cut to `max` characters (with `...`), for names and URLs in details.
-pub(super) fn clip(s: &str, max: usize) -> String {
+pub(crate) fn clip(s: &str, max: usize) -> String {
     let cut = s.char_indices().nth(max).map(|(i, _)| i);
     let mut out = String::new();
     escape_into(&mut out, &s[..cut.unwrap_or(s.len())]);
@@ -87,7 +87,7 @@ pub(super) fn clip(s: &str, max: usize) -> String {
     out
 }
 
-pub(super) fn needs_escape(c: char) -> bool {
+pub(crate) fn needs_escape(c: char) -> bool {
     c.is_control() || is_hidden(c) || matches!(c, '\u{2028}' | '\u{2029}')
 }
 

@@ -9,21 +9,21 @@ use super::finding::{MAX_PER_TOOL, MORE_FINDINGS, Severity};
 
 /// A finding before it is tied to its tool.
 #[derive(Clone, Debug)]
-pub(super) struct Hit {
-    pub(super) kind: &'static str,
-    pub(super) severity: Severity,
-    pub(super) detail: String,
+pub(crate) struct Hit {
+    pub(crate) kind: &'static str,
+    pub(crate) severity: Severity,
+    pub(crate) detail: String,
 }
 
 /// Keeps the first finding per (kind, matched phrase).
 #[derive(Default)]
-pub(super) struct Collector {
+pub(crate) struct Collector {
     seen: BTreeSet<(&'static str, String)>,
-    pub(super) hits: Vec<Hit>,
+    pub(crate) hits: Vec<Hit>,
 }
 
 impl Collector {
-    pub(super) fn add(
+    pub(crate) fn add(
         &mut self,
         kind: &'static str,
         severity: Severity,
@@ -41,7 +41,7 @@ impl Collector {
 }
 
 /// Cuts a tool's findings (sorted, most severe first) to [`MAX_PER_TOOL`].
-pub(super) fn cap(mut hits: Vec<Hit>) -> Vec<Hit> {
+pub(crate) fn cap(mut hits: Vec<Hit>) -> Vec<Hit> {
     if hits.len() <= MAX_PER_TOOL {
         return hits;
     }
@@ -72,7 +72,7 @@ pub(super) fn cap(mut hits: Vec<Hit>) -> Vec<Hit> {
 }
 
 #[derive(Clone, Debug)]
-pub(super) enum Location {
+pub(crate) enum Location {
     Name,
     Description,
     /// A string value in the input schema, at this path.
@@ -85,7 +85,7 @@ pub(super) enum Location {
 
 impl Location {
     /// "the description", "the input schema at properties.x.description", ...
-    pub(super) fn phrase(&self) -> String {
+    pub(crate) fn phrase(&self) -> String {
         match self {
             Location::Name => "the tool name".to_string(),
             Location::Description => "the description".to_string(),
@@ -96,7 +96,7 @@ impl Location {
     }
 
     /// The phrase capitalised, to start a sentence.
-    pub(super) fn subject(&self) -> String {
+    pub(crate) fn subject(&self) -> String {
         let phrase = self.phrase();
         let mut chars = phrase.chars();
         match chars.next() {

@@ -155,7 +155,7 @@ fn phrase_rules() -> &'static Rules {
     RULES.get_or_init(|| Rules::new(PHRASES.iter().map(|(_, p)| p)))
 }
 
-pub(super) fn hidden_phrases(
+pub(crate) fn hidden_phrases(
     c: &mut Collector,
     location: &Location,
     norm: &Norm<'_>,
@@ -191,7 +191,7 @@ fn is_instruction_tag(name: &str) -> bool {
 }
 
 /// Instruction tags, chat-template tokens and HTML comments, on the normalised text.
-pub(super) fn hidden_tags(c: &mut Collector, location: &Location, norm: &Norm<'_>) {
+pub(crate) fn hidden_tags(c: &mut Collector, location: &Location, norm: &Norm<'_>) {
     let text = norm.text.as_str();
     let t = text.as_bytes();
     let skip_spaces = |mut j: usize| {
