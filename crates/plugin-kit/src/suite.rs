@@ -286,23 +286,58 @@ fn not_read_only(tool: &str) -> String {
 
 /// Every case of the `matrix` suite.
 pub fn matrix_cases() -> Vec<MatrixCase> {
-    use OperationType::{Destructive, Read, Write};
-    let strict = json!({});
-    let lenient = json!({"strict_server_validation": false});
-    let require = json!({"require_operation_type": true});
-    let server = || AnnotationSource::Server;
-    let mut cases = Vec::new();
-    let mut add = |name: String, settings: &serde_json::Value, request, expect| {
-        cases.push(MatrixCase {
+    let mut rows = MatrixRows::default();
+    documented_rows(&mut rows);
+    intent_mismatch_rows(&mut rows);
+    lenient_rows(&mut rows);
+    required_intent_rows(&mut rows);
+    intent_field_rows(&mut rows);
+    inferred_rows(&mut rows);
+    rows.cases
+}
+
+/// The matrix suite's cases as they are added, each group of rows by its own function.
+#[derive(Default)]
+struct MatrixRows {
+    cases: Vec<MatrixCase>,
+}
+
+impl MatrixRows {
+    fn add(
+        &mut self,
+        name: String,
+        settings: &serde_json::Value,
+        request: CallRequest,
+        expect: Expect,
+    ) {
+        self.cases.push(MatrixCase {
             name,
             settings: settings.clone(),
             request,
             caller: None,
             expect,
         })
-    };
+    }
+}
 
-    // The documented rows, with intent.operation_type matching and absent.
+/// The intent matrix's default settings.
+fn strict() -> serde_json::Value {
+    json!({})
+}
+
+/// `strict_server_validation` off.
+fn lenient() -> serde_json::Value {
+    json!({"strict_server_validation": false})
+}
+
+/// `require_operation_type` on.
+fn require() -> serde_json::Value {
+    json!({"require_operation_type": true})
+}
+
+/// The documented rows, with `intent.operation_type` matching and absent.
+fn documented_rows(rows: &mut MatrixRows) {
+    use OperationType::{Destructive, Read, Write};
     for (declared, label) in [(true, "declared"), (false, "absent")] {
         for ann in [
             Ann::ReadOnly,
@@ -327,34 +362,42 @@ pub fn matrix_cases() -> Vec<MatrixCase> {
                     ])),
                     _ => Expect::Allow,
                 };
-                add(
+                rows.add(
                     format!(
                         "{} / operation_type {label} / {}",
                         variant.tool_name(),
                         ann.label()
                     ),
-                    &strict,
-                    request(variant, intent, ann, server()),
+                    &strict(),
+                    request(variant, intent, ann, AnnotationSource::Server),
                     expect,
                 );
             }
         }
     }
+}
 
-    // Any other declared type is an intent mismatch, whatever the annotations and settings.
+/// Any other declared type is an intent mismatch, whatever the annotations and settings.
+fn intent_mismatch_rows(rows: &mut MatrixRows) {
+    use OperationType::{Destructive, Read, Write};
     for variant in [Read, Write, Destructive] {
         for declared in [Read, Write, Destructive] {
             if declared == variant {
                 continue;
             }
-            for (settings, mode) in [(&strict, "strict"), (&lenient, "lenient")] {
-                add(
+            for (settings, mode) in [(&strict(), "strict"), (&lenient(), "lenient")] {
+                rows.add(
                     format!(
                         "{} / intent declares {declared} / {mode}",
                         variant.tool_name()
                     ),
                     settings,
-                    request(variant, op_intent(declared), Ann::ReadOnly, server()),
+                    request(
+                        variant,
+                        op_intent(declared),
+                        Ann::ReadOnly,
+                        AnnotationSource::Server,
+                    ),
                     Expect::Reject(exact(format!(
                         "Intent mismatch: tool is {} but intent declares {declared}",
                         variant.tool_name()
@@ -363,70 +406,94 @@ pub fn matrix_cases() -> Vec<MatrixCase> {
             }
         }
     }
+}
 
-    // strict_server_validation off: server mismatches warn and pass.
+/// `strict_server_validation` off: server mismatches warn and pass.
+fn lenient_rows(rows: &mut MatrixRows) {
+    use OperationType::{Read, Write};
     for variant in [Read, Write] {
-        add(
+        rows.add(
             format!(
                 "{} / destructiveHint=true / strict_server_validation off",
                 variant.tool_name()
             ),
-            &lenient,
-            request(variant, None, Ann::Destructive, server()),
+            &lenient(),
+            request(variant, None, Ann::Destructive, AnnotationSource::Server),
             Expect::Warn(Text::Contains(vec![server_mismatch("delete_repo")])),
         );
     }
-    add(
+    rows.add(
         "call_tool_read / readOnlyHint=false / strict_server_validation off".into(),
-        &lenient,
-        request(Read, None, Ann::NotReadOnly, server()),
+        &lenient(),
+        request(Read, None, Ann::NotReadOnly, AnnotationSource::Server),
         Expect::Warn(Text::Contains(vec![not_read_only("create_repo")])),
     );
+}
 
-    // require_operation_type (the two-key mode).
+/// `require_operation_type` (the two-key mode).
+fn required_intent_rows(rows: &mut MatrixRows) {
+    use OperationType::{Destructive, Read, Write};
     for variant in [Read, Write, Destructive] {
-        add(
+        rows.add(
             format!(
                 "{} / no intent / require_operation_type on",
                 variant.tool_name()
             ),
-            &require,
-            request(variant, None, Ann::None, server()),
+            &require(),
+            request(variant, None, Ann::None, AnnotationSource::Server),
             Expect::Reject(exact(format!(
                 "intent parameter is required for {}",
                 variant.tool_name()
             ))),
         );
     }
-    add(
+    rows.add(
         "call_tool_read / intent without operation_type / require_operation_type on".into(),
-        &require,
-        request(Read, Some(Intent::default()), Ann::None, server()),
+        &require(),
+        request(
+            Read,
+            Some(Intent::default()),
+            Ann::None,
+            AnnotationSource::Server,
+        ),
         Expect::Reject(exact("intent.operation_type is required")),
     );
-    add(
+    rows.add(
         "call_tool_read / intent read / require_operation_type on".into(),
-        &require,
-        request(Read, op_intent(Read), Ann::ReadOnly, server()),
+        &require(),
+        request(
+            Read,
+            op_intent(Read),
+            Ann::ReadOnly,
+            AnnotationSource::Server,
+        ),
         Expect::Allow,
     );
-    add(
+    rows.add(
         "call_tool_write / intent without operation_type / require_operation_type off".into(),
-        &strict,
-        request(Write, Some(Intent::default()), Ann::None, server()),
+        &strict(),
+        request(
+            Write,
+            Some(Intent::default()),
+            Ann::None,
+            AnnotationSource::Server,
+        ),
         Expect::Allow,
     );
+}
 
-    // data_sensitivity and reason.
+/// `data_sensitivity` and `reason`.
+fn intent_field_rows(rows: &mut MatrixRows) {
+    use OperationType::{Destructive, Read, Write};
     for sensitivity in DATA_SENSITIVITIES {
         let intent = Intent {
             data_sensitivity: Some(sensitivity.into()),
             ..Default::default()
         };
-        add(
+        rows.add(
             format!("call_tool_read / data_sensitivity {sensitivity}"),
-            &strict,
-            request(Read, Some(intent), Ann::ReadOnly, server()),
+            &strict(),
+            request(Read, Some(intent), Ann::ReadOnly, AnnotationSource::Server),
             Expect::Allow,
         );
     }
@@ -434,10 +501,10 @@ pub fn matrix_cases() -> Vec<MatrixCase> {
         data_sensitivity: Some("secret".into()),
         ..Default::default()
     };
-    add(
+    rows.add(
         "call_tool_destructive / data_sensitivity secret".into(),
-        &strict,
-        request(Destructive, Some(secret), Ann::Destructive, server()),
+        &strict(),
+        request(Destructive, Some(secret), Ann::Destructive, AnnotationSource::Server),
         Expect::Reject(exact(
             "Invalid intent.data_sensitivity 'secret': must be public, internal, private, or unknown",
         )),
@@ -447,10 +514,10 @@ pub fn matrix_cases() -> Vec<MatrixCase> {
             reason: Some(std::iter::repeat_n(ch, len).collect()),
             ..Default::default()
         };
-        add(
+        rows.add(
             format!("call_tool_write / reason of {len} '{ch}' characters"),
-            &strict,
-            request(Write, Some(intent), Ann::None, server()),
+            &strict(),
+            request(Write, Some(intent), Ann::None, AnnotationSource::Server),
             if expect_ok {
                 Expect::Allow
             } else {
@@ -460,15 +527,18 @@ pub fn matrix_cases() -> Vec<MatrixCase> {
             },
         );
     }
+}
 
-    // An inferred destructive mark says so, and why.
+/// An inferred destructive mark says so, and why.
+fn inferred_rows(rows: &mut MatrixRows) {
+    use OperationType::{Read, Write};
     for variant in [Read, Write] {
-        add(
+        rows.add(
             format!(
                 "{} / destructive inferred by an annotator",
                 variant.tool_name()
             ),
-            &strict,
+            &strict(),
             request(
                 variant,
                 None,
@@ -483,7 +553,6 @@ pub fn matrix_cases() -> Vec<MatrixCase> {
             ])),
         );
     }
-    cases
 }
 
 /// One case of the `prefix` suite.
