@@ -14,7 +14,6 @@ use mcpproxy_config::Transport;
 
 use super::handler::proxy_client_capabilities;
 use super::{Error, Upstream, call_result, lane};
-use mcpproxy_support::read_lock as read;
 
 /// The reason a client's cancellation is forwarded upstream with.
 const CLIENT_CANCELLED: &str = "the client cancelled the request";
@@ -92,10 +91,13 @@ impl Upstream {
     /// The session's peer, if connected.
     fn connected_peer(&self) -> Result<Peer<RoleClient>, Error> {
         self.check_usable()?;
-        read(&self.peer).clone().ok_or_else(|| Error::NotConnected {
-            server: self.config.name.clone(),
-            state: self.state(),
-        })
+        self.session()
+            .peer
+            .clone()
+            .ok_or_else(|| Error::NotConnected {
+                server: self.config.name.clone(),
+                state: self.state(),
+            })
     }
 
     /// Calls a tool on the server within `timeout` (else the server's own). With an
@@ -118,7 +120,7 @@ impl Upstream {
             params.input_responses = origin.input_responses.clone();
             params.request_state = origin.request_state.clone();
         }
-        let lane = read(&self.lane).clone();
+        let lane = self.session().lane.clone();
         if let Some(lane) = lane {
             return self.call_on_lane(&lane, params, timeout, origin).await;
         }
@@ -218,7 +220,7 @@ impl Upstream {
             return meta;
         };
         if let Some((version, protocol)) = origin.protocol.as_ref()
-            && read(&self.discovered_versions).contains(version)
+            && self.session().discovered_versions.contains(version)
         {
             for (key, value) in protocol.0.iter() {
                 meta.0.insert(key.clone(), value.clone());
@@ -415,7 +417,7 @@ impl Upstream {
         let Some((version, protocol)) = origin.protocol.as_ref() else {
             return Ok(None);
         };
-        if !read(&self.discovered_versions).contains(version) {
+        if !self.session().discovered_versions.contains(version) {
             return Ok(None);
         }
         let peer = self.connected_peer()?;

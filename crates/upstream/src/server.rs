@@ -43,10 +43,9 @@ pub struct Upstream {
     pub(super) settings: UpstreamConfig,
     pub(super) default_timeout: Duration,
     pub(super) state: watch::Sender<State>,
-    pub(super) peer: RwLock<Option<Peer<RoleClient>>>,
-    /// The call lane of the current session, when it is a stdio session that began with
-    /// `initialize` (requests of 2026-07-28 carry per-request metadata only rmcp adds).
-    pub(super) lane: RwLock<Option<lane::Lane>>,
+    /// The current connection and what the server said in it, swapped whole on reconnect
+    /// so a reader never sees the peer of one session with the capabilities of another.
+    pub(super) session: RwLock<Arc<ServerSession>>,
     pub(super) tools: RwLock<Arc<BTreeMap<String, Tool>>>,
     /// The same tools as the server sent them (title, icons, outputSchema, ...), for
     /// clients that see the server as it is (the direct endpoint, `retrieve_tools`).
@@ -77,12 +76,6 @@ pub struct Upstream {
     pub(super) back_channel: Arc<BackChannel>,
     /// Where `${secret:NAME}` values (and OAuth tokens) are kept.
     pub(super) credentials: mcpproxy_auth::credentials::CredentialStore,
-    /// What the server offers besides tools (prompts, resources, ...), from its
-    /// `initialize` answer.
-    pub(super) capabilities: RwLock<Option<rmcp::model::ServerCapabilities>>,
-    /// The protocol versions the server listed in `server/discover` (2026-07-28 and later);
-    /// empty for a server that does not answer it.
-    pub(super) discovered_versions: RwLock<Vec<rmcp::model::ProtocolVersion>>,
     /// Paths no sandbox grant may reach (the data dir, the config file).
     pub(super) forbidden_paths: Arc<[mcpproxy_sandbox::ForbiddenPath]>,
     /// Its package launcher's caches (`npx -y`, `uvx`), under the data dir.
@@ -93,7 +86,45 @@ pub struct Upstream {
     pub(super) login_done: Notify,
 }
 
+/// What one connection to a server is. While the server is not connected its `peer` and
+/// `lane` are `None` and the rest is what the last connection said.
+#[derive(Clone, Default)]
+pub(super) struct ServerSession {
+    pub(super) peer: Option<Peer<RoleClient>>,
+    /// The call lane, when it is a stdio session that began with `initialize` (requests of
+    /// 2026-07-28 carry per-request metadata only rmcp adds).
+    pub(super) lane: Option<lane::Lane>,
+    /// What the server offers besides tools (prompts, resources, ...), from its
+    /// `initialize` answer.
+    pub(super) capabilities: Option<rmcp::model::ServerCapabilities>,
+    /// The protocol versions the server listed in `server/discover` (2026-07-28 and later);
+    /// empty for a server that does not answer it.
+    pub(super) discovered_versions: Vec<rmcp::model::ProtocolVersion>,
+}
+
+impl ServerSession {
+    /// The same session with its connection gone (what it said is kept).
+    pub(super) fn disconnected(&self) -> Self {
+        Self {
+            peer: None,
+            lane: None,
+            capabilities: self.capabilities.clone(),
+            discovered_versions: self.discovered_versions.clone(),
+        }
+    }
+}
+
 impl Upstream {
+    /// The current session.
+    pub(super) fn session(&self) -> Arc<ServerSession> {
+        read(&self.session).clone()
+    }
+
+    /// Replaces the current session.
+    pub(super) fn set_session(&self, session: ServerSession) {
+        *mcpproxy_support::write_lock(&self.session) = Arc::new(session);
+    }
+
     pub fn name(&self) -> &str {
         &self.config.name
     }
@@ -343,6 +374,6 @@ impl Upstream {
     /// What the server offers besides tools, from its `initialize` answer (`None` before
     /// the first connection).
     pub fn capabilities(&self) -> Option<rmcp::model::ServerCapabilities> {
-        read(&self.capabilities).clone()
+        self.session().capabilities.clone()
     }
 }

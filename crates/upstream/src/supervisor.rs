@@ -25,6 +25,7 @@ use mcpproxy_support::quote;
 
 use super::handler::{UpstreamClient, proxy_client_capabilities};
 use super::listing::{Warned, is_listable_tool_name, list_tools};
+use super::server::ServerSession;
 use super::{State, Upstream, tool_from_mcp};
 use mcpproxy_support::write_lock as write;
 
@@ -88,9 +89,9 @@ pub(super) async fn run(
             }) => {
                 backoff = initial;
                 let ended = serve_session(&upstream, session, lane, &shutdown, &warned).await;
-                *write(&upstream.lane) = None;
+                let ended_session = upstream.session().disconnected();
+                upstream.set_session(ended_session);
                 drop(child);
-                *write(&upstream.peer) = None;
                 if let Err(e) = index.remove_server(&name) {
                     tracing::warn!(server = %name, "cannot drop tools from the index: {e}");
                 }
@@ -206,17 +207,25 @@ async fn serve_session(
     let peer = session.peer().clone();
     let session_token = session.cancellation_token();
     let mut waiter = tokio::spawn(session.waiting());
-    *write(&upstream.peer) = Some(peer.clone());
     // A session without `initialize` (2026-07-28) has rmcp add per-request metadata.
     let began_with_initialize = peer
         .peer_info()
         .is_some_and(|info| info.protocol_version.has_initialize());
-    *write(&upstream.lane) = lane.filter(|_| began_with_initialize);
-    *write(&upstream.capabilities) = peer.peer_info().map(|info| info.capabilities.clone());
+    upstream.set_session(ServerSession {
+        peer: Some(peer.clone()),
+        lane: lane.filter(|_| began_with_initialize),
+        capabilities: peer.peer_info().map(|info| info.capabilities.clone()),
+        discovered_versions: upstream.session().discovered_versions.clone(),
+    });
     // Only stdio servers are asked: over streamable HTTP, rmcp's client carries on in
     // per-request mode after `server/discover`, and the session's next requests fail.
     if matches!(upstream.config.transport, Transport::Stdio { .. }) {
-        *write(&upstream.discovered_versions) = discover_versions(&peer).await;
+        let discovered_versions = discover_versions(&peer).await;
+        let session = upstream.session();
+        upstream.set_session(ServerSession {
+            discovered_versions,
+            ..ServerSession::clone(&session)
+        });
     }
 
     if let Err(reason) = refresh_tools(upstream, &peer, warned).await {
