@@ -135,7 +135,61 @@ pub fn new_project(
     let validator = kind == PluginKind::Validator;
     let file = name.replace('-', "_");
     let guard = kind == PluginKind::ResultGuard;
-    let source = match (lang, kind) {
+    let source = template_source(lang, kind);
+    let source_path = match lang {
+        Lang::Rust => "src/lib.rs".to_owned(),
+        Lang::Python => format!("src/{file}.py"),
+        Lang::Js => "src/plugin.js".to_owned(),
+        Lang::C => "src/plugin.c".to_owned(),
+    };
+    let files = project_files(lang, kind, source_path.clone(), source);
+    let config = example_config(name, kind);
+    let vars = [
+        ("{{name}}", name.to_owned()),
+        ("{{file}}", file.clone()),
+        ("{{world}}", world.to_owned()),
+        // The world's name as `wit-bindgen c` names its files and types.
+        ("{{world_c}}", world.replace('-', "_")),
+        ("{{kind}}", kind.as_str().to_owned()),
+        ("{{lang}}", lang.display().to_owned()),
+        ("{{source}}", source_path),
+        (
+            "{{check_args}}",
+            if validator || guard {
+                " --cases cases.json"
+            } else {
+                ""
+            }
+            .to_owned(),
+        ),
+        ("{{config}}", config),
+        (
+            "{{cases_note}}",
+            if validator {
+                "`cases.json` holds calls and the verdict each must get; add your own. "
+            } else if guard {
+                "`cases.json` holds results and the answer each must get; add your own. "
+            } else {
+                ""
+            }
+            .to_owned(),
+        ),
+    ];
+    let mut written = write_wit(&dir.join("wit"))?;
+    for (path, text) in files {
+        let text = vars
+            .iter()
+            .fold(text.to_owned(), |acc, (key, value)| acc.replace(key, value));
+        let path = dir.join(path);
+        write(&path, &text)?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+/// The plugin's source file as the template has it, for `lang` and `kind`.
+fn template_source(lang: Lang, kind: PluginKind) -> &'static str {
+    match (lang, kind) {
         (Lang::Rust, PluginKind::Validator) => include_str!("../templates/rust/validator.rs"),
         (Lang::Rust, PluginKind::ResultGuard) => include_str!("../templates/rust/guard.rs"),
         (Lang::Rust, _) => include_str!("../templates/rust/annotator.rs"),
@@ -146,15 +200,22 @@ pub fn new_project(
         (Lang::Js, PluginKind::ResultGuard) => include_str!("../templates/js/guard.js"),
         (Lang::Js, _) => include_str!("../templates/js/annotator.js"),
         (Lang::C, _) => include_str!("../templates/c/validator.c"),
-    };
-    let source_path = match lang {
-        Lang::Rust => "src/lib.rs".to_owned(),
-        Lang::Python => format!("src/{file}.py"),
-        Lang::Js => "src/plugin.js".to_owned(),
-        Lang::C => "src/plugin.c".to_owned(),
-    };
+    }
+}
+
+/// The project's files (path and template text): the source at `source_path`, the README,
+/// the language's build files and `.gitignore`, and the example cases of a validator or a
+/// result guard.
+fn project_files(
+    lang: Lang,
+    kind: PluginKind,
+    source_path: String,
+    source: &'static str,
+) -> Vec<(String, &'static str)> {
+    let validator = kind == PluginKind::Validator;
+    let guard = kind == PluginKind::ResultGuard;
     let mut files: Vec<(String, &str)> = vec![
-        (source_path.clone(), source),
+        (source_path, source),
         (
             "README.md".to_owned(),
             include_str!("../templates/README.md"),
@@ -214,7 +275,15 @@ pub fn new_project(
             include_str!("../templates/guard-cases.json"),
         ));
     }
-    let config = if guard {
+    files
+}
+
+/// The config snippet the README shows: the plugin in the proxy's `plugins`, with example
+/// settings for a validator or a guard.
+fn example_config(name: &str, kind: PluginKind) -> String {
+    let validator = kind == PluginKind::Validator;
+    let guard = kind == PluginKind::ResultGuard;
+    if guard {
         format!(
             "{{\n  \"plugins\": {{\n    \"guards\": [\"secret-redactor\", \"{name}\"],\n    \
              \"settings\": {{ \"{name}\": {{ \"marker_words\": [\"CONFIDENTIAL\"] }} }}\n  }}\n}}"
@@ -226,48 +295,7 @@ pub fn new_project(
         )
     } else {
         format!("{{\n  \"plugins\": {{ \"annotators\": [\"{name}\", \"prefix-annotator\"] }}\n}}")
-    };
-    let vars = [
-        ("{{name}}", name.to_owned()),
-        ("{{file}}", file.clone()),
-        ("{{world}}", world.to_owned()),
-        // The world's name as `wit-bindgen c` names its files and types.
-        ("{{world_c}}", world.replace('-', "_")),
-        ("{{kind}}", kind.as_str().to_owned()),
-        ("{{lang}}", lang.display().to_owned()),
-        ("{{source}}", source_path),
-        (
-            "{{check_args}}",
-            if validator || guard {
-                " --cases cases.json"
-            } else {
-                ""
-            }
-            .to_owned(),
-        ),
-        ("{{config}}", config),
-        (
-            "{{cases_note}}",
-            if validator {
-                "`cases.json` holds calls and the verdict each must get; add your own. "
-            } else if guard {
-                "`cases.json` holds results and the answer each must get; add your own. "
-            } else {
-                ""
-            }
-            .to_owned(),
-        ),
-    ];
-    let mut written = write_wit(&dir.join("wit"))?;
-    for (path, text) in files {
-        let text = vars
-            .iter()
-            .fold(text.to_owned(), |acc, (key, value)| acc.replace(key, value));
-        let path = dir.join(path);
-        write(&path, &text)?;
-        written.push(path);
     }
-    Ok(written)
 }
 
 fn write(path: &Path, text: &str) -> Result<(), TemplateError> {
