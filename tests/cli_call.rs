@@ -47,7 +47,7 @@ impl Setup {
     fn with_server() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("calls.log");
-        let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", &log)]), &[]);
+        let proxy = Proxy::builder(&config_with(vec![stdio_fixture("fx", &log)])).start();
         let addr = proxy
             .url
             .trim_start_matches("http://")

@@ -98,7 +98,7 @@ async fn import_proposes_the_write_grant_of_a_filesystem_servers_directory() {
     if !sandbox_supported() || !crate::support::mcp::npm_bin_installed("mcp-server-filesystem") {
         return;
     }
-    let proxy = Proxy::start(&config_with(vec![]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![])).start();
     let config = proxy.data_dir.path().join("mcp_config.json");
     let server = npm_dir().join("node_modules/.bin/mcp-server-filesystem");
     let granted = tempfile::tempdir().unwrap();

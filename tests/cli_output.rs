@@ -30,7 +30,7 @@ impl Setup {
             mem,
             json!({"name": "broken", "command": dir.path().join("no-such-server")}),
         ];
-        let proxy = Proxy::start(&config_with(servers.clone()), &[]);
+        let proxy = Proxy::builder(&config_with(servers.clone())).start();
         let mut config = config_with(servers);
         config["listen"] = json!(proxy.base().trim_start_matches("http://"));
         let path = dir.path().join("mcp_config.json");

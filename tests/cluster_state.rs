@@ -42,8 +42,8 @@ fn fixture_files(dir: &Path) -> (PathBuf, PathBuf) {
 
 /// Replicas `a` and `b` of a cluster on `postgres`, serving `servers`.
 fn two_replicas(servers: Vec<Value>, postgres: &Postgres) -> (Proxy, Proxy) {
-    let a = Proxy::start(&replica_config(servers.clone(), postgres, "a"), &[]);
-    let b = Proxy::start(&replica_config(servers, postgres, "b"), &[]);
+    let a = Proxy::builder(&replica_config(servers.clone(), postgres, "a")).start();
+    let b = Proxy::builder(&replica_config(servers, postgres, "b")).start();
     (a, b)
 }
 
@@ -231,7 +231,7 @@ async fn three_replicas_starting_together_migrate_the_schema_once() {
     let replicas: Vec<Proxy> = std::thread::scope(|scope| {
         let started: Vec<_> = configs
             .iter()
-            .map(|config| scope.spawn(move || Proxy::start(config, &[])))
+            .map(|config| scope.spawn(move || Proxy::builder(config).start()))
             .collect();
         started.into_iter().map(|s| s.join().unwrap()).collect()
     });
@@ -241,7 +241,7 @@ async fn three_replicas_starting_together_migrate_the_schema_once() {
         "1 1"
     );
     // A replica started again finds nothing to migrate.
-    let again = Proxy::start(&config("r4"), &[]);
+    let again = Proxy::builder(&config("r4")).start();
     drop(again);
     assert_eq!(
         postgres.psql("SELECT count(*) FROM mcpproxy_schema_versions"),
@@ -309,7 +309,7 @@ async fn a_database_that_does_not_answer_is_named_and_a_newer_schema_refused() {
     assert!(!said.contains("s3cr3t-pw"), "{said}");
 
     // A schema from a newer release.
-    let first = Proxy::start(&replica_config(Vec::new(), &postgres, "r1"), &[]);
+    let first = Proxy::builder(&replica_config(Vec::new(), &postgres, "r1")).start();
     drop(first);
     postgres
         .psql("INSERT INTO mcpproxy_schema_versions (version, applied_by) VALUES (999, 'future')");
@@ -335,19 +335,17 @@ async fn servers_added_and_removed_through_one_replica_change_on_every_replica()
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("calls.log");
     // The first replica seeds the cluster's servers from its file: none.
-    let a = Proxy::start(&replica_config(Vec::new(), &postgres, "a"), &[]);
+    let a = Proxy::builder(&replica_config(Vec::new(), &postgres, "a")).start();
     // A later replica's own mcpServers are ignored: an agent writing its file cannot
     // change the team's servers.
     let local = dir.path().join("local.log");
-    let b = Proxy::start_listening(
-        &replica_config(
-            vec![crate::support::mcp::stdio_fixture("local", &local)],
-            &postgres,
-            "b",
-        ),
-        &[],
-        tempfile::tempdir().unwrap(),
-    );
+    let b = Proxy::builder(&replica_config(
+        vec![crate::support::mcp::stdio_fixture("local", &local)],
+        &postgres,
+        "b",
+    ))
+    .listening()
+    .start();
     assert_eq!(status(&b, "local").await, Value::Null);
 
     // A person adds a server through A's REST API, approved: B runs it too.
@@ -555,7 +553,7 @@ async fn replicas_seeding_together_leave_no_server_of_the_config_unapproved() {
         let replicas: Vec<Proxy> = std::thread::scope(|scope| {
             let started: Vec<_> = configs
                 .iter()
-                .map(|config| scope.spawn(move || Proxy::start(config, &[])))
+                .map(|config| scope.spawn(move || Proxy::builder(config).start()))
                 .collect();
             started.into_iter().map(|s| s.join().unwrap()).collect()
         });

@@ -351,11 +351,12 @@ async fn three_replicas_behind_haproxy_share_one_state_and_one_trail() {
     };
     for replica in &mut replicas {
         let config = config_of(&replica.name);
-        replica.proxy = Some(Proxy::start_listening_at(
-            &replica.addr.to_string(),
-            &config,
-            tempfile::tempdir().expect("data dir"),
-        ));
+        replica.proxy = Some(
+            Proxy::builder(&config)
+                .data_dir(tempfile::tempdir().expect("data dir"))
+                .listen(&replica.addr.to_string())
+                .start(),
+        );
     }
     let key = "team-operator-key-0123456789abcdef";
     let alice = Client::new(&resource, &issuer.token("alice", &resource).await);
@@ -588,11 +589,12 @@ async fn three_replicas_behind_haproxy_share_one_state_and_one_trail() {
     }
     let answered = mcpproxy_support::lock(&answered).clone();
     let config = config_of(&replicas[1].name);
-    replicas[1].proxy = Some(Proxy::start_listening_at(
-        &replicas[1].addr.to_string(),
-        &config,
-        data_dir,
-    ));
+    replicas[1].proxy = Some(
+        Proxy::builder(&config)
+            .data_dir(data_dir)
+            .listen(&replicas[1].addr.to_string())
+            .start(),
+    );
     let took = until(
         "every answered call in the cluster's journal",
         CONVERGE,

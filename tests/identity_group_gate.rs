@@ -54,7 +54,7 @@ async fn group_gate_decides_by_the_callers_group_beside_a_plugin_built_before_ca
         ]}},
     });
     let dir = plugins.path().to_str().expect("a UTF-8 path");
-    let proxy = Proxy::start(&config, &["--plugins", dir]);
+    let proxy = Proxy::builder(&config).args(&["--plugins", dir]).start();
     let alice = session(&proxy.url, &issuer.token("alice", &proxy.url).await).await;
     let bob = session(&proxy.url, &issuer.token("bob", &proxy.url).await).await;
     let delete = json!({"name": "prod-db:delete_note", "args": {"id": "n1"},

@@ -79,7 +79,7 @@ async fn without_a_grant_no_logged_in_caller_manages_the_servers() {
     let mut config = config_with(vec![stdio_fixture("prod-db", db_log.path())]);
     config["auth"] = json!({"issuer": issuer.url});
     config["http"] = json!({"auth_token": OWNER_TOKEN});
-    let proxy = Proxy::start(&config, &[]);
+    let proxy = Proxy::builder(&config).start();
     let alice = session(&proxy.url, &issuer.token("alice", &proxy.url).await).await;
     let bob = session(&proxy.url, &issuer.token("bob", &proxy.url).await).await;
 
@@ -169,7 +169,7 @@ async fn a_management_grant_lets_the_granted_group_manage_and_no_one_else() {
     // and change every server, so he is refused all the same.
     config["management"] = json!({"groups": ["sre"], "subjects": ["bob"]});
     config["scopes"] = json!([{"subjects": ["bob"], "hide_tools": ["prod-db:delete_note"]}]);
-    let proxy = Proxy::start(&config, &[]);
+    let proxy = Proxy::builder(&config).start();
     let alice = session(&proxy.url, &issuer.token("alice", &proxy.url).await).await;
     let bob = session(&proxy.url, &issuer.token("bob", &proxy.url).await).await;
 
@@ -236,7 +236,7 @@ async fn in_a_cluster_only_the_granted_group_removes_a_shared_server() {
         config["auth"] = json!({"issuer": issuer.url});
         config["management"] = json!({"groups": ["sre"]});
         config["cluster"] = json!({"postgres": postgres.url(), "replica": name});
-        Proxy::start(&config, &[])
+        Proxy::builder(&config).start()
     };
     let a = replica("a");
     let b = replica("b");

@@ -12,7 +12,7 @@ use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 
 use crate::support::issuer::Issuer;
-use crate::support::mcp::{Proxy, call, config_with, is_error, stdio_fixture, text};
+use crate::support::mcp::{Proxy, call, call_until_ok, config_with, stdio_fixture, text};
 
 /// `http.auth_token`: a caller without an identity.
 const STATIC_TOKEN: &str = "a-static-token-0123456789abcdef";
@@ -144,7 +144,7 @@ async fn calls_over_a_limit_get_429_with_retry_after_and_the_limit_named() {
         "tools": {"fx:echo": {"rate": 1, "per": "hour", "burst": 1}},
         "upstreams": {"db": {"rate": 1, "per": "hour", "burst": 1}},
     });
-    let proxy = Proxy::start(&config, &[]);
+    let proxy = Proxy::builder(&config).start();
     let mut alice = RawSession::open(&proxy.url, &issuer.token("alice", &proxy.url).await).await;
     let mut bob = RawSession::open(&proxy.url, &issuer.token("bob", &proxy.url).await).await;
     let mut anonymous = RawSession::open(&proxy.url, STATIC_TOKEN).await;
@@ -219,15 +219,14 @@ async fn over_stdio_a_call_over_a_limit_is_a_json_rpc_error() {
             .await
             .expect("an MCP session over stdio");
     // The upstream connects in the background: wait with a tool no limit covers.
-    for _ in 0..100 {
-        let ready = call(&client, "call_tool_read", json!({"name": "fx:get_status"}))
-            .await
-            .expect("an answer");
-        if !is_error(&ready) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    call_until_ok(
+        &client,
+        "fx connected",
+        "call_tool_read",
+        json!({"name": "fx:get_status"}),
+        Duration::from_secs(60),
+    )
+    .await;
     let first = call(
         &client,
         "call_tool_read",

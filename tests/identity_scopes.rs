@@ -62,7 +62,7 @@ async fn scopes_hide_servers_and_tools_from_the_callers_they_name() {
     config["scopes"] = json!([
         {"subjects": ["bob"], "hide_servers": ["prod-db"], "hide_tools": ["docs:delete_note"]}
     ]);
-    let proxy = Proxy::start(&config, &[]);
+    let proxy = Proxy::builder(&config).start();
     let alice_token = issuer.token("alice", &proxy.url).await;
     let bob_token = issuer.token("bob", &proxy.url).await;
     let alice = session(&proxy.url, &alice_token).await;
@@ -208,7 +208,7 @@ async fn scopes_hide_a_servers_prompts_and_resources() {
     })]);
     config["auth"] = json!({"issuer": issuer.url});
     config["scopes"] = json!([{"subjects": ["bob"], "hide_servers": ["everything"]}]);
-    let proxy = Proxy::start(&config, &[]);
+    let proxy = Proxy::builder(&config).start();
     let alice = session(&proxy.url, &issuer.token("alice", &proxy.url).await).await;
     let bob = session(&proxy.url, &issuer.token("bob", &proxy.url).await).await;
 

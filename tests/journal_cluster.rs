@@ -54,20 +54,24 @@ async fn api(proxy: &Proxy, path: &str) -> Value {
 /// Every record of a replica's own journal, once none is pending and its sink has
 /// delivered them all.
 async fn delivered_records(proxy: &Proxy) -> Vec<Value> {
-    for _ in 0..600 {
-        let records = api(proxy, "/activity?limit=1000").await["records"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        let sinks = api(proxy, "/activity/sinks").await;
-        let settled = records.iter().all(|r| r["status"] != "pending")
-            && sinks[0]["backlog"].as_u64() == Some(0);
-        if settled {
-            return records;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("the replica's sink did not deliver its backlog within a minute");
+    crate::support::poll::until_value(
+        "the replica's sink delivers its backlog",
+        Duration::from_secs(60),
+        || async {
+            let records = api(proxy, "/activity?limit=1000").await["records"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let sinks = api(proxy, "/activity/sinks").await;
+            let pending = records.iter().filter(|r| r["status"] == "pending").count();
+            if pending == 0 && sinks[0]["backlog"].as_u64() == Some(0) {
+                Ok(records)
+            } else {
+                Err(format!("{pending} records pending; sinks: {sinks}"))
+            }
+        },
+    )
+    .await
 }
 
 /// `mcpproxy activity ARGS --config <replica's config>`.
@@ -137,8 +141,8 @@ impl Replicas {
         let config_a = replica_config(logs.0.path(), ch, "replica-a");
         let config_b = replica_config(logs.1.path(), ch, "replica-b");
         Self {
-            a: Proxy::start(&config_a, &[]),
-            b: Proxy::start(&config_b, &[]),
+            a: Proxy::builder(&config_a).start(),
+            b: Proxy::builder(&config_b).start(),
             config_b,
             _logs: logs,
         }
@@ -466,7 +470,7 @@ async fn a_replica_killed_after_answering_delivers_its_backlog_once() {
         mut proc, data_dir, ..
     } = b;
     proc.kill();
-    let b = Proxy::start_in(&config_b, &[], data_dir);
+    let b = Proxy::builder(&config_b).data_dir(data_dir).start();
     // Again while ClickHouse is down, so the killed replica surely holds a backlog.
     delivered_records(&b).await;
     ch.stop();
@@ -477,7 +481,7 @@ async fn a_replica_killed_after_answering_delivers_its_backlog_once() {
     proc.kill();
     ch.start_again().await;
     let before_restart = cluster_list(&a, &["-n", "1000", "--replica", "replica-b"]);
-    let b = Proxy::start_in(&config_b, &[], data_dir);
+    let b = Proxy::builder(&config_b).data_dir(data_dir).start();
     make_calls(&b, 2).await;
 
     let mut union = delivered_records(&a).await;
@@ -529,7 +533,7 @@ async fn without_a_readable_cluster_journal_the_error_says_what_to_set() {
             .output()
     };
     // The REST API of a proxy without one says the same.
-    let proxy = Proxy::start(&config_with(vec![]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![])).start();
     let answer = reqwest::Client::new()
         .get(format!("{}/api/v1/activity?cluster=true", proxy.base()))
         .header("X-API-Key", proxy.api_key())

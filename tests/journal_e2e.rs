@@ -1,7 +1,7 @@
 //! End-to-end: the audit trail of real calls, through the REST API and `mcpproxy activity`,
 //! with the server up and down, and after a crash.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -9,6 +9,7 @@ use rmcp::ServiceExt;
 
 use crate::support::TestCommand;
 use crate::support::mcp::{Proxy, call, config_with, connect, is_error, stdio_fixture, text};
+use crate::support::poll::{until, until_value};
 
 fn api_key(proxy: &Proxy) -> String {
     proxy.api_key()
@@ -35,7 +36,7 @@ fn cli_config(proxy: &Proxy, log: &std::path::Path) -> std::path::PathBuf {
 #[tokio::test(flavor = "multi_thread")]
 async fn calls_of_every_variant_land_in_the_api_and_the_cli() {
     let log = tempfile::NamedTempFile::new().unwrap();
-    let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![stdio_fixture("fx", log.path())])).start();
     let client = connect(&proxy.url).await;
     let reason = "user asked: \"clean up\" — ünïcode ✓";
     let calls = [
@@ -76,17 +77,18 @@ async fn calls_of_every_variant_land_in_the_api_and_the_cli() {
     let key = api_key(&proxy);
     let base = api_base(&proxy);
     // Completion records are written right after the response; wait for them.
-    let mut records = Vec::new();
-    for _ in 0..50 {
+    let records = until_value("every call's record", Duration::from_secs(30), || async {
         let (status, body) = get(&format!("{base}/activity?limit=100"), Some(&key)).await;
         assert_eq!(status, 200, "{body}");
         assert_eq!(body["success"], true);
-        records = body["data"]["records"].as_array().unwrap().clone();
-        if records.len() == calls.len() && records.iter().all(|r| r["status"] != "pending") {
-            break;
+        let records = body["data"]["records"].as_array().unwrap().clone();
+        if records.len() >= calls.len() && records.iter().all(|r| r["status"] != "pending") {
+            Ok(records)
+        } else {
+            Err(format!("{records:#?}"))
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
     assert_eq!(records.len(), calls.len(), "{records:#?}");
     // Newest first.
     let variants: Vec<&str> = records
@@ -191,7 +193,7 @@ async fn calls_of_every_variant_land_in_the_api_and_the_cli() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_api_wants_its_key_and_says_what_is_wrong_with_a_filter() {
-    let proxy = Proxy::start(&config_with(vec![]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![])).start();
     let base = api_base(&proxy);
     let key = api_key(&proxy);
     let (status, body) = get(&format!("{base}/activity"), None).await;
@@ -263,7 +265,7 @@ async fn the_api_wants_its_key_and_says_what_is_wrong_with_a_filter() {
 async fn no_answered_call_is_lost_when_the_server_is_killed() {
     let log = tempfile::NamedTempFile::new().unwrap();
     let config = config_with(vec![stdio_fixture("fx", log.path())]);
-    let mut proxy = Proxy::start(&config, &[]);
+    let mut proxy = Proxy::builder(&config).start();
     let url = proxy.url.clone();
 
     // 8 clients call as fast as they can; every answered call's reason is remembered.
@@ -291,23 +293,23 @@ async fn no_answered_call_is_lost_when_the_server_is_killed() {
     // its first call unanswered for 5 s, and the wait gives up after WAIT_FOR_CALLS (far
     // more than 300 calls take on a loaded machine; a bound, not a measure of speed).
     const WAIT_FOR_CALLS: Duration = Duration::from_secs(600);
-    let waiting_since = Instant::now();
-    loop {
-        let count = mcpproxy_support::lock(&answered).len();
-        if count >= 300 {
-            break;
-        }
-        assert!(
-            tasks.iter().any(|task| !task.is_finished()),
-            "every client stopped (a call went unanswered for 5 s) after {count} answered \
+    until(
+        "300 answered calls, which the kill waits for",
+        WAIT_FOR_CALLS,
+        || async {
+            let count = mcpproxy_support::lock(&answered).len();
+            if count >= 300 {
+                return Ok(());
+            }
+            assert!(
+                tasks.iter().any(|task| !task.is_finished()),
+                "every client stopped (a call went unanswered for 5 s) after {count} answered \
              calls; the kill waits for 300"
-        );
-        assert!(
-            waiting_since.elapsed() < WAIT_FOR_CALLS,
-            "only {count} of the 300 calls the kill waits for were answered in {WAIT_FOR_CALLS:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+            );
+            Err(format!("{count} answered"))
+        },
+    )
+    .await;
     let pid = proxy.proc.child.id().to_string();
     std::process::Command::new("kill")
         .args(["-9", &pid])
@@ -373,7 +375,7 @@ async fn no_answered_call_is_lost_when_the_server_is_killed() {
     proxy.proc.kill();
 
     // And a restarted server serves the same journal.
-    let restarted = Proxy::start_in(&config, &[], proxy.data_dir);
+    let restarted = Proxy::builder(&config).data_dir(proxy.data_dir).start();
     let key = api_key(&restarted);
     let (status, body) = get(
         &format!("{}/activity?limit=1", api_base(&restarted)),
@@ -387,7 +389,7 @@ async fn no_answered_call_is_lost_when_the_server_is_killed() {
 #[tokio::test(flavor = "multi_thread")]
 async fn names_a_caller_sends_are_bounded_and_cannot_forge_rows() {
     let log = tempfile::NamedTempFile::new().unwrap();
-    let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![stdio_fixture("fx", log.path())])).start();
     let forged_row = "x\r01FAKEFAKEFAKEFAKEFAKEFAKE  fx  delete_everything  success\n\u{1b}[2J";
 
     // A tool name with a carriage return, a newline and an escape sequence is refused at

@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -21,6 +21,8 @@ use crate::support::TestCommand;
 use crate::support::mcp::{
     Client, Proxy, call, call_log_lines, config_with, connect, is_error, stdio_fixture, text,
 };
+use crate::support::poll::until_value;
+use crate::support::time::let_pass;
 
 /// What every refused call says while the disk is full.
 const REFUSAL: &str = "cannot record the call: the activity journal cannot write (No space left on device); nothing was run";
@@ -46,18 +48,16 @@ async fn readyz(proxy: &Proxy, key: Option<&str>) -> (u16, Value) {
 
 /// Waits (up to 60 s) until `/readyz` (with the key) says the journal is `state`.
 async fn until_journal(proxy: &Proxy, key: &str, state: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    let what = format!("the journal becomes {state}");
+    until_value(&what, Duration::from_secs(60), || async {
         let (_, body) = readyz(proxy, Some(key)).await;
         if body["journal"] == state {
-            return body;
+            Ok(body)
+        } else {
+            Err(body.to_string())
         }
-        assert!(
-            Instant::now() < deadline,
-            "the journal did not become {state}: {body}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await
 }
 
 /// Checks `/readyz` without and with the key, `/metrics` and `/api/v1/status` while the
@@ -184,12 +184,9 @@ async fn injected_write_errors_refuse_every_call_until_the_journal_recovers_by_i
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("calls.log");
     let flag = dir.path().join("disk-full");
-    let proxy = Proxy::start_in_with_env(
-        &config_with(vec![stdio_fixture("fx", &log)]),
-        &[],
-        tempfile::tempdir().unwrap(),
-        &[("MCPPROXY_TEST_JOURNAL_WRITE_FAULT_FILE", &flag)],
-    );
+    let proxy = Proxy::builder(&config_with(vec![stdio_fixture("fx", &log)]))
+        .env(&[("MCPPROXY_TEST_JOURNAL_WRITE_FAULT_FILE", &flag)])
+        .start();
     let key = proxy.api_key();
     let client = connect(&proxy.url).await;
     echo(&client, "call_tool_read", "before").await.unwrap();
@@ -278,12 +275,9 @@ async fn async_durability_refuses_calls_once_it_knows_and_loses_no_record() {
     let flag = dir.path().join("disk-full");
     let mut config = config_with(vec![stdio_fixture("fx", &log)]);
     config["activity"] = json!({"durability": "async", "async_flush_ms": 20});
-    let proxy = Proxy::start_in_with_env(
-        &config,
-        &[],
-        tempfile::tempdir().unwrap(),
-        &[("MCPPROXY_TEST_JOURNAL_WRITE_FAULT_FILE", &flag)],
-    );
+    let proxy = Proxy::builder(&config)
+        .env(&[("MCPPROXY_TEST_JOURNAL_WRITE_FAULT_FILE", &flag)])
+        .start();
     let key = proxy.api_key();
     let client = connect(&proxy.url).await;
     echo(&client, "call_tool_read", "before").await.unwrap();
@@ -303,7 +297,11 @@ async fn async_durability_refuses_calls_once_it_knows_and_loses_no_record() {
             }
         }
         if i % 10 == 9 {
-            tokio::time::sleep(Duration::from_millis(30)).await;
+            let_pass(
+                Duration::from_millis(30),
+                "the writer's fsync comes every async_flush_ms: calls spread over time reach it",
+            )
+            .await;
         }
     }
     assert_eq!(refusal.as_deref(), Some(REFUSAL), "no call was refused");
@@ -333,12 +331,9 @@ async fn the_page_shows_a_banner_while_the_journal_cannot_write() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("calls.log");
     let flag = dir.path().join("disk-full");
-    let proxy = Proxy::start_in_with_env(
-        &config_with(vec![stdio_fixture("fx", &log)]),
-        &[],
-        tempfile::tempdir().unwrap(),
-        &[("MCPPROXY_TEST_JOURNAL_WRITE_FAULT_FILE", &flag)],
-    );
+    let proxy = Proxy::builder(&config_with(vec![stdio_fixture("fx", &log)]))
+        .env(&[("MCPPROXY_TEST_JOURNAL_WRITE_FAULT_FILE", &flag)])
+        .start();
     let key = proxy.api_key();
     let profile = tempfile::tempdir().unwrap();
     let driver = Driver::start(profile.path()).await;
@@ -503,7 +498,7 @@ async fn a_real_full_disk_refuses_calls_and_the_journal_recovers_once_space_is_f
     let mut config = config_with(vec![stdio_fixture("fx", &log)]);
     // Large records fill the journal's file fast.
     config["activity"] = json!({"max_argument_bytes": 16384});
-    let proxy = Proxy::start_in_with_env(&config, &[], data_dir, &[]);
+    let proxy = Proxy::builder(&config).data_dir(data_dir).start();
     let key = proxy.api_key();
     let client = connect(&proxy.url).await;
     let pad = "x".repeat(12_000);
@@ -529,7 +524,11 @@ async fn a_real_full_disk_refuses_calls_and_the_journal_recovers_once_space_is_f
                 }
             }
         }
-        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        let_pass(
+            Duration::from_millis(1_500),
+            "the idle checkpoint runs after 1 s without calls",
+        )
+        .await;
     }
     assert_eq!(
         refusal.as_deref(),

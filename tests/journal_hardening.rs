@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::support::TestCommand;
 use crate::support::mcp::{Proxy, call, config_with, connect, is_error, stdio_fixture};
+use crate::support::poll::until_value;
 
 async fn get(proxy: &Proxy, query: &str) -> Vec<Value> {
     let key = std::fs::read_to_string(proxy.data_dir.path().join("api_key"))
@@ -37,7 +38,7 @@ async fn a_flood_of_large_calls_cannot_erase_an_earlier_destructive_call() {
         "max_argument_bytes": 8192,
         "retention": {"max_bytes": 262_144, "min_age_hours": 1, "interval_seconds": 1},
     });
-    let proxy = Proxy::start(&config, &[]);
+    let proxy = Proxy::builder(&config).start();
     let client = connect(&proxy.url).await;
     let genuine = call(
         &client,
@@ -60,14 +61,15 @@ async fn a_flood_of_large_calls_cannot_erase_an_earlier_destructive_call() {
         assert!(!is_error(&result), "flood call {i}");
     }
     // Retention runs every second: wait for it to find the journal under pressure.
-    let mut alerts = Vec::new();
-    for _ in 0..300 {
-        alerts = get(&proxy, "type=alert").await;
-        if !alerts.is_empty() {
-            break;
+    let alerts = until_value("an alert", Duration::from_secs(30), || async {
+        let alerts = get(&proxy, "type=alert").await;
+        if alerts.is_empty() {
+            Err("none yet".to_owned())
+        } else {
+            Ok(alerts)
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
     assert_eq!(alerts.len(), 1, "one alert for the episode");
     let alert = &alerts[0];
     assert_eq!(alert["type"], "alert");
@@ -97,14 +99,19 @@ async fn a_flood_of_large_calls_cannot_erase_an_earlier_destructive_call() {
         .await
         .unwrap();
     }
-    let mut latest = Vec::new();
-    for _ in 0..50 {
-        latest = get(&proxy, "tool=update_note&limit=3").await;
-        if latest.iter().all(|r| r["status"] != "pending") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let latest = until_value(
+        "the latest records finished",
+        Duration::from_secs(30),
+        || async {
+            let latest = get(&proxy, "tool=update_note&limit=3").await;
+            if latest.iter().all(|r| r["status"] != "pending") {
+                Ok(latest)
+            } else {
+                Err(format!("{latest:#?}"))
+            }
+        },
+    )
+    .await;
     assert_eq!(latest.len(), 3);
     for record in &latest {
         assert_eq!(record["summarised"], true, "{record}");

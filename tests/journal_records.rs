@@ -36,7 +36,7 @@ fn start(quarantined: bool, sink_url: &str) -> Proxy {
         "settings": {"http-sink": {"url": sink_url}},
     });
     config["activity"] = json!({"delivery": {"interval_ms": 50, "max_backoff_ms": 300}});
-    Proxy::start(&config, &[])
+    Proxy::builder(&config).start()
 }
 
 /// `mcpproxy activity list --type T` against the running server: the table with icons, and
@@ -60,18 +60,20 @@ fn cli_records(proxy: &Proxy, record_type: &str) -> (String, Vec<Value>) {
 
 /// The lines of `record_type` the sink's receiver has stored, once there are `want`.
 async fn delivered(receiver: &Receiver, record_type: &str, want: usize) -> Vec<Value> {
-    for _ in 0..300 {
+    let what = format!("the HTTP sink delivers {want} {record_type} records");
+    crate::support::poll::until_value(&what, Duration::from_secs(30), || async {
         let lines: Vec<Value> = mcpproxy_support::lock(&receiver.lines)
             .iter()
             .filter(|l| l["type"] == record_type)
             .cloned()
             .collect();
         if lines.len() >= want {
-            return lines;
+            Ok(lines)
+        } else {
+            Err(format!("{} delivered", lines.len()))
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("the HTTP sink did not deliver {want} {record_type} records");
+    })
+    .await
 }
 
 /// The session, client and timing fields every record of an MCP request carries.

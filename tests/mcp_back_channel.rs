@@ -12,7 +12,7 @@
 )]
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig,
@@ -26,6 +26,7 @@ use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
 use crate::support::mcp::{Proxy, config_with, text, workspace_bin};
+use crate::support::poll::{until, until_value};
 
 /// A client that answers sampling and elicitation in its own name and notes each question
 /// it gets; with a closed `gate`, its sampling answers wait until the gate opens.
@@ -134,14 +135,18 @@ async fn questions_reach_the_caller_only(proxy: &Proxy, server: &str) {
             async move { call(&bob_client, &tool, json!({ "prompt": "bob-prompt" })).await },
         )
     };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while bob.seen().is_empty() {
-        if bob_call.is_finished() {
-            let answer = bob_call.await.expect("bob's call");
-            panic!("{server}: bob's call ended without asking him: {answer:?}");
+    let what = format!("{server}: bob is asked, or his call ends");
+    until(&what, Duration::from_secs(30), || async {
+        if bob.seen().is_empty() && !bob_call.is_finished() {
+            Err("bob was never asked".to_owned())
+        } else {
+            Ok(())
         }
-        assert!(Instant::now() < deadline, "{server}: bob was never asked");
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    })
+    .await;
+    if bob.seen().is_empty() {
+        let answer = bob_call.await.expect("bob's call");
+        panic!("{server}: bob's call ended without asking him: {answer:?}");
     }
 
     let sampled = call(
@@ -185,14 +190,12 @@ async fn questions_reach_the_caller_only(proxy: &Proxy, server: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_question_from_an_upstream_reaches_only_the_client_whose_call_asked() {
-    let proxy = Proxy::start(
-        &config_with(vec![json!({
-            "name": "conf",
-            "command": workspace_bin("mcp-conformance-fixture"),
-            "args": ["--name", "conf"],
-        })]),
-        &[],
-    );
+    let proxy = Proxy::builder(&config_with(vec![json!({
+        "name": "conf",
+        "command": workspace_bin("mcp-conformance-fixture"),
+        "args": ["--name", "conf"],
+    })]))
+    .start();
     questions_reach_the_caller_only(&proxy, "conf").await;
 }
 
@@ -249,15 +252,13 @@ async fn an_upstream_with_no_call_in_flight_is_refused() {
     std::fs::write(&script, LATE_ASKER).expect("write the server");
     let log = dir.path().join("answers.jsonl");
     std::fs::write(&log, "").expect("log");
-    let proxy = Proxy::start(
-        &config_with(vec![json!({
-            "name": "late",
-            "command": "node",
-            "args": [script, log],
-            "isolation": { "enabled": false },
-        })]),
-        &[],
-    );
+    let proxy = Proxy::builder(&config_with(vec![json!({
+        "name": "late",
+        "command": "node",
+        "args": [script, log],
+        "isolation": { "enabled": false },
+    })]))
+    .start();
     // Two clients that would answer, one of which just called the server.
     let alice = Asked::new("alice", true);
     let bob = Asked::new("bob", true);
@@ -267,19 +268,19 @@ async fn an_upstream_with_no_call_in_flight_is_refused() {
     assert_eq!(text(&done), "done");
 
     std::fs::write(dir.path().join("answers.jsonl.go"), "").expect("go");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let answers: Vec<Value> = loop {
+    let answers: Vec<Value> = until_value("two answers", Duration::from_secs(30), || async {
         let answers: Vec<Value> = std::fs::read_to_string(&log)
             .unwrap_or_default()
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect();
         if answers.len() >= 2 {
-            break answers;
+            Ok(answers)
+        } else {
+            Err(format!("no answers: {answers:?}"))
         }
-        assert!(Instant::now() < deadline, "no answers: {answers:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    })
+    .await;
     for id in ["late-sampling", "late-elicitation"] {
         let answer = answers
             .iter()

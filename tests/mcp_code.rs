@@ -24,8 +24,7 @@ fn report(result: &rmcp::model::CallToolResult) -> Value {
 /// Every record of the proxy's journal (newest first), once none is pending.
 async fn records(proxy: &Proxy) -> Vec<Value> {
     let url = format!("{}/api/v1/activity?limit=1000", proxy.base());
-    let mut last = Vec::new();
-    for _ in 0..100 {
+    crate::support::poll::until_value("no record pending", Duration::from_secs(30), || async {
         let body: Value = reqwest::Client::new()
             .get(&url)
             .header("X-API-Key", proxy.api_key())
@@ -40,15 +39,15 @@ async fn records(proxy: &Proxy) -> Vec<Value> {
             .cloned()
             .unwrap_or_default();
         if records.iter().all(|r| r["status"] != "pending") {
-            return records;
+            return Ok(records);
         }
-        last = records
+        let pending: Vec<Value> = records
             .into_iter()
             .filter(|r| r["status"] == "pending")
             .collect();
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("records stayed pending: {last:?}");
+        Err(format!("records stayed pending: {pending:?}"))
+    })
+    .await
 }
 
 fn fs_and_memory(root: &Path, memory_file: &Path) -> Value {
@@ -88,7 +87,7 @@ async fn scripts_orchestrate_real_servers_within_the_policy_and_their_limits() {
         std::fs::write(root_path.join(name), body).unwrap();
     }
     let memory_file = root_path.join("memory.jsonl");
-    let proxy = Proxy::start(&fs_and_memory(&root_path, &memory_file), &[]);
+    let proxy = Proxy::builder(&fs_and_memory(&root_path, &memory_file)).start();
     let client = connect(&proxy.url).await;
 
     let tools = client.peer().list_all_tools().await.unwrap();
@@ -306,7 +305,7 @@ async fn scripts_orchestrate_real_servers_within_the_policy_and_their_limits() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_disabled_code_execution_is_not_listed_and_a_call_is_refused() {
-    let proxy = Proxy::start(&config_with(vec![]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![])).start();
     let client = connect(&proxy.url).await;
     let tools = client.peer().list_all_tools().await.unwrap();
     assert!(tools.iter().all(|t| t.name != "code_execution"));
@@ -334,7 +333,7 @@ async fn code_run_goes_through_the_running_proxy_and_activity_show_draws_the_tre
         "isolation": {"write": [root_path]},
     })]);
     config["code_execution"] = json!({"enabled": true, "timeout_ms": 120_000});
-    let proxy = Proxy::start(&config, &[]);
+    let proxy = Proxy::builder(&config).start();
     let data_dir = proxy.data_dir.path().to_owned();
     let config_path = data_dir.join("mcp_config.json");
     let script = data_dir.join("copy.js");
@@ -379,18 +378,23 @@ async fn code_run_goes_through_the_running_proxy_and_activity_show_draws_the_tre
     );
 
     // `activity show` of the first run draws its two inner calls under it.
-    let mut shown = String::new();
-    for _ in 0..50 {
-        let out = crate::support::TestCommand::new(&data_dir)
-            .args(["activity", "show", &id, "--config"])
-            .arg_path(&config_path)
-            .output();
-        shown = out.stdout();
-        if shown.contains("Inner calls: 2") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let shown = crate::support::poll::until_value(
+        "`activity show` draws two inner calls",
+        Duration::from_secs(30),
+        || async {
+            let out = crate::support::TestCommand::new(&data_dir)
+                .args(["activity", "show", &id, "--config"])
+                .arg_path(&config_path)
+                .output();
+            let shown = out.stdout();
+            if shown.contains("Inner calls: 2") {
+                Ok(shown)
+            } else {
+                Err(shown)
+            }
+        },
+    )
+    .await;
     assert!(
         shown.contains("Type:        code_execution (source: cli)"),
         "{shown}"
@@ -417,7 +421,7 @@ async fn the_page_shows_an_executions_inner_calls_as_a_tree() {
     let log = tempfile::NamedTempFile::new().unwrap();
     let mut config = config_with(vec![crate::support::mcp::stdio_fixture("fx", log.path())]);
     config["code_execution"] = json!({"enabled": true, "timeout_ms": 120_000});
-    let proxy = Proxy::start(&config, &[]);
+    let proxy = Proxy::builder(&config).start();
     let client = connect(&proxy.url).await;
     let ran = call(
         &client,
@@ -468,7 +472,7 @@ async fn a_scripts_calls_to_a_quarantined_server_are_held_and_never_sent() {
     held["quarantined"] = json!(true);
     let mut config = config_with(vec![held, stdio_fixture("open", open_log.path())]);
     config["code_execution"] = json!({"enabled": true, "timeout_ms": 120_000});
-    let proxy = Proxy::start(&config, &[]);
+    let proxy = Proxy::builder(&config).start();
     let client = connect(&proxy.url).await;
     let ran = call(
         &client,

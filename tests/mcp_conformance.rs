@@ -14,11 +14,12 @@ use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::support::mcp::{Proc, Proxy, config_with, pipe_lines};
+use crate::support::poll::until_blocking;
 
 /// Scenarios that pass directly but not (or not always) through the direct endpoint, and
 /// why; `docs/conformance.md` lists the same. None at present: every scenario that passes
@@ -177,19 +178,21 @@ fn run_suite(
         .process_group(0)
         .spawn()
         .expect("run tests/conformance/run.sh");
-    let deadline = Instant::now() + RUN_TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for run.sh") {
-            break status;
-        }
-        if Instant::now() >= deadline {
+    // A suite still running when the wait gives up is killed, its whole process group.
+    struct KillGroup(i32);
+    impl Drop for KillGroup {
+        fn drop(&mut self) {
             // SAFETY: kill(2) on the process group of our own child.
-            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-            let _ = child.wait();
-            panic!("the conformance suite did not finish within {RUN_TIMEOUT:?} against {url}");
+            unsafe { libc::kill(-self.0, libc::SIGKILL) };
         }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    }
+    let group = KillGroup(child.id() as i32);
+    let what = format!("the conformance suite finishes against {url}");
+    let status = until_blocking(&what, RUN_TIMEOUT, || {
+        let exited = child.try_wait().expect("wait for run.sh");
+        exited.ok_or_else(|| "still running".to_owned())
+    });
+    std::mem::forget(group);
     let mut stderr = String::new();
     if let Some(mut pipe) = child.stderr.take() {
         let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
@@ -317,7 +320,7 @@ fn every_scenario_that_passes_directly_passes_through_the_direct_endpoint() {
         "command": fixture_bin(),
         "args": ["--name", "conf"],
     });
-    let proxy = Proxy::start(&config_with(vec![upstream]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![upstream])).start();
     let endpoint = format!("{}/mcp/servers/conf", proxy.base());
     let proxied = run_suite(&endpoint, out.path(), "proxied");
 

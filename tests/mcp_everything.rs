@@ -25,8 +25,8 @@ fn everything() -> Value {
 async fn records(proxy: &Proxy, record_type: &str) -> Vec<Value> {
     let url = format!("{}/api/v1/activity?type={record_type}", proxy.base());
     // The journal's writer commits in the background: a record may land a moment later.
-    let mut last = Value::Null;
-    for _ in 0..50 {
+    let what = format!("{record_type} records");
+    crate::support::poll::until_value(&what, Duration::from_secs(30), || async {
         let body: Value = reqwest::Client::new()
             .get(&url)
             .header("X-API-Key", proxy.api_key())
@@ -40,14 +40,13 @@ async fn records(proxy: &Proxy, record_type: &str) -> Vec<Value> {
             .as_array()
             .cloned()
             .unwrap_or_default();
-        if !list.is_empty() {
-            return list;
+        if list.is_empty() {
+            Err(format!("the last answer: {body}"))
+        } else {
+            Ok(list)
         }
-        last = body;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    eprintln!("no {record_type} records; the last answer: {last}");
-    Vec::new()
+    })
+    .await
 }
 
 /// The official Python SDK on the direct endpoint sees server-everything as it is: all its
@@ -62,7 +61,7 @@ async fn the_python_sdk_gets_progress_elicitation_prompts_and_resources_directly
     let Some(python) = crate::support::test_python() else {
         return;
     };
-    let proxy = Proxy::start(&config_with(vec![everything()]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![everything()])).start();
     let direct = format!("{}/mcp/servers/everything", proxy.base());
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/everything_client.py");
     let out = tokio::time::timeout(
@@ -182,7 +181,7 @@ async fn the_aggregate_endpoint_routes_prompts_resources_and_refuses_elicitation
     if !npm_bin_installed("mcp-server-everything") {
         return;
     }
-    let proxy = Proxy::start(&config_with(vec![everything()]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![everything()])).start();
     let client = connect(&proxy.url).await;
 
     let prompts = client.list_all_prompts().await.unwrap();

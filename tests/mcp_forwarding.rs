@@ -3,7 +3,7 @@
 //! `notifications/cancelled`, on the aggregate and the direct endpoint.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, ClientRequest, Request, RequestMetaObject, ServerResult};
@@ -12,6 +12,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::{Value, json};
 
 use crate::support::mcp::{Client, Proxy, call_log_lines, config_with, connect, stdio_fixture};
+use crate::support::poll::{until, until_value};
 
 /// Sends `tools/call name arguments` with `_meta` `{"trace": trace}` and returns its handle.
 async fn send(
@@ -43,20 +44,22 @@ async fn wait_for_line(log: &Path, pred: impl Fn(&Value) -> bool) -> Vec<Value> 
 
 /// Waits until the call log has `count` lines that satisfy `pred`.
 async fn wait_for_lines(log: &Path, count: usize, pred: impl Fn(&Value) -> bool) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    let what = format!("{count} matching lines in the call log");
+    until_value(&what, Duration::from_secs(30), || async {
         let lines = call_log_lines(log);
-        if lines.iter().filter(|l| pred(l)).count() >= count || Instant::now() > deadline {
-            return lines;
+        if lines.iter().filter(|l| pred(l)).count() >= count {
+            Ok(lines)
+        } else {
+            Err(format!("{lines:?}"))
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn request_meta_and_cancellation_reach_the_upstream() {
     let log = tempfile::NamedTempFile::new().unwrap();
-    let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![stdio_fixture("fx", log.path())])).start();
 
     // Aggregate endpoint: the _meta rides along; the progress token rmcp adds does not.
     let client = connect(&proxy.url).await;
@@ -127,7 +130,7 @@ async fn request_meta_and_cancellation_reach_the_upstream() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_direct_endpoint_names_what_is_missing() {
     let log = tempfile::NamedTempFile::new().unwrap();
-    let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![stdio_fixture("fx", log.path())])).start();
     let nobody = ()
         .serve(StreamableHttpClientTransport::from_uri(format!(
             "{}/mcp/servers/nobody",
@@ -190,7 +193,7 @@ async fn every_progress_notification_sent_before_the_answer_reaches_the_client()
     let log = tempfile::NamedTempFile::new().unwrap();
     let mut fixture = stdio_fixture("fx", log.path());
     fixture["env"] = json!({"MCP_FIXTURE_ECHO_PROGRESS": "5"});
-    let proxy = Proxy::start(&config_with(vec![fixture]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![fixture])).start();
     let seen = ProgressSeen::default();
     let client = seen
         .clone()
@@ -218,10 +221,17 @@ async fn every_progress_notification_sent_before_the_answer_reaches_the_client()
         assert_ne!(result.is_error, Some(true), "round {round}: {result:?}");
         // The client's handler runs each notification as a task of its own: give the last
         // ones a moment, then every one must be there (none lost after the answer).
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while seen.for_token(&token).len() < 5 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        until(
+            "five progress notifications",
+            Duration::from_secs(10),
+            || async {
+                match seen.for_token(&token) {
+                    got if got.len() < 5 => Err(format!("{got:?}")),
+                    _ => Ok(()),
+                }
+            },
+        )
+        .await;
         assert_eq!(
             seen.for_token(&token),
             [1.0, 2.0, 3.0, 4.0, 5.0],

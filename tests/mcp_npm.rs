@@ -23,7 +23,7 @@ async fn server_filesystem_reads_pass_and_destructive_writes_need_the_destructiv
         // default: no network, a private home, nothing else of the disk).
         "isolation": {"write": [root_path]},
     });
-    let proxy = Proxy::start(&config_with(vec![upstream]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![upstream])).start();
     let client = connect(&proxy.url).await;
 
     // Reads go through call_tool_read (server-filesystem marks them readOnlyHint).

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::support::poll::{until, until_value};
+
 use crate::support::mcp::{
     PLUGIN_TIMEOUT_MS, Proxy, call, call_log_lines, config_with, connect, is_error,
     start_http_fixture, stdio_fixture, text,
@@ -15,7 +17,7 @@ const LEGACY: &str = "Tool 'call_tool' not found. Use call_tool_read, call_tool_
 #[tokio::test(flavor = "multi_thread")]
 async fn tool_list_has_the_three_variants_upstream_servers_and_no_call_tool() {
     let log = tempfile::NamedTempFile::new().unwrap();
-    let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![stdio_fixture("fx", log.path())])).start();
     let client = connect(&proxy.url).await;
     let tools = client.peer().list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
@@ -55,7 +57,7 @@ async fn tool_list_has_the_three_variants_upstream_servers_and_no_call_tool() {
 #[tokio::test(flavor = "multi_thread")]
 async fn retrieve_tools_gives_annotations_sources_and_call_with() {
     let log = tempfile::NamedTempFile::new().unwrap();
-    let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![stdio_fixture("fx", log.path())])).start();
     let client = connect(&proxy.url).await;
 
     let find = |result: &Value, name: &str| -> Value {
@@ -329,7 +331,7 @@ async fn run_matrix(url: &str, log: &std::path::Path) {
 #[tokio::test(flavor = "multi_thread")]
 async fn every_matrix_row_through_mcp_with_a_stdio_upstream() {
     let log = tempfile::NamedTempFile::new().unwrap();
-    let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![stdio_fixture("fx", log.path())])).start();
     run_matrix(&proxy.url, log.path()).await;
 }
 
@@ -337,17 +339,17 @@ async fn every_matrix_row_through_mcp_with_a_stdio_upstream() {
 async fn every_matrix_row_through_mcp_with_a_streamable_http_upstream() {
     let log = tempfile::NamedTempFile::new().unwrap();
     let (_fixture, fixture_url) = start_http_fixture("127.0.0.1:0", log.path());
-    let proxy = Proxy::start(
-        &config_with(vec![json!({"name": "fx", "url": fixture_url})]),
-        &[],
-    );
+    let proxy = Proxy::builder(&config_with(vec![
+        json!({"name": "fx", "url": fixture_url}),
+    ]))
+    .start();
     run_matrix(&proxy.url, log.path()).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn upstream_results_pass_through_unchanged() {
     let log = tempfile::NamedTempFile::new().unwrap();
-    let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![stdio_fixture("fx", log.path())])).start();
     let client = connect(&proxy.url).await;
     let status = call(&client, "call_tool_read", json!({"name": "fx:get_status"}))
         .await
@@ -424,7 +426,7 @@ async fn a_killed_upstream_fails_clearly_others_keep_working_and_it_comes_back()
         "upstream": {"reconnect_initial_ms": 100, "reconnect_max_ms": 400},
         "plugins": {"limits": {"timeout_ms": PLUGIN_TIMEOUT_MS}},
     });
-    let proxy = Proxy::start(&config, &[]);
+    let proxy = Proxy::builder(&config).start();
     let client = connect(&proxy.url).await;
     let echo = |server: &str| json!({"name": format!("{server}:echo"), "args": {"text": "hi"}});
     assert_eq!(
@@ -434,20 +436,25 @@ async fn a_killed_upstream_fails_clearly_others_keep_working_and_it_comes_back()
 
     fixture.kill();
     // Until the proxy notices, a call may fail on the dead connection; after, it is refused.
-    let mut message = String::new();
-    for _ in 0..50 {
-        let result = call(&client, "call_tool_read", echo("fh")).await.unwrap();
-        assert!(
-            is_error(&result),
-            "a dead upstream answered: {}",
-            text(&result)
-        );
-        message = text(&result);
-        if message.contains("is not available") || message.contains("not connected") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let message = until_value(
+        "the proxy notices fh is gone",
+        Duration::from_secs(30),
+        || async {
+            let result = call(&client, "call_tool_read", echo("fh")).await.unwrap();
+            assert!(
+                is_error(&result),
+                "a dead upstream answered: {}",
+                text(&result)
+            );
+            let message = text(&result);
+            if message.contains("is not available") || message.contains("not connected") {
+                Ok(message)
+            } else {
+                Err(message)
+            }
+        },
+    )
+    .await;
     assert!(message.contains("upstream server 'fh'"), "{message}");
     assert!(message.contains("reconnects by itself"), "{message}");
     // The other upstream is unaffected.
@@ -457,17 +464,19 @@ async fn a_killed_upstream_fails_clearly_others_keep_working_and_it_comes_back()
     );
 
     let (_fixture, _) = start_http_fixture(&addr, http_log.path());
-    let mut recovered = false;
-    for _ in 0..100 {
-        let result = call(&client, "call_tool_read", echo("fh")).await.unwrap();
-        if !is_error(&result) {
+    until(
+        "the upstream comes back",
+        Duration::from_secs(30),
+        || async {
+            let result = call(&client, "call_tool_read", echo("fh")).await.unwrap();
+            if is_error(&result) {
+                return Err(text(&result));
+            }
             assert_eq!(text(&result), "hi");
-            recovered = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(recovered, "the upstream did not come back");
+            Ok(())
+        },
+    )
+    .await;
     client.cancel().await.unwrap();
 }
 
@@ -477,7 +486,7 @@ async fn tools_added_upstream_appear_after_list_changed() {
     let log = tempfile::NamedTempFile::new().unwrap();
     let mut fixture = stdio_fixture("fx", log.path());
     fixture["auto_approve_tool_changes"] = json!(true);
-    let proxy = Proxy::start(&config_with(vec![fixture]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![fixture])).start();
     let client = connect(&proxy.url).await;
     let added = call(
         &client,
@@ -487,8 +496,7 @@ async fn tools_added_upstream_appear_after_list_changed() {
     .await
     .unwrap();
     assert!(!is_error(&added), "{}", text(&added));
-    let mut found = false;
-    for _ in 0..50 {
+    until("the new tool shows up", Duration::from_secs(30), || async {
         let result = call(
             &client,
             "retrieve_tools",
@@ -499,12 +507,12 @@ async fn tools_added_upstream_appear_after_list_changed() {
         // A hit, not a held tool named in the answer's note.
         let body: Value = serde_json::from_str(&text(&result)).unwrap_or_default();
         if body["tools"][0]["name"] == "fx:zebra_stripes" {
-            found = true;
-            break;
+            Ok(())
+        } else {
+            Err(body.to_string())
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(found, "the new tool never showed up");
+    })
+    .await;
     let called = call(
         &client,
         "call_tool_write",
@@ -518,7 +526,7 @@ async fn tools_added_upstream_appear_after_list_changed() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn requests_from_foreign_origins_and_hosts_are_refused() {
-    let proxy = Proxy::start(&config_with(vec![]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![])).start();
     let http = reqwest::Client::new();
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
@@ -566,7 +574,7 @@ async fn the_official_python_sdk_calls_and_ends_its_session_cleanly() {
         return;
     };
     let log = tempfile::NamedTempFile::new().unwrap();
-    let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![stdio_fixture("fx", log.path())])).start();
     let script =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/http_calls.py");
     let out = tokio::process::Command::new(&python)
@@ -636,7 +644,7 @@ fn exchange(
 #[test]
 fn replies_come_as_json_bodies_and_one_connection_carries_a_session() {
     let log = tempfile::NamedTempFile::new().unwrap();
-    let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![stdio_fixture("fx", log.path())])).start();
     let address = proxy.url.trim_start_matches("http://");
     let address = &address[..address.find('/').unwrap()];
     let mut socket = std::net::TcpStream::connect(address).unwrap();

@@ -25,6 +25,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::support::mcp::{Proxy, config_with, copy_cwasm, shared_compile_cache, stdio_fixture};
+use crate::support::poll::{until, until_blocking};
+use crate::support::time::let_pass_blocking;
 
 /// Log messages and progress notifications the fixture sends in one flood, and the filler
 /// bytes in each: 50 MB of log data, which the proxy without bounds held in memory.
@@ -77,7 +79,7 @@ impl RssSampler {
                     {
                         peak.fetch_max(kib, Ordering::Relaxed);
                     }
-                    std::thread::sleep(Duration::from_millis(10));
+                    let_pass_blocking(Duration::from_millis(10), "a sample every 10 ms");
                 }
             }
         });
@@ -108,18 +110,16 @@ impl Drop for RssSampler {
 
 /// Waits until `path` exists (the fixture wrote it when its flood was sent).
 fn wait_for_file(path: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(300);
-    while !path.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "the fixture never finished its flood ({} missing)",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // The proxy may not have read the fixture's last pipe-full yet (64 KiB); it reads far
-    // faster than this.
-    std::thread::sleep(Duration::from_millis(500));
+    let what = format!("the fixture finishes its flood ({})", path.display());
+    until_blocking(&what, Duration::from_secs(300), || {
+        path.exists().then_some(()).ok_or("missing".to_owned())
+    });
+    // The proxy may not have read the fixture's last pipe-full yet (64 KiB), and nothing
+    // outside it tells when it has.
+    let_pass_blocking(
+        Duration::from_millis(500),
+        "the proxy reads the fixture's last pipe-full (64 KiB) far faster than this",
+    );
 }
 
 /// Kills a process that outlives its test's deadline, so a proxy that hangs fails the test
@@ -136,7 +136,10 @@ impl Watchdog {
                 if watching.load(Ordering::Relaxed) {
                     return;
                 }
-                std::thread::sleep(Duration::from_millis(100));
+                let_pass_blocking(
+                    Duration::from_millis(100),
+                    "a watchdog: its limit passes unless the test is done first",
+                );
             }
             if !watching.load(Ordering::Relaxed) {
                 // SAFETY: kill(2) on the test's own child, which has not been reaped (the
@@ -206,15 +209,21 @@ impl StdioProxy {
         );
         assert_eq!(init["result"]["serverInfo"]["name"], "mcpproxy", "{init}");
         proxy.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        // The upstream connects in the background.
-        for _ in 0..600 {
-            let answer = proxy.request("tools/call", read_call("get_status", json!({})));
-            if answer["result"]["isError"] != true {
-                return proxy;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        panic!("the fixture upstream never became ready");
+        // The upstream connects in the background. (No /readyz: this proxy has no HTTP
+        // listener, so a call that works is what says it is ready.)
+        until_blocking(
+            "the fixture upstream becomes ready",
+            Duration::from_secs(60),
+            || {
+                let answer = proxy.request("tools/call", read_call("get_status", json!({})));
+                if answer["result"]["isError"] == true {
+                    Err(answer.to_string())
+                } else {
+                    Ok(())
+                }
+            },
+        );
+        proxy
     }
 
     fn pid(&self) -> u32 {
@@ -346,7 +355,7 @@ async fn a_log_flood_at_a_client_that_set_no_level_and_never_reads_leaves_memory
     let dir = tempfile::tempdir().unwrap();
     let calls = temp_path(&dir, "calls.log");
     let done = temp_path(&dir, "flood.done");
-    let proxy = Proxy::start(&config_with(vec![flooding_fixture(&calls)]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![flooding_fixture(&calls)])).start();
     let pid = proxy.proc.child.id();
     let http = reqwest::Client::new();
     let session = open_session(&http, &proxy.url, "never-reads").await;
@@ -507,7 +516,7 @@ async fn three_hundred_sessions_from_one_client_lock_no_one_out() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = config_with(vec![stdio_fixture("fx", &temp_path(&dir, "calls.log"))]);
     config["http"] = json!({"max_sessions": 16, "max_sessions_per_client": 16});
-    let proxy = Proxy::start(&config, &[]);
+    let proxy = Proxy::builder(&config).start();
     let flooder = client_from("127.0.0.1");
 
     // The flooder's first session has a call in flight the whole time.
@@ -517,17 +526,15 @@ async fn three_hundred_sessions_from_one_client_lock_no_one_out() {
     let in_flight = tokio::spawn(post(&flooder, &proxy.url, Some(&busy), &slow).send());
     // Its request reached the upstream.
     let calls = temp_path(&dir, "calls.log");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !std::fs::read_to_string(&calls)
-        .unwrap_or_default()
-        .contains("\"slow\"")
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the slow call never reached the fixture"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until(
+        "the slow call reaches the fixture",
+        Duration::from_secs(60),
+        || async {
+            let log = std::fs::read_to_string(&calls).unwrap_or_default();
+            log.contains("\"slow\"").then_some(()).ok_or(log)
+        },
+    )
+    .await;
 
     let mut opened = Vec::new();
     for n in 0..300 {

@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::mcp::{Proxy, config_with, workspace_bin};
+use crate::support::poll::until_value;
 
 const VERSION: &str = "2026-07-28";
 
@@ -21,7 +22,7 @@ fn proxy() -> Proxy {
         "command": workspace_bin("mcp-conformance-fixture"),
         "args": ["--name", "conf"],
     });
-    Proxy::start(&config_with(vec![upstream]), &[])
+    Proxy::builder(&config_with(vec![upstream])).start()
 }
 
 /// The `_meta` of a stateless request; with `tasks`, the client declares the extension.
@@ -150,17 +151,17 @@ impl Session {
         parse_response(&self.post(&body).await)
     }
 
-    /// `tasks/get` until `done` holds for the task's status (at most 10 s).
+    /// `tasks/get` until `done` holds for the task's status.
     async fn status_until(&self, id: &str, done: impl Fn(&str) -> bool) -> Value {
-        let mut last = Value::Null;
-        for _ in 0..100 {
-            last = self.rpc("tasks/get", json!({ "taskId": id })).await;
+        until_value("the task's status", Duration::from_secs(30), || async {
+            let last = self.rpc("tasks/get", json!({ "taskId": id })).await;
             if last["result"]["status"].as_str().is_some_and(&done) {
-                break;
+                Ok(last)
+            } else {
+                Err(last.to_string())
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        last
+        })
+        .await
     }
 }
 
@@ -182,9 +183,8 @@ async fn a_task_on_the_aggregate_endpoint_is_followed_to_its_result() {
     let id = task["taskId"].as_str().expect("taskId").to_owned();
     assert!(id.starts_with("conf:"), "the id carries its server: {id}");
 
-    let mut last = Value::Null;
-    for _ in 0..100 {
-        last = rpc(
+    let last = until_value("the task completes", Duration::from_secs(30), || async {
+        let last = rpc(
             &proxy,
             true,
             "tasks/get",
@@ -193,10 +193,12 @@ async fn a_task_on_the_aggregate_endpoint_is_followed_to_its_result() {
         )
         .await;
         if last["result"]["status"] == "completed" {
-            break;
+            Ok(last)
+        } else {
+            Err(last.to_string())
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
     let result = &last["result"];
     assert_eq!(result["status"], "completed", "{last}");
     assert_eq!(result["taskId"], id.as_str(), "shown as the client got it");

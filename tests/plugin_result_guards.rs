@@ -57,14 +57,13 @@ async fn activity(proxy: &Proxy, query: &str) -> Vec<Value> {
 }
 
 /// Polls until `check` holds, for up to 30 s.
-async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    for _ in 0..600 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for: {what}");
+async fn eventually(what: &str, check: impl AsyncFn() -> bool) {
+    let check = &check;
+    let deadline = Duration::from_secs(30);
+    crate::support::poll::until(what, deadline, move || async move {
+        check().await.then_some(()).ok_or("not yet".to_owned())
+    })
+    .await;
 }
 
 fn contains_bytes(haystack: &[u8], needle: &str) -> bool {
@@ -98,7 +97,7 @@ async fn secrets_read_through_the_filesystem_server_are_redacted_and_never_recor
         "settings": {"http-sink": {"url": url}},
     });
     config["activity"] = json!({"delivery": {"interval_ms": 50, "max_backoff_ms": 300}});
-    let mut proxy = Proxy::start(&config, &[]);
+    let mut proxy = Proxy::builder(&config).start();
     let client = connect(&proxy.url).await;
 
     let read = call(
@@ -233,7 +232,9 @@ async fn a_faulting_guard_withholds_the_result_and_the_proxy_keeps_serving() {
         "plugin_limits": {"guard-trap": {"timeout_ms": 200}},
     });
     let plugins_dir = plugins.path().to_str().unwrap();
-    let proxy = Proxy::start(&config, &["--plugins", plugins_dir]);
+    let proxy = Proxy::builder(&config)
+        .args(&["--plugins", plugins_dir])
+        .start();
     let client = connect(&proxy.url).await;
     let echo = |t: &str| json!({"name": "fx:echo", "args": {"text": t}});
 
@@ -372,7 +373,9 @@ async fn a_python_guard_from_the_template_blocks_a_confidential_result() {
         "guards": ["secret-redactor", "confidential-guard"],
     });
     let plugins_dir = plugins.path().to_str().unwrap();
-    let proxy = Proxy::start(&config, &["--plugins", plugins_dir]);
+    let proxy = Proxy::builder(&config)
+        .args(&["--plugins", plugins_dir])
+        .start();
     let client = connect(&proxy.url).await;
     let echo = |t: &str| json!({"name": "fx:echo", "args": {"text": t}});
 
@@ -418,7 +421,7 @@ async fn injection_marker_wraps_instructions_in_delimiters_the_upstream_cannot_f
         "limits": {"timeout_ms": PLUGIN_TIMEOUT_MS},
         "guards": ["secret-redactor", "injection-marker"],
     });
-    let proxy = Proxy::start(&config, &[]);
+    let proxy = Proxy::builder(&config).start();
     let client = connect(&proxy.url).await;
     let echo = |t: &str| json!({"name": "fx:echo", "args": {"text": t}});
 
@@ -489,7 +492,9 @@ async fn a_task_result_read_with_tasks_get_is_guarded() {
         "settings": {"guard-trap": {"redact_word": "computed"}},
     });
     let plugins_dir = plugins.path().to_str().unwrap();
-    let proxy = Proxy::start(&config, &["--plugins", plugins_dir]);
+    let proxy = Proxy::builder(&config)
+        .args(&["--plugins", plugins_dir])
+        .start();
 
     // A 2026-07-28 client declaring the tasks extension, in stateless requests.
     let rpc = async |method: &str, name: &str, mut params: Value| -> Value {
@@ -537,14 +542,19 @@ async fn a_task_result_read_with_tasks_get_is_guarded() {
         .as_str()
         .unwrap_or_else(|| panic!("no task: {created}"))
         .to_owned();
-    let mut last = Value::Null;
-    for _ in 0..100 {
-        last = rpc("tasks/get", &id, json!({"taskId": id})).await;
-        if last["result"]["status"] == "completed" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let last = crate::support::poll::until_value(
+        "the task completes",
+        Duration::from_secs(30),
+        || async {
+            let last = rpc("tasks/get", &id, json!({"taskId": id})).await;
+            if last["result"]["status"] == "completed" {
+                Ok(last)
+            } else {
+                Err(last.to_string())
+            }
+        },
+    )
+    .await;
     let text = last["result"]["result"]["content"][0]["text"]
         .as_str()
         .unwrap_or_else(|| panic!("no result: {last}"));
@@ -607,17 +617,16 @@ fn a_secret_reaches_the_client_through_no_channel() {
         &data.path().join("cache/plugins"),
     );
     let mut ide = crate::support::ide::StdioSession::start(&config_path, data.path());
-    // The upstream connects in the background.
-    let mut ready = false;
-    for _ in 0..600 {
+    // The upstream connects in the background; with no HTTP listener (no /readyz), the
+    // first call it answers says it is ready.
+    crate::support::poll::until_blocking("the fixture answers", Duration::from_secs(60), || {
         let answer = ide.request("tools/call", leak("split"));
         if answer["result"]["isError"] == false {
-            ready = true;
-            break;
+            Ok(())
+        } else {
+            Err(format!("{answer}; stderr: {}", ide.stderr()))
         }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert!(ready, "the fixture never answered: {}", ide.stderr());
+    });
     let level = ide.request("logging/setLevel", json!({"level": "debug"}));
     assert!(level.get("result").is_some(), "{level}");
 
@@ -727,7 +736,7 @@ async fn an_injection_in_structured_content_marks_the_whole_answer_and_forged_de
         "limits": {"timeout_ms": PLUGIN_TIMEOUT_MS},
         "guards": ["secret-redactor", "injection-marker"],
     });
-    let proxy = Proxy::start(&config, &[]);
+    let proxy = Proxy::builder(&config).start();
     let client = connect(&proxy.url).await;
     let leak = |channel: &str| json!({"name": "fx:leak", "args": {"channel": channel}});
 

@@ -122,7 +122,7 @@ async fn chained_after_intent_matrix_it_blocks_unknown_tools_through_mcp() {
         "limits": {"timeout_ms": PLUGIN_TIMEOUT_MS},
         "validators": ["intent-matrix", "safety-routing"],
     });
-    let proxy = Proxy::start(&config, &[]);
+    let proxy = Proxy::builder(&config).start();
     let client = connect(&proxy.url).await;
 
     // intent-matrix alone lets mystery_tool through every variant; safety-routing does not.

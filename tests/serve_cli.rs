@@ -9,6 +9,7 @@ use serde_json::json;
 
 use crate::support::TestCommand;
 use crate::support::mcp::{call, config_with, is_error, stdio_fixture, text};
+use crate::support::poll::{until_blocking, until_value};
 
 #[test]
 fn serve_with_no_config_file_uses_defaults_and_stops_cleanly_on_sigterm() {
@@ -35,18 +36,18 @@ fn serve_with_no_config_file_uses_defaults_and_stops_cleanly_on_sigterm() {
             mcpproxy_support::lock(&sink).push(line);
         }
     });
-    let mut ready = false;
-    for _ in 0..300 {
-        if mcpproxy_support::lock(&lines)
+    // What it prints is under test: the summary on stderr, not /readyz, is waited for.
+    until_blocking("the startup summary", Duration::from_secs(30), || {
+        let lines = mcpproxy_support::lock(&lines);
+        if lines
             .iter()
             .any(|l| l.starts_with("upstreams: none configured"))
         {
-            ready = true;
-            break;
+            Ok(())
+        } else {
+            Err(format!("{lines:?}"))
         }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert!(ready, "{:?}", mcpproxy_support::lock(&lines));
+    });
     assert!(
         mcpproxy_support::lock(&lines)
             .iter()
@@ -172,9 +173,9 @@ async fn serve_over_stdio_for_ides_that_spawn_their_servers() {
         5,
         "the four built-in tools and upstream_servers"
     );
-    // The upstream connects in the background; wait for it.
-    let mut answer = String::new();
-    for _ in 0..100 {
+    // The upstream connects in the background; wait for it (over stdio there is no
+    // /readyz: a call that works is the sign).
+    let answer = until_value("fx answers over stdio", Duration::from_secs(30), || async {
         let result = call(
             &client,
             "call_tool_read",
@@ -182,12 +183,13 @@ async fn serve_over_stdio_for_ides_that_spawn_their_servers() {
         )
         .await
         .unwrap();
-        answer = text(&result);
-        if !is_error(&result) {
-            break;
+        if is_error(&result) {
+            Err(text(&result))
+        } else {
+            Ok(text(&result))
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
     assert_eq!(answer, "over stdio");
     client.cancel().await.unwrap();
 }
@@ -327,7 +329,9 @@ async fn worker_threads_can_be_chosen_and_zero_is_refused() {
 
     let log = tempfile::NamedTempFile::new().unwrap();
     let config = config_with(vec![stdio_fixture("fx", log.path())]);
-    let proxy = crate::support::mcp::Proxy::start(&config, &["--worker-threads", "3"]);
+    let proxy = crate::support::mcp::Proxy::builder(&config)
+        .args(&["--worker-threads", "3"])
+        .start();
     let client = crate::support::mcp::connect(&proxy.url).await;
     let result = call(
         &client,

@@ -10,7 +10,7 @@
 //! the static `http.auth_token` still passes, without an identity; a key rotation at the
 //! issuer is followed; with the issuer gone, a token of an unknown key gets 503.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rmcp::ServiceExt;
 use rmcp::transport::StreamableHttpClientTransport;
@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use crate::support::TestCommand;
 use crate::support::issuer::Issuer;
 use crate::support::mcp::{Proxy, call, config_with, stdio_fixture, text};
+use crate::support::poll::until;
 
 /// `http.auth_token`: passes without an identity.
 const STATIC_TOKEN: &str = "a-static-token-0123456789abcdef";
@@ -130,7 +131,7 @@ async fn clients_log_in_with_access_tokens_of_a_real_authorization_server() {
     config["auth"] = json!({"issuer": issuer.url});
     // The static token of single-user setups keeps working beside the logins.
     config["http"] = json!({"auth_token": STATIC_TOKEN});
-    let proxy = Proxy::start(&config, &[]);
+    let proxy = Proxy::builder(&config).start();
     let resource = proxy.url.clone();
     let metadata_url = format!("{}/.well-known/oauth-protected-resource/mcp", proxy.base());
 
@@ -237,17 +238,12 @@ async fn clients_log_in_with_access_tokens_of_a_real_authorization_server() {
         serde_json::from_slice(&b64_decode(fresh.split('.').next().expect("header")))
             .expect("JSON header");
     assert_eq!(header["kid"], kid.as_str(), "the new key signs");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match call_as(&resource, &fresh).await {
-            Ok(_) => break,
-            Err(e) => assert!(
-                Instant::now() < deadline,
-                "a token of the rotated key is still refused: {e}"
-            ),
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    until(
+        "a token of the rotated key is accepted",
+        Duration::from_secs(30),
+        || async { call_as(&resource, &fresh).await.map(drop) },
+    )
+    .await;
     // The old key is still published, so alice's earlier token still works.
     call_as(&resource, &alice).await.expect("alice calls again");
 
@@ -259,19 +255,19 @@ async fn clients_log_in_with_access_tokens_of_a_real_authorization_server() {
         &json!({"alg": "RS256", "typ": "at+jwt", "kid": "not-published"}),
         alice.rsplit('.').next().expect("signature"),
     );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (status, _) = initialize(&resource, Some(&unknown)).await;
-        if status == 503 {
-            break;
-        }
-        assert_eq!(status, 401, "a token of an unknown key is refused");
-        assert!(
-            Instant::now() < deadline,
-            "the issuer's absence was never reported"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    until(
+        "the issuer's absence is reported",
+        Duration::from_secs(30),
+        || async {
+            let (status, _) = initialize(&resource, Some(&unknown)).await;
+            if status == 503 {
+                return Ok(());
+            }
+            assert_eq!(status, 401, "a token of an unknown key is refused");
+            Err(format!("{status}"))
+        },
+    )
+    .await;
     call_as(&resource, &alice)
         .await
         .expect("tokens of known keys still work while the issuer is away");
@@ -370,7 +366,7 @@ async fn forged_hmac_tokens_other_issuers_and_future_tokens_are_refused() {
     let log = tempfile::NamedTempFile::new().expect("call log");
     let mut config = config_with(vec![stdio_fixture("fx", log.path())]);
     config["auth"] = json!({"issuer": issuer.url});
-    let proxy = Proxy::start(&config, &[]);
+    let proxy = Proxy::builder(&config).start();
     let resource = proxy.url.clone();
     let sign = async |query: &str| {
         issuer

@@ -2,7 +2,7 @@
 //! time, per-tool calls, HTTP sessions and the live feed's streams, upstream connects,
 //! reconnects and restarts, and the build info, scraped from `/metrics` of a running serve.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 
@@ -18,7 +18,7 @@ fn sample(text: &str, series: &str) -> Option<f64> {
 #[tokio::test(flavor = "multi_thread")]
 async fn dashboard_series_move_with_real_calls() {
     let log = tempfile::NamedTempFile::new().unwrap();
-    let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![stdio_fixture("fx", log.path())])).start();
     let key = proxy.api_key();
     let http = reqwest::Client::new();
     let scrape = || async {
@@ -136,16 +136,17 @@ async fn dashboard_series_move_with_real_calls() {
         .await
         .unwrap();
     assert!(restarted.status().is_success(), "{}", restarted.status());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let text = loop {
-        let text = scrape().await;
-        let reconnected = sample(&text, r#"mcpproxy_upstream_reconnects_total{server="fx"}"#)
-            .is_some_and(|n| n >= 1.0);
-        if reconnected || Instant::now() > deadline {
-            break text;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let text = crate::support::poll::until_value(
+        "fx's reconnect counted",
+        Duration::from_secs(30),
+        || async {
+            let text = scrape().await;
+            let reconnected = sample(&text, r#"mcpproxy_upstream_reconnects_total{server="fx"}"#)
+                .is_some_and(|n| n >= 1.0);
+            if reconnected { Ok(text) } else { Err(text) }
+        },
+    )
+    .await;
     assert!(
         sample(&text, r#"mcpproxy_upstream_reconnects_total{server="fx"}"#)
             .is_some_and(|n| n >= 1.0),

@@ -19,6 +19,7 @@ use crate::support::mcp::{
     Client, Proc, call, config_with, copy_cwasm, grant_fixture_files, pipe_lines,
     shared_compile_cache, stdio_fixture, text,
 };
+use crate::support::poll::{until_blocking, until_value};
 
 /// How long the front-ends have, from the owner's death, to serve their clients again.
 const HANDOFF_DEADLINE: Duration = Duration::from_secs(2);
@@ -165,13 +166,15 @@ async fn the_front_ends_take_over_when_the_stdio_owner_dies() {
     let deadline = killed + HANDOFF_DEADLINE;
 
     // The second IDE goes on without a new handshake of its own.
-    let ide_answer = loop {
+    let left = || deadline.saturating_duration_since(Instant::now());
+    // (A session over stdio, which blocks this thread while it waits for an answer.)
+    let ide_answer = until_blocking("the second IDE is answered", left(), || {
         let answer = ide.echo("ide after");
-        if answer.get("result").is_some() || Instant::now() > deadline {
-            break answer;
+        match answer.get("result") {
+            Some(_) => Ok(answer),
+            None => Err(answer.to_string()),
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    });
     assert_eq!(echo_text(&ide_answer), "ide after", "{ide_answer}");
     eprintln!(
         "the second IDE answered {:?} after the kill",
@@ -179,7 +182,7 @@ async fn the_front_ends_take_over_when_the_stdio_owner_dies() {
     );
 
     // The HTTP client: the page's health check, the same client's tools and calls.
-    let (health_ok, listed, called) = loop {
+    let (health_ok, listed, called) = until_value("the HTTP client is served", left(), || async {
         let health_ok = http
             .get(&health)
             .send()
@@ -187,12 +190,15 @@ async fn the_front_ends_take_over_when_the_stdio_owner_dies() {
             .is_ok_and(|r| r.status().is_success());
         let listed = client.peer().list_all_tools().await.map(|t| t.len());
         let called = echo(&client, "http after").await;
-        let done = health_ok && listed.is_ok() && called.is_ok();
-        if done || Instant::now() > deadline {
-            break (health_ok, listed, called);
+        if health_ok && listed.is_ok() && called.is_ok() {
+            Ok((health_ok, listed, called))
+        } else {
+            Err(format!(
+                "/healthz ok: {health_ok}, tools/list: {listed:?}, call: {called:?}"
+            ))
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    })
+    .await;
     assert!(health_ok, "/healthz does not answer after the hand-off");
     assert!(listed.is_ok_and(|n| n > 0), "tools/list after the hand-off");
     assert_eq!(called, Ok("http after".to_owned()));
@@ -238,14 +244,12 @@ async fn two_relays_racing_for_the_data_dir_leave_exactly_one_owner() {
     owner.kill();
     let deadline = Instant::now() + Duration::from_secs(30);
     for (client, name) in [(&client_a, "a again"), (&client_b, "b again")] {
-        let answer = loop {
-            let answer = echo(client, name).await;
-            if answer.is_ok() || Instant::now() > deadline {
-                break answer;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
-        assert_eq!(answer, Ok(name.to_owned()));
+        let left = deadline.saturating_duration_since(Instant::now());
+        let answer = until_value(&format!("{name} is answered"), left, || async {
+            echo(client, name).await
+        })
+        .await;
+        assert_eq!(answer, name);
     }
     // Exactly one of them says it took over, and one upstream process runs.
     let took_over = |relay: &Proc| {
@@ -306,21 +310,19 @@ async fn serve_stdio_server_attaches_to_a_running_owner() {
 
     // The owner dies: the direct session goes on through the process that takes over.
     owner.kill();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let answer = loop {
-        let answer = direct.request(
-            "tools/call",
-            json!({"name": "echo", "arguments": {"text": "direct after"}}),
-        );
-        if answer.get("result").is_some() || Instant::now() > deadline {
-            break answer;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    assert!(
-        answer.get("result").is_some(),
-        "{answer}\n{}",
-        direct.stderr()
+    let answer = until_blocking(
+        "the direct session is answered after the take-over",
+        Duration::from_secs(30),
+        || {
+            let answer = direct.request(
+                "tools/call",
+                json!({"name": "echo", "arguments": {"text": "direct after"}}),
+            );
+            match answer.get("result") {
+                Some(_) => Ok(answer),
+                None => Err(format!("{answer}\n{}", direct.stderr())),
+            }
+        },
     );
     assert_eq!(echo_text(&answer), "direct after");
 }

@@ -81,7 +81,7 @@ fn a_non_loopback_listen_is_refused_without_a_bearer_token() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn mcp_wants_the_bearer_token_when_one_is_set() {
-    let proxy = Proxy::start(&json!({"http": {"auth_token": TOKEN}}), &[]);
+    let proxy = Proxy::builder(&json!({"http": {"auth_token": TOKEN}})).start();
     let http = reqwest::Client::new();
 
     let response = post(&http, &proxy.url, initialize_body().to_string())
@@ -120,10 +120,9 @@ async fn mcp_wants_the_bearer_token_when_one_is_set() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_session_flood_keeps_the_bound_by_closing_idle_sessions_and_memory_stays_bounded() {
-    let proxy = Proxy::start(
-        &json!({"http": {"max_sessions": 200, "max_sessions_per_client": 100}}),
-        &[],
-    );
+    let proxy =
+        Proxy::builder(&json!({"http": {"max_sessions": 200, "max_sessions_per_client": 100}}))
+            .start();
     let pid = proxy.proc.child.id();
     let http = reqwest::Client::new();
     let body = initialize_body().to_string();
@@ -195,17 +194,33 @@ fn raise_own_fd_limit(wanted: u64) {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_listener_answers_while_1100_idle_sockets_are_open() {
     raise_own_fd_limit(4096);
-    let proxy = Proxy::start(&json!({}), &[]);
+    let proxy = Proxy::builder(&json!({})).start();
     let addr = proxy
         .url
         .trim_start_matches("http://")
         .trim_end_matches("/mcp")
         .to_owned();
+    let fds = format!("/proc/{}/fd", proxy.proc.child.id());
+    let open_files = || std::fs::read_dir(&fds).map_or(0, Iterator::count);
+    let before = open_files();
     let idle: Vec<TcpStream> = (0..1100)
         .map(|_| TcpStream::connect(&addr).expect("open an idle socket"))
         .collect();
-    // They are accepted (the proxy holds them) but send nothing.
-    std::thread::sleep(Duration::from_millis(200));
+    // They are accepted (the proxy holds them) but send nothing. (Within the 10 s an idle
+    // connection is given to send its headers.)
+    crate::support::poll::until(
+        "the proxy accepts the idle sockets",
+        Duration::from_secs(10),
+        || async {
+            let open = open_files();
+            if open >= before + 1100 {
+                Ok(())
+            } else {
+                Err(format!("{open} open files, {before} before"))
+            }
+        },
+    )
+    .await;
 
     let client = connect(&proxy.url).await;
     let result = call(&client, "retrieve_tools", json!({"query": "x"}))
@@ -218,7 +233,7 @@ async fn the_listener_answers_while_1100_idle_sockets_are_open() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn malformed_and_oversized_requests_get_errors_that_say_what_is_wrong() {
-    let proxy = Proxy::start(&json!({}), &[]);
+    let proxy = Proxy::builder(&json!({})).start();
     let http = reqwest::Client::new();
 
     let response = post(&http, &proxy.url, "{oops").send().await.unwrap();
@@ -296,7 +311,7 @@ async fn four_hundred_concurrent_calls_all_complete_or_get_the_overload_result()
     // This test is about waiting for instance slots, not deadlines: 400 calls on 2 cores
     // can keep one instance off the CPU for longer than the default 50 ms.
     config["plugins"] = json!({"limits": {"timeout_ms": 10000}});
-    let proxy = Proxy::start(&config, &[]);
+    let proxy = Proxy::builder(&config).start();
     let mut clients = Vec::new();
     for _ in 0..8 {
         clients.push(std::sync::Arc::new(connect(&proxy.url).await));

@@ -52,7 +52,7 @@ fn sample(samples: &[Value], name: &str, labels: Value) -> Option<f64> {
 #[tokio::test(flavor = "multi_thread")]
 async fn health_readiness_and_metrics_that_move_with_calls() {
     let log = tempfile::NamedTempFile::new().unwrap();
-    let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![stdio_fixture("fx", log.path())])).start();
     let http = reqwest::Client::new();
 
     let health = http
@@ -216,7 +216,7 @@ async fn metrics_can_be_made_public_and_readiness_waits_for_upstreams() {
     });
     let mut config = config_with(vec![slow]);
     config["http"] = json!({"metrics_public": true});
-    let proxy = Proxy::start_listening(&config, &[], tempfile::tempdir().unwrap());
+    let proxy = Proxy::builder(&config).listening().start();
     let http = reqwest::Client::new();
     let ready = http
         .get(format!("{}/readyz", base(&proxy)))
@@ -257,7 +257,7 @@ fn cli_config(proxy: &Proxy, log: &std::path::Path) -> std::path::PathBuf {
 async fn export_and_stats_through_the_server_and_offline() {
     use crate::support::TestCommand;
     let log = tempfile::NamedTempFile::new().unwrap();
-    let mut proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    let mut proxy = Proxy::builder(&config_with(vec![stdio_fixture("fx", log.path())])).start();
     let client = connect(&proxy.url).await;
     for text in ["a,b", "x"] {
         let result = call(
@@ -435,7 +435,7 @@ fn measure_export_memory() {
 async fn watch_follows_new_calls_and_the_stream_resumes_after_last_event_id() {
     use std::io::BufRead;
     let log = tempfile::NamedTempFile::new().unwrap();
-    let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![stdio_fixture("fx", log.path())])).start();
     let config = cli_config(&proxy, log.path());
     let mut watch = Command::new(env!("CARGO_BIN_EXE_mcpproxy"))
         .args([

@@ -7,7 +7,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -36,7 +36,7 @@ fn cli(config: &Path, data_dir: &Path, args: &[&str]) -> crate::support::CmdOutp
 async fn two_ides_share_the_http_owner_its_upstream_and_its_journal() {
     let Some(python) = test_python() else { return };
     let calls = tempfile::NamedTempFile::new().unwrap();
-    let mut proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", calls.path())]), &[]);
+    let mut proxy = Proxy::builder(&config_with(vec![stdio_fixture("fx", calls.path())])).start();
     let config = proxy.data_dir.path().join("mcp_config.json");
     let data_dir = proxy.data_dir.path().to_owned();
 
@@ -104,7 +104,7 @@ async fn two_ides_share_the_http_owner_its_upstream_and_its_journal() {
 async fn an_ide_takes_over_when_the_http_owner_stops_and_its_session_goes_on() {
     let calls = tempfile::NamedTempFile::new().unwrap();
     let config = config_with(vec![stdio_fixture("fx", calls.path())]);
-    let mut proxy = Proxy::start(&config, &[]);
+    let mut proxy = Proxy::builder(&config).start();
     let config_path = proxy.data_dir.path().join("mcp_config.json");
     let data_dir = proxy.data_dir.path().to_owned();
     let mut ide = StdioSession::start(&config_path, &data_dir);
@@ -113,14 +113,17 @@ async fn an_ide_takes_over_when_the_http_owner_stops_and_its_session_goes_on() {
     // The owner stops as an operator stops it; the IDE's process becomes the owner, and
     // the session goes on without a new handshake.
     proxy.stop();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let recovered = loop {
-        let answer = ide.echo("after");
-        if answer.get("result").is_some() || Instant::now() > deadline {
-            break answer;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let recovered = crate::support::poll::until_blocking(
+        "the IDE's session goes on",
+        Duration::from_secs(30),
+        || {
+            let answer = ide.echo("after");
+            match answer.get("result") {
+                Some(_) => Ok(answer),
+                None => Err(answer.to_string()),
+            }
+        },
+    );
     assert_eq!(echo_text(&recovered), "after", "{recovered}");
     assert!(
         std::os::unix::fs::FileTypeExt::is_socket(

@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::mcp::{Proxy, call, config_with, connect, stdio_fixture};
+use crate::support::time::let_pass;
 use crate::support::{run_python, test_python};
 
 /// One request the receiver got.
@@ -111,7 +112,7 @@ async fn each_call_is_one_trace_with_policy_plugin_journal_and_upstream_spans() 
         "service_name": "mcpproxy-test",
         "export_interval_ms": 100,
     });
-    let mut proxy = Proxy::start(&config, &[]);
+    let mut proxy = Proxy::builder(&config).start();
     let client = connect(&proxy.url).await;
     let secret = "SECRET-ARGUMENT-4242";
     call(
@@ -244,7 +245,7 @@ async fn a_collector_that_is_down_costs_one_log_line_and_no_call() {
         "otlp_endpoint": format!("http://127.0.0.1:{port}"),
         "export_interval_ms": 50,
     });
-    let mut proxy = Proxy::start(&config, &[]);
+    let mut proxy = Proxy::builder(&config).start();
     let client = connect(&proxy.url).await;
     let read = |text: &'static str| json!({"name": "fx:echo", "args_json": json!({"text": text}).to_string()});
     call(&client, "call_tool_read", read("one")).await.unwrap();
@@ -259,7 +260,11 @@ async fn a_collector_that_is_down_costs_one_log_line_and_no_call() {
     for text in ["two", "three", "four"] {
         let result = call(&client, "call_tool_read", read(text)).await.unwrap();
         assert_ne!(result.is_error, Some(true));
-        tokio::time::sleep(Duration::from_millis(150)).await;
+        let_pass(
+            Duration::from_millis(150),
+            "exports (every 50 ms) fail meanwhile, which must not each be logged",
+        )
+        .await;
     }
     client.cancel().await.unwrap();
     proxy.stop();

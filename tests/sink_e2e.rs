@@ -19,6 +19,7 @@ use crate::support::clickhouse::ClickHouse;
 use crate::support::mcp::{
     PLUGIN_TIMEOUT_MS, Proxy, call, config_with, connect, is_error, stdio_fixture,
 };
+use crate::support::time::let_pass;
 use crate::support::{TestCommand, artifact};
 
 /// A real NDJSON endpoint: stores every line it is sent; answers 503 while `down`. Also
@@ -97,20 +98,17 @@ async fn sinks_status(proxy: &Proxy) -> Vec<Value> {
     body["data"].as_array().cloned().unwrap_or_default()
 }
 
-/// Polls `check` every 50 ms until it holds; panics with `what` after `limit`.
+/// Polls `check` until it holds; panics with `what` after `limit`.
 async fn eventually<F, Fut>(limit: Duration, what: &str, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    let deadline = tokio::time::Instant::now() + limit;
-    while tokio::time::Instant::now() < deadline {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out after {limit:?} waiting for: {what}");
+    crate::support::poll::until(what, limit, || {
+        let holds = check();
+        async { holds.await.then_some(()).ok_or("not yet".to_owned()) }
+    })
+    .await;
 }
 
 /// Makes `n` calls through the proxy (reads that succeed, and every fourth a write that
@@ -177,7 +175,7 @@ async fn http_sink_delivers_every_call_once_in_order_through_an_outage() {
         "http-sink",
         json!({"url": url, "headers": {"Authorization": "Splunk test-token"}}),
     );
-    let proxy = Proxy::start(&config, &[]);
+    let proxy = Proxy::builder(&config).start();
     let granted = url
         .trim_start_matches("http://")
         .split('/')
@@ -248,7 +246,11 @@ async fn http_sink_delivers_every_call_once_in_order_through_an_outage() {
         receiver.ids().len() >= first + during
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let_pass(
+        Duration::from_millis(300),
+        "a duplicate delivery, if the sink made one, would arrive meanwhile",
+    )
+    .await;
     let mut got = receiver.ids();
     got.sort();
     let mut unique = got.clone();
@@ -299,7 +301,10 @@ async fn a_sink_reaching_for_an_ungranted_host_is_refused_and_loses_nothing() {
         "test-sink-misbehave",
         json!({"mode": "stray", "url": granted_url, "stray_url": stray_url}),
     );
-    let proxy = Proxy::start_in(&config, &["--plugins", &plugins], dir);
+    let proxy = Proxy::builder(&config)
+        .data_dir(dir)
+        .args(&["--plugins", &plugins])
+        .start();
     let n = make_calls(&proxy, 5).await;
     proxy.proc.wait_for_line(Duration::from_secs(30), |l| {
         l.contains("refused an outbound request") && l.contains("test-sink-misbehave")
@@ -335,7 +340,10 @@ async fn a_sink_reaching_for_an_ungranted_host_is_refused_and_loses_nothing() {
     proc.kill();
     let mut fixed = config.clone();
     fixed["plugins"]["settings"]["test-sink-misbehave"]["mode"] = json!("ok");
-    let proxy = Proxy::start_in(&fixed, &["--plugins", &plugins], data_dir);
+    let proxy = Proxy::builder(&fixed)
+        .data_dir(data_dir)
+        .args(&["--plugins", &plugins])
+        .start();
     eventually(
         Duration::from_secs(60),
         "the kept records arrive",
@@ -360,7 +368,10 @@ async fn trapping_and_hanging_sinks_are_retried_and_reported_while_calls_go_on()
             json!({"mode": mode, "url": url}),
         );
         config["plugins"]["plugin_limits"] = json!({"test-sink-misbehave": {"timeout_ms": 300}});
-        let proxy = Proxy::start_in(&config, &["--plugins", &plugins], dir);
+        let proxy = Proxy::builder(&config)
+            .data_dir(dir)
+            .args(&["--plugins", &plugins])
+            .start();
         let n = make_calls(&proxy, 4).await;
         eventually(Duration::from_secs(60), "two failed attempts", || async {
             sinks_status(&proxy).await[0]["failures"]
@@ -398,7 +409,7 @@ async fn records_too_big_for_a_sinks_memory_together_are_delivered_in_smaller_ba
     // so they wait in the journal.
     config["activity"]["max_argument_bytes"] = json!(1 << 20);
     receiver.down.store(true, Ordering::SeqCst);
-    let proxy = Proxy::start(&config, &[]);
+    let proxy = Proxy::builder(&config).start();
     let text = "x".repeat(600 << 10);
     let client = connect(&proxy.url).await;
     let n = 10;
@@ -424,12 +435,16 @@ async fn records_too_big_for_a_sinks_memory_together_are_delivered_in_smaller_ba
     // batches the receiver got are the evidence.)
     receiver.down.store(false, Ordering::SeqCst);
     config["plugins"]["plugin_limits"] = json!({"http-sink": {"memory_mib": 4}});
-    let proxy = Proxy::start_in(&config, &[], data_dir);
+    let proxy = Proxy::builder(&config).data_dir(data_dir).start();
     eventually(Duration::from_secs(60), "every record arrives", || async {
         receiver.ids().len() >= n
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let_pass(
+        Duration::from_millis(300),
+        "a duplicate delivery, if the sink made one, would arrive meanwhile",
+    )
+    .await;
     let lines = mcpproxy_support::lock(&receiver.lines).clone();
     assert_eq!(lines.len(), n, "each once");
     let batches = mcpproxy_support::lock(&receiver.batches).clone();
@@ -646,7 +661,9 @@ async fn clickhouse_gets_every_record_exactly_once_through_outages_and_restarts(
         "clickhouse-sink",
         json!({"url": ch.url(), "table": table}),
     );
-    let proxy = Proxy::start(&config, &["--sink", "clickhouse-sink"]);
+    let proxy = Proxy::builder(&config)
+        .args(&["--sink", "clickhouse-sink"])
+        .start();
 
     // N calls arrive with every field.
     let n = make_calls(&proxy, 10).await;
@@ -720,7 +737,10 @@ async fn clickhouse_gets_every_record_exactly_once_through_outages_and_restarts(
     } = proxy;
     // A graceful stop (SIGTERM), as an operator would.
     let _ = proc.terminate();
-    let proxy = Proxy::start_in(&config, &["--sink", "clickhouse-sink"], data_dir);
+    let proxy = Proxy::builder(&config)
+        .data_dir(data_dir)
+        .args(&["--sink", "clickhouse-sink"])
+        .start();
     let s = &sinks_status(&proxy).await[0];
     assert_eq!(
         s["backlog"], k as u64,
@@ -732,7 +752,11 @@ async fn clickhouse_gets_every_record_exactly_once_through_outages_and_restarts(
         ch_counts(&ch, table).await.0 >= total
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let_pass(
+        Duration::from_millis(500),
+        "a duplicate insert, if the sink made one, would land meanwhile",
+    )
+    .await;
     assert_eq!(
         ch_counts(&ch, table).await,
         (total, total),

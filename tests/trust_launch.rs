@@ -5,7 +5,7 @@
 //! fixture, so a test can tell whether anything of it ran at all.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -83,11 +83,9 @@ async fn manage(client: &Client, arguments: Value) -> Value {
 
 /// Polls `check` for up to 30 s.
 fn eventually(what: &str, check: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !check() {
-        assert!(Instant::now() < deadline, "never happened: {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    crate::support::poll::until_blocking(what, Duration::from_secs(30), || {
+        check().then_some(()).ok_or("not yet".to_owned())
+    });
 }
 
 /// The `server_change` records, newest first, through the CLI.
@@ -125,7 +123,7 @@ async fn an_agent_cannot_give_an_approved_name_another_command() {
     let good_mark = dir.path().join("good.mark");
     let evil_mark = dir.path().join("evil.mark");
     let mut config = config_with(vec![marked("good", &good_mark, json!({}))]);
-    let proxy = Proxy::start(&config, &[]);
+    let proxy = Proxy::builder(&config).start();
     config["listen"] = json!(proxy.base().trim_start_matches("http://"));
     std::fs::write(config_file(&proxy), config.to_string()).unwrap();
     let client = connect(&proxy.url).await;
@@ -257,7 +255,7 @@ async fn hand_edits_of_a_launch_or_a_new_server_wait_for_a_person() {
     let good_mark = dir.path().join("good.mark");
     let hand_mark = dir.path().join("hand.mark");
     let mut config = config_with(vec![marked("good", &good_mark, json!({"MODE": "a"}))]);
-    let proxy = Proxy::start(&config, &[]);
+    let proxy = Proxy::builder(&config).start();
     config["listen"] = json!(proxy.base().trim_start_matches("http://"));
     std::fs::write(config_file(&proxy), config.to_string()).unwrap();
     let client = connect(&proxy.url).await;
@@ -312,7 +310,7 @@ async fn a_launch_changed_while_stopped_is_caught_at_the_next_start() {
     let dir = tempfile::tempdir().unwrap();
     let mark = dir.path().join("good.mark");
     let config = config_with(vec![marked("good", &mark, json!({}))]);
-    let mut proxy = Proxy::start(&config, &[]);
+    let mut proxy = Proxy::builder(&config).start();
     let client = connect(&proxy.url).await;
     assert!(!call_read(&client, "good:echo").await.0);
     client.cancel().await.unwrap();
@@ -329,7 +327,7 @@ async fn a_launch_changed_while_stopped_is_caught_at_the_next_start() {
     ));
     let added = marked("later", &other_mark, json!({}));
     let mut config = config_with(vec![changed, added]);
-    let proxy = Proxy::start_in(&config, &[], data_dir);
+    let proxy = Proxy::builder(&config).data_dir(data_dir).start();
     config["listen"] = json!(proxy.base().trim_start_matches("http://"));
     std::fs::write(config_file(&proxy), config.to_string()).unwrap();
     assert_eq!(status(&proxy, "good")["state"], "unapproved");
@@ -360,7 +358,7 @@ async fn a_person_adds_through_the_cli_approved_or_quarantined() {
     let dir = tempfile::tempdir().unwrap();
     let mark = dir.path().join("first.mark");
     let mut config = config_with(vec![marked("first", &mark, json!({}))]);
-    let proxy = Proxy::start(&config, &[]);
+    let proxy = Proxy::builder(&config).start();
     config["listen"] = json!(proxy.base().trim_start_matches("http://"));
     std::fs::write(config_file(&proxy), config.to_string()).unwrap();
     let client = connect(&proxy.url).await;
@@ -408,7 +406,7 @@ async fn loosening_a_servers_sandbox_by_hand_waits_for_a_person() {
     let dir = tempfile::tempdir().unwrap();
     let mark = dir.path().join("good.mark");
     let mut config = config_with(vec![marked("good", &mark, json!({}))]);
-    let proxy = Proxy::start(&config, &[]);
+    let proxy = Proxy::builder(&config).start();
     config["listen"] = json!(proxy.base().trim_start_matches("http://"));
     std::fs::write(config_file(&proxy), config.to_string()).unwrap();
     let client = connect(&proxy.url).await;
@@ -463,7 +461,7 @@ async fn an_approval_names_the_launch_reviewed_and_a_launch_changed_since_is_ref
         dir.path().join("evil.mark"),
     );
     let mut config = config_with(vec![marked("good", &good_mark, json!({}))]);
-    let proxy = Proxy::start(&config, &[]);
+    let proxy = Proxy::builder(&config).start();
     config["listen"] = json!(proxy.base().trim_start_matches("http://"));
     std::fs::write(config_file(&proxy), config.to_string()).unwrap();
     let client = connect(&proxy.url).await;

@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 
 use crate::support::TestCommand;
 use crate::support::mcp::{
-    Proc, Proxy, call, call_log_lines, config_with, connect, copy_cwasm, fixture_bin, is_error,
-    pipe_lines, shared_compile_cache, text,
+    Proc, Proxy, call, call_log_lines, config_with, connect, fixture_bin, is_error, pipe_lines,
+    text,
 };
 
 /// Replaces a file the fixture re-reads on every listing, in one step.
@@ -76,73 +76,6 @@ fn start_http_server(log: &Path, overrides: &Path, raw: &Path) -> (Proc, String)
     (proc, url)
 }
 
-/// `mcpproxy serve` with its whole stderr in `<data dir>/stderr.log` (the log lines of its
-/// first listings included, which [`Proxy::start`] reads past), once `servers` upstreams
-/// have settled.
-fn start_logging_to_file(config: &Value, servers: usize) -> Proxy {
-    let data_dir = tempfile::tempdir().unwrap();
-    let config_path = data_dir.path().join("mcp_config.json");
-    std::fs::write(
-        &config_path,
-        crate::support::mcp::grant_fixture_files(config).to_string(),
-    )
-    .unwrap();
-    let compiled = data_dir.path().join("cache/plugins");
-    copy_cwasm(&shared_compile_cache(), &compiled);
-    let stderr = std::fs::File::create(data_dir.path().join("stderr.log")).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_mcpproxy"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&config_path)
-        .arg("--data-dir")
-        .arg(data_dir.path())
-        .env("HOME", data_dir.path())
-        .env("RUST_LOG", "info,rmcp=warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(stderr)
-        .spawn()
-        .expect("start mcpproxy");
-    let (_, no_lines) = std::sync::mpsc::channel();
-    let proc = Proc {
-        child,
-        stderr_lines: no_lines,
-    };
-    let mut url = None;
-    for _ in 0..600 {
-        let log = stderr_log(data_dir.path());
-        url = log
-            .iter()
-            .find_map(|l| l.split(" listening on ").nth(1))
-            .map(|u| u.trim().to_owned());
-        let settled = log.iter().filter(|l| l.starts_with("upstream ")).count();
-        if url.is_some() && settled == servers {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let url = url.unwrap_or_else(|| {
-        panic!(
-            "mcpproxy did not start:\n{}",
-            stderr_log(data_dir.path()).join("\n")
-        )
-    });
-    copy_cwasm(&compiled, &shared_compile_cache());
-    Proxy {
-        proc,
-        url,
-        data_dir,
-    }
-}
-
-/// The lines of `<data_dir>/stderr.log` so far.
-fn stderr_log(data_dir: &Path) -> Vec<String> {
-    std::fs::read_to_string(data_dir.join("stderr.log"))
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
-
 /// The proxy's activity records, newest first, through the CLI.
 fn records(proxy: &Proxy, log: &Path) -> Vec<Value> {
     let config = proxy.cli_config(log);
@@ -156,22 +89,23 @@ fn records(proxy: &Proxy, log: &Path) -> Vec<Value> {
 
 /// Calls `tool` (one that `variant` refuses before its change too) until the call is
 /// refused as held, and returns the refusal; panics if the call goes through (the change
-/// was not held) or after 300 tries.
+/// was not held) or after 30 s.
 async fn until_held(client: &crate::support::mcp::Client, variant: &str, tool: &str) -> String {
-    let mut last = String::new();
-    for _ in 0..300 {
+    let what = format!("{tool} held");
+    crate::support::poll::until_value(&what, Duration::from_secs(30), || async {
         let result = call(client, variant, json!({"name": tool})).await.unwrap();
-        last = text(&result);
+        let last = text(&result);
         assert!(
             is_error(&result),
             "{tool} ran through {variant} after its change: {last}"
         );
         if last.contains("changed since it was approved") {
-            return last;
+            Ok(last)
+        } else {
+            Err(last)
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("{tool} was never held: {last}");
+    })
+    .await
 }
 
 async fn announce(client: &crate::support::mcp::Client, server: &str) {
@@ -191,10 +125,10 @@ async fn a_change_of_meta_alone_is_held_and_recorded() {
     let log = dir.path().join("calls.log");
     let overrides = dir.path().join("overrides.json");
     set_file(&overrides, json!({}));
-    let proxy = Proxy::start(
-        &config_with(vec![stdio_server("fx", &log, &overrides, None)]),
-        &[],
-    );
+    let proxy = Proxy::builder(&config_with(vec![stdio_server(
+        "fx", &log, &overrides, None,
+    )]))
+    .start();
     let client = connect(&proxy.url).await;
 
     // No annotations, `_meta: {"safety_class": "dangerous"}`: approved, and not a read.
@@ -249,10 +183,10 @@ async fn annotations_without_hints_take_the_spec_defaults() {
         &overrides,
         json!({"mystery_tool": {"annotations": {"title": "Harmless"}}}),
     );
-    let proxy = Proxy::start(
-        &config_with(vec![stdio_server("fx", &log, &overrides, None)]),
-        &[],
-    );
+    let proxy = Proxy::builder(&config_with(vec![stdio_server(
+        "fx", &log, &overrides, None,
+    )]))
+    .start();
     let client = connect(&proxy.url).await;
     let read = call(
         &client,
@@ -327,13 +261,12 @@ async fn one_malformed_tool_never_hides_the_others_over_stdio_and_http() {
     set_file(&overrides, json!({}));
     set_file(&raw, malformed_entries());
     let (_http, url) = start_http_server(&http_log, &overrides, &raw);
-    let proxy = start_logging_to_file(
-        &config_with(vec![
-            stdio_server("fx", &log, &overrides, Some(&raw)),
-            json!({"name": "fxh", "url": url}),
-        ]),
-        2,
-    );
+    // Its whole stderr is read at the end: the log lines of its first listings included.
+    let proxy = Proxy::builder(&config_with(vec![
+        stdio_server("fx", &log, &overrides, Some(&raw)),
+        json!({"name": "fxh", "url": url}),
+    ]))
+    .start();
     let client = connect(&proxy.url).await;
 
     for server in ["fx", "fxh"] {
@@ -397,7 +330,7 @@ async fn one_malformed_tool_never_hides_the_others_over_stdio_and_http() {
         announce(&client, server).await;
         until_held(&client, "call_tool_read", &format!("{server}:delete_note")).await;
     }
-    let lines = stderr_log(proxy.data_dir.path());
+    let lines = proxy.stderr();
     for server in ["fx", "fxh"] {
         let of_server = |needle: &str| {
             lines
@@ -438,11 +371,11 @@ async fn the_pins_of_the_previous_version_keep_their_approval_and_then_cover_met
     let data_dir = tempfile::tempdir().unwrap();
     let trust = data_dir.path().join("trust.json");
     std::fs::copy(v1_trust_file(), &trust).unwrap();
-    let proxy = Proxy::start_in(
-        &config_with(vec![stdio_server("fx", &log, &overrides, None)]),
-        &[],
-        data_dir,
-    );
+    let proxy = Proxy::builder(&config_with(vec![stdio_server(
+        "fx", &log, &overrides, None,
+    )]))
+    .data_dir(data_dir)
+    .start();
     let client = connect(&proxy.url).await;
 
     // The pinned tools are trusted as they were: nothing counts as changed.

@@ -90,7 +90,7 @@ async fn a_server_reaches_only_what_its_allow_list_names_and_every_connection_is
             format!("localhost:{rebound}"),
         ]}},
     });
-    let proxy = Proxy::start(&config_with(vec![server]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![server])).start();
     let client = connect(&proxy.url).await;
     let report = report(&client).await;
 
@@ -231,7 +231,7 @@ async fn a_start_refused_by_the_sandbox_names_the_grant_that_would_allow_it() {
         "args": ["-c", format!("cat {} >&2 && exec sleep 60; exit 1", settings.display())],
         "isolation": {},
     });
-    let proxy = Proxy::start(&config_with(vec![server]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![server])).start();
     let wanted = format!(
         "its sandbox refused reading {path}; to allow it, add to the server's \"isolation\" (a person approves the changed launch): {{\"read\":[\"{path}\"]}}",
         path = settings.display()

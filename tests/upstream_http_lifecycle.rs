@@ -18,7 +18,7 @@ async fn tools_added_on_a_2026_07_28_http_upstream_appear_at_once() {
         "name": "web", "url": url, "auto_approve_tool_changes": true,
     })]);
     config["upstream"] = json!({"tools_refresh_secs": 86400});
-    let proxy = Proxy::start(&config, &[]);
+    let proxy = Proxy::builder(&config).start();
     let client = connect(&proxy.url).await;
     let added = call(
         &client,
@@ -28,8 +28,7 @@ async fn tools_added_on_a_2026_07_28_http_upstream_appear_at_once() {
     .await
     .unwrap();
     assert!(!is_error(&added), "{}", text(&added));
-    let mut found = false;
-    for _ in 0..100 {
+    crate::support::poll::until("the new tool shows up", Duration::from_secs(30), || async {
         let result = call(
             &client,
             "retrieve_tools",
@@ -37,13 +36,14 @@ async fn tools_added_on_a_2026_07_28_http_upstream_appear_at_once() {
         )
         .await
         .unwrap();
-        if text(&result).contains("web:zebra_stripes") {
-            found = true;
-            break;
+        let found = text(&result);
+        if found.contains("web:zebra_stripes") {
+            Ok(())
+        } else {
+            Err(found)
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(found, "the new tool never showed up");
+    })
+    .await;
     client.cancel().await.unwrap();
     web.kill();
 }

@@ -134,13 +134,11 @@ async fn npx_and_uvx_servers_install_from_loopback_registries() {
         return;
     };
     let cache = tempfile::tempdir().unwrap();
-    let proxy = Proxy::start(
-        &config_with(vec![
-            npx_server(&npm.url(), cache.path(), &[]),
-            uvx_server(&pypi.url(), cache.path(), &[]),
-        ]),
-        &[],
-    );
+    let proxy = Proxy::builder(&config_with(vec![
+        npx_server(&npm.url(), cache.path(), &[]),
+        uvx_server(&pypi.url(), cache.path(), &[]),
+    ]))
+    .start();
     both_work(&proxy).await;
     // They really came from the registries, into the caches given in their env.
     assert!(
@@ -168,13 +166,11 @@ async fn a_second_start_runs_from_the_cache_with_the_registries_gone() {
     };
     let cache = tempfile::tempdir().unwrap();
     let (npm_url, pypi_url) = (npm.url(), pypi.url());
-    let mut first = Proxy::start(
-        &config_with(vec![
-            npx_server(&npm_url, cache.path(), &[]),
-            uvx_server(&pypi_url, cache.path(), &[]),
-        ]),
-        &[],
-    );
+    let mut first = Proxy::builder(&config_with(vec![
+        npx_server(&npm_url, cache.path(), &[]),
+        uvx_server(&pypi_url, cache.path(), &[]),
+    ]))
+    .start();
     both_work(&first).await;
     first.stop();
     npm.stop();
@@ -212,13 +208,11 @@ async fn a_second_start_runs_from_the_cache_with_the_registries_gone() {
     );
     let (npx_offline, uv_offline) = (&npx_plan.offline_env, &uv_plan.offline_env);
     assert!(!npx_offline.is_empty() && !uv_offline.is_empty());
-    let second = Proxy::start(
-        &config_with(vec![
-            npx_server(&npm_url, cache.path(), &pairs(npx_offline)),
-            uvx_server(&pypi_url, cache.path(), &pairs(uv_offline)),
-        ]),
-        &[],
-    );
+    let second = Proxy::builder(&config_with(vec![
+        npx_server(&npm_url, cache.path(), &pairs(npx_offline)),
+        uvx_server(&pypi_url, cache.path(), &pairs(uv_offline)),
+    ]))
+    .start();
     both_work(&second).await;
 }
 
@@ -279,7 +273,7 @@ async fn launchers_run_sandboxed_through_the_egress_proxy_and_then_from_their_ca
         sandboxed_npx_server(&npm.url()),
         sandboxed_uvx_server(&pypi.url()),
     ]);
-    let mut first = Proxy::start(&config, &[]);
+    let mut first = Proxy::builder(&config).start();
     both_work(&first).await;
 
     // Through the egress proxy, to the registries and nowhere else.
@@ -375,7 +369,7 @@ async fn launchers_run_sandboxed_through_the_egress_proxy_and_then_from_their_ca
     npm.stop();
     pypi.stop();
     let data_dir = std::mem::replace(&mut first.data_dir, tempfile::tempdir().unwrap());
-    let second = Proxy::start_in(&config, &[], data_dir);
+    let second = Proxy::builder(&config).data_dir(data_dir).start();
     both_work(&second).await;
     let logs = TestCommand::new(second.data_dir.path())
         .args(["upstream", "logs", "everything", "--config"])
@@ -404,7 +398,7 @@ async fn imported_launcher_servers_start_sandboxed_after_one_approval_each() {
     let Some(pypi) = PypiIndex::start() else {
         return;
     };
-    let proxy = Proxy::start(&config_with(vec![]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![])).start();
     let config = proxy.data_dir.path().join("mcp_config.json");
     let desktop = tempfile::tempdir().unwrap();
     let from = desktop.path().join("claude_desktop_config.json");

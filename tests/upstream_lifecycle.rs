@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::support::mcp::{Proxy, call, config_with, connect, fixture_bin, is_error, text};
+use crate::support::poll::until_blocking;
 use crate::support::{command_lines, sandbox_supported};
 
 #[tokio::test(flavor = "multi_thread")]
@@ -18,7 +19,7 @@ async fn a_call_right_after_start_waits_for_its_connecting_upstream() {
         "command": fixture_bin(),
         "args": ["--call-log", log.path(), "--startup-delay-ms", "3000"],
     });
-    let proxy = Proxy::start_listening(&config_with(vec![slow]), &[], tempfile::tempdir().unwrap());
+    let proxy = Proxy::builder(&config_with(vec![slow])).listening().start();
     let client = connect(&proxy.url).await;
     let result = call(
         &client,
@@ -53,7 +54,7 @@ fn a_stdio_upstream_that_ignores_eof_dies_with_a_killed_proxy() {
         // Silent: a log line to the dead proxy's stderr pipe would end it by itself.
         "env": {"RUST_LOG": "off"},
     });
-    let mut proxy = Proxy::start(&config_with(vec![stubborn]), &[]);
+    let mut proxy = Proxy::builder(&config_with(vec![stubborn])).start();
     assert!(pid_file.exists(), "the fixture did not start");
     // The pid the fixture writes is its own in its sandbox's PID namespace (1): found here by
     // its command line instead, which names the pid file.
@@ -61,14 +62,11 @@ fn a_stdio_upstream_that_ignores_eof_dies_with_a_killed_proxy() {
     let pid = *pids_with(&marker).first().expect("the fixture's process");
     assert!(!is_dead(pid));
     proxy.proc.kill(); // SIGKILL: no cleanup code runs in the proxy.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !is_dead(pid) {
-        assert!(
-            Instant::now() < deadline,
-            "the upstream (pid {pid}) outlived the killed proxy"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    until_blocking(
+        &format!("the upstream (pid {pid}) dies with the killed proxy"),
+        Duration::from_secs(20),
+        || is_dead(pid).then_some(()).ok_or("alive".to_owned()),
+    );
 }
 
 /// The pids of the host's processes whose command line contains `marker` (and is not a
@@ -118,27 +116,24 @@ fn a_daemon_a_sandboxed_server_started_dies_with_a_killed_proxy() {
         "args": ["-c", script, fixture_bin(), pid_file],
         "env": {"RUST_LOG": "off"},
     });
-    let mut proxy = Proxy::start(&config_with(vec![server]), &[]);
+    let mut proxy = Proxy::builder(&config_with(vec![server])).start();
     assert!(pid_file.exists(), "the fixture did not start");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let daemon = loop {
-        if let Some(pid) = pids_with(&marker).first() {
-            break *pid;
-        }
-        assert!(Instant::now() < deadline, "the daemon did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let daemon = until_blocking("the daemon starts", Duration::from_secs(20), || {
+        pids_with(&marker)
+            .first()
+            .copied()
+            .ok_or("none yet".to_owned())
+    });
     proxy.proc.kill(); // SIGKILL: no cleanup code runs in the proxy.
     // The next start of a proxy (its sweep of what dead proxies left) in a new data dir.
-    let _next = Proxy::start(&config_with(vec![]), &[]);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !is_dead(daemon) {
-        assert!(
-            Instant::now() < deadline,
-            "the server's daemon (pid {daemon}) outlived the killed proxy and the next start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let _next = Proxy::builder(&config_with(vec![])).start();
+    until_blocking(
+        &format!(
+            "the server's daemon (pid {daemon}) dies with the killed proxy and the next start"
+        ),
+        Duration::from_secs(20),
+        || is_dead(daemon).then_some(()).ok_or("alive".to_owned()),
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -152,7 +147,7 @@ async fn a_reply_over_16_mib_fails_its_call_at_once_saying_why() {
         "env": {"MCP_FIXTURE_ECHO_REPEAT": "9000000"},
         "tool_call_timeout_ms": 60000,
     });
-    let proxy = Proxy::start(&config_with(vec![huge]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![huge])).start();
     let client = connect(&proxy.url).await;
     let started = Instant::now();
     let result = call(

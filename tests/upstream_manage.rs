@@ -5,7 +5,7 @@
 //! serving; servers are imported from Claude Desktop and Cursor config files.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -63,12 +63,13 @@ async fn found(client: &Client, query: &str) -> Vec<String> {
 }
 
 /// Waits (up to 30 s) for `check` to hold, polling.
-async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !check().await {
-        assert!(Instant::now() < deadline, "never happened: {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+async fn eventually(what: &str, check: impl AsyncFn() -> bool) {
+    let check = &check;
+    let deadline = Duration::from_secs(30);
+    crate::support::poll::until(what, deadline, move || async move {
+        check().await.then_some(()).ok_or("not yet".to_owned())
+    })
+    .await;
 }
 
 /// Waits until `server` has listed its tools (approving earlier is refused) or is waiting
@@ -113,7 +114,7 @@ async fn upstream_servers_adds_patches_and_removes_through_mcp() {
     let log = tempfile::NamedTempFile::new().unwrap();
     let mut first = fixture("fx", log.path());
     first["name"] = json!("fx");
-    let proxy = Proxy::start(&config_with(vec![first]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![first])).start();
     let client = connect(&proxy.url).await;
 
     // Offered, and annotated so that IDEs ask first.
@@ -243,7 +244,7 @@ async fn the_cli_and_hand_edits_change_servers_without_a_restart() {
     let log = tempfile::NamedTempFile::new().unwrap();
     let mut first = fixture("fx", log.path());
     first["name"] = json!("fx");
-    let proxy = Proxy::start(&config_with(vec![first]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![first])).start();
     let client = connect(&proxy.url).await;
 
     // mcpproxy upstream add, through the running owner.
@@ -389,7 +390,7 @@ async fn the_tool_can_be_made_read_only_or_turned_off() {
     first["name"] = json!("fx");
     let mut config = config_with(vec![first.clone()]);
     config["management"] = json!({"read_only": true});
-    let proxy = Proxy::start(&config, &[]);
+    let proxy = Proxy::builder(&config).start();
     let client = connect(&proxy.url).await;
     let listed = manage(&client, json!({"operation": "list"})).await;
     assert_eq!(listed["total"], 1);
@@ -412,7 +413,7 @@ async fn the_tool_can_be_made_read_only_or_turned_off() {
 
     let mut config = config_with(vec![first]);
     config["management"] = json!({"upstream_servers_tool": false});
-    let proxy = Proxy::start(&config, &[]);
+    let proxy = Proxy::builder(&config).start();
     let client = connect(&proxy.url).await;
     let tools = client.peer().list_all_tools().await.unwrap();
     assert_eq!(
@@ -513,7 +514,7 @@ async fn a_persons_patch_leaves_a_quarantined_server_quarantined_until_approved(
     let mut server = fixture("fx", log.path());
     server["name"] = json!("fx");
     server["quarantined"] = json!(true);
-    let proxy = Proxy::start(&config_with(vec![server]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![server])).start();
     let client = connect(&proxy.url).await;
     assert_quarantined(&proxy, &client, "fx", "at start").await;
 
@@ -572,7 +573,7 @@ async fn approve_launch_only_starts_a_server_quarantined_for_review() {
     let log = tempfile::NamedTempFile::new().unwrap();
     let mut first = fixture("fx", log.path());
     first["name"] = json!("fx");
-    let proxy = Proxy::start(&config_with(vec![first]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![first])).start();
     let client = connect(&proxy.url).await;
 
     // Two servers added by a hand edit: not started until a person approves them.

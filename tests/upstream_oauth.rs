@@ -12,13 +12,15 @@ use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::support::TestCommand;
 use crate::support::mcp::Proxy;
 use crate::support::node::oauth_dir;
+use crate::support::poll::until_blocking;
+use crate::support::time::let_pass_blocking;
 
 /// The access token's life at the authorization server. mcpproxy refreshes a token that
 /// has less than 30 s left, so one of 35 s is refreshed once it is 5 s old.
@@ -147,16 +149,15 @@ fn state_of(proxy: &Proxy, config: &Path) -> String {
 }
 
 fn wait_for_state(proxy: &Proxy, config: &Path, wanted: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut last = String::new();
-    while Instant::now() < deadline {
-        last = state_of(proxy, config);
-        if last == wanted {
-            return;
+    let what = format!("the server reaches '{wanted}'");
+    until_blocking(&what, Duration::from_secs(30), || {
+        let state = state_of(proxy, config);
+        if state == wanted {
+            Ok(())
+        } else {
+            Err(format!("it is '{state}'"))
         }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("the server did not reach '{wanted}' within 30 s; it is '{last}'");
+    });
 }
 
 fn echo(proxy: &Proxy, config: &Path, text: &str) -> crate::support::CmdOutput {
@@ -176,12 +177,11 @@ fn a_login_through_a_real_authorization_server_is_used_refreshed_and_lost_on_rev
     let server = OAuthServer::start(&node);
     let config = json!({ "mcpServers": [{ "name": "s", "url": server.mcp }] });
     let data_dir = tempfile::tempdir().expect("tempdir");
-    let proxy = Proxy::start_listening_with_env(
-        &config,
-        &[],
-        data_dir,
-        &[("MCPPROXY_CREDENTIALS", Path::new("file"))],
-    );
+    let proxy = Proxy::builder(&config)
+        .data_dir(data_dir)
+        .env(&[("MCPPROXY_CREDENTIALS", Path::new("file"))])
+        .listening()
+        .start();
     let config_path = proxy.data_dir.path().join("mcp_config.json");
 
     // The server answers 401: mcpproxy says a login is needed, with the command, and waits.
@@ -247,20 +247,24 @@ fn a_login_through_a_real_authorization_server_is_used_refreshed_and_lost_on_rev
     );
 
     // Once the token is within 30 s of expiring, the next request refreshes it first.
-    let deadline = Instant::now() + Duration::from_secs(40);
-    loop {
-        std::thread::sleep(Duration::from_secs(1));
-        let answer = echo(&proxy, &config_path, "later");
-        assert_eq!(answer.code(), Some(0), "{}", answer.stderr());
-        if server.stats()["grants"]["refresh_token"].as_u64() >= Some(1) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the access token was never refreshed: {}",
-            server.stats()
-        );
-    }
+    until_blocking(
+        "the access token is refreshed",
+        Duration::from_secs(40),
+        || {
+            let_pass_blocking(
+                Duration::from_secs(1),
+                "the token nears its expiry only as time passes: one call a second meanwhile",
+            );
+            let answer = echo(&proxy, &config_path, "later");
+            assert_eq!(answer.code(), Some(0), "{}", answer.stderr());
+            let stats = server.stats();
+            if stats["grants"]["refresh_token"].as_u64() >= Some(1) {
+                Ok(())
+            } else {
+                Err(stats.to_string())
+            }
+        },
+    );
 
     // Revoked at the authorization server: the refresh is refused, and the server waits for
     // a person's login (no reconnect loop).
@@ -275,7 +279,10 @@ fn a_login_through_a_real_authorization_server_is_used_refreshed_and_lost_on_rev
     wait_for_state(&proxy, &config_path, "login_required");
     let calls = server.stats()["calls"].clone();
     let refused_before = server.stats()["refused"].as_u64().unwrap_or_default();
-    std::thread::sleep(Duration::from_secs(2));
+    let_pass_blocking(
+        Duration::from_secs(2),
+        "a proxy that kept knocking after the login was lost would call meanwhile",
+    );
     assert_eq!(server.stats()["calls"], calls);
     assert_eq!(
         server.stats()["refused"].as_u64().unwrap_or_default(),
@@ -392,15 +399,15 @@ fn oauth_tokens_never_reach_the_log_the_rest_api_or_metrics() {
     let server = OAuthServer::start(&node);
     let config = json!({ "mcpServers": [{ "name": "s", "url": server.mcp }] });
     let data_dir = tempfile::tempdir().expect("tempdir");
-    let proxy = Proxy::start_listening_with_env(
-        &config,
-        &["-vv"],
-        data_dir,
-        &[
+    let proxy = Proxy::builder(&config)
+        .data_dir(data_dir)
+        .env(&[
             ("MCPPROXY_CREDENTIALS", Path::new("file")),
             ("RUST_LOG", Path::new("trace")),
-        ],
-    );
+        ])
+        .args(&["-vv"])
+        .listening()
+        .start();
     let config_path = proxy.data_dir.path().join("mcp_config.json");
     let credentials = proxy.data_dir.path().join("credentials.json");
     wait_for_state(&proxy, &config_path, "login_required");
@@ -423,22 +430,26 @@ fn oauth_tokens_never_reach_the_log_the_rest_api_or_metrics() {
     );
 
     // Calls until the access token is refreshed (it lives 35 s; refreshed with 30 s left).
-    let deadline = Instant::now() + Duration::from_secs(40);
-    loop {
+    let mut first = true;
+    until_blocking("the token is refreshed", Duration::from_secs(40), || {
+        if !first {
+            let_pass_blocking(
+                Duration::from_secs(1),
+                "the token nears its expiry only as time passes: one call a second meanwhile",
+            );
+        }
+        first = false;
         let answer = echo(&proxy, &config_path, "hello");
         assert_eq!(answer.code(), Some(0), "{}", answer.stderr());
         printed.push_str(&answer.stdout());
         printed.push_str(&answer.stderr());
-        if server.stats()["grants"]["refresh_token"].as_u64() >= Some(1) {
-            break;
+        let stats = server.stats();
+        if stats["grants"]["refresh_token"].as_u64() >= Some(1) {
+            Ok(())
+        } else {
+            Err(stats.to_string())
         }
-        assert!(
-            Instant::now() < deadline,
-            "never refreshed: {}",
-            server.stats()
-        );
-        std::thread::sleep(Duration::from_secs(1));
-    }
+    });
     echo(&proxy, &config_path, "after the refresh").assert_code(0);
 
     // A second login, the page's way, through the REST API and the proxy's callback.

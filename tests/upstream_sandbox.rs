@@ -156,12 +156,10 @@ fn start(planted: &Planted, isolation: Option<Value>) -> Proxy {
         .to_path_buf();
     // A variable of the proxy's environment a server must not see.
     let secret = tempfile::NamedTempFile::new().unwrap();
-    Proxy::start_in_with_env(
-        &config,
-        &[],
-        data_dir,
-        &[("HOME", home.as_path()), (SECRET_ENV, secret.path())],
-    )
+    Proxy::builder(&config)
+        .data_dir(data_dir)
+        .env(&[("HOME", home.as_path()), (SECRET_ENV, secret.path())])
+        .start()
 }
 
 fn denied(report: &BTreeMap<String, String>, key: &str, why: &str) {
@@ -380,7 +378,7 @@ async fn the_official_memory_server_and_a_pypi_server_work_in_the_default_sandbo
             "isolation": {},
         }),
     ]);
-    let proxy = Proxy::start(&config, &[]);
+    let proxy = Proxy::builder(&config).start();
     let client = connect(&proxy.url).await;
     let created = call(
         &client,
@@ -447,7 +445,10 @@ async fn a_server_launched_from_local_bin_reads_nothing_else_under_local() {
         "isolation": {},
     })]);
     let data_dir = tempfile::tempdir().unwrap();
-    let proxy = Proxy::start_in_with_env(&config, &[], data_dir, &[("HOME", home.path())]);
+    let proxy = Proxy::builder(&config)
+        .data_dir(data_dir)
+        .env(&[("HOME", home.path())])
+        .start();
     let client = connect(&proxy.url).await;
     let report = report(&client, "probe").await;
     denied(
@@ -477,7 +478,7 @@ async fn the_control_socket_refuses_a_process_of_another_pid_namespace() {
         eprintln!("SKIPPED: no /usr/bin/python3");
         return;
     }
-    let proxy = Proxy::start(&config_with(vec![]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![])).start();
     let socket = proxy.data_dir.path().join("mcpproxy.sock");
     let session = format!(
         r#"
@@ -612,7 +613,7 @@ async fn python3_through_a_pyenv_style_shim_starts_sandboxed() {
         "args": [script],
         "isolation": {},
     })]);
-    let proxy = Proxy::start(&config, &[]);
+    let proxy = Proxy::builder(&config).start();
     let client = connect(&proxy.url).await;
     let answer = call(&client, "call_tool_read", json!({"name": "py:where"}))
         .await
@@ -649,7 +650,7 @@ async fn a_persons_add_grants_the_directory_a_filesystem_server_is_given() {
     if !sandbox_supported() || !crate::support::mcp::npm_bin_installed("mcp-server-filesystem") {
         return;
     }
-    let proxy = Proxy::start(&config_with(vec![]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![])).start();
     let server = crate::support::mcp::npm_dir().join("node_modules/.bin/mcp-server-filesystem");
     let granted = tempfile::tempdir().unwrap();
     let refused = tempfile::tempdir().unwrap();

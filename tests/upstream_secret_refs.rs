@@ -7,7 +7,7 @@
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -68,18 +68,15 @@ fn status_of(data_dir: &Path, name: &str) -> Value {
 
 /// Polls `upstream list` until `name` is in `state` (the supervisor retries with backoff).
 fn wait_for_state(data_dir: &Path, name: &str, state: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    let what = format!("{name} reaches {state}");
+    crate::support::poll::until_blocking(&what, Duration::from_secs(60), || {
         let status = status_of(data_dir, name);
         if status["state"] == state {
-            return status;
+            Ok(status)
+        } else {
+            Err(status.to_string())
         }
-        assert!(
-            Instant::now() < deadline,
-            "{name} never reached {state}: {status}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    })
 }
 
 #[test]
@@ -146,15 +143,13 @@ fn references_resolve_at_start_and_no_value_is_shown() {
     });
     let mut config = config_with(vec![stdio, remote, missing]);
     config["upstream"] = json!({"reconnect_initial_ms": 100, "reconnect_max_ms": 300});
-    let mut proxy = Proxy::start_in_with_env(
-        &config,
-        &[],
-        data_dir,
-        &[
+    let mut proxy = Proxy::builder(&config)
+        .data_dir(data_dir)
+        .env(&[
             ("MCPPROXY_CREDENTIALS", Path::new("file")),
             ("UPSTREAM_TOKEN", Path::new(TOKEN)),
-        ],
-    );
+        ])
+        .start();
     let dir = proxy.data_dir.path().to_owned();
 
     // The secret reached the child's environment; the header reached the HTTP server.

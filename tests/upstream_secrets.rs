@@ -4,13 +4,10 @@
 //! `upstream_servers list` tool or the serve log. Files mcpproxy creates in its data dir are
 //! 0600, and the directories it creates 0700, under umask 0 and in a 0755 directory.
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -53,66 +50,6 @@ fn leaks(shown: &[(String, String)]) -> Vec<(String, &'static str)> {
         }
     }
     found
-}
-
-/// `mcpproxy serve` like [`Proxy::start`], with every line of its stderr kept.
-fn start_recorded(config: &Value) -> (Proxy, Arc<Mutex<Vec<String>>>) {
-    let data_dir = tempfile::tempdir().unwrap();
-    let config_path = data_dir.path().join("mcp_config.json");
-    std::fs::write(
-        &config_path,
-        crate::support::mcp::grant_fixture_files(config).to_string(),
-    )
-    .unwrap();
-    copy_cwasm(
-        &shared_compile_cache(),
-        &data_dir.path().join("cache/plugins"),
-    );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mcpproxy"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&config_path)
-        .arg("--data-dir")
-        .arg(data_dir.path())
-        .env("HOME", data_dir.path())
-        .env("RUST_LOG", "info,rmcp=warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start mcpproxy");
-    let stderr = child.stderr.take().unwrap();
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let kept = log.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            mcpproxy_support::lock(&kept).push(line.clone());
-            let _ = tx.send(line);
-        }
-    });
-    let proc = Proc {
-        child,
-        stderr_lines: rx,
-    };
-    let line = proc.wait_for_line(Duration::from_secs(120), |l| {
-        l.contains(" listening on http://")
-    });
-    let url = line
-        .split("listening on ")
-        .nth(1)
-        .unwrap()
-        .trim()
-        .to_owned();
-    for _ in 0..config["mcpServers"].as_array().map_or(0, Vec::len) {
-        proc.wait_for_line(Duration::from_secs(60), |l| l.starts_with("upstream "));
-    }
-    let proxy = Proxy {
-        proc,
-        url,
-        data_dir,
-    };
-    (proxy, log)
 }
 
 /// A loopback port nothing listens on.
@@ -159,7 +96,7 @@ async fn secrets_in_urls_and_arguments_stay_out_of_the_cli_rest_mcp_and_log() {
     // The dead server stays in its error (which names the masked URL) for the whole test:
     // read while a retry runs, its state would be "connecting", with no URL.
     config["upstream"] = json!({"reconnect_initial_ms": 30_000});
-    let (proxy, log) = start_recorded(&config);
+    let proxy = Proxy::builder(&config).start();
     let config_path = proxy.data_dir.path().join("mcp_config.json");
 
     // Everything each place shows, checked together at the end (a failure names every leak).
@@ -196,7 +133,7 @@ async fn secrets_in_urls_and_arguments_stay_out_of_the_cli_rest_mcp_and_log() {
     client.cancel().await.unwrap();
 
     // The serve log, from its first line.
-    let log = mcpproxy_support::lock(&log).join("\n");
+    let log = proxy.stderr().join("\n");
     assert!(log.contains("cannot connect to upstream"), "{log}");
     shown.push(("the serve log".into(), log));
 
@@ -326,11 +263,13 @@ async fn data_dir_files_are_private_whatever_the_umask_or_the_parent() {
         .spawn()
         .unwrap();
     let stderr = child.stderr.take().unwrap();
-    let proc = Proc {
+    let log = std::sync::Arc::<std::sync::Mutex<Vec<String>>>::default();
+    let mut proc = Proc {
         child,
-        stderr_lines: crate::support::mcp::pipe_lines(stderr),
+        stderr_lines: crate::support::mcp::pipe_lines_kept(stderr, std::sync::Arc::clone(&log)),
     };
-    proc.wait_for_line(Duration::from_secs(120), |l| l.starts_with("upstream fx"));
+    let url = crate::support::mcp::listening_url(&proc);
+    crate::support::mcp::until_answering(&mut proc, &url, true, &log);
     // Approving writes trust.json (in the server, under its umask 0).
     let approved = TestCommand::new(dir)
         .args(["upstream", "approve", "fx", "--config"])

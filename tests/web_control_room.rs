@@ -45,7 +45,7 @@ async fn the_page_approves_only_after_the_analysis_and_counts_each_call_once() {
         "isolation": {"write": [dir.path()]},
         "quarantined": true,
     });
-    let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", &log), held]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![stdio_fixture("fx", &log), held])).start();
     let key = proxy.api_key();
     let base = proxy.base();
 
@@ -81,7 +81,11 @@ async fn the_page_approves_only_after_the_analysis_and_counts_each_call_once() {
     let chart = "return document.getElementById('chart').dataset.calls";
     driver.wait_for(chart, |n| n == "3").await;
     // Each call once: the count stays at three once both loads are in.
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    crate::support::time::let_pass(
+        std::time::Duration::from_millis(500),
+        "the page's second load, were it to count a call again, shows meanwhile",
+    )
+    .await;
     assert_eq!(driver.script(chart).await, "3");
     driver.screenshot(&docs("page-upstreams.png")).await;
 

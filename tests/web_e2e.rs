@@ -81,11 +81,11 @@ impl Driver {
             .expect("start chromedriver");
         let base = format!("http://127.0.0.1:{port}");
         let http = reqwest::Client::new();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while http.get(format!("{base}/status")).send().await.is_err() {
-            assert!(Instant::now() < deadline, "chromedriver did not start");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        crate::support::poll::until("chromedriver starts", Duration::from_secs(30), || async {
+            let status = http.get(format!("{base}/status")).send().await;
+            status.map(drop).map_err(|e| e.to_string())
+        })
+        .await;
         let mut driver = Self {
             child,
             base,
@@ -144,18 +144,19 @@ impl Driver {
     /// Polls `script` until `done` accepts its answer; panics with the last answer after
     /// 20 s.
     pub(crate) async fn wait_for(&self, script: &str, done: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let answer = self.script(script).await;
-            if done(&answer) {
-                return answer;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "gave up waiting; the page shows {answer}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        crate::support::poll::until_value(
+            &format!("the page's answer to {script}"),
+            Duration::from_secs(20),
+            || async {
+                let answer = self.script(script).await;
+                if done(&answer) {
+                    Ok(answer)
+                } else {
+                    Err(format!("the page shows {answer}"))
+                }
+            },
+        )
+        .await
     }
 
     pub(crate) async fn screenshot(&self, to: &Path) {
@@ -204,7 +205,7 @@ async fn the_page_shows_servers_a_live_call_and_filters() {
         return;
     }
     let log = tempfile::NamedTempFile::new().unwrap();
-    let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![stdio_fixture("fx", log.path())])).start();
     let key = std::fs::read_to_string(proxy.data_dir.path().join("api_key")).unwrap();
     let base = proxy.url.trim_end_matches("/mcp").to_owned();
     let profile = tempfile::tempdir().unwrap();
@@ -325,7 +326,7 @@ async fn the_page_shows_servers_a_live_call_and_filters() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_page_is_served_under_its_content_security_policy() {
     let log = tempfile::NamedTempFile::new().unwrap();
-    let proxy = Proxy::start(&config_with(vec![stdio_fixture("fx", log.path())]), &[]);
+    let proxy = Proxy::builder(&config_with(vec![stdio_fixture("fx", log.path())])).start();
     for path in ["/", "/ui/app.js", "/ui/app.css"] {
         let response = reqwest::get(format!("{}{path}", proxy.base()))
             .await

@@ -21,7 +21,7 @@ use std::fmt::Write as _;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Set (to anything but empty or `0`) to make a missing HAProxy a failure, not a skip.
 pub(crate) const REQUIRE_ENV: &str = "MCPPROXY_REQUIRE_HAPROXY";
@@ -85,14 +85,11 @@ impl HaProxy {
             _dir: dir,
             port,
         };
-        let deadline = Instant::now() + READY_TIMEOUT;
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "haproxy did not listen on {port}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let what = format!("haproxy listens on {port}");
+        crate::support::poll::until_blocking(&what, READY_TIMEOUT, || {
+            let connected = TcpStream::connect(("127.0.0.1", port));
+            connected.map(drop).map_err(|e| e.to_string())
+        });
         Some(proxy)
     }
 

@@ -30,6 +30,9 @@ mod python;
 /// Package registries on loopback for the launcher tests: verdaccio (npm) and pypiserver
 /// (PyPI), skipped unless installed, or required by `MCPPROXY_REQUIRE_REGISTRIES`, as in CI.
 pub(crate) mod registries;
+/// Waits in which time itself must pass, each with its reason; and the check that no test
+/// module sleeps outside `support`.
+pub(crate) mod time;
 
 pub(crate) use artifacts::{artifact, artifact_bytes};
 
