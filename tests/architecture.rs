@@ -185,7 +185,7 @@ const UNSAFE_ALLOWED: &[&str] = &[
 ///
 /// | Layer | Modules | What they are |
 /// |---|---|---|
-/// | 0 | `listener`, `metrics` | leaves: the TCP listener, counters |
+/// | 0 | `listener`, `metrics`, `watch` | leaves: the TCP listener, counters, a directory's changes |
 /// | 1 | `telemetry`, `scoping` | trace export; what a logged-in caller sees |
 /// | 2 | `control` | one owner per data dir |
 /// | 3 | `proxy` | resolve, judge, call, record |
@@ -193,17 +193,17 @@ const UNSAFE_ALLOWED: &[&str] = &[
 /// | 5 | `api`, `mcp`, `web` | the front ends: REST, MCP, the page |
 /// | 6 | `serve` | the one entry point: owns the data dir or fronts its owner, serves the parts |
 const MODULE_LAYERS: [&[&str]; 7] = [
-    &["listener", "metrics"],
+    &["listener", "metrics", "watch"],
     &["telemetry", "scoping"],
     &["control"],
     &["proxy"],
     &["manage", "runtime"],
     &["api", "mcp", "web"],
+    &["serve"],
 ];
 
 /// Where the layered modules are: the running proxy's crate.
 const SERVER_SRC: &str = "crates/server/src";
-    &["serve"],
 
 /// The workspace root (the proxy crate's manifest is in `host/`).
 fn workspace() -> PathBuf {

@@ -6,7 +6,7 @@
 //! architecture test in `tests/architecture.rs` checks it, `docs/architecture.md` draws it):
 //!
 //! 0. `listener` (the TCP listener: connection cap, header timeout, shutdown), `metrics`
-//!    (Prometheus);
+//!    (Prometheus), `watch` (a directory's changes, settled);
 //! 1. `telemetry` (OTLP export of the call spans), `scoping` (what a logged-in caller sees);
 //! 2. `control` (one owner per data dir: its socket; the bridge and relay of every other
 //!    process);
@@ -34,6 +34,7 @@ pub mod runtime;
 pub mod scoping;
 pub mod serve;
 pub mod telemetry;
+mod watch;
 pub mod web;
 
 pub use serve::Server;

@@ -663,13 +663,11 @@ fn view(config: &ServerConfig, status: mcpproxy_upstream::ServerStatus) -> Serve
 }
 
 /// Watches the config file and applies hand edits ([`Manager::reload`]); an edit mcpproxy
-/// made itself finds nothing to change. Editors that save by writing a new file and
-/// renaming it are handled: the directory is watched and events are matched by name.
+/// made itself finds nothing to change. No config file's directory: nothing to watch.
 pub fn watch(
     manager: Arc<Manager>,
     shutdown: tokio_util::sync::CancellationToken,
 ) -> Result<(), notify::Error> {
-    use notify::Watcher;
     let Some(path) = manager.path().map(Path::to_owned) else {
         return Ok(());
     };
@@ -681,35 +679,15 @@ pub fn watch(
     } else {
         dir
     };
-    let file_name = path.file_name().map(|n| n.to_owned());
-    // One pending signal is enough: the consumer drains the rest before it reloads, so when
-    // the slot is full the event is already accounted for.
-    let (tx, mut rx) = tokio::sync::mpsc::channel(1);
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if let Ok(event) = event
-            && !event.kind.is_access()
-            && event
-                .paths
-                .iter()
-                .any(|p| p.file_name() == file_name.as_deref())
-        {
-            let _ = tx.try_send(());
-        }
-    })?;
     if !dir.exists() {
         return Ok(());
     }
-    watcher.watch(&dir, notify::RecursiveMode::NonRecursive)?;
-    tokio::spawn(async move {
-        let _watcher = watcher;
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                event = rx.recv() => if event.is_none() { break },
-            }
-            // An editor's save is several events: wait for them to settle.
-            tokio::time::sleep(SETTLE).await;
-            while rx.try_recv().is_ok() {}
+    let file_name = path.file_name().map(|n| n.to_owned());
+    let wanted = move |p: &Path| p.file_name() == file_name.as_deref();
+    crate::watch::watch_dir(&dir, wanted, SETTLE, shutdown, move || {
+        let manager = manager.clone();
+        let path = path.clone();
+        async move {
             match manager.reload().await {
                 Ok(applied) if applied.is_empty() => {}
                 Ok(applied) => tracing::info!(
@@ -723,11 +701,11 @@ pub fn watch(
                 ),
             }
         }
-    });
-    Ok(())
+    })
 }
 
-/// How long after a change to the file it is read.
+/// How long the config file's directory must be quiet before an edit is read (an editor's
+/// save is several events).
 const SETTLE: Duration = Duration::from_millis(200);
 
 /// `added fs; removed gh; restarted db`.

@@ -184,47 +184,20 @@ pub fn watch(
     reloader: Arc<Reloader>,
     shutdown: tokio_util::sync::CancellationToken,
 ) -> Result<(), notify::Error> {
-    use notify::Watcher;
     let Some(dir) = reloader.plugins_dir().map(std::path::Path::to_owned) else {
         return Ok(());
     };
-    // One pending signal is enough: the consumer drains the rest before it reloads, so when
-    // the slot is full the event is already accounted for.
-    let (tx, mut rx) = tokio::sync::mpsc::channel(1);
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if let Ok(event) = event
-            && !event.kind.is_access()
-            && event
-                .paths
-                .iter()
-                .any(|p| p.extension().is_some_and(|e| e == "wasm"))
-        {
-            let _ = tx.try_send(());
-        }
-    })?;
-    watcher.watch(&dir, notify::RecursiveMode::NonRecursive)?;
-    tokio::spawn(async move {
-        let _watcher = watcher;
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                event = rx.recv() => if event.is_none() { break },
-            }
-            // Wait until the dir is quiet.
-            loop {
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(SETTLE) => break,
-                    more = rx.recv() => if more.is_none() { return },
-                }
-            }
-            let reloader = reloader.clone();
+    let wasm = |p: &std::path::Path| p.extension().is_some_and(|e| e == "wasm");
+    let watched = dir.clone();
+    crate::watch::watch_dir(&watched, wasm, SETTLE, shutdown, move || {
+        let reloader = reloader.clone();
+        let dir = dir.clone();
+        async move {
             match tokio::task::spawn_blocking(move || reloader.reload()).await {
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => tracing::error!("{} changed: {e}", dir.display()),
                 Err(e) => tracing::error!("the plugin reload failed: {e}"),
             }
         }
-    });
-    Ok(())
+    })
 }
