@@ -208,7 +208,10 @@ async fn a_javascript_validator_rejects_and_allows_through_mcp() {
         "settings": {"data-guard": {"allowed_root": "/tmp"}},
     });
     let plugins_dir = plugins.path().to_str().unwrap();
-    let proxy = Proxy::start_in(&config, &["--plugins", plugins_dir], data);
+    let proxy = Proxy::builder(&config)
+        .args(&["--plugins", plugins_dir])
+        .data_dir(data)
+        .start();
     let client = connect(&proxy.url).await;
 
     // run_job is open-world (prefix-annotator: subprocess); intent-matrix allows the write,
@@ -316,7 +319,10 @@ async fn a_python_validator_rejects_secrets_and_fails_closed_when_it_raises() {
         "plugin_limits": {"secret-guard": {"timeout_ms": 10_000}},
     });
     let plugins_dir = plugins.path().to_str().unwrap();
-    let proxy = Proxy::start_in(&config, &["--plugins", plugins_dir], data);
+    let proxy = Proxy::builder(&config)
+        .args(&["--plugins", plugins_dir])
+        .data_dir(data)
+        .start();
     let client = connect(&proxy.url).await;
     let echo = |text: &str| json!({"name": "fx:echo", "args": {"text": text}});
 
@@ -422,7 +428,10 @@ async fn a_c_validator_gates_tools_by_its_settings_through_mcp() {
         }},
     });
     let plugins_dir = plugins.path().to_str().unwrap();
-    let proxy = Proxy::start_in(&config, &["--plugins", plugins_dir], data);
+    let proxy = Proxy::builder(&config)
+        .args(&["--plugins", plugins_dir])
+        .data_dir(data)
+        .start();
     let client = connect(&proxy.url).await;
 
     // intent-matrix allows a destructive call of a destructive tool; tool-gate denies it.

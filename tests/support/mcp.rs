@@ -238,22 +238,6 @@ impl Proxy {
     }
 }
 
-impl Proxy {
-    /// `Proxy::builder(config).args(extra_args).data_dir(data_dir).start()`, kept only for
-    /// `plugin_languages`, which another change is editing at the same time; remove it once
-    /// that module calls the builder.
-    pub(crate) fn start_in(
-        config: &Value,
-        extra_args: &[&str],
-        data_dir: tempfile::TempDir,
-    ) -> Self {
-        Self::builder(config)
-            .args(extra_args)
-            .data_dir(data_dir)
-            .start()
-    }
-}
-
 impl ProxyBuilder<'_> {
     /// The data dir, which may hold an earlier run's state (a fresh one otherwise).
     pub(crate) fn data_dir(mut self, dir: tempfile::TempDir) -> Self {
