@@ -101,10 +101,6 @@ mod identity_rate_limits;
 /// endpoint and every call.
 mod identity_scopes;
 
-/// Property tests (random inputs, proptest): call arguments and intents, config text, the
-/// record codec. No input panics; every accepted one keeps the invariants.
-mod properties;
-
 /// `mcpproxy serve` itself: defaults, config errors, stdio mode, shutdown.
 mod serve_cli;
 /// Clients that log in: `/mcp` as an OAuth protected resource of a real authorization

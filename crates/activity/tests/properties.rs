@@ -1,151 +1,20 @@
-//! Property tests: what a client, a config author or a stored record can put in front of
-//! the parsers, generated at random (proptest; a failing case is shrunk and saved in
+//! Property tests of the record codec: any record a caller can cause or a stored row can
+//! hold, generated at random (proptest; a failing case is shrunk and saved in
 //! `properties.proptest-regressions` beside this file, and replayed first from then on).
-//! No input panics, and every accepted input keeps the invariants the rest of the proxy
-//! relies on.
+//! Bounding keeps every name and text within its cap, and what is written reads back the
+//! same.
+
+#[path = "../../../tests/support/strategies.rs"]
+mod strategies;
 
 use mcpproxy_activity::ActivityRecord;
 use mcpproxy_activity::{MAX_NAME_BYTES, MAX_TEXT_BYTES};
-use mcpproxy_config::Config;
-use mcpproxy_policy::OperationType;
-use mcpproxy_server::proxy::{parse_call, split_name};
 use proptest::prelude::*;
 use serde_json::{Map, Value};
-
-/// Any JSON value, nested a few levels, with strings that include control, invisible and
-/// non-ASCII characters.
-fn json_value() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(Value::from),
-        any::<f64>()
-            .prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
-        text().prop_map(Value::String),
-    ];
-    leaf.prop_recursive(4, 64, 8, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..8).prop_map(Value::Array),
-            prop::collection::btree_map(text(), inner, 0..8)
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
-        ]
-    })
-}
-
-/// Strings biased toward what breaks parsers: separators, controls, bidi and zero-width
-/// characters, and plain words.
-fn text() -> impl Strategy<Value = String> {
-    prop_oneof![
-        "[a-z_]{0,12}(:[a-z_]{0,12}){0,2}",
-        "\\PC{0,40}",
-        prop::collection::vec(
-            prop_oneof![
-                Just('\r'),
-                Just('\n'),
-                Just('\u{1b}'),
-                Just('\u{202e}'),
-                Just('\u{200b}'),
-                Just(':'),
-                Just('"'),
-                any::<char>()
-            ],
-            0..24
-        )
-        .prop_map(|cs| cs.into_iter().collect()),
-    ]
-}
-
-/// The arguments of a `call_tool_*` call: mostly the known keys, with any values.
-fn call_arguments() -> impl Strategy<Value = Map<String, Value>> {
-    let key = prop_oneof![
-        Just("name".to_owned()),
-        Just("args".to_owned()),
-        Just("args_json".to_owned()),
-        Just("intent".to_owned()),
-        Just("intent_data_sensitivity".to_owned()),
-        Just("intent_reason".to_owned()),
-        text(),
-    ];
-    let value = prop_oneof![
-        text().prop_map(Value::String),
-        json_value(),
-        json_value().prop_map(|v| Value::String(v.to_string())),
-    ];
-    prop::collection::btree_map(key, value, 0..6).prop_map(|m| m.into_iter().collect())
-}
-
-fn variant() -> impl Strategy<Value = OperationType> {
-    prop_oneof![
-        Just(OperationType::Read),
-        Just(OperationType::Write),
-        Just(OperationType::Destructive),
-    ]
-}
+use strategies::{json_value, text};
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, .. ProptestConfig::default() })]
-
-    /// Call arguments and intents: never a panic; an accepted call names a server and a
-    /// tool that are short, printable and non-empty, and its error messages are bounded.
-    #[test]
-    fn call_arguments_parse_or_say_why(variant in variant(), arguments in call_arguments()) {
-        match parse_call(variant, &arguments) {
-            Ok(input) => {
-                prop_assert!(!input.server.is_empty() && !input.tool.is_empty());
-                let name = format!("{}:{}", input.server, input.tool);
-                prop_assert!(name.len() <= 256);
-                prop_assert!(!name.chars().any(|c| c.is_control()));
-                prop_assert_eq!(input.variant, variant);
-            }
-            Err(message) => {
-                prop_assert!(!message.is_empty());
-                // A message may quote a (bounded) name, never a whole flood.
-                prop_assert!(message.len() < 2048, "{} bytes", message.len());
-            }
-        }
-    }
-
-    #[test]
-    fn tool_names_split_or_say_why(name in text()) {
-        if let Ok((server, tool)) = split_name(&name) {
-            prop_assert_eq!(format!("{server}:{tool}"), name);
-        }
-    }
-
-    /// Config text, as JSON values or as raw text: never a panic; every error names the
-    /// file it came from.
-    #[test]
-    fn any_config_json_is_accepted_or_refused_with_the_file_named(value in json_value()) {
-        if let Err(e) = Config::from_json(&value.to_string(), "random.json") {
-            prop_assert!(e.to_string().starts_with("random.json"), "{}", e);
-        }
-    }
-
-    /// Known keys with random values reach every validator, not just the first check.
-    #[test]
-    fn known_config_keys_with_any_values_are_accepted_or_refused_with_the_key_named(
-        keys in prop::collection::btree_map(
-            prop_oneof![
-                Just("listen"), Just("api_key"), Just("allowed_hosts"), Just("allowed_origins"),
-                Just("tool_call_timeout_ms"), Just("mcpServers"), Just("intent_declaration"),
-                Just("plugins"), Just("activity"), Just("upstream"), Just("http"),
-            ],
-            json_value(),
-            1..4,
-        )
-    ) {
-        let object: Map<String, Value> = keys.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
-        if let Err(e) = Config::from_json(&Value::Object(object).to_string(), "random.json") {
-            prop_assert!(e.to_string().starts_with("random.json: "), "{}", e);
-        }
-    }
-
-    #[test]
-    fn any_config_text_is_accepted_or_refused_with_the_file_named(text in "\\PC{0,200}") {
-        if let Err(e) = Config::from_json(&text, "random.json") {
-            prop_assert!(e.to_string().starts_with("random.json"), "{}", e);
-        }
-    }
 
     /// Records whose text fields are anything a caller can send (always readable).
     #[test]
