@@ -171,10 +171,14 @@ fn truncate(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
+/// What a call logs, captured for the tests (shared with `tests/wasi_sandbox.rs`).
+#[cfg(test)]
+#[path = "../tests/support/logged.rs"]
+mod logged;
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Mutex;
     use wit_host::Host;
 
     #[test]
@@ -186,7 +190,7 @@ mod tests {
     #[test]
     fn log_lines_are_bounded_per_call() {
         let mut ctx = PluginCtx::new("p".into(), "{}".into(), 1 << 20);
-        let logged = LoggedLines::capture(|| {
+        let ((), logged) = logged::capture(|| {
             for _ in 0..100 {
                 ctx.log(LogLevel::Debug, "x".repeat(10_000));
             }
@@ -211,7 +215,7 @@ mod tests {
         assert_eq!(notices, 1, "notices that the call's log budget is spent");
 
         // The next call of a reused instance has a budget again.
-        let logged = LoggedLines::capture(|| {
+        let ((), logged) = logged::capture(|| {
             ctx.begin_call("{}".into());
             ctx.log(LogLevel::Info, "next call".into());
         });
@@ -242,54 +246,5 @@ mod tests {
     fn truncate_respects_char_boundaries() {
         assert_eq!(truncate("héllo", 2), "h");
         assert_eq!(truncate("abc", 10), "abc");
-    }
-
-    /// The messages of the events that reach a subscriber (the proxy's log) while a closure
-    /// runs on this thread.
-    #[derive(Default)]
-    struct LoggedLines(Mutex<Vec<String>>);
-
-    impl LoggedLines {
-        fn capture(run: impl FnOnce()) -> Vec<String> {
-            let logged = Arc::new(Self::default());
-            tracing::subscriber::with_default(Arc::clone(&logged), run);
-            let lines = mcpproxy_support::lock(&logged.0);
-            lines.clone()
-        }
-    }
-
-    impl tracing::Subscriber for LoggedLines {
-        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-            true
-        }
-
-        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-            tracing::span::Id::from_u64(1)
-        }
-
-        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-
-        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-
-        fn event(&self, event: &tracing::Event<'_>) {
-            let mut message = Message(String::new());
-            event.record(&mut message);
-            mcpproxy_support::lock(&self.0).push(message.0);
-        }
-
-        fn enter(&self, _: &tracing::span::Id) {}
-
-        fn exit(&self, _: &tracing::span::Id) {}
-    }
-
-    /// The `message` field of an event.
-    struct Message(String);
-
-    impl tracing::field::Visit for Message {
-        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-            if field.name() == "message" {
-                self.0 = format!("{value:?}");
-            }
-        }
     }
 }

@@ -6,7 +6,6 @@
 
 use std::collections::HashMap;
 use std::net::TcpListener;
-use std::sync::{Arc, Mutex};
 
 use mcpproxy_plugin_host::{
     EngineOptions, Limits, Plugin, PluginEngine, PluginSettings, PluginSource,
@@ -20,6 +19,9 @@ use serde_json::{Value, json};
 #[path = "../../../tests/support/artifacts.rs"]
 mod artifacts;
 use artifacts::{artifact, artifact_bytes};
+
+#[path = "support/logged.rs"]
+mod logged;
 
 fn probe(reuse_instance: bool) -> Plugin {
     let engine = PluginEngine::new(EngineOptions::default()).expect("engine");
@@ -158,7 +160,7 @@ fn a_plugin_has_clocks_randomness_and_bounded_stdio() {
     // Far more output than the log keeps: dropped past the cap, the call still answers,
     // and so does the next one.
     let (flood, logged) =
-        LoggedLines::capture(|| report(&plugin, json!({"port": 9, "print_lines": 5_000})));
+        logged::capture(|| report(&plugin, json!({"port": 9, "print_lines": 5_000})));
     assert_eq!(flood["env"], "0");
     // What reached the log: the first lines, up to the budget.
     let printed: Vec<String> = logged
@@ -175,7 +177,7 @@ fn a_plugin_has_clocks_randomness_and_bounded_stdio() {
     );
     assert_eq!(printed, expected, "the first lines are the ones kept");
     // The next call has a budget of its own.
-    let (after, logged) = LoggedLines::capture(|| report(&plugin, json!({"port": 9})));
+    let (after, logged) = logged::capture(|| report(&plugin, json!({"port": 9})));
     assert_eq!(after["stdin"], "0");
     assert_eq!(
         logged
@@ -189,52 +191,3 @@ fn a_plugin_has_clocks_randomness_and_bounded_stdio() {
 /// Log lines a plugin's call may write, stdout and stderr included (docs/plugins.md: at
 /// most 32 lines per call).
 const LOG_LINES_PER_CALL: usize = 32;
-
-/// The messages of the events that reach the log (a `tracing` subscriber) while a closure
-/// runs on this thread: plugins run on the thread that calls them.
-#[derive(Default)]
-struct LoggedLines(Mutex<Vec<String>>);
-
-impl LoggedLines {
-    fn capture<T>(run: impl FnOnce() -> T) -> (T, Vec<String>) {
-        let logged = Arc::new(Self::default());
-        let value = tracing::subscriber::with_default(Arc::clone(&logged), run);
-        let lines = mcpproxy_support::lock(&logged.0);
-        (value, lines.clone())
-    }
-}
-
-impl tracing::Subscriber for LoggedLines {
-    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-        true
-    }
-
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-
-    fn event(&self, event: &tracing::Event<'_>) {
-        let mut message = Message(String::new());
-        event.record(&mut message);
-        mcpproxy_support::lock(&self.0).push(message.0);
-    }
-
-    fn enter(&self, _: &tracing::span::Id) {}
-
-    fn exit(&self, _: &tracing::span::Id) {}
-}
-
-/// The `message` field of an event.
-struct Message(String);
-
-impl tracing::field::Visit for Message {
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        if field.name() == "message" {
-            self.0 = format!("{value:?}");
-        }
-    }
-}
