@@ -4,7 +4,7 @@
 //! screenshot is saved under `target/` and its path printed.
 
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -313,7 +313,14 @@ async fn the_page_shows_servers_a_live_call_and_filters() {
         "{detail}"
     );
 
-    let shot = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/web-page.png");
+    // Beside the binaries under test, in the target dir, never in the source tree.
+    let shots = Path::new(env!("CARGO_BIN_EXE_mcpproxy"))
+        .parent()
+        .and_then(Path::parent)
+        .expect("the binary is in target/<profile>/")
+        .join("screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let shot = shots.join("web-page.png");
     driver.screenshot(&shot).await;
     println!("screenshot: {}", shot.canonicalize().unwrap().display());
     assert!(std::fs::metadata(&shot).unwrap().len() > 1000);
