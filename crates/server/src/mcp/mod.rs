@@ -15,6 +15,7 @@
 //! own results pass through unchanged. Protocol misuse (an unknown tool) is a JSON-RPC error,
 //! and so is a call refused by a rate limit (`rate_limited`: over HTTP with status 429).
 
+mod builtin_calls;
 mod client_login;
 mod client_session;
 mod code_tool;
@@ -29,7 +30,8 @@ pub mod sessions;
 pub mod sticky;
 mod tools;
 
-use server::{call_result, catalog_error};
+use builtin_calls::call_result;
+use server::catalog_error;
 
 pub use server::ProxyServer;
 pub use tools::{LEGACY_CALL_TOOL_MESSAGE, builtin_tools_with};

@@ -1,15 +1,17 @@
 //! `scopes` on the MCP front end: the [`View`] of a request's caller (from the identity the
 //! `/mcp` gate put in the request), and the listings a scoped caller reads less what is
 //! hidden from them (the servers' statuses behind `retrieve_tools`' note; the aggregate
-//! endpoint's prompts, resources and templates).
+//! endpoint's prompts, resources and templates: every `list_*` of the catalog goes through
+//! [`ProxyServer::listed`]).
 
 use std::sync::Arc;
 
+use rmcp::ErrorData;
 use rmcp::service::{RequestContext, RoleServer};
 
 use super::ProxyServer;
-use super::server::identity;
-use crate::proxy::Proxy;
+use super::server::{catalog_error, identity};
+use crate::proxy::{CatalogError, Proxy};
 use crate::scoping::View;
 
 /// The servers' statuses as a caller who sees `view` may read them: hidden servers and
@@ -32,7 +34,7 @@ pub(super) fn seen_statuses(
 /// The aggregate endpoint's prompts, resources or templates (named `server:name`) less
 /// those of servers `view` hides. A direct endpoint's items carry no server: its whole
 /// server is hidden or not, at the HTTP gate.
-pub(super) fn seen_items<T>(items: Vec<T>, view: Option<&View>, name: fn(&T) -> &String) -> Vec<T> {
+fn seen_items<T>(items: Vec<T>, view: Option<&View>, name: fn(&T) -> &String) -> Vec<T> {
     let Some(view) = view else {
         return items;
     };
@@ -47,6 +49,23 @@ pub(super) fn seen_items<T>(items: Vec<T>, view: Option<&View>, name: fn(&T) -> 
 }
 
 impl ProxyServer {
+    /// A listing of the upstreams' prompts, resources or templates as the caller of `context`
+    /// reads it: a catalog failure as its JSON-RPC error, and on the aggregate endpoint the
+    /// items of servers hidden from the caller left out.
+    pub(super) async fn listed<T>(
+        &self,
+        listing: impl Future<Output = Result<Vec<T>, CatalogError>>,
+        context: &RequestContext<RoleServer>,
+        name: fn(&T) -> &String,
+    ) -> Result<Vec<T>, ErrorData> {
+        let items = listing.await.map_err(catalog_error)?;
+        Ok(seen_items(
+            items,
+            self.aggregate_view(context).as_deref(),
+            name,
+        ))
+    }
+
     /// [`ProxyServer::view`] on the aggregate endpoint; `None` on a direct one.
     pub(super) fn aggregate_view(&self, context: &RequestContext<RoleServer>) -> Option<Arc<View>> {
         self.fixed_server

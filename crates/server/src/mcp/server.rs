@@ -4,23 +4,17 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    ContentBlock as Content, GetPromptRequestParams, GetPromptResponse, Implementation,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, SKILLS_EXTENSION_ID,
-    ServerCapabilities, ServerConfig, SubscribeRequestParams, TASKS_EXTENSION_ID,
-    UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
+    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, SKILLS_EXTENSION_ID, ServerCapabilities,
+    ServerConfig, SubscribeRequestParams, TASKS_EXTENSION_ID, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ErrorData, ServerHandler};
-use serde_json::{Map, Value, json};
 
 use crate::manage::Manager;
-use crate::proxy::{
-    CallContext, CallOutcome, CatalogError, Proxy, Scope, SubscriptionMethod, parse_call,
-    shown_task_id,
-};
-use crate::scoping::View;
+use crate::proxy::{CallContext, CatalogError, Proxy, Scope, SubscriptionMethod};
 use mcpproxy_activity::{ClientRecord, Source};
 use mcpproxy_policy::OperationType;
 use mcpproxy_upstream::back_channel::{CallOrigin, forwardable_meta, protocol_meta};
@@ -34,7 +28,7 @@ pub struct ProxyServer {
     pub(super) proxy: Arc<Proxy>,
     /// Offers `upstream_servers` when set (and `management.upstream_servers_tool` is on), to
     /// the callers [`crate::manage::check_grant`] lets manage.
-    manager: Option<Arc<Manager>>,
+    pub(super) manager: Option<Arc<Manager>>,
     /// Every request sees this server only (`/mcp/servers/NAME`, `serve --stdio --server
     /// NAME`).
     pub(super) fixed_server: Option<String>,
@@ -152,142 +146,6 @@ impl ProxyServer {
             .is_ok()
         })
     }
-
-    async fn upstream_servers(
-        &self,
-        arguments: &Map<String, Value>,
-        context: &RequestContext<RoleServer>,
-    ) -> CallToolResult {
-        let Some(manager) = &self.manager else {
-            return tool_error("upstream_servers is turned off (management.upstream_servers_tool)");
-        };
-        let identity = identity(context);
-        if let Some(caller) = &identity
-            && let Err(denied) = crate::manage::check_grant(
-                manager.settings(),
-                Some(caller),
-                self.view(context).is_some(),
-            )
-        {
-            let message = denied.message(caller);
-            manager.record_refusal(caller, arguments, &message).await;
-            return tool_error(&message);
-        }
-        match super::manage_tool::run(manager, arguments, identity).await {
-            Ok(body) => {
-                let mut result = CallToolResult::success(vec![Content::text(body.to_string())]);
-                result.structured_content = Some(body);
-                result
-            }
-            Err(message) => tool_error(&message),
-        }
-    }
-
-    async fn retrieve_tools(
-        &self,
-        arguments: &Map<String, Value>,
-        view: Option<Arc<View>>,
-    ) -> CallToolResult {
-        let query = match arguments.get("query") {
-            Some(Value::String(q)) => q.clone(),
-            Some(_) => return tool_error("Parameter 'query' of retrieve_tools must be a string"),
-            None => {
-                return tool_error(
-                    "Parameter 'query' is required for retrieve_tools: describe what you want to do, e.g. \"list repositories\"",
-                );
-            }
-        };
-        let limit = match arguments.get("limit") {
-            None | Some(Value::Null) => super::tools::DEFAULT_LIMIT,
-            Some(v) => match v.as_u64() {
-                Some(n) if (1..=super::tools::MAX_LIMIT as u64).contains(&n) => n as usize,
-                _ => {
-                    return tool_error(&format!(
-                        "Parameter 'limit' of retrieve_tools must be a whole number from 1 to {}, got {v}",
-                        super::tools::MAX_LIMIT
-                    ));
-                }
-            },
-        };
-        match self.proxy.retrieve_as(query, limit, view.clone()).await {
-            Ok(hits) => {
-                let mut body = json!({
-                    "tools": hits,
-                    "total": hits.len(),
-                    "usage_instructions": super::tools::USAGE_INSTRUCTIONS,
-                });
-                // Not the withheld tools themselves: a word that they exist, and who approves.
-                let withheld = crate::proxy::Withheld::of(
-                    &super::scoped::seen_statuses(&self.proxy, view.as_deref()),
-                    None,
-                );
-                if let Some(note) = withheld.note() {
-                    body["withheld"] = json!(withheld);
-                    body["note"] = json!(note);
-                }
-                let mut result = CallToolResult::success(vec![Content::text(body.to_string())]);
-                result.structured_content = Some(body);
-                result
-            }
-            Err(e) => tool_error(&e),
-        }
-    }
-
-    async fn call_variant(
-        &self,
-        variant: OperationType,
-        arguments: &Map<String, Value>,
-        context: CallContext,
-        request: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let input = match parse_call(variant, arguments) {
-            Ok(input) => input,
-            Err(message) => return Ok(tool_error(&message).into()),
-        };
-        match self.proxy.call(input, context).await {
-            CallOutcome::Limited(limited) => {
-                Err(super::rate_limited::rate_limited(&limited, request))
-            }
-            outcome => Ok(call_result(outcome, self.scope())),
-        }
-    }
-}
-
-/// What a client reads of a call's outcome: the upstream's result as it is, or an error
-/// result that says why there is none. A task's id is shown as `scope` shows it.
-pub(super) fn call_result(outcome: CallOutcome, scope: Scope<'_>) -> CallToolResponse {
-    let mut result = match outcome {
-        CallOutcome::InputRequired { result, .. } => {
-            return CallToolResponse::InputRequired(result);
-        }
-        CallOutcome::Task {
-            server, mut task, ..
-        } => {
-            task.task.task_id = shown_task_id(scope, &server, &task.task.task_id);
-            return CallToolResponse::Task(task);
-        }
-        CallOutcome::Refused(message) => tool_error(&message),
-        // Answered as a JSON-RPC error before this (see `rate_limited`).
-        CallOutcome::Limited(limited) => tool_error(&limited.message),
-        CallOutcome::Held { detail, .. } => tool_error(&detail),
-        CallOutcome::Blocked(evaluation) => tool_error(
-            evaluation
-                .outcome
-                .message
-                .as_deref()
-                .unwrap_or("Call blocked by policy"),
-        ),
-        CallOutcome::DryRun(_) => tool_error("dry runs are for the CLI; nothing was called"),
-        CallOutcome::Called { result, .. } => match result {
-            Ok(result) => result,
-            Err(e) => tool_error(&e.to_string()),
-        },
-    };
-    // A 2026-07-28 client expects `resultType`; rmcp drops it again for earlier versions.
-    result
-        .result_type
-        .get_or_insert(rmcp::model::ResultType::COMPLETE);
-    CallToolResponse::Complete(result)
 }
 
 fn session_id(context: &RequestContext<RoleServer>) -> Option<String> {
@@ -372,10 +230,6 @@ fn error_text(outcome: &Result<(), ErrorData>) -> Result<(), String> {
         .as_ref()
         .map(|_| ())
         .map_err(|e| e.message.to_string())
-}
-
-fn tool_error(message: &str) -> CallToolResult {
-    CallToolResult::error(vec![Content::text(message.to_owned())])
 }
 
 impl ServerHandler for ProxyServer {
@@ -514,14 +368,8 @@ impl ServerHandler for ProxyServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         let prompts = self
-            .proxy
-            .list_prompts(self.scope())
-            .await
-            .map_err(catalog_error)?;
-        let prompts =
-            super::scoped::seen_items(prompts, self.aggregate_view(&context).as_deref(), |p| {
-                &p.name
-            });
+            .listed(self.proxy.list_prompts(self.scope()), &context, |p| &p.name)
+            .await?;
         Ok(ListPromptsResult::with_all_items(prompts))
     }
 
@@ -550,14 +398,10 @@ impl ServerHandler for ProxyServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let resources = self
-            .proxy
-            .list_resources(self.scope())
-            .await
-            .map_err(catalog_error)?;
-        let resources =
-            super::scoped::seen_items(resources, self.aggregate_view(&context).as_deref(), |r| {
+            .listed(self.proxy.list_resources(self.scope()), &context, |r| {
                 &r.name
-            });
+            })
+            .await?;
         Ok(ListResourcesResult::with_all_items(resources))
     }
 
@@ -567,14 +411,12 @@ impl ServerHandler for ProxyServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         let templates = self
-            .proxy
-            .list_resource_templates(self.scope())
-            .await
-            .map_err(catalog_error)?;
-        let templates =
-            super::scoped::seen_items(templates, self.aggregate_view(&context).as_deref(), |t| {
-                &t.name
-            });
+            .listed(
+                self.proxy.list_resource_templates(self.scope()),
+                &context,
+                |t| &t.name,
+            )
+            .await?;
         Ok(ListResourceTemplatesResult::with_all_items(templates))
     }
 

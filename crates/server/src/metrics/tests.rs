@@ -1,5 +1,7 @@
 //! Unit tests of the exposition: names, labels, caps, and the dashboard's names.
 
+use std::time::Duration;
+
 use super::*;
 
 #[test]

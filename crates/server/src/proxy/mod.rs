@@ -18,6 +18,7 @@ mod scoped;
 mod service;
 mod skills;
 mod tasks;
+mod upstream_call;
 mod withheld;
 
 pub use catalog::{CatalogError, Scope, SubscriptionMethod};

@@ -1,5 +1,8 @@
 //! Unit tests of the pieces of an answer the guards see and how their text is put back.
 
+use rmcp::model::MetaObject;
+
+use super::slots::{is_text_mime, neutralise_json, split_at};
 use super::*;
 
 #[test]
