@@ -22,6 +22,10 @@
 //!   it owns.
 //! - `unsafe` code (the keyword, outside comments and literals) appears only in the files of
 //!   [`UNSAFE_ALLOWED`], and each of those still has some.
+//! - No source file of a crate (`crates/*/src`, `host/src`) has more than [`MAX_FILE_LINES`]
+//!   lines of non-test code, and no function there more than [`MAX_FN_LINES`] lines from its
+//!   `fn` to its closing brace. Test code is exempt: items under `#[cfg(test)]` (a `mod tests`
+//!   block, a test-only function) and the files such a module declaration names.
 //!
 //! Each checker is also run on small broken inputs (the `*_are_*` tests at the end), so a
 //! rule that could never fail would show.
@@ -461,6 +465,363 @@ fn unsafe_lines(source: &str) -> Vec<usize> {
         }
     }
     lines
+}
+
+/// The most lines of non-test code a source file may hold: past it, a file holds more than
+/// one job, and each job becomes a module of its own.
+const MAX_FILE_LINES: usize = 800;
+
+/// The most lines a function may span, from its `fn` line to its closing brace: past it, a
+/// function does more than one job, and each step becomes a function of its own.
+const MAX_FN_LINES: usize = 150;
+
+#[test]
+fn no_source_file_or_function_is_too_long() {
+    let files = sized_sources();
+    let declarations: Vec<(PathBuf, Vec<(bool, PathBuf)>)> = files
+        .iter()
+        .map(|file| (file.clone(), module_files(file, &read(file))))
+        .collect();
+    let tests = test_files(&declarations);
+    let mut violations = Vec::new();
+    for file in files.iter().filter(|file| !tests.contains(*file)) {
+        let path = relative(file);
+        let code: Vec<char> = code_only(&read(file)).chars().collect();
+        let exempt = test_spans(&code);
+        let lines = non_test_lines(&code, &exempt);
+        if lines > MAX_FILE_LINES {
+            violations.push(format!(
+                "{path}: {lines} lines of non-test code, over the limit of {MAX_FILE_LINES} \
+                 (rule: a file holds one job; split it by job into modules of their own, \
+                 moving the code, and put its tests in a sibling tests.rs)"
+            ));
+        }
+        for function in function_spans(&code, &exempt) {
+            if function.lines > MAX_FN_LINES {
+                violations.push(format!(
+                    "{path}:{}: fn `{}` is {} lines, over the limit of {MAX_FN_LINES} (rule: a \
+                     function does one job; split it by job into functions named for their \
+                     steps, and turn a long table of cases into data)",
+                    function.line, function.name, function.lines
+                ));
+            }
+        }
+    }
+    assert_none(
+        &violations,
+        &format!(
+            "source files over {MAX_FILE_LINES} lines or functions over {MAX_FN_LINES} \
+             (test code exempt)"
+        ),
+    );
+}
+
+/// The files the size rule reads: every `.rs` file under `crates/*/src` and `host/src`.
+fn sized_sources() -> Vec<PathBuf> {
+    let root = workspace();
+    let mut dirs = vec![root.join("host/src")];
+    let crates = std::fs::read_dir(root.join("crates"))
+        .unwrap_or_else(|e| panic!("cannot list crates/: {e}"));
+    for entry in crates {
+        let src = entry.expect("a directory entry").path().join("src");
+        if src.is_dir() {
+            dirs.push(src);
+        }
+    }
+    dirs.iter()
+        .flat_map(|dir| files_under(dir))
+        .filter(|file| file.extension().is_some_and(|e| e == "rs"))
+        .collect()
+}
+
+/// The files that are test code, given each file's module declarations (whether under
+/// `#[cfg(test)]`, and the file declared): those a `#[cfg(test)]` declaration names, and
+/// those a test file declares in turn.
+fn test_files(declarations: &[(PathBuf, Vec<(bool, PathBuf)>)]) -> BTreeSet<PathBuf> {
+    let mut tests = BTreeSet::new();
+    loop {
+        let before = tests.len();
+        for (file, modules) in declarations {
+            let in_test = tests.contains(file);
+            for (gated, target) in modules {
+                if *gated || in_test {
+                    tests.insert(target.clone());
+                }
+            }
+        }
+        if tests.len() == before {
+            return tests;
+        }
+    }
+}
+
+/// The files `source` (the file `file`) declares as modules (`mod name;`), each with whether
+/// the declaration is under `#[cfg(test)]`: `name.rs` (or `name/mod.rs`) beside a `lib.rs`,
+/// `main.rs` or `mod.rs`, in `stem/` beside any other file, or the `#[path = "..."]` given,
+/// relative to the declaring file's directory.
+fn module_files(file: &Path, source: &str) -> Vec<(bool, PathBuf)> {
+    let raw: Vec<char> = source.chars().collect();
+    let code: Vec<char> = code_only(source).chars().collect();
+    let dir = file.parent().unwrap_or(Path::new(""));
+    let stem = file
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default();
+    let base = if ["lib", "main", "mod"].contains(&stem) {
+        dir.to_path_buf()
+    } else {
+        dir.join(stem)
+    };
+    let mut modules = Vec::new();
+    for at in keyword_positions(&code, "mod") {
+        let (name, after) = name_after(&code, at + "mod".len());
+        if name.is_empty() || code.get(after) != Some(&';') {
+            continue; // an inline module, or `mod` in some other place
+        }
+        let (_, attributes) = attributes_before(&code, at);
+        let gated = attributes.iter().any(|a| is_cfg_test(&code[a.clone()]));
+        let path = attributes.iter().find_map(|a| {
+            let text: String = code[a.clone()]
+                .iter()
+                .filter(|c| !c.is_whitespace())
+                .collect();
+            text.starts_with("#[path=").then(|| {
+                let value: String = raw[a.clone()].iter().collect();
+                value.split('"').nth(1).unwrap_or_default().to_owned()
+            })
+        });
+        let target = match path {
+            Some(path) => dir.join(path),
+            None if base.join(&name).join("mod.rs").is_file() => base.join(&name).join("mod.rs"),
+            None => base.join(format!("{name}.rs")),
+        };
+        modules.push((gated, target));
+    }
+    modules
+}
+
+/// Where the keyword `word` starts in `code` (not part of a longer name).
+fn keyword_positions(code: &[char], word: &str) -> Vec<usize> {
+    let word: Vec<char> = word.chars().collect();
+    let is_ident = |c: char| c.is_alphanumeric() || c == '_' || c == '$';
+    (0..code.len())
+        .filter(|&i| {
+            code[i..].starts_with(&word)
+                && !(i > 0 && is_ident(code[i - 1]))
+                && !code.get(i + word.len()).is_some_and(|&c| is_ident(c))
+        })
+        .collect()
+}
+
+/// The name after whitespace at `from` (empty if there is none) and where the next
+/// non-blank character after it is.
+fn name_after(code: &[char], from: usize) -> (String, usize) {
+    let skip_space = |mut i: usize| {
+        while i < code.len() && code[i].is_whitespace() {
+            i += 1;
+        }
+        i
+    };
+    let start = skip_space(from);
+    let name: String = code[start.min(code.len())..]
+        .iter()
+        .take_while(|c| c.is_alphanumeric() || **c == '_')
+        .collect();
+    (name.clone(), skip_space(start + name.len()))
+}
+
+/// The outer attributes (`#[...]`) of the item whose keyword (`fn`, `mod`) is at `at`, read
+/// backwards over its qualifiers (`pub`, `pub(crate)`, `async`, `const`, `unsafe`,
+/// `extern`): where the first of them starts, and each one's range.
+fn attributes_before(code: &[char], at: usize) -> (usize, Vec<std::ops::Range<usize>>) {
+    const QUALIFIERS: [&str; 6] = ["pub", "async", "const", "unsafe", "extern", "default"];
+    let is_ident = |c: char| c.is_alphanumeric() || c == '_';
+    let back_over_space = |mut i: usize| {
+        while i > 0 && code[i - 1].is_whitespace() {
+            i -= 1;
+        }
+        i
+    };
+    // Where the group closed just before `end` (by `]` or `)`) opens.
+    let group_start = |end: usize, open: char, close: char| {
+        let mut depth = 0;
+        for j in (0..end).rev() {
+            if code[j] == close {
+                depth += 1;
+            } else if code[j] == open {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(j);
+                }
+            }
+        }
+        None
+    };
+    let mut start = at;
+    let mut attributes = Vec::new();
+    let mut i = back_over_space(at);
+    while i > 0 {
+        let c = code[i - 1];
+        if c == ']' {
+            let Some(open) = group_start(i, '[', ']') else {
+                break;
+            };
+            let hash = back_over_space(open);
+            if hash == 0 || code[hash - 1] != '#' {
+                break; // an array, not an attribute
+            }
+            attributes.push(hash - 1..i);
+            start = hash - 1;
+        } else if c == ')' {
+            // The `(crate)` of `pub(crate)`.
+            let Some(open) = group_start(i, '(', ')') else {
+                break;
+            };
+            let word_end = back_over_space(open);
+            if !code[..word_end].ends_with(&['p', 'u', 'b']) {
+                break;
+            }
+            start = word_end - 3;
+        } else if is_ident(c) {
+            let word_start = (0..i)
+                .rev()
+                .take_while(|&k| is_ident(code[k]))
+                .last()
+                .unwrap_or(i);
+            let word: String = code[word_start..i].iter().collect();
+            if !QUALIFIERS.contains(&word.as_str()) {
+                break;
+            }
+            start = word_start;
+        } else {
+            break;
+        }
+        i = back_over_space(start);
+    }
+    attributes.reverse();
+    (start, attributes)
+}
+
+/// Whether the attribute `#[...]` is `#[cfg(test)]`.
+fn is_cfg_test(attribute: &[char]) -> bool {
+    let text: String = attribute.iter().filter(|c| !c.is_whitespace()).collect();
+    text == "#[cfg(test)]"
+}
+
+/// Where the item whose name ends just before `from` ends: at its `;` (no body), or at the
+/// brace closing its body, whichever comes first outside parentheses and brackets; with
+/// whether it has a body.
+fn item_end(code: &[char], from: usize) -> Option<(usize, bool)> {
+    let mut depth = 0i32;
+    let mut i = from;
+    while i < code.len() {
+        match code[i] {
+            '(' | '[' => depth += 1,
+            ')' | ']' => depth -= 1,
+            ';' if depth == 0 => return Some((i, false)),
+            '{' if depth == 0 => {
+                let mut braces = 0;
+                for (j, &c) in code.iter().enumerate().skip(i) {
+                    if c == '{' {
+                        braces += 1;
+                    } else if c == '}' {
+                        braces -= 1;
+                        if braces == 0 {
+                            return Some((j, true));
+                        }
+                    }
+                }
+                return None;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The ranges of `code` that are test code: each module or function under `#[cfg(test)]`,
+/// from its first attribute to its end.
+fn test_spans(code: &[char]) -> Vec<std::ops::Range<usize>> {
+    let mut spans = Vec::new();
+    let keywords = ["mod", "fn"].into_iter().flat_map(|word| {
+        keyword_positions(code, word)
+            .into_iter()
+            .map(move |at| (at, word))
+    });
+    for (at, word) in keywords {
+        let (start, attributes) = attributes_before(code, at);
+        if !attributes.iter().any(|a| is_cfg_test(&code[a.clone()])) {
+            continue;
+        }
+        let (name, after) = name_after(code, at + word.len());
+        if let (false, Some((end, _))) = (name.is_empty(), item_end(code, after)) {
+            spans.push(start..end + 1);
+        }
+    }
+    spans
+}
+
+/// The line (from 1) of each position of `code`.
+fn line_numbers(code: &[char]) -> Vec<usize> {
+    let mut line = 1;
+    code.iter()
+        .map(|&c| {
+            let this = line;
+            if c == '\n' {
+                line += 1;
+            }
+            this
+        })
+        .collect()
+}
+
+/// How many lines of `code` have no part in the test spans.
+fn non_test_lines(code: &[char], exempt: &[std::ops::Range<usize>]) -> usize {
+    let line_of = line_numbers(code);
+    let total = code.iter().collect::<String>().lines().count();
+    let mut test_lines = BTreeSet::new();
+    for span in exempt {
+        if let (Some(&first), Some(&last)) = (line_of.get(span.start), line_of.get(span.end - 1)) {
+            test_lines.extend(first..=last);
+        }
+    }
+    total - test_lines.len()
+}
+
+/// A function with a body, outside test code: its name, the line of its `fn` and how many
+/// lines it spans to its closing brace.
+#[derive(Debug, PartialEq)]
+struct FunctionSpan {
+    name: String,
+    line: usize,
+    lines: usize,
+}
+
+/// Every function with a body in `code` outside the `exempt` spans, in order. Closures and
+/// nested functions count in the function they are written in (a nested function is also
+/// measured on its own); `fn(...)` pointer types and bodiless declarations are no functions.
+fn function_spans(code: &[char], exempt: &[std::ops::Range<usize>]) -> Vec<FunctionSpan> {
+    let line_of = line_numbers(code);
+    let mut functions = Vec::new();
+    for at in keyword_positions(code, "fn") {
+        if exempt.iter().any(|span| span.contains(&at)) {
+            continue;
+        }
+        let (name, after) = name_after(code, at + "fn".len());
+        if name.is_empty() {
+            continue; // a function pointer type
+        }
+        let Some((end, true)) = item_end(code, after) else {
+            continue;
+        };
+        functions.push(FunctionSpan {
+            name,
+            line: line_of[at],
+            lines: line_of[end] - line_of[at] + 1,
+        });
+    }
+    functions
 }
 
 #[test]
@@ -1152,4 +1513,109 @@ impl Send for X {} unsafe impl Sync for X {}
 "##;
     assert_eq!(unsafe_lines(source), [7, 9, 10]);
     assert!(unsafe_lines("fn f() { let unsafe_code = 1; }").is_empty());
+}
+
+#[test]
+fn functions_are_measured_from_fn_to_their_closing_brace() {
+    let source = r##"//! Says fn fake() { in a doc comment.
+fn short() {}
+/// fn doc() { in a doc comment.
+pub(crate) async fn long(x: [u8; 2]) -> impl Fn() -> usize {
+    let _ = "} a brace in a string {";
+    let _ = r#"}} in a "raw" string"#;
+    // } in a comment
+    /* } in a /* nested */
+       block comment */
+    let _ = ('}', '{', '\'', x);
+    let g = |y: usize| {
+        let h = move || { y + 1 };
+        h()
+    };
+    fn inner(f: fn(u8) -> u8) -> u8 {
+        f(1)
+    }
+    move || g(inner(|b| b) as usize)
+}
+trait Declared {
+    fn declared(&self) -> [u8; 3];
+}
+#[cfg(test)]
+#[allow(dead_code)]
+mod tests {
+    fn helper() {
+        let _ = 1;
+    }
+}
+impl X {
+    #[cfg(test)]
+    pub(crate) fn test_only(&self) {
+        let _ = 2;
+    }
+    const fn after() -> u8 {
+        3
+    }
+}
+"##;
+    let code: Vec<char> = code_only(source).chars().collect();
+    let exempt = test_spans(&code);
+    let measured: Vec<(String, usize, usize)> = function_spans(&code, &exempt)
+        .into_iter()
+        .map(|f| (f.name, f.line, f.lines))
+        .collect();
+    assert_eq!(
+        measured,
+        [
+            ("short".to_owned(), 2, 1),
+            ("long".to_owned(), 4, 16),
+            ("inner".to_owned(), 15, 3),
+            ("after".to_owned(), 35, 3),
+        ]
+    );
+    // 38 lines, of which the test module (23-29) and the test-only function (31-34) are exempt.
+    assert_eq!(non_test_lines(&code, &exempt), 38 - 7 - 4);
+}
+
+#[test]
+fn test_modules_and_the_files_they_declare_are_test_code() {
+    let lib = Path::new("src/lib.rs");
+    let launchers = Path::new("src/launchers.rs");
+    let tests = Path::new("src/tests.rs");
+    let declared = |file: &Path, source: &str| (file.to_path_buf(), module_files(file, source));
+    let declarations = [
+        declared(
+            lib,
+            "//! x\npub(crate) mod launchers;\nmod inline {}\n#[cfg(test)]\nmod tests;\n",
+        ),
+        declared(
+            launchers,
+            "//! x\nmod child;\n#[cfg(test)]\n/// Its tests.\n#[path = \"launchers_tests.rs\"]\n\
+             pub(crate) mod tests;\n",
+        ),
+        declared(tests, "//! x\nmod fixtures;\n"),
+    ];
+    let files = |names: &[&str]| -> Vec<PathBuf> { names.iter().map(PathBuf::from).collect() };
+    let gated = |declared: &[(bool, PathBuf)]| -> Vec<bool> {
+        declared.iter().map(|(gated, _)| *gated).collect()
+    };
+    let targets = |declared: &[(bool, PathBuf)]| -> Vec<PathBuf> {
+        declared.iter().map(|(_, path)| path.clone()).collect()
+    };
+    assert_eq!(
+        targets(&declarations[0].1),
+        files(&["src/launchers.rs", "src/tests.rs"])
+    );
+    assert_eq!(gated(&declarations[0].1), [false, true]);
+    assert_eq!(
+        targets(&declarations[1].1),
+        files(&["src/launchers/child.rs", "src/launchers_tests.rs"])
+    );
+    assert_eq!(gated(&declarations[1].1), [false, true]);
+    assert_eq!(
+        test_files(&declarations).into_iter().collect::<Vec<_>>(),
+        files(&[
+            "src/launchers_tests.rs",
+            "src/tests/fixtures.rs",
+            "src/tests.rs"
+        ])
+    );
 }
