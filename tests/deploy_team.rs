@@ -36,7 +36,7 @@ const REPLICAS: usize = 3;
 const TABLE: &str = "team_activity";
 /// Bounds on waits for something that should happen within a second: reaching one means
 /// the test hangs, not that the gateway is slow.
-const CONVERGE: Duration = Duration::from_secs(15);
+const CONVERGE: Duration = Duration::from_secs(60);
 /// The bound on a wait for a number of calls answered under load (counts, not times).
 const LOAD: Duration = Duration::from_secs(60);
 

@@ -21,8 +21,10 @@ use crate::support::mcp::{
 };
 use crate::support::poll::{until_blocking, until_value};
 
-/// How long the front-ends have, from the owner's death, to serve their clients again.
-const HANDOFF_DEADLINE: Duration = Duration::from_secs(2);
+/// The bound on the front-ends serving their clients again after the owner's death: reaching
+/// it means the hand-off hangs, not that it is slow (how long it takes is printed, and
+/// measured in docs/architecture.md; a test asserts no speed).
+const HANDOFF_BOUND: Duration = Duration::from_secs(30);
 
 /// A data dir with a config of one stdio fixture `fx`, and the compiled plugins in its cache.
 struct Setup {
@@ -163,7 +165,7 @@ async fn the_front_ends_take_over_when_the_stdio_owner_dies() {
 
     owner.kill();
     let killed = Instant::now();
-    let deadline = killed + HANDOFF_DEADLINE;
+    let deadline = killed + HANDOFF_BOUND;
 
     // The second IDE goes on without a new handshake of its own.
     let left = || deadline.saturating_duration_since(Instant::now());

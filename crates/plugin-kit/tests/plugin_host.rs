@@ -499,7 +499,10 @@ fn calls_past_the_instance_slots_queue_then_get_the_overload_result() {
         );
     }
 
-    // One slot, held for 6 s: a second call gives up after the 5 s wait.
+    // One slot, held for 12 s: a second call, started 2 s later, gives up after its 5 s
+    // wait. The margins (2 s for the first call to take the slot, 5 s between the second's
+    // giving up and the slot's release) hold on a loaded machine; the engine shows no
+    // event to wait on instead.
     let engine = PluginEngine::new(EngineOptions {
         max_instances: 1,
         ..Default::default()
@@ -509,7 +512,7 @@ fn calls_past_the_instance_slots_queue_then_get_the_overload_result() {
         &engine,
         "spin_loop",
         Limits {
-            timeout: Duration::from_secs(6),
+            timeout: Duration::from_secs(12),
             ..Limits::default()
         },
     );
@@ -528,7 +531,7 @@ fn calls_past_the_instance_slots_queue_then_get_the_overload_result() {
                 .unwrap_or_default()
         };
         let first = scope.spawn(evaluate);
-        std::thread::sleep(Duration::from_millis(500));
+        std::thread::sleep(Duration::from_secs(2));
         let second = scope.spawn(evaluate);
         (first.join().unwrap(), second.join().unwrap())
     });
