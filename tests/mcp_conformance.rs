@@ -4,7 +4,8 @@
 //! directly, where exactly the scenarios in [`PASS`] must pass, and through mcpproxy's
 //! direct endpoint `/mcp/servers/NAME`, where every scenario that passes directly must pass
 //! too. `tests/conformance/run.sh` runs the suite and writes the JSON summary read here;
-//! `docs/conformance.md` lists the scenarios (and why any cannot pass).
+//! `docs/conformance.md` lists the scenarios (and why any cannot pass). The direct run is
+//! made once and read by both tests.
 //!
 //! Without the suite installed the tests skip with a note, unless `MCPPROXY_REQUIRE_NODE22`
 //! is set (as in CI), which makes a missing suite a failure.
@@ -271,14 +272,23 @@ fn the_lists_name_every_scenario_once() {
     }
 }
 
+/// The suite's run against the fixture directly: made once (it takes minutes) for the two
+/// tests that read it, whichever asks first.
+fn direct_run() -> &'static std::collections::BTreeMap<String, Outcome> {
+    static DIRECT: OnceLock<std::collections::BTreeMap<String, Outcome>> = OnceLock::new();
+    DIRECT.get_or_init(|| {
+        let (_fixture, url) = start_fixture();
+        let out = tempfile::tempdir().expect("tempdir");
+        run_suite(&url, out.path(), "direct")
+    })
+}
+
 #[test]
 fn the_fixture_passes_the_expected_scenarios_directly() {
     if !crate::support::node::conformance_installed() {
         return;
     }
-    let (_fixture, url) = start_fixture();
-    let out = tempfile::tempdir().expect("tempdir");
-    let outcomes = run_suite(&url, out.path(), "direct");
+    let outcomes = direct_run();
 
     let all: BTreeSet<&str> = PASS
         .iter()
@@ -292,12 +302,12 @@ fn the_fixture_passes_the_expected_scenarios_directly() {
     );
 
     let expected: BTreeSet<&str> = PASS.iter().copied().collect();
-    let actual = passed(&outcomes);
+    let actual = passed(outcomes);
     let regressed: Vec<&str> = expected.difference(&actual).copied().collect();
     assert!(
         regressed.is_empty(),
         "scenarios in PASS failed against the fixture:\n{}",
-        failures_of(&outcomes, regressed.iter().copied())
+        failures_of(outcomes, regressed.iter().copied())
     );
     let improved: Vec<&str> = actual.difference(&expected).copied().collect();
     assert!(
@@ -311,9 +321,8 @@ fn every_scenario_that_passes_directly_passes_through_the_direct_endpoint() {
     if !crate::support::node::conformance_installed() {
         return;
     }
+    let direct = direct_run();
     let out = tempfile::tempdir().expect("tempdir");
-    let (_fixture, url) = start_fixture();
-    let direct = run_suite(&url, out.path(), "direct");
 
     let upstream = json!({
         "name": "conf",
@@ -328,7 +337,7 @@ fn every_scenario_that_passes_directly_passes_through_the_direct_endpoint() {
         .iter()
         .map(|(name, _)| *name)
         .collect();
-    let lost: Vec<&str> = passed(&direct)
+    let lost: Vec<&str> = passed(direct)
         .difference(&passed(&proxied))
         .copied()
         .filter(|name| !excused.contains(name))
@@ -340,7 +349,7 @@ fn every_scenario_that_passes_directly_passes_through_the_direct_endpoint() {
     );
     // Passing is not enough: a scenario whose checks the suite skipped (say, because the
     // proxy did not declare an extension) passes with fewer successes.
-    let thinner: Vec<String> = passed(&direct)
+    let thinner: Vec<String> = passed(direct)
         .into_iter()
         .filter(|name| !excused.contains(name))
         .filter(|name| {

@@ -104,7 +104,10 @@ pub enum Notice {
         server: Option<String>,
     },
     /// Another process owns the data dir (serving stdio): HTTP is relayed to it at `bound`.
-    Relaying { data_dir: PathBuf, bound: SocketAddr },
+    Relaying {
+        data_dir: PathBuf,
+        bound: SocketAddr,
+    },
     /// The owner this process was a front-end of stopped; this process owns the data dir.
     TookOver { data_dir: PathBuf },
     /// Serving MCP on stdio; other processes reach this one through `control`.

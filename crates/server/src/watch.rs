@@ -103,7 +103,11 @@ mod tests {
             std::fs::write(dir.path().join("p.wasm"), vec![chunk; 100]).unwrap();
         }
         assert!(until(|| changes.load(Ordering::SeqCst) >= 1).await);
-        assert_eq!(changes.load(Ordering::SeqCst), 1, "a burst made several changes");
+        assert_eq!(
+            changes.load(Ordering::SeqCst),
+            1,
+            "a burst made several changes"
+        );
         // A file renamed into place (how editors save) is a change.
         let part = dir.path().join("q.part");
         std::fs::write(&part, "x").unwrap();

@@ -46,7 +46,13 @@ impl FrontEnd {
     ) -> Result<Self, Error> {
         let listen = match transport {
             Transport::Stdio { server } => {
-                return Ok(Self::bridge(owner, server.clone(), data_dir, notices, shutdown));
+                return Ok(Self::bridge(
+                    owner,
+                    server.clone(),
+                    data_dir,
+                    notices,
+                    shutdown,
+                ));
             }
             Transport::Http { listen } => *listen,
         };
