@@ -20,16 +20,20 @@
 //!
 //! `caller` is who asks (what `host.caller()` answers during the case; absent: no one
 //! logged in). Parsing is strict: an unknown key or a wrong type is an error naming the case's index
-//! (from 0) and the key. Running the cases is `suite::MatrixCase::run`.
+//! (from 0) and the key. [`run`] runs them as the matrix suite runs its own cases
+//! (`suite::MatrixCase::run`), after the default annotator has annotated each tool.
 
 use std::path::Path;
 
 use serde::Deserialize;
 use serde_json::Value;
 
-use mcpproxy_policy::{Annotations, Caller, Intent, OperationType, Tool};
+use mcpproxy_plugin_host::{Plugin, PluginEngine, PluginSet, PluginSettings};
+use mcpproxy_policy::{
+    Annotations, CallRequest, Caller, EffectiveAnnotations, Intent, OperationType, Pipeline, Tool,
+};
 
-use crate::suite::{Expect, Text};
+use crate::suite::{CaseResult, Expect, MatrixCase, Text};
 
 /// Why a cases file cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -154,6 +158,46 @@ pub struct UserCase {
     /// Who asks (`host.caller()`); `None`: no one logged in.
     pub caller: Option<Caller>,
     pub expect: Expect,
+}
+
+/// Runs an author's `cases` against the validator `plugin`: each tool is annotated by the
+/// default annotators first (as the proxy would before asking a validator), and each case
+/// without settings of its own gets `settings`.
+pub fn run(
+    engine: &PluginEngine,
+    plugin: &Plugin,
+    cases: Vec<UserCase>,
+    settings: &Value,
+) -> Result<Vec<CaseResult>, mcpproxy_plugin_host::Error> {
+    let defaults = PluginSet::load(engine, None, &|_, _| PluginSettings::default())?;
+    let pipeline = defaults.pipeline();
+    Ok(cases
+        .into_iter()
+        .map(|case| case.into_matrix_case(&pipeline, settings).run(plugin))
+        .collect())
+}
+
+impl UserCase {
+    /// This case as the matrix suite's runner takes it, its tool annotated by `pipeline`.
+    fn into_matrix_case(self, pipeline: &Pipeline, settings: &Value) -> MatrixCase {
+        let effective = pipeline.annotate(&self.tool).unwrap_or_else(|fault| {
+            tracing::warn!("the default annotator faulted on a case: {fault}");
+            EffectiveAnnotations::unknown()
+        });
+        MatrixCase {
+            name: self.name,
+            settings: self.settings.unwrap_or_else(|| settings.clone()),
+            request: CallRequest {
+                variant: self.variant,
+                tool: self.tool,
+                intent: self.intent,
+                effective,
+                args: self.args,
+            },
+            caller: self.caller,
+            expect: self.expect,
+        }
+    }
 }
 
 /// Reads and checks a cases file.

@@ -304,7 +304,8 @@ impl CheckCommand {
             ),
             Some(path) => {
                 let mut results = suite_results.unwrap_or_default();
-                results.extend(run_cases(&engine, &plugin, path, &default_settings)?);
+                let cases = cases::load(path)?;
+                results.extend(cases::run(&engine, &plugin, cases, &default_settings)?);
                 Some(results)
             }
             None => suite_results,
@@ -366,43 +367,6 @@ impl CheckCommand {
             ExitCode::from(EXIT_FAILURE)
         })
     }
-}
-
-/// Runs the author's cases in `path` against a validator. Each tool gets the effective
-/// annotations the default annotators give it, as under `serve`; a case without its own
-/// settings runs with `settings` (the check's `--settings`).
-fn run_cases(
-    engine: &mcpproxy_plugin_host::PluginEngine,
-    plugin: &Plugin,
-    path: &std::path::Path,
-    settings: &serde_json::Value,
-) -> Result<Vec<suite::CaseResult>> {
-    let user_cases = cases::load(path)?;
-    let defaults = PluginSet::load(engine, None, &|_, _| PluginSettings::default())?;
-    let pipeline = defaults.pipeline();
-    Ok(user_cases
-        .into_iter()
-        .map(|case| {
-            let effective = pipeline.annotate(&case.tool).unwrap_or_else(|fault| {
-                tracing::warn!("the default annotator faulted on a case: {fault}");
-                EffectiveAnnotations::unknown()
-            });
-            suite::MatrixCase {
-                name: case.name,
-                settings: case.settings.unwrap_or_else(|| settings.clone()),
-                request: CallRequest {
-                    variant: case.variant,
-                    tool: case.tool,
-                    intent: case.intent,
-                    effective,
-                    args: case.args,
-                },
-                caller: case.caller,
-                expect: case.expect,
-            }
-            .run(plugin)
-        })
-        .collect())
 }
 
 /// One call with a simple input, to show the plugin runs under the limits.
