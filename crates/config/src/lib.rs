@@ -26,6 +26,7 @@
 mod auth;
 mod cluster;
 pub mod document;
+mod launch;
 mod model;
 mod rate;
 mod raw;
@@ -37,6 +38,7 @@ mod validate;
 
 pub use auth::AuthConfig;
 pub use cluster::ClusterConfig;
+pub use launch::{LaunchPart, StdioLaunch};
 pub use model::Config;
 pub use model::{
     ActivityConfig, CodeExecutionConfig, Error, HttpConfig, IntentConfig, Isolation,

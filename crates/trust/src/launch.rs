@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use mcpproxy_config::{Isolation, ServerConfig, Transport};
+use mcpproxy_config::{Isolation, LaunchPart, ServerConfig, StdioLaunch, Transport};
 
 /// The launch spec of a server as it can be stored and shown: secret values replaced by
 /// digests (so a change is still seen) and masked in the text.
@@ -75,19 +75,27 @@ impl LaunchSpec {
                 env,
                 working_dir,
             } => {
+                let launch = StdioLaunch {
+                    command,
+                    args,
+                    env,
+                    working_dir: working_dir.as_deref(),
+                };
                 part("transport", "stdio");
-                part("command", command);
-                for arg in args {
-                    part("arg", arg);
-                }
-                for (name, value) in env {
-                    part("env", name);
-                    part("=", value);
+                for launch_part in launch.parts() {
+                    match launch_part {
+                        LaunchPart::Command(command) => part("command", command),
+                        LaunchPart::Arg(arg) => part("arg", arg),
+                        LaunchPart::Env { name, value } => {
+                            part("env", name);
+                            part("=", value);
+                        }
+                        LaunchPart::WorkingDir(dir) => {
+                            part("working_dir", &dir.display().to_string())
+                        }
+                    }
                 }
                 let working_dir = working_dir.as_ref().map(|d| d.display().to_string());
-                if let Some(dir) = &working_dir {
-                    part("working_dir", dir);
-                }
                 // Only a sandbox other than the default is part of the spec, so approvals
                 // given before sandboxes existed still hold for the default one.
                 let isolation =
@@ -560,5 +568,32 @@ mod tests {
         assert!(text.contains("url: a hidden value"), "{text}");
         assert!(!text.contains("one") && !text.contains("two"), "{text}");
         assert!(!format!("{:?}", a.view).contains("Bearer"));
+    }
+
+    /// Approvals are bound to these hashes: the same launch must hash the same in every
+    /// version, or every approval a person gave goes stale at an upgrade. The values are the
+    /// ones the code before the shared launch walk (`StdioLaunch::parts`) computed.
+    #[test]
+    fn a_launchs_hash_is_the_same_in_every_version() {
+        let mut server = stdio(
+            "npx",
+            &["-y", "@modelcontextprotocol/server-filesystem", "/srv"],
+            &[("TOKEN", "${secret:TOKEN}"), ("A", "1")],
+        );
+        if let Transport::Stdio { working_dir, .. } = &mut server.transport {
+            *working_dir = Some(std::path::PathBuf::from("/work"));
+        }
+        assert_eq!(
+            LaunchSpec::of(&server).sha256,
+            "7e81b3f041230f27766300217e4710f2ab351efb2031f0e33efb8a20a09428c7"
+        );
+        server.transport = Transport::Http {
+            url: "https://api.example.com/mcp?key=${secret:K}".into(),
+            headers: BTreeMap::from([("Authorization".to_owned(), "Bearer x".to_owned())]),
+        };
+        assert_eq!(
+            LaunchSpec::of(&server).sha256,
+            "076a7e7924cf77f70845520d9c1b8fa0eba569a95a8daa3681efe2cd7cf75427"
+        );
     }
 }

@@ -5,8 +5,8 @@
 //! an error that names the reference and the fix, for this server only.
 
 use mcpproxy_auth::credentials::{CredentialStore, Secret};
-use mcpproxy_config::Transport;
 use mcpproxy_config::reference::{self, Reference};
+use mcpproxy_config::{StdioLaunch, Transport};
 
 /// A transport with its references replaced, and the values put in (to scrub them from any
 /// message about the attempt).
@@ -82,19 +82,19 @@ pub(super) fn resolve(
             env,
             working_dir,
         } => {
-            let mut resolved = env.clone();
-            for (name, value) in resolved.iter_mut() {
-                if reference::has_reference(value) {
-                    *value = reference::resolve(value, &mut lookup, &plain)
-                        .map_err(|e| format!("env '{name}': {e}"))?;
+            let launch = StdioLaunch {
+                command,
+                args,
+                env,
+                working_dir: working_dir.as_deref(),
+            };
+            launch.map_env(|name, value| {
+                if !reference::has_reference(value) {
+                    return Ok(value.to_owned());
                 }
-            }
-            Transport::Stdio {
-                command: command.clone(),
-                args: args.clone(),
-                env: resolved,
-                working_dir: working_dir.clone(),
-            }
+                reference::resolve(value, &mut lookup, &plain)
+                    .map_err(|e| format!("env '{name}': {e}"))
+            })?
         }
         Transport::Http { url, headers } => {
             let mut resolved = headers.clone();

@@ -8,17 +8,20 @@ use std::sync::Arc;
 use mcpproxy_sandbox::{ForbiddenPath, Launch, Prepared, SandboxSpec, Support};
 
 use super::Upstream;
-use mcpproxy_config::Isolation;
+use mcpproxy_config::{Isolation, StdioLaunch};
 use mcpproxy_support::lock;
 
 /// The sandbox of one launch of `upstream`; `None` when its isolation is off.
 pub(super) fn prepare(
     upstream: &Upstream,
-    command: &str,
-    args: &[String],
-    env: &std::collections::BTreeMap<String, String>,
-    working_dir: Option<&Path>,
+    launch: StdioLaunch<'_>,
 ) -> Result<Option<Prepared>, String> {
+    let StdioLaunch {
+        command,
+        args,
+        env,
+        working_dir,
+    } = launch;
     let isolation = &upstream.config.isolation;
     if !isolation.enabled {
         upstream.log_line(

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::index::ToolIndex;
 use crate::oauth::Watched;
-use mcpproxy_config::Transport;
+use mcpproxy_config::{StdioLaunch, Transport};
 use mcpproxy_support::quote;
 
 use super::handler::{UpstreamClient, proxy_client_capabilities};
@@ -430,8 +430,13 @@ async fn connect_to(
             env,
             working_dir,
         } => {
-            let mut sandbox =
-                super::sandbox::prepare(upstream, command, args, env, working_dir.as_deref())?;
+            let launch = StdioLaunch {
+                command,
+                args,
+                env,
+                working_dir: working_dir.as_deref(),
+            };
+            let mut sandbox = super::sandbox::prepare(upstream, launch)?;
             let egress = sandbox.as_mut().and_then(|s| {
                 let rules = s.report.network.egress().cloned().unwrap_or_default();
                 s.egress.take().map(|receiver| (receiver, rules))
