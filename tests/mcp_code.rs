@@ -23,17 +23,8 @@ fn report(result: &rmcp::model::CallToolResult) -> Value {
 
 /// Every record of the proxy's journal (newest first), once none is pending.
 async fn records(proxy: &Proxy) -> Vec<Value> {
-    let url = format!("{}/api/v1/activity?limit=1000", proxy.base());
     crate::support::poll::until_value("no record pending", Duration::from_secs(30), || async {
-        let body: Value = reqwest::Client::new()
-            .get(&url)
-            .header("X-API-Key", proxy.api_key())
-            .send()
-            .await
-            .expect("GET /api/v1/activity")
-            .json()
-            .await
-            .expect("a JSON answer");
+        let body = proxy.activity("limit=1000").await;
         let records = body["data"]["records"]
             .as_array()
             .cloned()

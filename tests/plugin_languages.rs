@@ -547,24 +547,7 @@ fn a_validator_built_against_a_grown_0_1_contract_loads_and_judges_the_same() {
     .unwrap();
 
     let out = dir.path().join("tool_gate_0_1_9.wasm");
-    let status = Command::new("bash")
-        .arg(C.dir().join("build.sh"))
-        .arg(&out)
-        .env("MCPPROXY_WIT", &wit)
-        .status()
-        .expect("run build.sh");
-    assert!(
-        status.success(),
-        "build.sh against the grown wit/ failed: {status}"
-    );
-
-    let names = Command::new(c_tools().join("bin/wasm-tools"))
-        .args(["component", "wit"])
-        .arg(&out)
-        .output()
-        .expect("run wasm-tools component wit");
-    assert!(names.status.success(), "{names:?}");
-    let names = String::from_utf8_lossy(&names.stdout);
+    let names = build_example_against(&wit, &out);
     for name in [
         "export mcpproxy:plugin/validator@0.1.9;",
         "export mcpproxy:plugin/metadata@0.1.9;",
@@ -577,19 +560,7 @@ fn a_validator_built_against_a_grown_0_1_contract_loads_and_judges_the_same() {
         "{names}"
     );
 
-    let data = tempfile::tempdir().unwrap();
-    let check = TestCommand::new(data.path())
-        .args(["plugins", "check"])
-        .args([&out])
-        .args(["--cases".as_ref(), C.dir().join("cases.json").as_os_str()])
-        .output();
-    check.assert_code(0);
-    let stdout = check.stdout();
-    assert!(
-        stdout.contains("validator plugin 'tool-gate' 0.1.0")
-            && stdout.lines().any(|l| l == "10 passed, 0 failed"),
-        "{stdout}"
-    );
+    let data = passes_its_cases(&out);
 
     // A plugin that calls the addition needs a host that has it: this one refuses it when
     // it loads, naming the function it lacks.
@@ -641,24 +612,7 @@ fn a_validator_built_against_the_0_1_0_contract_loads_and_judges_the_same() {
     );
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("tool_gate_0_1_0.wasm");
-    let status = Command::new("bash")
-        .arg(C.dir().join("build.sh"))
-        .arg(&out)
-        .env("MCPPROXY_WIT", &wit)
-        .status()
-        .expect("run build.sh");
-    assert!(
-        status.success(),
-        "build.sh against the 0.1.0 WIT failed: {status}"
-    );
-
-    let names = Command::new(c_tools().join("bin/wasm-tools"))
-        .args(["component", "wit"])
-        .arg(&out)
-        .output()
-        .expect("run wasm-tools component wit");
-    assert!(names.status.success(), "{names:?}");
-    let names = String::from_utf8_lossy(&names.stdout);
+    let names = build_example_against(&wit, &out);
     for name in [
         "export mcpproxy:plugin/validator@0.1.0;",
         "export mcpproxy:plugin/metadata@0.1.0;",
@@ -668,10 +622,39 @@ fn a_validator_built_against_the_0_1_0_contract_loads_and_judges_the_same() {
     }
     assert!(!names.contains("@0.1.1"), "{names}");
 
+    passes_its_cases(&out);
+}
+
+/// Builds the C example into `out` against the contract in `wit` (its build.sh with
+/// `MCPPROXY_WIT`) and returns the component's imports and exports as wasm-tools prints them.
+fn build_example_against(wit: &Path, out: &Path) -> String {
+    let status = Command::new("bash")
+        .arg(C.dir().join("build.sh"))
+        .arg(out)
+        .env("MCPPROXY_WIT", wit)
+        .status()
+        .expect("run build.sh");
+    assert!(
+        status.success(),
+        "build.sh against {} failed: {status}",
+        wit.display()
+    );
+    let names = Command::new(c_tools().join("bin/wasm-tools"))
+        .args(["component", "wit"])
+        .arg(out)
+        .output()
+        .expect("run wasm-tools component wit");
+    assert!(names.status.success(), "{names:?}");
+    String::from_utf8_lossy(&names.stdout).into_owned()
+}
+
+/// `plugins check` loads the C example built into `out` as a validator, and it passes all
+/// ten of its cases; returns the data dir the check used.
+fn passes_its_cases(out: &Path) -> tempfile::TempDir {
     let data = tempfile::tempdir().unwrap();
     let check = TestCommand::new(data.path())
         .args(["plugins", "check"])
-        .args([&out])
+        .args([out])
         .args(["--cases".as_ref(), C.dir().join("cases.json").as_os_str()])
         .output();
     check.assert_code(0);
@@ -681,6 +664,7 @@ fn a_validator_built_against_the_0_1_0_contract_loads_and_judges_the_same() {
             && stdout.lines().any(|l| l == "10 passed, 0 failed"),
         "{stdout}"
     );
+    data
 }
 
 /// Builds `source` (C) into a validator component against `wit`, as the C example's

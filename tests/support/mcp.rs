@@ -416,24 +416,29 @@ impl Proxy {
             .to_owned()
     }
 
+    /// The answer of `GET /api/v1/activity?QUERY`, with the API key.
+    pub(crate) async fn activity(&self, query: &str) -> Value {
+        reqwest::Client::new()
+            .get(format!("{}/api/v1/activity?{query}", self.base()))
+            .header("X-API-Key", self.api_key())
+            .send()
+            .await
+            .expect("GET /api/v1/activity")
+            .json()
+            .await
+            .expect("a JSON answer")
+    }
+
     /// The records of `record_type` from `GET /api/v1/activity?type=...`, newest first, once
     /// there are at least `want` of them that are no longer pending (the journal's writer
     /// commits in the background).
     pub(crate) async fn finished_records(&self, record_type: &str, want: usize) -> Vec<Value> {
-        let url = format!("{}/api/v1/activity?type={record_type}", self.base());
+        let query = format!("type={record_type}");
         crate::support::poll::until_value(
             &format!("{want} finished {record_type} records"),
             Duration::from_secs(30),
             || async {
-                let body: Value = reqwest::Client::new()
-                    .get(&url)
-                    .header("X-API-Key", self.api_key())
-                    .send()
-                    .await
-                    .expect("GET /api/v1/activity")
-                    .json()
-                    .await
-                    .expect("a JSON answer");
+                let body = self.activity(&query).await;
                 assert_eq!(body["success"], true, "{body}");
                 let records = body["data"]["records"]
                     .as_array()
