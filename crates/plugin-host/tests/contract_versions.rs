@@ -8,7 +8,7 @@ use mcpproxy_plugin_host::{
     EngineOptions, Limits, Plugin, PluginEngine, PluginKind, PluginSettings, PluginSource,
 };
 use mcpproxy_policy::{
-    AnnotationSource, CallRequest, EffectiveAnnotations, OperationType, SafetyClass, Tool, Verdict,
+    CallRequest, EffectiveAnnotations, OperationType, SafetyClass, Tool, Verdict,
 };
 use serde_json::{Value, json};
 use wasmtime::component::Component;
@@ -75,10 +75,8 @@ fn request(variant: OperationType, args: Value) -> CallRequest {
         },
         intent: None,
         effective: EffectiveAnnotations {
-            annotations: None,
-            source: AnnotationSource::None,
-            reason: None,
             safety_class: SafetyClass::Dangerous,
+            ..EffectiveAnnotations::unknown()
         },
         args,
     }

@@ -10,9 +10,7 @@ use std::net::TcpListener;
 use mcpproxy_plugin_host::{
     EngineOptions, Limits, Plugin, PluginEngine, PluginSettings, PluginSource,
 };
-use mcpproxy_policy::{
-    AnnotationSource, CallRequest, EffectiveAnnotations, OperationType, SafetyClass, Tool, Verdict,
-};
+use mcpproxy_policy::{CallRequest, EffectiveAnnotations, OperationType, Tool, Verdict};
 use serde_json::{Value, json};
 
 // The compiled test plugins, found as the proxy's integration tests find them.
@@ -58,12 +56,7 @@ fn request(args: Value) -> CallRequest {
             ..Default::default()
         },
         intent: None,
-        effective: EffectiveAnnotations {
-            annotations: None,
-            source: AnnotationSource::None,
-            reason: None,
-            safety_class: SafetyClass::Unknown,
-        },
+        effective: EffectiveAnnotations::unknown(),
         args,
     }
 }
