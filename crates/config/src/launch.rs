@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::Transport;
 
-/// A stdio server's launch, borrowed from its [`Transport::Stdio`].
+/// A stdio server's launch, borrowed from the fields of its [`Transport::Stdio`].
 #[derive(Debug, Clone, Copy)]
 pub struct StdioLaunch<'a> {
     pub command: &'a str,
@@ -24,26 +24,6 @@ pub enum LaunchPart<'a> {
     Arg(&'a str),
     Env { name: &'a str, value: &'a str },
     WorkingDir(&'a Path),
-}
-
-impl Transport {
-    /// The launch of a stdio server; `None` for an HTTP one.
-    pub fn stdio(&self) -> Option<StdioLaunch<'_>> {
-        match self {
-            Transport::Stdio {
-                command,
-                args,
-                env,
-                working_dir,
-            } => Some(StdioLaunch {
-                command,
-                args,
-                env,
-                working_dir: working_dir.as_deref(),
-            }),
-            Transport::Http { .. } => None,
-        }
-    }
 }
 
 impl<'a> StdioLaunch<'a> {
@@ -97,10 +77,29 @@ mod tests {
         }
     }
 
+    /// The launch of a stdio transport, as the places that read one take it.
+    fn launch_of(transport: &Transport) -> StdioLaunch<'_> {
+        let Transport::Stdio {
+            command,
+            args,
+            env,
+            working_dir,
+        } = transport
+        else {
+            panic!("not stdio");
+        };
+        StdioLaunch {
+            command,
+            args,
+            env,
+            working_dir: working_dir.as_deref(),
+        }
+    }
+
     #[test]
     fn the_parts_come_in_the_order_fingerprints_hash() {
         let transport = stdio();
-        let parts: Vec<LaunchPart<'_>> = transport.stdio().unwrap().parts().collect();
+        let parts: Vec<LaunchPart<'_>> = launch_of(&transport).parts().collect();
         assert_eq!(
             parts,
             [
@@ -118,17 +117,12 @@ mod tests {
                 LaunchPart::WorkingDir(Path::new("/srv")),
             ]
         );
-        let http = Transport::Http {
-            url: "http://127.0.0.1:1/mcp".into(),
-            headers: BTreeMap::new(),
-        };
-        assert!(http.stdio().is_none());
     }
 
     #[test]
     fn map_env_replaces_values_and_keeps_the_rest_or_stops_at_an_error() {
         let transport = stdio();
-        let launch = transport.stdio().unwrap();
+        let launch = launch_of(&transport);
         let resolved = launch
             .map_env(|name, value| Ok::<_, String>(format!("{name}={value}")))
             .unwrap();
@@ -137,8 +131,8 @@ mod tests {
         };
         assert_eq!(env["A"], "A=${env:A}");
         assert_eq!(env["B"], "B=2");
-        assert_eq!(resolved.stdio().unwrap().args, launch.args);
-        assert_eq!(resolved.stdio().unwrap().working_dir, launch.working_dir);
+        assert_eq!(launch_of(&resolved).args, launch.args);
+        assert_eq!(launch_of(&resolved).working_dir, launch.working_dir);
         let failed = launch.map_env(|name, _| Err::<String, _>(format!("no {name}")));
         assert_eq!(failed.err().as_deref(), Some("no A"));
     }
