@@ -153,12 +153,16 @@ impl Server {
     pub fn builder(config: Config, data_dir: PathBuf) -> Builder {
         Builder {
             file_config: config.clone(),
+            transport: Transport::Http {
+                listen: config.listen,
+            },
             config,
-            config_path: None,
-            home: None,
-            data_dir,
-            plugins_dir: None,
-            transport: None,
+            files: Files {
+                data_dir,
+                config_path: None,
+                home: None,
+                plugins_dir: None,
+            },
             notices: Notices(Arc::new(|_| {})),
             shutdown: CancellationToken::new(),
         }
@@ -171,11 +175,8 @@ pub struct Builder {
     file_config: Config,
     /// The config the server runs: the file's, with the caller's additions.
     config: Config,
-    config_path: Option<PathBuf>,
-    home: Option<PathBuf>,
-    data_dir: PathBuf,
-    plugins_dir: Option<PathBuf>,
-    transport: Option<Transport>,
+    files: Files,
+    transport: Transport,
     notices: Notices,
     shutdown: CancellationToken,
 }
@@ -183,20 +184,20 @@ pub struct Builder {
 impl Builder {
     /// The file the config came from, which the server watches and writes changes to.
     pub fn config_path(mut self, path: Option<PathBuf>) -> Self {
-        self.config_path = path;
+        self.files.config_path = path;
         self
     }
 
     /// The home dir (`~/.mcpproxy` by default) whose config file is written when there was
     /// none.
     pub fn home(mut self, home: Option<PathBuf>) -> Self {
-        self.home = home;
+        self.files.home = home;
         self
     }
 
     /// A directory of `*.wasm` plugins loaded after (and replacing) the embedded ones.
     pub fn plugins_dir(mut self, dir: Option<PathBuf>) -> Self {
-        self.plugins_dir = dir;
+        self.files.plugins_dir = dir;
         self
     }
 
@@ -220,7 +221,7 @@ impl Builder {
 
     /// How clients reach the server [default: HTTP on the config's `listen`].
     pub fn transport(mut self, transport: Transport) -> Self {
-        self.transport = Some(transport);
+        self.transport = transport;
         self
     }
 
@@ -238,50 +239,7 @@ impl Builder {
 
     /// Serves until the shutdown token is cancelled or the stdio session ends, then closes
     /// the upstream sessions and flushes the journal.
-    pub async fn serve(self) -> Result<(), Error> {
-        let Builder {
-            file_config,
-            config,
-            config_path,
-            home,
-            data_dir,
-            plugins_dir,
-            transport,
-            notices,
-            shutdown,
-        } = self;
-        let transport = transport.unwrap_or(Transport::Http {
-            listen: config.listen,
-        });
-        let parts = Parts {
-            file_config,
-            config,
-            files: Files {
-                data_dir,
-                config_path,
-                home,
-                plugins_dir,
-            },
-            transport,
-            notices,
-            shutdown,
-        };
-        parts.serve().await
-    }
-}
-
-/// A builder's settings, checked.
-struct Parts {
-    file_config: Config,
-    config: Config,
-    files: Files,
-    transport: Transport,
-    notices: Notices,
-    shutdown: CancellationToken,
-}
-
-impl Parts {
-    async fn serve(mut self) -> Result<(), Error> {
+    pub async fn serve(mut self) -> Result<(), Error> {
         if let Transport::Http { listen } = self.transport
             && !listen.ip().is_loopback()
             && self.config.http.auth_token.is_none()
@@ -414,6 +372,10 @@ impl Parts {
                     .await
             }
         };
+        // A failure to serve stops the rest (the control socket, the sinks) too.
+        if served.is_err() {
+            self.shutdown.cancel();
+        }
         if let Some(control_server) = control_server {
             let _ = control_server.await;
         }
@@ -438,7 +400,6 @@ impl Parts {
         let mut stdio_server = mcp_server.for_new_session();
         if let Some(server) = server {
             if runtime.proxy.upstreams().get(server).is_none() {
-                self.shutdown.cancel();
                 return Err(Error::UnknownServer {
                     name: server.to_owned(),
                     configured: runtime.proxy.upstreams().names().join(", "),
@@ -447,13 +408,10 @@ impl Parts {
             stdio_server = stdio_server.for_server(server.to_owned());
         }
         let _open = runtime.proxy.metrics().opened(Open::Session, "stdio");
-        let service = match stdio_server.serve((stdin, tokio::io::stdout())).await {
-            Ok(service) => service,
-            Err(e) => {
-                self.shutdown.cancel();
-                return Err(Error::Stdio(e.to_string()));
-            }
-        };
+        let service = stdio_server
+            .serve((stdin, tokio::io::stdout()))
+            .await
+            .map_err(|e| Error::Stdio(e.to_string()))?;
         let token = service.cancellation_token();
         tokio::select! {
             _ = self.shutdown.cancelled() => token.cancel(),
@@ -480,13 +438,7 @@ impl Parts {
         warn_of_low_fd_limit(bounds.max_connections);
         let socket = match relayed {
             Some(socket) => socket,
-            None => match bind_tcp(listen).await {
-                Ok(socket) => socket,
-                Err(e) => {
-                    self.shutdown.cancel();
-                    return Err(e);
-                }
-            },
+            None => bind_tcp(listen).await?,
         };
         let bound = local_addr(&socket)?;
         if !bound.ip().is_loopback() {
@@ -502,18 +454,14 @@ impl Parts {
             self.shutdown.clone(),
         ));
         self.started(runtime).await;
-        let served = match server.await {
+        match server.await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(Error::Http(e)),
             Err(e) => Err(Error::Task {
                 what: "the HTTP server's task",
                 message: e.to_string(),
             }),
-        };
-        if served.is_err() {
-            self.shutdown.cancel();
         }
-        served
     }
 
     /// Waits for the upstreams' first tool lists, gives the kernel back what start-up
