@@ -87,7 +87,7 @@ fn bench(c: &mut Criterion) {
     }
     // The floor: a guard that passes everything (the `guard-trap` fixture, which looks at
     // the text only for its trigger words), warm: the copy into the guest and the call.
-    let path = std::path::Path::new(env!("MCPPROXY_PLUGIN_ARTIFACTS")).join("guard_trap.wasm");
+    let path = plugin_artifacts::artifact("guard_trap");
     let bytes = std::fs::read(&path).expect("the guard-trap fixture is built");
     let mut pass = mcpproxy_plugin_host::Plugin::load(
         &engine,

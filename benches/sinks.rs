@@ -45,8 +45,7 @@ fn batch() -> Vec<ActivityRecord> {
 }
 
 fn load(engine: &PluginEngine, crate_name: &str, settings: serde_json::Value) -> Plugin {
-    let path =
-        std::path::Path::new(env!("MCPPROXY_PLUGIN_ARTIFACTS")).join(format!("{crate_name}.wasm"));
+    let path = plugin_artifacts::artifact(crate_name);
     let bytes = std::fs::read(&path).expect("plugin artifact");
     let mut plugin = Plugin::load(engine, &bytes, PluginSource::File(path), Limits::default())
         .expect("load sink");

@@ -1,17 +1,12 @@
 //! The proxy's build script: links the `mcpproxy` binary with packed relative relocations
-//! where the build machine's glibc loads them, and hands the proxy's tests and benches the
-//! directory of the guest plugins `mcpproxy-plugin-host` built (`MCPPROXY_PLUGIN_ARTIFACTS`).
+//! where the build machine's glibc loads them.
 
 use std::env;
 use std::process::Command;
 
 fn main() {
     pack_relative_relocations();
-    // Set by the build script of mcpproxy-plugin-host (its `links = "mcpproxy-plugins"`).
-    if let Ok(artifacts) = env::var("DEP_MCPPROXY_PLUGINS_ARTIFACTS") {
-        println!("cargo::rustc-env=MCPPROXY_PLUGIN_ARTIFACTS={artifacts}");
-    }
-    println!("cargo::rerun-if-env-changed=DEP_MCPPROXY_PLUGINS_ARTIFACTS");
+    println!("cargo::rerun-if-changed=build.rs");
 }
 
 /// Links the `mcpproxy` binary with packed relative relocations (`DT_RELR`) when it is built

@@ -451,7 +451,7 @@ fn a_new_rust_validator_builds_as_written_and_passes_its_cases() {
     );
 
     // A target dir kept across runs (the build is the same every time).
-    let target = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/template-build");
+    let target = crate::support::target_dir().join("template-build");
     let mut build = std::process::Command::new("bash");
     build
         .arg(dir.join("build.sh"))
@@ -514,8 +514,9 @@ impl TemplateBuild {
         let readme = std::fs::read_to_string(fresh.join("README.md")).unwrap();
         assert!(readme.contains("bash build.sh"), "{readme}");
 
-        let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let project = repo.join("target/template-projects").join(self.lang);
+        let project = crate::support::target_dir()
+            .join("template-projects")
+            .join(self.lang);
         std::fs::create_dir_all(&project).unwrap();
         for entry in std::fs::read_dir(&project).unwrap().flatten() {
             if entry.file_name() != self.keep {
@@ -653,14 +654,7 @@ fn a_new_c_validator_builds_as_written_and_passes_its_cases() {
         return;
     }
     let tools = std::env::var_os("MCPPROXY_C_TOOLS").map_or_else(
-        || {
-            std::env::var_os("CARGO_TARGET_DIR")
-                .map(std::path::PathBuf::from)
-                .unwrap_or_else(|| {
-                    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target")
-                })
-                .join("c-toolchain")
-        },
+        || crate::support::target_dir().join("c-toolchain"),
         std::path::PathBuf::from,
     );
     TemplateBuild {

@@ -86,10 +86,7 @@ fn c_tools() -> PathBuf {
     if let Some(dir) = std::env::var_os("MCPPROXY_C_TOOLS") {
         return dir.into();
     }
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("target"))
-        .join("c-toolchain")
+    crate::support::target_dir().join("c-toolchain")
 }
 
 fn on_path(program: &str) -> bool {

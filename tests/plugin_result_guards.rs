@@ -319,8 +319,7 @@ async fn a_python_guard_from_the_template_blocks_a_confidential_result() {
         .args([&fresh])
         .output()
         .assert_code(0);
-    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let project = repo.join("target/template-projects/python-guard");
+    let project = crate::support::target_dir().join("template-projects/python-guard");
     std::fs::create_dir_all(&project).unwrap();
     for entry in std::fs::read_dir(&project).unwrap().flatten() {
         if entry.file_name() != ".venv" {

@@ -36,6 +36,15 @@ pub(crate) mod time;
 
 pub(crate) use artifacts::{artifact, artifact_bytes};
 
+/// The cargo target directory of this test build (the parent of `CARGO_TARGET_TMPDIR`), where
+/// tests keep what is slow to make and the same every run (template projects with their
+/// installed toolchains, the C tools): CI points `CARGO_TARGET_DIR` at a directory that
+/// survives between runs, so those survive with it.
+pub(crate) fn target_dir() -> std::path::PathBuf {
+    let tmp = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    tmp.parent().unwrap_or(tmp).to_path_buf()
+}
+
 /// Whether this kernel has every part of the stdio servers' sandbox (as the sandbox crate
 /// probes it); without one a test skips with a note, unless `MCPPROXY_REQUIRE_SANDBOX` is
 /// set (as in CI), which makes it a failure.

@@ -5,9 +5,9 @@ use super::*;
 use mcpproxy_plugin_host::{EngineOptions, PluginEngine, PluginSource};
 use mcpproxy_policy::Limits;
 
-fn plugin(file: &str) -> Plugin {
+fn plugin(crate_name: &str) -> Plugin {
     let engine = PluginEngine::new(EngineOptions::default()).unwrap();
-    let path = std::path::Path::new(env!("MCPPROXY_PLUGIN_ARTIFACTS")).join(file);
+    let path = plugin_artifacts::artifact(crate_name);
     let bytes = std::fs::read(&path).unwrap();
     let limits = Limits {
         timeout: std::time::Duration::from_secs(10),
@@ -33,7 +33,7 @@ fn cases_run_against_a_guard_and_say_what_it_answered() {
         "cases.json",
     )
     .unwrap();
-    let redactor = plugin("secret_redactor.wasm");
+    let redactor = plugin("secret_redactor");
     let results: Vec<CaseResult> = cases
         .iter()
         .map(|c| c.run(&redactor, &serde_json::json!({})))
@@ -48,7 +48,7 @@ fn cases_run_against_a_guard_and_say_what_it_answered() {
 #[test]
 fn a_faulting_guard_fails_its_case_with_the_fault() {
     let cases = parse(r#"[{"items": ["TRAP"], "expect": "pass"}]"#, "c.json").unwrap();
-    let result = cases[0].run(&plugin("guard_trap.wasm"), &serde_json::json!({}));
+    let result = cases[0].run(&plugin("guard_trap"), &serde_json::json!({}));
     assert!(!result.passed);
     assert!(
         result
