@@ -119,6 +119,10 @@ pub(crate) fn config_text(port: u16, backends: &[Backend]) -> String {
 defaults
   mode http
   timeout connect 2s
+  # A health check may take 5 s (the default is its 500 ms interval): a replica slowed by a
+  # loaded machine is not marked down, while a stopped one still fails its checks at once
+  # (connection refused) and is out after two of them.
+  timeout check 5s
   timeout client 120s
   timeout server 120s
   retries 3
