@@ -23,9 +23,7 @@ fn main() {
 
     // A change to any source of the guests reruns this script, which then compares the
     // sources' digest with the committed manifest.
-    for watched in ["plugins", "wit", "rust-toolchain.toml"] {
-        println!("cargo::rerun-if-changed={}", root.join(watched).display());
-    }
+    guests::rerun_if_sources_change(&root);
     println!("cargo::rerun-if-env-changed={FROM_SOURCE}");
 
     let forced = env::var(FROM_SOURCE).is_ok_and(|v| v == "1");
@@ -45,9 +43,7 @@ fn main() {
                 guests::PREBUILT_DIR
             );
         }
-        guests::ensure_target_installed().unwrap_or_else(|e| fail(&e));
-        guests::build_from_source(&root, &guests::guest_target_dir(&root))
-            .unwrap_or_else(|e| fail(&e))
+        guests::build_in_build_script(&root).unwrap_or_else(|e| fail(&e))
     };
     copy_embedded(&from, &out_dir);
 }

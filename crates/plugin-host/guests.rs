@@ -90,6 +90,21 @@ pub(crate) fn artifacts_dir(target_dir: &Path) -> PathBuf {
     target_dir.join(TARGET).join("release")
 }
 
+/// For a build script: reruns it when any input of the guests' build changes (the
+/// directories are scanned by cargo, so a new file counts too).
+pub(crate) fn rerun_if_sources_change(root: &Path) {
+    for watched in ["plugins", "wit", "rust-toolchain.toml"] {
+        println!("cargo::rerun-if-changed={}", root.join(watched).display());
+    }
+}
+
+/// For a build script: makes sure [`TARGET`] is installed, then builds every guest from
+/// source into [`guest_target_dir`] and returns the directory of the components.
+pub(crate) fn build_in_build_script(root: &Path) -> Result<PathBuf, String> {
+    ensure_target_installed()?;
+    build_from_source(root, &guest_target_dir(root))
+}
+
 /// Builds every guest of `plugins/` (the embedded ones and the test fixtures) in release for
 /// [`TARGET`], with the paths that differ between machines remapped, and returns the
 /// directory of the components. Cargo's output goes to this process's stderr.

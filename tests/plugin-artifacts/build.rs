@@ -12,14 +12,8 @@ mod guests;
 fn main() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let root = guests::workspace_root(&manifest_dir);
-    for watched in ["plugins", "wit", "rust-toolchain.toml"] {
-        println!("cargo::rerun-if-changed={}", root.join(watched).display());
-    }
-    if let Err(e) = guests::ensure_target_installed() {
-        fail(&e);
-    }
-    let artifacts = guests::build_from_source(&root, &guests::guest_target_dir(&root))
-        .unwrap_or_else(|e| fail(&e));
+    guests::rerun_if_sources_change(&root);
+    let artifacts = guests::build_in_build_script(&root).unwrap_or_else(|e| fail(&e));
     println!(
         "cargo::rustc-env=PLUGIN_ARTIFACTS_DIR={}",
         artifacts.display()

@@ -2,8 +2,6 @@
 //! plugins, a running proxy with the fixture upstream and an MCP client, a real ClickHouse,
 //! and the tests' Python.
 
-/// The compiled test plugins.
-mod artifacts;
 /// A real ClickHouse on loopback for the sink tests (started by the test; skipped with a
 /// note when it is not installed, unless `MCPPROXY_REQUIRE_CLICKHOUSE` is set, as in CI).
 pub(crate) mod clickhouse;
@@ -34,7 +32,8 @@ pub(crate) mod registries;
 /// module sleeps outside `support`.
 pub(crate) mod time;
 
-pub(crate) use artifacts::{artifact, artifact_bytes};
+/// The compiled test plugins, built from source by the `plugin-artifacts` crate.
+pub(crate) use plugin_artifacts::{artifact, artifact_bytes};
 
 /// The cargo target directory of this test build (the parent of `CARGO_TARGET_TMPDIR`), where
 /// tests keep what is slow to make and the same every run (template projects with their

@@ -13,10 +13,8 @@ use mcpproxy_policy::{
 use serde_json::{Value, json};
 use wasmtime::component::Component;
 
-// The compiled test plugins, found as the proxy's integration tests find them.
-#[path = "../../../tests/support/artifacts.rs"]
-mod artifacts;
-use artifacts::{artifact, artifact_bytes};
+// The compiled test plugins, built from source by the `plugin-artifacts` crate.
+use plugin_artifacts::{artifact, artifact_bytes};
 
 /// The `mcpproxy:plugin` interfaces a component imports and exports, as it names them.
 fn contract_names(bytes: &[u8]) -> (Vec<String>, Vec<String>) {

@@ -13,10 +13,8 @@ use mcpproxy_plugin_host::{
 use mcpproxy_policy::{CallRequest, EffectiveAnnotations, OperationType, Tool, Verdict};
 use serde_json::{Value, json};
 
-// The compiled test plugins, found as the proxy's integration tests find them.
-#[path = "../../../tests/support/artifacts.rs"]
-mod artifacts;
-use artifacts::{artifact, artifact_bytes};
+// The compiled test plugins, built from source by the `plugin-artifacts` crate.
+use plugin_artifacts::{artifact, artifact_bytes};
 
 #[path = "support/logged.rs"]
 mod logged;

@@ -14,10 +14,8 @@ use mcpproxy_policy::{
 };
 use serde_json::json;
 
-// The compiled test plugins, found as the proxy's integration tests find them.
-#[path = "../../../tests/support/artifacts.rs"]
-mod artifacts;
-use artifacts::{artifact, artifact_bytes};
+// The compiled test plugins, built from source by the `plugin-artifacts` crate.
+use plugin_artifacts::{artifact, artifact_bytes};
 
 fn engine() -> PluginEngine {
     PluginEngine::new(EngineOptions::default()).expect("engine")
