@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::support::mcp::{Proxy, call, config_with, connect, fixture_bin, is_error, text};
 use crate::support::poll::until_blocking;
-use crate::support::{command_lines, sandbox_supported};
+use crate::support::{command_lines, runs_mcpproxy, sandbox_supported};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_call_right_after_start_waits_for_its_connecting_upstream() {
@@ -74,7 +74,7 @@ fn a_stdio_upstream_that_ignores_eof_dies_with_a_killed_proxy() {
 fn pids_with(marker: &str) -> Vec<u32> {
     command_lines()
         .into_iter()
-        .filter(|(_, line)| line.contains(marker) && !line.contains("mcpproxy"))
+        .filter(|(_, line)| line.contains(marker) && !runs_mcpproxy(line))
         .map(|(pid, _)| pid)
         .collect()
 }

@@ -74,4 +74,13 @@ pub(crate) fn command_lines() -> Vec<(u32, String)> {
         })
         .collect()
 }
+/// Whether a line of [`command_lines`] is an `mcpproxy` process (its program's file name is
+/// `mcpproxy`): a test that looks for an upstream by its arguments skips the proxy, and the
+/// sandbox launcher it runs, which carry the same arguments. The program's directory is not
+/// looked at: CI's target dir is under `~/.cache/mcpproxy/`, so a fixture's path contains the
+/// word too.
+pub(crate) fn runs_mcpproxy(command_line: &str) -> bool {
+    let program = command_line.split(' ').next().unwrap_or_default();
+    std::path::Path::new(program).file_name() == Some(std::ffi::OsStr::new("mcpproxy"))
+}
 pub(crate) use python::{run_python, test_python};
