@@ -35,9 +35,17 @@ impl Setup {
             crate::support::mcp::grant_fixture_files(&config).to_string(),
         )
         .unwrap();
+        // The CLI works in-process and compiles the plugins; start from the compiled ones
+        // the test run already has (a debug build takes seconds per start, and far longer
+        // with -vv, whose compiler traces fill the log).
+        let data_dir = dir.path().join("data");
+        crate::support::mcp::copy_cwasm(
+            &crate::support::mcp::shared_compile_cache(),
+            &data_dir.join("cache/plugins"),
+        );
         Self {
             config: path,
-            data_dir: dir.path().join("data"),
+            data_dir,
             log,
             _proxy: None,
             _dir: dir,

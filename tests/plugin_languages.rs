@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use mcpproxy_plugin_host::{
     EngineOptions, Limits, Plugin, PluginEngine, PluginSettings, PluginSource,
@@ -28,13 +28,6 @@ use crate::support::mcp::{
     shared_compile_cache, stdio_fixture, text,
 };
 use crate::support::{TestCommand, artifact, artifact_bytes};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("host/ lives in the repository root")
-        .to_path_buf()
-}
 
 /// An example plugin in another language: where it lives, what its toolchain installs,
 /// and where its `build.sh` puts the component.
@@ -96,7 +89,7 @@ fn on_path(program: &str) -> bool {
 
 impl Example {
     fn dir(&self) -> PathBuf {
-        repo().join(self.dir)
+        crate::support::repo_root().join(self.dir)
     }
 
     /// The component, built from source when it is missing or older than its sources.
@@ -104,7 +97,7 @@ impl Example {
     /// or the example's `require` variable set, as `.ci/run` does) the build always runs,
     /// and a failure fails the test.
     fn build(&self) -> Option<PathBuf> {
-        let out = repo().join(self.out);
+        let out = crate::support::repo_root().join(self.out);
         let required = std::env::var_os("CI").is_some() || std::env::var_os(self.require).is_some();
         if !(self.installed)() && !required {
             eprintln!(
@@ -134,8 +127,8 @@ impl Example {
         self.sources
             .iter()
             .map(|s| self.dir().join(s))
-            .chain([repo().join("wit")])
-            .all(|s| newest(&s).is_some_and(|t| t <= built))
+            .chain([crate::support::repo_root().join("wit")])
+            .all(|s| crate::support::newest_mtime(&s).is_some_and(|t| t <= built))
     }
 }
 
@@ -152,17 +145,6 @@ fn py_component() -> Option<PathBuf> {
 fn c_component() -> Option<PathBuf> {
     static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
     BUILT.get_or_init(|| C.build()).clone()
-}
-
-fn newest(path: &Path) -> Option<SystemTime> {
-    let meta = path.metadata().ok()?;
-    if !meta.is_dir() {
-        return meta.modified().ok();
-    }
-    std::fs::read_dir(path)
-        .ok()?
-        .map(|entry| entry.ok().and_then(|e| newest(&e.path())))
-        .try_fold(meta.modified().ok()?, |acc, t| Some(acc.max(t?)))
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -517,7 +499,7 @@ fn a_validator_built_against_a_grown_0_1_contract_loads_and_judges_the_same() {
     }
     let dir = tempfile::tempdir().unwrap();
     let wit = dir.path().join("wit");
-    copy_dir(&repo().join("wit"), &wit);
+    copy_dir(&crate::support::repo_root().join("wit"), &wit);
     let grow = |file: &str, from: &str, to: &str| {
         let path = wit.join(file);
         let text = std::fs::read_to_string(&path).unwrap();
@@ -601,7 +583,7 @@ fn a_validator_built_against_the_0_1_0_contract_loads_and_judges_the_same() {
     if c_component().is_none() {
         return;
     }
-    let wit = repo().join("plugins/fixtures/wit-0.1.0");
+    let wit = crate::support::repo_root().join("plugins/fixtures/wit-0.1.0");
     let worlds = std::fs::read_to_string(wit.join("worlds.wit")).unwrap();
     assert!(
         worlds.starts_with("package mcpproxy:plugin@0.1.0;"),

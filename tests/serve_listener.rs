@@ -202,25 +202,30 @@ async fn the_listener_answers_while_1100_idle_sockets_are_open() {
         .trim_start_matches("http://")
         .trim_end_matches("/mcp")
         .to_owned();
-    let fds = format!("/proc/{}/fd", proxy.proc.child.id());
-    let open_files = || std::fs::read_dir(&fds).map_or(0, Iterator::count);
-    let before = open_files();
+    let pid = proxy.proc.child.id();
+    let port: u16 = addr
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("the proxy's port");
     let opening = std::time::Instant::now();
     let idle: Vec<TcpStream> = (0..1100)
         .map(|_| TcpStream::connect(&addr).expect("open an idle socket"))
         .collect();
     let opened_in = opening.elapsed();
-    // They are accepted (the proxy holds them) but send nothing.
+    // They are accepted (the proxy holds them) but send nothing. Counted exactly: the
+    // proxy's sockets that are connections to its listening port (a count of all its open
+    // files would also count a file it happens to have open for a moment).
     crate::support::poll::until(
         "the proxy accepts the idle sockets",
         Duration::from_secs(60),
         || async {
-            let open = open_files();
-            if open >= before + 1100 {
+            let accepted = accepted_connections(pid, port);
+            if accepted >= 1100 {
                 Ok(())
             } else {
                 Err(format!(
-                    "{open} open files, {before} before; the 1,100 sockets opened in {opened_in:?}"
+                    "{accepted} connections accepted; the 1,100 sockets opened in {opened_in:?}"
                 ))
             }
         },
@@ -351,4 +356,34 @@ async fn four_hundred_concurrent_calls_all_complete_or_get_the_overload_result()
             client.cancel().await.unwrap();
         }
     }
+}
+
+/// How many connections to `port` process `pid` has accepted: its sockets (`/proc/PID/fd`)
+/// that are established TCP connections whose local port is `port` (`/proc/PID/net/tcp`).
+fn accepted_connections(pid: u32, port: u16) -> usize {
+    let inodes: std::collections::HashSet<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .filter_map(|target| {
+            let target = target.to_string_lossy().into_owned();
+            let inode = target.strip_prefix("socket:[")?.strip_suffix(']')?;
+            Some(inode.to_owned())
+        })
+        .collect();
+    let table = std::fs::read_to_string(format!("/proc/{pid}/net/tcp")).unwrap_or_default();
+    let local_port = format!(":{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            fields.len() > 9
+                && fields[1].ends_with(&local_port)
+                && fields[3] == "01"
+                && inodes.contains(fields[9])
+        })
+        .count()
 }

@@ -27,12 +27,34 @@ pub(crate) fn fixture_bin() -> PathBuf {
 
 /// The binary of the workspace package `package` (whose binary has the same name), built with
 /// the profile of this test run, next to `mcpproxy`.
+///
+/// `cargo build -p PACKAGE` runs only when the binary is missing or older than a source it is
+/// built from (the package's directory, `crates/support`, the workspace's `Cargo.toml` and
+/// `Cargo.lock`): CI builds the fixtures before the tests start, and a runner that starts a
+/// process per test (nextest) then starts no cargo at all. Where several test processes find
+/// it stale at once, cargo's lock on the target dir makes one build and the others wait.
 pub(crate) fn workspace_bin(package: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_BIN_EXE_mcpproxy"))
         .parent()
         .expect("binary dir")
         .to_path_buf();
     let bin = dir.join(package);
+    let root = crate::support::repo_root();
+    let package_dir = match package {
+        "mcp-fixture" => "tests/fixture-server",
+        "mcp-conformance-fixture" => "tests/conformance-server",
+        other => panic!("{other} is not a workspace fixture (add its directory here)"),
+    };
+    let sources = [package_dir, "crates/support", "Cargo.toml", "Cargo.lock"];
+    let built = bin.metadata().and_then(|m| m.modified()).ok();
+    let fresh = built.is_some_and(|built| {
+        sources
+            .iter()
+            .all(|s| crate::support::newest_mtime(&root.join(s)).is_some_and(|t| t <= built))
+    });
+    if fresh {
+        return bin;
+    }
     let status = Command::new(env!("CARGO"))
         .args(["build", "-q", "-p", package])
         .args(if dir.ends_with("release") {
@@ -189,6 +211,12 @@ pub(crate) fn copy_cwasm(from: &Path, to: &Path) {
         let path = entry.path();
         let target = to.join(entry.file_name());
         if path.extension().is_some_and(|e| e == "cwasm") && !target.exists() {
+            // A hard link where both are on one file system: no bytes copied (a compiled
+            // Python component is tens of MB). Entries are replaced by renames, never
+            // rewritten in place, so a link never sees another's write.
+            if std::fs::hard_link(&path, &target).is_ok() {
+                continue;
+            }
             let n = NEXT.fetch_add(1, Ordering::Relaxed);
             let part = to.join(format!(".{}-{n}.part", std::process::id()));
             std::fs::copy(&path, &part).expect("copy compiled plugin");

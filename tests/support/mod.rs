@@ -74,6 +74,27 @@ pub(crate) fn command_lines() -> Vec<(u32, String)> {
         })
         .collect()
 }
+/// The repository's root (the integration tests are the `host` package's, one level down).
+pub(crate) fn repo_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("host/ lives in the repository root")
+        .to_path_buf()
+}
+
+/// The newest modification time of `path` or, for a directory, of anything in it (`None` when
+/// something cannot be read): a test's cheap "is this build output older than its sources".
+pub(crate) fn newest_mtime(path: &std::path::Path) -> Option<std::time::SystemTime> {
+    let meta = path.metadata().ok()?;
+    if !meta.is_dir() {
+        return meta.modified().ok();
+    }
+    std::fs::read_dir(path)
+        .ok()?
+        .map(|entry| entry.ok().and_then(|e| newest_mtime(&e.path())))
+        .try_fold(meta.modified().ok()?, |acc, t| Some(acc.max(t?)))
+}
+
 /// Whether a line of [`command_lines`] is an `mcpproxy` process (its program's file name is
 /// `mcpproxy`): a test that looks for an upstream by its arguments skips the proxy, and the
 /// sandbox launcher it runs, which carry the same arguments. The program's directory is not

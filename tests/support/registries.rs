@@ -38,10 +38,6 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// A start whose freshly picked port was taken in the meantime picks another.
 const PORT_ATTEMPTS: u32 = 5;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 fn required() -> bool {
     std::env::var(REQUIRE_ENV).is_ok_and(|v| !v.is_empty() && v != "0")
 }
@@ -58,7 +54,7 @@ fn missing(what: &str, fix: &str) -> Option<std::convert::Infallible> {
 
 /// The version of server-everything in `tests/npm` (pinned in tests/npm/package.json).
 pub(crate) fn npm_version() -> String {
-    let manifest = repo()
+    let manifest = crate::support::repo_root()
         .join("tests/npm/node_modules")
         .join(NPM_PACKAGE)
         .join("package.json");
@@ -87,14 +83,15 @@ impl NpmRegistry {
     /// Starts verdaccio and publishes the package; `None` (with a note) when verdaccio or
     /// server-everything is not installed and `MCPPROXY_REQUIRE_REGISTRIES` is unset.
     pub(crate) fn start() -> Option<Self> {
-        let verdaccio = repo().join("tests/registry/node_modules/verdaccio/bin/verdaccio");
+        let verdaccio =
+            crate::support::repo_root().join("tests/registry/node_modules/verdaccio/bin/verdaccio");
         if !verdaccio.exists() {
             missing(
                 "verdaccio",
                 "run `npm ci --prefix tests/registry` (.ci/run does)",
             )?;
         }
-        if !repo()
+        if !crate::support::repo_root()
             .join("tests/npm/node_modules")
             .join(NPM_PACKAGE)
             .exists()
@@ -247,9 +244,9 @@ fn bundled_tarball() -> &'static Path {
             .tempdir()
             .expect("temp dir for the bundle");
         let stage = dir.path().join("stage");
-        let modules = repo().join("tests/npm/node_modules");
+        let modules = crate::support::repo_root().join("tests/npm/node_modules");
         let out = Command::new("node")
-            .arg(repo().join("tests/registry/stage-bundled.js"))
+            .arg(crate::support::repo_root().join("tests/registry/stage-bundled.js"))
             .arg(modules.join(NPM_PACKAGE))
             .arg(&modules)
             .arg(&stage)
@@ -294,7 +291,7 @@ impl PypiIndex {
     /// Builds the wheel and starts pypiserver on it; `None` (with a note) when pypiserver or
     /// uv is not in `tests/python/.venv` and `MCPPROXY_REQUIRE_REGISTRIES` is unset.
     pub(crate) fn start() -> Option<Self> {
-        let bin = repo().join("tests/python/.venv/bin");
+        let bin = crate::support::repo_root().join("tests/python/.venv/bin");
         for tool in ["pypi-server", "uvx", "python"] {
             if !bin.join(tool).exists() {
                 missing(
@@ -309,7 +306,7 @@ impl PypiIndex {
             .expect("create a temp dir for pypiserver");
         let packages = dir.path().join("packages");
         let out = Command::new(bin.join("python"))
-            .arg(repo().join("tests/fixtures/pypkg/build_wheel.py"))
+            .arg(crate::support::repo_root().join("tests/fixtures/pypkg/build_wheel.py"))
             .arg(&packages)
             .arg(PY_VERSION)
             .output()
@@ -382,13 +379,13 @@ impl Drop for PypiIndex {
 
 /// `uvx` of `tests/python/.venv`.
 pub(crate) fn uvx() -> PathBuf {
-    repo().join("tests/python/.venv/bin/uvx")
+    crate::support::repo_root().join("tests/python/.venv/bin/uvx")
 }
 
 /// uv's environment for a test: every cache and tool dir under `cache`, the venv's own
 /// interpreter (never a download), no user config.
 pub(crate) fn uv_env(cache: &Path) -> Map<String, Value> {
-    let python = repo().join("tests/python/.venv/bin/python");
+    let python = crate::support::repo_root().join("tests/python/.venv/bin/python");
     // The interpreter the venv was made from (uv refuses a venv's python as a base).
     let python = std::fs::canonicalize(&python).unwrap_or(python);
     let mut env = Map::new();

@@ -207,6 +207,12 @@ impl PluginEngine {
         self.max_instances
     }
 
+    /// Instances that hold a slot of the pool now: calls running and warm instances kept
+    /// for reuse.
+    pub fn instances_in_use(&self) -> usize {
+        self.slot_signal.held()
+    }
+
     pub(crate) fn slot_signal(&self) -> &Arc<SlotSignal> {
         &self.slot_signal
     }

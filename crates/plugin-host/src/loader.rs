@@ -526,8 +526,10 @@ impl Plugin {
             let mut store = self.store(settings.clone());
             match instantiate(&mut store) {
                 Ok(bindings) => {
-                    // Holds a slot now: its drop wakes whoever waits for one.
-                    store.data_mut().slot_signal = Some(self.engine.slot_signal().clone());
+                    // Holds a slot now: its drop gives it back and wakes whoever waits for one.
+                    let signal = self.engine.slot_signal();
+                    signal.taken();
+                    store.data_mut().slot_signal = Some(signal.clone());
                     return Ok((bindings, store));
                 }
                 Err(e) if is_pool_exhausted(&e) => {

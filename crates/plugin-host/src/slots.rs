@@ -14,17 +14,31 @@ pub(crate) const SLOT_WAIT: Duration = Duration::from_secs(5);
 /// woken) just before the store's instance goes back to the pool.
 const RECHECK: Duration = Duration::from_millis(5);
 
-/// Wakes callers waiting for a slot when a store is dropped.
+/// Counts the slots held and wakes callers waiting for a slot when a store is dropped.
 #[derive(Debug, Default)]
 pub(crate) struct SlotSignal {
+    /// Stores that hold a slot now (a running call, or a warm instance kept for reuse).
+    held: AtomicUsize,
     waiters: AtomicUsize,
     releases: Mutex<u64>,
     freed: Condvar,
 }
 
 impl SlotSignal {
-    /// A store was dropped: wake whoever waits. Costs one atomic load when nobody does.
+    /// A store took a slot (its instance was made).
+    pub(crate) fn taken(&self) {
+        self.held.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Stores that hold a slot now.
+    pub(crate) fn held(&self) -> usize {
+        self.held.load(Ordering::Acquire)
+    }
+
+    /// A store that took a slot was dropped: wake whoever waits. Costs two atomic operations
+    /// when nobody does.
     pub(crate) fn released(&self) {
+        self.held.fetch_sub(1, Ordering::AcqRel);
         if self.waiters.load(Ordering::Acquire) > 0 {
             let mut releases = mcpproxy_support::lock(&self.releases);
             *releases = releases.wrapping_add(1);
@@ -80,10 +94,13 @@ mod tests {
                 panic!("the deadline passed without a release");
             })
         };
+        signal.taken();
+        assert_eq!(signal.held(), 1);
         while signal.waiters.load(Ordering::Acquire) == 0 {
             std::thread::yield_now();
         }
         signal.released();
         assert!(waiter.join().unwrap() >= 1);
+        assert_eq!(signal.held(), 0);
     }
 }

@@ -1,5 +1,6 @@
 //! The plugin host through the library API, against the compiled components.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,8 +18,16 @@ use serde_json::json;
 // The compiled test plugins, built from source by the `plugin-artifacts` crate.
 use plugin_artifacts::{artifact, artifact_bytes};
 
+/// An engine whose compiled components are cached in the test build's temp dir, shared by
+/// every test process (nextest starts one per test): what these tests check is what plugins
+/// do, not their compilation. The cache itself is tested on purpose, with a dir of its own,
+/// in `the_second_start_loads_compiled_plugins_from_the_cache`.
 fn engine() -> PluginEngine {
-    PluginEngine::new(EngineOptions::default()).expect("engine")
+    PluginEngine::new(EngineOptions {
+        cache_dir: Some(Path::new(env!("CARGO_TARGET_TMPDIR")).join("plugin-compile-cache")),
+        ..EngineOptions::default()
+    })
+    .expect("engine")
 }
 
 /// The default limits with a deadline a loaded test machine cannot hit: for the tests of
@@ -497,10 +506,8 @@ fn calls_past_the_instance_slots_queue_then_get_the_overload_result() {
         );
     }
 
-    // One slot, held for 12 s: a second call, started 2 s later, gives up after its 5 s
-    // wait. The margins (2 s for the first call to take the slot, 5 s between the second's
-    // giving up and the slot's release) hold on a loaded machine; the engine shows no
-    // event to wait on instead.
+    // One slot, held for 12 s: a second call, started once the first holds the slot, gives
+    // up after its 5 s wait, 7 s before the slot is released.
     let engine = PluginEngine::new(EngineOptions {
         max_instances: 1,
         ..Default::default()
@@ -528,11 +535,21 @@ fn calls_past_the_instance_slots_queue_then_get_the_overload_result() {
                 .message
                 .unwrap_or_default()
         };
+        assert_eq!(engine.instances_in_use(), 0);
         let first = scope.spawn(evaluate);
-        std::thread::sleep(Duration::from_secs(2));
+        let took_the_slot = std::time::Instant::now() + Duration::from_secs(60);
+        while engine.instances_in_use() == 0 {
+            assert!(
+                std::time::Instant::now() < took_the_slot,
+                "the first call took no slot in 60 s"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let second = scope.spawn(evaluate);
         (first.join().unwrap(), second.join().unwrap())
     });
+    // The faulted instance was dropped, never kept: its slot is free again.
+    assert_eq!(engine.instances_in_use(), 0);
     assert!(first.contains("ran past its deadline"), "{first}");
     assert!(
         second.starts_with("Call refused because mcpproxy is overloaded: all 1 WebAssembly instance slots were busy for 5 s"),

@@ -252,7 +252,8 @@ fn records_are_bounded_whatever_a_caller_sends() {
 
 #[test]
 fn a_summarised_record_stays_under_2_kib_and_keeps_its_identity() {
-    let huge = "\u{1}é\"".repeat(1 << 20);
+    // 128 KiB of escapes and multi-byte text: twice the largest bound (`details`, 64 KiB).
+    let huge = "\u{1}é\"".repeat(MAX_DETAILS_BYTES / 2);
     let mut rec = full_record();
     rec.server_name = huge.clone();
     rec.tool_name = huge.clone();

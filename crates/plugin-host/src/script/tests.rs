@@ -7,11 +7,14 @@ use super::*;
 
 const MIB: usize = 1 << 20;
 
-/// One runtime for the whole test binary: compiling the component takes a while.
+/// One runtime for the whole test process, its compiled component cached in the build's
+/// output dir: compiling the interpreter takes ~20 s in a debug build, which a runner that
+/// starts a process per test (nextest) would otherwise pay in every test.
 fn runtime() -> &'static ScriptRuntime {
     static RUNTIME: OnceLock<ScriptRuntime> = OnceLock::new();
     RUNTIME.get_or_init(|| {
-        ScriptRuntime::new(EngineOptions::for_scripts(None, 64 * MIB, 8)).expect("runtime")
+        let cache = std::path::Path::new(env!("OUT_DIR")).join("test-compile-cache");
+        ScriptRuntime::new(EngineOptions::for_scripts(Some(cache), 64 * MIB, 8)).expect("runtime")
     })
 }
 
