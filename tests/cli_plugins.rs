@@ -489,9 +489,8 @@ fn a_new_rust_validator_builds_as_written_and_passes_its_cases() {
 
 /// A project `plugins new` wrote, built with its own `build.sh` (as its README says) and
 /// checked against its own `cases.json`. The project is written to a temporary directory,
-/// then copied over `target/template-projects/<lang>`, where the toolchain its build.sh
-/// installs (`keep`: a venv, node_modules) stays between runs; everything else there is
-/// replaced by the fresh project first.
+/// then copied over the language's shared project dir (`support::templates`), where the
+/// toolchain its build.sh installs (`keep`: a venv, node_modules) stays between runs.
 struct TemplateBuild {
     lang: &'static str,
     /// What build.sh installs into the project, kept between runs.
@@ -514,32 +513,18 @@ impl TemplateBuild {
         let readme = std::fs::read_to_string(fresh.join("README.md")).unwrap();
         assert!(readme.contains("bash build.sh"), "{readme}");
 
-        let project = crate::support::target_dir()
-            .join("template-projects")
-            .join(self.lang);
-        std::fs::create_dir_all(&project).unwrap();
-        for entry in std::fs::read_dir(&project).unwrap().flatten() {
-            if entry.file_name() != self.keep {
-                let path = entry.path();
-                if path.is_dir() {
-                    std::fs::remove_dir_all(&path).unwrap();
-                } else {
-                    std::fs::remove_file(&path).unwrap();
-                }
-            }
-        }
-        copy_tree(&fresh, &project);
-
-        let status = std::process::Command::new("bash")
-            .arg(project.join("build.sh"))
-            .envs(self.env.iter().map(|(k, v)| (*k, v)))
-            .status()
-            .expect("run build.sh");
-        assert!(
-            status.success(),
-            "build.sh of the new {} project failed: {status}",
-            self.lang
-        );
+        // Built in the language's shared project dir (its toolchain kept there), then the
+        // component and its cases copied out so the dir is free for the next test.
+        let (wasm, cases) = {
+            let project =
+                crate::support::templates::TemplateProject::take(self.lang, self.keep, &fresh);
+            project.build(&self.env);
+            let wasm = data.path().join("no_blocked.wasm");
+            let cases = data.path().join("cases.json");
+            std::fs::copy(project.dir.join("no_blocked.wasm"), &wasm).unwrap();
+            std::fs::copy(project.dir.join("cases.json"), &cases).unwrap();
+            (wasm, cases)
+        };
 
         // Compiling a componentize-py or componentize-js component to native code takes a
         // debug build of the proxy minutes; keep the compiled code between runs.
@@ -547,8 +532,8 @@ impl TemplateBuild {
         crate::support::mcp::copy_cwasm(&crate::support::mcp::shared_compile_cache(), &cache);
         let out = TestCommand::new(data.path())
             .args(["plugins", "check", "--timeout-ms", "10000"])
-            .args([project.join("no_blocked.wasm")])
-            .args(["--cases".as_ref(), project.join("cases.json").as_os_str()])
+            .args([&wasm])
+            .args(["--cases".as_ref(), cases.as_os_str()])
             .output();
         crate::support::mcp::copy_cwasm(&cache, &crate::support::mcp::shared_compile_cache());
         out.assert_code(0);
@@ -565,18 +550,6 @@ impl TemplateBuild {
             stdout.lines().any(|l| l == "2 passed, 0 failed"),
             "{stdout}"
         );
-    }
-}
-
-fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap().flatten() {
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
     }
 }
 

@@ -294,7 +294,8 @@ async fn a_faulting_guard_withholds_the_result_and_the_proxy_keeps_serving() {
 }
 
 /// `plugins new --kind result-guard --lang python`, built by its own build.sh (componentize-py
-/// from PyPI in a venv, kept in `target/template-projects/python-guard` between runs),
+/// from PyPI in a venv, kept in `target/template-projects/python` between runs and shared
+/// with the Python validator's test),
 /// passes its own cases, and under `serve` blocks a result holding `CONFIDENTIAL`.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_python_guard_from_the_template_blocks_a_confidential_result() {
@@ -319,38 +320,23 @@ async fn a_python_guard_from_the_template_blocks_a_confidential_result() {
         .args([&fresh])
         .output()
         .assert_code(0);
-    let project = crate::support::target_dir().join("template-projects/python-guard");
-    std::fs::create_dir_all(&project).unwrap();
-    for entry in std::fs::read_dir(&project).unwrap().flatten() {
-        if entry.file_name() != ".venv" {
-            let path = entry.path();
-            if path.is_dir() {
-                std::fs::remove_dir_all(&path).unwrap();
-            } else {
-                std::fs::remove_file(&path).unwrap();
-            }
-        }
+    // Built in the shared Python project dir, whose venv the Python validator's test uses
+    // too; the component and its cases are copied out to free the dir.
+    let wasm = data.path().join("confidential_guard.wasm");
+    let cases = data.path().join("cases.json");
+    {
+        let project = crate::support::templates::TemplateProject::take("python", ".venv", &fresh);
+        project.build(&[]);
+        std::fs::copy(project.dir.join("confidential_guard.wasm"), &wasm).unwrap();
+        std::fs::copy(project.dir.join("cases.json"), &cases).unwrap();
     }
-    let copy = std::process::Command::new("cp")
-        .arg("-r")
-        .arg(format!("{}/.", fresh.display()))
-        .arg(&project)
-        .status()
-        .unwrap();
-    assert!(copy.success());
-    let built = std::process::Command::new("bash")
-        .arg(project.join("build.sh"))
-        .status()
-        .expect("run build.sh");
-    assert!(built.success(), "build.sh failed: {built}");
-    let wasm = project.join("confidential_guard.wasm");
 
     let cache = data.path().join("cache/plugins");
     crate::support::mcp::copy_cwasm(&crate::support::mcp::shared_compile_cache(), &cache);
     let check = crate::support::TestCommand::new(data.path())
         .args(["plugins", "check", "--timeout-ms", "10000"])
         .args([&wasm])
-        .args(["--cases".as_ref(), project.join("cases.json").as_os_str()])
+        .args(["--cases".as_ref(), cases.as_os_str()])
         .output();
     crate::support::mcp::copy_cwasm(&cache, &crate::support::mcp::shared_compile_cache());
     check.assert_code(0);

@@ -62,8 +62,9 @@ fi
 serve_pid=$!
 # The proxy owns the data dir once its control socket is there; a CLI command run before
 # that would take the data dir itself.
-for _ in $(seq 1 300); do
-    [ -S "$data/mcpproxy.sock" ] && break
+# Every wait below is bounded by time, generously: on a loaded machine a debug build takes
+# seconds per CLI command, so a bound counted in polls would give up too early.
+until [ -S "$data/mcpproxy.sock" ] || [ "$SECONDS" -ge 120 ]; do
     sleep 0.1
 done
 stop() {
@@ -81,7 +82,8 @@ upstream_state() {
         "$node" -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{const l=JSON.parse(s);const u=(Array.isArray(l)?l:l.servers||[]).find(x=>x.name==="scenario");process.stdout.write(u?String(u.state):"")}catch{}})'
 }
 state=""
-for _ in $(seq 1 150); do
+ready_by=$((SECONDS + 120))
+while [ "$SECONDS" -lt "$ready_by" ]; do
     state=$(upstream_state)
     case "$state" in
     ready | error | login_required | unapproved | quarantined) break ;;
@@ -99,7 +101,8 @@ fi
 # "browser" only follows redirects to the login's loopback redirect URI.
 login() {
     BROWSER="$here/browser.sh" "$mcpproxy" upstream login scenario --timeout 20 >&2 || return 1
-    for _ in $(seq 1 100); do
+    local settled_by=$((SECONDS + 60))
+    while [ "$SECONDS" -lt "$settled_by" ]; do
         state=$(upstream_state)
         case "$state" in
         connecting | disconnected | authenticating) sleep 0.1 ;;

@@ -28,6 +28,8 @@ mod python;
 /// Package registries on loopback for the launcher tests: verdaccio (npm) and pypiserver
 /// (PyPI), skipped unless installed, or required by `MCPPROXY_REQUIRE_REGISTRIES`, as in CI.
 pub(crate) mod registries;
+/// The shared, locked project directories where the tests build `plugins new` projects.
+pub(crate) mod templates;
 /// Waits in which time itself must pass, each with its reason; and the check that no test
 /// module sleeps outside `support`.
 pub(crate) mod time;

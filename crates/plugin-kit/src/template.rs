@@ -253,6 +253,11 @@ fn project_files(
                 "package.json".to_owned(),
                 include_str!("../templates/js/package.json"),
             ));
+            // Every package pinned, as `npm ci` installs it: the same build on every machine.
+            files.push((
+                "package-lock.json".to_owned(),
+                include_str!("../templates/js/package-lock.json"),
+            ));
             files.push((".gitignore".to_owned(), "node_modules/\n*.wasm\n"));
         }
         Lang::C => {
