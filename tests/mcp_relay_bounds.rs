@@ -283,6 +283,9 @@ fn read_call(tool: &str, args: Value) -> Value {
 fn flooding_fixture(calls: &Path) -> Value {
     let mut fixture = stdio_fixture("fx", calls);
     fixture["isolation"] = json!({"write": [calls.parent().unwrap()]});
+    // A flood of tens of thousands of messages at a debug build on a busy two-core machine
+    // can take longer than the default minute; these tests are about bounds, not speed.
+    fixture["tool_call_timeout_ms"] = json!(300_000);
     fixture
 }
 

@@ -149,7 +149,20 @@ impl Client {
             }
             line(&text)
         };
-        while let Some(chunk) = response.chunk().await.map_err(|e| self.unreachable(e))? {
+        loop {
+            let chunk = match response.chunk().await {
+                Ok(Some(chunk)) => chunk,
+                Ok(None) => break,
+                // ClickHouse may close the connection right after the error it appends
+                // part-way, before the stream's proper end: the error, not the cut, is the
+                // answer.
+                Err(e) => {
+                    return Err(match appended_error_in(&pending) {
+                        Some(error) => self.answered(200, &error),
+                        None => self.unreachable(e),
+                    });
+                }
+            };
             pending.extend_from_slice(&chunk);
             let mut start = 0;
             while let Some(end) = pending[start..].iter().position(|b| *b == b'\n') {
@@ -190,6 +203,13 @@ fn appended_error(line: &str) -> Option<usize> {
     let at = line.find("Code: ")?;
     let rest = &line[at..];
     (code(rest).is_some() && rest.contains("Exception")).then_some(at)
+}
+
+/// The error ClickHouse appended to a stream cut short, if the unfinished last line of what
+/// arrived (`pending`) holds one.
+fn appended_error_in(pending: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(pending);
+    appended_error(&text).map(|at| text[at..].to_owned())
 }
 
 /// ClickHouse's error text, cut and escaped (it may quote what the statement held).
@@ -263,6 +283,17 @@ mod tests {
         let line = r#"{"id":"01","record":"{}"}Code: 396, e.displayText() = DB::Exception: Limit"#;
         assert_eq!(appended_error(line), Some(25));
         assert_eq!(appended_error(r#"{"id":"01","record":"{}"}"#), None);
+    }
+
+    #[test]
+    fn an_error_in_the_unfinished_line_of_a_cut_stream_is_found() {
+        let pending = br#"{"id":"07","record":"{}"}Code: 396, e.displayText() = DB::Exception: Limit for result exceeded"#;
+        assert_eq!(
+            appended_error_in(pending).as_deref(),
+            Some("Code: 396, e.displayText() = DB::Exception: Limit for result exceeded")
+        );
+        assert_eq!(appended_error_in(br#"{"id":"07","rec"#), None);
+        assert_eq!(appended_error_in(b""), None);
     }
 
     #[test]
