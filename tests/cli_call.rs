@@ -444,3 +444,43 @@ fn colour_only_on_a_terminal_and_never_with_no_color() {
     // An empty NO_COLOR does not count (no-color.org).
     assert!(on_a_terminal(Some("")).contains("\x1b[31mblocked"));
 }
+
+/// A secret in a call's arguments reaches the tool as it was sent, and never the audit
+/// trail: `activity list`, `activity show` and `activity export` show it masked, as they
+/// show a secret in a result.
+#[test]
+fn secrets_in_arguments_are_masked_in_the_audit_trail() {
+    let setup = Setup::without_server();
+    let key = "AKIAIOSFODNN7EXAMPLE";
+    let out = setup.run(&[
+        "call",
+        "tool-read",
+        "fx:echo",
+        "--args",
+        &format!(r#"{{"text": "deploy with {key} now"}}"#),
+    ]);
+    out.assert_code(0);
+    assert_eq!(setup.calls(), 1, "the call reached the tool");
+
+    let records = setup.records();
+    let call = records
+        .iter()
+        .find(|r| r["tool_name"] == "echo")
+        .unwrap_or_else(|| panic!("no record of the call: {records:#?}"));
+    assert_eq!(call["arguments"]["text"], "deploy with *** now", "{call:#}");
+    let id = call["id"].as_str().expect("the record's id");
+    for command in [
+        vec!["activity", "show", id, "-o", "json"],
+        vec!["activity", "list", "-o", "json"],
+        vec!["activity", "export"],
+    ] {
+        let out = setup.run(&command);
+        out.assert_code(0);
+        assert!(
+            !out.stdout().contains(key) && !out.stderr().contains(key),
+            "`{}` shows the key: {}",
+            command.join(" "),
+            out.stdout()
+        );
+    }
+}

@@ -694,3 +694,75 @@ fn replies_come_as_json_bodies_and_one_connection_carries_a_session() {
         assert_eq!(reply["result"]["content"][0]["text"], text, "{body}");
     }
 }
+
+/// Every refused call is on the record, including one refused before it could be read: a
+/// tool name without its `server:` prefix, through MCP and through REST.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_refused_before_it_is_read_is_on_the_record() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let proxy = Proxy::builder(&config_with(vec![stdio_fixture("fx", log.path())])).start();
+    let client = connect(&proxy.url).await;
+    let result = call(
+        &client,
+        "call_tool_write",
+        json!({"name": "echo", "args": {"text": "no prefix"}}),
+    )
+    .await
+    .unwrap();
+    assert!(is_error(&result));
+    assert!(
+        text(&result).contains("must be \"server:tool\""),
+        "{}",
+        text(&result)
+    );
+    client.cancel().await.unwrap();
+
+    let http = reqwest::Client::new();
+    let refused = http
+        .post(format!("{}/api/v1/tools/call", proxy.base()))
+        .header("X-API-Key", proxy.api_key())
+        .json(&json!({"variant": "read", "name": ":lonely", "args": {"n": 1}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+
+    let records: Value = http
+        .get(format!("{}/api/v1/activity?type=tool_call", proxy.base()))
+        .header("X-API-Key", proxy.api_key())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let records = records["data"]["records"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mcp = records
+        .iter()
+        .find(|r| r["tool_name"] == "echo")
+        .unwrap_or_else(|| panic!("no record of the MCP call: {records:#?}"));
+    assert_eq!(mcp["server_name"], "");
+    assert_eq!(mcp["status"], "error", "{mcp:#}");
+    assert_eq!(mcp["source"], "mcp");
+    assert_eq!(mcp["tool_variant"], "call_tool_write");
+    assert_eq!(mcp["arguments"]["text"], "no prefix");
+    assert!(
+        mcp["error_message"]
+            .as_str()
+            .is_some_and(|m| m.contains("must be \"server:tool\"")),
+        "{mcp:#}"
+    );
+    let rest = records
+        .iter()
+        .find(|r| r["tool_name"] == "lonely")
+        .unwrap_or_else(|| panic!("no record of the REST call: {records:#?}"));
+    assert_eq!(rest["source"], "api");
+    assert_eq!(rest["status"], "error", "{rest:#}");
+    assert!(
+        call_log_lines(log.path()).is_empty(),
+        "nothing reached the upstream"
+    );
+}

@@ -316,6 +316,32 @@ fn looks_like_credential(word: &str) -> bool {
 }
 
 /// Characters that end a word in free text (besides whitespace).
+/// A JSON value (a call's arguments as a record keeps them) with the secrets in its strings
+/// masked as [`mask_text`] masks free text: well-known tokens (an AWS access key id, `ghp_...`,
+/// a JWT), `KEY=VALUE` and `key: VALUE` where the key looks secret, the word after `Bearer`.
+/// Object keys are kept; which keys' values are dropped whole is the activity settings'
+/// `redact_keys`. Returns whether anything was masked.
+pub fn mask_json(value: &mut serde_json::Value) -> bool {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => map
+            .values_mut()
+            .fold(false, |masked, v| mask_json(v) | masked),
+        Value::Array(items) => items
+            .iter_mut()
+            .fold(false, |masked, v| mask_json(v) | masked),
+        Value::String(text) => {
+            let shown = mask_text(text);
+            let masked = shown != *text;
+            if masked {
+                *text = shown;
+            }
+            masked
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => false,
+    }
+}
+
 fn is_delimiter(c: char) -> bool {
     matches!(
         c,

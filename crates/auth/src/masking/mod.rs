@@ -4,7 +4,8 @@
 //! A launch spec holds secrets in three places: an upstream's URL (user info, query values,
 //! the fragment), its arguments (`--token VALUE`, `API_KEY=VALUE`, a bare `ghp_...`), and
 //! free text that quotes either (connection errors). This module owns how each is masked:
-//! [`mask_url`], [`mask_args`] and [`mask_text`] (in `mask`). Every hidden value is shown
+//! [`mask_url`], [`mask_args`] and [`mask_text`] (in `mask`); a JSON value's strings (a call's
+//! arguments in a record) as free text, [`mask_json`]. Every hidden value is shown
 //! as [`MASK`](mask::MASK).
 //!
 //! What looks secret:
@@ -26,4 +27,6 @@
 mod mask;
 mod recognise;
 
-pub use mask::{MASK, MaskingWriter, mask_args, mask_text, mask_text_with_url, mask_url};
+pub use mask::{
+    MASK, MaskingWriter, mask_args, mask_json, mask_text, mask_text_with_url, mask_url,
+};

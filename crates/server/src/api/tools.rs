@@ -80,10 +80,19 @@ pub(super) async fn call(
             )));
         }
     };
-    let input = parse_call(variant, &body).map_err(ApiError::bad_request)?;
     let mut context = CallContext::new(source);
     context.dry_run = dry_run;
     context.timeout = timeout;
+    let input = match parse_call(variant, &body) {
+        Ok(input) => input,
+        Err(message) => {
+            state
+                .proxy
+                .record_malformed_call(variant, &body, &message, &context)
+                .await;
+            return Err(ApiError::bad_request(message));
+        }
+    };
     Ok(ok(state.proxy.call_reported(input, context).await))
 }
 

@@ -106,7 +106,12 @@ impl ProxyServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let input = match parse_call(variant, arguments) {
             Ok(input) => input,
-            Err(message) => return Ok(tool_error(&message).into()),
+            Err(message) => {
+                self.proxy
+                    .record_malformed_call(variant, arguments, &message, &context)
+                    .await;
+                return Ok(tool_error(&message).into());
+            }
         };
         match self.proxy.call(input, context).await {
             CallOutcome::Limited(limited) => {

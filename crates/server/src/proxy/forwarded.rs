@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use mcpproxy_activity::{ActivityRecord, Journal, RecordType, Source, Status, cap_arguments};
+use mcpproxy_activity::{ActivityRecord, Journal, RecordType, Source, Status};
 use mcpproxy_upstream::back_channel::{ForwardedRequest, RequestObserver};
 
 use super::ActivitySettings;
@@ -30,11 +30,7 @@ fn record(request: &ForwardedRequest, settings: &ActivitySettings) -> ActivityRe
         request.server.as_str(),
         request.method,
     );
-    let (arguments, truncated) = cap_arguments(
-        &request.params,
-        settings.max_argument_bytes,
-        &settings.redact_keys,
-    );
+    let (arguments, truncated) = settings.arguments(&request.params);
     record.arguments = (!arguments.is_null()).then_some(arguments);
     record.arguments_truncated = truncated;
     record.duration_ms = u64::try_from(request.duration.as_millis()).unwrap_or(u64::MAX);

@@ -21,14 +21,23 @@ pub struct ActivitySettings {
 }
 
 impl ActivitySettings {
+    /// `arguments` as a record keeps them: cut to `max_argument_bytes`, the values of
+    /// `redact_keys` dropped, and the secrets in what is left masked as the CLI and the logs
+    /// mask them (an AWS key, a GitHub token, `Bearer ...` in a string): records are read by
+    /// more people than the call's author, and are exported and sent to sinks. Whether
+    /// anything was cut is the second value.
+    pub(crate) fn arguments(&self, arguments: &serde_json::Value) -> (serde_json::Value, bool) {
+        let (mut kept, truncated) =
+            cap_arguments(arguments, self.max_argument_bytes, &self.redact_keys);
+        mcpproxy_auth::masking::mask_json(&mut kept);
+        (kept, truncated)
+    }
+
     /// The record of a call as it arrives: who, what, with which arguments and intent.
     pub(super) fn draft(&self, input: &CallInput, context: &CallContext) -> ActivityRecord {
         let (id, ms) = context.record_id.clone().unwrap_or_else(new_id);
-        let (arguments, arguments_truncated) = cap_arguments(
-            &serde_json::Value::Object(input.args.clone()),
-            self.max_argument_bytes,
-            &self.redact_keys,
-        );
+        let (arguments, arguments_truncated) =
+            self.arguments(&serde_json::Value::Object(input.args.clone()));
         let declared = input.intent.clone().unwrap_or_default();
         ActivityRecord {
             id,
@@ -85,8 +94,7 @@ impl ActivitySettings {
     ) -> ActivityRecord {
         let mut record = ActivityRecord::new(record_type, context.source, server, name);
         if !arguments.is_null() {
-            let (arguments, truncated) =
-                cap_arguments(arguments, self.max_argument_bytes, &self.redact_keys);
+            let (arguments, truncated) = self.arguments(arguments);
             record.arguments = (!arguments.is_null()).then_some(arguments);
             record.arguments_truncated = truncated;
         }
@@ -95,6 +103,40 @@ impl ActivitySettings {
         record.client = context.client.clone();
         record.identity = context.identity.clone();
         record.details = Some(serde_json::json!({ "method": method }));
+        record
+    }
+}
+
+impl ActivitySettings {
+    /// The record of a call refused before it could be read (no `server:tool` name, an
+    /// unknown parameter, arguments that are no object), with what the caller sent as far
+    /// as it can be read: the name split at its first `:` when it has one, and the call's
+    /// `args` (or, when they are no object, every parameter of the call).
+    pub(super) fn malformed_draft(
+        &self,
+        variant: mcpproxy_policy::OperationType,
+        call: &serde_json::Map<String, serde_json::Value>,
+        context: &CallContext,
+    ) -> ActivityRecord {
+        let name = match call.get("name") {
+            Some(serde_json::Value::String(name)) => name.as_str(),
+            _ => "",
+        };
+        let (server, tool) = name.split_once(':').unwrap_or(("", name));
+        let mut record = ActivityRecord::new(RecordType::ToolCall, context.source, server, tool);
+        record.tool_variant = Some(variant);
+        let sent = match call.get("args") {
+            Some(args @ serde_json::Value::Object(_)) => args.clone(),
+            _ => serde_json::Value::Object(call.clone()),
+        };
+        let (arguments, truncated) = self.arguments(&sent);
+        record.arguments = (!arguments.is_null()).then_some(arguments);
+        record.arguments_truncated = truncated;
+        record.session_id = context.session_id.clone();
+        record.request_id = context.request_id.clone();
+        record.client = context.client.clone();
+        record.identity = context.identity.clone();
+        record.parent_id = context.parent_id.clone();
         record
     }
 }

@@ -388,6 +388,27 @@ impl Proxy {
         CallReport::new(tool, variant, arguments, &outcome)
     }
 
+    /// Puts a call that was refused before it could be read on the record (every refused
+    /// call is in the audit trail), with `message`, what the caller was told.
+    pub async fn record_malformed_call(
+        &self,
+        variant: mcpproxy_policy::OperationType,
+        call: &serde_json::Map<String, serde_json::Value>,
+        message: &str,
+        context: &CallContext,
+    ) {
+        let started = Instant::now();
+        let record = self.activity.malformed_draft(variant, call, context);
+        self.append(record.refused(message, started)).await;
+        self.metrics.call(
+            "(unknown)",
+            variant.tool_name(),
+            "refused",
+            "none",
+            started.elapsed(),
+        );
+    }
+
     /// Writes a record whose call is already decided (refused, held, blocked, a dry run), or
     /// that is not a call's (approvals, tool and server changes): a failure is logged, the
     /// caller's answer stays the same.

@@ -251,3 +251,34 @@ fn masking_never_panics_on_odd_text() {
         let _ = mask_text_with_url(text, text);
     }
 }
+
+#[test]
+fn secrets_in_json_strings_are_masked_and_everything_else_is_kept() {
+    let mut args = serde_json::json!({
+        "text": "deploy with AKIAIOSFODNN7EXAMPLE now",
+        "nested": {"headers": ["Authorization: Bearer abc.def.ghi", "Accept: */*"]},
+        "env": "GITHUB_TOKEN=ghp_0123456789abcdefABCDEF0123456789abcd",
+        "path": "/tmp/notes.txt",
+        "id": "01JDZ8Q5V3KX9N2M4P6R8T0W2Y",
+        "count": 3,
+        "ok": true,
+        "nothing": null,
+    });
+    assert!(mask_json(&mut args));
+    assert_eq!(args["text"], "deploy with *** now");
+    assert_eq!(args["nested"]["headers"][0], "Authorization: Bearer ***");
+    assert_eq!(args["nested"]["headers"][1], "Accept: */*");
+    assert_eq!(args["env"], "GITHUB_TOKEN=***");
+    // What is not a secret stays as it was: paths, ids (random-looking words are left to
+    // the configured redact_keys), numbers, booleans, null, and every key.
+    assert_eq!(args["path"], "/tmp/notes.txt");
+    assert_eq!(args["id"], "01JDZ8Q5V3KX9N2M4P6R8T0W2Y");
+    assert_eq!(args["count"], 3);
+    assert_eq!(args["ok"], true);
+    assert!(args["nothing"].is_null());
+
+    let mut plain = serde_json::json!({"query": "SELECT 1", "rows": [1, 2]});
+    let before = plain.clone();
+    assert!(!mask_json(&mut plain));
+    assert_eq!(plain, before);
+}

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::inner::{InnerCalls, Tally};
 use super::request::CodeRequest;
 use crate::proxy::{CallContext, Proxy};
-use mcpproxy_activity::{ActivityRecord, RecordType, Status, cap_arguments};
+use mcpproxy_activity::{ActivityRecord, RecordType, Status};
 use mcpproxy_config::CodeExecutionConfig;
 use mcpproxy_plugin_host::{
     Bytes, EngineOptions, ScriptEnd, ScriptLimits, ScriptRun, ScriptRuntime,
@@ -249,15 +249,11 @@ impl Proxy {
             "mcpproxy",
             "code_execution",
         );
-        let (arguments, truncated) = cap_arguments(
-            &json!({
-                "code": request.code,
-                "input": request.input,
-                "options": request.options_json(),
-            }),
-            self.activity.max_argument_bytes,
-            &self.activity.redact_keys,
-        );
+        let (arguments, truncated) = self.activity.arguments(&json!({
+            "code": request.code,
+            "input": request.input,
+            "options": request.options_json(),
+        }));
         record.arguments = (!arguments.is_null()).then_some(arguments);
         record.arguments_truncated = truncated;
         record.tool_variant = Some(request.ceiling);
