@@ -393,7 +393,8 @@ async fn names_a_caller_sends_are_bounded_and_cannot_forge_rows() {
     let forged_row = "x\r01FAKEFAKEFAKEFAKEFAKEFAKE  fx  delete_everything  success\n\u{1b}[2J";
 
     // A tool name with a carriage return, a newline and an escape sequence is refused at
-    // parse time, as is a 1 MiB one; neither reaches the journal.
+    // parse time, as is a 1 MiB one. Both refusals are on the record (every refused call
+    // is), their names cut to the journal's bound and printed escaped.
     let client = connect(&proxy.url).await;
     for (name, says) in [
         (format!("fx:{forged_row}"), "U+000D"),
@@ -433,7 +434,23 @@ async fn names_a_caller_sends_are_bounded_and_cannot_forge_rows() {
         .output();
     out.assert_code(0);
     let stdout = out.stdout();
-    assert_eq!(stdout.lines().count(), 2, "a header and one row: {stdout}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "a header and three rows: {stdout}");
+    // No forged row: each row is a record's own (its id first), with no raw control
+    // character, and the 1 MiB name is cut.
+    let ids: Vec<String> = body_ids(&proxy).await;
+    for line in &lines[1..] {
+        assert!(
+            ids.iter().any(|id| line.starts_with(id.as_str())),
+            "a row that is no record's: {line:?}"
+        );
+        assert!(!line.chars().any(|c| c.is_control()), "{line:?}");
+        assert!(
+            line.len() < 4096,
+            "{} bytes: the name was not cut",
+            line.len()
+        );
+    }
 
     let (status, body) = get(
         &format!("{}/activity?limit=10", api_base(&proxy)),
@@ -463,4 +480,20 @@ async fn names_a_caller_sends_are_bounded_and_cannot_forge_rows() {
     );
     assert!(shown.contains("\\u{d}01FAKE"), "{shown}");
     client.cancel().await.unwrap();
+}
+
+/// The ids of the proxy's records, newest first (the REST API's first page).
+async fn body_ids(proxy: &Proxy) -> Vec<String> {
+    let (status, body) = get(
+        &format!("{}/activity?limit=10", api_base(proxy)),
+        Some(&api_key(proxy)),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    body["data"]["records"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["id"].as_str().map(str::to_owned))
+        .collect()
 }
