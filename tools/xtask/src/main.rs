@@ -13,7 +13,12 @@
 //!
 //! It exits non-zero when any step fails; the later steps still run, so one failure does not
 //! hide another. `cargo test --workspace` runs the same tests, one binary after another.
+//!
+//! `cargo xtask stress [RUNS] [CPUS]` runs the integration tests RUNS times in a row (5) while
+//! `stress --cpu CPUS` (2; Debian's `stress`) keeps the cores busy, and says how each run
+//! ended: a test whose timing holds only on a quiet machine fails here.
 
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
@@ -40,6 +45,14 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Some("stress") => match stress(&args[1..]) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::FAILURE,
+            Err(e) => {
+                eprintln!("cargo xtask stress: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
         Some("help" | "--help" | "-h") | None => {
             println!("{}", usage());
             ExitCode::SUCCESS
@@ -52,9 +65,11 @@ fn main() -> ExitCode {
 }
 
 fn usage() -> &'static str {
-    "usage: cargo xtask test [ARGS...]\n\n  \
-     test   every test, as CI runs them: cargo nextest run --workspace [ARGS...] (nextest\n         \
-     installed if missing), then the documentation examples, then the slowest tests"
+    "usage: cargo xtask test [ARGS...]\n       cargo xtask stress [RUNS] [CPUS]\n\n  \
+     test     every test, as CI runs them: cargo nextest run --workspace [ARGS...] (nextest\n           \
+     installed if missing), then the documentation examples, then the slowest tests\n  \
+     stress   the integration tests RUNS times in a row (5) while `stress --cpu CPUS` (2)\n           \
+     keeps the cores busy: timing that only holds on a quiet machine shows up here"
 }
 
 /// One step's name, how long it took and whether it passed.
@@ -129,6 +144,74 @@ fn test(nextest_args: &[String]) -> Result<bool> {
         );
     }
     Ok(all_passed)
+}
+
+/// Runs the integration tests `RUNS` times in a row under `stress --cpu CPUS` (the Debian
+/// package `stress`); `Ok(false)` when a run failed. Each run's summary line is printed as
+/// it ends, and all of them at the end.
+fn stress(args: &[String]) -> Result<bool> {
+    let number = |at: usize, default: u32, what: &str| -> Result<u32> {
+        match args.get(at) {
+            None => Ok(default),
+            Some(text) => text
+                .parse::<u32>()
+                .ok()
+                .filter(|n| (1..=100).contains(n))
+                .with_context(|| {
+                    format!("{what} must be a whole number from 1 to 100, not '{text}'")
+                }),
+        }
+    };
+    let runs = number(0, 5, "RUNS")?;
+    let cpus = number(1, 2, "CPUS")?;
+    let root = workspace_root()?;
+    // In a process group of its own, so its workers can be stopped with it.
+    let load = Command::new("stress")
+        .args(["--cpu", &cpus.to_string()])
+        .process_group(0)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .context("cannot start `stress` (Debian's package: apt-get install stress)")?;
+    // The load stops with this task, however it ends.
+    struct StopOnDrop(std::process::Child);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            // `stress` forks its workers into its process group; a signal to the parent
+            // alone would leave them spinning.
+            let _ = Command::new("kill")
+                .args(["-TERM", "--", &format!("-{}", self.0.id())])
+                .status();
+            let _ = self.0.wait();
+        }
+    }
+    let _load = StopOnDrop(load);
+    let mut results = Vec::new();
+    for round in 1..=runs {
+        println!("\n==> run {round} of {runs} under stress --cpu {cpus}");
+        let started = Instant::now();
+        let mut nextest = cargo(&root);
+        nextest.args([
+            "nextest",
+            "run",
+            "--workspace",
+            "-E",
+            "binary_id(mcpproxy::integration)",
+        ]);
+        let passed = run(nextest)?;
+        let line = format!(
+            "run {round}: {} in {} s",
+            if passed { "passed" } else { "FAILED" },
+            started.elapsed().as_secs()
+        );
+        println!("{line}");
+        results.push((passed, line));
+    }
+    println!("\nunder stress --cpu {cpus}:");
+    for (_, line) in &results {
+        println!("  {line}");
+    }
+    Ok(results.iter().all(|(passed, _)| *passed))
 }
 
 /// The workspace's root: where this crate's manifest says it is (`tools/xtask`, two up).
