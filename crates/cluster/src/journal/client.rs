@@ -49,7 +49,10 @@ impl Client {
     }
 
     /// Sends `sql` with ClickHouse's limits: `max_rows` rows, `max_bytes` bytes (0: none),
-    /// the whole result buffered first when `buffered`. An error status is an error.
+    /// the whole result buffered first when `buffered`. An error status is an error. Past the
+    /// limits a buffered answer is an error (`throw`); a streamed one just ends (`break`,
+    /// with more than `max_rows` rows), since ClickHouse may cut the connection mid-stream
+    /// right after an error, before the client has read it: the reader counts the rows.
     async fn send(
         &self,
         sql: &str,
@@ -67,7 +70,10 @@ impl Client {
                 ("wait_end_of_query", if buffered { "1" } else { "0" }),
                 ("max_result_rows", &max_rows.to_string()),
                 ("max_result_bytes", &max_bytes.to_string()),
-                ("result_overflow_mode", "throw"),
+                (
+                    "result_overflow_mode",
+                    if buffered { "throw" } else { "break" },
+                ),
                 ("max_execution_time", &seconds),
             ])
             .body(sql.to_owned());
@@ -131,21 +137,28 @@ impl Client {
         Ok(String::from_utf8_lossy(&body).into_owned())
     }
 
-    /// Runs `sql` (at most `max_rows` rows) and calls `line` with each line of the answer as
-    /// it arrives. An error ClickHouse appends part-way is a line that is no row: the caller
-    /// hands it to [`Client::bad_line`].
+    /// Runs `sql` and calls `line` with each line of the answer as it arrives; an answer of
+    /// more than `max_rows` rows is [`Error::TooMany`]. An error ClickHouse appends part-way
+    /// is a line that is no row: the caller hands it to [`Client::bad_line`].
     pub(super) async fn stream(
         &self,
         sql: &str,
         max_rows: usize,
         mut line: impl FnMut(&str) -> Result<(), Error>,
     ) -> Result<(), Error> {
-        let mut response = self.send(sql, max_rows, 0, false).await?;
+        // ClickHouse stops past `max_rows + 1` rows without an error (`break`), so that one
+        // row more than allowed says "too many" however the stream ends.
+        let mut response = self.send(sql, max_rows.saturating_add(1), 0, false).await?;
         let mut pending: Vec<u8> = Vec::new();
+        let mut rows = 0usize;
         let mut each = |bytes: &[u8]| -> Result<(), Error> {
             let text = String::from_utf8_lossy(bytes);
             if text.trim().is_empty() {
                 return Ok(());
+            }
+            rows += 1;
+            if rows > max_rows {
+                return Err(Error::TooMany { max: max_rows });
             }
             line(&text)
         };
