@@ -638,6 +638,13 @@ fn npx_resolved_version_is_read_from_its_cache() {
         )
         .unwrap();
     }
+    // The packages' files without the directory's own package.json: an install cut short,
+    // which npx cannot run offline.
+    assert_eq!(resolved_version(&plan, root.path()), None);
+    for hash in ["aaaa", "bbbb"] {
+        let dir = root.path().join("npm/_npx").join(hash);
+        std::fs::write(dir.join("package.json"), r#"{"dependencies": {}}"#).unwrap();
+    }
     assert_eq!(
         resolved_version(&plan, root.path()).as_deref(),
         Some("2.0.0")

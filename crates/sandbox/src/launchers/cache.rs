@@ -56,6 +56,12 @@ pub fn resolved_version(plan: &LauncherPlan, cache_root: &Path) -> Option<String
             let (name, pinned) = npm_name_version(&plan.package);
             // `_npx/<hash>/node_modules/<name>/package.json`, one hash per package list.
             let found = entries(&cache_root.join("npm/_npx")).filter_map(|dir| {
+                // npx saves the directory's own package.json once the install is done: an
+                // install cut short has the package's files but not it, and npx run offline
+                // from there fails (ENOENT), so such a directory is no cache.
+                if !dir.join("package.json").is_file() {
+                    return None;
+                }
                 let manifest = dir.join("node_modules").join(name).join("package.json");
                 let version = json_top_level_string(&read_capped(&manifest)?, "version")?;
                 Some((modified(&manifest), version))
