@@ -727,19 +727,7 @@ async fn a_call_refused_before_it_is_read_is_on_the_record() {
         .unwrap();
     assert_eq!(refused.status(), 400);
 
-    let records: Value = http
-        .get(format!("{}/api/v1/activity?type=tool_call", proxy.base()))
-        .header("X-API-Key", proxy.api_key())
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let records = records["data"]["records"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let records = proxy.finished_records("tool_call", 2).await;
     let mcp = records
         .iter()
         .find(|r| r["tool_name"] == "echo")

@@ -30,9 +30,7 @@ fn record(request: &ForwardedRequest, settings: &ActivitySettings) -> ActivityRe
         request.server.as_str(),
         request.method,
     );
-    let (arguments, truncated) = settings.arguments(&request.params);
-    record.arguments = (!arguments.is_null()).then_some(arguments);
-    record.arguments_truncated = truncated;
+    settings.keep_arguments(&mut record, &request.params);
     record.duration_ms = u64::try_from(request.duration.as_millis()).unwrap_or(u64::MAX);
     match &request.error {
         None => record.status = Status::Success,

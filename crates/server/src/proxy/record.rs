@@ -33,6 +33,18 @@ impl ActivitySettings {
         (kept, truncated)
     }
 
+    /// Puts `arguments` into `record` as records keep them ([`ActivitySettings::arguments`]),
+    /// with whether anything was cut.
+    pub(crate) fn keep_arguments(
+        &self,
+        record: &mut ActivityRecord,
+        arguments: &serde_json::Value,
+    ) {
+        let (kept, truncated) = self.arguments(arguments);
+        record.arguments = (!kept.is_null()).then_some(kept);
+        record.arguments_truncated = truncated;
+    }
+
     /// The record of a call as it arrives: who, what, with which arguments and intent.
     pub(super) fn draft(&self, input: &CallInput, context: &CallContext) -> ActivityRecord {
         let (id, ms) = context.record_id.clone().unwrap_or_else(new_id);
@@ -94,14 +106,9 @@ impl ActivitySettings {
     ) -> ActivityRecord {
         let mut record = ActivityRecord::new(record_type, context.source, server, name);
         if !arguments.is_null() {
-            let (arguments, truncated) = self.arguments(arguments);
-            record.arguments = (!arguments.is_null()).then_some(arguments);
-            record.arguments_truncated = truncated;
+            self.keep_arguments(&mut record, arguments);
         }
-        record.session_id = context.session_id.clone();
-        record.request_id = context.request_id.clone();
-        record.client = context.client.clone();
-        record.identity = context.identity.clone();
+        context.stamp_caller(&mut record);
         record.details = Some(serde_json::json!({ "method": method }));
         record
     }
@@ -129,15 +136,21 @@ impl ActivitySettings {
             Some(args @ serde_json::Value::Object(_)) => args.clone(),
             _ => serde_json::Value::Object(call.clone()),
         };
-        let (arguments, truncated) = self.arguments(&sent);
-        record.arguments = (!arguments.is_null()).then_some(arguments);
-        record.arguments_truncated = truncated;
-        record.session_id = context.session_id.clone();
-        record.request_id = context.request_id.clone();
-        record.client = context.client.clone();
-        record.identity = context.identity.clone();
+        self.keep_arguments(&mut record, &sent);
+        context.stamp_caller(&mut record);
         record.parent_id = context.parent_id.clone();
         record
+    }
+}
+
+impl CallContext {
+    /// Who asked, as a record keeps it: the session, the request, the client and the
+    /// logged-in identity.
+    pub(super) fn stamp_caller(&self, record: &mut ActivityRecord) {
+        record.session_id = self.session_id.clone();
+        record.request_id = self.request_id.clone();
+        record.client = self.client.clone();
+        record.identity = self.identity.clone();
     }
 }
 

@@ -249,20 +249,16 @@ impl Proxy {
             "mcpproxy",
             "code_execution",
         );
-        let (arguments, truncated) = self.activity.arguments(&json!({
+        let arguments = json!({
             "code": request.code,
             "input": request.input,
             "options": request.options_json(),
-        }));
-        record.arguments = (!arguments.is_null()).then_some(arguments);
-        record.arguments_truncated = truncated;
+        });
+        self.activity.keep_arguments(&mut record, &arguments);
         record.tool_variant = Some(request.ceiling);
         record.intent = Some(request.intent.clone());
-        record.session_id = context.session_id.clone();
-        record.request_id = context.request_id.clone();
-        record.client = context.client.clone();
+        context.stamp_caller(&mut record);
         record.parent_id = context.parent_id.clone();
-        record.identity = context.identity.clone();
         record
     }
 }
