@@ -36,30 +36,25 @@ const SLOWEST: usize = 20;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        Some("test") => match test(&args[1..]) {
-            Ok(true) => ExitCode::SUCCESS,
-            Ok(false) => ExitCode::FAILURE,
-            Err(e) => {
-                eprintln!("cargo xtask test: {e:#}");
-                ExitCode::FAILURE
-            }
-        },
-        Some("stress") => match stress(&args[1..]) {
-            Ok(true) => ExitCode::SUCCESS,
-            Ok(false) => ExitCode::FAILURE,
-            Err(e) => {
-                eprintln!("cargo xtask stress: {e:#}");
-                ExitCode::FAILURE
-            }
-        },
+    let command = args.first().map(String::as_str);
+    let outcome = match command {
+        Some("test") => test(&args[1..]),
+        Some("stress") => stress(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             println!("{}", usage());
-            ExitCode::SUCCESS
+            return ExitCode::SUCCESS;
         }
         Some(other) => {
             eprintln!("cargo xtask: unknown command '{other}'\n\n{}", usage());
-            ExitCode::from(2)
+            return ExitCode::from(2);
+        }
+    };
+    match outcome {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("cargo xtask {}: {e:#}", command.unwrap_or_default());
+            ExitCode::FAILURE
         }
     }
 }
