@@ -520,11 +520,13 @@ async fn a_restart_does_not_release_a_held_tool_on_any_replica() {
 /// replica. A replica whose read of the shared state began before its own seeding writes
 /// landed once replaced them with that stale read, leaving the last seeded server
 /// `unapproved` although its log said the config's servers were approved as written (seen in
-/// 2 of 8 starts of a three-replica deployment). Rounds of fresh databases give the race its
-/// chances, but on the development machine this test passed 18 replica starts with that fix
-/// reverted too: the race itself is held by the trust store's unit test
-/// (`a_shared_store_sends_each_change_and_takes_others_only_when_its_own_are_written`, in `crates/trust/src/store.rs`); this test holds the whole
-/// seeding path.
+/// 2 of 8 starts of a three-replica deployment). Left to chance, a read takes a millisecond
+/// and the race hardly ever shows (18 replica starts passed with the fix reverted), so the
+/// database makes each read of the trust decisions slow ([`slow_trust_reads`]): the seeding
+/// writes then land while reads are under way, as they did on the loaded deployment. So slowed,
+/// the test failed in 4 of 5 runs with the first fix (refusing a read when a change was sent
+/// during it), which missed a read begun while the replica's own changes were still being
+/// written: the store now refuses that read too ([`mcpproxy_trust::TrustStore::read_mark`]).
 #[tokio::test(flavor = "multi_thread")]
 async fn replicas_seeding_together_leave_no_server_of_the_config_unapproved() {
     const ROUNDS: usize = 3;
@@ -546,9 +548,14 @@ async fn replicas_seeding_together_leave_no_server_of_the_config_unapproved() {
                 })
             })
             .collect();
+        let url = slow_trust_reads(&postgres);
         let configs: Vec<Value> = ["r1", "r2", "r3"]
             .iter()
-            .map(|n| replica_config(servers.clone(), &postgres, n))
+            .map(|n| {
+                let mut config = replica_config(servers.clone(), &postgres, n);
+                config["cluster"]["postgres"] = json!(url);
+                config
+            })
             .collect();
         let replicas: Vec<Proxy> = std::thread::scope(|scope| {
             let started: Vec<_> = configs
@@ -557,6 +564,14 @@ async fn replicas_seeding_together_leave_no_server_of_the_config_unapproved() {
                 .collect();
             started.into_iter().map(|s| s.join().unwrap()).collect()
         });
+        assert_eq!(
+            postgres.psql(
+                "SELECT count(*) FROM pg_policies WHERE policyname = 'slow_reads' \
+                 AND tablename = 'mcpproxy_trust_servers'"
+            ),
+            "1",
+            "the trust decisions' reads are not slowed: the test would hold nothing"
+        );
         for (replica, proxy) in replicas.iter().enumerate() {
             for i in 1..=SERVERS {
                 let name = format!("fx{i}");
@@ -573,5 +588,56 @@ async fn replicas_seeding_together_leave_no_server_of_the_config_unapproved() {
                 .await;
             }
         }
+        // Ready in the end is not enough: each replica approved the config's servers itself
+        // (each found the cluster new), so none may ever hold one back. A replica that took
+        // its own approval back for a moment stopped the server and started it again once it
+        // read the approval anew (or never, when nothing made it read again).
+        for (replica, proxy) in replicas.iter().enumerate() {
+            let log = proxy.stderr();
+            let flapped: Vec<&String> = log
+                .iter()
+                .filter(|line| {
+                    line.contains("launch not approved")
+                        || line.contains("restarted after another replica's approval")
+                })
+                .collect();
+            assert!(
+                flapped.is_empty(),
+                "round {round}: replica {} held back a server of the config it had approved: \
+                 {flapped:#?}",
+                replica + 1
+            );
+        }
     }
+}
+
+/// Makes every read of the shared trust decisions slow for the role the replicas then connect
+/// as (`team`; the URL returned): once the schema's `mcpproxy_trust_servers` is made, each
+/// of its rows costs a read-only transaction (the one a replica reads the trust state in)
+/// 50 ms, through a row-level security policy an event trigger adds to the new table. Writes
+/// keep their speed. A superuser skips row-level security, so the replicas connect as a role
+/// of their own.
+fn slow_trust_reads(postgres: &Postgres) -> String {
+    postgres.psql(
+        "CREATE ROLE team LOGIN;
+         GRANT CREATE ON SCHEMA public TO team;
+         CREATE FUNCTION public.slow_read() RETURNS boolean LANGUAGE sql VOLATILE
+             AS $$ SELECT true FROM pg_sleep(0.05) $$;
+         CREATE FUNCTION public.slow_trust_reads() RETURNS event_trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF EXISTS (SELECT 1 FROM pg_event_trigger_ddl_commands()
+                        WHERE command_tag = 'CREATE TABLE'
+                          AND object_identity = 'public.mcpproxy_trust_servers') THEN
+                 ALTER TABLE public.mcpproxy_trust_servers ENABLE ROW LEVEL SECURITY;
+                 ALTER TABLE public.mcpproxy_trust_servers FORCE ROW LEVEL SECURITY;
+                 CREATE POLICY slow_reads ON public.mcpproxy_trust_servers
+                     USING (current_setting('transaction_read_only') = 'off'
+                            OR public.slow_read())
+                     WITH CHECK (true);
+             END IF;
+         END $$;
+         CREATE EVENT TRIGGER slow_trust_reads ON ddl_command_end WHEN TAG IN ('CREATE TABLE')
+             EXECUTE FUNCTION public.slow_trust_reads();",
+    );
+    postgres.url_as("team")
 }

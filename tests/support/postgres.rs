@@ -124,6 +124,15 @@ impl Postgres {
         )
     }
 
+    /// [`Postgres::url`] for another role (made with [`Postgres::psql`]; loopback is trusted,
+    /// so no password).
+    pub(crate) fn url_as(&self, role: &str) -> String {
+        format!(
+            "postgres://{role}@127.0.0.1:{}/postgres?sslmode=disable",
+            self.port
+        )
+    }
+
     pub(crate) fn port(&self) -> u16 {
         self.port
     }

@@ -130,11 +130,14 @@ impl Cluster {
     /// Reads the trust decisions and hands them to the store; `false` when the store has
     /// changes of its own still on their way (read again once they are written).
     async fn reload_trust(&self, client: &mut Client) -> bool {
-        // Taken before reading: a change this replica sends meanwhile may be missing from
-        // what is read, and the state read must not replace it here.
-        let mark = self.trust.sent_mark();
+        // Taken before reading: a change this replica sends meanwhile, or one still on its
+        // way as the read begins, may be missing from what is read (even once written), and
+        // the state read must not replace it here.
+        let Some(mark) = self.trust.read_mark() else {
+            return false;
+        };
         match trust_sync::load(&self.db, client).await {
-            Ok(state) => self.trust.replace_since(state, mark),
+            Ok(state) => self.trust.replace_since(state, Some(mark)),
             Err(e) => {
                 tracing::error!("cannot read the trust decisions other replicas made: {e}");
                 true

@@ -271,23 +271,29 @@ impl TrustStore {
     /// returns). Subscribers hear of it when anything changed.
     #[cfg(test)]
     pub fn replace(&self, state: TrustState) -> bool {
-        self.replace_since(state, self.sent_mark())
+        self.replace_since(state, self.read_mark())
     }
 
-    /// How many changes this store has sent to the shared store so far: taken before reading
-    /// the shared state, for [`TrustStore::replace_since`].
-    pub fn sent_mark(&self) -> u64 {
-        self.shared
-            .as_ref()
-            .map_or(0, |shared| shared.sent.load(Ordering::Acquire))
+    /// Taken before reading the shared state, for [`TrustStore::replace_since`]: how many
+    /// changes this store has sent so far, or `None` while some are still on their way (a
+    /// read begun now may lack them even once they are written; read once
+    /// [`TrustStore::settled`] returns).
+    pub fn read_mark(&self) -> Option<u64> {
+        let shared = self.shared.as_ref()?;
+        // `sent` before `pending`: a change is counted pending before it is counted sent, so
+        // a change this load of `sent` counts is either still pending below or written
+        // already (and then in what a read begun after this sees).
+        let sent = shared.sent.load(Ordering::Acquire);
+        (shared.pending.load(Ordering::Acquire) == 0).then_some(sent)
     }
 
-    /// [`TrustStore::replace`] with a state read after [`TrustStore::sent_mark`] returned
-    /// `mark`: refused (`false`: read again) when a change was sent since, because the state
-    /// read may lack it even when it is written by now; replacing with it would undo the
-    /// change here (a server this replica just approved would read as unapproved).
-    pub fn replace_since(&self, state: TrustState, mark: u64) -> bool {
-        let Some(shared) = &self.shared else {
+    /// [`TrustStore::replace`] with a state read after [`TrustStore::read_mark`] returned
+    /// `mark`: refused (`false`: read again) when changes were on their way as the read
+    /// began (`None`) or one was sent since, because the state read may lack them even when
+    /// they are written by now; replacing with it would undo the change here (a server this
+    /// replica just approved would read as unapproved).
+    pub fn replace_since(&self, state: TrustState, mark: Option<u64>) -> bool {
+        let (Some(shared), Some(mark)) = (&self.shared, mark) else {
             return false;
         };
         let mut file = self.lock();
@@ -612,9 +618,20 @@ mod tests {
         store.written();
         store.settled().await;
         // A state read before a change was sent lacks it, even once it is written.
-        let mark = store.sent_mark();
+        let mark = store.read_mark();
+        assert!(mark.is_some());
         store.update("fx", |s| s.pin(&tool("Echo2"), "t0")).unwrap();
         assert!(writes.try_recv().is_ok());
+        store.written();
+        assert!(!store.replace_since(theirs.clone(), mark));
+        assert!(store.server("fx").is_some());
+        // So does a state read while a change was on its way (the read's snapshot may be
+        // older than the write), even when nothing was sent during the read and the change
+        // is written by the time the read ends.
+        store.update("fx", |s| s.pin(&tool("Echo3"), "t0")).unwrap();
+        assert!(writes.try_recv().is_ok());
+        let mark = store.read_mark();
+        assert_eq!(mark, None);
         store.written();
         assert!(!store.replace_since(theirs.clone(), mark));
         assert!(store.server("fx").is_some());
