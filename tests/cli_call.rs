@@ -484,3 +484,40 @@ fn secrets_in_arguments_are_masked_in_the_audit_trail() {
         );
     }
 }
+
+/// A record's verdict reads as its caller received it: an agent's call refused with `use
+/// call_tool_destructive` shows that advice in `activity show`, not the CLI's wording of it
+/// (which names `mcpproxy call tool-destructive`, a command the agent never saw).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_records_verdict_reads_as_its_caller_received_it() {
+    let setup = Setup::with_server();
+    let proxy = setup._proxy.as_ref().expect("a running server");
+    let client = crate::support::mcp::connect(&proxy.url).await;
+    let refused = crate::support::mcp::call(
+        &client,
+        "call_tool_write",
+        json!({"name": "fx:delete_item", "args": {"id": "1"}}),
+    )
+    .await
+    .expect("a tool result");
+    let sent = crate::support::mcp::text(&refused);
+    assert!(sent.contains("use call_tool_destructive"), "{sent}");
+    let record = proxy
+        .finished_records("tool_call", 1)
+        .await
+        .into_iter()
+        .find(|r| r["tool_name"] == "delete_item")
+        .expect("the refused call's record");
+    let id = record["id"].as_str().expect("the record's id");
+    let out = setup.run(&["activity", "show", id]);
+    out.assert_code(0);
+    let shown = out.stdout();
+    let verdict = shown
+        .lines()
+        .find(|l| l.starts_with("Verdict:"))
+        .unwrap_or_else(|| panic!("no verdict line: {shown}"));
+    assert!(
+        verdict.contains("use call_tool_destructive") && !verdict.contains("mcpproxy call"),
+        "the record says other than the agent got ({sent:?}): {verdict}"
+    );
+}

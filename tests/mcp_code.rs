@@ -125,7 +125,9 @@ async fn scripts_orchestrate_real_servers_within_the_policy_and_their_limits() {
     assert_eq!(body["ended"], "returned");
     let reading_id = body["activity_id"].as_str().unwrap().to_owned();
 
-    // A read ceiling cannot reach write_file: the matrix's message, and no file.
+    // A read ceiling cannot reach write_file: the matrix's message, with what fixes it from a
+    // script (its intent; the call variant it names is not the script's to choose), and no
+    // file.
     let target = root_path.join("written.txt");
     let refused = call(
         &client,
@@ -142,7 +144,9 @@ async fn scripts_orchestrate_real_servers_within_the_policy_and_their_limits() {
     assert_eq!(body["result"]["ok"], false, "{body}");
     assert_eq!(
         body["result"]["error"],
-        "Tool 'fs:write_file' is marked destructive by server, use call_tool_destructive"
+        "Tool 'fs:write_file' is marked destructive by server, use call_tool_destructive (in \
+         code_execution: this script's calls go out as call_tool_read at most; run it with \
+         \"intent\": {\"operation_type\": \"destructive\"} to call this tool)"
     );
     assert!(!target.exists(), "a read-ceiling script wrote the file");
 

@@ -19,7 +19,8 @@ use mcpproxy_server::runtime::Runtime;
 use mcpproxy_support::quote;
 
 use super::output::{
-    Format, Tone, cli_wording, paint_err, print_data, quote_lines, quote_message, verdict_line,
+    Format, Tone, Wording, cli_wording, paint_err, print_data, quote_lines, quote_message,
+    verdict_line,
 };
 use super::remote::Remote;
 use super::{EXIT_USAGE, Globals};
@@ -381,7 +382,7 @@ fn print_dry_run(report: &CallReport) {
         None => println!("Annotations:  {annotations} (from {source})"),
     }
     println!("Safety class: {}", report.safety_class.unwrap_or_default());
-    println!("Verdict:      {}", verdict_line(&verdict));
+    println!("Verdict:      {}", verdict_line(&verdict, Wording::Cli));
 }
 
 #[cfg(test)]

@@ -547,14 +547,28 @@ pub(super) fn cli_wording(message: &str) -> String {
     text
 }
 
+/// Whose words a verdict's message is printed in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Wording {
+    /// As the caller received it (a record: an agent's refused call read `use
+    /// call_tool_write`, and its record must say the same).
+    AsSent,
+    /// Reworded for the person at the CLI ([`cli_wording`]): the CLI's own call.
+    Cli,
+}
+
 /// `reject by intent-matrix: <message>` from a verdict's JSON (`decision`, `plugin`, `message`).
-pub(super) fn verdict_line(verdict: &mcpproxy_policy::Outcome) -> String {
+pub(super) fn verdict_line(verdict: &mcpproxy_policy::Outcome, wording: Wording) -> String {
     let mut line = verdict.decision.as_str().to_owned();
     if let Some(plugin) = &verdict.plugin {
         line.push_str(&format!(" by {}", quote(plugin)));
     }
     if let Some(message) = &verdict.message {
-        line.push_str(&format!(": {}", quote(&cli_wording(message))));
+        let message = match wording {
+            Wording::AsSent => message.clone(),
+            Wording::Cli => cli_wording(message),
+        };
+        line.push_str(&format!(": {}", quote(&message)));
     }
     line
 }

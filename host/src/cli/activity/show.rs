@@ -10,7 +10,7 @@ use mcpproxy_activity::{RecordType, parse_record_id};
 use mcpproxy_policy::OperationType;
 
 use crate::cli::Globals;
-use crate::cli::output::{Format, print_data, verdict_line};
+use crate::cli::output::{Format, Wording, print_data, verdict_line};
 use mcpproxy_support::quote;
 
 use super::record::ShownRecord;
@@ -153,7 +153,19 @@ fn print_record(shown: &ShownRecord) {
         quote(record.annotation_source.label()),
         quote(record.safety_class.as_str())
     );
-    println!("Verdict:     {}", verdict_line(&record.verdict));
+    println!(
+        "Verdict:     {}",
+        // In the words its caller got: the CLI's advice names commands, an agent's names
+        // MCP tools.
+        verdict_line(
+            &record.verdict,
+            if record.source == mcpproxy_activity::Source::Cli {
+                Wording::Cli
+            } else {
+                Wording::AsSent
+            }
+        )
+    );
     for w in &record.verdict.warnings {
         println!("  warning from {}: {}", quote(&w.plugin), quote(&w.message));
     }

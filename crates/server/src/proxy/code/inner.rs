@@ -58,7 +58,11 @@ impl InnerCalls {
     /// needs more than the ceiling is called as the ceiling, and the policy refuses it as it
     /// refuses that direct call; one that needs less is not called with more than it needs
     /// (which the policy would only warn about).
-    fn variant_for(&self, server: &str, tool: &str) -> OperationType {
+    ///
+    /// Also returns the variant the tool needs when that is above the ceiling: the policy's
+    /// refusal then names a call variant, which a script cannot choose, so the script is told
+    /// how to raise its ceiling ([`over_the_ceiling`]).
+    fn variant_for(&self, server: &str, tool: &str) -> (OperationType, Option<OperationType>) {
         let needed = self
             .proxy
             .upstreams()
@@ -67,8 +71,9 @@ impl InnerCalls {
             .and_then(|tool| self.proxy.pipeline().annotate(&tool).ok())
             .map(|effective| call_with(effective.annotations.as_ref()));
         match needed {
-            Some(needed) if rank(needed) < rank(self.ceiling) => needed,
-            _ => self.ceiling,
+            Some(needed) if rank(needed) < rank(self.ceiling) => (needed, None),
+            Some(needed) if rank(needed) > rank(self.ceiling) => (self.ceiling, Some(needed)),
+            _ => (self.ceiling, None),
         }
     }
 
@@ -124,7 +129,7 @@ impl ScriptHost for InnerCalls {
             }
         };
         let remaining = deadline.saturating_duration_since(Instant::now());
-        let variant = self.variant_for(server, tool);
+        let (variant, above_ceiling) = self.variant_for(server, tool);
         let input = CallInput {
             variant,
             server: server.to_owned(),
@@ -154,14 +159,33 @@ impl ScriptHost for InnerCalls {
                 "{tool_name} did not answer before the script's deadline"
             )));
         };
-        let report = CallReport::new(tool_name, variant, arguments, &outcome);
+        let mut report = CallReport::new(tool_name, variant, arguments, &outcome);
         *self
             .tally()
             .outcomes
             .entry(ending_name(report.outcome))
             .or_default() += 1;
+        if let (Ending::Blocked, Some(needed)) = (report.outcome, above_ceiling) {
+            report.message = Some(over_the_ceiling(
+                report.message.as_deref().unwrap_or_default(),
+                self.ceiling,
+                needed,
+            ));
+        }
         Ok(answer(report))
     }
+}
+
+/// A refusal of an inner call that needs more than the script's ceiling, with what fixes it
+/// from a script: the policy's advice names a call variant (`use call_tool_destructive`),
+/// which a script does not choose; its `intent.operation_type` does.
+fn over_the_ceiling(refusal: &str, ceiling: OperationType, needed: OperationType) -> String {
+    format!(
+        "{refusal} (in code_execution: this script's calls go out as {} at most; run it with \
+         \"intent\": {{\"operation_type\": \"{}\"}} to call this tool)",
+        ceiling.tool_name(),
+        needed.as_str()
+    )
 }
 
 /// What the script's `call_tool` returns for a report: the MCP result of a success, else
