@@ -182,6 +182,27 @@ fn cli_output_reads_well() {
             && stderr.contains("`mcpproxy upstream approve mem`"),
         "{stderr}"
     );
+    // At 100 columns the note wraps: lines of their own under its label, none wider, and
+    // nothing lost (it ran to 240 columns on one line).
+    let out = setup.run_at(Some(100), &["tools", "list", "--server", "mem"]);
+    out.assert_code(3);
+    let stderr = out.stderr();
+    let lines: Vec<&str> = stderr
+        .lines()
+        .skip_while(|l| !l.starts_with("note: "))
+        .collect();
+    assert!(
+        lines.len() > 1
+            && lines[0].starts_with("note: ")
+            && lines[1..].iter().all(|l| l.starts_with("      "))
+            && lines.iter().all(|l| l.chars().count() <= 100),
+        "{stderr}"
+    );
+    let joined = lines.iter().map(|l| l.trim()).collect::<Vec<_>>().join(" ");
+    assert!(
+        joined.contains("`mcpproxy upstream approve mem`"),
+        "{stderr}"
+    );
     let out = setup.run(&["tools", "list"]);
     out.assert_code(0);
     assert!(out.stderr().contains("(mem;"), "{}", out.stderr());

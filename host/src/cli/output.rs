@@ -397,26 +397,60 @@ pub(super) fn output_width() -> Option<usize> {
     terminal_width()
 }
 
+/// [`output_width`] for what goes to stderr: `COLUMNS`, else the width of the terminal stderr
+/// is, else `None`.
+fn stderr_width() -> Option<usize> {
+    if let Some(columns) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|c| *c > 0)
+    {
+        return Some(columns);
+    }
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    window_columns(libc::STDERR_FILENO)
+}
+
 /// The width of the terminal stdout is, or `None` when stdout is not a terminal.
-#[allow(
-    unsafe_code,
-    reason = "libc has no safe wrapper for the TIOCGWINSZ ioctl"
-)]
 fn terminal_width() -> Option<usize> {
     if !std::io::stdout().is_terminal() {
         return None;
     }
-    #[cfg(unix)]
-    {
-        // SAFETY: TIOCGWINSZ writes a winsize into the struct we own.
-        let mut size: libc::winsize = unsafe { std::mem::zeroed() };
-        if unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) } == 0
-            && size.ws_col > 0
-        {
-            return Some(usize::from(size.ws_col));
-        }
+    window_columns(libc::STDOUT_FILENO)
+}
+
+/// The columns of the terminal `fd` is, when the kernel says.
+#[allow(
+    unsafe_code,
+    reason = "libc has no safe wrapper for the TIOCGWINSZ ioctl"
+)]
+fn window_columns(fd: libc::c_int) -> Option<usize> {
+    // SAFETY: TIOCGWINSZ writes a winsize into the struct we own.
+    let mut size: libc::winsize = unsafe { std::mem::zeroed() };
+    if unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut size) } == 0 && size.ws_col > 0 {
+        return Some(usize::from(size.ws_col));
     }
     None
+}
+
+/// Prints `note: TEXT` on stderr, on lines of its own, wrapped to the width stderr shows
+/// ([`stderr_width`]; whole when that is unknown, for a pipe) with the later lines under the
+/// text.
+pub(super) fn print_note(text: &str) {
+    const LABEL: &str = "note:";
+    let lines = match stderr_width() {
+        Some(width) => wrap(text, width.saturating_sub(LABEL.len() + 1).max(20)),
+        None => vec![text.to_owned()],
+    };
+    for (i, line) in lines.iter().enumerate() {
+        if i == 0 {
+            eprintln!("{} {line}", paint_err(LABEL, Some(Tone::Caution)));
+        } else {
+            eprintln!("{:indent$} {line}", "", indent = LABEL.len());
+        }
+    }
 }
 
 /// Text from an upstream or the proxy, whole, with its line breaks and tabs kept but every

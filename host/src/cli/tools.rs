@@ -12,7 +12,7 @@ use mcpproxy_server::proxy::{RetrievedTool, Withheld};
 use mcpproxy_upstream::ServerStatus;
 
 use super::Globals;
-use super::output::{Fit, Format, Tone, paint_err, print_data, print_table_fit};
+use super::output::{Fit, Format, print_data, print_note, print_table_fit};
 use super::remote::Remote;
 use mcpproxy_server::runtime::Runtime;
 
@@ -94,7 +94,7 @@ fn say_withheld(listing: &Listing, command: &ToolsCommand) -> ExitCode {
     let Some(note) = listing.withheld.note() else {
         return ExitCode::SUCCESS;
     };
-    eprintln!("{} {note}", paint_err("note:", Some(Tone::Caution)));
+    print_note(&note);
     match command {
         ToolsCommand::List(ListArgs {
             server: Some(_), ..
