@@ -125,6 +125,28 @@ fn cli_output_reads_well() {
     // At 100 columns the reason stays readable; annotations are flags, not JSON.
     let out = setup.run_at(Some(100), &["activity", "list"]);
     assert!(out.stdout().lines().next().unwrap().contains("DURATION"));
+    // Narrowed, a row's time keeps its time of day (the date gives way), and its id stays
+    // whole: `2026-11-28 1…` told nothing.
+    let row = out.stdout().lines().nth(1).unwrap_or_default().to_owned();
+    let mut cells = row.split_whitespace();
+    assert_eq!(
+        cells.next().unwrap_or_default().len(),
+        26,
+        "{}",
+        out.stdout()
+    );
+    // The time column: its date (whole or cut to `…`) may go, then the time of day.
+    let time_of_day = cells
+        .find(|cell| cell.contains(':'))
+        .unwrap_or_default()
+        .trim_start_matches('…');
+    assert!(
+        time_of_day.len() == 8
+            && time_of_day.chars().filter(|c| *c == ':').count() == 2
+            && time_of_day.chars().all(|c| c.is_ascii_digit() || c == ':'),
+        "the time of day is cut: {time_of_day:?} in\n{}",
+        out.stdout()
+    );
     assert!(
         out.stdout().contains("Tool 'fx:delete_note' is marked"),
         "{}",

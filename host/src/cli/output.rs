@@ -164,6 +164,9 @@ pub(super) struct Fit<'a> {
     pub(super) readable: Option<usize>,
     /// Columns cut only when nothing else is left to narrow (an ID a reader copies).
     pub(super) keep: &'a [usize],
+    /// Columns cut from their start, keeping their end (a time, whose date gives way before
+    /// its time of day): never narrower than the cells after their first word, behind `…`.
+    pub(super) ends: &'a [usize],
 }
 
 /// [`print_table_toned`], narrowed as `fit` says.
@@ -185,7 +188,11 @@ pub(super) fn print_table_fit(
         let mut out = String::new();
         for (n, &i) in shown.iter().enumerate() {
             let cell = cells.get(i).map_or("", String::as_str);
-            let cell = truncate(cell, layout.widths[i]);
+            let cell = if fit.ends.contains(&i) {
+                truncate_start(cell, layout.widths[i])
+            } else {
+                truncate(cell, layout.widths[i])
+            };
             let width = display_width(&cell);
             out.push_str(&if toned {
                 paint(&cell, tone(i, &cell))
@@ -250,6 +257,13 @@ fn layout(header: &[&str], rows: &[Vec<String>], fit: Fit<'_>, total: Option<usi
                 READABLE_MIN
             } else if fit.keep.contains(&i) {
                 usize::MAX
+            } else if fit.ends.contains(&i) {
+                rows.iter()
+                    .filter_map(|row| row.get(i))
+                    .filter_map(|cell| cell.split_once(' '))
+                    .map(|(_, end)| display_width(end) + 1)
+                    .max()
+                    .unwrap_or(8)
             } else {
                 8
             };
@@ -330,6 +344,23 @@ fn fit_widths(
         }
     }
     false
+}
+
+/// `cell` cut to its last `width` columns, starting with `…` when cut.
+fn truncate_start(cell: &str, width: usize) -> String {
+    if display_width(cell) <= width {
+        return cell.to_owned();
+    }
+    let mut kept: Vec<char> = Vec::new();
+    let mut kept_width = 1; // the `…`
+    for c in cell.chars().rev() {
+        kept_width += display_width(c.encode_utf8(&mut [0; 4]));
+        if kept_width > width {
+            break;
+        }
+        kept.push(c);
+    }
+    std::iter::once('…').chain(kept.into_iter().rev()).collect()
 }
 
 /// `cell` cut to `width` columns, ending in `…` when cut.
@@ -710,6 +741,7 @@ mod tests {
         let fit = Fit {
             readable: Some(2),
             keep: &[0],
+            ends: &[],
         };
         let wide = layout(&["ID", "TOOL", "REASON"], &rows, fit, Some(100));
         assert_eq!(wide.below, None);
@@ -737,12 +769,25 @@ mod tests {
         let fit = Fit {
             readable: Some(5),
             keep: &[0],
+            ends: &[1],
         };
         let at = layout(&header, &rows, fit, Some(60));
         assert_eq!(at.below, Some(5));
         assert_eq!(at.widths[0], 26, "{:?}", at.widths);
         let shown: usize = at.widths[..5].iter().sum::<usize>() + 8;
         assert!(shown <= 60, "{:?}", at.widths);
+        // With room for every column's floor, the time gives way from its start: its time
+        // of day stays.
+        let at = layout(&header, &rows, fit, Some(72));
+        assert_eq!(at.widths[0], 26, "{:?}", at.widths);
+        assert!((13..23).contains(&at.widths[1]), "{:?}", at.widths);
+        assert!(
+            truncate_start("2026-11-27 03:17:46 UTC", at.widths[1]).ends_with("03:17:46 UTC"),
+            "{:?}",
+            at.widths
+        );
+        assert_eq!(truncate_start("2026-11-27 03:17:46", 9), "…03:17:46");
+        assert_eq!(truncate_start("short", 9), "short");
     }
 
     #[test]

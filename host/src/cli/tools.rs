@@ -190,6 +190,7 @@ fn print(tools: &[RetrievedTool], format: Format, with_score: bool) -> Result<()
         Fit {
             readable: None,
             keep: &[0],
+            ends: &[],
         },
     );
     Ok(())

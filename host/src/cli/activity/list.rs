@@ -119,6 +119,7 @@ impl ListCommand {
                 Fit {
                     readable: Some(7),
                     keep: &[0],
+                    ends: &[1],
                 },
             );
         }
