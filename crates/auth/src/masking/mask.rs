@@ -302,9 +302,13 @@ fn mask_word(word: &str, out: &mut String, pending: &mut Pending) {
     out.push_str(word);
 }
 
-/// `key=value` or `key:value`, when `key` is a name (leading dashes allowed).
+/// `key=value` or `key:value`, when `key` is a name (leading dashes allowed); not a path
+/// such as `mcpproxy_auth::credentials` (a log line's target), whose `::` assigns nothing.
 fn split_assignment(word: &str) -> Option<(&str, char, &str)> {
     let (at, separator) = word.char_indices().find(|(_, c)| *c == '=' || *c == ':')?;
+    if word[at..].starts_with("::") {
+        return None;
+    }
     let key = &word[..at];
     is_name(key.trim_start_matches('-')).then(|| (key, separator, &word[at + 1..]))
 }

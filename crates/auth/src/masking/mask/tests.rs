@@ -194,6 +194,12 @@ fn free_text_masks_urls_tokens_and_assignments() {
             "upstream fs (stdio): ready — 3 tools",
         ),
         ("ratio 3://x", "ratio 3://x"),
+        // A log line's target is a path, not `auth: VALUE`.
+        (
+            "INFO mcpproxy_auth::credentials: credentials are kept in a 0600 file",
+            "INFO mcpproxy_auth::credentials: credentials are kept in a 0600 file",
+        ),
+        ("auth:s3cretvalue99", "auth:***"),
         ("", ""),
     ] {
         assert_eq!(mask_text(text), shown, "{text}");
