@@ -344,3 +344,45 @@ async fn worker_threads_can_be_chosen_and_zero_is_refused() {
     assert!(text(&result).contains("three threads"), "{}", text(&result));
     client.cancel().await.unwrap();
 }
+
+/// The start-up reads in order: the banner, then the summary whole, then the log lines that
+/// came meanwhile (here the first start's approval and the upstream becoming ready), which
+/// used to come before the banner and between the summary's lines.
+#[test]
+fn the_start_up_prints_its_summary_whole_before_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("calls.log");
+    let proxy =
+        crate::support::mcp::Proxy::builder(&config_with(vec![stdio_fixture("fx", &log)])).start();
+    let lines = until_blocking(
+        "the summary and the held log lines",
+        Duration::from_secs(60),
+        || {
+            let lines = proxy.stderr();
+            let done = lines
+                .iter()
+                .any(|l| l.contains("first start on this data dir"))
+                && lines.iter().any(|l| l.starts_with("upstream fx "));
+            if done {
+                Ok(lines)
+            } else {
+                Err(lines.join("\n"))
+            }
+        },
+    );
+    let position = |what: &str| {
+        lines
+            .iter()
+            .position(|l| l.contains(what))
+            .unwrap_or_else(|| panic!("no line with {what:?}:\n{}", lines.join("\n")))
+    };
+    let banner = position("listening on http://");
+    let summary_end = position("upstream fx ");
+    let is_log = |l: &String| l.contains(" INFO ") && l.starts_with("20");
+    assert!(
+        !lines[..=summary_end].iter().any(is_log),
+        "a log line before the summary's end:\n{}",
+        lines.join("\n")
+    );
+    assert!(banner < summary_end && position("first start on this data dir") > summary_end);
+}

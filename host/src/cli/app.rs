@@ -206,8 +206,13 @@ pub(super) fn init_logging(
         );
     // Every line passes through the masking of secrets (URL query values and user info,
     // tokens): libraries quote URLs in their errors too.
+    // A starting `serve` holds its INFO lines until its banner and summary are printed
+    // (`startup_log`); with -v, lines come as they happen.
+    if serving && verbose == 0 {
+        super::startup_log::hold();
+    }
     let log = tracing_subscriber::fmt::layer()
-        .with_writer(|| mcpproxy_auth::masking::MaskingWriter(std::io::stderr()))
+        .with_writer(super::startup_log::StartupLog)
         .with_ansi(super::output::stderr_colour())
         .with_filter(filter);
     let _ = tracing_subscriber::registry()

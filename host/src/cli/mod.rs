@@ -17,6 +17,7 @@ mod remote;
 mod secret;
 mod serve;
 mod servers;
+mod startup_log;
 mod states;
 mod tools;
 mod upstream;

@@ -101,6 +101,8 @@ impl ServeCommand {
             .context("cannot start the async runtime")?;
         let served = runtime.block_on(self.serve(globals, loaded?));
         drop(runtime);
+        // A serve that ended before its summary (an error) shows the lines it held.
+        super::startup_log::release();
         if let Some(traces) = traces {
             traces.shutdown();
         }
@@ -208,6 +210,14 @@ fn show(notice: &Notice, config_path: Option<&Path>) {
         }
         _ => {}
     }
+    // The log a start held back follows its summary, or the notice that says this process
+    // forwards to another (no summary comes then).
+    if !matches!(
+        notice,
+        Notice::Listening { .. } | Notice::ServingStdio { .. } | Notice::TookOver { .. }
+    ) {
+        super::startup_log::release();
+    }
 }
 
 /// The start-up summary: the config, the plugins loaded, each upstream's state.
@@ -260,10 +270,23 @@ fn show_summary(summary: &Summary, config_path: Option<&Path>) {
             String::new()
         };
         eprintln!(
-            "upstream {} ({}): {} — {} tools{trust}",
-            s.name, s.transport, s.state, s.tools
+            "{}{trust}",
+            upstream_line(
+                &s.name,
+                &s.transport.to_string(),
+                &s.state.to_string(),
+                s.tools
+            )
         );
     }
+}
+
+/// `upstream fs (stdio): ready — 14 tools` (`1 tool`).
+fn upstream_line(name: &str, transport: &str, state: &str, tools: usize) -> String {
+    format!(
+        "upstream {name} ({transport}): {state} — {tools} tool{}",
+        if tools == 1 { "" } else { "s" }
+    )
 }
 
 async fn signal_shutdown(token: CancellationToken) {
@@ -291,7 +314,19 @@ async fn signal_shutdown(token: CancellationToken) {
 
 #[cfg(test)]
 mod tests {
-    use super::default_worker_threads;
+    use super::{default_worker_threads, upstream_line};
+
+    #[test]
+    fn a_summary_line_counts_its_tools_in_words() {
+        assert_eq!(
+            upstream_line("fs", "stdio", "ready", 1),
+            "upstream fs (stdio): ready — 1 tool"
+        );
+        assert_eq!(
+            upstream_line("fs", "stdio", "ready", 14),
+            "upstream fs (stdio): ready — 14 tools"
+        );
+    }
 
     #[test]
     fn half_the_cores_serve_and_never_none() {

@@ -353,9 +353,10 @@ fn print_approval(approval: &Approval) {
         );
     } else if approval.unquarantined {
         println!(
-            "approved server '{}': quarantine cleared, {} tools pinned as they are now{}",
+            "approved server '{}': quarantine cleared, {} tool{} pinned as they are now{}",
             approval.server,
             approval.tools.len(),
+            if approval.tools.len() == 1 { "" } else { "s" },
             approval
                 .launch_fingerprint
                 .as_deref()
