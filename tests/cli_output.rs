@@ -123,6 +123,29 @@ fn cli_output_reads_well() {
         }
     }
     // At 100 columns the reason stays readable; annotations are flags, not JSON.
+    // A security report fits the width too (long schemas and descriptions wrap under their
+    // label; 32 of 73 lines ran past 100 columns), and a server that never listed its tools
+    // says it was not scanned rather than `0 findings`.
+    let out = setup.run_at(Some(100), &["upstream", "inspect", "fx"]);
+    out.assert_code(0);
+    let report = out.stdout();
+    assert!(
+        report.lines().all(|l| l.chars().count() <= 100),
+        "a line over 100 columns:\n{report}"
+    );
+    assert!(
+        report.contains("  inputSchema: {\"properties\": {"),
+        "{report}"
+    );
+    let out = setup.run(&["upstream", "inspect", "broken"]);
+    out.assert_code(0);
+    assert!(
+        out.stdout()
+            .contains("No scan yet: the server has listed no tools")
+            && !out.stdout().contains("0 findings"),
+        "{}",
+        out.stdout()
+    );
     let out = setup.run_at(Some(100), &["activity", "list"]);
     assert!(out.stdout().lines().next().unwrap().contains("DURATION"));
     // Narrowed, a row's time keeps its time of day (the date gives way), and its id stays

@@ -265,7 +265,11 @@ async fn hand_edits_of_a_launch_or_a_new_server_wait_for_a_person() {
     // approval no longer holds, the new process is not started.
     edit_config(&proxy, |config| {
         let server = &mut config["mcpServers"][0];
-        server["env"] = json!({"MODE": "b", "LD_PRELOAD": "/tmp/x.so"});
+        server["env"] = json!({
+            "MODE": "b",
+            "LD_PRELOAD": "/tmp/x.so",
+            "API_TOKEN": "ghp_R7kQ2mZx9Lw4Tv8Np3Hs6Jd1Fb5Gc0Ya2Ue7W",
+        });
         server["quarantined"] = json!(true);
     });
     eventually("good held after the edit", || {
@@ -280,12 +284,27 @@ async fn hand_edits_of_a_launch_or_a_new_server_wait_for_a_person() {
         .expect("a server_change record for the edit");
     assert_eq!(update["source"], "config_file", "{update}");
     let lines = update["details"]["launch_changes"].to_string();
-    assert!(lines.contains("env MODE value changed"), "{lines}");
-    assert!(lines.contains("env LD_PRELOAD added"), "{lines}");
-    assert!(!lines.contains("x.so"), "values are not shown: {lines}");
+    // A person sees the values they would approve (`LD_PRELOAD` names the library every
+    // process loads), and secret-looking ones masked, saying so.
+    assert!(
+        lines.contains(r#"env MODE value changed, now \"b\""#),
+        "{lines}"
+    );
+    assert!(
+        lines.contains(r#"env LD_PRELOAD added: \"/tmp/x.so\""#),
+        "{lines}"
+    );
+    assert!(
+        lines.contains("env API_TOKEN added: *** (masked: it looks like a secret)")
+            && !lines.contains("ghp_"),
+        "{lines}"
+    );
     let inspect = cli(&proxy, &["upstream", "inspect", "good"]);
     assert!(
-        inspect.stdout().contains("changed: env LD_PRELOAD added"),
+        inspect
+            .stdout()
+            .contains(r#"changed: env LD_PRELOAD added: "/tmp/x.so""#)
+            && !inspect.stdout().contains("ghp_"),
         "{}",
         inspect.stdout()
     );

@@ -480,7 +480,7 @@ impl Manager {
 /// difference (none when either is missing).
 fn launch_diff(before: Option<&ServerConfig>, after: Option<&ServerConfig>) -> Vec<String> {
     match (before, after) {
-        (Some(was), Some(now)) => LaunchSpec::of(was).view.diff(&LaunchSpec::of(now).view),
+        (Some(was), Some(now)) => LaunchSpec::of(was).view.diff(&LaunchSpec::of(now)),
         _ => Vec::new(),
     }
 }

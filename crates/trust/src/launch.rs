@@ -55,6 +55,38 @@ pub struct LaunchSpec {
     /// SHA-256 (hex) over the whole spec, values included.
     pub sha256: String,
     pub view: LaunchView,
+    /// The environment's and the headers' values as a reviewer sees them: as they are, or
+    /// masked when they look like secrets ([`shown_value`]). Never stored: an approval keeps
+    /// digests only ([`LaunchView`]), and a diff shows the values of the launch under review.
+    pub shown: ShownValues,
+}
+
+/// The values of a launch a person approves, as [`LaunchView::diff`] shows them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShownValues {
+    pub env: BTreeMap<String, String>,
+    pub headers: BTreeMap<String, String>,
+}
+
+/// A value of variable or header `name` as a reviewer sees it: quoted, or `***` when it
+/// (or its name) looks like a secret, saying so.
+fn shown_value(name: &str, value: &str) -> String {
+    let assignment = format!("{name}={value}");
+    if mcpproxy_auth::masking::mask_text(&assignment) == assignment {
+        format!("\"{}\"", mcpproxy_support::quote(value))
+    } else {
+        format!(
+            "{} (masked: it looks like a secret)",
+            mcpproxy_auth::masking::MASK
+        )
+    }
+}
+
+fn shown_values(values: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    values
+        .iter()
+        .map(|(name, value)| (name.clone(), shown_value(name, value)))
+        .collect()
 }
 
 impl LaunchSpec {
@@ -68,6 +100,7 @@ impl LaunchSpec {
             whole.update((value.len() as u64).to_le_bytes());
             whole.update(value.as_bytes());
         };
+        let mut shown = ShownValues::default();
         let view = match &server.transport {
             Transport::Stdio {
                 command,
@@ -111,6 +144,7 @@ impl LaunchSpec {
                 if let Some(text) = &launcher {
                     part("launcher", text);
                 }
+                shown.env = shown_values(env);
                 LaunchView {
                     transport: "stdio".into(),
                     command: Some(command.clone()),
@@ -130,6 +164,7 @@ impl LaunchSpec {
                     part("header", name);
                     part("=", value);
                 }
+                shown.headers = shown_values(headers);
                 LaunchView {
                     transport: "http".into(),
                     url: Some(mcpproxy_auth::masking::mask_url(url)),
@@ -142,6 +177,7 @@ impl LaunchSpec {
         Self {
             sha256: super::hex(&whole.finalize()),
             view,
+            shown,
         }
     }
 }
@@ -181,9 +217,11 @@ pub fn parse_fingerprint(server: &str, given: &str) -> Result<String, String> {
 }
 
 impl LaunchView {
-    /// What changed from `self` (approved) to `now`, one line per difference, secrets
-    /// never shown (a changed secret value is named, not quoted).
-    pub fn diff(&self, now: &LaunchView) -> Vec<String> {
+    /// What changed from `self` (approved) to `now`, one line per difference, with the
+    /// values now approved shown (an added or changed variable or header reads with its new
+    /// value: a person must see what they approve), secrets never (masked, and said so).
+    pub fn diff(&self, now_spec: &LaunchSpec) -> Vec<String> {
+        let now = &now_spec.view;
         let q = |s: &str| mcpproxy_support::quote(s);
         let mut lines = Vec::new();
         if self.transport != now.transport {
@@ -210,7 +248,7 @@ impl LaunchView {
                 ));
             }
         }
-        map_diff("env", &self.env, &now.env, &mut lines);
+        map_diff("env", &self.env, &now.env, &now_spec.shown.env, &mut lines);
         if self.working_dir != now.working_dir {
             lines.push(format!(
                 "working_dir was {}, now {}",
@@ -229,7 +267,13 @@ impl LaunchView {
                 ));
             }
         }
-        map_diff("header", &self.headers, &now.headers, &mut lines);
+        map_diff(
+            "header",
+            &self.headers,
+            &now.headers,
+            &now_spec.shown.headers,
+            &mut lines,
+        );
         if self.isolation != now.isolation {
             let shown = |text: &Option<String>| {
                 text.as_deref()
@@ -378,19 +422,28 @@ fn shown(value: Option<&str>) -> String {
     )
 }
 
+/// The differences of two digest maps, each added or changed one with its value now
+/// (`shown`: [`shown_value`]; the value approved before is not known, only its digest).
 fn map_diff(
     what: &str,
     was: &BTreeMap<String, String>,
     now: &BTreeMap<String, String>,
+    shown: &BTreeMap<String, String>,
     lines: &mut Vec<String>,
 ) {
-    for (name, value) in now {
+    let value = |name: &str| shown.get(name).map_or("(not known)", String::as_str);
+    for (name, digest) in now {
         match was.get(name) {
-            None => lines.push(format!("{what} {} added", mcpproxy_support::quote(name))),
-            Some(old) if old != value => {
+            None => lines.push(format!(
+                "{what} {} added: {}",
+                mcpproxy_support::quote(name),
+                value(name)
+            )),
+            Some(old) if old != digest => {
                 lines.push(format!(
-                    "{what} {} value changed",
-                    mcpproxy_support::quote(name)
+                    "{what} {} value changed, now {}",
+                    mcpproxy_support::quote(name),
+                    value(name)
                 ));
             }
             Some(_) => {}
@@ -463,7 +516,7 @@ mod tests {
         for other in [&off, &open, &wider] {
             let spec = LaunchSpec::of(other);
             assert_ne!(spec.sha256, base.sha256, "{other:?}");
-            let diff = base.view.diff(&spec.view).join("\n");
+            let diff = base.view.diff(&spec).join("\n");
             assert!(
                 diff.starts_with("isolation was the default sandbox, now "),
                 "{diff}"
@@ -504,13 +557,17 @@ mod tests {
 
     #[test]
     fn the_diff_names_what_changed_without_showing_secret_values() {
-        let was = LaunchSpec::of(&stdio("npx", &["srv"], &[("TOKEN", "old-secret")])).view;
+        let was_spec = LaunchSpec::of(&stdio("npx", &["srv"], &[("TOKEN", "old-secret")]));
+        let was = was_spec.view.clone();
         let now = LaunchSpec::of(&stdio(
             "python3",
             &["evil.py"],
-            &[("TOKEN", "new-secret"), ("EXTRA", "1")],
-        ))
-        .view;
+            &[
+                ("TOKEN", "new-secret"),
+                ("EXTRA", "1"),
+                ("NODE_OPTIONS", "--require ./evil.js"),
+            ],
+        ));
         let lines = was.diff(&now);
         let text = lines.join("\n");
         assert!(
@@ -518,10 +575,18 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("evil.py"), "{text}");
-        assert!(text.contains("env TOKEN value changed"), "{text}");
-        assert!(text.contains("env EXTRA added"), "{text}");
-        assert!(!text.contains("secret"), "{text}");
-        assert!(was.diff(&was).is_empty());
+        assert!(
+            text.contains("env TOKEN value changed, now *** (masked: it looks like a secret)"),
+            "{text}"
+        );
+        assert!(text.contains("env EXTRA added: \"1\""), "{text}");
+        // What a person approves is shown: the value that makes node load a file.
+        assert!(
+            text.contains("env NODE_OPTIONS added: \"--require ./evil.js\""),
+            "{text}"
+        );
+        assert!(!text.contains("new-secret"), "{text}");
+        assert!(was.diff(&was_spec).is_empty());
     }
 
     #[test]
@@ -564,7 +629,7 @@ mod tests {
         let a = LaunchSpec::of(&http("https://127.0.0.1/mcp?token=one"));
         let b = LaunchSpec::of(&http("https://127.0.0.1/mcp?token=two"));
         assert_ne!(a.sha256, b.sha256);
-        let text = a.view.diff(&b.view).join("\n");
+        let text = a.view.diff(&b).join("\n");
         assert!(text.contains("url: a hidden value"), "{text}");
         assert!(!text.contains("one") && !text.contains("two"), "{text}");
         assert!(!format!("{:?}", a.view).contains("Bearer"));

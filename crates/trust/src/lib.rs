@@ -26,7 +26,7 @@ mod store;
 
 use pin::hex;
 
-pub use launch::{LaunchSpec, LaunchView, parse_fingerprint};
+pub use launch::{LaunchSpec, LaunchView, ShownValues, parse_fingerprint};
 
 pub use pin::{ToolDiff, fingerprint, has_outdated_pins, upgrade_pins};
 pub use review::{Analysis, Error, Result, Review, ToolStanding};

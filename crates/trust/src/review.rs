@@ -305,6 +305,14 @@ impl Analysis {
             }
         }
         match (&self.scanner, &self.scanner_error) {
+            // Nothing listed yet (not started, or not approved to start): nothing was scanned,
+            // which "0 findings" would hide.
+            (Some(_), _) if self.tools.is_empty() => {
+                let _ = writeln!(
+                    out,
+                    "No scan yet: the server has listed no tools (it is scanned when it does)."
+                );
+            }
             (Some(scanner), _) => {
                 let findings = self.findings();
                 let _ = writeln!(
@@ -334,7 +342,7 @@ impl Analysis {
         for tool in &self.tools {
             let _ = writeln!(out, "\nTool {} ({})", quote(&tool.name), tool.standing);
             let _ = writeln!(out, "  description: {}", quote(&tool.description));
-            let _ = writeln!(out, "  inputSchema: {}", tool.input_schema);
+            let _ = writeln!(out, "  inputSchema: {}", spaced_json(&tool.input_schema));
             let annotations = tool
                 .annotations
                 .and_then(|a| serde_json::to_string(&a).ok())
@@ -361,10 +369,71 @@ impl Analysis {
     }
 }
 
+/// `value` as compact JSON with a space after each `:` and `,` (as Python's `json.dumps`
+/// writes it): one line, which a terminal can wrap between members.
+fn spaced_json(value: &serde_json::Value) -> String {
+    let mut out = Vec::new();
+    let mut writer = serde_json::Serializer::with_formatter(&mut out, SpacedFormatter);
+    if Serialize::serialize(value, &mut writer).is_err() {
+        return value.to_string();
+    }
+    String::from_utf8(out).unwrap_or_else(|_| value.to_string())
+}
+
+/// The formatter of [`spaced_json`].
+struct SpacedFormatter;
+
+impl serde_json::ser::Formatter for SpacedFormatter {
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if first {
+            Ok(())
+        } else {
+            writer.write_all(b", ")
+        }
+    }
+
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if first {
+            Ok(())
+        } else {
+            writer.write_all(b", ")
+        }
+    }
+
+    fn begin_object_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+    ) -> std::io::Result<()> {
+        writer.write_all(b": ")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use mcpproxy_policy::Severity;
+
+    #[test]
+    fn schemas_read_as_spaced_json_that_parses_back() {
+        let schema = json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id", "x"]});
+        let text = spaced_json(&schema);
+        assert_eq!(
+            text,
+            r#"{"properties": {"id": {"type": "string"}}, "required": ["id", "x"], "type": "object"}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&text).unwrap(),
+            schema
+        );
+    }
     use serde_json::json;
 
     fn tool(name: &str, description: &str) -> Tool {

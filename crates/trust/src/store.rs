@@ -398,7 +398,7 @@ impl TrustStore {
             }
             Some(launch) => Standing::LaunchNotApproved {
                 approved: Some(Box::new(launch.spec.clone())),
-                changes: launch.spec.diff(&spec.view),
+                changes: launch.spec.diff(&spec),
             },
             None => Standing::LaunchNotApproved {
                 approved: None,

@@ -415,6 +415,35 @@ pub(super) fn wrap(text: &str, width: usize) -> Vec<String> {
     lines
 }
 
+/// Prints a report (lines of text, some indented) on stdout, each line wrapped to the
+/// output's width ([`output_width`]) with its later parts indented four columns past the
+/// line's own indent; whole for a pipe with `COLUMNS` unset.
+pub(super) fn print_wrapped(text: &str) {
+    let width = output_width();
+    for line in text.lines() {
+        let Some(width) = width.filter(|w| display_width(line) > *w) else {
+            println!("{line}");
+            continue;
+        };
+        let body = line.trim_start_matches(' ');
+        let indent = " ".repeat(line.len() - body.len());
+        let hang = format!("{indent}    ");
+        let first = wrap(body, width.saturating_sub(indent.len()).max(20));
+        let head = first.first().map_or("", String::as_str);
+        println!("{indent}{head}");
+        // The rest, wrapped again to the narrower room under the hanging indent.
+        let rest = match body.strip_prefix(head) {
+            Some(rest) => rest.trim_start().to_owned(),
+            None => first[1..].join(" "),
+        };
+        if !rest.is_empty() {
+            for part in wrap(&rest, width.saturating_sub(hang.len()).max(20)) {
+                println!("{hang}{part}");
+            }
+        }
+    }
+}
+
 /// How wide output may be: `COLUMNS` when set to a number, else the width of the terminal
 /// stdout is, else `None` (a pipe or a file: lines are never cut, so scripts get them whole).
 pub(super) fn output_width() -> Option<usize> {

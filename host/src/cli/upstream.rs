@@ -21,7 +21,7 @@ use mcpproxy_trust::Analysis;
 use mcpproxy_upstream::{Approval, ServerStatus};
 
 use super::Globals;
-use super::output::{Format, Tone, print_data, print_table_toned};
+use super::output::{Format, Tone, print_data, print_table_toned, print_wrapped};
 use super::remote::Remote;
 use super::states::{print_state_details, state_word};
 
@@ -139,7 +139,7 @@ impl UpstreamCommand {
                     close(backend).await;
                     let analysis = analysis?;
                     if !print_data(&analysis, args.common.output)? {
-                        print!("{}", analysis.to_text());
+                        print_wrapped(&analysis.to_text());
                     }
                     Ok(ExitCode::SUCCESS)
                 }

@@ -280,7 +280,7 @@ impl Proxy {
                 match reviewed {
                     Some(reviewed) => {
                         let _ = writeln!(text, "What changed since then:");
-                        for line in reviewed.diff(&now.view) {
+                        for line in reviewed.diff(&now) {
                             let _ = writeln!(text, "  {line}");
                         }
                     }
@@ -305,7 +305,7 @@ impl Proxy {
                 );
                 if let Some(approved) = &approved {
                     let _ = writeln!(text, "What changed since it was approved:");
-                    for line in approved.spec.diff(&now.view) {
+                    for line in approved.spec.diff(&now) {
                         let _ = writeln!(text, "  {line}");
                     }
                 }
