@@ -662,3 +662,65 @@ async fn approve_launch_only_starts_a_server_quarantined_for_review() {
     assert!(echo(&client, "later").await.is_err(), "later is still held");
     client.cancel().await.unwrap();
 }
+
+/// A grant that contains the data dir (the home directory holds `~/.mcpproxy`) can never
+/// start: `upstream add` refuses it with the reason and writes nothing, whether an mcpproxy
+/// runs (the change goes through it) or not (the CLI edits the file).
+#[test]
+fn a_grant_that_reaches_the_data_dir_is_refused_at_add() {
+    let proxy = Proxy::builder(&config_with(vec![])).start();
+    let data_dir = proxy.data_dir.path().to_owned();
+    let home_like = data_dir.parent().expect("the data dir's parent").to_owned();
+    let before = std::fs::read_to_string(config_file(&proxy)).unwrap();
+    let add = |dir: &Path, config: &Path| {
+        TestCommand::new(dir)
+            .args(["upstream", "add", "homely", "--write"])
+            .args([&home_like])
+            .args(["--config"])
+            .args([config])
+            .args(["--", fixture_bin().to_str().unwrap()])
+            .output()
+    };
+    let refused = |out: &CmdOutput| {
+        assert_ne!(out.code(), Some(0), "{}", out.stdout());
+        let stderr = out.stderr();
+        assert!(
+            stderr.contains("could never start")
+                && stderr.contains(&format!("`{}`", home_like.display()))
+                && stderr.contains("mcpproxy's data dir")
+                && stderr.contains("grant a directory beside it instead"),
+            "{stderr}"
+        );
+    };
+    let out = add(&data_dir, &config_file(&proxy));
+    refused(&out);
+    assert_eq!(
+        std::fs::read_to_string(config_file(&proxy)).unwrap(),
+        before,
+        "the config changed"
+    );
+    // No mcpproxy on this data dir: the CLI checks before it writes, too.
+    let offline = tempfile::tempdir().unwrap();
+    let offline_data = offline.path().join("data");
+    let offline_config = offline.path().join("mcp_config.json");
+    std::fs::write(&offline_config, "{}").unwrap();
+    let out = TestCommand::new(&offline_data)
+        .args(["upstream", "add", "homely", "--write"])
+        .args([offline.path()])
+        .args(["--config"])
+        .args([&offline_config])
+        .args(["--", fixture_bin().to_str().unwrap()])
+        .output();
+    assert_ne!(out.code(), Some(0), "{}", out.stdout());
+    assert!(
+        out.stderr().contains("mcpproxy's data dir"),
+        "{}",
+        out.stderr()
+    );
+    assert!(
+        !std::fs::read_to_string(&offline_config)
+            .unwrap_or_default()
+            .contains("homely"),
+        "the file was written"
+    );
+}

@@ -46,5 +46,5 @@ pub use prepared::{
     missing_features, prepare,
 };
 pub use shims::{ResolvedShim, resolve_shim};
-pub use spec::{ForbiddenPath, Network, ResourceLimits, SandboxSpec};
+pub use spec::{ForbiddenPath, Network, ResourceLimits, SandboxSpec, check_grants_against};
 pub use support::Support;

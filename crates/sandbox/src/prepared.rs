@@ -414,14 +414,15 @@ fn read_grants(
     ) {
         // A tree that reaches the data dir is not granted (the server may then fail to
         // start, which is the safe way to fail).
-        if forbidden_overlap(&tree, spec).is_none() && !read.contains(&tree) {
+        if crate::spec::forbidden_overlap(&tree, &spec.forbidden).is_none() && !read.contains(&tree)
+        {
             read.push(tree);
         }
     }
     if let Some(dir) = launch.working_dir
         && Some(dir) != real_home
         && dir.parent().is_some()
-        && forbidden_overlap(dir, spec).is_none()
+        && crate::spec::forbidden_overlap(dir, &spec.forbidden).is_none()
         && !read.iter().any(|r| dir.starts_with(r))
     {
         read.push(dir.to_path_buf());
@@ -608,28 +609,7 @@ pub fn missing_features(spec: &SandboxSpec, support: &Support) -> Vec<String> {
 
 /// Refuses grants that reach a forbidden path.
 fn check_grants(spec: &SandboxSpec) -> Result<(), Error> {
-    for grant in spec.read.iter().chain(&spec.write) {
-        if let Some(forbidden) = forbidden_overlap(grant, spec) {
-            return Err(Error::Forbidden {
-                grant: grant.display().to_string(),
-                what: forbidden.what,
-                forbidden: forbidden.path.display().to_string(),
-            });
-        }
-    }
-    Ok(())
-}
-
-fn forbidden_overlap<'a>(
-    grant: &Path,
-    spec: &'a SandboxSpec,
-) -> Option<&'a crate::spec::ForbiddenPath> {
-    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    let grant = canonical(grant);
-    spec.forbidden.iter().find(|f| {
-        let forbidden = canonical(&f.path);
-        forbidden.starts_with(&grant) || grant.starts_with(&forbidden)
-    })
+    crate::spec::check_grants_against(spec.read.iter().chain(&spec.write), &spec.forbidden)
 }
 
 /// The prefix of a sandbox's private directory in the temp dir; the owner's pid follows.

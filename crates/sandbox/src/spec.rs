@@ -120,3 +120,35 @@ pub struct ForbiddenPath {
     pub what: &'static str,
     pub path: PathBuf,
 }
+
+/// Refuses the first of `grants` that contains or lies in one of `forbidden` (a server
+/// granted it could never start): what a change to a server's `isolation` is checked with
+/// before it is written, and what a start checks again.
+pub fn check_grants_against<'a>(
+    grants: impl IntoIterator<Item = &'a PathBuf>,
+    forbidden: &[ForbiddenPath],
+) -> Result<(), crate::Error> {
+    for grant in grants {
+        if let Some(reached) = forbidden_overlap(grant, forbidden) {
+            return Err(crate::Error::Forbidden {
+                grant: grant.display().to_string(),
+                what: reached.what,
+                forbidden: reached.path.display().to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn forbidden_overlap<'a>(
+    grant: &std::path::Path,
+    forbidden: &'a [ForbiddenPath],
+) -> Option<&'a ForbiddenPath> {
+    let canonical =
+        |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let grant = canonical(grant);
+    forbidden.iter().find(|f| {
+        let forbidden = canonical(&f.path);
+        forbidden.starts_with(&grant) || grant.starts_with(&forbidden)
+    })
+}

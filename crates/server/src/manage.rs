@@ -130,6 +130,13 @@ pub enum Error {
     Edit(#[from] EditError),
     #[error("the change was not made: it would make the config invalid: {0}")]
     Invalid(config::Error),
+    /// A sandbox grant reaches what no server may (the data dir, the config file): the
+    /// server could never start.
+    #[error("the change was not made: server '{server}' could never start: {source}")]
+    Unreachable {
+        server: String,
+        source: mcpproxy_sandbox::Error,
+    },
     #[error("cannot write {}: {source}", path.display())]
     Write {
         path: PathBuf,
@@ -346,7 +353,13 @@ impl Manager {
             ),
             None => {
                 let path = self.path.clone().ok_or(Error::NoConfigFile)?;
-                let config = change_file(&path, self.home.as_deref(), change, actor)?;
+                let config = change_file(
+                    &path,
+                    self.home.as_deref(),
+                    change,
+                    actor,
+                    self.upstreams.forbidden_paths(),
+                )?;
                 (config, path.display().to_string())
             }
         };
@@ -522,11 +535,16 @@ pub fn approve_written(
 /// Makes `change` in the config file at `path` (made if missing): read, edited in place,
 /// validated as a whole, written back atomically. Returns the new configuration. Used by
 /// a running proxy ([`Manager::change`]) and by the CLI when none runs.
+///
+/// `forbidden` are the paths no server's sandbox may reach (the data dir, the config file):
+/// a change granting one is refused before anything is written, with the reason, since the
+/// server could never start (granting the home directory grants the data dir in it).
 pub fn change_file(
     path: &Path,
     home: Option<&Path>,
     change: Change,
     actor: Actor,
+    forbidden: &[mcpproxy_sandbox::ForbiddenPath],
 ) -> Result<Config, Error> {
     let change = match actor {
         Actor::Agent => for_an_agent(change)?,
@@ -548,6 +566,7 @@ pub fn change_file(
         })?;
     }
     let mut document = Document::parse(&text)?;
+    let name = change.name().to_owned();
     match change {
         Change::Add { name, entry } => document.add_server(&name, &entry)?,
         Change::Remove { name } => document.remove_server(&name)?,
@@ -555,6 +574,9 @@ pub fn change_file(
     }
     let text = document.to_text();
     let config = validate(path, home, &text).map_err(Error::Invalid)?;
+    if let Some(server) = config.server(&name) {
+        check_grants(server, forbidden)?;
+    }
     if config.management.read_only {
         return Err(Error::ReadOnly {
             path: Some(path.to_owned()),
@@ -565,6 +587,22 @@ pub fn change_file(
         source,
     })?;
     Ok(config)
+}
+
+/// Refuses a stdio server whose sandbox grants reach one of `forbidden`.
+fn check_grants(
+    server: &ServerConfig,
+    forbidden: &[mcpproxy_sandbox::ForbiddenPath],
+) -> Result<(), Error> {
+    let isolation = &server.isolation;
+    if !isolation.enabled || !matches!(server.transport, Transport::Stdio { .. }) {
+        return Ok(());
+    }
+    mcpproxy_sandbox::check_grants_against(isolation.read.iter().chain(&isolation.write), forbidden)
+        .map_err(|source| Error::Unreachable {
+            server: mcpproxy_support::quote(&server.name),
+            source,
+        })
 }
 
 fn validate(path: &Path, home: Option<&Path>, text: &str) -> Result<Config, config::Error> {

@@ -198,7 +198,7 @@ fn record_unapproved_launches(proxy: &Arc<Proxy>) {
 /// What no server's sandbox may grant: the data dir (approvals, pins, the journal, the
 /// control socket) and the config file (every server's secrets; an agent's way to widen a
 /// sandbox).
-fn forbidden_paths(
+pub fn forbidden_paths(
     data_dir: &Path,
     config_file: Option<&Path>,
 ) -> Vec<mcpproxy_sandbox::ForbiddenPath> {

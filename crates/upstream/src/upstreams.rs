@@ -314,6 +314,11 @@ impl Upstreams {
     }
 
     /// The trust decisions the upstreams are held against.
+    /// The paths no server's sandbox may reach (the data dir, the config file).
+    pub fn forbidden_paths(&self) -> &[mcpproxy_sandbox::ForbiddenPath] {
+        &self.forbidden_paths
+    }
+
     pub fn trust(&self) -> &Arc<TrustStore> {
         &self.trust
     }

@@ -233,7 +233,8 @@ fn change_in_file(
     let trust = mcpproxy_server::runtime::open_trust(data_dir, &before.servers)?;
     let name = change.name().to_owned();
     let removing = matches!(change, Change::Remove { .. });
-    let after = change_file(path, home, change, Actor::Person)?;
+    let forbidden = mcpproxy_server::runtime::forbidden_paths(data_dir, Some(path));
+    let after = change_file(path, home, change, Actor::Person, &forbidden)?;
     if removing {
         trust.forget(&name)?;
         return Ok(());
