@@ -185,3 +185,49 @@ fn a_file_with_comments_is_read_but_never_rewritten() {
     out.assert_code(2);
     assert!(out.stderr().contains("is not JSON"), "{}", out.stderr());
 }
+
+/// `client add --http` writes the address the running mcpproxy listens on (here a port the
+/// OS picked, not the config's `listen`); with none running it writes the config's address
+/// and says that nothing answers there yet, and that it is only the default.
+#[test]
+fn http_clients_get_the_address_the_running_proxy_listens_on() {
+    let proxy =
+        crate::support::mcp::Proxy::builder(&crate::support::mcp::config_with(vec![])).start();
+    let file = proxy.data_dir.path().join("cursor-mcp.json");
+    let out = TestCommand::new(proxy.data_dir.path())
+        .args(["client", "add", "cursor", "--http", "--config-file"])
+        .args([&file])
+        .output();
+    out.assert_code(0);
+    assert_eq!(
+        read(&file)["mcpServers"]["mcpproxy"],
+        json!({"url": proxy.url}),
+        "{}",
+        out.stderr()
+    );
+    assert!(!out.stderr().contains("note:"), "{}", out.stderr());
+
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("cursor-mcp.json");
+    let out = run(
+        home.path(),
+        &[
+            "add",
+            "cursor",
+            "--http",
+            "--config-file",
+            file.to_str().unwrap(),
+        ],
+    );
+    out.assert_code(0);
+    assert_eq!(
+        read(&file)["mcpServers"]["mcpproxy"],
+        json!({"url": "http://127.0.0.1:8080/mcp"})
+    );
+    assert!(
+        out.stderr().contains("no mcpproxy is running on")
+            && out.stderr().contains("the config does not set `listen`"),
+        "{}",
+        out.stderr()
+    );
+}

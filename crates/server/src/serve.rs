@@ -368,7 +368,7 @@ impl Builder {
                     Some(FrontEnd::Http { relay, .. }) => relay.hand_back().await,
                     _ => None,
                 };
-                self.serve_http(&runtime, app.router, relayed, *listen)
+                self.serve_http(&runtime, app.router, relayed, *listen, &app.listening)
                     .await
             }
         };
@@ -428,6 +428,7 @@ impl Builder {
         router: axum::Router,
         relayed: Option<tokio::net::TcpListener>,
         listen: SocketAddr,
+        listening: &std::sync::OnceLock<SocketAddr>,
     ) -> Result<(), Error> {
         let http = &runtime.config.http;
         let bounds = listener::Bounds {
@@ -446,6 +447,7 @@ impl Builder {
                 "listening on {bound}, which is not a loopback address: /mcp needs the bearer token, /api/v1 the API key"
             );
         }
+        let _ = listening.set(bound);
         self.notices.send(Notice::Listening { bound });
         let server = tokio::spawn(listener::serve(
             socket,

@@ -147,8 +147,57 @@ impl ClientCommand {
             .context("HOME is not set: give the client's file with --config-file")?;
         match self {
             Self::List(args) => list(&home, args.output),
-            Self::Add(args) => change(&home, args, true),
-            Self::Remove(args) => change(&home, args, false),
+            Self::Add(args) => change(globals, &home, args, true),
+            Self::Remove(args) => change(globals, &home, args, false),
+        }
+    }
+}
+
+/// The address a client connects to over HTTP: the one the running mcpproxy of the data
+/// dir listens on; else the config's `listen`, saying on stderr that nothing answers there
+/// yet (and, when the config does not set `listen`, that the address is the default).
+fn http_address(globals: &Globals, home: &Path, config_path: Option<&Path>) -> Result<String> {
+    let loaded = config::load(config_path, Some(home))?;
+    let data_dir = globals.data_dir(loaded.config.data_dir.as_deref());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let running = runtime.block_on(async {
+        match super::remote::Remote::find(&loaded.config, &data_dir).await {
+            Ok(Some(remote)) => remote.get("/status", &[]).await.ok(),
+            Ok(None) | Err(_) => None,
+        }
+    });
+    let configured = format!("http://{}/mcp", loaded.config.listen);
+    let Some(status) = running else {
+        let set = loaded
+            .path
+            .as_deref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+            .is_some_and(|file| file.get("listen").is_some());
+        eprintln!(
+            "{} no mcpproxy is running on {}: the client is set up for {configured}, {}; start `mcpproxy serve` before the client connects",
+            super::output::paint_err("note:", Some(Tone::Caution)),
+            data_dir.display(),
+            if set {
+                "the config's `listen`"
+            } else {
+                "the default address (the config does not set `listen`)"
+            }
+        );
+        return Ok(configured);
+    };
+    match status["listening"].as_str() {
+        Some(url) => Ok(url.to_owned()),
+        None => {
+            eprintln!(
+                "{} the mcpproxy running on {} serves stdio, not HTTP: the client is set up for {configured} (the config's `listen`), where `mcpproxy serve` listens once started",
+                super::output::paint_err("note:", Some(Tone::Caution)),
+                data_dir.display()
+            );
+            Ok(configured)
         }
     }
 }
@@ -246,7 +295,7 @@ fn list(home: &Path, format: Format) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn change(home: &Path, args: ChangeArgs, add: bool) -> Result<ExitCode> {
+fn change(globals: &Globals, home: &Path, args: ChangeArgs, add: bool) -> Result<ExitCode> {
     let client = args.client;
     let path = args
         .config_file
@@ -254,8 +303,7 @@ fn change(home: &Path, args: ChangeArgs, add: bool) -> Result<ExitCode> {
         .unwrap_or_else(|| client.config_path(home));
     let fields = if add {
         let launch = if args.http {
-            let loaded = config::load(args.config.as_deref(), Some(home))?;
-            Launch::Http(format!("http://{}/mcp", loaded.config.listen))
+            Launch::Http(http_address(globals, home, args.config.as_deref())?)
         } else {
             let exe = std::env::current_exe()
                 .and_then(std::fs::canonicalize)

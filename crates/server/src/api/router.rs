@@ -38,6 +38,10 @@ pub struct ApiState {
     /// The cluster's journal (`cluster=true` on the activity endpoints), or why there is
     /// none (no `cluster.journal`, or its sink's settings do not say where it is).
     pub cluster_journal: Result<Arc<mcpproxy_cluster::journal::ClusterJournal>, String>,
+    /// The address this process serves HTTP on, once its listener is bound (never, when it
+    /// serves stdio): `GET /status` says it, so `client add --http` writes the address that
+    /// answers, not the config's default.
+    pub listening: Arc<std::sync::OnceLock<std::net::SocketAddr>>,
 }
 
 /// `/api/v1/...`, with the key check on every route.
@@ -341,6 +345,7 @@ async fn not_found() -> ApiError {
 async fn status(State(state): State<ApiState>) -> Response {
     ok(json!({
         "version": env!("CARGO_PKG_VERSION"),
+        "listening": state.listening.get().map(|bound| format!("http://{bound}/mcp")),
         "upstreams": state.proxy.upstreams().statuses(),
         "journal": state.journal.health(),
     }))

@@ -32,6 +32,8 @@ pub(super) struct App {
     pub(super) mcp_server: ProxyServer,
     /// The control socket, when it could be bound.
     pub(super) control: Option<ControlSocket>,
+    /// Set to the HTTP listener's address once bound (`GET /status` shows it).
+    pub(super) listening: Arc<std::sync::OnceLock<std::net::SocketAddr>>,
 }
 
 /// Where the owner's files are, for the parts that watch or write them.
@@ -93,7 +95,9 @@ pub(super) fn assemble(
         cluster_journal: mcpproxy_cluster::journal::ClusterJournal::from_config(&runtime.config)
             .map(Arc::new)
             .map_err(|e| e.to_string()),
+        listening: Arc::default(),
     };
+    let listening = api_state.listening.clone();
     let mut mcp_router = mcp::http::router(
         mcp_server.clone(),
         endpoint(&runtime.config, access.clone()),
@@ -109,6 +113,7 @@ pub(super) fn assemble(
         router,
         mcp_server,
         control,
+        listening,
     })
 }
 
