@@ -270,3 +270,26 @@ fn a_data_dir_held_by_another_process_is_refused_naming_it() {
         "{stderr}"
     );
 }
+
+/// A second `serve` over HTTP beside an owner that serves HTTP itself does not start a
+/// relay (and does not call that owner a stdio one): it stops, naming the address the
+/// owner serves, where clients connect instead.
+#[test]
+fn a_second_http_serve_points_at_the_owner_that_serves_http() {
+    let calls = tempfile::NamedTempFile::new().unwrap();
+    let proxy = Proxy::builder(&config_with(vec![stdio_fixture("fx", calls.path())])).start();
+    let config = proxy.data_dir.path().join("mcp_config.json");
+    let out = TestCommand::new(proxy.data_dir.path())
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .args([&config])
+        .output();
+    assert_ne!(out.code(), Some(0), "{}", out.stderr());
+    let stderr = out.stderr();
+    assert!(
+        stderr.contains(&format!("already serves MCP at {}", proxy.url))
+            && stderr.contains("--data-dir")
+            && !stderr.contains("serving stdio")
+            && !stderr.contains("relays"),
+        "{stderr}"
+    );
+}

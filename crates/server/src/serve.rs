@@ -54,6 +54,12 @@ pub enum Error {
         data_dir: PathBuf,
         listen: SocketAddr,
     },
+    /// A `serve` over HTTP beside an owner that serves HTTP itself.
+    #[error(
+        "the mcpproxy that owns {} already serves MCP at {url}: connect clients there (`mcpproxy client add CLIENT --http` writes it); to run a second proxy, give it a data dir of its own (--data-dir)",
+        data_dir.display()
+    )]
+    AlreadyServing { data_dir: PathBuf, url: String },
     #[error("cannot listen on {listen}: is another program using it? use --listen ADDR")]
     Bind {
         listen: SocketAddr,
@@ -288,6 +294,7 @@ impl Builder {
         let Some(owned) = owner::own(
             &self.files.data_dir,
             &self.transport,
+            self.file_config.api_key.as_deref(),
             &build,
             &self.notices,
             &self.shutdown,

@@ -37,10 +37,15 @@ pub(super) enum Event {
 
 impl FrontEnd {
     /// Starts the front-end on `owner`, the owner's socket.
+    ///
+    /// Over HTTP, an owner that serves HTTP itself is not relayed to: the error names the
+    /// address it serves, which clients use instead. `api_key` is the config's `api_key`
+    /// (else the data dir's key file is read), to ask the owner where it listens.
     pub(super) async fn start(
         owner: tokio::net::UnixStream,
         transport: &Transport,
         data_dir: &Path,
+        api_key: Option<&str>,
         notices: &Notices,
         shutdown: CancellationToken,
     ) -> Result<Self, Error> {
@@ -57,6 +62,12 @@ impl FrontEnd {
             Transport::Http { listen } => *listen,
         };
         drop(owner);
+        if let Some(url) = owner_http_address(data_dir, api_key).await {
+            return Err(Error::AlreadyServing {
+                data_dir: data_dir.to_owned(),
+                url,
+            });
+        }
         if !listen.ip().is_loopback() {
             return Err(Error::RelayNotLoopback {
                 data_dir: data_dir.to_owned(),
@@ -132,4 +143,26 @@ impl FrontEnd {
 /// The address a listener is bound to.
 pub(super) fn local_addr(socket: &tokio::net::TcpListener) -> Result<SocketAddr, Error> {
     socket.local_addr().map_err(Error::BoundAddress)
+}
+
+/// The MCP endpoint the owner of `data_dir` serves over HTTP (`listening` of its
+/// `GET /api/v1/status`, asked on its control socket), or `None` when it serves stdio only
+/// or cannot say.
+async fn owner_http_address(data_dir: &Path, api_key: Option<&str>) -> Option<String> {
+    let key = crate::api::key::load_existing(data_dir, api_key)?;
+    let http = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(5))
+        .unix_socket(crate::control::socket_path(data_dir))
+        .build()
+        .ok()?;
+    let status: serde_json::Value = http
+        .get("http://localhost/api/v1/status")
+        .header("X-API-Key", key)
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    status["data"]["listening"].as_str().map(str::to_owned)
 }

@@ -35,6 +35,7 @@ pub(super) struct Owned {
 pub(super) async fn own(
     data_dir: &Path,
     transport: &Transport,
+    api_key: Option<&str>,
     build: &impl Fn() -> runtime::Result<Runtime>,
     notices: &Notices,
     shutdown: &CancellationToken,
@@ -56,7 +57,14 @@ pub(super) async fn own(
             }
         }
         if let Some(owner) = crate::control::connect(data_dir).await {
-            let started = FrontEnd::start(owner, transport, data_dir, notices, shutdown.clone());
+            let started = FrontEnd::start(
+                owner,
+                transport,
+                data_dir,
+                api_key,
+                notices,
+                shutdown.clone(),
+            );
             front = Some(started.await?);
             continue;
         }
@@ -67,8 +75,14 @@ pub(super) async fn own(
                 let Some(owner) = wait_for_owner(data_dir, shutdown).await else {
                     return Err(e.into());
                 };
-                let started =
-                    FrontEnd::start(owner, transport, data_dir, notices, shutdown.clone());
+                let started = FrontEnd::start(
+                    owner,
+                    transport,
+                    data_dir,
+                    api_key,
+                    notices,
+                    shutdown.clone(),
+                );
                 front = Some(started.await?);
             }
             Err(e) => return Err(e.into()),
