@@ -660,20 +660,40 @@ async fn clickhouse_errors_become_clear_errors() {
          FROM numbers(1000001)",
     )
     .await;
-    let value = json!({
-        "plugins": {"sinks": ["clickhouse-sink"],
-                    "settings": {"clickhouse-sink": {"url": ch.url(), "table": "big"}}},
-        "cluster": {"journal": "clickhouse-sink"},
-    });
-    std::fs::write(&config, value.to_string()).unwrap();
-    let out = TestCommand::new(dir.path())
-        .args(["activity", "stats", "--cluster", "--config"])
-        .arg_path(&config)
-        .output();
+    // (A deadline the read cannot miss on a loaded machine: reading a million rows took
+    // over the default 30 s under load, which is the next check's case.)
+    let big = |timeout_ms: u64| {
+        json!({
+            "plugins": {"sinks": ["clickhouse-sink"],
+                        "settings": {"clickhouse-sink": {"url": ch.url(), "table": "big",
+                                                         "timeout_ms": timeout_ms}}},
+            "cluster": {"journal": "clickhouse-sink"},
+        })
+    };
+    std::fs::write(&config, big(600_000).to_string()).unwrap();
+    let stats = || {
+        TestCommand::new(dir.path())
+            .args(["activity", "stats", "--cluster", "--config"])
+            .arg_path(&config)
+            .output()
+    };
+    let out = stats();
     out.assert_code(2);
     assert!(
         out.stderr()
             .contains("the cluster journal holds more than 1000000 matching records"),
+        "{}",
+        out.stderr()
+    );
+    // A read past the sink's deadline says so and what to change, not that ClickHouse is
+    // down (it said "did not answer ... check that ClickHouse runs").
+    std::fs::write(&config, big(1).to_string()).unwrap();
+    let out = stats();
+    out.assert_code(2);
+    assert!(
+        out.stderr().contains(
+            "did not finish answering within 1 ms (plugins.settings.clickhouse-sink.timeout_ms)"
+        ) && !out.stderr().contains("check that ClickHouse runs"),
         "{}",
         out.stderr()
     );

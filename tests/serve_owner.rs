@@ -293,3 +293,114 @@ fn a_second_http_serve_points_at_the_owner_that_serves_http() {
         "{stderr}"
     );
 }
+
+/// Whether some process has `file` open (its `/proc/PID/fd` links to it).
+fn is_open_anywhere(file: &Path) -> bool {
+    let Ok(target) = std::fs::canonicalize(file) else {
+        return false;
+    };
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|entry| {
+            std::fs::read_dir(entry.path().join("fd"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|link| link == target))
+        })
+}
+
+/// A one-shot command that opened the data dir itself (no owner answered: a script's
+/// `mcpproxy call` or `upstream list`) does not stop a `serve` started meanwhile, which
+/// waits for it and then owns the data dir; and an `upstream add` made while that `serve`
+/// is still starting waits for it and goes through it, a person's approved add, instead of
+/// editing the file behind its back (which it took as a hand edit: `unapproved`).
+#[test]
+fn a_starting_serve_waits_for_a_one_shot_command_and_takes_the_changes_made_meanwhile() {
+    let calls = tempfile::NamedTempFile::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().to_owned();
+    let config = config_with(vec![stdio_fixture("fx", calls.path())]);
+    let config_path = data_dir.join("mcp_config.json");
+    std::fs::write(
+        &config_path,
+        crate::support::mcp::grant_fixture_files(&config).to_string(),
+    )
+    .unwrap();
+    crate::support::mcp::copy_cwasm(
+        &crate::support::mcp::shared_compile_cache(),
+        &data_dir.join("cache/plugins"),
+    );
+    // The one-shot command: an in-process call that takes a few seconds.
+    let one_shot = std::thread::spawn({
+        let (config_path, data_dir) = (config_path.clone(), data_dir.clone());
+        move || {
+            cli(
+                &config_path,
+                &data_dir,
+                &["call", "tool-read", "fx:slow", "-j", r#"{"ms": 4000}"#],
+            )
+        }
+    });
+    let journal = data_dir.join("activity.redb");
+    crate::support::poll::until_blocking(
+        "the one-shot command holds the journal",
+        Duration::from_secs(60),
+        || {
+            if is_open_anywhere(&journal) {
+                Ok(())
+            } else {
+                Err(String::new())
+            }
+        },
+    );
+    // `serve` starts now; it holds its marker at once and waits for the journal.
+    let serve = std::thread::spawn(move || Proxy::builder(&config).data_dir(dir).start());
+    let marker = data_dir.join("serve.marker");
+    crate::support::poll::until_blocking(
+        "serve marks the data dir",
+        Duration::from_secs(60),
+        || {
+            if is_open_anywhere(&marker) {
+                Ok(())
+            } else {
+                Err(String::new())
+            }
+        },
+    );
+    // (`--config` before `--`: everything after it is the server's command line.)
+    let added = TestCommand::new(&data_dir)
+        .args(["upstream", "add", "late", "--config"])
+        .args([&config_path])
+        .args([
+            "--",
+            crate::support::mcp::fixture_bin().to_str().unwrap(),
+            "--name",
+            "late",
+        ])
+        .output();
+    let one_shot = one_shot.join().unwrap();
+    one_shot.assert_code(0);
+    let proxy = serve
+        .join()
+        .expect("serve started after the one-shot command ended");
+    added.assert_code(0);
+    assert!(
+        !added.stdout().contains("no mcpproxy is running")
+            && !added.stderr().contains("no mcpproxy is running"),
+        "the add edited the file beside a starting serve: {}{}",
+        added.stdout(),
+        added.stderr()
+    );
+    let statuses = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(proxy.get_json("/api/v1/upstreams"));
+    let late = statuses["data"]
+        .as_array()
+        .and_then(|servers| servers.iter().find(|s| s["name"] == "late"))
+        .cloned()
+        .unwrap_or_else(|| panic!("late is not listed: {statuses}"));
+    assert_ne!(late["state"], "unapproved", "{late}");
+}

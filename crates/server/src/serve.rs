@@ -253,6 +253,15 @@ impl Builder {
         {
             return Err(Error::Unprotected { listen });
         }
+        // Says to commands on this data dir that a server is starting (held until it ends).
+        let _marker = crate::control::holder::mark_serving(&self.files.data_dir)
+            .inspect_err(|e| {
+                tracing::debug!(
+                    "cannot open {}: {e}",
+                    crate::control::holder::serve_marker(&self.files.data_dir).display()
+                );
+            })
+            .ok();
         // A replica of a cluster: the state the replicas share, joined before anything runs.
         let cluster = match self.config.cluster.postgres {
             Some(_) => Some(

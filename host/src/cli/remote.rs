@@ -19,10 +19,53 @@ pub(super) struct Remote {
     http: reqwest::Client,
 }
 
+/// How long a command waits for a process that holds the data dir's journal to answer on
+/// its control socket (an owner still starting, or a one-shot command finishing).
+const HOLDER_WAIT: Duration = Duration::from_secs(30);
+/// How often it looks meanwhile.
+const HOLDER_POLL: Duration = Duration::from_millis(100);
+
 impl Remote {
-    /// The server at the config's `listen` address, if one answers there. A server that
-    /// answers but refuses our key is an error, not "no server".
+    /// The data dir's running owner, or the server at the config's `listen` address, if one
+    /// answers there. A server that answers but refuses our key is an error, not "no server".
+    ///
+    /// While another mcpproxy process holds the data dir's journal, or its serve marker,
+    /// without answering yet (a `serve` still starting: its socket and key come last; or a
+    /// one-shot command), this waits for it, up to [`HOLDER_WAIT`]: the owner then takes the request, or the data dir is free
+    /// once the command ends. A command never acts on the data dir beside a starting owner
+    /// (an `upstream add` that wrote the file then was taken as a hand edit).
     pub(super) async fn find(config: &Config, data_dir: &Path) -> Result<Option<Self>> {
+        let journal = mcpproxy_server::runtime::journal_path(data_dir);
+        let deadline = tokio::time::Instant::now() + HOLDER_WAIT;
+        loop {
+            if let Some(remote) = Self::find_now(config, data_dir).await? {
+                return Ok(Some(remote));
+            }
+            // Only an mcpproxy process is waited for (another program holding the file
+            // is named by the error of the command's own attempt).
+            let held = |file: &Path| {
+                mcpproxy_server::control::holder::find(file)
+                    .filter(|holder| is_mcpproxy(&holder.command))
+            };
+            let Some(holder) = held(&journal)
+                .or_else(|| held(&mcpproxy_server::control::holder::serve_marker(data_dir)))
+            else {
+                return Ok(None);
+            };
+            if tokio::time::Instant::now() >= deadline {
+                return Err(anyhow!(
+                    "the data dir {} is in use by {holder}, which did not answer on its control socket {} within {} s: wait for it to finish or stop it, and try again",
+                    data_dir.display(),
+                    mcpproxy_server::control::socket_path(data_dir).display(),
+                    HOLDER_WAIT.as_secs()
+                ));
+            }
+            tokio::time::sleep(HOLDER_POLL).await;
+        }
+    }
+
+    /// [`Remote::find`] without waiting.
+    async fn find_now(config: &Config, data_dir: &Path) -> Result<Option<Self>> {
         let Some(key) = key::load_existing(data_dir, config.api_key.as_deref()) else {
             return Ok(None);
         };
@@ -169,4 +212,14 @@ impl Remote {
             ))
         }
     }
+}
+
+/// Whether a command line (as [`mcpproxy_server::control::holder::Holder`] shows it) runs
+/// an `mcpproxy` binary.
+fn is_mcpproxy(command: &str) -> bool {
+    command
+        .split(' ')
+        .next()
+        .and_then(|program| Path::new(program).file_name())
+        .is_some_and(|name| name == "mcpproxy")
 }

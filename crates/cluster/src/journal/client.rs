@@ -97,6 +97,14 @@ impl Client {
     }
 
     fn unreachable(&self, e: reqwest::Error) -> Error {
+        // A read cut by the client's own deadline is no sign that ClickHouse is down.
+        if e.is_timeout() {
+            return Error::TimedOut {
+                url: self.target.shown.clone(),
+                sink: self.target.sink.clone(),
+                ms: self.target.timeout.as_millis(),
+            };
+        }
         Error::Unreachable {
             url: self.target.shown.clone(),
             sink: self.target.sink.clone(),

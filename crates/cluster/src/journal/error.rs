@@ -24,6 +24,13 @@ pub enum Error {
         key: &'static str,
         problem: String,
     },
+    /// ClickHouse did not finish answering within the sink's `timeout_ms`.
+    #[error(
+        "the cluster journal at {url} did not finish answering within {ms} ms \
+         (plugins.settings.{sink}.timeout_ms): narrow the query (--since, --server, --type) or \
+         raise timeout_ms"
+    )]
+    TimedOut { url: String, sink: String, ms: u128 },
     /// No answer from ClickHouse.
     #[error(
         "the cluster journal at {url} did not answer ({reason}); check that ClickHouse runs and \

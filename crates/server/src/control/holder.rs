@@ -20,6 +20,24 @@ impl std::fmt::Display for Holder {
     }
 }
 
+/// The file every `serve` keeps open while it runs, owner or front-end, from its first
+/// moment (before it loads its plugins or opens the journal, which takes seconds on a cold
+/// start): a command that finds it open in an mcpproxy process knows a server is on its way
+/// and waits for its control socket, instead of acting on the data dir itself meanwhile.
+pub fn serve_marker(data_dir: &Path) -> std::path::PathBuf {
+    data_dir.join("serve.marker")
+}
+
+/// Opens [`serve_marker`] (making the data dir, private, if it is not there yet); the
+/// marker holds while the file stays open.
+pub fn mark_serving(data_dir: &Path) -> std::io::Result<std::fs::File> {
+    mcpproxy_support::create_private_dir(data_dir)?;
+    mcpproxy_support::open_private(
+        std::fs::OpenOptions::new().create(true).append(true),
+        &serve_marker(data_dir),
+    )
+}
+
 /// The first process other than this one with `file` open, if one can be seen.
 pub fn find(file: &Path) -> Option<Holder> {
     let target = std::fs::canonicalize(file).ok()?;

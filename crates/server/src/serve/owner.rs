@@ -13,8 +13,8 @@ use super::{Error, Notices, Transport};
 use crate::runtime::{self, Runtime};
 
 /// How long a starting `serve` waits for the process that holds the journal to answer on
-/// its control socket.
-const OWNER_START_WAIT: Duration = Duration::from_secs(10);
+/// its control socket, or to let go of the journal.
+const HOLDER_WAIT: Duration = Duration::from_secs(30);
 /// How often it asks meanwhile.
 const OWNER_POLL: Duration = Duration::from_millis(50);
 /// How soon a front-end whose owner stopped tries the journal again while it is still held
@@ -41,6 +41,9 @@ pub(super) async fn own(
     shutdown: &CancellationToken,
 ) -> Result<Option<Owned>, Error> {
     let mut front: Option<FrontEnd> = None;
+    // Since when the journal was found held, at most [`HOLDER_WAIT`] in all (a holder this
+    // process cannot see, another user's, would otherwise be tried forever).
+    let mut held_until: Option<tokio::time::Instant> = None;
     loop {
         if let Some(running) = front.as_mut() {
             let event = tokio::select! {
@@ -71,20 +74,30 @@ pub(super) async fn own(
         match build() {
             Ok(runtime) => return Ok(Some(Owned { runtime, front })),
             // Another process became the owner as this one started.
-            Err(e @ runtime::Error::Held { .. }) => {
-                let Some(owner) = wait_for_owner(data_dir, shutdown).await else {
-                    return Err(e.into());
-                };
-                let started = FrontEnd::start(
-                    owner,
-                    transport,
-                    data_dir,
-                    api_key,
-                    notices,
-                    shutdown.clone(),
-                );
-                front = Some(started.await?);
-            }
+            // Another process became the owner as this one started, or a one-shot command
+            // (`mcpproxy upstream list` with no owner running) holds the journal for now.
+            Err(e @ runtime::Error::Held { .. }) => match wait_for_owner(
+                data_dir,
+                *held_until.get_or_insert_with(|| tokio::time::Instant::now() + HOLDER_WAIT),
+                shutdown,
+            )
+            .await
+            {
+                Waited::Owner(owner) => {
+                    let started = FrontEnd::start(
+                        owner,
+                        transport,
+                        data_dir,
+                        api_key,
+                        notices,
+                        shutdown.clone(),
+                    );
+                    front = Some(started.await?);
+                }
+                // The command ended: try to own the data dir again.
+                Waited::Released => {}
+                Waited::TimedOut => return Err(e.into()),
+            },
             Err(e) => return Err(e.into()),
         }
     }
@@ -117,18 +130,34 @@ async fn take_over(
     None
 }
 
-/// Waits a little for a process that holds the journal to open its control socket (two
-/// `serve --stdio` started together: one becomes the owner, the other its front-end).
+/// What a `serve` that found the journal held waited for.
+enum Waited {
+    /// The holder's control socket answered: it owns the data dir.
+    Owner(tokio::net::UnixStream),
+    /// No process holds the journal any more (a one-shot command ended).
+    Released,
+    /// Neither, within [`HOLDER_WAIT`] (or shutdown).
+    TimedOut,
+}
+
+/// Waits, until `deadline`, for the process that holds the journal to open its control socket (two `serve`s
+/// started together: one becomes the owner, the other its front-end), or to let go of it (a
+/// one-shot command such as a script's `mcpproxy upstream list`, which opened the data dir
+/// because no owner answered yet): a read-only command does not keep `serve` from starting.
 async fn wait_for_owner(
     data_dir: &Path,
+    deadline: tokio::time::Instant,
     shutdown: &CancellationToken,
-) -> Option<tokio::net::UnixStream> {
-    let deadline = tokio::time::Instant::now() + OWNER_START_WAIT;
+) -> Waited {
+    let journal = runtime::journal_path(data_dir);
     while tokio::time::Instant::now() < deadline && !shutdown.is_cancelled() {
         if let Some(owner) = crate::control::connect(data_dir).await {
-            return Some(owner);
+            return Waited::Owner(owner);
+        }
+        if crate::control::holder::find(&journal).is_none() {
+            return Waited::Released;
         }
         tokio::time::sleep(OWNER_POLL).await;
     }
-    None
+    Waited::TimedOut
 }
