@@ -28,6 +28,8 @@ mod deploy_team;
 mod cli_call;
 /// `mcpproxy client add | remove | list`: mcpproxy written into an IDE's MCP config.
 mod cli_client;
+/// `mcpproxy doctor`, and the read-only commands beside a running owner when the file has a typo.
+mod cli_doctor;
 /// `mcpproxy upstream import`: what it leaves out (mcpproxy itself, duplicates) and why.
 mod cli_import;
 /// What the CLI prints for people: line breaks, widths, what waits for approval.

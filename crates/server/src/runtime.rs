@@ -5,7 +5,7 @@
 
 mod reload;
 
-pub use reload::{Reloader, watch as watch_plugins};
+pub use reload::{ReloadError, Reloaded, Reloader, watch as watch_plugins};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -80,6 +80,9 @@ enum Command {
     /// Replicas sharing one state in PostgreSQL (`cluster.postgres`): status.
     #[command(subcommand)]
     Cluster(super::cluster::ClusterCommand),
+    /// Check the config, the data dir, the running mcpproxy, each server's launch and the
+    /// plugins, and say what to do about each problem (exit 1 when there is one).
+    Doctor(super::doctor::DoctorCommand),
 }
 
 /// Global options every command can read.
@@ -137,6 +140,7 @@ pub fn run() -> ExitCode {
         Command::Secret(cmd) => cmd.run(&globals),
         Command::Client(cmd) => cmd.run(&globals),
         Command::Cluster(cmd) => cmd.run(&globals),
+        Command::Doctor(cmd) => cmd.run(&globals),
     };
     match result {
         Ok(code) => code,

@@ -8,6 +8,7 @@ mod call;
 mod client;
 mod cluster;
 mod code;
+mod doctor;
 mod import_check;
 mod login;
 mod output;

@@ -19,6 +19,37 @@ pub(super) struct Remote {
     http: reqwest::Client,
 }
 
+/// The config a command works with, or the data dir's running owner when the config file
+/// does not load.
+pub(super) enum Reading {
+    Config(Box<mcpproxy_config::Loaded>),
+    /// The file is broken (a typo), but the owner serves on with the config it loaded, and
+    /// answers: a note on stderr said what is wrong with the file.
+    Owner(Remote),
+}
+
+impl Reading {
+    /// Loads the config; when that fails and an owner runs on the data dir (`--data-dir`,
+    /// `MCPPROXY_DATA_DIR` or `~/.mcpproxy`: a broken file cannot say another), the owner.
+    /// A typo in the file does not lock a person out of `upstream list` or `activity list`
+    /// while the proxy itself serves on; with no owner, the file's error as always.
+    pub(super) async fn load(globals: &super::Globals, config: Option<&Path>) -> Result<Self> {
+        let error = match mcpproxy_config::load(config, globals.home.as_deref()) {
+            Ok(loaded) => return Ok(Self::Config(Box::new(loaded))),
+            Err(error) => error,
+        };
+        let data_dir = globals.data_dir(None);
+        if let Ok(Some(remote)) = Remote::find(&Config::default(), &data_dir).await {
+            eprintln!(
+                "{} {error}\n      the running mcpproxy answers with the config it loaded before; fix the file (`mcpproxy doctor` checks it)",
+                super::output::paint_err("note:", Some(super::output::Tone::Caution))
+            );
+            return Ok(Self::Owner(remote));
+        }
+        Err(error.into())
+    }
+}
+
 /// How long a command waits for a process that holds the data dir's journal to answer on
 /// its control socket (an owner still starting, or a one-shot command finishing).
 const HOLDER_WAIT: Duration = Duration::from_secs(30);

@@ -7,7 +7,6 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 
-use mcpproxy_config as config;
 use mcpproxy_server::proxy::{RetrievedTool, Withheld};
 use mcpproxy_upstream::ServerStatus;
 
@@ -109,10 +108,21 @@ async fn fetch(
     search: Option<(&str, u64)>,
     server: Option<String>,
 ) -> Result<Listing> {
-    let loaded = config::load(common.config.as_deref(), globals.home.as_deref())?;
-    let config = loaded.config;
+    let (loaded, owner) =
+        match super::remote::Reading::load(globals, common.config.as_deref()).await? {
+            super::remote::Reading::Config(loaded) => (Some(*loaded), None),
+            super::remote::Reading::Owner(remote) => (None, Some(remote)),
+        };
+    let config = loaded
+        .as_ref()
+        .map(|l| l.config.clone())
+        .unwrap_or_default();
     let data_dir = globals.data_dir(config.data_dir.as_deref());
-    if let Some(remote) = Remote::find(&config, &data_dir).await? {
+    let remote = match owner {
+        Some(remote) => Some(remote),
+        None => Remote::find(&config, &data_dir).await?,
+    };
+    if let Some(remote) = remote {
         let data = match (search, &server) {
             (Some((q, n)), _) => {
                 remote
@@ -140,8 +150,9 @@ async fn fetch(
     {
         bail!("unknown server '{name}'");
     }
+    let config_path = loaded.and_then(|l| l.path);
     let runtime =
-        Runtime::build_for_one(config, &data_dir, loaded.path.as_deref(), server.as_deref())
+        Runtime::build_for_one(config, &data_dir, config_path.as_deref(), server.as_deref())
             .await?;
     let tools = match search {
         Some((q, n)) => runtime.proxy.retrieve(q.to_owned(), n as usize).await,

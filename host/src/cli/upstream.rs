@@ -14,7 +14,6 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use mcpproxy_activity::Source;
-use mcpproxy_config as config;
 use mcpproxy_server::runtime::Runtime;
 use mcpproxy_support::quote;
 use mcpproxy_trust::Analysis;
@@ -199,7 +198,10 @@ impl UpstreamCommand {
 
 /// The running server, or the proxy built here for `server` (or every server).
 async fn open(globals: &Globals, common: &Common, server: Option<&str>) -> Result<Backend> {
-    let loaded = config::load(common.config.as_deref(), globals.home.as_deref())?;
+    let loaded = match super::remote::Reading::load(globals, common.config.as_deref()).await? {
+        super::remote::Reading::Config(loaded) => *loaded,
+        super::remote::Reading::Owner(remote) => return Ok(Backend::Remote(remote)),
+    };
     let config = loaded.config;
     // In a cluster the servers and their approvals are the cluster's, not the file's.
     let clustered = config.cluster.postgres.is_some();

@@ -1,5 +1,6 @@
-//! `POST /api/v1/plugins/reload`: the policy plugins loaded again, checked and put in force
-//! (see `runtime::reload`); a refused set leaves the plugins in force judging.
+//! `GET /api/v1/plugins`: the policy plugins in force; `POST /api/v1/plugins/reload`: loaded
+//! again, checked and put in force (see `runtime::reload`); a refused set leaves the plugins
+//! in force judging.
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -23,4 +24,16 @@ pub(super) async fn reload(State(state): State<ApiState>) -> Result<Response, Ap
         Ok(reloaded) => Ok(ok(reloaded)),
         Err(e) => Err(ApiError::with_status(StatusCode::CONFLICT, e.to_string())),
     }
+}
+
+/// `GET /plugins`: `{"annotators": [...], "validators": [...], "guards": [...]}` in force,
+/// each `name version`, in order.
+pub(super) async fn in_force(State(state): State<ApiState>) -> Result<Response, ApiError> {
+    let Some(reloader) = state.reloader.as_ref() else {
+        return Err(ApiError::with_status(
+            StatusCode::CONFLICT,
+            "this process does not run the proxy (no owner); start `mcpproxy serve`",
+        ));
+    };
+    Ok(ok(reloader.in_force()))
 }

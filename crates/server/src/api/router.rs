@@ -81,6 +81,7 @@ pub fn router(state: ApiState) -> Router {
             "/upstreams/{name}/login/callback",
             post(super::login::finish),
         )
+        .route("/plugins", get(super::plugins::in_force))
         .route("/plugins/reload", post(super::plugins::reload))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

@@ -36,6 +36,29 @@ pub enum ReloadError {
         "the new plugin set faulted on a probe call ({0}); it was not put in force and the plugins in force keep judging"
     )]
     Probe(String),
+    /// The config file, read again for its `plugins` lists, is not valid.
+    #[error("{0}; nothing was reloaded and the plugins in force keep judging")]
+    Config(String),
+}
+
+impl Reloaded {
+    /// What `annotators`, `validators` and `guards` are, as a reload reports them.
+    pub fn of(
+        annotators: &[Arc<mcpproxy_plugin_host::Plugin>],
+        validators: &[Arc<mcpproxy_plugin_host::Plugin>],
+        guards: &[Arc<mcpproxy_plugin_host::Plugin>],
+    ) -> Self {
+        let names = |ps: &[Arc<mcpproxy_plugin_host::Plugin>]| {
+            ps.iter()
+                .map(|p| format!("{} {}", p.name(), p.info().version))
+                .collect()
+        };
+        Self {
+            annotators: names(annotators),
+            validators: names(validators),
+            guards: names(guards),
+        }
+    }
 }
 
 /// Reloads the policy plugins of one running proxy.
@@ -46,6 +69,12 @@ pub struct Reloader {
     proxy: Arc<Proxy>,
     /// One reload at a time (a watch and a person may ask at once).
     running: Mutex<()>,
+    /// The config file (and the home for its `~`), read again at each reload for its
+    /// `plugins` lists: an edit of `plugins.validators` takes effect at the next reload.
+    config_file: Option<(PathBuf, Option<PathBuf>)>,
+    /// The plugins in force: what the proxy started with, then what each reload put in
+    /// force (`GET /api/v1/plugins`).
+    in_force: Mutex<Reloaded>,
 }
 
 impl Reloader {
@@ -62,7 +91,32 @@ impl Reloader {
             plugins_dir,
             proxy,
             running: Mutex::new(()),
+            config_file: None,
+            in_force: Mutex::new(Reloaded {
+                annotators: Vec::new(),
+                validators: Vec::new(),
+                guards: Vec::new(),
+            }),
         }
+    }
+
+    /// Reads `path` again at each reload for its `plugins` lists (`home` expands its `~`).
+    #[must_use]
+    pub fn following(mut self, path: Option<PathBuf>, home: Option<PathBuf>) -> Self {
+        self.config_file = path.map(|path| (path, home));
+        self
+    }
+
+    /// The plugins the proxy started with.
+    #[must_use]
+    pub fn starting_with(self, in_force: Reloaded) -> Self {
+        *mcpproxy_support::lock(&self.in_force) = in_force;
+        self
+    }
+
+    /// The plugins in force now.
+    pub fn in_force(&self) -> Reloaded {
+        mcpproxy_support::lock(&self.in_force).clone()
     }
 
     /// The plugins dir this reloader loads from, if any (what a watch follows).
@@ -77,7 +131,19 @@ impl Reloader {
         let plugins =
             super::load_plugins(&self.config, &self.data_dir, self.plugins_dir.as_deref())
                 .map_err(|e| failed(e.into()))?;
-        let picks = &self.config.plugins;
+        // The lists as the file says them now (an edit since the start included); the
+        // plugins dir and the settings stay as the proxy started with.
+        let reread;
+        let picks = match &self.config_file {
+            Some((path, home)) => {
+                reread = mcpproxy_config::load(Some(path), home.as_deref())
+                    .map_err(|e| ReloadError::Config(e.to_string()))?
+                    .config
+                    .plugins;
+                &reread
+            }
+            None => &self.config.plugins,
+        };
         let annotators = super::select(
             &plugins,
             PluginKind::Annotator,
@@ -116,16 +182,8 @@ impl Reloader {
         probe(&pipeline)?;
         self.proxy.replace_pipeline(Arc::new(pipeline));
         self.proxy.replace_guards(Arc::new(result_guards));
-        let names = |ps: &[Arc<mcpproxy_plugin_host::Plugin>]| {
-            ps.iter()
-                .map(|p| format!("{} {}", p.name(), p.info().version))
-                .collect()
-        };
-        let reloaded = Reloaded {
-            annotators: names(&annotators),
-            validators: names(&validators),
-            guards: names(&guards),
-        };
+        let reloaded = Reloaded::of(&annotators, &validators, &guards);
+        *mcpproxy_support::lock(&self.in_force) = reloaded.clone();
         tracing::info!(
             "plugins reloaded: annotators {:?}, validators {:?}, result guards {:?}",
             reloaded.annotators,

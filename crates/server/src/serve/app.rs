@@ -71,12 +71,20 @@ pub(super) fn assemble(
         allowed_hosts: runtime.config.allowed_hosts.clone(),
         allowed_origins: runtime.config.allowed_origins.clone(),
     };
-    let reloader = Arc::new(Reloader::new(
-        runtime.config.clone(),
-        files.data_dir.clone(),
-        files.plugins_dir.clone(),
-        runtime.proxy.clone(),
-    ));
+    let reloader = Arc::new(
+        Reloader::new(
+            runtime.config.clone(),
+            files.data_dir.clone(),
+            files.plugins_dir.clone(),
+            runtime.proxy.clone(),
+        )
+        .following(files.config_path.clone(), files.home.clone())
+        .starting_with(crate::runtime::Reloaded::of(
+            &runtime.annotators,
+            &runtime.validators,
+            &runtime.guards,
+        )),
+    );
     if let Err(e) = crate::runtime::watch_plugins(reloader.clone(), shutdown.clone()) {
         tracing::warn!(
             "cannot watch the plugins dir for changes (run `mcpproxy plugins reload` after changing it): {e}"

@@ -11,7 +11,7 @@ use clap::Args;
 use mcpproxy_activity::{Journal, JournalOptions};
 
 use crate::cli::Globals;
-use crate::cli::remote::Remote;
+use crate::cli::remote::{Reading, Remote};
 use mcpproxy_cluster::journal::ClusterJournal;
 use mcpproxy_config::{self as config, Config};
 use mcpproxy_server::runtime::journal_path;
@@ -48,7 +48,10 @@ pub(super) async fn open_trail(source: &Source, globals: &Globals, cluster: bool
 }
 
 pub(super) async fn open(source: &Source, globals: &Globals) -> Result<Store> {
-    let loaded = config::load(source.config.as_deref(), globals.home.as_deref())?;
+    let loaded = match Reading::load(globals, source.config.as_deref()).await? {
+        Reading::Config(loaded) => *loaded,
+        Reading::Owner(remote) => return Ok(Store::Remote(remote)),
+    };
     let config: Config = loaded.config;
     let data_dir = globals.data_dir(config.data_dir.as_deref());
     if let Some(remote) = Remote::find(&config, &data_dir).await? {
