@@ -101,6 +101,22 @@ fn doctor_says_what_is_wrong_and_a_typo_locks_no_one_out() {
         "{}",
         reload.stderr()
     );
+    // `plugins list` says what the running proxy has in force: the edit named a validator
+    // it does not have, and the reload was refused, so intent-matrix alone judges.
+    let list = run(&["plugins", "list", "-o", "json"]);
+    list.assert_code(0);
+    let plugins: Value = serde_json::from_str(&list.stdout()).unwrap();
+    let active = |name: &str| {
+        plugins
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .map(|p| p["active"].clone())
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(active("intent-matrix"), "yes", "{plugins:#}");
+    assert_eq!(active("safety-routing"), "opt-in", "{plugins:#}");
     let json = run(&["doctor", "-o", "json"]);
     let findings: Value = serde_json::from_str(&json.stdout()).unwrap();
     assert!(

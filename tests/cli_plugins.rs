@@ -26,6 +26,24 @@ fn list_shows_the_embedded_defaults() {
             && l.contains("embedded")),
         "{stdout}"
     );
+    // Which of them judge calls: as `serve` would pick them (no mcpproxy runs here).
+    let active = |name: &str| {
+        lines
+            .iter()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().last())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(lines[0].ends_with("ACTIVE"), "{stdout}");
+    assert_eq!(active("intent-matrix"), "yes", "{stdout}");
+    assert_eq!(active("safety-routing"), "opt-in", "{stdout}");
+    assert_eq!(active("http-sink"), "opt-in", "{stdout}");
+    assert!(
+        out.stderr().contains("as `mcpproxy serve` would pick them"),
+        "{}",
+        out.stderr()
+    );
 }
 
 #[test]
@@ -449,6 +467,24 @@ fn a_new_rust_validator_builds_as_written_and_passes_its_cases() {
         readme.contains("mcpproxy plugins check no_blocked.wasm --cases cases.json"),
         "{readme}"
     );
+    // The config it shows loads the plugin in every `serve` (the one an IDE starts too): a
+    // plugins dir in the config, not `serve --plugins DIR`, which loads it in one process.
+    let snippet = readme
+        .split("```json\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a JSON config in the README");
+    let snippet: serde_json::Value = serde_json::from_str(snippet).expect("the README's JSON");
+    assert_eq!(
+        snippet["plugins"]["dir"], "~/.mcpproxy/plugins",
+        "{snippet}"
+    );
+    assert_eq!(
+        snippet["plugins"]["validators"],
+        serde_json::json!(["intent-matrix", "no-blocked"]),
+        "{snippet}"
+    );
+    assert!(!readme.contains("serve --plugins plugins"), "{readme}");
 
     // A target dir kept across runs (the build is the same every time).
     let target = crate::support::target_dir().join("template-build");

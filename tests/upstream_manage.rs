@@ -724,3 +724,108 @@ fn a_grant_that_reaches_the_data_dir_is_refused_at_add() {
         "the file was written"
     );
 }
+
+/// `upstream edit`: a person changes a running server's environment and sandbox without
+/// removing it or editing the file by hand. The change is shown first, values included
+/// (secret-looking ones masked); made, it is in the file and the server restarts with it,
+/// approved (not `unapproved`, as a hand edit of the same change leaves it). What cannot be
+/// done is refused with what to give instead.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_person_edits_a_running_server_and_approves_what_is_shown() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut fx = fixture("fx", log.path());
+    fx["name"] = json!("fx");
+    fx["env"] = json!({"MODE": "a"});
+    let proxy = Proxy::builder(&config_with(vec![fx])).start();
+    let granted = tempfile::tempdir().unwrap();
+    let granted = granted.path().to_str().unwrap().to_owned();
+    let out = cli(
+        &proxy,
+        &[
+            "upstream",
+            "edit",
+            "fx",
+            "--env",
+            "MODE=b",
+            "--env",
+            "API_TOKEN=ghp_R7kQ2mZx9Lw4Tv8Np3Hs6Jd1Fb5Gc0Ya2Ue7W",
+            "--write",
+            &granted,
+        ],
+    );
+    out.assert_code(0);
+    let shown = out.stdout();
+    for expected in [
+        "'fx' will start changed:",
+        r#"env MODE value changed, now "b""#,
+        "env API_TOKEN added: *** (masked: it looks like a secret)",
+        "isolation was",
+        "changed 'fx' and approved its launch as shown",
+    ] {
+        assert!(shown.contains(expected), "no {expected:?} in {shown}");
+    }
+    assert!(!shown.contains("ghp_"), "{shown}");
+    let entry = server_entry(&read_config(&proxy), "fx").unwrap();
+    assert_eq!(entry["env"]["MODE"], "b", "{entry}");
+    assert!(
+        entry["isolation"]["write"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p == granted.as_str()),
+        "{entry}"
+    );
+    eventually("fx runs again, approved", async || {
+        serde_json::from_str::<Value>(&cli(&proxy, &["upstream", "list", "-o", "json"]).stdout())
+            .is_ok_and(|list| {
+                list.as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|s| s["name"] == "fx" && s["state"] == "ready")
+            })
+    })
+    .await;
+
+    // Back again: the variable unset, the grant revoked.
+    let out = cli(
+        &proxy,
+        &[
+            "upstream",
+            "edit",
+            "fx",
+            "--unset-env",
+            "API_TOKEN",
+            "--revoke",
+            &granted,
+        ],
+    );
+    out.assert_code(0);
+    assert!(
+        out.stdout().contains("env API_TOKEN removed"),
+        "{}",
+        out.stdout()
+    );
+    let entry = server_entry(&read_config(&proxy), "fx").unwrap();
+    assert!(entry["env"].get("API_TOKEN").is_none(), "{entry}");
+
+    for (args, says) in [
+        (&["upstream", "edit", "fx"][..], "nothing to change"),
+        (
+            &["upstream", "edit", "fx", "--unset-env", "NOPE"],
+            "the server has no variable NOPE",
+        ),
+        (
+            &["upstream", "edit", "fx", "--revoke", "/nowhere"],
+            "grants no such path",
+        ),
+        (&["upstream", "edit", "ghost", "--env", "A=1"], "ghost"),
+        (
+            &["upstream", "edit", "fx", "--env", "NOEQUALS"],
+            "write KEY=VALUE",
+        ),
+    ] {
+        let out = cli(&proxy, args);
+        assert_ne!(out.code(), Some(0), "{args:?}: {}", out.stdout());
+        assert!(out.stderr().contains(says), "{args:?}: {}", out.stderr());
+    }
+}

@@ -288,18 +288,21 @@ fn project_files(
 fn example_config(name: &str, kind: PluginKind) -> String {
     let validator = kind == PluginKind::Validator;
     let guard = kind == PluginKind::ResultGuard;
+    const DIR: &str = "\"dir\": \"~/.mcpproxy/plugins\"";
     if guard {
         format!(
-            "{{\n  \"plugins\": {{\n    \"guards\": [\"secret-redactor\", \"{name}\"],\n    \
+            "{{\n  \"plugins\": {{\n    {DIR},\n    \"guards\": [\"secret-redactor\", \"{name}\"],\n    \
              \"settings\": {{ \"{name}\": {{ \"marker_words\": [\"CONFIDENTIAL\"] }} }}\n  }}\n}}"
         )
     } else if validator {
         format!(
-            "{{\n  \"plugins\": {{\n    \"validators\": [\"intent-matrix\", \"{name}\"],\n    \
+            "{{\n  \"plugins\": {{\n    {DIR},\n    \"validators\": [\"intent-matrix\", \"{name}\"],\n    \
              \"settings\": {{ \"{name}\": {{ \"blocked_tools\": [\"github:delete_repo\"] }} }}\n  }}\n}}"
         )
     } else {
-        format!("{{\n  \"plugins\": {{ \"annotators\": [\"{name}\", \"prefix-annotator\"] }}\n}}")
+        format!(
+            "{{\n  \"plugins\": {{ {DIR}, \"annotators\": [\"{name}\", \"prefix-annotator\"] }}\n}}"
+        )
     }
 }
 

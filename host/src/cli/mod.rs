@@ -22,6 +22,7 @@ mod startup_log;
 mod states;
 mod tools;
 mod upstream;
+mod upstream_edit;
 
 use app::init_logging;
 pub use app::run;

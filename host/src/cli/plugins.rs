@@ -153,28 +153,123 @@ impl ListCommand {
     fn run(self, globals: &Globals) -> Result<ExitCode> {
         let config = mcpproxy_config::load(self.config.as_deref(), globals.home.as_deref())?.config;
         let data_dir = globals.data_dir(config.data_dir.as_deref());
-        let dir = self.plugins.or(config.plugins.dir);
+        let dir = self.plugins.or(config.plugins.dir.clone());
         let engine = plugin_engine(&data_dir, Limits::default().memory_bytes)?;
         let set = PluginSet::load(&engine, dir.as_deref(), &|_, _| PluginSettings::default())?;
-        let infos: Vec<_> = set.plugins().iter().map(|p| p.info().clone()).collect();
-        if !print_data(&infos, self.output)? {
-            {
-                let rows: Vec<Vec<String>> = infos
-                    .iter()
-                    .map(|i| {
-                        vec![
-                            i.name.clone(),
-                            i.kind.to_string(),
-                            i.version.clone(),
-                            i.source.to_string(),
-                            Bytes(i.size_bytes).to_string(),
-                        ]
-                    })
-                    .collect();
-                print_table(&["NAME", "KIND", "VERSION", "SOURCE", "SIZE"], &rows);
-            }
+        let in_force = running_plugins(&config, &data_dir)?;
+        let mut first_scanner = true;
+        let listed: Vec<Listed> = set
+            .plugins()
+            .iter()
+            .map(|p| {
+                let info = p.info().clone();
+                let active = active(
+                    &info,
+                    &config.plugins,
+                    in_force.as_ref(),
+                    &mut first_scanner,
+                );
+                Listed { info, active }
+            })
+            .collect();
+        if !print_data(&listed, self.output)? {
+            let rows: Vec<Vec<String>> = listed
+                .iter()
+                .map(|l| {
+                    let i = &l.info;
+                    vec![
+                        i.name.clone(),
+                        i.kind.to_string(),
+                        i.version.clone(),
+                        i.source.to_string(),
+                        Bytes(i.size_bytes).to_string(),
+                        l.active.to_owned(),
+                    ]
+                })
+                .collect();
+            print_table(
+                &["NAME", "KIND", "VERSION", "SOURCE", "SIZE", "ACTIVE"],
+                &rows,
+            );
+            eprintln!(
+                "ACTIVE: {}",
+                if in_force.is_some() {
+                    "the policy plugins the running mcpproxy has in force (`mcpproxy plugins reload` after a change); sinks and the scanner as its config names them"
+                } else {
+                    "as `mcpproxy serve` would pick them from the config (no mcpproxy runs on this data dir)"
+                }
+            );
         }
         Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// A plugin as `plugins list` shows it: what it is, and whether it judges calls.
+#[derive(serde::Serialize)]
+struct Listed {
+    #[serde(flatten)]
+    info: mcpproxy_plugin_host::PluginInfo,
+    /// `yes`; `no`; `opt-in` (an embedded plugin the config does not name).
+    active: &'static str,
+}
+
+/// The names of the policy plugins the data dir's running owner has in force (annotators,
+/// validators, result guards), or `None` when none runs.
+fn running_plugins(
+    config: &mcpproxy_config::Config,
+    data_dir: &std::path::Path,
+) -> Result<Option<Vec<String>>> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let Some(remote) = super::remote::Remote::find(config, data_dir).await? else {
+            return Ok(None);
+        };
+        let in_force = remote.get("/plugins", &[]).await?;
+        Ok(Some(
+            ["annotators", "validators", "guards"]
+                .iter()
+                .flat_map(|key| in_force[key].as_array().cloned().unwrap_or_default())
+                .filter_map(|n| n.as_str()?.split(' ').next().map(str::to_owned))
+                .collect(),
+        ))
+    })
+}
+
+/// Whether `info` judges calls: as the running owner has it in force (a policy plugin), else
+/// as `serve` picks it from the config (a list names it, or, with no list, it is not opt-in;
+/// a sink when `plugins.sinks` names it; the first scanner).
+fn active(
+    info: &mcpproxy_plugin_host::PluginInfo,
+    picks: &mcpproxy_config::PluginsConfig,
+    in_force: Option<&Vec<String>>,
+    first_scanner: &mut bool,
+) -> &'static str {
+    let yes_no = |on: bool| {
+        if on {
+            "yes"
+        } else if info.opt_in {
+            "opt-in"
+        } else {
+            "no"
+        }
+    };
+    let listed = |list: &Option<Vec<String>>| match list {
+        Some(names) => names.contains(&info.name),
+        None => !info.opt_in,
+    };
+    match info.kind {
+        PluginKind::Annotator | PluginKind::Validator | PluginKind::ResultGuard
+            if in_force.is_some() =>
+        {
+            yes_no(in_force.is_some_and(|names| names.contains(&info.name)))
+        }
+        PluginKind::Annotator => yes_no(listed(&picks.annotators)),
+        PluginKind::Validator => yes_no(listed(&picks.validators)),
+        PluginKind::ResultGuard => yes_no(listed(&picks.guards)),
+        PluginKind::Sink => yes_no(picks.sinks.contains(&info.name)),
+        PluginKind::Scanner => yes_no(std::mem::take(first_scanner)),
     }
 }
 

@@ -23,10 +23,10 @@ use super::remote::Remote;
 pub(super) struct Target {
     /// The config file to change [default: ~/.mcpproxy/mcp_config.json].
     #[arg(long, env = "MCPPROXY_CONFIG", value_name = "FILE")]
-    config: Option<PathBuf>,
+    pub(super) config: Option<PathBuf>,
     /// Output format.
     #[arg(short, long, value_enum, default_value_t)]
-    output: Format,
+    pub(super) output: Format,
 }
 
 #[derive(Debug, Args)]
@@ -120,7 +120,7 @@ pub(super) struct ImportArgs {
 }
 
 /// Where changes go.
-enum Destination {
+pub(super) enum Destination {
     Owner(Remote),
     File {
         path: PathBuf,
@@ -129,7 +129,7 @@ enum Destination {
     },
 }
 
-async fn destination(globals: &Globals, target: &Target) -> Result<Destination> {
+pub(super) async fn destination(globals: &Globals, target: &Target) -> Result<Destination> {
     let loaded = config::load(target.config.as_deref(), globals.home.as_deref())?;
     let data_dir = globals.data_dir(loaded.config.data_dir.as_deref());
     if let Some(remote) = Remote::find(&loaded.config, &data_dir).await? {
@@ -181,7 +181,11 @@ async fn change(
     Ok(ExitCode::SUCCESS)
 }
 
-async fn apply(destination: &Destination, change: Change, approve: Approve) -> Result<Value> {
+pub(super) async fn apply(
+    destination: &Destination,
+    change: Change,
+    approve: Approve,
+) -> Result<Value> {
     const TIMEOUT: Duration = Duration::from_secs(60);
     let query = if approve == Approve::Server {
         "?approve=true"

@@ -38,6 +38,9 @@ pub(super) enum UpstreamCommand {
     /// Add a server (quarantined until approved): `add NAME -- COMMAND ARGS...` or
     /// `add NAME --url URL`.
     Add(super::servers::AddArgs),
+    /// Change a server's command and arguments, environment, sandbox grants and network, or
+    /// URL and headers: shows the change, then makes it and approves the launch it shows.
+    Edit(super::upstream_edit::EditArgs),
     /// Remove a server from the config (its session ends, its process stops).
     Remove(super::servers::NameArgs),
     /// Enable a server.
@@ -112,6 +115,7 @@ impl UpstreamCommand {
             match self {
                 Self::Add(args) => super::servers::add(globals, args).await,
                 Self::Remove(args) => super::servers::remove(globals, args).await,
+                Self::Edit(args) => super::upstream_edit::edit(globals, args).await,
                 Self::Enable(args) => super::servers::set_enabled(globals, args, true).await,
                 Self::Disable(args) => super::servers::set_enabled(globals, args, false).await,
                 Self::Restart(args) => super::servers::restart(globals, args).await,
