@@ -622,7 +622,7 @@ fn slow_trust_reads(postgres: &Postgres) -> String {
         "CREATE ROLE team LOGIN;
          GRANT CREATE ON SCHEMA public TO team;
          CREATE FUNCTION public.slow_read() RETURNS boolean LANGUAGE sql VOLATILE
-             AS $$ SELECT true FROM pg_sleep(0.05) $$;
+             AS $$ SELECT true FROM pg_sleep_for('50 milliseconds') $$;
          CREATE FUNCTION public.slow_trust_reads() RETURNS event_trigger LANGUAGE plpgsql AS $$
          BEGIN
              IF EXISTS (SELECT 1 FROM pg_event_trigger_ddl_commands()

@@ -54,6 +54,82 @@ async fn tool_list_has_the_three_variants_upstream_servers_and_no_call_tool() {
     client.cancel().await.unwrap();
 }
 
+/// `retrieve_tools` answers what an agent needs for one call, not every tool that shares a
+/// word with the query: hits far less relevant than the best are left out, and only the
+/// three best carry their `inputSchema` unless `"schemas": "all"` asks (the others say how
+/// to get it). A filesystem server's 14 tools came back 13 at once, schemas and all (14 KB).
+#[tokio::test(flavor = "multi_thread")]
+async fn retrieve_tools_answers_with_the_relevant_hits_and_the_top_schemas() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let proxy = Proxy::builder(&config_with(vec![stdio_fixture("fx", log.path())])).start();
+    let client = connect(&proxy.url).await;
+    let search = |arguments: Value| {
+        let client = &client;
+        async move {
+            let result = call(client, "retrieve_tools", arguments).await.unwrap();
+            assert!(!is_error(&result), "{}", text(&result));
+            serde_json::from_str::<Value>(&text(&result)).unwrap()
+        }
+    };
+    let by_default = search(json!({"query": "delete item note", "limit": 50})).await;
+    let hits = by_default["tools"].as_array().unwrap();
+    assert!(
+        hits.len() > 3,
+        "{}",
+        hits.iter()
+            .map(|h| format!("{} {}", h["name"], h["score"]))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let best = hits[0]["score"].as_f64().unwrap();
+    for (rank, hit) in hits.iter().enumerate() {
+        assert!(hit["score"].as_f64().unwrap() >= best * 0.4 - 1e-6, "{hit}");
+        assert_eq!(hit.get("inputSchema").is_some(), rank < 3, "{rank}: {hit}");
+        if rank >= 3 {
+            assert!(
+                hit["schema"]
+                    .as_str()
+                    .unwrap()
+                    .contains("\"schemas\": \"all\""),
+                "{hit}"
+            );
+        }
+    }
+    let all =
+        search(json!({"query": "note item status echo tool", "limit": 50, "schemas": "all"})).await;
+    assert!(
+        all["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["inputSchema"].is_object()),
+        "{all}"
+    );
+    let none = search(json!({"query": "note", "schemas": "none"})).await;
+    assert!(
+        none["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t.get("inputSchema").is_none()),
+        "{none}"
+    );
+    let wrong = call(
+        &client,
+        "retrieve_tools",
+        json!({"query": "note", "schemas": "some"}),
+    )
+    .await
+    .unwrap();
+    assert!(is_error(&wrong));
+    assert!(
+        text(&wrong).contains("Parameter 'schemas' of retrieve_tools must be \"top\""),
+        "{}",
+        text(&wrong)
+    );
+    client.cancel().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn retrieve_tools_gives_annotations_sources_and_call_with() {
     let log = tempfile::NamedTempFile::new().unwrap();

@@ -175,7 +175,12 @@ fn a_login_through_a_real_authorization_server_is_used_refreshed_and_lost_on_rev
         return;
     };
     let server = OAuthServer::start(&node);
-    let config = json!({ "mcpServers": [{ "name": "s", "url": server.mcp }] });
+    // The plugins' deadline of every test proxy (`config_with`): calls are judged, never
+    // timed out by a loaded machine.
+    let config = json!({
+        "mcpServers": [{ "name": "s", "url": server.mcp }],
+        "plugins": {"limits": {"timeout_ms": crate::support::mcp::PLUGIN_TIMEOUT_MS}},
+    });
     let data_dir = tempfile::tempdir().expect("tempdir");
     let proxy = Proxy::builder(&config)
         .data_dir(data_dir)
@@ -397,7 +402,12 @@ fn oauth_tokens_never_reach_the_log_the_rest_api_or_metrics() {
         return;
     };
     let server = OAuthServer::start(&node);
-    let config = json!({ "mcpServers": [{ "name": "s", "url": server.mcp }] });
+    // The plugins' deadline of every test proxy (`config_with`): calls are judged, never
+    // timed out by a loaded machine.
+    let config = json!({
+        "mcpServers": [{ "name": "s", "url": server.mcp }],
+        "plugins": {"limits": {"timeout_ms": crate::support::mcp::PLUGIN_TIMEOUT_MS}},
+    });
     let data_dir = tempfile::tempdir().expect("tempdir");
     let proxy = Proxy::builder(&config)
         .data_dir(data_dir)

@@ -73,8 +73,21 @@ impl ProxyServer {
                 }
             },
         };
+        let schemas = match arguments.get("schemas") {
+            None | Some(Value::Null) => super::tools::Schemas::Top,
+            Some(Value::String(s)) if s == "top" => super::tools::Schemas::Top,
+            Some(Value::String(s)) if s == "all" => super::tools::Schemas::All,
+            Some(Value::String(s)) if s == "none" => super::tools::Schemas::None,
+            Some(other) => {
+                return tool_error(&format!(
+                    "Parameter 'schemas' of retrieve_tools must be \"top\" (the default: the inputSchema of the {} best hits), \"all\" or \"none\", got {other}",
+                    super::tools::TOP_SCHEMAS
+                ));
+            }
+        };
         match self.proxy.retrieve_as(query, limit, view.clone()).await {
             Ok(hits) => {
+                let hits = super::tools::trim_hits(hits, schemas);
                 let mut body = json!({
                     "tools": hits,
                     "total": hits.len(),

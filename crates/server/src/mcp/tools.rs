@@ -24,6 +24,49 @@ pub(super) const USAGE_INSTRUCTIONS: &str = "Use call_tool_read for read-only op
 pub(super) const DEFAULT_LIMIT: usize = 15;
 pub(super) const MAX_LIMIT: usize = 100;
 
+/// How many of retrieve_tools' best hits carry their `inputSchema` by default.
+pub(super) const TOP_SCHEMAS: usize = 3;
+/// A hit scoring under this share of the best hit's score is left out: it shares a common
+/// word with the query and little else ("write a file" matched every tool that mentions
+/// files, 13 of 14, with their schemas: 14 KB an agent reads for one call).
+const RELEVANCE_FLOOR: f32 = 0.4;
+
+/// Which hits of retrieve_tools carry their `inputSchema` (`schemas`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Schemas {
+    /// The [`TOP_SCHEMAS`] best (the default).
+    Top,
+    All,
+    None,
+}
+
+/// retrieve_tools' hits cut by relevance ([`RELEVANCE_FLOOR`]), as JSON, with the schemas
+/// `schemas` asks for; a hit without its schema says how to get it.
+pub(super) fn trim_hits(hits: Vec<crate::proxy::RetrievedTool>, schemas: Schemas) -> Vec<Value> {
+    let best = hits.first().map_or(0.0, |hit| hit.score);
+    hits.into_iter()
+        .filter(|hit| hit.score >= best * RELEVANCE_FLOOR)
+        .enumerate()
+        .map(|(rank, hit)| {
+            let keep = match schemas {
+                Schemas::All => true,
+                Schemas::Top => rank < TOP_SCHEMAS,
+                Schemas::None => false,
+            };
+            let mut value = serde_json::to_value(&hit).unwrap_or(Value::Null);
+            if !keep && let Some(fields) = value.as_object_mut() {
+                fields.remove("inputSchema");
+                fields.remove("outputSchema");
+                fields.insert(
+                    "schema".into(),
+                    json!("left out: retrieve_tools with \"schemas\": \"all\" (or a query naming this tool) gives it"),
+                );
+            }
+            value
+        })
+        .collect()
+}
+
 fn schema(value: Value) -> Arc<Map<String, Value>> {
     match value {
         Value::Object(map) => Arc::new(map),
@@ -89,7 +132,8 @@ pub(super) fn builtin_tools() -> Vec<Tool> {
             "type": "object",
             "properties": {
                 "query": {"type": "string", "description": "What you want to do, in words (e.g. 'list github repositories')"},
-                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT, "description": "How many tools to return"}
+                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT, "description": "How many tools to return at most (hits far less relevant than the best are left out)"},
+                "schemas": {"type": "string", "enum": ["top", "all", "none"], "default": "top", "description": "Which hits carry their inputSchema: the 3 best (top), every one (all) or none"}
             },
             "required": ["query"]
         })),
