@@ -44,6 +44,17 @@ pub(super) async fn own(
     // Since when the journal was found held, at most [`HOLDER_WAIT`] in all (a holder this
     // process cannot see, another user's, would otherwise be tried forever).
     let mut held_until: Option<tokio::time::Instant> = None;
+    // This process as the front-end of the owner on the other end of `owner`.
+    let attach = |owner| {
+        FrontEnd::start(
+            owner,
+            transport,
+            data_dir,
+            api_key,
+            notices,
+            shutdown.clone(),
+        )
+    };
     loop {
         if let Some(running) = front.as_mut() {
             let event = tokio::select! {
@@ -60,20 +71,11 @@ pub(super) async fn own(
             }
         }
         if let Some(owner) = crate::control::connect(data_dir).await {
-            let started = FrontEnd::start(
-                owner,
-                transport,
-                data_dir,
-                api_key,
-                notices,
-                shutdown.clone(),
-            );
-            front = Some(started.await?);
+            front = Some(attach(owner).await?);
             continue;
         }
         match build() {
             Ok(runtime) => return Ok(Some(Owned { runtime, front })),
-            // Another process became the owner as this one started.
             // Another process became the owner as this one started, or a one-shot command
             // (`mcpproxy upstream list` with no owner running) holds the journal for now.
             Err(e @ runtime::Error::Held { .. }) => match wait_for_owner(
@@ -83,17 +85,7 @@ pub(super) async fn own(
             )
             .await
             {
-                Waited::Owner(owner) => {
-                    let started = FrontEnd::start(
-                        owner,
-                        transport,
-                        data_dir,
-                        api_key,
-                        notices,
-                        shutdown.clone(),
-                    );
-                    front = Some(started.await?);
-                }
+                Waited::Owner(owner) => front = Some(attach(owner).await?),
                 // The command ended: try to own the data dir again.
                 Waited::Released => {}
                 Waited::TimedOut => return Err(e.into()),
