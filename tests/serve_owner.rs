@@ -312,6 +312,17 @@ fn is_open_anywhere(file: &Path) -> bool {
         })
 }
 
+/// Waits (60 s at most) until some process has `file` open.
+fn until_open(file: &Path, what: &str) {
+    crate::support::poll::until_blocking(what, Duration::from_secs(60), || {
+        if is_open_anywhere(file) {
+            Ok(())
+        } else {
+            Err(format!("{} is open nowhere", file.display()))
+        }
+    });
+}
+
 /// A one-shot command that opened the data dir itself (no owner answered: a script's
 /// `mcpproxy call` or `upstream list`) does not stop a `serve` started meanwhile, which
 /// waits for it and then owns the data dir; and an `upstream add` made while that `serve`
@@ -344,32 +355,13 @@ fn a_starting_serve_waits_for_a_one_shot_command_and_takes_the_changes_made_mean
             )
         }
     });
-    let journal = data_dir.join("activity.redb");
-    crate::support::poll::until_blocking(
+    until_open(
+        &data_dir.join("activity.redb"),
         "the one-shot command holds the journal",
-        Duration::from_secs(60),
-        || {
-            if is_open_anywhere(&journal) {
-                Ok(())
-            } else {
-                Err(String::new())
-            }
-        },
     );
     // `serve` starts now; it holds its marker at once and waits for the journal.
     let serve = std::thread::spawn(move || Proxy::builder(&config).data_dir(dir).start());
-    let marker = data_dir.join("serve.marker");
-    crate::support::poll::until_blocking(
-        "serve marks the data dir",
-        Duration::from_secs(60),
-        || {
-            if is_open_anywhere(&marker) {
-                Ok(())
-            } else {
-                Err(String::new())
-            }
-        },
-    );
+    until_open(&data_dir.join("serve.marker"), "serve marks the data dir");
     // (`--config` before `--`: everything after it is the server's command line.)
     let added = TestCommand::new(&data_dir)
         .args(["upstream", "add", "late", "--config"])
