@@ -23,6 +23,8 @@ mod architecture;
 /// The team gateway: three replicas behind HAProxy on PostgreSQL and ClickHouse, with
 /// logins by a real authorization server (docs/deploy-team.md).
 mod deploy_team;
+/// docs/cli.md's command table checked against the binary's `--help`.
+mod docs_cli;
 
 /// `mcpproxy call` and `mcpproxy tools`, with and without a running server.
 mod cli_call;
