@@ -699,6 +699,23 @@ fn a_grant_that_reaches_the_data_dir_is_refused_at_add() {
         before,
         "the config changed"
     );
+    // A path argument inside the data dir is not proposed as a grant (it would make the add
+    // fail): left out, said on stderr, and the server is added.
+    let out = TestCommand::new(&data_dir)
+        .args(["upstream", "add", "reader", "--config"])
+        .args([config_file(&proxy)])
+        .args(["--", fixture_bin().to_str().unwrap()])
+        .args([config_file(&proxy)])
+        .output();
+    out.assert_code(0);
+    assert!(
+        out.stderr().contains("not proposed as a grant")
+            && out.stderr().contains("which a server may never reach"),
+        "{}",
+        out.stderr()
+    );
+    let reader = server_entry(&read_config(&proxy), "reader").expect("reader added");
+    assert!(reader["isolation"]["read"].is_null(), "{reader}");
     // No mcpproxy on this data dir: the CLI checks before it writes, too.
     let offline = tempfile::tempdir().unwrap();
     let offline_data = offline.path().join("data");

@@ -300,8 +300,12 @@ pub(super) async fn add(globals: &Globals, args: AddArgs) -> Result<ExitCode> {
     // person approves, and listed by `upstream inspect`.
     let (mut read, mut write) = (args.read.clone(), args.write.clone());
     if !args.no_sandbox && !args.no_inferred_grants && args.url.is_none() {
-        let (new_read, new_write) =
-            inferred_grants(args.command.get(1..).unwrap_or_default(), &read, &write);
+        let (new_read, new_write) = inferred_grants(
+            args.command.get(1..).unwrap_or_default(),
+            &read,
+            &write,
+            &forbidden_for(globals, &args.target),
+        );
         if let Some(line) = inferred_line(&args.name, &new_read, &new_write) {
             eprintln!("{line}");
         }
@@ -359,10 +363,14 @@ pub(super) async fn add(globals: &Globals, args: AddArgs) -> Result<ExitCode> {
 /// The read and write grants a server's path arguments suggest (`proposed_grants`), without
 /// those already `given`. Proposed only to a person (`upstream add`, `upstream import`), never
 /// to an agent, whose adds go through `upstream_servers`.
+///
+/// A path no sandbox may reach (`forbidden`: the data dir, the config file) is never
+/// proposed, which would make the add fail: it is left out, and stderr says why.
 fn inferred_grants(
     args: &[String],
     given_read: &[String],
     given_write: &[String],
+    forbidden: &[mcpproxy_sandbox::ForbiddenPath],
 ) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let (read, write) = mcpproxy_sandbox::proposed_grants(args, home.as_deref());
@@ -370,9 +378,36 @@ fn inferred_grants(
         inferred
             .into_iter()
             .filter(|p| !given.iter().any(|g| std::path::Path::new(g) == p))
+            .filter(|p| {
+                match mcpproxy_sandbox::check_grants_against(std::iter::once(p), forbidden) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        eprintln!("not proposed as a grant: {e}");
+                        false
+                    }
+                }
+            })
             .collect()
     };
     (new(read, given_read), new(write, given_write))
+}
+
+/// The paths no grant may reach for the config `target` names (its data dir and file); none
+/// when the config does not load (the change then fails with its error anyway).
+fn forbidden_for(globals: &Globals, target: &Target) -> Vec<mcpproxy_sandbox::ForbiddenPath> {
+    match config::load(target.config.as_deref(), globals.home.as_deref()) {
+        Ok(loaded) => {
+            let data_dir = globals.data_dir(loaded.config.data_dir.as_deref());
+            let file = loaded.path.or_else(|| {
+                globals
+                    .home
+                    .as_deref()
+                    .map(|h| config::default_path(Some(h)))
+            });
+            mcpproxy_server::runtime::forbidden_paths(&data_dir, file.as_deref())
+        }
+        Err(_) => Vec::new(),
+    }
 }
 
 /// What a person is told about the grants inferred for `name`; `None` when there are none.
@@ -550,6 +585,7 @@ pub(super) async fn import(globals: &Globals, args: ImportArgs) -> Result<ExitCo
     let mut rows = Vec::new();
     let mut results = Vec::new();
     let mut inferred_lines = Vec::new();
+    let forbidden = forbidden_for(globals, &args.target);
     for (name, mut entry) in found {
         // A stdio server's path arguments suggest grants, as for `upstream add`: written into
         // its isolation (so part of the launch approved), and shown per server.
@@ -567,7 +603,7 @@ pub(super) async fn import(globals: &Globals, args: ImportArgs) -> Result<ExitCo
                     .unwrap_or_default()
             })
         {
-            let (read, write) = inferred_grants(&command_args, &[], &[]);
+            let (read, write) = inferred_grants(&command_args, &[], &[], &forbidden);
             if let Some(line) = inferred_line(&name, &read, &write) {
                 let mut isolation = Map::new();
                 for (key, paths) in [("read", &read), ("write", &write)] {
