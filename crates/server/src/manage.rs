@@ -589,8 +589,9 @@ pub fn change_file(
     Ok(config)
 }
 
-/// Refuses a stdio server whose sandbox grants reach one of `forbidden`.
-fn check_grants(
+/// Refuses a stdio server whose sandbox grants reach one of `forbidden`
+/// ([`Error::Unreachable`]); `mcpproxy doctor` asks the same of a config as it is.
+pub fn check_grants(
     server: &ServerConfig,
     forbidden: &[mcpproxy_sandbox::ForbiddenPath],
 ) -> Result<(), Error> {

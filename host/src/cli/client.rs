@@ -177,26 +177,24 @@ fn http_address(globals: &Globals, home: &Path, config_path: Option<&Path>) -> R
             .and_then(|p| std::fs::read_to_string(p).ok())
             .and_then(|text| serde_json::from_str::<Value>(&text).ok())
             .is_some_and(|file| file.get("listen").is_some());
-        eprintln!(
-            "{} no mcpproxy is running on {}: the client is set up for {configured}, {}; start `mcpproxy serve` before the client connects",
-            super::output::paint_err("note:", Some(Tone::Caution)),
+        super::output::print_note(&format!(
+            "no mcpproxy is running on {}: the client is set up for {configured}, {}; start `mcpproxy serve` before the client connects",
             data_dir.display(),
             if set {
                 "the config's `listen`"
             } else {
                 "the default address (the config does not set `listen`)"
             }
-        );
+        ));
         return Ok(configured);
     };
     match status["listening"].as_str() {
         Some(url) => Ok(url.to_owned()),
         None => {
-            eprintln!(
-                "{} the mcpproxy running on {} serves stdio, not HTTP: the client is set up for {configured} (the config's `listen`), where `mcpproxy serve` listens once started",
-                super::output::paint_err("note:", Some(Tone::Caution)),
+            super::output::print_note(&format!(
+                "the mcpproxy running on {} serves stdio, not HTTP: the client is set up for {configured} (the config's `listen`), where `mcpproxy serve` listens once started",
                 data_dir.display()
-            );
+            ));
             Ok(configured)
         }
     }

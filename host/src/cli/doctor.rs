@@ -269,17 +269,17 @@ fn check_server(
             )),
         }
         let isolation = &server.isolation;
+        // The check a change to the server makes before it is written.
+        if let Err(mcpproxy_server::manage::Error::Unreachable { source, .. }) =
+            mcpproxy_server::manage::check_grants(server, forbidden)
+        {
+            findings.push(Finding::problem(
+                subject.clone(),
+                source.to_string(),
+                "change `isolation.read`/`isolation.write`",
+            ));
+        }
         if isolation.enabled {
-            if let Err(e) = mcpproxy_sandbox::check_grants_against(
-                isolation.read.iter().chain(&isolation.write),
-                forbidden,
-            ) {
-                findings.push(Finding::problem(
-                    subject.clone(),
-                    e.to_string(),
-                    "change `isolation.read`/`isolation.write`",
-                ));
-            }
             for grant in isolation.read.iter().chain(&isolation.write) {
                 if !grant.exists() {
                     findings.push(Finding::problem(
@@ -328,18 +328,9 @@ fn check_sandbox(servers: &[&ServerConfig]) -> Vec<Finding> {
     let mut findings = Vec::new();
     for server in servers {
         let isolation = &server.isolation;
-        let spec = mcpproxy_sandbox::SandboxSpec {
-            network: isolation.network.clone(),
-            read: isolation.read.clone(),
-            write: isolation.write.clone(),
-            env_passthrough: isolation.env_passthrough.clone(),
-            env: Default::default(),
-            limits: isolation.limits,
-            required: isolation.required,
-            forbidden: Vec::new(),
-            launcher_cache: None,
-        };
-        let missing = mcpproxy_sandbox::missing_features(&spec, support);
+        // What `upstream list` shows of its sandbox, as the proxy would launch it.
+        let missing =
+            mcpproxy_upstream::SandboxStatus::of(isolation, &[], Vec::new(), None).missing;
         if !missing.is_empty() {
             findings.push(Finding::problem(
                 format!("server {}", mcpproxy_support::quote(&server.name)),
@@ -367,27 +358,19 @@ fn check_sandbox(servers: &[&ServerConfig]) -> Vec<Finding> {
 /// The policy plugins the config names that the running proxy does not have in force (not
 /// loaded, or the config edited since and not reloaded).
 async fn check_plugins(config: &Config, remote: &Remote) -> Vec<Finding> {
-    let Ok(in_force) = remote.get("/plugins", &[]).await else {
+    let Ok(in_force) = remote.plugins_in_force().await else {
         return Vec::new();
     };
     let plugins = &config.plugins;
     let mut missing = Vec::new();
-    for (key, named) in [
-        ("annotators", &plugins.annotators),
-        ("validators", &plugins.validators),
-        ("guards", &plugins.guards),
-    ] {
-        let running: Vec<&str> = in_force[key]
-            .as_array()
-            .map(|names| {
-                names
-                    .iter()
-                    .filter_map(|n| n.as_str()?.split(' ').next())
-                    .collect()
-            })
-            .unwrap_or_default();
+    for (key, running) in in_force {
+        let named = match key {
+            "annotators" => &plugins.annotators,
+            "validators" => &plugins.validators,
+            _ => &plugins.guards,
+        };
         for name in named.iter().flatten() {
-            if !running.contains(&name.as_str()) {
+            if !running.contains(name) {
                 missing.push(format!("plugins.{key} names '{name}'"));
             }
         }

@@ -447,30 +447,26 @@ pub(super) fn print_wrapped(text: &str) {
 /// How wide output may be: `COLUMNS` when set to a number, else the width of the terminal
 /// stdout is, else `None` (a pipe or a file: lines are never cut, so scripts get them whole).
 pub(super) fn output_width() -> Option<usize> {
-    if let Some(columns) = std::env::var("COLUMNS")
+    columns_env().or_else(terminal_width)
+}
+
+/// `COLUMNS`, when set to a number above 0.
+fn columns_env() -> Option<usize> {
+    std::env::var("COLUMNS")
         .ok()
         .and_then(|c| c.trim().parse::<usize>().ok())
         .filter(|c| *c > 0)
-    {
-        return Some(columns);
-    }
-    terminal_width()
 }
 
 /// [`output_width`] for what goes to stderr: `COLUMNS`, else the width of the terminal stderr
 /// is, else `None`.
 fn stderr_width() -> Option<usize> {
-    if let Some(columns) = std::env::var("COLUMNS")
-        .ok()
-        .and_then(|c| c.trim().parse::<usize>().ok())
-        .filter(|c| *c > 0)
-    {
-        return Some(columns);
-    }
-    if !std::io::stderr().is_terminal() {
-        return None;
-    }
-    window_columns(libc::STDERR_FILENO)
+    columns_env().or_else(|| {
+        std::io::stderr()
+            .is_terminal()
+            .then(|| window_columns(libc::STDERR_FILENO))
+            .flatten()
+    })
 }
 
 /// The width of the terminal stdout is, or `None` when stdout is not a terminal.

@@ -226,13 +226,9 @@ fn running_plugins(
         let Some(remote) = super::remote::Remote::find(config, data_dir).await? else {
             return Ok(None);
         };
-        let in_force = remote.get("/plugins", &[]).await?;
+        let in_force = remote.plugins_in_force().await?;
         Ok(Some(
-            ["annotators", "validators", "guards"]
-                .iter()
-                .flat_map(|key| in_force[key].as_array().cloned().unwrap_or_default())
-                .filter_map(|n| n.as_str()?.split(' ').next().map(str::to_owned))
-                .collect(),
+            in_force.into_iter().flat_map(|(_, names)| names).collect(),
         ))
     })
 }

@@ -40,10 +40,9 @@ impl Reading {
         };
         let data_dir = globals.data_dir(None);
         if let Ok(Some(remote)) = Remote::find(&Config::default(), &data_dir).await {
-            eprintln!(
-                "{} {error}\n      the running mcpproxy answers with the config it loaded before; fix the file (`mcpproxy doctor` checks it)",
-                super::output::paint_err("note:", Some(super::output::Tone::Caution))
-            );
+            super::output::print_note(&format!(
+                "{error}\nthe running mcpproxy answers with the config it loaded before; fix the file (`mcpproxy doctor` checks it)"
+            ));
             return Ok(Self::Owner(remote));
         }
         Err(error.into())
@@ -156,6 +155,27 @@ impl Remote {
                 "the server on {addr} answered {other} to /api/v1/status; is it an mcpproxy?"
             )),
         }
+    }
+
+    /// The names of the policy plugins the owner has in force (`GET /plugins`, whose entries
+    /// are `name version`), by list: `annotators`, `validators`, `guards`.
+    pub(super) async fn plugins_in_force(&self) -> Result<Vec<(&'static str, Vec<String>)>> {
+        let in_force = self.get("/plugins", &[]).await?;
+        Ok(["annotators", "validators", "guards"]
+            .into_iter()
+            .map(|key| {
+                let names = in_force[key]
+                    .as_array()
+                    .map(|entries| {
+                        entries
+                            .iter()
+                            .filter_map(|n| n.as_str()?.split(' ').next().map(str::to_owned))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                (key, names)
+            })
+            .collect())
     }
 
     /// GETs a path and returns the envelope's `data`, or the API's error message.
