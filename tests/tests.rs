@@ -151,6 +151,8 @@ mod upstream_lifecycle;
 mod upstream_manage;
 /// Remote servers behind a real OAuth authorization server: login, refresh, revocation.
 mod upstream_oauth;
+/// A call the sandbox refused says what it refused, in the agent's and the CLI's error.
+mod upstream_refusal_errors;
 mod upstream_sandbox;
 /// `${secret:NAME}` and `${env:NAME}` in a server's config: resolved at start, never shown;
 /// a missing one an error naming the fix.

@@ -26,6 +26,7 @@ mod call_result;
 mod child;
 mod convert;
 mod error;
+mod explain;
 mod handler;
 mod lane;
 mod lifecycle;

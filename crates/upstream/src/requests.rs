@@ -104,7 +104,27 @@ impl Upstream {
     /// `origin`, the client's `_meta` goes along, what the server sends about this call
     /// (progress, elicitation and sampling requests) is routed back to that client, and
     /// the client's cancellation is forwarded as `notifications/cancelled`.
+    ///
+    /// When the call fails while the server's sandbox refuses a path or a connection, the
+    /// error says so ([`super::explain`]).
     pub async fn call(
+        &self,
+        tool: &str,
+        arguments: Option<serde_json::Map<String, serde_json::Value>>,
+        timeout: Option<Duration>,
+        origin: Option<&CallOrigin>,
+    ) -> Result<CallAnswer, Error> {
+        let window = self.call_window();
+        let answer = self
+            .call_unexplained(tool, arguments, timeout, origin)
+            .await;
+        match window {
+            Some(window) => self.explain(window, answer).await,
+            None => answer,
+        }
+    }
+
+    async fn call_unexplained(
         &self,
         tool: &str,
         arguments: Option<serde_json::Map<String, serde_json::Value>>,

@@ -525,8 +525,14 @@ pub(super) async fn logs(globals: &Globals, args: LogsArgs) -> Result<ExitCode> 
             _ = tokio::time::sleep(Duration::from_millis(500)) => {}
         }
         let (lines, total) = fetch(500).await?;
-        let new = usize::try_from(total.saturating_sub(seen)).unwrap_or(usize::MAX);
-        let skip = lines.len().saturating_sub(new);
+        // Lines carry their number; a stack trace's left-out middle makes counting from
+        // the end wrong (a proxy of an earlier version sends no numbers: counted then).
+        let skip = if lines.iter().all(|l| l["seq"].as_u64().is_some()) {
+            lines.partition_point(|l| l["seq"].as_u64().unwrap_or(0) <= seen)
+        } else {
+            let new = usize::try_from(total.saturating_sub(seen)).unwrap_or(usize::MAX);
+            lines.len().saturating_sub(new)
+        };
         print_lines(&lines[skip..], args.target.output)?;
         seen = total;
     }
