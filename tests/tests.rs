@@ -25,6 +25,8 @@ mod architecture;
 mod deploy_team;
 /// docs/cli.md's command table checked against the binary's `--help`.
 mod docs_cli;
+/// The README's 5-minute tour run as written, its outputs checked.
+mod docs_readme_tour;
 
 /// `mcpproxy call` and `mcpproxy tools`, with and without a running server.
 mod cli_call;

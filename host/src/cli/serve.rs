@@ -28,7 +28,7 @@ pub(super) struct ServeCommand {
     config: Option<PathBuf>,
 
     /// Where to listen for MCP over HTTP [default: the config's `listen`, 127.0.0.1:8080].
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, env = "MCPPROXY_LISTEN", value_name = "ADDR")]
     listen: Option<SocketAddr>,
 
     /// A directory of *.wasm plugins, loaded after (and replacing) the embedded ones.
