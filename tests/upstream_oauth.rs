@@ -6,7 +6,9 @@
 //! login` logs in through a scripted browser (`tests/oauth/browser.py`: the development
 //! login and consent pages), calls succeed, the short-lived access token is refreshed, and
 //! once the grant is revoked (RFC 7009, at the authorization server) the server goes back to
-//! `login required` instead of reconnecting in a loop.
+//! `login required` instead of reconnecting in a loop. So it does when the authorization
+//! server restarts and forgets the client mcpproxy registered (`invalid_client` at the
+//! refresh): the stale registration is dropped and the next login registers anew.
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
@@ -66,6 +68,12 @@ impl OAuthServer {
     /// Revokes every refresh token it issued at its RFC 7009 endpoint (and so the grants).
     fn revoke(&self) -> Value {
         http_json("POST", &format!("{}/test/revoke", self.control))
+    }
+
+    /// Restarts the authorization server on the same port with an empty store: it forgets
+    /// every client it registered and every token it issued.
+    fn restart_authorization_server(&self) -> Value {
+        http_json("POST", &format!("{}/test/restart", self.control))
     }
 }
 
@@ -167,6 +175,147 @@ fn echo(proxy: &Proxy, config: &Path, text: &str) -> crate::support::CmdOutput {
         .args(["--config"])
         .arg_path(config)
         .output()
+}
+
+/// `mcpproxy upstream login s` with the scripted browser; the login must succeed.
+fn log_in(proxy: &Proxy, config: &Path) {
+    let login = upstream(proxy, config, "login", &["--timeout", "60"])
+        .env(
+            "BROWSER",
+            oauth_dir().join("browser.py").to_str().expect("path"),
+        )
+        .output();
+    assert_eq!(
+        login.code(),
+        Some(0),
+        "{}\n{}",
+        login.stdout(),
+        login.stderr()
+    );
+}
+
+/// The client ids the authorization server registered (dynamic client registration).
+fn registrations(server: &OAuthServer) -> Vec<String> {
+    server.stats()["registrations"]
+        .as_array()
+        .map(|ids| {
+            ids.iter()
+                .filter_map(|id| id.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Issue 51 item 18: the authorization server restarts and forgets the client mcpproxy
+/// registered; the refresh is answered `invalid_client`. The server goes to `login
+/// required` (saying why and with the command), stays there without reconnecting, the
+/// call's error says so in words (no Rust type name), the refused registration is dropped,
+/// and the next login registers a new client and works.
+#[test]
+fn a_client_the_restarted_authorization_server_forgot_needs_a_login_that_registers_anew() {
+    let Some(node) = crate::support::node::oauth_node() else {
+        return;
+    };
+    let server = OAuthServer::start(&node);
+    let config = json!({
+        "mcpServers": [{ "name": "s", "url": server.mcp }],
+        "plugins": {"limits": {"timeout_ms": crate::support::mcp::PLUGIN_TIMEOUT_MS}},
+    });
+    let data_dir = tempfile::tempdir().expect("tempdir");
+    let proxy = Proxy::builder(&config)
+        .data_dir(data_dir)
+        .env(&[("MCPPROXY_CREDENTIALS", Path::new("file"))])
+        .start();
+    let config_path = proxy.data_dir.path().join("mcp_config.json");
+    let credentials = proxy.data_dir.path().join("credentials.json");
+    wait_for_state(&proxy, &config_path, "login_required");
+    log_in(&proxy, &config_path);
+    wait_for_state(&proxy, &config_path, "ready");
+    echo(&proxy, &config_path, "hello").assert_code(0);
+    let first = registrations(&server);
+    assert_eq!(first.len(), 1, "one registration: {first:?}");
+    let stored = std::fs::read_to_string(&credentials).expect("credentials");
+    assert!(stored.contains(&first[0]), "the registration is stored");
+
+    // The authorization server restarts with an empty store: the server refuses the access
+    // token it no longer knows, and the refresh is answered `invalid_client`.
+    assert_eq!(server.restart_authorization_server()["restarted"], 1);
+    let restarted = std::time::Instant::now();
+    let after = echo(&proxy, &config_path, "after the restart");
+    assert_ne!(after.code(), Some(0), "{}", after.stdout());
+    let said = format!("{}{}", after.stdout(), after.stderr());
+    assert!(
+        !said.contains("rmcp::") && !said.contains("::<"),
+        "the call's error names a Rust type: {said}"
+    );
+    assert!(
+        said.contains("needs a login") && said.contains("mcpproxy upstream login s"),
+        "the call's error does not say a login is needed: {said}"
+    );
+    wait_for_state(&proxy, &config_path, "login_required");
+    let took = restarted.elapsed();
+    let detail = status_detail(&proxy, &config_path);
+    for words in [
+        "no longer knows this client (invalid_client)",
+        "register anew",
+        "mcpproxy upstream login s",
+    ] {
+        assert!(detail.contains(words), "the status says {detail:?}");
+    }
+    let stats = server.stats();
+    let refusals = stats["token_errors"]["invalid_client"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(
+        (1..=3).contains(&refusals),
+        "the refresh was refused {refusals} time(s): {stats}"
+    );
+
+    // It stays there: no reconnection knocks at the server or the token endpoint.
+    let_pass_blocking(
+        Duration::from_secs(3),
+        "a proxy that kept reconnecting after the refusal would knock meanwhile",
+    );
+    let later = server.stats();
+    assert_eq!(later["refused"], stats["refused"], "{later}");
+    assert_eq!(later["token_errors"], stats["token_errors"], "{later}");
+    assert_eq!(state_of(&proxy, &config_path), "login_required");
+    let log: Vec<String> = proxy.proc.stderr_lines.try_iter().collect();
+    let attempts = log
+        .iter()
+        .filter(|l| l.contains("cannot connect to upstream"))
+        .count();
+    assert!(attempts <= 2, "{attempts} connection attempts: {log:#?}");
+    // The registration the authorization server refused is forgotten.
+    let stored = std::fs::read_to_string(&credentials).unwrap_or_default();
+    assert!(
+        !stored.contains(&first[0]),
+        "the refused registration is still stored"
+    );
+
+    // The next login registers a new client, and calls work again.
+    log_in(&proxy, &config_path);
+    wait_for_state(&proxy, &config_path, "ready");
+    let now = registrations(&server);
+    assert_eq!(now.len(), 2, "a new registration: {now:?}");
+    assert_ne!(now[1], first[0]);
+    let answer = echo(&proxy, &config_path, "registered anew");
+    assert_eq!(answer.code(), Some(0), "{}", answer.stderr());
+    assert!(answer.stdout().contains("registered anew"));
+    eprintln!(
+        "login_required {} ms after the restart; {refusals} refused refresh(es); the call said: {said}",
+        took.as_millis()
+    );
+}
+
+/// The `detail` of the server's state in `mcpproxy upstream list -o json`.
+fn status_detail(proxy: &Proxy, config: &Path) -> String {
+    let out = TestCommand::new(proxy.data_dir.path())
+        .args(["upstream", "list", "-o", "json", "--config"])
+        .arg_path(config)
+        .output();
+    let list: Value = serde_json::from_str(&out.stdout()).unwrap_or(Value::Null);
+    list[0]["detail"].as_str().unwrap_or_default().to_owned()
 }
 
 #[test]

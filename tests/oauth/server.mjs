@@ -7,9 +7,14 @@
 // Prints one JSON line when both listen: {"issuer": ..., "mcp": ..., "control": ...}.
 // The control endpoints (on the MCP server's port) are the test's hands:
 //   GET  /test/stats   -> {"grants": {"authorization_code": n, "refresh_token": n}, "calls": n,
-//                          "refused": n}
+//                          "refused": n, "registrations": [client_id, ...],
+//                          "token_errors": {"invalid_client": n, ...}, "restarts": n}
 //   POST /test/revoke  -> revokes, through the authorization server's RFC 7009 revocation
 //                         endpoint, every refresh token it issued (and so their grants).
+//   POST /test/restart -> restarts the authorization server as a deployment with the
+//                         in-memory store does: it stops listening, comes back on the same
+//                         port with a new provider and an empty store, and so has forgotten
+//                         every client it registered and every token it issued.
 import http from 'node:http';
 import { randomUUID } from 'node:crypto';
 import Provider from 'oidc-provider';
@@ -30,43 +35,80 @@ let provider;
 const asServer = await listen((req, res) => provider.callback()(req, res));
 const issuer = `http://127.0.0.1:${asServer.address().port}`;
 let mcpUrl;
-const stats = { grants: { authorization_code: 0, refresh_token: 0 }, calls: 0, refused: 0 };
+const stats = {
+  grants: { authorization_code: 0, refresh_token: 0 },
+  calls: 0,
+  refused: 0,
+  registrations: [],
+  token_errors: {},
+  restarts: 0,
+};
 const refreshTokens = new Map(); // refresh token -> client_id
 
 const mcpServer = await listen(handleMcp);
 const mcpBase = `http://127.0.0.1:${mcpServer.address().port}`;
 mcpUrl = `${mcpBase}/mcp`;
 
-provider = new Provider(issuer, {
-  features: {
-    devInteractions: { enabled: true },
-    registration: { enabled: true },
-    revocation: { enabled: true },
-    resourceIndicators: {
-      enabled: true,
-      defaultResource: () => mcpUrl,
-      useGrantedResource: () => true,
-      getResourceServerInfo: (ctx, resource) => {
-        if (resource !== mcpUrl) {
-          throw new Provider.errors.InvalidTarget(`unknown resource ${resource}`);
-        }
-        return { scope: 'mcp:tools', audience: mcpUrl, accessTokenTTL: ttl, accessTokenFormat: 'opaque' };
+// A provider with a store of its own: oidc-provider's in-memory adapter keeps clients, grants
+// and tokens per provider, so a new one knows nothing of the old one's.
+function makeProvider() {
+  const p = new Provider(issuer, {
+    features: {
+      devInteractions: { enabled: true },
+      registration: { enabled: true },
+      revocation: { enabled: true },
+      resourceIndicators: {
+        enabled: true,
+        defaultResource: () => mcpUrl,
+        useGrantedResource: () => true,
+        getResourceServerInfo: (ctx, resource) => {
+          if (resource !== mcpUrl) {
+            throw new Provider.errors.InvalidTarget(`unknown resource ${resource}`);
+          }
+          return { scope: 'mcp:tools', audience: mcpUrl, accessTokenTTL: ttl, accessTokenFormat: 'opaque' };
+        },
       },
     },
-  },
-  scopes: ['openid', 'offline_access', 'mcp:tools'],
-  pkce: { required: () => true },
-  issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token'),
-  clientDefaults: { grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' },
-  ttl: { AccessToken: ttl },
-});
-provider.proxy = false;
-provider.on('grant.success', (ctx) => {
-  const type = ctx.oidc.params.grant_type;
-  if (type in stats.grants) stats.grants[type] += 1;
-  const body = ctx.body || {};
-  if (body.refresh_token) refreshTokens.set(body.refresh_token, ctx.oidc.client.clientId);
-});
+    scopes: ['openid', 'offline_access', 'mcp:tools'],
+    pkce: { required: () => true },
+    issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token'),
+    clientDefaults: { grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' },
+    ttl: { AccessToken: ttl },
+  });
+  p.proxy = false;
+  p.on('grant.success', (ctx) => {
+    const type = ctx.oidc.params.grant_type;
+    if (type in stats.grants) stats.grants[type] += 1;
+    const body = ctx.body || {};
+    if (body.refresh_token) refreshTokens.set(body.refresh_token, ctx.oidc.client.clientId);
+  });
+  p.on('grant.error', (ctx, error) => {
+    const code = error.error || 'server_error';
+    stats.token_errors[code] = (stats.token_errors[code] || 0) + 1;
+  });
+  p.on('registration_create.success', (ctx, client) => stats.registrations.push(client.clientId));
+  return p;
+}
+provider = makeProvider();
+
+// Stops the authorization server and starts it again on the same port, its store empty.
+async function restartAuthorizationServer() {
+  const port = asServer.address().port;
+  await new Promise((resolve) => {
+    asServer.close(resolve);
+    asServer.closeAllConnections();
+  });
+  refreshTokens.clear();
+  provider = makeProvider();
+  await new Promise((resolve, reject) => {
+    asServer.once('error', reject);
+    asServer.listen(port, '127.0.0.1', () => {
+      asServer.off('error', reject);
+      resolve();
+    });
+  });
+  stats.restarts += 1;
+}
 
 function challenge(res, status = 401) {
   stats.refused += 1;
@@ -144,6 +186,12 @@ async function handleMcp(req, res) {
     refreshTokens.clear();
     res.writeHead(200, { 'Content-Type': 'application/json' });
     res.end(JSON.stringify({ revoked }));
+    return;
+  }
+  if (url.pathname === '/test/restart' && req.method === 'POST') {
+    await restartAuthorizationServer();
+    res.writeHead(200, { 'Content-Type': 'application/json' });
+    res.end(JSON.stringify({ restarted: stats.restarts, issuer }));
     return;
   }
   if (url.pathname !== '/mcp') {

@@ -143,7 +143,8 @@ pub(super) async fn run(
 
 /// Puts the upstream in "login required" with why, and waits until a login finishes;
 /// `true` when the proxy shuts down first. Nothing is retried meanwhile: a server that
-/// refuses the tokens would refuse them again.
+/// refuses the tokens would refuse them again. A login the authorization server refused
+/// for good (it forgot the client or the grant) is forgotten: the next login registers anew.
 async fn wait_for_login(
     upstream: &Upstream,
     challenge: &crate::oauth::Challenge,
@@ -153,18 +154,48 @@ async fn wait_for_login(
     let hint = super::login::login_hint(name, &challenge.reason());
     tracing::warn!(server = name, "login required: {hint}");
     upstream.state.send_replace(State::LoginRequired(hint));
+    if let Some(refusal) = &challenge.refused {
+        let (store, server) = (upstream.credentials.clone(), name.to_owned());
+        let client_id = refusal.client_id.clone();
+        let forgot = tokio::task::spawn_blocking(move || {
+            crate::oauth::forget_refused(&store, &server, &client_id)
+        })
+        .await;
+        match forgot {
+            Ok(Ok(true)) => tracing::info!(
+                server = name,
+                "forgot the login the authorization server refused ({})",
+                refusal.error
+            ),
+            Ok(Ok(false)) => {}
+            Ok(Err(e)) => tracing::warn!(server = name, "cannot forget the refused login: {e}"),
+            Err(e) => tracing::warn!(server = name, "cannot forget the refused login: {e}"),
+        }
+    }
     tokio::select! {
         _ = shutdown.cancelled() => true,
         _ = upstream.login_done.notified() => false,
     }
 }
 
-/// `reason` (a failure of the upstream's session) as logs and statuses show it: the
-/// secrets of the upstream's URL, and anything else that looks secret, masked.
+/// `reason` (a failure of the upstream's session) as logs and statuses show it: in words
+/// (rmcp's Rust type names gone), the secrets of the upstream's URL, and anything else that
+/// looks secret, masked.
 pub(super) fn shown(upstream: &Upstream, reason: &str) -> String {
+    let reason = super::error::in_words(reason);
     match &upstream.config.transport {
-        Transport::Http { url, .. } => mcpproxy_auth::masking::mask_text_with_url(reason, url),
-        Transport::Stdio { .. } => mcpproxy_auth::masking::mask_text(reason),
+        Transport::Http { url, .. } => mcpproxy_auth::masking::mask_text_with_url(&reason, url),
+        Transport::Stdio { .. } => mcpproxy_auth::masking::mask_text(&reason),
+    }
+}
+
+/// Why a session's task ended, in words.
+fn quit_reason(quit: &rmcp::service::QuitReason) -> String {
+    match quit {
+        rmcp::service::QuitReason::Cancelled => "it was cancelled".to_owned(),
+        rmcp::service::QuitReason::Closed => "the connection closed".to_owned(),
+        rmcp::service::QuitReason::JoinError(e) => format!("its task failed: {e}"),
+        _ => "it stopped".to_owned(),
     }
 }
 
@@ -268,8 +299,8 @@ async fn serve_session(
             }
             quit = &mut waiter => {
                 let reason = match quit {
-                    Ok(reason) => format!("session ended ({reason:?})"),
-                    Err(e) => format!("session task failed: {e}"),
+                    Ok(Ok(reason)) => format!("session ended ({})", quit_reason(&reason)),
+                    Ok(Err(e)) | Err(e) => format!("session task failed: {e}"),
                 };
                 return SessionEnd::Lost(reason);
             }
@@ -381,13 +412,12 @@ async fn http_session(
         &upstream.config.oauth,
         secret.as_ref().map(|s| s.expose()),
         &upstream.credentials,
+        &slot,
     )
     .await
     .map_err(|e| format!("cannot use the stored login: {e}"))?;
     let session = match authorized {
-        Some(client) => {
-            super::lifecycle::serve_http(handler, Watched::new(client, slot), config).await
-        }
+        Some(client) => super::lifecycle::serve_http(handler, client, config).await,
         None => {
             let client = Watched::new(crate::oauth::upstream_http_client(), slot);
             super::lifecycle::serve_http(handler, client, config).await

@@ -7,7 +7,10 @@
 //! The client registration follows the order the MCP authorization specification gives:
 //! the `client_id` of the server's `oauth` config, else a Client ID Metadata Document (its
 //! `client_metadata_url`, when the authorization server supports them), else dynamic client
-//! registration. The scopes asked for: the config's, else, after a `403 insufficient_scope`,
+//! registration, at every login and with the authorization server the protected resource
+//! metadata names then: a stored registration is never reused, so one an authorization
+//! server forgot, or one made with another authorization server, is never presented to it.
+//! The scopes asked for: the config's, else, after a `403 insufficient_scope`,
 //! the scopes granted before together with the ones the server asked for, else what the
 //! server's challenge names, else its `scopes_supported`, else none.
 
@@ -239,7 +242,8 @@ pub(super) fn request_for(
     if let Some(url) = &oauth.client_metadata_url {
         request = request.with_client_metadata_url(url);
     }
-    if let Some(challenge) = target.challenge {
+    // A refusal of the stored login alone has no header: discovery starts from the URL.
+    if let Some(challenge) = target.challenge.filter(|c| !c.header.is_empty()) {
         request = request.with_challenge(&challenge.header);
     }
     let step_up = target

@@ -7,7 +7,7 @@
 //! `login` (a login in progress: the authorization URL out, the redirect back in),
 //! `session` (the HTTP client an upstream session sends its requests through, with the
 //! stored tokens, refreshed before they expire), `challenge` (what a `401`/`403` asked
-//! for), `error`.
+//! for, and the authorization server's refusals of a stored login), `error`.
 
 mod challenge;
 mod error;
@@ -15,11 +15,11 @@ mod login;
 mod session;
 mod vault;
 
-pub use challenge::{Challenge, ChallengeSlot, Watched, upstream_http_client};
+pub use challenge::{Challenge, ChallengeSlot, Refusal, Watched, upstream_http_client};
 pub use error::OAuthError;
 pub use login::{LoginTarget, Logins};
 pub use session::authorized_client;
-pub use vault::forget;
+pub use vault::{forget, forget_refused};
 
 #[cfg(test)]
 mod tests;

@@ -2,11 +2,16 @@
 //! stored login: rmcp's [`AuthClient`] with the server's tokens, which adds the bearer token
 //! to every request, refreshes it before it expires, and on a rejected token refreshes once
 //! and retries. When the refresh fails the request fails with the server's challenge, and
-//! the upstream goes to "login required".
+//! the upstream goes to "login required"; so it does when the authorization server refuses
+//! the refresh for good (`invalid_client`, `unauthorized_client`, `invalid_grant`: it forgot
+//! the registration or the grant), which the session's [`Watched`] client notes.
+
+use std::sync::Arc;
 
 use rmcp::transport::AuthClient;
-use rmcp::transport::auth::{AuthorizationManager, OAuthClientConfig};
+use rmcp::transport::auth::{AuthorizationManager, CredentialStore as _, OAuthClientConfig};
 
+use super::challenge::{ChallengeSlot, Watched};
 use super::error::OAuthError;
 use super::vault::{TokenVault, has_login};
 use mcpproxy_auth::credentials::CredentialStore;
@@ -20,6 +25,7 @@ const NO_REDIRECT: &str = "http://127.0.0.1/unused";
 /// bound to `binding` (the server's URL as the config writes it), `None` when it has none
 /// (requests then go without a token, and a `401` says a login is needed). `url` is the
 /// URL with its references resolved; `client_secret` the resolved `oauth.client_secret`.
+/// What the server and its authorization server refuse is left in `slot`.
 pub async fn authorized_client(
     server: &str,
     binding: &str,
@@ -27,7 +33,8 @@ pub async fn authorized_client(
     oauth: &OAuthConfig,
     client_secret: Option<&str>,
     store: &CredentialStore,
-) -> Result<Option<AuthClient<reqwest::Client>>, OAuthError> {
+    slot: &Arc<ChallengeSlot>,
+) -> Result<Option<Watched<AuthClient<reqwest::Client>>>, OAuthError> {
     if oauth.disabled {
         return Ok(None);
     }
@@ -43,7 +50,13 @@ pub async fn authorized_client(
     let mut manager = AuthorizationManager::new(url)
         .await
         .map_err(|e| OAuthError::flow("cannot prepare the login", e))?;
-    manager.set_credential_store(TokenVault::new(store.clone(), server, binding));
+    let vault = TokenVault::new(store.clone(), server, binding).reporting_to(slot.clone());
+    let client_id = match vault.load().await {
+        Ok(Some(credentials)) => credentials.client_id,
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(OAuthError::flow("cannot read the stored login", e)),
+    };
+    manager.set_credential_store(vault);
     let restored = manager
         .initialize_from_store()
         .await
@@ -57,8 +70,8 @@ pub async fn authorized_client(
             .configure_client(client)
             .map_err(|e| OAuthError::flow("cannot use the configured client", e))?;
     }
-    Ok(Some(AuthClient::new(
-        super::challenge::upstream_http_client(),
-        manager,
-    )))
+    let client = AuthClient::new(super::challenge::upstream_http_client(), manager);
+    Ok(Some(
+        Watched::new(client, slot.clone()).with_login(&client_id),
+    ))
 }

@@ -3,10 +3,12 @@
 
 use rmcp::transport::auth::{CredentialStore as _, StoredCredentials};
 
+use std::sync::Arc;
+
 use super::OAuthError;
-use super::challenge::Challenge;
+use super::challenge::{Challenge, ChallengeSlot};
 use super::login::{LoginTarget, Logins, request_for};
-use super::vault::{TokenVault, forget, has_login};
+use super::vault::{TokenVault, forget, forget_refused, has_login};
 use mcpproxy_auth::credentials::CredentialStore;
 use mcpproxy_config::OAuthConfig;
 
@@ -152,4 +154,65 @@ async fn a_server_that_keeps_asking_for_granted_scopes_is_refused_after_two_logi
             .await
             .unwrap();
     }
+}
+
+#[tokio::test]
+async fn a_refused_login_is_forgotten_unless_a_new_one_replaced_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = CredentialStore::open_file(dir.path());
+    let url = "https://mcp.example.com/mcp";
+    let slot = Arc::new(ChallengeSlot::default());
+    let vault = TokenVault::new(store.clone(), "gh", url).reporting_to(slot.clone());
+    let refused = credentials(&["read"]);
+    vault.save(refused.clone()).await.unwrap();
+
+    // invalid_grant at a refresh (rmcp's hook): a login made since is kept...
+    let mut replaced = credentials(&["read"]);
+    replaced.token_received_at = Some(99);
+    TokenVault::new(store.clone(), "gh", url)
+        .save(replaced)
+        .await
+        .unwrap();
+    vault.on_refresh_token_rejected(&refused).await.unwrap();
+    assert!(has_login(&store, "gh", url), "a newer login is kept");
+    let told = slot.get().expect("the slot is told");
+    assert_eq!(told.refused.map(|r| r.error), Some("invalid_grant"));
+
+    // ...the refused one is forgotten.
+    let vault = TokenVault::new(store.clone(), "gh", url);
+    vault.save(refused.clone()).await.unwrap();
+    vault.on_refresh_token_rejected(&refused).await.unwrap();
+    assert!(!has_login(&store, "gh", url));
+    assert!(vault.load().await.unwrap().is_none());
+
+    // invalid_client (seen by the session's client): only the refused client's record goes.
+    vault.save(credentials(&["read"])).await.unwrap();
+    assert!(!forget_refused(&store, "gh", "another-client").unwrap());
+    assert!(has_login(&store, "gh", url));
+    assert!(forget_refused(&store, "gh", "client").unwrap());
+    assert!(!has_login(&store, "gh", url));
+    assert!(!forget_refused(&store, "gh", "client").unwrap());
+}
+
+#[test]
+fn a_login_after_a_refusal_alone_discovers_from_the_url() {
+    let none = OAuthConfig::default();
+    let refusal = Challenge {
+        refused: super::challenge::Refusal::named("invalid_client", "c1"),
+        ..Challenge::default()
+    };
+    let request = request_for(
+        &target(&none, Some(&refusal)),
+        "http://127.0.0.1:1/callback",
+        &[],
+    );
+    assert_eq!(request.challenge, None, "no header to seed discovery with");
+    assert_eq!(request.client_id, None, "a new registration");
+    let challenged = step_up("admin");
+    let request = request_for(
+        &target(&none, Some(&challenged)),
+        "http://127.0.0.1:1/callback",
+        &[],
+    );
+    assert!(request.challenge.is_some());
 }

@@ -5,12 +5,19 @@
 //!
 //! rmcp asks for the credentials before every request; the vault answers from memory and
 //! goes to the store only to load once and to write what changed.
+//!
+//! A login the authorization server refuses for good (`invalid_grant` at a refresh, told by
+//! rmcp; `invalid_client` and `unauthorized_client`, seen by the session's client) is
+//! forgotten: its tokens and its registration are no use, and the next login registers anew.
+
+use std::sync::Arc;
 
 use rmcp::transport::AuthError;
 use rmcp::transport::auth::{CredentialStore as RmcpCredentialStore, StoredCredentials};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
+use super::challenge::{ChallengeSlot, Refusal};
 use mcpproxy_auth::credentials::{CredentialError, CredentialStore};
 
 /// The credential store key of a server's login.
@@ -58,6 +65,22 @@ pub fn forget(store: &CredentialStore, server: &str) -> Result<bool, CredentialE
     store.delete(&key(server))
 }
 
+/// Forgets `server`'s login when it is still the one of client `client_id` (the login the
+/// authorization server refused; one made since is kept); whether it was.
+pub fn forget_refused(
+    store: &CredentialStore,
+    server: &str,
+    client_id: &str,
+) -> Result<bool, CredentialError> {
+    let Some(text) = store.get(&key(server))? else {
+        return Ok(false);
+    };
+    match serde_json::from_str::<Record>(text.expose()) {
+        Ok(record) if record.credentials.client_id == client_id => store.delete(&key(server)),
+        _ => Ok(false),
+    }
+}
+
 /// rmcp's credential store for one server, on top of mcpproxy's.
 pub(super) struct TokenVault {
     store: CredentialStore,
@@ -65,6 +88,8 @@ pub(super) struct TokenVault {
     url: String,
     /// What was last loaded or saved: `None` until the first load.
     cached: Mutex<Option<Option<StoredCredentials>>>,
+    /// Where a refusal of the login's refresh is told (a session's vault).
+    refusals: Option<Arc<ChallengeSlot>>,
 }
 
 impl TokenVault {
@@ -74,7 +99,14 @@ impl TokenVault {
             server: server.to_owned(),
             url: url.to_owned(),
             cached: Mutex::new(None),
+            refusals: None,
         }
+    }
+
+    /// Tells `slot` when the authorization server refuses the login's refresh token.
+    pub(super) fn reporting_to(mut self, slot: Arc<ChallengeSlot>) -> Self {
+        self.refusals = Some(slot);
+        self
     }
 
     /// Runs a credential store operation off the async threads (a file or a keyring call).
@@ -115,6 +147,32 @@ impl RmcpCredentialStore for TokenVault {
         self.blocking(move |store, server, _| store.set(&key(server), &text))
             .await?;
         *cached = Some(Some(credentials));
+        Ok(())
+    }
+
+    /// The authorization server answered the refresh `invalid_grant`: the tokens are
+    /// forgotten (unless a login replaced them meanwhile) and the session's slot is told.
+    async fn on_refresh_token_rejected(
+        &self,
+        credentials: &StoredCredentials,
+    ) -> Result<(), AuthError> {
+        let mut cached = self.cached.lock().await;
+        if let (Some(slot), Some(refusal)) = (
+            &self.refusals,
+            Refusal::named("invalid_grant", &credentials.client_id),
+        ) {
+            slot.refuse(refusal);
+        }
+        let refused = |c: &StoredCredentials| {
+            c.client_id == credentials.client_id
+                && c.token_received_at == credentials.token_received_at
+        };
+        let stored = self.blocking(load).await?;
+        if stored.as_ref().is_some_and(refused) {
+            self.blocking(|store, server, _| store.delete(&key(server)).map(|_| ()))
+                .await?;
+            *cached = Some(None);
+        }
         Ok(())
     }
 
