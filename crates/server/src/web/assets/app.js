@@ -1,10 +1,12 @@
 // mcpproxy's page: upstream servers (a quarantined one waits for approval, given only after
-// its security analysis is shown), a chart of the last hour's calls (each counted once), the
-// live activity feed with filters and the plugin and guard decisions of each record (this
+// its security analysis is shown), a chart of the last hour's calls (each counted once) on a
+// time axis, the live activity feed with filters and who decided each record (this
 // replica's, live; or the whole cluster's, read from the cluster journal every 5 s), and one
-// record's detail. Everything comes from the REST
-// API with the key the user entered once (kept in localStorage). Text from records,
-// upstreams and plugins is only ever set with textContent: it is never parsed as HTML.
+// record's detail. Everything comes from the REST API with the key the user entered once
+// (kept in localStorage); the feed's records are asked for at once, beside the key check, so
+// the page shows them as soon as it is up (`#feed[data-loaded]` marks that). Text from
+// records, upstreams and plugins is only ever set with textContent: it is never parsed as
+// HTML.
 "use strict";
 
 const KEY_STORE = "mcpproxy.apiKey";
@@ -72,33 +74,60 @@ function matchesDecision(record) {
   return !wanted || decisionOf(record) === wanted;
 }
 
-// Who decided: the validator that rejected or warned, and what the result guards did.
+// The record types the policy judges: with no plugin named, its validators allowed them.
+const JUDGED = ["tool_call", "resource_read", "prompt_get", "completion", "subscription", "code_execution"];
+
+// Who or what decided, never why (that is the Reason column): the validator that rejected
+// or warned (or the proxy itself), the result guards that changed the answer, the person
+// who approved, who changed a server, the network allow-list of a sandboxed server.
 function decidedBy(record) {
   const verdict = record.verdict || {};
+  const details = record.details || {};
   const parts = [];
   if (verdict.plugin) parts.push(verdict.plugin + ": " + decisionOf(record));
-  else if (record.type === "tool_call") parts.push(decisionOf(record));
-  const guards = guardsOf(record);
-  if (guards) parts.push(guards);
-  return parts.join("; ");
+  else if (verdict.decision === "reject" || verdict.decision === "warn") parts.push("mcpproxy: " + verdict.decision);
+  for (const guard of record.guards || []) parts.push(guard.plugin + ": " + guard.action);
+  if (record.type === "approval") parts.push("approved by " + (details.approved_by || record.source || "?"));
+  else if (record.type === "server_change") {
+    const who = record.identity && record.identity.subject;
+    parts.push((details.actor || record.source || "?") + (who ? " " + who : ""));
+  } else if (record.type === "egress") parts.push("network allow-list");
+  else if (record.type === "alert") parts.push("mcpproxy");
+  else if (!parts.length && JUDGED.includes(record.type)) parts.push("policy: " + decisionOf(record));
+  return parts.join("; ") || "-";
 }
 
+// A record's time: the clock time for today's, the date too for older ones.
 function localTime(timestamp) {
   const date = new Date(timestamp);
-  return isNaN(date) ? timestamp : date.toLocaleString();
+  if (isNaN(date)) return timestamp;
+  return date.toDateString() === new Date().toDateString() ? date.toLocaleTimeString() : date.toLocaleString();
 }
 
-// What the result guards did to the answer, e.g. "secret-redactor: redact 2 (github-token, jwt)".
+// What the result guards did to the answer, e.g. "redact 2 (github-token, jwt)"; which
+// guard did it is in Decided by.
 function guardsOf(record) {
   return (record.guards || [])
-    .map((g) => g.plugin + ": " + g.action + " " + g.count + " (" + (g.kinds || []).join(", ") + ")")
+    .map((g) => g.action + " " + g.count + " (" + (g.kinds || []).join(", ") + ")")
     .join("; ");
 }
 
 function reasonOf(record) {
   const verdict = record.verdict || {};
+  const details = record.details || {};
   if ((verdict.decision === "warn" || verdict.decision === "reject") && verdict.message) return verdict.message;
-  return record.error_message || guardsOf(record);
+  if (record.error_message) return record.error_message;
+  if (record.type === "approval") {
+    const tools = details.tools || [];
+    return details.unquarantined ? "the server (quarantine lifted)" : tools.length ? "tools: " + tools.join(", ") : "";
+  }
+  if (record.type === "server_change" && typeof details.summary === "string") return details.summary;
+  return guardsOf(record);
+}
+
+// The variant without its common prefix (`read` for call_tool_read), or the record's type.
+function variantOf(record) {
+  return record.tool_variant ? record.tool_variant.replace(/^call_tool_/, "") : record.type;
 }
 
 function feedRow(record) {
@@ -109,12 +138,13 @@ function feedRow(record) {
     el("td", localTime(record.timestamp)),
     el("td", record.server_name),
     el("td", record.tool_name),
-    el("td", record.tool_variant || record.type),
+    el("td", variantOf(record)),
     el("td", status, "status-" + status),
     el("td", (record.duration_ms || 0) + " ms"),
     el("td", decidedBy(record), "decision decision-" + decisionOf(record)),
     el("td", reasonOf(record), "reason"),
   );
+  row.cells[0].title = record.timestamp;
   row.addEventListener("click", () => showDetail(record.id));
   return row;
 }
@@ -148,37 +178,68 @@ function scopeQuery() {
   return clusterScope() ? "?cluster=true" : "";
 }
 
-async function loadClusterPage() {
+// The feed's page (the newest 50 records its filters match), in its scope.
+function feedPage() {
   const params = filters();
-  params.set("cluster", "true");
+  if (clusterScope()) params.set("cluster", "true");
   params.set("limit", "50");
-  const page = await api("/activity?" + params.toString());
+  return api("/activity?" + params.toString());
+}
+
+// The feed's first page, and the record its live feed starts after: the newest record of
+// all, read before the page, so the live feed brings whatever the page did not have (and
+// scans only records newer than it). Without filters the page's newest is that record.
+async function feedStart() {
+  const newest = filters().toString() && !clusterScope() ? await api("/activity?limit=1") : null;
+  const page = await feedPage();
+  const top = (newest || page).records[0];
+  return { page, after: top ? top.id : null };
+}
+
+// Shows a page of records in place of the feed's rows, and marks the feed `data-loaded`
+// once the records that were there when it was asked for are shown.
+function showPage(page) {
   shown.clear();
   $("feed").querySelector("tbody").replaceChildren();
   addRecords(page.records, false);
+  $("feed").dataset.loaded = "true";
 }
 
-async function loadFeed() {
+// Counts the feed's loads: a load that a newer one (other filters) overtook while it waited
+// shows nothing.
+let feedLoads = 0;
+
+// `first`: the feed's start (`feedStart`), when it was already asked for (with the key
+// check, at load).
+async function loadFeed(first) {
+  const load = ++feedLoads;
   if (feed) feed.close();
   feed = null;
   if (clusterTimer) clearInterval(clusterTimer);
   clusterTimer = null;
+  delete $("feed").dataset.loaded;
   shown.clear();
   $("feed").querySelector("tbody").replaceChildren();
+  const start = await (first || feedStart());
+  if (load !== feedLoads) return;
+  showPage(start.page);
   if (clusterScope()) {
     $("connection").textContent = "whole cluster (every 5 s)";
-    await loadClusterPage();
-    clusterTimer = setInterval(() => loadClusterPage().catch((e) => {
+    clusterTimer = setInterval(() => feedPage().then((page) => {
+      if (load === feedLoads) showPage(page);
+    }).catch((e) => {
       $("connection").textContent = e.message;
     }), 5000);
     return;
   }
-  // No gap between the page of recent records and the live feed: the feed starts after the
-  // newest record of all, read first; what both return is shown once.
-  const newest = await api("/activity?limit=1");
+  // No gap between the page shown and the live feed: the feed starts after the newest
+  // record read before the page; what both bring is shown once. When the journal was empty,
+  // the live feed starts after its newest record when it opens, and the page is read again
+  // once it is open, for what came in between.
   const stream = filters();
   stream.set("apikey", apiKey);
-  if (newest.records.length) stream.set("after", newest.records[0].id);
+  if (start.after) stream.set("after", start.after);
+  let caughtUp = Boolean(start.after);
   feed = new EventSource("/api/v1/activity/stream?" + stream.toString());
   feed.addEventListener("record", (event) => {
     try {
@@ -187,12 +248,15 @@ async function loadFeed() {
       /* a malformed event is skipped */
     }
   });
-  feed.onopen = () => { $("connection").textContent = "live"; };
+  feed.onopen = () => {
+    $("connection").textContent = "live";
+    if (caughtUp) return;
+    caughtUp = true;
+    feedPage().then((page) => {
+      if (load === feedLoads) addRecords(page.records, false);
+    }).catch(() => {});
+  };
   feed.onerror = () => { $("connection").textContent = "reconnecting…"; };
-  const params = filters();
-  params.set("limit", "50");
-  const page = await api("/activity?" + params.toString());
-  addRecords(page.records, false);
 }
 
 async function loadChartData() {
@@ -202,59 +266,97 @@ async function loadChartData() {
   drawChart();
 }
 
-function drawChart() {
-  const svg = $("chart");
-  const ns = "http://www.w3.org/2000/svg";
-  svg.replaceChildren();
-  const now = Date.now();
-  const minutes = 60;
+// The chart's geometry, in pixels (its viewBox is its width on screen, so text is not
+// stretched): bars above BAR_BASE, the error and blocked marks below them, then the time
+// axis with a labelled tick every 10 minutes of the clock.
+const CHART = { height: 150, barBase: 108, barTop: 6, marks: 112, axis: 126, labels: 142 };
+const MINUTE = 60000;
+
+function svgNode(tag, attributes, title) {
+  const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, String(value));
+  if (title) {
+    const tip = document.createElementNS("http://www.w3.org/2000/svg", "title");
+    tip.textContent = title;
+    node.append(tip);
+  }
+  return node;
+}
+
+// The last hour's calls per minute of the clock (the last bucket is the minute now going).
+function chartBuckets(minutes, start) {
   const counts = Array.from({ length: minutes }, () => ({ variants: {}, statuses: {} }));
   for (const [id, record] of recent) {
-    const age = Math.floor((now - Date.parse(record.timestamp)) / 60000);
-    if (age >= minutes) recent.delete(id);
-    if (age < 0 || age >= minutes) continue;
-    const bucket = counts[minutes - 1 - age];
+    const at = Date.parse(record.timestamp);
+    if (isNaN(at) || at < start) {
+      recent.delete(id);
+      continue;
+    }
+    // A record from a clock a little ahead of this one counts in the minute now going.
+    const bucket = counts[Math.min(minutes - 1, Math.floor((at - start) / MINUTE))];
     const variant = record.tool_variant || "other";
     bucket.variants[variant] = (bucket.variants[variant] || 0) + 1;
     bucket.statuses[record.status] = (bucket.statuses[record.status] || 0) + 1;
   }
+  return counts;
+}
+
+function drawChart() {
+  const svg = $("chart");
+  svg.replaceChildren();
+  const width = Math.max(300, svg.clientWidth || 600);
+  svg.setAttribute("viewBox", "0 0 " + width + " " + CHART.height);
+  const minutes = 60;
+  const start = Math.floor(Date.now() / MINUTE) * MINUTE - (minutes - 1) * MINUTE;
+  const counts = chartBuckets(minutes, start);
   const max = Math.max(1, ...counts.map((b) => Object.values(b.variants).reduce((a, n) => a + n, 0)));
-  const width = 600 / minutes;
+  const step = width / minutes;
+  const barHeight = CHART.barBase - CHART.barTop;
   counts.forEach((bucket, i) => {
-    let y = 120;
+    let y = CHART.barBase;
     for (const [variant, color] of VARIANTS) {
       const n = bucket.variants[variant] || 0;
       if (!n) continue;
-      const h = (n / max) * 110;
+      const h = (n / max) * barHeight;
       y -= h;
-      const rect = document.createElementNS(ns, "rect");
-      rect.setAttribute("x", String(i * width + 1));
-      rect.setAttribute("y", String(y));
-      rect.setAttribute("width", String(width - 2));
-      rect.setAttribute("height", String(h));
-      rect.setAttribute("fill", color);
-      const title = document.createElementNS(ns, "title");
-      title.textContent = n + " " + variant;
-      rect.append(title);
-      svg.append(rect);
+      svg.append(svgNode("rect", { x: i * step + 1, y, width: Math.max(1, step - 2), height: h, fill: color }, n + " " + variant));
     }
-    let x = i * width + 1;
+    let x = i * step + 1;
     for (const [status, color] of STATUSES) {
       const n = bucket.statuses[status] || 0;
       if (!n) continue;
-      const mark = document.createElementNS(ns, "rect");
-      mark.setAttribute("x", String(x));
-      mark.setAttribute("y", "126");
-      mark.setAttribute("width", String(Math.max(2, (width - 2) / 2)));
-      mark.setAttribute("height", String(Math.min(12, 3 + n)));
-      mark.setAttribute("fill", color);
-      const title = document.createElementNS(ns, "title");
-      title.textContent = n + " " + status;
-      mark.append(title);
-      svg.append(mark);
-      x += (width - 2) / 2;
+      const w = Math.max(2, (step - 2) / 2);
+      svg.append(svgNode("rect", { x, y: CHART.marks, width: w, height: Math.min(10, 3 + n), fill: color }, n + " " + status));
+      x += w;
     }
   });
+  drawAxis(svg, width, step, start, minutes, max);
+  drawLegend(counts);
+}
+
+// The time axis: a line, and a tick labelled with the clock time (the user's locale, hours
+// and minutes) at each 10 minutes; the busiest minute's count at the top left.
+function drawAxis(svg, width, step, start, minutes, max) {
+  svg.append(svgNode("line", { x1: 0, y1: CHART.axis, x2: width, y2: CHART.axis, class: "axis" }));
+  for (let i = 0; i < minutes; i++) {
+    const at = new Date(start + i * MINUTE);
+    if (at.getMinutes() % 10 !== 0) continue;
+    const x = i * step;
+    svg.append(svgNode("line", { x1: x, y1: CHART.axis, x2: x, y2: CHART.axis + 4, class: "axis" }));
+    const anchor = x < 30 ? "start" : x > width - 30 ? "end" : "middle";
+    const label = svgNode("text", { x, y: CHART.labels, "text-anchor": anchor, class: "tick" });
+    label.textContent = at.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+    label.dataset.time = at.toISOString();
+    svg.append(label);
+  }
+  svg.append(svgNode("line", { x1: 0, y1: CHART.barTop, x2: width, y2: CHART.barTop, class: "grid" }));
+  const scale = svgNode("text", { x: 4, y: CHART.barTop + 12, class: "scale" });
+  scale.textContent = max + " per minute";
+  svg.append(scale);
+}
+
+function drawLegend(counts) {
+  const svg = $("chart");
   const legend = $("chart-legend");
   legend.replaceChildren();
   for (const [name, color] of VARIANTS.concat(STATUSES)) {
@@ -410,26 +512,32 @@ function analysisView(analysis) {
     : "Not scanned: " + (analysis.scanner_error || "no scanner"), analysis.scanner ? "muted" : "error"));
   const findings = analysis.tools.reduce((n, t) => n + t.findings.length, 0);
   nodes.push(el("p", findings ? findings + " finding(s)" : "No findings.", findings ? "error" : "muted"));
-  const table = el("table");
-  table.id = "analysis-tools";
-  const head = el("tr");
-  for (const title of ["Tool", "Standing", "Annotations", "Findings"]) head.append(el("th", title));
-  table.append(head);
+  // One block per held tool, its name on a line of its own and its findings below it at
+  // the dialog's full width: neither a long name nor a long finding squeezes the other.
+  const list = el("div");
+  list.id = "analysis-tools";
   for (const tool of held) {
-    const row = el("tr");
     const annotations = tool.annotations || {};
     const flags = [];
-    if (annotations.readOnlyHint) flags.push("ro");
+    if (annotations.readOnlyHint) flags.push("read-only");
     if (annotations.destructiveHint) flags.push("destructive");
-    const cell = el("td");
-    for (const finding of tool.findings) {
-      cell.append(el("div", finding.severity + " " + finding.kind + ": " + finding.detail, "finding-" + finding.severity));
+    const item = el("div", null, "tool");
+    item.append(
+      el("div", tool.name, "tool-name"),
+      el("div", tool.standing + "; annotations: " + (flags.join(", ") || "none"), "tool-meta muted"),
+    );
+    if (tool.findings.length) {
+      const findings = el("ul", null, "findings");
+      for (const finding of tool.findings) {
+        findings.append(el("li", finding.severity + " " + finding.kind + ": " + finding.detail, "finding-" + finding.severity));
+      }
+      item.append(findings);
+    } else {
+      item.append(el("div", "no findings", "tool-meta muted"));
     }
-    if (!tool.findings.length) cell.textContent = "none";
-    row.append(el("td", tool.name), el("td", tool.standing), el("td", flags.join(", ") || "-"), cell);
-    table.append(row);
+    list.append(item);
   }
-  nodes.push(table);
+  nodes.push(list);
   for (const name of analysis.removed || []) nodes.push(el("p", "Removed since approval: " + name, "muted"));
   return nodes;
 }
@@ -511,6 +619,10 @@ async function loadStatus() {
 
 async function connect(key) {
   apiKey = key;
+  // The feed's records are asked for at once, beside the key check: the first rendering
+  // of the feed shows them, without waiting for the other parts of the page.
+  const first = feedStart();
+  first.catch(() => {});
   try {
     await loadStatus();
   } catch (error) {
@@ -526,8 +638,8 @@ async function connect(key) {
   $("app").hidden = false;
   $("forget").hidden = false;
   $("connection").textContent = "connected";
-  await loadUpstreams();
-  await Promise.all([loadFeed(), loadChartData()]);
+  const report = (e) => { $("connection").textContent = e.message; };
+  await Promise.all([loadFeed(first).catch(report), loadChartData().catch(report), loadUpstreams().catch(report)]);
   setInterval(() => loadUpstreams().catch(() => {}), 5000);
   setInterval(() => loadStatus().catch(() => {}), 5000);
   setInterval(drawChart, 30000);
@@ -566,6 +678,16 @@ function start() {
   for (const id of ["f-server", "f-intent", "f-status", "f-type", "f-decision", "f-scope"]) {
     $(id).addEventListener("change", () => loadFeed().catch((e) => { $("connection").textContent = e.message; }));
   }
+  // The chart is drawn at its width on screen: again when that changes.
+  let resizing = false;
+  window.addEventListener("resize", () => {
+    if (resizing || $("app").hidden) return;
+    resizing = true;
+    requestAnimationFrame(() => {
+      resizing = false;
+      drawChart();
+    });
+  });
   if (key) connect(key);
   else $("key-form").hidden = false;
 }
