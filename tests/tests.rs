@@ -147,6 +147,8 @@ mod upstream_egress;
 mod upstream_http_lifecycle;
 /// Servers started by package launchers (`npx -y`, `uvx`) from registries on loopback.
 mod upstream_launchers;
+/// Lazy servers: started by their first call, stopped when idle, their tools known meanwhile.
+mod upstream_lazy;
 /// An upstream's life with the proxy: waited for while it connects, killed with the proxy.
 mod upstream_lifecycle;
 /// Changing upstream servers while running: the upstream_servers tool, the CLI, hand edits.

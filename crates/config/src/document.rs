@@ -17,7 +17,7 @@ use serde_json::Value;
 /// The keys of an `mcpServers` entry besides `name`, in the order the docs list them and a
 /// server added by mcpproxy is written in: first how the server is started or reached
 /// ([`LAUNCH_KEYS`]), then how mcpproxy treats it.
-pub const SERVER_KEYS: [&str; 13] = [
+pub const SERVER_KEYS: [&str; 15] = [
     "command",
     "args",
     "env",
@@ -30,6 +30,8 @@ pub const SERVER_KEYS: [&str; 13] = [
     "quarantined",
     "auto_approve_tool_changes",
     "tool_call_timeout_ms",
+    "start",
+    "idle_stop_secs",
     "oauth",
 ];
 

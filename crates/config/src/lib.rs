@@ -29,6 +29,7 @@ pub mod document;
 mod launch;
 mod model;
 mod rate;
+mod start;
 mod raw;
 pub mod reference;
 mod team;
@@ -50,4 +51,5 @@ pub use model::{
     load, read_bounded,
 };
 pub use rate::{Limit, Per};
+pub use start::{DEFAULT_IDLE_STOP, MAX_IDLE_STOP_SECS, Start, StartMode};
 pub use team::{RateLimitsConfig, ScopeRule};

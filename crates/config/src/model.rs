@@ -8,10 +8,8 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use mcpproxy_policy::Grant;
-
-use mcpproxy_policy::Limits;
 use mcpproxy_policy::journal::{DeliveryOptions, Durability, Retention};
+use mcpproxy_policy::{Grant, Limits};
 
 /// The config file's name inside [`DEFAULT_DIR`].
 pub(crate) const FILE_NAME: &str = "mcp_config.json";
@@ -248,6 +246,8 @@ pub struct ServerConfig {
     pub auto_approve_tool_changes: bool,
     /// Overrides [`Config::tool_call_timeout`] for this server.
     pub tool_call_timeout: Option<Duration>,
+    /// When it runs: with mcpproxy, or from its first call until it idles (`start`).
+    pub start: crate::Start,
     /// The sandbox the server's process runs in (stdio servers only).
     pub isolation: Isolation,
     /// How mcpproxy logs in to the server when it asks for it (HTTP servers only).

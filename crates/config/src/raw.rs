@@ -24,6 +24,8 @@ pub(super) struct RawConfig {
     pub allowed_origins: Option<Vec<String>>,
     pub allowed_hosts: Option<Vec<String>>,
     pub tool_call_timeout_ms: Option<u64>,
+    pub start: Option<String>,
+    pub idle_stop_secs: Option<u64>,
     #[serde(rename = "mcpServers")]
     pub mcp_servers: Option<RawServers>,
     pub intent_declaration: Option<RawIntent>,
@@ -146,6 +148,8 @@ pub(super) struct RawServer {
     pub quarantined: Option<bool>,
     pub auto_approve_tool_changes: Option<bool>,
     pub tool_call_timeout_ms: Option<u64>,
+    pub start: Option<String>,
+    pub idle_stop_secs: Option<u64>,
     pub isolation: Option<RawIsolation>,
     pub oauth: Option<RawOAuth>,
 }

@@ -757,3 +757,40 @@ fn result_guards_are_listed_like_validators() {
         "t.json: plugins.guards[1]: 'a' is already listed at plugins.guards[0]"
     );
 }
+
+#[test]
+fn start_is_eager_unless_a_server_or_the_top_level_says_lazy() {
+    let config = parse(
+        r#"{"start": "lazy", "idle_stop_secs": 120, "mcpServers": [
+              {"name": "a", "command": "srv"},
+              {"name": "b", "command": "srv", "start": "eager"},
+              {"name": "c", "command": "srv", "idle_stop_secs": 5}]}"#,
+    );
+    let [a, b, c] = &config.servers[..] else {
+        panic!("three servers");
+    };
+    assert_eq!(a.start.mode, StartMode::Lazy);
+    assert_eq!(a.start.idle_stop, Duration::from_secs(120));
+    assert_eq!(b.start.mode, StartMode::Eager);
+    assert_eq!(
+        (c.start.mode, c.start.idle_stop),
+        (StartMode::Lazy, Duration::from_secs(5))
+    );
+    let plain = parse(r#"{"mcpServers": [{"name": "a", "command": "srv"}]}"#);
+    assert_eq!(plain.servers[0].start, Start::default());
+    assert_eq!(plain.servers[0].start.idle_stop, DEFAULT_IDLE_STOP);
+    assert!(!plain.servers[0].start.is_lazy());
+}
+
+#[test]
+fn a_start_mode_or_idle_time_out_of_bounds_is_refused_with_what_is_accepted() {
+    let wrong = error(r#"{"mcpServers": [{"name": "a", "command": "srv", "start": "sometimes"}]}"#);
+    assert!(wrong.contains("mcpServers[0].start"), "{wrong}");
+    assert!(wrong.contains("'sometimes' is not a start mode"), "{wrong}");
+    assert!(wrong.contains("'lazy'"), "{wrong}");
+    let zero = error(r#"{"idle_stop_secs": 0}"#);
+    assert!(zero.contains("idle_stop_secs"), "{zero}");
+    assert!(zero.contains("use 1 to 604800 seconds"), "{zero}");
+    let typed = error(r#"{"start": true}"#);
+    assert!(typed.contains("start"), "{typed}");
+}

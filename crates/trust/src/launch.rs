@@ -494,6 +494,7 @@ mod tests {
             quarantined: false,
             auto_approve_tool_changes: false,
             tool_call_timeout: None,
+            start: Default::default(),
             isolation: Isolation::default(),
             oauth: Default::default(),
         }

@@ -176,6 +176,34 @@ impl PinnedTool {
     pub fn is_outdated(&self) -> bool {
         self.version < PIN_VERSION
     }
+
+    /// The tool `name` as the server listed it when it was pinned, as MCP's `tools/list`
+    /// carries a tool: what a server not running now (a lazy one) is known to offer. `None`
+    /// for a pin of another format, which does not hold everything a listing has.
+    pub fn as_listed(&self, name: &str) -> Option<Value> {
+        if self.version != PIN_VERSION {
+            return None;
+        }
+        let mut tool = Map::new();
+        tool.insert("name".into(), Value::String(name.to_owned()));
+        tool.insert(
+            "description".into(),
+            Value::String(self.description.clone()),
+        );
+        tool.insert("inputSchema".into(), self.input_schema.clone());
+        if let Some(output) = &self.output_schema {
+            tool.insert("outputSchema".into(), output.clone());
+        }
+        if let Some(annotations) =
+            annotations_json(self.annotations, self.annotations_title.as_deref())
+        {
+            tool.insert("annotations".into(), annotations);
+        }
+        if let Some(meta) = &self.meta {
+            tool.insert("_meta".into(), meta.clone());
+        }
+        Some(Value::Object(tool))
+    }
 }
 
 /// Whether [`upgrade_pins`] would re-pin any of `server`'s tools.

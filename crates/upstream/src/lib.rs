@@ -29,6 +29,7 @@ mod error;
 mod explain;
 mod handler;
 mod lane;
+mod lazy;
 mod lifecycle;
 mod listing;
 pub mod log;

@@ -131,6 +131,7 @@ impl Upstream {
         timeout: Option<Duration>,
         origin: Option<&CallOrigin>,
     ) -> Result<CallAnswer, Error> {
+        let _in_flight = self.ensure_started(self.call_timeout(timeout)).await;
         self.check_usable()?;
         let mut params = rmcp::model::CallToolRequestParams::new(tool.to_owned());
         if let Some(arguments) = arguments {
@@ -345,12 +346,12 @@ impl Upstream {
                 reason: challenge.reason(),
             };
         }
+        // In words: rmcp's errors name its Rust types.
+        let text = super::error::in_words(&e.to_string());
         let message = match &self.config.transport {
             // The HTTP stack quotes the URL, query (tokens) and user info included.
-            Transport::Http { url, .. } => {
-                mcpproxy_auth::masking::mask_text_with_url(&e.to_string(), url)
-            }
-            Transport::Stdio { .. } => mcpproxy_auth::masking::mask_text(&e.to_string()),
+            Transport::Http { url, .. } => mcpproxy_auth::masking::mask_text_with_url(&text, url),
+            Transport::Stdio { .. } => mcpproxy_auth::masking::mask_text(&text),
         };
         Error::Connection {
             server: self.config.name.clone(),
@@ -419,6 +420,7 @@ impl Upstream {
         request: ClientRequest,
         origin: Option<&CallOrigin>,
     ) -> Result<ServerResult, Error> {
+        let _in_flight = self.ensure_started(self.call_timeout(None)).await;
         let peer = self.connected_peer()?;
         let method = request.method().to_owned();
         self.send(&peer, request, &method, None, origin).await

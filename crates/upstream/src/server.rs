@@ -84,6 +84,8 @@ pub struct Upstream {
     pub(super) challenge: Arc<crate::oauth::ChallengeSlot>,
     /// Woken when a login to the server finishes (or its tokens are forgotten).
     pub(super) login_done: Notify,
+    /// Who wants a lazy server started, and when it was last used.
+    pub(super) usage: super::lazy::Usage,
 }
 
 /// What one connection to a server is. While the server is not connected its `peer` and

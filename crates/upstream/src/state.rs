@@ -24,6 +24,9 @@ pub enum State {
     LoginRequired(String),
     /// A login was started and waits for the browser's redirect.
     Authenticating,
+    /// A lazy server (`"start": "lazy"`) that is not running: its tools are known from the
+    /// list it last gave, and its next call starts it.
+    Idle,
 }
 
 impl State {
@@ -39,6 +42,7 @@ impl State {
             Self::Unapproved => "unapproved",
             Self::LoginRequired(_) => "login_required",
             Self::Authenticating => "authenticating",
+            Self::Idle => "idle",
         }
     }
 }
@@ -54,6 +58,7 @@ impl std::fmt::Display for State {
             Self::Unapproved => f.write_str("not started (launch not approved)"),
             Self::LoginRequired(why) => write!(f, "login required: {why}"),
             Self::Authenticating => f.write_str("authenticating (waiting for the browser)"),
+            Self::Idle => f.write_str("idle (not running; its next call starts it)"),
         }
     }
 }
@@ -122,6 +127,7 @@ mod tests {
             State::Unapproved,
             State::LoginRequired("the server asks for a login".into()),
             State::Authenticating,
+            State::Idle,
         ]
     }
 
@@ -139,6 +145,7 @@ mod tests {
                 "not started (launch not approved)",
                 "login required: the server asks for a login",
                 "authenticating (waiting for the browser)",
+                "idle (not running; its next call starts it)",
             ]
         );
     }

@@ -74,6 +74,14 @@ pub(super) async fn run(
     let max = upstream.settings.reconnect_max.max(initial);
     let mut backoff = initial;
     let warned = Arc::new(Warned::default());
+    // A lazy server whose tools are known waits for its first call; one never listed is
+    // started to learn them, and left to idle.
+    if upstream.is_lazy() && super::lazy::publish_pinned(&upstream) {
+        upstream.state.send_replace(State::Idle);
+        if super::lazy::wait_until_wanted(&upstream, &shutdown).await {
+            return;
+        }
+    }
     loop {
         upstream.state.send_replace(State::Connecting);
         let connected = tokio::select! {
@@ -92,11 +100,26 @@ pub(super) async fn run(
                 let ended_session = upstream.session().disconnected();
                 upstream.set_session(ended_session);
                 drop(child);
-                if let Err(e) = index.remove_server(&name) {
+                // An idle lazy server's tools stay known: its next call starts it.
+                if !matches!(ended, SessionEnd::Idle)
+                    && let Err(e) = index.remove_server(&name)
+                {
                     tracing::warn!(server = %name, "cannot drop tools from the index: {e}");
                 }
                 match ended {
                     SessionEnd::Shutdown => break,
+                    SessionEnd::Idle => {
+                        tracing::info!(
+                            server = %name,
+                            "stopped after {} s without a call (start: lazy); its next call starts it",
+                            upstream.config.start.idle_stop.as_secs()
+                        );
+                        upstream.state.send_replace(State::Idle);
+                        if super::lazy::wait_until_wanted(&upstream, &shutdown).await {
+                            break;
+                        }
+                        continue;
+                    }
                     SessionEnd::Lost(reason) => {
                         if let Some(challenge) = upstream.needs_login() {
                             if wait_for_login(&upstream, &challenge, &shutdown).await {
@@ -124,6 +147,15 @@ pub(super) async fn run(
                     continue;
                 }
                 let reason = shown(&upstream, &reason);
+                // A lazy server whose tools are known is tried again by its next call.
+                if upstream.is_lazy() && !upstream.tools().is_empty() {
+                    tracing::warn!(server = %name, "cannot start upstream: {reason}; its next call tries again");
+                    upstream.state.send_replace(State::Error(reason));
+                    if super::lazy::wait_until_wanted(&upstream, &shutdown).await {
+                        break;
+                    }
+                    continue;
+                }
                 tracing::warn!(
                     server = %name,
                     "cannot connect to upstream: {reason}; retrying in {} ms",
@@ -202,6 +234,8 @@ fn quit_reason(quit: &rmcp::service::QuitReason) -> String {
 enum SessionEnd {
     Shutdown,
     Lost(String),
+    /// A lazy server went `idle_stop_secs` without a call.
+    Idle,
 }
 
 /// The protocol versions of 2026-07-28 and later the server implements, from
@@ -290,6 +324,8 @@ async fn serve_session(
 
     let mut sweep = tokio::time::interval(upstream.settings.tools_refresh);
     sweep.tick().await;
+    let mut idle_check = tokio::time::interval(upstream.idle_check_every());
+    idle_check.tick().await;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => {
@@ -306,6 +342,14 @@ async fn serve_session(
             }
             _ = upstream.refresh.notified() => {}
             _ = sweep.tick() => {}
+            _ = idle_check.tick(), if upstream.is_lazy() => {
+                if upstream.is_idle_now() {
+                    session_token.cancel();
+                    let _ = (&mut waiter).await;
+                    return SessionEnd::Idle;
+                }
+                continue;
+            }
         }
         // A request met a challenge the stored login cannot answer (a refused refresh, a
         // step-up to more scopes): the session waits for a person's login.

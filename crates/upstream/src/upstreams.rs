@@ -170,6 +170,7 @@ impl Upstreams {
             credentials: self.credentials.clone(),
             challenge: Arc::default(),
             login_done: Notify::new(),
+            usage: Default::default(),
         });
         let stop = self.shutdown.child_token();
         let task = (initial == State::Disconnected).then(|| {

@@ -19,6 +19,7 @@ pub(super) fn state_word(state: &State) -> &'static str {
         State::Unapproved => "not-started",
         State::LoginRequired(_) => "login-required",
         State::Authenticating => "authenticating",
+        State::Idle => "idle",
     }
 }
 

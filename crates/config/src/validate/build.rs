@@ -206,8 +206,15 @@ fn build(raw: RawConfig, ctx: &Context<'_>) -> Result<Config> {
         }
         None => Isolation::default(),
     };
+    let start = super::start::start_from(
+        raw.start.as_deref(),
+        raw.idle_stop_secs,
+        &crate::Start::default(),
+        "",
+        ctx,
+    )?;
     if let Some(servers) = raw.mcp_servers {
-        config.servers = servers_from(servers, &isolation, ctx)?;
+        config.servers = servers_from(servers, &isolation, &start, ctx)?;
     }
     config.isolation = isolation;
     if let Some(intent) = raw.intent_declaration {

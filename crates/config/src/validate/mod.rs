@@ -16,6 +16,7 @@ mod plugins;
 mod rate_limits;
 mod scopes;
 mod servers;
+mod start;
 mod telemetry;
 
 pub(crate) use build::{Context, validate};

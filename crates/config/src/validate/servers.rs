@@ -20,6 +20,7 @@ struct Entry {
 pub(super) fn servers_from(
     servers: RawServers,
     isolation: &Isolation,
+    start: &crate::Start,
     ctx: &Context<'_>,
 ) -> Result<Vec<ServerConfig>> {
     let entries: Vec<Entry> = match servers {
@@ -54,6 +55,7 @@ pub(super) fn servers_from(
             entry.map_name.as_deref(),
             &entry.key,
             isolation,
+            start,
             ctx,
         )?;
         if let Some(first) = seen.get(&server.name) {
@@ -86,6 +88,7 @@ fn server_from(
     map_name: Option<&str>,
     key: &str,
     default_isolation: &Isolation,
+    default_start: &crate::Start,
     ctx: &Context<'_>,
 ) -> Result<ServerConfig> {
     let at = |field: &str| format!("{key}.{field}");
@@ -125,6 +128,13 @@ fn server_from(
         Some(own) => isolation_from(own, default_isolation, &at("isolation"), ctx)?,
         None => default_isolation.clone(),
     };
+    let start = super::start::start_from(
+        raw.start.as_deref(),
+        raw.idle_stop_secs,
+        default_start,
+        &format!("{key}."),
+        ctx,
+    )?;
     Ok(ServerConfig {
         name,
         transport,
@@ -132,6 +142,7 @@ fn server_from(
         quarantined: raw.quarantined.unwrap_or(false),
         auto_approve_tool_changes: raw.auto_approve_tool_changes.unwrap_or(false),
         tool_call_timeout,
+        start,
         isolation,
         oauth,
     })

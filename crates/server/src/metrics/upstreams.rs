@@ -52,7 +52,7 @@ impl UpstreamMetrics {
         let upstream_state = Family::<UpstreamLabels, Gauge>::default();
         registry.register(
             "upstream_state",
-            "1 for each upstream server's current state (ready, connecting, error, disabled, quarantined, unapproved, login_required, authenticating)",
+            "1 for each upstream server's current state (ready, connecting, error, disabled, quarantined, unapproved, login_required, authenticating, idle)",
             upstream_state.clone(),
         );
         let upstream_tools = Family::<ServerLabels, Gauge>::default();
