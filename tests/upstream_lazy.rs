@@ -135,3 +135,63 @@ async fn a_lazy_server_starts_on_its_first_call_and_stops_when_idle() {
     );
     client.cancel().await.unwrap();
 }
+
+/// A lazy server whose start fails answers the call that woke it with why, and is tried
+/// again by the next call, not in a loop meanwhile.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lazy_start_that_fails_answers_the_call_and_the_next_call_tries_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("calls.log");
+    // A copy of the fixture that the test can take away and put back: the launch stays
+    // the approved one, only the program is missing.
+    let bin_dir = dir.path().join("bin");
+    std::fs::create_dir(&bin_dir).unwrap();
+    let program = bin_dir.join("mcp-fixture");
+    std::fs::copy(crate::support::mcp::fixture_bin(), &program).unwrap();
+    let mut server = stdio_fixture("fx", &log);
+    server["command"] = json!(program);
+    server["start"] = json!("lazy");
+    server["idle_stop_secs"] = json!(1);
+    let config = config_with(vec![server]);
+    let mut proxy = Proxy::builder(&config).start();
+    until_idle(&proxy, "fx", &log).await;
+    proxy.stop();
+
+    let hidden = dir.path().join("mcp-fixture.away");
+    std::fs::rename(&program, &hidden).unwrap();
+    let proxy = Proxy::builder(&config).data_dir(proxy.data_dir).start();
+    let client = connect(&proxy.url).await;
+    let failed = call(
+        &client,
+        "call_tool_read",
+        json!({"name": "fx:echo", "args": {"text": "x"}}),
+    )
+    .await;
+    let said = match failed {
+        Ok(result) => {
+            assert!(is_error(&result), "{result:?}");
+            text(&result)
+        }
+        Err(message) => message,
+    };
+    eprintln!("the failed call said: {said}");
+    assert!(said.contains("upstream server 'fx'"), "{said}");
+    assert!(
+        said.contains("error"),
+        "the start's failure is named: {said}"
+    );
+    let (state, tools) = state_of(&proxy, "fx").await;
+    assert!(state == "error" && tools > 0, "{state}, {tools} tools");
+
+    // Back in place: the next call starts it.
+    std::fs::rename(&hidden, &program).unwrap();
+    let echoed = call(
+        &client,
+        "call_tool_read",
+        json!({"name": "fx:echo", "args": {"text": "back"}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(text(&echoed), "back", "{echoed:?}");
+    client.cancel().await.unwrap();
+}

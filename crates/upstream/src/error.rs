@@ -14,6 +14,10 @@ pub enum Error {
     )]
     NotConnected { server: String, state: State },
     #[error(
+        "upstream server '{server}' (start: lazy) could not be started for this call ({state}); the call was not sent. Its next call tries again; see `mcpproxy upstream logs {server}` or check the server's command/url"
+    )]
+    NotStarted { server: String, state: State },
+    #[error(
         "upstream server '{server}' is quarantined: review it with `mcpproxy upstream inspect {server}` and approve it with `mcpproxy upstream approve {server}`"
     )]
     Quarantined { server: String },

@@ -91,13 +91,14 @@ impl Upstream {
     /// The session's peer, if connected.
     fn connected_peer(&self) -> Result<Peer<RoleClient>, Error> {
         self.check_usable()?;
-        self.session()
-            .peer
-            .clone()
-            .ok_or_else(|| Error::NotConnected {
-                server: self.config.name.clone(),
-                state: self.state(),
-            })
+        self.session().peer.clone().ok_or_else(|| {
+            let (server, state) = (self.config.name.clone(), self.state());
+            if self.is_lazy() {
+                Error::NotStarted { server, state }
+            } else {
+                Error::NotConnected { server, state }
+            }
+        })
     }
 
     /// Calls a tool on the server within `timeout` (else the server's own). With an
