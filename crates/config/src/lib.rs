@@ -29,9 +29,9 @@ pub mod document;
 mod launch;
 mod model;
 mod rate;
-mod start;
 mod raw;
 pub mod reference;
+mod start;
 mod team;
 #[cfg(test)]
 mod tests;
