@@ -148,12 +148,27 @@ fn upstream(proxy: &Proxy, config: &Path, action: &str, extra: &[&str]) -> TestC
 }
 
 fn state_of(proxy: &Proxy, config: &Path) -> String {
+    listed_server(proxy, config, "state")
+}
+
+/// A field of the (one) server in `mcpproxy upstream list -o json`.
+fn listed_server(proxy: &Proxy, config: &Path, field: &str) -> String {
     let out = TestCommand::new(proxy.data_dir.path())
         .args(["upstream", "list", "-o", "json", "--config"])
         .arg_path(config)
         .output();
     let list: Value = serde_json::from_str(&out.stdout()).unwrap_or(Value::Null);
-    list[0]["state"].as_str().unwrap_or_default().to_owned()
+    list[0][field].as_str().unwrap_or_default().to_owned()
+}
+
+/// The config of the tests' proxy: the server `s` behind `server`'s login, with the
+/// plugins' deadline of every test proxy (`config_with`): calls are judged, never timed out
+/// by a loaded machine.
+fn proxy_config(server: &OAuthServer) -> Value {
+    json!({
+        "mcpServers": [{ "name": "s", "url": server.mcp }],
+        "plugins": {"limits": {"timeout_ms": crate::support::mcp::PLUGIN_TIMEOUT_MS}},
+    })
 }
 
 fn wait_for_state(proxy: &Proxy, config: &Path, wanted: &str) {
@@ -217,10 +232,7 @@ fn a_client_the_restarted_authorization_server_forgot_needs_a_login_that_registe
         return;
     };
     let server = OAuthServer::start(&node);
-    let config = json!({
-        "mcpServers": [{ "name": "s", "url": server.mcp }],
-        "plugins": {"limits": {"timeout_ms": crate::support::mcp::PLUGIN_TIMEOUT_MS}},
-    });
+    let config = proxy_config(&server);
     let data_dir = tempfile::tempdir().expect("tempdir");
     let proxy = Proxy::builder(&config)
         .data_dir(data_dir)
@@ -254,7 +266,7 @@ fn a_client_the_restarted_authorization_server_forgot_needs_a_login_that_registe
     );
     wait_for_state(&proxy, &config_path, "login_required");
     let took = restarted.elapsed();
-    let detail = status_detail(&proxy, &config_path);
+    let detail = listed_server(&proxy, &config_path, "detail");
     for words in [
         "no longer knows this client (invalid_client)",
         "register anew",
@@ -308,16 +320,6 @@ fn a_client_the_restarted_authorization_server_forgot_needs_a_login_that_registe
     );
 }
 
-/// The `detail` of the server's state in `mcpproxy upstream list -o json`.
-fn status_detail(proxy: &Proxy, config: &Path) -> String {
-    let out = TestCommand::new(proxy.data_dir.path())
-        .args(["upstream", "list", "-o", "json", "--config"])
-        .arg_path(config)
-        .output();
-    let list: Value = serde_json::from_str(&out.stdout()).unwrap_or(Value::Null);
-    list[0]["detail"].as_str().unwrap_or_default().to_owned()
-}
-
 #[test]
 fn a_login_through_a_real_authorization_server_is_used_refreshed_and_lost_on_revocation() {
     let Some(node) = crate::support::node::oauth_node() else {
@@ -326,10 +328,7 @@ fn a_login_through_a_real_authorization_server_is_used_refreshed_and_lost_on_rev
     let server = OAuthServer::start(&node);
     // The plugins' deadline of every test proxy (`config_with`): calls are judged, never
     // timed out by a loaded machine.
-    let config = json!({
-        "mcpServers": [{ "name": "s", "url": server.mcp }],
-        "plugins": {"limits": {"timeout_ms": crate::support::mcp::PLUGIN_TIMEOUT_MS}},
-    });
+    let config = proxy_config(&server);
     let data_dir = tempfile::tempdir().expect("tempdir");
     let proxy = Proxy::builder(&config)
         .data_dir(data_dir)
@@ -553,10 +552,7 @@ fn oauth_tokens_never_reach_the_log_the_rest_api_or_metrics() {
     let server = OAuthServer::start(&node);
     // The plugins' deadline of every test proxy (`config_with`): calls are judged, never
     // timed out by a loaded machine.
-    let config = json!({
-        "mcpServers": [{ "name": "s", "url": server.mcp }],
-        "plugins": {"limits": {"timeout_ms": crate::support::mcp::PLUGIN_TIMEOUT_MS}},
-    });
+    let config = proxy_config(&server);
     let data_dir = tempfile::tempdir().expect("tempdir");
     let proxy = Proxy::builder(&config)
         .data_dir(data_dir)

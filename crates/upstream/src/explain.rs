@@ -44,7 +44,7 @@ struct Attempt {
 
 /// Whether `line` reports a refused path or a failed connection (kept aside by the log).
 pub(crate) fn is_notable(line: &str) -> bool {
-    attempt(line).is_some() || !Refusals::find([line], None, &[]).is_empty()
+    super::refusals::refused_path(line).is_some() || attempt(line).is_some()
 }
 
 impl Upstream {
@@ -80,43 +80,20 @@ impl Upstream {
             return answer;
         };
         let line = format!("mcpproxy: {explanation}");
-        match answer {
-            Ok(CallAnswer::Complete(mut result)) => {
+        let mut answer = answer;
+        match &mut answer {
+            Ok(CallAnswer::Complete(result)) => {
                 result.content.push(rmcp::model::ContentBlock::text(line));
-                Ok(CallAnswer::Complete(result))
             }
-            Err(Error::Call {
-                server,
-                tool,
-                message,
-            }) => Err(Error::Call {
-                server,
-                tool,
-                message: format!("{message} ({line})"),
-            }),
-            Err(Error::Connection {
-                server,
-                tool,
-                message,
-            }) => Err(Error::Connection {
-                server,
-                tool,
-                message: format!("{message} ({line})"),
-            }),
-            Err(Error::Rejected {
-                server,
-                tool,
-                mut error,
-            }) => {
+            Err(Error::Call { message, .. } | Error::Connection { message, .. }) => {
+                message.push_str(&format!(" ({line})"));
+            }
+            Err(Error::Rejected { error, .. }) => {
                 error.message = format!("{} ({line})", error.message).into();
-                Err(Error::Rejected {
-                    server,
-                    tool,
-                    error,
-                })
             }
-            other => other,
+            _ => {}
         }
+        answer
     }
 
     /// Waits (briefly) until the server's stderr stops growing.
@@ -133,8 +110,7 @@ impl Upstream {
     }
 
     fn egress_events(&self) -> u64 {
-        self.egress_stats()
-            .map_or(0, |stats| stats.refused + stats.failed)
+        self.egress_stats().as_ref().map_or(0, events)
     }
 
     /// What the sandbox refused in `window`, in one sentence, or `None`.
@@ -158,9 +134,8 @@ impl Upstream {
             }
             Network::Allow(rules) => {
                 let egress = self.egress_stats().unwrap_or_default();
-                let new =
-                    usize::try_from(self.egress_events().saturating_sub(window.egress_events))
-                        .unwrap_or(usize::MAX);
+                let new = usize::try_from(events(&egress).saturating_sub(window.egress_events))
+                    .unwrap_or(usize::MAX);
                 let refused =
                     &egress.recent_refusals[egress.recent_refusals.len().saturating_sub(new)..];
                 if !refused.is_empty() {
@@ -184,6 +159,12 @@ impl Upstream {
         }
         (!parts.is_empty()).then(|| parts.join("; "))
     }
+}
+
+/// The connections an egress proxy refused or could not make: each is in its
+/// `recent_refusals`.
+fn events(stats: &mcpproxy_egress::EgressStats) -> u64 {
+    stats.refused + stats.failed
 }
 
 /// "it tried 127.0.0.1:5432 (connection refused)", or what failed when no line named where.

@@ -16,9 +16,9 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use mcpproxy_support::{lock, write_lock as write};
+use mcpproxy_support::lock;
 
-use super::{State, Upstream, tool_from_mcp};
+use super::{State, Upstream};
 
 /// How a lazy server is used: who wants it started, how many requests it has in flight,
 /// and when it was last used.
@@ -114,8 +114,8 @@ pub(super) async fn wait_until_wanted(upstream: &Upstream, shutdown: &Cancellati
     }
 }
 
-/// Publishes the tools the server's pins hold, as its last listing gave them, and vets them
-/// as a listing would; `false` (nothing published) when there are no pins, or some of an
+/// Publishes the tools the server's pins hold, as its last listing gave them, as a listing is
+/// published; `false` (nothing published) when there are no pins, or some of an
 /// earlier format: the server is then started to list its tools.
 pub(super) fn publish_pinned(upstream: &Upstream) -> bool {
     let name = upstream.name();
@@ -135,13 +135,7 @@ pub(super) fn publish_pinned(upstream: &Upstream) -> bool {
         };
         listed.push(tool);
     }
-    let tools = listed
-        .iter()
-        .map(|t| (t.name.to_string(), tool_from_mcp(name, t)))
-        .collect();
-    *write(&upstream.wire_tools) = std::sync::Arc::new(super::WireTools::new(listed));
-    let review = upstream.vet(&tools);
-    upstream.publish(tools, review);
+    super::supervisor::publish_listing(upstream, listed);
     true
 }
 
@@ -149,7 +143,7 @@ pub(super) fn publish_pinned(upstream: &Upstream) -> bool {
 mod tests {
     use serde_json::json;
 
-    use super::*;
+    use crate::tool_from_mcp;
 
     /// A tool read back from its pin is the tool as pinned: its vetting finds it unchanged,
     /// so an idle server's tools are trusted as they were, never held as changed.

@@ -124,7 +124,7 @@ impl Refusals {
 
 /// The path a line says was refused, and whether the refused operation writes. `None` when
 /// the line reports no refusal (or a path mcpproxy cannot use: relative, too long, odd).
-fn refused_path(line: &str) -> Option<(String, bool)> {
+pub(super) fn refused_path(line: &str) -> Option<(String, bool)> {
     // Node.js: "EACCES: permission denied, open '/x'", "EPERM: operation not permitted, mkdir '/x'".
     for marker in [
         "EACCES: permission denied, ",

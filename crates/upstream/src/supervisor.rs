@@ -388,17 +388,25 @@ pub(super) async fn refresh_tools(
             tracing::warn!(server = name, "{message}");
         }
     }
-    let tools: BTreeMap<String, mcpproxy_policy::Tool> = listable
+    publish_listing(upstream, listable);
+    Ok(())
+}
+
+/// Makes `listed` the server's tools: for the direct endpoint as listed, and for the search
+/// and the policy vetted against the pins (re-pinning those of an earlier format that still
+/// match). A listing from the server, or (a lazy server not running) the one its pins hold.
+pub(super) fn publish_listing(upstream: &Upstream, listed: Vec<rmcp::model::Tool>) {
+    let name = upstream.name();
+    let tools: BTreeMap<String, mcpproxy_policy::Tool> = listed
         .iter()
         .map(|t| (t.name.to_string(), tool_from_mcp(name, t)))
         .collect();
-    *write(&upstream.wire_tools) = Arc::new(super::WireTools::new(listable));
+    *write(&upstream.wire_tools) = Arc::new(super::WireTools::new(listed));
     if !upstream.is_quarantined() {
         upgrade_outdated_pins(upstream, &tools);
     }
     let review = upstream.vet(&tools);
     upstream.publish(tools, review);
-    Ok(())
 }
 
 /// Re-pins in the current format the pins of an earlier mcpproxy that still match the
