@@ -88,6 +88,18 @@ pub enum Error {
         /// The error's text, as the OS describes it (`No space left on device`).
         reason: String,
     },
+    /// The hash chain's signing key cannot be read or made.
+    #[error(
+        "the activity journal's signing key {path} is unusable: {detail}. Fix the file's \
+         permissions, or move it aside to have a new key made (checkpoints signed by the old \
+         key then verify only with `mcpproxy activity verify --key OLD-PUBLIC-KEY`)"
+    )]
+    SigningKey {
+        /// The key file.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
     /// The journal is being re-opened after a write failure and cannot be read this moment.
     #[error(
         "the activity journal is being re-opened after a write failure ({reason}); try again \

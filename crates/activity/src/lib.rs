@@ -15,6 +15,8 @@
 //! - [`repair`]: copying the readable records of a damaged journal into a new file;
 //! - [`delivery`]: the [`Sink`] trait and the background tasks ([`Delivery`]) that feed the
 //!   outbox to sinks;
+//! - [`chain`]: the hash chain that makes the journal tamper-evident (`seq`, `prev`, `hash`
+//!   on every final record), its signed checkpoints and `verify` ([`ChainReport`]);
 //! - [`error`]: the crate's [`Error`] and [`Result`].
 //!
 //! The record is built from the policy's own types ([`mcpproxy_policy`]); the journal's
@@ -27,6 +29,7 @@
 //! are the sinks' outbox and cursors.
 
 mod batch;
+mod chain;
 mod delivery;
 mod error;
 mod export;
@@ -39,6 +42,10 @@ mod retention;
 mod stats;
 
 pub use batch::{SinkBatch, StoredRecord};
+pub use chain::{
+    ChainLink, ChainOptions, ChainReport, ChainState, Checkpoint, KEY_FILE, Problem, ProblemKind,
+    SigningKey, Verifier, canonical, public_key_of, record_hash, verify_export,
+};
 pub use delivery::{Activity, Delivery, Failure, Live, Sink, SinkReport, offline_report};
 pub use error::{Error, Result};
 pub use export::ExportFormat;

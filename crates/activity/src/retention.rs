@@ -23,6 +23,12 @@
 //! error and writes one [`RecordType::Alert`] record naming the busiest sessions and clients
 //! of the last [`ALERT_WINDOW`] records; leaving it logs an info line, and entering it again
 //! later writes another alert.
+//!
+//! **The hash chain.** Retention deletes a chained record only if a checkpoint covers it
+//! (it signs the head first), and records the first checkpoint at or after the last
+//! record it deleted as the chain's *anchor* (`pruned_to`), keeping that checkpoint and
+//! dropping older ones; `verify` then reports the records before the anchor as pruned and
+//! checks the rest from the anchor's signed hash on.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -33,6 +39,8 @@ use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
 use serde_json::json;
 
 use super::Result;
+use super::chain::ChainLink;
+use super::chain::link::{CHAIN, pruned, read_head};
 use super::journal::{
     DATA_BYTES, Journal, META, RECORDS, index_keys, key_id, key_ms, open_indexes, row_cost,
 };
@@ -68,6 +76,9 @@ impl Journal {
         // Fold the write-ahead log into the file first: a record it deletes must not be in
         // the log, or a crash would bring it back.
         self.checkpoint()?;
+        // Sign the chain's head, so that every chained record is covered by a checkpoint
+        // retention may anchor to (it deletes none a checkpoint does not cover).
+        self.sign_head()?;
         let pass = self.guard(|| self.delete_oldest())?;
         let was = self.pressure.swap(pass.pressure, Ordering::Relaxed);
         if pass.pressure && !was {
@@ -100,6 +111,8 @@ impl Journal {
             let txn = self.db()?.begin_write()?;
             let mut n = 0;
             let mut done = false;
+            let signed = read_head(&txn.open_table(CHAIN)?)?.signed_seq;
+            let mut max_deleted = 0;
             {
                 let mut records = txn.open_table(RECORDS)?;
                 let mut indexes = open_indexes(&txn)?;
@@ -128,6 +141,13 @@ impl Journal {
                         done = true;
                         break;
                     }
+                    let seq = ChainLink::of_row(&json).and_then(|link| link.seq);
+                    if seq.is_some_and(|seq| seq > signed) {
+                        // No checkpoint covers it yet: the chain's anchor must be one.
+                        done = true;
+                        break;
+                    }
+                    max_deleted = max_deleted.max(seq.unwrap_or(0));
                     let undelivered = txn.open_table(OUTBOX_KEYS)?.get(key)?.is_some();
                     if undelivered {
                         let over_bound = limits.max_undelivered_bytes > 0
@@ -165,6 +185,9 @@ impl Journal {
                 meta.insert(DATA_BYTES, bytes)?;
                 pass.bytes = bytes;
                 pass.records = len;
+            }
+            if max_deleted > 0 {
+                pruned(&txn, max_deleted)?;
             }
             txn.commit()?;
             pass.deleted += n;

@@ -102,3 +102,12 @@ pub(crate) fn check_indexes(journal: &Journal) {
         assert_eq!(have, want[i], "index {i} out of sync");
     }
 }
+
+/// The row `journal` stores for `id`, as stored (chain fields included).
+pub(crate) fn stored_row(journal: &Journal, id: &str) -> Vec<u8> {
+    let key = crate::journal::parse_key(id).unwrap();
+    journal.catch_up();
+    let txn = journal.db().unwrap().begin_read().unwrap();
+    let table = txn.open_table(RECORDS).unwrap();
+    table.get(key).unwrap().unwrap().value().to_vec()
+}

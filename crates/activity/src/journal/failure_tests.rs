@@ -197,9 +197,10 @@ async fn the_recovery_removes_a_refused_record_the_file_holds_and_keeps_acknowle
         &[&puts[0], &puts[1]],
         redb::Durability::Immediate,
         true,
+        &j.chain,
     )
     .unwrap();
-    writer::write_missing(&db, &[&puts[0]], &[&puts[1]], true).unwrap();
+    writer::write_missing(&db, &[&puts[0]], &[&puts[1]], true, &j.chain).unwrap();
     drop(db);
     assert_eq!(j.get(&acked.id).unwrap().as_ref(), Some(&acked));
     assert_eq!(j.get(&refused.id).unwrap(), None);

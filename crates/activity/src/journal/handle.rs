@@ -19,6 +19,7 @@ use super::schema::{INDEXES, META, RECORDS};
 use super::wal::{self, WriteAheadLog};
 use super::writer::{self, AppliedPuts, Command, WriterSetup, writer_loop};
 use super::{Durability, JournalHealth, JournalOptions, WriteFaults};
+use crate::chain::link::Chainer;
 use crate::{Error, Result, outbox};
 
 /// A test hook for the binary: while the file this variable names exists, every write of
@@ -56,6 +57,8 @@ pub struct Journal {
     pub(super) applied: Arc<AppliedPuts>,
     /// Whether writes work (set by the writer thread).
     pub(super) health: Arc<Health>,
+    /// The hash chain's signing key and checkpoint intervals.
+    pub(crate) chain: Arc<Chainer>,
 }
 
 impl std::fmt::Debug for Journal {
@@ -92,6 +95,7 @@ impl Journal {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             mcpproxy_support::create_private_dir(parent).map_err(io)?;
         }
+        let chain = crate::chain::link::chainer(path, &options.chain)?;
         let faults = options.write_faults.as_ref();
         let mut db = open_database_with(path, options.cache_bytes, faults)?;
         guard(path, || {
@@ -104,11 +108,12 @@ impl Journal {
             txn.open_table(outbox::OUTBOX)?;
             txn.open_table(outbox::OUTBOX_KEYS)?;
             txn.open_table(outbox::SINKS)?;
+            crate::chain::link::create_tables(&txn)?;
             txn.commit()?;
             Ok(())
         })?;
         let outbox_at_open = guard(path, || outbox::any_sink(&db))?;
-        let (log, restored) = open_log(&db, path, &options, outbox_at_open)?;
+        let (log, restored) = open_log(&db, path, &options, outbox_at_open, &chain)?;
         match compact_if_worthwhile(&mut db, path) {
             Ok(Some((before, after))) => tracing::info!(
                 path = %path.display(),
@@ -140,6 +145,7 @@ impl Journal {
             log_capacity: options.log_capacity,
             faults: options.write_faults.clone(),
             health: health.clone(),
+            chain: chain.clone(),
         };
         let writer = std::thread::Builder::new()
             .name("activity-writer".into())
@@ -162,6 +168,7 @@ impl Journal {
             restored,
             applied,
             health,
+            chain,
         }))
     }
 
@@ -294,6 +301,7 @@ fn open_log(
     path: &Path,
     options: &JournalOptions,
     outbox: bool,
+    chain: &Chainer,
 ) -> Result<(Option<WriteAheadLog>, usize)> {
     let log_path = wal::path_for(path);
     let io = |source| Error::Io {
@@ -317,7 +325,7 @@ fn open_log(
         }
         Err(e) => return Err(io(e)),
     };
-    let restored = guard(path, || writer::replay(db, payloads, outbox))?;
+    let restored = guard(path, || writer::replay(db, payloads, outbox, chain))?;
     if restored > 0 {
         tracing::info!(
             log = %log_path.display(),

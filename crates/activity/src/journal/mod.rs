@@ -96,7 +96,7 @@ pub(crate) use handle::{MAX_BATCH, MAX_QUEUED};
 pub use health::JournalHealth;
 pub use options::{CommitObserver, FsyncObserver, JournalOptions};
 pub use reads::JournalStats;
-pub(super) use schema::{
+pub(crate) use schema::{
     DATA_BYTES, IDX_INTENT, IDX_SERVER, IDX_STATUS, IDX_TOOL, IDX_TYPE, INDEXES, META, RECORDS,
     index_keys, key_id, key_ms, open_indexes, parse_key, row_cost,
 };

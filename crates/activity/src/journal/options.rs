@@ -51,6 +51,8 @@ pub struct JournalOptions {
     /// The replica of a cluster this journal belongs to: written into every record the
     /// producers put (append, upsert, submit) that names none; default none.
     pub replica: Option<String>,
+    /// The hash chain's checkpoints: how often, and the signing key's file.
+    pub chain: crate::chain::ChainOptions,
     /// Test hook: while set, the write-ahead log's fsyncs fail.
     #[cfg(test)]
     pub(crate) failing_log: Option<Arc<AtomicBool>>,
@@ -91,6 +93,7 @@ impl Default for JournalOptions {
             checkpoint_idle: writer::CHECKPOINT_IDLE,
             write_faults: None,
             replica: None,
+            chain: crate::chain::ChainOptions::default(),
             #[cfg(test)]
             failing_log: None,
         }

@@ -111,7 +111,14 @@ async fn a_records_puts_in_one_batch_are_written_once_as_the_last() {
     );
     assert_eq!(latest[0].key, puts[1].key, "queue order is kept");
     assert_eq!(latest[1].key, puts[2].key);
-    commit_puts(&j.db().unwrap(), &latest, redb::Durability::Immediate, true).unwrap();
+    commit_puts(
+        &j.db().unwrap(),
+        &latest,
+        redb::Durability::Immediate,
+        true,
+        &j.chain,
+    )
+    .unwrap();
     assert_eq!(j.get(&done.id).unwrap().as_ref(), Some(&done));
     assert!(with_status(&j, "pending").is_empty());
     assert_eq!(with_status(&j, "success").len(), 2);

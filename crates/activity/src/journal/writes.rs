@@ -139,7 +139,15 @@ impl Journal {
                 .collect::<Result<Vec<_>>>()?;
             let refs: Vec<&Put> = puts.iter().collect();
             let outbox = self.outbox_on.load(Ordering::SeqCst);
-            self.guard(|| commit_puts(&*self.db()?, &refs, redb::Durability::Immediate, outbox))?;
+            self.guard(|| {
+                commit_puts(
+                    &*self.db()?,
+                    &refs,
+                    redb::Durability::Immediate,
+                    outbox,
+                    &self.chain,
+                )
+            })?;
         }
         Ok(())
     }

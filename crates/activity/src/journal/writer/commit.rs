@@ -127,7 +127,8 @@ impl Writer<'_> {
         let refs = latest_per_key(puts);
         let outbox = self.outbox_on.load(Ordering::SeqCst);
         let started = Instant::now();
-        let result = self.db_op(|db| commit_puts(db, &refs, durability, outbox));
+        let chain = self.setup.chain.clone();
+        let result = self.db_op(|db| commit_puts(db, &refs, durability, outbox, &chain));
         if let (Ok(()), Some(observer)) = (&result, &self.setup.on_commit) {
             (observer.0)(started.elapsed());
         }
@@ -245,7 +246,8 @@ impl Writer<'_> {
         self.unapplied_since = None;
         let outbox = self.outbox_on.load(Ordering::SeqCst);
         let none = redb::Durability::None;
-        let result = self.db_op(|db| commit_puts(db, &latest_per_key(&puts), none, outbox));
+        let chain = self.setup.chain.clone();
+        let result = self.db_op(|db| commit_puts(db, &latest_per_key(&puts), none, outbox, &chain));
         let count = puts.len();
         let result = match result {
             Ok(()) => {
@@ -304,7 +306,8 @@ impl Writer<'_> {
             let result = if self.failing.is_some() || self.damaged.is_some() {
                 Err(self.unwritable())
             } else {
-                self.db_op(|db| commit_puts(db, &[put], durability, outbox))
+                let chain = self.setup.chain.clone();
+                self.db_op(|db| commit_puts(db, &[put], durability, outbox, &chain))
             };
             if result.is_ok() {
                 self.committed(durability);

@@ -315,7 +315,9 @@ impl Writer<'_> {
                 .filter(|p| p.keys[IDX_STATUS].as_deref() == pending)
                 .collect();
             let outbox = self.outbox_on.load(std::sync::atomic::Ordering::SeqCst);
-            guard(self.path, || write_missing(&db, &puts, &refused, outbox))
+            guard(self.path, || {
+                write_missing(&db, &puts, &refused, outbox, &self.setup.chain)
+            })
         })();
         match result {
             Ok(written) => {

@@ -7,6 +7,8 @@ use redb::{Database, ReadableTable, WriteTransaction};
 use super::messages::Put;
 use super::transactions::{apply_puts, latest_per_key};
 use crate::Result;
+use crate::chain::link::Chainer;
+use crate::chain::same_content;
 use crate::journal::schema::{DATA_BYTES, META, RECORDS, open_indexes, row_cost};
 
 /// Replays the payloads of a write-ahead log into `db` (one `Immediate` commit): for each
@@ -17,12 +19,13 @@ pub(in crate::journal) fn replay(
     db: &Database,
     payloads: Vec<Vec<u8>>,
     outbox: bool,
+    chainer: &Chainer,
 ) -> Result<usize> {
     let puts = stored_puts(payloads);
     if puts.is_empty() {
         return Ok(0);
     }
-    write_missing(db, &latest_per_key(&puts), &[], outbox)
+    write_missing(db, &latest_per_key(&puts), &[], outbox, chainer)
 }
 
 /// The puts of a write-ahead log's payloads; one that is not a record is skipped with a
@@ -49,6 +52,7 @@ pub(in crate::journal) fn write_missing(
     puts: &[&Put],
     refused: &[&Put],
     outbox: bool,
+    chainer: &Chainer,
 ) -> Result<usize> {
     let mut txn = db.begin_write()?;
     txn.set_durability(redb::Durability::Immediate)?;
@@ -58,14 +62,14 @@ pub(in crate::journal) fn write_missing(
         for put in puts {
             if records
                 .get(put.key)?
-                .is_none_or(|row| row.value() != put.json.as_slice())
+                .is_none_or(|row| !same_content(row.value(), &put.json))
             {
                 changed.push(*put);
             }
         }
         changed
     };
-    apply_puts(&txn, &changed, outbox)?;
+    apply_puts(&txn, &changed, outbox, chainer)?;
     remove_refused(&txn, refused)?;
     txn.commit()?;
     Ok(changed.len())

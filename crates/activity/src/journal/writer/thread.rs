@@ -82,6 +82,8 @@ pub(in crate::journal) struct WriterSetup {
     pub(in crate::journal) faults: Option<WriteFaults>,
     /// Shared with the journal: `failing` while writes fail.
     pub(in crate::journal) health: Arc<Health>,
+    /// The hash chain's signing key and checkpoint intervals.
+    pub(in crate::journal) chain: Arc<crate::chain::link::Chainer>,
 }
 
 /// Most puts the writer keeps in memory while the journal fails (records nobody waited for,
@@ -269,11 +271,31 @@ impl Writer<'_> {
             }
         }
         let _ = self.apply();
+        self.sign_head();
         if self.unsynced_since.is_some() {
             let _ = self.sync_commits();
         }
         if self.setup.log.as_ref().is_some_and(|log| !log.is_empty()) {
             let _ = self.checkpoint();
+        }
+    }
+
+    /// Signs the chain's head if records were chained since the last checkpoint (on close,
+    /// so a clean stop leaves the whole chain signed).
+    fn sign_head(&mut self) {
+        let chain = self.setup.chain.clone();
+        let result = self.db_op(|db| {
+            let mut txn = db.begin_write()?;
+            txn.set_durability(redb::Durability::Immediate)?;
+            if crate::chain::link::checkpoint_now(&txn, &chain)?.1 {
+                txn.commit()?;
+            } else {
+                txn.abort()?;
+            }
+            Ok(())
+        });
+        if let Err(e) = result {
+            tracing::warn!("cannot sign the activity chain's head as the journal closes: {e}");
         }
     }
 

@@ -1,13 +1,16 @@
-//! The write transactions' helpers: applying puts to the records, indexes, size counter and
-//! outbox; committing them; the empty `Immediate` commit that persists earlier ones; and
+//! The write transactions' helpers: applying puts to the records, indexes, size counter,
+//! hash chain (a final record is linked as it is written, see `chain::link`) and outbox;
+//! committing them; the empty `Immediate` commit that persists earlier ones; and
 //! keeping only the latest put of each record in a batch.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 
 use redb::{Database, ReadableTable, WriteTransaction};
 
 use super::messages::Put;
 use crate::Result;
+use crate::chain::link::{Chainer, Linked, Linker};
 use crate::journal::schema::{
     DATA_BYTES, IDX_STATUS, META, RECORDS, index_keys, key_id, open_indexes, row_cost,
 };
@@ -16,15 +19,33 @@ use crate::record::{ActivityRecord, Status};
 
 /// Writes `puts` into `txn`: replaces rows, moves index entries, keeps the size counter,
 /// and (with `outbox`) queues each finished record for the sinks.
-pub(super) fn apply_puts(txn: &WriteTransaction, puts: &[&Put], outbox: bool) -> Result<()> {
+pub(super) fn apply_puts(
+    txn: &WriteTransaction,
+    puts: &[&Put],
+    outbox: bool,
+    chainer: &Chainer,
+) -> Result<()> {
     let mut records = txn.open_table(RECORDS)?;
     let mut indexes = open_indexes(txn)?;
     let mut meta = txn.open_table(META)?;
     let mut bytes = meta.get(DATA_BYTES)?.map_or(0, |g| g.value());
+    let mut linker = Linker::open(txn)?;
+    let mut finished = Vec::new();
     for put in puts {
-        let old = records
-            .insert(put.key, put.json.as_slice())?
-            .map(|g| g.value().to_vec());
+        let pending = put.keys[IDX_STATUS].as_deref() == Some(Status::Pending.as_str());
+        let old = records.get(put.key)?.map(|g| g.value().to_vec());
+        let row = if pending {
+            Cow::Borrowed(put.json.as_slice())
+        } else {
+            match linker.link(&key_id(&put.key), &put.json, old.as_deref())? {
+                Linked::Unchanged => continue,
+                Linked::Store(row) => Cow::Owned(row),
+            }
+        };
+        if !pending {
+            finished.push(put.key);
+        }
+        records.insert(put.key, row.as_ref())?;
         if let Some(old) = old {
             match serde_json::from_slice::<ActivityRecord>(&old) {
                 Ok(old_rec) => {
@@ -52,16 +73,12 @@ pub(super) fn apply_puts(txn: &WriteTransaction, puts: &[&Put], outbox: bool) ->
                 index.insert((k.as_str(), put.key), ())?;
             }
         }
-        bytes = bytes.saturating_add(row_cost(put.json.len(), &put.keys));
+        bytes = bytes.saturating_add(row_cost(row.len(), &put.keys));
     }
     meta.insert(DATA_BYTES, bytes)?;
     drop((records, indexes, meta));
+    linker.finish(txn, chainer)?;
     if outbox {
-        let finished: Vec<[u8; 16]> = puts
-            .iter()
-            .filter(|put| put.keys[IDX_STATUS].as_deref() != Some(Status::Pending.as_str()))
-            .map(|put| put.key)
-            .collect();
         outbox::enqueue(txn, &finished)?;
     }
     Ok(())
@@ -73,10 +90,11 @@ pub(in crate::journal) fn commit_puts(
     puts: &[&Put],
     durability: redb::Durability,
     outbox: bool,
+    chainer: &Chainer,
 ) -> Result<()> {
     let mut txn = db.begin_write()?;
     txn.set_durability(durability)?;
-    apply_puts(&txn, puts, outbox)?;
+    apply_puts(&txn, puts, outbox, chainer)?;
     txn.commit()?;
     Ok(())
 }
