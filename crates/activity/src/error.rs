@@ -100,6 +100,16 @@ pub enum Error {
         /// What is wrong.
         detail: String,
     },
+    /// The journal has no signing key yet.
+    #[error(
+        "there is no activity signing key at {path} yet: it is made when the journal is first \
+         opened (start `mcpproxy serve` once, or give the --config/--data-dir of the proxy \
+         whose key you want)"
+    )]
+    NoSigningKey {
+        /// Where it would be.
+        path: PathBuf,
+    },
     /// The journal is being re-opened after a write failure and cannot be read this moment.
     #[error(
         "the activity journal is being re-opened after a write failure ({reason}); try again \

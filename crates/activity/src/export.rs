@@ -46,6 +46,19 @@ impl ExportFormat {
         }
     }
 
+    /// Appends one record, with its line ending, to `out`; in JSON Lines, a record in the
+    /// hash chain is written as stored (`row`), chain fields included, so the export verifies
+    /// offline.
+    pub fn write_row(self, record: &ActivityRecord, row: Option<&[u8]>, out: &mut Vec<u8>) {
+        match (self, row) {
+            (Self::Jsonl, Some(row)) => {
+                out.extend_from_slice(row);
+                out.push(b'\n');
+            }
+            _ => self.write(record, out),
+        }
+    }
+
     /// Appends one record, with its line ending, to `out`.
     pub fn write(self, record: &ActivityRecord, out: &mut Vec<u8>) {
         match self {

@@ -278,6 +278,23 @@ impl Journal {
         }
     }
 
+    /// [`for_each_chunk`](Self::for_each_chunk) with the rows of [`scan_export`](Self::scan_export).
+    pub fn for_each_export_chunk(
+        &self,
+        filter: &Filter,
+        after: Option<&str>,
+        mut visit: impl FnMut(&[(ActivityRecord, Option<Vec<u8>>)]) -> bool,
+    ) -> Result<()> {
+        let mut after = after.map(str::to_owned);
+        loop {
+            let chunk = self.scan_export(filter, after.as_deref(), SCAN_CHUNK)?;
+            if chunk.is_empty() || !visit(&chunk) || chunk.len() < SCAN_CHUNK {
+                return Ok(());
+            }
+            after = chunk.last().map(|(r, _)| r.id.clone());
+        }
+    }
+
     /// Up to `limit` records matching `filter`, oldest first, after the record with id
     /// `after` (from the start when `None`): for reading the whole journal (export) or
     /// following it (watch) a chunk at a time, in bounded memory.
@@ -287,6 +304,28 @@ impl Journal {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<ActivityRecord>> {
+        let rows = self.scan_rows(filter, after, limit, false)?;
+        Ok(rows.into_iter().map(|(record, _)| record).collect())
+    }
+
+    /// [`scan_after`](Self::scan_after) for an export: each record with the row as stored
+    /// when the row is in the hash chain (its exact bytes are what the chain's hash covers).
+    pub fn scan_export(
+        &self,
+        filter: &Filter,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(ActivityRecord, Option<Vec<u8>>)>> {
+        self.scan_rows(filter, after, limit, true)
+    }
+
+    fn scan_rows(
+        &self,
+        filter: &Filter,
+        after: Option<&str>,
+        limit: usize,
+        chained_rows: bool,
+    ) -> Result<Vec<(ActivityRecord, Option<Vec<u8>>)>> {
         let after = after.map(parse_key).transpose()?;
         self.guard(|| {
             let (lo, hi) = key_bounds(filter.start_ms, filter.end_ms);
@@ -310,7 +349,10 @@ impl Journal {
                     continue;
                 };
                 if filter.matches(&rec) {
-                    out.push(rec);
+                    let row = value.value();
+                    let chained = chained_rows
+                        && crate::chain::ChainLink::of_row(row).is_some_and(|l| l.is_chained());
+                    out.push((rec, chained.then(|| row.to_vec())));
                     if out.len() >= limit {
                         break;
                     }

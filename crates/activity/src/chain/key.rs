@@ -145,11 +145,8 @@ fn unhex64(text: &str) -> Option<[u8; 64]> {
 /// The public key (hex) of the key in `path`, without making one.
 pub fn public_key_of(path: &Path) -> Result<String> {
     if !path.exists() {
-        return Err(Error::SigningKey {
+        return Err(Error::NoSigningKey {
             path: path.to_path_buf(),
-            detail: "there is no key yet; it is made when the journal is first opened \
-                     (`mcpproxy serve`)"
-                .to_owned(),
         });
     }
     Ok(SigningKey::load_or_create(path)?.public_hex())

@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::key::Checkpoint;
@@ -21,7 +21,7 @@ use super::{Digest32, GENESIS, Replaced, record_hash, unhex32};
 use crate::format_timestamp;
 
 /// What kind of break.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ProblemKind {
     /// `seq` numbers are missing: records were deleted.
@@ -46,7 +46,7 @@ pub enum ProblemKind {
 }
 
 /// One break.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Problem {
     /// What kind.
     pub kind: ProblemKind,
@@ -61,7 +61,8 @@ pub struct Problem {
 }
 
 /// What `verify` found.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ChainReport {
     /// Everything holds.
     pub ok: bool,
@@ -95,7 +96,7 @@ pub struct ChainReport {
 }
 
 /// A checkpoint, as the report names it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckpointSummary {
     pub seq: u64,
     pub time: String,

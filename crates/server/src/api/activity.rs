@@ -1,7 +1,8 @@
 //! `GET /api/v1/activity` (filtered, newest first; a damaged journal answers 500 with a
 //! message naming `mcpproxy activity repair`), `GET /api/v1/activity/export` (every
 //! matching record as JSON Lines or CSV, streamed), `GET /api/v1/activity/{id}` and
-//! `GET /api/v1/activity/sinks` (each sink's cursor, backlog, lag and errors).
+//! `GET /api/v1/activity/sinks` (each sink's cursor, backlog, lag and errors) and
+//! `GET /api/v1/activity/verify` (the hash chain walked, every break named).
 //!
 //! `cluster=true` on `/activity`, `/activity/{id}` and `/activity/stats` reads the cluster's
 //! journal (`cluster.journal`, every replica's records) instead of this replica's: the same
@@ -266,12 +267,13 @@ pub(super) async fn export(
         None => ExportFormat::Jsonl,
         Some(f) => f.parse().map_err(ApiError::bad_request)?,
     };
-    let (filter, _, _) = parse_query_of(&query, &[FILTER_PARAMS, &["format"]].concat())?;
+    let proof = flag(&query, "proof")?;
+    let (filter, _, _) = parse_query_of(&query, &[FILTER_PARAMS, &["format", "proof"]].concat())?;
     let journal = state.journal.clone();
     // The first chunk is read before answering, so a damaged journal is a clean 500.
     let first = {
         let (journal, filter) = (journal.clone(), filter.clone());
-        tokio::task::spawn_blocking(move || journal.scan_after(&filter, None, SCAN_CHUNK))
+        tokio::task::spawn_blocking(move || journal.scan_export(&filter, None, SCAN_CHUNK))
             .await
             .map_err(|e| ApiError::internal("the activity export failed", e))?
             .map_err(|e| journal_error("the activity export failed", e))?
@@ -279,19 +281,32 @@ pub(super) async fn export(
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
     tokio::task::spawn_blocking(move || {
         // `false` once the client went away.
-        let send = |chunk: &[mcpproxy_activity::ActivityRecord], mut buf: Vec<u8>| {
-            for record in chunk {
-                format.write(record, &mut buf);
+        let send = |chunk: &[ExportRow], mut buf: Vec<u8>| {
+            for (record, row) in chunk {
+                format.write_row(record, row.as_deref(), &mut buf);
             }
             buf.is_empty() || tx.blocking_send(Ok(Bytes::from(buf))).is_ok()
         };
-        if !send(&first, format.header().as_bytes().to_vec()) || first.len() < SCAN_CHUNK {
+        if !send(&first, format.header().as_bytes().to_vec()) {
             return;
         }
-        let after = first.last().map(|r| r.id.clone());
-        if let Err(e) =
-            journal.for_each_chunk(&filter, after.as_deref(), |chunk| send(chunk, Vec::new()))
-        {
+        let rest = if first.len() < SCAN_CHUNK {
+            Ok(())
+        } else {
+            let after = first.last().map(|(r, _)| r.id.clone());
+            journal
+                .for_each_export_chunk(&filter, after.as_deref(), |chunk| send(chunk, Vec::new()))
+        };
+        // With `proof=true`, the chain's checkpoints and state follow the records, so the
+        // export verifies offline (`mcpproxy activity verify --file`).
+        let rest = rest.and_then(|()| {
+            if proof && format == ExportFormat::Jsonl {
+                let trailer = journal.chain_trailer()?;
+                let _ = tx.blocking_send(Ok(Bytes::from(trailer)));
+            }
+            Ok(())
+        });
+        if let Err(e) = rest {
             tracing::error!("the activity export stopped: {e}");
             // Cuts the response short, so the client sees it incomplete.
             let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
@@ -305,6 +320,57 @@ pub(super) async fn export(
         axum::body::Body::from_stream(body),
     )
         .into_response())
+}
+
+/// A record of an export and its row as stored when it is in the hash chain.
+type ExportRow = (mcpproxy_activity::ActivityRecord, Option<Vec<u8>>);
+
+/// A `true`/`false` query parameter (absent: false).
+fn flag(query: &HashMap<String, String>, key: &str) -> Result<bool, ApiError> {
+    match query.get(key).map(String::as_str) {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "{key} '{other}' is not valid: use true or false"
+        ))),
+    }
+}
+
+/// `GET /activity/verify?since=<time>&key=<public key>`: walks this journal's hash chain and
+/// its signed checkpoints (against `key`, hex, else the journal's own key) and answers the
+/// report: `ok`, the counts, and every break with the records and times around it. A broken
+/// chain is a report with `ok: false`, not an HTTP error.
+pub(super) async fn verify(
+    State(state): State<ApiState>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    if let Some(unknown) = query
+        .keys()
+        .find(|k| !["apikey", "since", "key"].contains(&k.as_str()))
+    {
+        return Err(ApiError::bad_request(format!(
+            "unknown parameter '{unknown}'; use since, key"
+        )));
+    }
+    let since = query
+        .get("since")
+        .map(|v| parse_timestamp(v).map_err(|e| ApiError::bad_request(format!("since '{v}': {e}"))))
+        .transpose()?;
+    let key = query.get("key").cloned();
+    if let Some(key) = &key
+        && (key.len() != 64 || !key.chars().all(|c| c.is_ascii_hexdigit()))
+    {
+        return Err(ApiError::bad_request(format!(
+            "key '{key}' is not a public key: give the 64 hex digits `mcpproxy activity key` \
+             prints"
+        )));
+    }
+    let journal = state.journal.clone();
+    let report = tokio::task::spawn_blocking(move || journal.verify_chain(key.as_deref(), since))
+        .await
+        .map_err(|e| ApiError::internal("verifying the activity journal failed", e))?
+        .map_err(|e| journal_error("verifying the activity journal failed", e))?;
+    Ok(ok(report))
 }
 
 /// `GET /activity/stats?<filters>`: tool calls (or the records of the `type` asked for) by

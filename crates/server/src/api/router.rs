@@ -52,6 +52,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/activity/sinks", get(super::activity::sinks))
         .route("/activity/export", get(super::activity::export))
         .route("/activity/stats", get(super::activity::stats))
+        .route("/activity/verify", get(super::activity::verify))
         .route("/activity/stream", get(super::activity::stream))
         .route("/activity/{id}", get(super::activity::show))
         .route("/tools", get(super::tools::list))

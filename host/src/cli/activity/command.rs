@@ -18,6 +18,7 @@ use super::repair::RepairCommand;
 use super::show::ShowCommand;
 use super::sinks::SinksCommand;
 use super::stats::StatsCommand;
+use super::verify::{KeyCommand, VerifyCommand};
 use super::watch::WatchCommand;
 
 #[derive(Debug, Subcommand)]
@@ -39,6 +40,13 @@ pub(in crate::cli) enum ActivityCommand {
     /// Save the readable records of a damaged journal into a new journal file (the damaged
     /// file is kept aside as activity.redb.damaged-<time>). Stop the server first.
     Repair(RepairCommand),
+    /// Walk the journal's hash chain and signed checkpoints (or an export's, with --file)
+    /// and name every record deleted, altered, inserted or reordered; exit 0 only when the
+    /// whole chain holds.
+    Verify(VerifyCommand),
+    /// Print the public key the journal signs its checkpoints with (give it to whoever
+    /// verifies an export, or keep it with a witness).
+    Key(KeyCommand),
 }
 
 impl ActivityCommand {
@@ -57,6 +65,8 @@ impl ActivityCommand {
                 Self::Export(cmd) => cmd.run(globals).await,
                 Self::Stats(cmd) => cmd.run(globals).await,
                 Self::Watch(cmd) => cmd.run(globals).await,
+                Self::Verify(cmd) => cmd.run(globals).await,
+                Self::Key(cmd) => cmd.run(globals).await,
             }
         })
     }

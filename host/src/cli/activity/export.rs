@@ -1,5 +1,7 @@
 //! `mcpproxy activity export`: every matching record, oldest first, as JSON Lines or CSV,
-//! streamed from the server or the journal (memory stays flat however many match).
+//! streamed from the server or the journal (memory stays flat however many match). In JSON
+//! Lines a record in the hash chain carries its chain fields, and `--proof` appends the
+//! signed checkpoints, so the export verifies offline.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -24,6 +26,10 @@ pub(in crate::cli) struct ExportCommand {
     /// columns a spreadsheet wants.
     #[arg(long, default_value = "jsonl", value_parser = ["jsonl", "csv"])]
     format: String,
+    /// After the records, the hash chain's signed checkpoints and state (JSON Lines only),
+    /// so that `mcpproxy activity verify --file` checks the export offline.
+    #[arg(long)]
+    proof: bool,
 }
 
 impl ExportCommand {
@@ -39,6 +45,9 @@ impl ExportCommand {
             Store::Remote(remote) => {
                 let mut query = self.filters.query()?;
                 query.push(("format", self.format.clone()));
+                if self.proof {
+                    query.push(("proof", "true".to_owned()));
+                }
                 let mut response = remote.get_stream("/activity/export", &query).await?;
                 let mut written = Ok(());
                 while let Some(chunk) = response
@@ -58,14 +67,17 @@ impl ExportCommand {
                 let mut written = out.write_all(format.header().as_bytes());
                 let mut buf = Vec::new();
                 if written.is_ok() {
-                    journal.for_each_chunk(&filter, None, |chunk| {
+                    journal.for_each_export_chunk(&filter, None, |chunk| {
                         buf.clear();
-                        for record in chunk {
-                            format.write(record, &mut buf);
+                        for (record, row) in chunk {
+                            format.write_row(record, row.as_deref(), &mut buf);
                         }
                         written = out.write_all(&buf);
                         written.is_ok()
                     })?;
+                }
+                if written.is_ok() && self.proof && format == ExportFormat::Jsonl {
+                    written = out.write_all(&journal.chain_trailer()?);
                 }
                 written
             }

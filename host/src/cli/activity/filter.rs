@@ -113,7 +113,7 @@ impl FilterArgs {
 
 /// A time given on the command line: a duration ago (`90s`, `30m`, `1h`, `7d`, `2w`) or an
 /// RFC 3339 timestamp; unix milliseconds.
-fn parse_time_arg(text: &str) -> Result<u64, String> {
+pub(super) fn parse_time_arg(text: &str) -> Result<u64, String> {
     let text = text.trim();
     let unit_ms: Option<u64> = match text.chars().last() {
         Some('s') => Some(1_000),

@@ -1,0 +1,325 @@
+//! The hash chain against a real journal file that someone edited: a journal written by
+//! the real [`Journal`] (calls going pending → final, checkpoints signed), closed, then
+//! opened with redb directly to delete a record, change an argument, change a decision,
+//! insert a forged record, reorder two, or cut the tail; `verify_chain` names each break
+//! with the records around it. An untouched journal, one written before the chain (the
+//! 0.1.0 fixture) and an export checked offline verify.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcpproxy_activity::{
+    ActivityRecord, ChainOptions, ChainReport, Journal, JournalOptions, ProblemKind, RecordType,
+    Source, Status, verify_export,
+};
+use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+use serde_json::{Value, json};
+
+/// The journal's record table, as its file holds it (a tool that edits the file would open
+/// the same).
+const RECORDS: TableDefinition<[u8; 16], &[u8]> = TableDefinition::new("activity");
+
+const CALLS: usize = 30;
+
+fn options() -> JournalOptions {
+    JournalOptions {
+        chain: ChainOptions {
+            checkpoint_every: 10,
+            checkpoint_interval: Duration::from_secs(3600),
+            key_file: None,
+        },
+        ..JournalOptions::default()
+    }
+}
+
+/// A journal of [`CALLS`] calls, each written pending then final, closed; its directory.
+fn written() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("activity.redb");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let journal = Journal::open(&path, options()).unwrap();
+        for i in 0..CALLS {
+            let mut record = ActivityRecord::new(RecordType::ToolCall, Source::Mcp, "fs", "delete");
+            record.arguments = Some(json!({"path": format!("/srv/data/{i}")}));
+            journal.append(record.clone()).await.unwrap();
+            record.status = if i % 7 == 3 {
+                Status::Blocked
+            } else {
+                Status::Success
+            };
+            if record.status == Status::Blocked {
+                record.verdict.decision = mcpproxy_policy::Decision::Reject;
+            }
+            journal.upsert(record).await.unwrap();
+            // Some calls' records are applied alone, some together.
+            if i % 4 == 0 {
+                journal.get("00000000000000000000000000").unwrap();
+            }
+        }
+        drop(journal);
+    });
+    (dir, path)
+}
+
+/// The stored rows as JSON, in key order, with their keys.
+fn rows(path: &Path) -> Vec<([u8; 16], Value)> {
+    let db = redb::Database::open(path).unwrap();
+    let txn = db.begin_read().unwrap();
+    let table = txn.open_table(RECORDS).unwrap();
+    table
+        .iter()
+        .unwrap()
+        .map(|row| {
+            let (key, value) = row.unwrap();
+            (key.value(), serde_json::from_slice(value.value()).unwrap())
+        })
+        .collect()
+}
+
+/// The row whose `seq` is `seq`.
+fn by_seq(path: &Path, seq: u64) -> ([u8; 16], Value) {
+    rows(path)
+        .into_iter()
+        .find(|(_, v)| v["seq"] == seq)
+        .unwrap_or_else(|| panic!("no record of seq {seq}"))
+}
+
+/// Edits the file as an attacker with write access would: `edit` gets the record table.
+fn tamper(path: &Path, edit: impl FnOnce(&mut redb::Table<'_, [u8; 16], &[u8]>)) {
+    let db = redb::Database::open(path).unwrap();
+    let txn = db.begin_write().unwrap();
+    {
+        let mut table = txn.open_table(RECORDS).unwrap();
+        edit(&mut table);
+    }
+    txn.commit().unwrap();
+}
+
+/// A fresh id for a forged record (newer than every real one).
+fn forged_key() -> ulid::Ulid {
+    ulid::Ulid::from_string(&mcpproxy_activity::new_id().0).unwrap()
+}
+
+fn put(table: &mut redb::Table<'_, [u8; 16], &[u8]>, key: [u8; 16], value: &Value) {
+    table
+        .insert(key, serde_json::to_vec(value).unwrap().as_slice())
+        .unwrap();
+}
+
+fn verify(path: &Path) -> ChainReport {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let _guard = runtime.enter();
+    let journal: Arc<Journal> = Journal::open(path, options()).unwrap();
+    journal.verify_chain(None, None).unwrap()
+}
+
+/// The problems of `report` as (kind, seq).
+fn breaks(report: &ChainReport) -> Vec<(ProblemKind, Option<u64>)> {
+    report.problems.iter().map(|p| (p.kind, p.seq)).collect()
+}
+
+#[test]
+fn an_untouched_journal_verifies() {
+    let (_dir, path) = written();
+    let report = verify(&path);
+    assert!(report.ok, "{report:#?}");
+    assert_eq!(report.chained, CALLS as u64);
+    assert_eq!(report.unsigned_tail, 0, "closing signed the head");
+    assert_eq!(report.last_checkpoint.map(|c| c.seq), Some(CALLS as u64));
+}
+
+#[test]
+fn a_deleted_record_is_named_with_its_neighbours() {
+    let (_dir, path) = written();
+    let (key, _) = by_seq(&path, 12);
+    let (_, before) = by_seq(&path, 11);
+    tamper(&path, |t| {
+        t.remove(key).unwrap();
+    });
+    let report = verify(&path);
+    assert_eq!(
+        breaks(&report),
+        [(ProblemKind::Deleted, Some(12))],
+        "{report:#?}"
+    );
+    let message = &report.problems[0].message;
+    assert!(
+        message.contains(before["id"].as_str().unwrap()),
+        "{message}"
+    );
+    assert!(
+        message.contains(before["timestamp"].as_str().unwrap()),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_changed_argument_is_named() {
+    let (_dir, path) = written();
+    let (key, mut record) = by_seq(&path, 5);
+    record["arguments"]["path"] = "/srv/nothing-to-see".into();
+    tamper(&path, |t| put(t, key, &record));
+    let report = verify(&path);
+    assert_eq!(
+        breaks(&report),
+        [(ProblemKind::Altered, Some(5))],
+        "{report:#?}"
+    );
+    assert_eq!(report.problems[0].id.as_deref(), record["id"].as_str());
+}
+
+#[test]
+fn a_changed_decision_is_named() {
+    let (_dir, path) = written();
+    let blocked = rows(&path)
+        .into_iter()
+        .find(|(_, v)| v["status"] == "blocked")
+        .unwrap();
+    let (key, mut record) = blocked;
+    record["status"] = "success".into();
+    record["verdict"]["decision"] = "allow".into();
+    let seq = record["seq"].as_u64();
+    tamper(&path, |t| put(t, key, &record));
+    let report = verify(&path);
+    assert_eq!(
+        breaks(&report),
+        [(ProblemKind::Altered, seq)],
+        "{report:#?}"
+    );
+}
+
+#[test]
+fn a_forged_record_is_named_whether_it_claims_a_seq_or_none() {
+    let (_dir, path) = written();
+    let (_, model) = by_seq(&path, 20);
+    let forged_id = forged_key();
+    let mut forged = model.clone();
+    forged["id"] = forged_id.to_string().into();
+    forged["tool_name"] = "read".into();
+    tamper(&path, |t| put(t, forged_id.to_bytes(), &forged));
+    let report = verify(&path);
+    assert_eq!(
+        breaks(&report),
+        [(ProblemKind::Inserted, Some(20))],
+        "{report:#?}"
+    );
+
+    let (_dir, path) = written();
+    let mut unchained = model;
+    let object = unchained.as_object_mut().unwrap();
+    for field in ["seq", "prev", "hash"] {
+        object.remove(field);
+    }
+    let forged_id = forged_key();
+    unchained["id"] = forged_id.to_string().into();
+    tamper(&path, |t| put(t, forged_id.to_bytes(), &unchained));
+    let report = verify(&path);
+    assert_eq!(
+        breaks(&report),
+        [(ProblemKind::Inserted, None)],
+        "{report:#?}"
+    );
+    assert!(report.problems[0].message.contains(&forged_id.to_string()));
+}
+
+#[test]
+fn two_records_reordered_are_named() {
+    let (_dir, path) = written();
+    let (key_a, mut a) = by_seq(&path, 8);
+    let (key_b, mut b) = by_seq(&path, 9);
+    for field in ["seq", "prev", "hash"] {
+        let (x, y) = (a[field].clone(), b[field].clone());
+        a[field] = y;
+        b[field] = x;
+    }
+    tamper(&path, |t| {
+        put(t, key_a, &a);
+        put(t, key_b, &b);
+    });
+    let report = verify(&path);
+    let found = breaks(&report);
+    assert!(
+        found.contains(&(ProblemKind::Altered, Some(8))),
+        "{report:#?}"
+    );
+    assert!(
+        found.contains(&(ProblemKind::Altered, Some(9))),
+        "{report:#?}"
+    );
+}
+
+#[test]
+fn a_cut_tail_is_named() {
+    let (_dir, path) = written();
+    let last = CALLS as u64;
+    let keys: Vec<[u8; 16]> = (last - 2..=last).map(|s| by_seq(&path, s).0).collect();
+    tamper(&path, |t| {
+        for key in keys {
+            t.remove(key).unwrap();
+        }
+    });
+    let report = verify(&path);
+    assert_eq!(
+        breaks(&report),
+        [(ProblemKind::Truncated, Some(last - 2))],
+        "{report:#?}"
+    );
+}
+
+#[test]
+fn a_journal_written_before_the_chain_verifies_its_old_part_unchained() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("activity.redb");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/journal-0.1.0.redb");
+    std::fs::copy(fixture, &path).unwrap();
+    let old = rows(&path).len() as u64;
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let journal = Journal::open(&path, options()).unwrap();
+        let report = journal.verify_chain(None, None).unwrap();
+        assert!(report.ok, "{report:#?}");
+        assert_eq!((report.unchained, report.chained), (old, 0));
+        for _ in 0..5 {
+            let mut record = ActivityRecord::new(RecordType::ToolCall, Source::Cli, "s", "t");
+            record.status = Status::Success;
+            journal.append(record).await.unwrap();
+        }
+        let report = journal.verify_chain(None, None).unwrap();
+        assert!(report.ok, "{report:#?}");
+        assert_eq!((report.unchained, report.chained), (old, 5));
+    });
+}
+
+#[test]
+fn an_export_with_proof_verifies_offline_and_an_edited_one_does_not() {
+    let (_dir, path) = written();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let _guard = runtime.enter();
+    let journal = Journal::open(&path, options()).unwrap();
+    let mut export = Vec::new();
+    journal
+        .for_each_export_chunk(&Default::default(), None, |chunk| {
+            for (record, row) in chunk {
+                mcpproxy_activity::ExportFormat::Jsonl.write_row(
+                    record,
+                    row.as_deref(),
+                    &mut export,
+                );
+            }
+            true
+        })
+        .unwrap();
+    export.extend(journal.chain_trailer().unwrap());
+    let key = journal.public_key();
+    let report = verify_export(export.as_slice(), Some(&key), None).unwrap();
+    assert!(report.ok, "{report:#?}");
+    assert_eq!(report.key_source.as_deref(), Some("given"));
+
+    let text = String::from_utf8(export).unwrap();
+    let edited = text.replacen("/srv/data/3\"", "/srv/data/4\"", 1);
+    let report = verify_export(edited.as_bytes(), Some(&key), None).unwrap();
+    assert_eq!(report.problems.len(), 1, "{report:#?}");
+    assert_eq!(report.problems[0].kind, ProblemKind::Altered);
+}

@@ -1,0 +1,161 @@
+//! `mcpproxy activity verify`: walks the journal's hash chain and signed checkpoints (from
+//! the running server, else the journal file, or an export with `--file`) and names every
+//! break; exits 0 only when the whole chain holds, 1 when it does not. `mcpproxy activity
+//! key` prints the public key the checkpoints are signed with.
+
+use std::io::BufReader;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use serde_json::Value;
+
+use mcpproxy_activity::{ChainReport, KEY_FILE, public_key_of, verify_export};
+
+use crate::cli::Globals;
+use crate::cli::output::{Format, print_data};
+use mcpproxy_config as config;
+
+use super::store::{Source, Store, open};
+
+#[derive(Debug, Args)]
+pub(in crate::cli) struct VerifyCommand {
+    #[command(flatten)]
+    source: Source,
+    /// Check only the chain from the first record at or after this time: a duration ago
+    /// (`30m`, `7d`) or an RFC 3339 time.
+    #[arg(long, value_name = "TIME")]
+    since: Option<String>,
+    /// The public key (64 hex digits, as `mcpproxy activity key` prints it) the checkpoints
+    /// must be signed with; default the journal's own key (with --file: the key the
+    /// export's checkpoints name, which proves only that the export is consistent).
+    #[arg(long, value_name = "PUBKEY")]
+    key: Option<String>,
+    /// Verify this export (`mcpproxy activity export --proof > FILE`) instead of the
+    /// journal, offline.
+    #[arg(long, value_name = "EXPORT.jsonl")]
+    file: Option<PathBuf>,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t)]
+    output: Format,
+}
+
+impl VerifyCommand {
+    pub(super) async fn run(self, globals: &Globals) -> Result<ExitCode> {
+        if let Some(key) = &self.key
+            && (key.len() != 64 || !key.chars().all(|c| c.is_ascii_hexdigit()))
+        {
+            bail!(
+                "--key '{key}' is not a public key: give the 64 hex digits `mcpproxy activity key` \
+                 prints"
+            );
+        }
+        let since = self
+            .since
+            .as_deref()
+            .map(super::filter::parse_time_arg)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("--since {e}"))?;
+        let report: Value = if let Some(file) = &self.file {
+            let input = std::fs::File::open(file)
+                .with_context(|| format!("cannot open the export {}", file.display()))?;
+            let report = verify_export(BufReader::new(input), self.key.as_deref(), since)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            serde_json::to_value(report)?
+        } else {
+            match open(&self.source, globals).await? {
+                Store::Remote(remote) => {
+                    let mut query = Vec::new();
+                    if let Some(since) = since {
+                        query.push(("since", mcpproxy_activity::format_timestamp(since)));
+                    }
+                    if let Some(key) = &self.key {
+                        query.push(("key", key.clone()));
+                    }
+                    remote.get("/activity/verify", &query).await?
+                }
+                Store::Local(journal) => {
+                    let key = self.key.clone();
+                    let report = tokio::task::spawn_blocking(move || {
+                        journal.verify_chain(key.as_deref(), since)
+                    })
+                    .await
+                    .context("the verify task failed")??;
+                    serde_json::to_value(report)?
+                }
+            }
+        };
+        let parsed: ChainReport = serde_json::from_value(report.clone())
+            .context("the server's verify report is not one this mcpproxy reads")?;
+        if !print_data(&report, self.output)? {
+            print_report(&parsed);
+        }
+        Ok(if parsed.ok {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        })
+    }
+}
+
+/// The report for a person: what was checked, then each break.
+fn print_report(report: &ChainReport) {
+    let range = match (report.first_seq, report.last_seq) {
+        (Some(first), Some(last)) => format!("seq {first} to {last}"),
+        _ => "no chained record".to_owned(),
+    };
+    println!(
+        "{} records: {} chained ({range}), {} unchained (written before the chain), {} pending",
+        report.records, report.chained, report.unchained, report.pending
+    );
+    if report.pruned > 0 || report.replaced > 0 {
+        println!(
+            "{} pruned by retention before its anchor checkpoint, {} replaced by a later version",
+            report.pruned, report.replaced
+        );
+    }
+    match &report.last_checkpoint {
+        Some(last) => println!(
+            "{} checkpoints, the last of seq {} signed at {}; {} records after it not signed yet",
+            report.checkpoints, last.seq, last.time, report.unsigned_tail
+        ),
+        None => println!("no valid checkpoint: nothing is signed, only the links were checked"),
+    }
+    if let (Some(key), Some(source)) = (&report.key, &report.key_source) {
+        let from = match source.as_str() {
+            "given" => "given with --key",
+            "journal" => "the journal's own key",
+            _ => "named by the export itself: pass --key to check against a key you trust",
+        };
+        println!("signatures checked against {key} ({from})");
+    }
+    if report.ok {
+        println!("OK: the chain holds");
+        return;
+    }
+    println!("BROKEN: {} problems", report.problems.len());
+    for problem in &report.problems {
+        let kind = serde_json::to_value(problem.kind)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        println!("  {kind}: {}", problem.message);
+    }
+}
+
+#[derive(Debug, Args)]
+pub(in crate::cli) struct KeyCommand {
+    #[command(flatten)]
+    source: Source,
+}
+
+impl KeyCommand {
+    pub(super) async fn run(self, globals: &Globals) -> Result<ExitCode> {
+        let loaded = config::load(self.source.config.as_deref(), globals.home.as_deref())?;
+        let data_dir = globals.data_dir(loaded.config.data_dir.as_deref());
+        let key = public_key_of(&data_dir.join(KEY_FILE))?;
+        println!("{key}");
+        Ok(ExitCode::SUCCESS)
+    }
+}
