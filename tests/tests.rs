@@ -43,6 +43,7 @@ mod cli_plugins;
 /// Replicas sharing one state in PostgreSQL: approvals, held tools, upstream servers.
 mod cluster_state;
 
+mod journal_chain;
 /// The cluster's journal read back from a real ClickHouse: two replicas, one trail, each
 /// record once, through a replica killed and a batch delivered twice.
 mod journal_cluster;

@@ -117,8 +117,11 @@ fn print_report(report: &ChainReport) {
     }
     match &report.last_checkpoint {
         Some(last) => println!(
-            "{} checkpoints, the last of seq {} signed at {}; {} records after it not signed yet",
-            report.checkpoints, last.seq, last.time, report.unsigned_tail
+            "{}, the last of seq {} signed at {}; {} after it not signed yet",
+            counted(report.checkpoints, "checkpoint"),
+            last.seq,
+            last.time,
+            counted(report.unsigned_tail, "record")
         ),
         None => println!("no valid checkpoint: nothing is signed, only the links were checked"),
     }
@@ -134,13 +137,25 @@ fn print_report(report: &ChainReport) {
         println!("OK: the chain holds");
         return;
     }
-    println!("BROKEN: {} problems", report.problems.len());
+    println!(
+        "BROKEN: {}",
+        counted(report.problems.len() as u64, "problem")
+    );
     for problem in &report.problems {
         let kind = serde_json::to_value(problem.kind)
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
         println!("  {kind}: {}", problem.message);
+    }
+}
+
+/// `1 checkpoint`, `3 checkpoints`.
+fn counted(n: u64, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
     }
 }
 

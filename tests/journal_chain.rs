@@ -1,0 +1,140 @@
+//! The audit chain end to end: real calls through a served proxy leave a hash chain that
+//! `GET /api/v1/activity/verify`, `mcpproxy activity verify` (through the server and
+//! offline) and an export checked with `verify --file --key` all find whole; an edited
+//! export and a wrong key are refused with exit code 1, naming the record; the chain goes
+//! on whole through a `kill -9` and a restart.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::support::TestCommand;
+use crate::support::mcp::{Proxy, config_with, reads_and_blocked, stdio_fixture};
+
+async fn verified(proxy: &Proxy) -> Value {
+    let body = proxy.get_json("/api/v1/activity/verify").await;
+    assert_eq!(body["success"], true, "{body}");
+    body["data"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn calls_leave_a_chain_that_verifies_through_the_api_the_cli_and_an_export() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let config = config_with(vec![stdio_fixture("fx", log.path())]);
+    // `mcpproxy ARGS --config CONFIG` with the proxy's data dir.
+    let cli = |dir: &Path, config: &Path, args: &[&str]| {
+        TestCommand::new(dir)
+            .args(args)
+            .args(["--config"])
+            .args([config])
+            .output()
+    };
+    let mut proxy = Proxy::builder(&config).start();
+    reads_and_blocked(&proxy, 12, 4).await;
+    proxy.finished_records("tool_call", 12).await;
+
+    let report = verified(&proxy).await;
+    assert_eq!(report["ok"], true, "{report:#}");
+    assert!(report["chained"].as_u64().unwrap() >= 12, "{report:#}");
+
+    let cli_config = proxy.cli_config(log.path());
+    let dir = proxy.data_dir.path().to_owned();
+    let out = cli(&dir, &cli_config, &["activity", "verify"]);
+    out.assert_code(0);
+    assert!(
+        out.stdout().contains("OK: the chain holds"),
+        "{}",
+        out.stdout()
+    );
+
+    let key = cli(&dir, &cli_config, &["activity", "key"]);
+    key.assert_code(0);
+    let key = key.stdout().trim().to_owned();
+    assert_eq!(key.len(), 64, "{key}");
+
+    // An export with its proof verifies offline against the key.
+    let export = cli(&dir, &cli_config, &["activity", "export", "--proof"]);
+    export.assert_code(0);
+    let file = dir.join("export.jsonl");
+    std::fs::write(&file, export.stdout()).unwrap();
+    let file_arg = file.to_str().unwrap();
+    let out = cli(
+        &dir,
+        &cli_config,
+        &["activity", "verify", "--file", file_arg, "--key", &key],
+    );
+    out.assert_code(0);
+    assert!(
+        out.stdout().contains("given with --key"),
+        "{}",
+        out.stdout()
+    );
+
+    // A blocked call turned into an allowed one: refused, naming the record.
+    let blocked: Value = export
+        .stdout()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|r| r["status"] == "blocked")
+        .expect("a blocked call in the export");
+    let edited: Vec<String> = export
+        .stdout()
+        .lines()
+        .map(|line| {
+            if line.contains(blocked["id"].as_str().unwrap()) {
+                line.replace("\"status\":\"blocked\"", "\"status\":\"success\"")
+            } else {
+                line.to_owned()
+            }
+        })
+        .collect();
+    std::fs::write(&file, edited.join("\n")).unwrap();
+    let out = cli(
+        &dir,
+        &cli_config,
+        &["activity", "verify", "--file", file_arg, "--key", &key],
+    );
+    out.assert_code(1);
+    assert!(
+        out.stdout().contains("altered") && out.stdout().contains(blocked["id"].as_str().unwrap()),
+        "{}",
+        out.stdout()
+    );
+    // The right export, the wrong key.
+    std::fs::write(&file, export.stdout()).unwrap();
+    let wrong = "0".repeat(64);
+    let out = cli(
+        &dir,
+        &cli_config,
+        &["activity", "verify", "--file", file_arg, "--key", &wrong],
+    );
+    out.assert_code(1);
+    assert!(out.stdout().contains("bad_signature"), "{}", out.stdout());
+
+    // kill -9, a restart, more calls: the chain goes on whole.
+    let pid = proxy.proc.child.id().to_string();
+    std::process::Command::new("kill")
+        .args(["-9", &pid])
+        .status()
+        .unwrap();
+    proxy.proc.child.wait().unwrap();
+    let mut restarted = Proxy::builder(&config).data_dir(proxy.data_dir).start();
+    reads_and_blocked(&restarted, 6, 3).await;
+    restarted.finished_records("tool_call", 18).await;
+    let report = verified(&restarted).await;
+    assert_eq!(report["ok"], true, "{report:#}");
+    assert!(report["chained"].as_u64().unwrap() >= 18, "{report:#}");
+
+    // Stopped: the CLI reads the file, and the close signed the whole chain.
+    restarted.stop();
+    let dir = restarted.data_dir.path().to_owned();
+    let cli_config = dir.join("cli_config.json");
+    let out = cli(&dir, &cli_config, &["activity", "verify", "-o", "json"]);
+    out.assert_code(0);
+    let report: Value = serde_json::from_str(&out.stdout()).unwrap();
+    assert_eq!(
+        (report["ok"].as_bool(), report["unsigned_tail"].as_u64()),
+        (Some(true), Some(0)),
+        "{report:#}"
+    );
+}
