@@ -1,8 +1,9 @@
 //! The audit chain end to end: real calls through a served proxy leave a hash chain that
 //! `GET /api/v1/activity/verify`, `mcpproxy activity verify` (through the server and
 //! offline) and an export checked with `verify --file --key` all find whole; an edited
-//! export and a wrong key are refused with exit code 1, naming the record; the chain goes
-//! on whole through a `kill -9` and a restart.
+//! export and a wrong key are refused with exit code 1, naming the record; a witness's
+//! checkpoint (`GET /api/v1/activity/checkpoint`) checks out; the chain goes on whole
+//! through a `kill -9` and a restart.
 
 use std::path::Path;
 
@@ -51,6 +52,24 @@ async fn calls_leave_a_chain_that_verifies_through_the_api_the_cli_and_an_export
     key.assert_code(0);
     let key = key.stdout().trim().to_owned();
     assert_eq!(key.len(), 64, "{key}");
+
+    // A witness keeps the head signed now; the chain is checked against it (through the
+    // server: its export, checked here).
+    let kept = proxy.get_json("/api/v1/activity/checkpoint").await;
+    assert_eq!(kept["data"]["key"], key.as_str(), "{kept}");
+    assert!(
+        kept["data"]["checkpoint"]["seq"].as_u64().unwrap() >= 12,
+        "{kept}"
+    );
+    let witness = dir.join("witness.jsonl");
+    std::fs::write(&witness, format!("{}\n", kept["data"])).unwrap();
+    let witness_arg = witness.to_str().unwrap();
+    let out = cli(
+        &dir,
+        &cli_config,
+        &["activity", "verify", "--witness", witness_arg],
+    );
+    out.assert_code(0);
 
     // An export with its proof verifies offline against the key.
     let export = cli(&dir, &cli_config, &["activity", "export", "--proof"]);
@@ -129,7 +148,19 @@ async fn calls_leave_a_chain_that_verifies_through_the_api_the_cli_and_an_export
     restarted.stop();
     let dir = restarted.data_dir.path().to_owned();
     let cli_config = dir.join("cli_config.json");
-    let out = cli(&dir, &cli_config, &["activity", "verify", "-o", "json"]);
+    let witness = dir.join("witness.jsonl");
+    let out = cli(
+        &dir,
+        &cli_config,
+        &[
+            "activity",
+            "verify",
+            "-o",
+            "json",
+            "--witness",
+            witness.to_str().unwrap(),
+        ],
+    );
     out.assert_code(0);
     let report: Value = serde_json::from_str(&out.stdout()).unwrap();
     assert_eq!(

@@ -3,15 +3,16 @@
 //! opened with redb directly to delete a record, change an argument, change a decision,
 //! insert a forged record, reorder two, or cut the tail; `verify_chain` names each break
 //! with the records around it. An untouched journal, one written before the chain (the
-//! 0.1.0 fixture) and an export checked offline verify.
+//! 0.1.0 fixture) and an export checked offline verify; a chain rewritten and signed again
+//! with the journal's own key verifies alone but not against a witness's checkpoint.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use mcpproxy_activity::{
-    ActivityRecord, ChainOptions, ChainReport, Journal, JournalOptions, ProblemKind, RecordType,
-    Source, Status, verify_export,
+    ActivityRecord, ChainOptions, ChainReport, Journal, JournalOptions, KEY_FILE, ProblemKind,
+    RecordType, Source, Status, verify_export,
 };
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 use serde_json::{Value, json};
@@ -19,6 +20,8 @@ use serde_json::{Value, json};
 /// The journal's record table, as its file holds it (a tool that edits the file would open
 /// the same).
 const RECORDS: TableDefinition<[u8; 16], &[u8]> = TableDefinition::new("activity");
+/// The journal's signed checkpoints: `seq` → checkpoint JSON.
+const CHECKPOINTS: TableDefinition<u64, &[u8]> = TableDefinition::new("activity_checkpoints");
 
 const CALLS: usize = 30;
 
@@ -322,4 +325,65 @@ fn an_export_with_proof_verifies_offline_and_an_edited_one_does_not() {
     let report = verify_export(edited.as_bytes(), Some(&key), None).unwrap();
     assert_eq!(report.problems.len(), 1, "{report:#?}");
     assert_eq!(report.problems[0].kind, ProblemKind::Altered);
+}
+
+/// What the chain cannot catch alone, and the witness can: someone holding the machine (the
+/// key too) changes a record, recomputes every hash after it and signs the result again.
+#[test]
+fn a_chain_rewritten_and_signed_again_verifies_alone_but_not_against_a_witness() {
+    let (dir, path) = written();
+    let witness = {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let _guard = runtime.enter();
+        let journal = Journal::open(&path, options()).unwrap();
+        let kept = journal.latest_checkpoint().unwrap().expect("a checkpoint");
+        // What a witness stores: the data of GET /api/v1/activity/checkpoint.
+        let line = json!({"checkpoint": kept, "key": journal.public_key()}).to_string();
+        mcpproxy_activity::read_witness(line.as_bytes()).unwrap()
+    };
+
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let unhex = |text: &str| -> [u8; 32] {
+        std::array::from_fn(|i| u8::from_str_radix(&text[2 * i..2 * i + 2], 16).unwrap())
+    };
+    let mut chain: Vec<([u8; 16], Value)> = (1..=CALLS as u64).map(|s| by_seq(&path, s)).collect();
+    chain[4].1["arguments"]["path"] = "/srv/elsewhere".into();
+    let mut prev = unhex(chain[4].1["prev"].as_str().unwrap());
+    for (_, record) in &mut chain[4..] {
+        record["prev"] = hex(&prev).into();
+        let hash = mcpproxy_activity::record_hash(&prev, record);
+        record["hash"] = hex(&hash).into();
+        prev = hash;
+    }
+    let key = mcpproxy_activity::SigningKey::load_or_create(&dir.path().join(KEY_FILE)).unwrap();
+    let resigned = key.checkpoint(CALLS as u64, &prev, 1);
+    let db = redb::Database::open(&path).unwrap();
+    let txn = db.begin_write().unwrap();
+    {
+        let mut records = txn.open_table(RECORDS).unwrap();
+        for (key, record) in &chain[4..] {
+            put(&mut records, *key, record);
+        }
+        let mut checkpoints = txn.open_table(CHECKPOINTS).unwrap();
+        checkpoints.retain(|_, _| false).unwrap();
+        let json = serde_json::to_vec(&resigned).unwrap();
+        checkpoints.insert(CALLS as u64, json.as_slice()).unwrap();
+    }
+    txn.commit().unwrap();
+    drop(db);
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let _guard = runtime.enter();
+    let journal = Journal::open(&path, options()).unwrap();
+    let alone = journal.verify_chain(None, None).unwrap();
+    assert!(
+        alone.ok,
+        "the key holder's rewrite holds on its own: {alone:#?}"
+    );
+    let checked = journal.verify_chain_with(None, None, witness).unwrap();
+    assert_eq!(
+        breaks(&checked),
+        [(ProblemKind::CheckpointMismatch, Some(CALLS as u64))],
+        "{checked:#?}"
+    );
 }

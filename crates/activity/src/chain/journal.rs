@@ -5,6 +5,9 @@
 //! An export is JSON Lines: the records (each with its chain fields), then one line per
 //! checkpoint, `{"checkpoint": {...}}`, and one line with the chain's state,
 //! `{"chain": {"head_seq": …, "pruned_to": …, "started_ms": …}}`.
+//!
+//! A witness keeps checkpoints elsewhere ([`Journal::latest_checkpoint`], [`read_witness`]);
+//! `verify_chain_with` and `verify_export_with` check the chain against them too.
 
 use std::io::BufRead;
 
@@ -68,6 +71,13 @@ impl Journal {
         })
     }
 
+    /// Signs the head if records were chained since the last checkpoint, and returns the
+    /// last checkpoint (`None` while the chain is empty): what a witness keeps.
+    pub fn latest_checkpoint(&self) -> Result<Option<Checkpoint>> {
+        self.sign_head()?;
+        Ok(self.chain_state()?.1.pop())
+    }
+
     /// The chain's stored state and its checkpoints, oldest first.
     pub fn chain_state(&self) -> Result<(ChainState, Vec<Checkpoint>)> {
         self.guard(|| {
@@ -93,6 +103,18 @@ impl Journal {
     /// `key` (hex) if given, else this journal's own key; with `since_ms`, only the chain
     /// from the first record at or after it on. Blocking: ~1 s per 100,000 records.
     pub fn verify_chain(&self, key: Option<&str>, since_ms: Option<u64>) -> Result<ChainReport> {
+        self.verify_chain_with(key, since_ms, Vec::new())
+    }
+
+    /// [`verify_chain`](Self::verify_chain), also against `witness`: checkpoints kept
+    /// elsewhere (see [`read_witness`]). A chain rewritten and signed again with the journal's
+    /// key no longer matches them.
+    pub fn verify_chain_with(
+        &self,
+        key: Option<&str>,
+        since_ms: Option<u64>,
+        witness: Vec<Checkpoint>,
+    ) -> Result<ChainReport> {
         let key = match key {
             Some(key) => (key.to_owned(), "given"),
             None => (self.public_key(), "journal"),
@@ -100,6 +122,9 @@ impl Journal {
         let mut verifier = Verifier::new(Some(key));
         if let Some(since) = since_ms {
             verifier.since(since);
+        }
+        for checkpoint in witness {
+            verifier.checkpoint(checkpoint);
         }
         self.guard(|| {
             let txn = self.db()?.begin_read()?;
@@ -136,9 +161,22 @@ pub fn verify_export(
     key: Option<&str>,
     since_ms: Option<u64>,
 ) -> std::result::Result<ChainReport, String> {
+    verify_export_with(input, key, since_ms, Vec::new())
+}
+
+/// [`verify_export`], also against `witness` (see [`Journal::verify_chain_with`]).
+pub fn verify_export_with(
+    input: impl BufRead,
+    key: Option<&str>,
+    since_ms: Option<u64>,
+    witness: Vec<Checkpoint>,
+) -> std::result::Result<ChainReport, String> {
     let mut verifier = Verifier::new(key.map(|k| (k.to_owned(), "given")));
     if let Some(since) = since_ms {
         verifier.since(since);
+    }
+    for checkpoint in witness {
+        verifier.checkpoint(checkpoint);
     }
     for (n, line) in input.lines().enumerate() {
         let line = line.map_err(|e| format!("cannot read line {} of the export: {e}", n + 1))?;
@@ -171,4 +209,30 @@ pub fn verify_export(
         verifier.record(&value);
     }
     Ok(verifier.finish())
+}
+
+/// The checkpoints a witness kept: JSON Lines, each line an object with a `checkpoint`
+/// member (the `data` of `GET /api/v1/activity/checkpoint`, or a checkpoint line of an
+/// export). An error names the line that is not one.
+pub fn read_witness(input: impl BufRead) -> std::result::Result<Vec<Checkpoint>, String> {
+    #[derive(Deserialize)]
+    struct Line {
+        checkpoint: Checkpoint,
+    }
+    let mut out = Vec::new();
+    for (n, line) in input.lines().enumerate() {
+        let line = line.map_err(|e| format!("cannot read line {}: {e}", n + 1))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let parsed: Line = serde_json::from_str(&line).map_err(|e| {
+            format!(
+                "line {} is not a checkpoint ({e}): each line must be an object with a \
+                 \"checkpoint\" member, as GET /api/v1/activity/checkpoint answers in its data",
+                n + 1
+            )
+        })?;
+        out.push(parsed.checkpoint);
+    }
+    Ok(out)
 }

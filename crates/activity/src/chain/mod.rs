@@ -43,7 +43,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-pub use journal::{ChainState, verify_export};
+pub use journal::{ChainState, read_witness, verify_export, verify_export_with};
 pub use key::{Checkpoint, SigningKey, public_key_of};
 pub use verify::{ChainReport, Problem, ProblemKind, Verifier};
 

@@ -2,7 +2,8 @@
 //! message naming `mcpproxy activity repair`), `GET /api/v1/activity/export` (every
 //! matching record as JSON Lines or CSV, streamed), `GET /api/v1/activity/{id}` and
 //! `GET /api/v1/activity/sinks` (each sink's cursor, backlog, lag and errors) and
-//! `GET /api/v1/activity/verify` (the hash chain walked, every break named).
+//! `GET /api/v1/activity/verify` (the hash chain walked, every break named) and
+//! `GET /api/v1/activity/checkpoint` (the head signed now, for a witness).
 //!
 //! `cluster=true` on `/activity`, `/activity/{id}` and `/activity/stats` reads the cluster's
 //! journal (`cluster.journal`, every replica's records) instead of this replica's: the same
@@ -371,6 +372,27 @@ pub(super) async fn verify(
         .map_err(|e| ApiError::internal("verifying the activity journal failed", e))?
         .map_err(|e| journal_error("verifying the activity journal failed", e))?;
     Ok(ok(report))
+}
+
+/// `GET /activity/checkpoint`: the chain's head signed now (if records were chained since
+/// the last checkpoint) and the journal's public key: what a witness on another machine
+/// fetches and keeps, `{"checkpoint": {...} | null, "key": "<hex>"}`.
+pub(super) async fn checkpoint(
+    State(state): State<ApiState>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    if let Some(unknown) = query.keys().find(|k| *k != "apikey") {
+        return Err(ApiError::bad_request(format!(
+            "unknown parameter '{unknown}': /activity/checkpoint takes none"
+        )));
+    }
+    let journal = state.journal.clone();
+    let key = journal.public_key();
+    let checkpoint = tokio::task::spawn_blocking(move || journal.latest_checkpoint())
+        .await
+        .map_err(|e| ApiError::internal("signing the activity chain failed", e))?
+        .map_err(|e| journal_error("signing the activity chain failed", e))?;
+    Ok(ok(json!({ "checkpoint": checkpoint, "key": key })))
 }
 
 /// `GET /activity/stats?<filters>`: tool calls (or the records of the `type` asked for) by

@@ -53,6 +53,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/activity/export", get(super::activity::export))
         .route("/activity/stats", get(super::activity::stats))
         .route("/activity/verify", get(super::activity::verify))
+        .route("/activity/checkpoint", get(super::activity::checkpoint))
         .route("/activity/stream", get(super::activity::stream))
         .route("/activity/{id}", get(super::activity::show))
         .route("/tools", get(super::tools::list))

@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde_json::Value;
 
-use mcpproxy_activity::{ChainReport, KEY_FILE, public_key_of, verify_export};
+use mcpproxy_activity::{ChainReport, KEY_FILE, public_key_of, read_witness, verify_export_with};
 
 use crate::cli::Globals;
 use crate::cli::output::{Format, print_data};
@@ -36,6 +36,11 @@ pub(in crate::cli) struct VerifyCommand {
     /// journal, offline.
     #[arg(long, value_name = "EXPORT.jsonl")]
     file: Option<PathBuf>,
+    /// Also check the chain against the checkpoints a witness kept (JSON Lines, each the
+    /// `data` of `GET /api/v1/activity/checkpoint`): a chain rewritten and signed again
+    /// with the journal's own key no longer matches them.
+    #[arg(long, value_name = "CHECKPOINTS.jsonl")]
+    witness: Option<PathBuf>,
     /// Output format.
     #[arg(short, long, value_enum, default_value_t)]
     output: Format,
@@ -57,14 +62,44 @@ impl VerifyCommand {
             .map(super::filter::parse_time_arg)
             .transpose()
             .map_err(|e| anyhow::anyhow!("--since {e}"))?;
+        let witness = match &self.witness {
+            Some(path) => {
+                let input = std::fs::File::open(path)
+                    .with_context(|| format!("cannot open the witness file {}", path.display()))?;
+                read_witness(BufReader::new(input))
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+            }
+            None => Vec::new(),
+        };
         let report: Value = if let Some(file) = &self.file {
             let input = std::fs::File::open(file)
                 .with_context(|| format!("cannot open the export {}", file.display()))?;
-            let report = verify_export(BufReader::new(input), self.key.as_deref(), since)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            let report =
+                verify_export_with(BufReader::new(input), self.key.as_deref(), since, witness)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
             serde_json::to_value(report)?
         } else {
             match open(&self.source, globals).await? {
+                Store::Remote(remote) if !witness.is_empty() => {
+                    // The server cannot be handed the witness: its export is checked here.
+                    let query = [("proof", "true".to_owned())];
+                    let mut response = remote.get_stream("/activity/export", &query).await?;
+                    let mut export = Vec::new();
+                    while let Some(chunk) = response
+                        .chunk()
+                        .await
+                        .context("the export from the server stopped before its end")?
+                    {
+                        export.extend_from_slice(&chunk);
+                    }
+                    let key = match &self.key {
+                        Some(key) => key.clone(),
+                        None => local_key(&self.source, globals)?,
+                    };
+                    let report = verify_export_with(export.as_slice(), Some(&key), since, witness)
+                        .map_err(|e| anyhow::anyhow!("the server's export: {e}"))?;
+                    serde_json::to_value(report)?
+                }
                 Store::Remote(remote) => {
                     let mut query = Vec::new();
                     if let Some(since) = since {
@@ -78,7 +113,7 @@ impl VerifyCommand {
                 Store::Local(journal) => {
                     let key = self.key.clone();
                     let report = tokio::task::spawn_blocking(move || {
-                        journal.verify_chain(key.as_deref(), since)
+                        journal.verify_chain_with(key.as_deref(), since, witness)
                     })
                     .await
                     .context("the verify task failed")??;
@@ -167,10 +202,14 @@ pub(in crate::cli) struct KeyCommand {
 
 impl KeyCommand {
     pub(super) async fn run(self, globals: &Globals) -> Result<ExitCode> {
-        let loaded = config::load(self.source.config.as_deref(), globals.home.as_deref())?;
-        let data_dir = globals.data_dir(loaded.config.data_dir.as_deref());
-        let key = public_key_of(&data_dir.join(KEY_FILE))?;
-        println!("{key}");
+        println!("{}", local_key(&self.source, globals)?);
         Ok(ExitCode::SUCCESS)
     }
+}
+
+/// The public key of the journal in the config's data dir.
+fn local_key(source: &Source, globals: &Globals) -> Result<String> {
+    let loaded = config::load(source.config.as_deref(), globals.home.as_deref())?;
+    let data_dir = globals.data_dir(loaded.config.data_dir.as_deref());
+    Ok(public_key_of(&data_dir.join(KEY_FILE))?)
 }
