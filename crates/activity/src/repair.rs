@@ -8,7 +8,10 @@
 //! it probes start points further and further in time past the last record it read, then
 //! narrows down to the first one that reads again, and goes on from there, counting one
 //! unreadable range. Rows whose JSON does not parse are counted and left out. The records
-//! it saved are written, with their index entries, into a fresh file beside the old one;
+//! it saved are written as they were stored, with their index entries, into a fresh file
+//! beside the old one, and with them the hash chain's state and checkpoints: a repair never
+//! links records into a new chain, so what the damage (or an edit) took shows in `verify` as
+//! deleted or altered, and cannot be laundered by damaging the file and repairing it;
 //! the registered sinks are carried over with their history and every saved record one of
 //! them had not delivered is queued again (all saved records, when the outbox itself is
 //! unreadable). Then the damaged file is moved aside as `<name>.damaged-<UTC time>` (never
@@ -17,7 +20,9 @@
 //! When redb cannot open the file even marked for recovery (damage in the pages it reads at
 //! open), repair falls back to [`scan_for_records`]: it reads the file's raw bytes and keeps
 //! every complete record JSON it finds there (a record is stored as its JSON, which starts
-//! with its id). That finds no sink state, so no sink is carried over.
+//! with its id). That finds no sink state, so no sink is carried over, and no chain state:
+//! those records are linked into a new chain (their `verify` proves only what happened after
+//! the repair).
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
@@ -26,6 +31,8 @@ use std::path::{Path, PathBuf};
 use redb::{Database, ReadableDatabase};
 use serde::Serialize;
 
+use super::chain::ChainLink;
+use super::chain::link;
 use super::journal::{RECORDS, guard, key_ms, open_database};
 use super::outbox;
 use super::record::ActivityRecord;
@@ -271,6 +278,17 @@ fn open_copy_for_recovery(path: &Path) -> Result<PathBuf> {
     Ok(copy)
 }
 
+/// What a repair saves: the rows as stored, with the chain's tables (the chain carried
+/// over: what was lost shows in `verify` as deleted), or, from a file too damaged to open,
+/// the records found in its bytes (linked into a new chain).
+enum Saved {
+    Stored {
+        rows: Vec<Vec<u8>>,
+        chain: link::ChainTables,
+    },
+    Typed(Vec<ActivityRecord>),
+}
+
 impl Journal {
     /// Saves the readable records of the journal at `path` into a new journal file and moves
     /// the old file aside (see the module docs). Offline only: a file another process holds
@@ -301,7 +319,7 @@ impl Journal {
                         }
                         return Self::replace_with(
                             path,
-                            records,
+                            Saved::Typed(records),
                             1,
                             unreadable,
                             Vec::new(),
@@ -327,23 +345,30 @@ impl Journal {
                 rows.keys().copied().collect()
             })
         };
+        let chain = guard(path, || link::read_tables(&db)).unwrap_or_else(|e| {
+            tracing::warn!(
+                "the hash chain's state of the damaged journal cannot be read; the saved \
+                 records keep their chain fields, but its checkpoints are lost: {e}"
+            );
+            link::ChainTables::default()
+        });
         drop(db);
         if let Some(copy) = source_copy {
             std::fs::remove_file(&copy).map_err(io(&copy))?;
         }
-        let mut records = Vec::with_capacity(rows.len());
+        let mut saved = Vec::with_capacity(rows.len());
         let mut unreadable_records = 0;
-        for (key, json) in &rows {
-            match serde_json::from_slice::<ActivityRecord>(json) {
-                Ok(rec) if super::journal::parse_key(&rec.id).is_ok_and(|k| k == *key) => {
-                    records.push(rec);
+        for (key, json) in rows {
+            match serde_json::from_slice::<ActivityRecord>(&json) {
+                Ok(rec) if super::journal::parse_key(&rec.id).is_ok_and(|k| k == key) => {
+                    saved.push(json);
                 }
                 _ => unreadable_records += 1,
             }
         }
         Self::replace_with(
             path,
-            records,
+            Saved::Stored { rows: saved, chain },
             unreadable_ranges,
             unreadable_records,
             sinks,
@@ -355,7 +380,7 @@ impl Journal {
     /// and puts the fresh one in its place.
     fn replace_with(
         path: &Path,
-        records: Vec<ActivityRecord>,
+        records: Saved,
         unreadable_ranges: u64,
         unreadable_records: u64,
         sinks: Vec<(String, outbox::SinkState)>,
@@ -389,9 +414,29 @@ impl Journal {
             log_capacity: 0,
             ..JournalOptions::default()
         };
+        let saved = match &records {
+            Saved::Typed(records) => records.len(),
+            Saved::Stored { rows, .. } => rows.len(),
+        } as u64;
         let requeued = {
             let journal = Journal::open(&fresh, options)?;
-            journal.bulk_load(&records)?;
+            match records {
+                Saved::Typed(records) => journal.bulk_load(&records)?,
+                Saved::Stored { rows, chain } => {
+                    let head = rows
+                        .iter()
+                        .filter_map(|row| ChainLink::of_row(row))
+                        .filter_map(|l| Some((l.seq?, crate::chain::unhex32(&l.hash?)?)))
+                        .max_by_key(|(seq, _)| *seq);
+                    journal.bulk_load_stored(rows)?;
+                    journal.guard(|| {
+                        let txn = journal.db()?.begin_write()?;
+                        link::write_tables(&txn, &chain, head)?;
+                        txn.commit()?;
+                        Ok(())
+                    })?;
+                }
+            }
             if sinks.is_empty() {
                 0
             } else {
@@ -402,7 +447,7 @@ impl Journal {
         std::fs::rename(path, &damaged_copy).map_err(io(path))?;
         std::fs::rename(&fresh, path).map_err(io(path))?;
         Ok(RepairReport {
-            saved: records.len() as u64,
+            saved,
             unreadable_ranges,
             unreadable_records,
             sinks: sinks.len(),

@@ -387,3 +387,29 @@ fn a_chain_rewritten_and_signed_again_verifies_alone_but_not_against_a_witness()
         "{checked:#?}"
     );
 }
+
+/// `activity repair` carries the chain over: a repaired journal verifies as the original
+/// did, and an edit made before the repair is still named after it (a repair cannot be used
+/// to launder one).
+#[test]
+fn a_repair_keeps_the_chain_and_does_not_launder_an_edit() {
+    let (_dir, path) = written();
+    Journal::repair(&path).unwrap();
+    let report = verify(&path);
+    assert!(report.ok, "{report:#?}");
+    assert_eq!(report.chained, CALLS as u64);
+    assert_eq!(report.last_checkpoint.map(|c| c.seq), Some(CALLS as u64));
+
+    let (_dir, path) = written();
+    let (key, _) = by_seq(&path, 7);
+    tamper(&path, |t| {
+        t.remove(key).unwrap();
+    });
+    Journal::repair(&path).unwrap();
+    let report = verify(&path);
+    assert_eq!(
+        breaks(&report),
+        [(ProblemKind::Deleted, Some(7))],
+        "{report:#?}"
+    );
+}

@@ -273,3 +273,63 @@ pub(crate) fn chainer(
         interval_ms: u64::try_from(options.checkpoint_interval.as_millis()).unwrap_or(u64::MAX),
     }))
 }
+
+/// A journal's chain tables as stored, for a repair to carry over.
+#[derive(Debug, Default)]
+pub(crate) struct ChainTables {
+    chain: Vec<(String, Vec<u8>)>,
+    checkpoints: Vec<(u64, Vec<u8>)>,
+}
+
+/// Reads the chain tables of `db` (empty when the journal has none).
+pub(crate) fn read_tables(db: &redb::Database) -> Result<ChainTables> {
+    use redb::ReadableDatabase;
+    let txn = db.begin_read()?;
+    let mut tables = ChainTables::default();
+    let chain = match txn.open_table(CHAIN) {
+        Ok(table) => table,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(tables),
+        Err(e) => return Err(e.into()),
+    };
+    for row in chain.iter()? {
+        let (key, value) = row?;
+        tables
+            .chain
+            .push((key.value().to_owned(), value.value().to_vec()));
+    }
+    if let Ok(checkpoints) = txn.open_table(CHECKPOINTS) {
+        for row in checkpoints.iter()? {
+            let (seq, json) = row?;
+            tables
+                .checkpoints
+                .push((seq.value(), json.value().to_vec()));
+        }
+    }
+    Ok(tables)
+}
+
+/// Writes `tables` into `txn` (a repaired journal's, after its rows were carried over);
+/// without a stored head, the head is the carried row with the highest `seq` (`head`).
+pub(crate) fn write_tables(
+    txn: &WriteTransaction,
+    tables: &ChainTables,
+    head: Option<(u64, Digest32)>,
+) -> Result<()> {
+    let mut chain = txn.open_table(CHAIN)?;
+    for (key, value) in &tables.chain {
+        chain.insert(key.as_str(), value.as_slice())?;
+    }
+    if chain.get(HEAD)?.is_none()
+        && let Some((seq, hash)) = head
+    {
+        let mut bytes = [0u8; 40];
+        bytes[..8].copy_from_slice(&seq.to_be_bytes());
+        bytes[8..].copy_from_slice(&hash);
+        chain.insert(HEAD, bytes.as_slice())?;
+    }
+    let mut checkpoints = txn.open_table(CHECKPOINTS)?;
+    for (seq, json) in &tables.checkpoints {
+        checkpoints.insert(*seq, json.as_slice())?;
+    }
+    Ok(())
+}

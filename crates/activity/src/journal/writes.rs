@@ -127,6 +127,37 @@ impl Journal {
         }
     }
 
+    /// Writes `rows` (records as another journal stored them) verbatim, chain fields and all,
+    /// in transactions of up to [`MAX_BATCH`], bypassing the channel: a repair's carry-over,
+    /// so the saved records keep their place in the chain they were signed in.
+    pub(crate) fn bulk_load_stored(&self, rows: Vec<Vec<u8>>) -> Result<()> {
+        let mut rows = rows.into_iter().peekable();
+        while rows.peek().is_some() {
+            let puts = rows
+                .by_ref()
+                .take(MAX_BATCH)
+                .map(|json| {
+                    Put::from_stored(json).map(|mut put| {
+                        put.carried = true;
+                        put
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let refs: Vec<&Put> = puts.iter().collect();
+            let outbox = self.outbox_on.load(Ordering::SeqCst);
+            self.guard(|| {
+                commit_puts(
+                    &*self.db()?,
+                    &refs,
+                    redb::Durability::Immediate,
+                    outbox,
+                    &self.chain,
+                )
+            })?;
+        }
+        Ok(())
+    }
+
     /// Writes `records` in transactions of up to [`MAX_BATCH`] with the writer's code path,
     /// bypassing the channel (for benches and imports). Not synchronized with the writer's
     /// durability mode: each transaction is committed `Immediate`.

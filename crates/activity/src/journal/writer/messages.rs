@@ -25,6 +25,9 @@ pub(in crate::journal) struct Put {
     /// With the log: the writer's number for a put somebody waited for (0: nobody did), so
     /// a batch that fails can tell its own refused records from those acknowledged before.
     pub(super) seq: u64,
+    /// A row carried over as it was stored (a repair): written verbatim, chain fields and
+    /// all, never linked again.
+    pub(in crate::journal) carried: bool,
 }
 
 impl Put {
@@ -46,6 +49,7 @@ impl Put {
             ack: None,
             slot: None,
             seq: 0,
+            carried: false,
         })
     }
 
@@ -59,7 +63,7 @@ impl Put {
     }
 
     /// A put of a row as stored (a write-ahead log entry), already bounded.
-    pub(super) fn from_stored(json: Vec<u8>) -> Result<Self> {
+    pub(in crate::journal) fn from_stored(json: Vec<u8>) -> Result<Self> {
         let record: ActivityRecord =
             serde_json::from_slice(&json).map_err(|source| Error::Corrupt {
                 id: "in the write-ahead log".to_owned(),
@@ -72,6 +76,7 @@ impl Put {
             ack: None,
             slot: None,
             seq: 0,
+            carried: false,
         })
     }
 }

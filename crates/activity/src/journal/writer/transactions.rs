@@ -34,7 +34,7 @@ pub(super) fn apply_puts(
     for put in puts {
         let pending = put.keys[IDX_STATUS].as_deref() == Some(Status::Pending.as_str());
         let old = records.get(put.key)?.map(|g| g.value().to_vec());
-        let row = if pending {
+        let row = if pending || put.carried {
             Cow::Borrowed(put.json.as_slice())
         } else {
             match linker.link(&key_id(&put.key), &put.json, old.as_deref())? {
