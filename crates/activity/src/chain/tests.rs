@@ -237,6 +237,44 @@ mod journal {
     }
 
     #[tokio::test]
+    async fn an_idle_journal_signs_its_head_once_the_interval_has_passed() {
+        for durability in [
+            Durability::Sync,
+            Durability::Async {
+                flush: Duration::from_millis(5),
+            },
+        ] {
+            let (_dir, j) = open_temp(JournalOptions {
+                durability,
+                chain: ChainOptions {
+                    checkpoint_every: 0,
+                    checkpoint_interval: Duration::from_millis(100),
+                    key_file: None,
+                },
+                ..JournalOptions::default()
+            });
+            // The first record is signed at once (no checkpoint yet); the next ones wait.
+            for _ in 0..5 {
+                j.append(rec_at(now_ms(), "s", "t", "read", Status::Success))
+                    .await
+                    .unwrap();
+            }
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            loop {
+                let (state, checkpoints) = j.chain_state().unwrap();
+                if state.head_seq == 5 && checkpoints.last().map(|c| c.seq) == Some(5) {
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{state:?} {checkpoints:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+
+    #[tokio::test]
     async fn a_final_record_written_again_replaces_its_earlier_version() {
         let (_dir, j) = open_temp(every(1));
         let mut rec = rec_at(now_ms(), "s", "t", "read", Status::Success);

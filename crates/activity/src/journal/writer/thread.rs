@@ -1,6 +1,7 @@
 //! The writer thread: its setup and state ([`Writer`]), its loop (take a batch, write it),
 //! the deadlines it keeps while it waits (Async mode's syncs, the log's fsyncs, applies and
-//! idle checkpoints, the recovery's retries), its close, and the database operations that
+//! idle checkpoints, the recovery's retries, signing the hash chain's head an interval after
+//! a write), its close, and the database operations that
 //! note a failing or damaged disk. Its timing constants live here too.
 
 use std::path::{Path, PathBuf};
@@ -122,6 +123,9 @@ pub(super) struct Writer<'a> {
     pub(super) abandoned_log: Option<PathBuf>,
     /// The next number for a put somebody waits for (see [`Put::seq`]).
     pub(super) next_seq: u64,
+    /// When the first batch since the last signing was written: the chain's head is signed
+    /// [`Chainer::interval_ms`](crate::chain::link::Chainer) after it, writes or not.
+    pub(super) unsigned_since: Option<Instant>,
 }
 
 /// A deadline the writer keeps while it waits for commands.
@@ -137,6 +141,8 @@ enum Due {
     Apply,
     /// Writes fail: try again (see `recovery`).
     Recover,
+    /// The chain's head has been unsigned for the checkpoint interval: sign it.
+    Sign,
 }
 
 pub(in crate::journal) fn writer_loop(
@@ -163,6 +169,7 @@ pub(in crate::journal) fn writer_loop(
         failing: None,
         abandoned_log: None,
         next_seq: 1,
+        unsigned_since: None,
     };
     while let Some(first) = writer.next_command(rx) {
         let async_mode = matches!(writer.setup.durability, Durability::Async { .. });
@@ -179,6 +186,7 @@ pub(in crate::journal) fn writer_loop(
             batch.carry_unawaited(rx, writer.setup.sync_carry);
         }
         writer.write(batch);
+        writer.unsigned_since.get_or_insert_with(Instant::now);
     }
     writer.close();
 }
@@ -225,7 +233,16 @@ impl Writer<'_> {
                     .map(|_| (self.last_write + setup.checkpoint_idle, Due::Checkpoint)),
             ],
         };
-        candidates.into_iter().flatten().min_by_key(|(at, _)| *at)
+        let interval = Duration::from_millis(setup.chain.interval_ms);
+        let sign = self
+            .unsigned_since
+            .and_then(|t| t.checked_add(interval))
+            .map(|at| (at, Due::Sign));
+        candidates
+            .into_iter()
+            .chain([sign])
+            .flatten()
+            .min_by_key(|(at, _)| *at)
     }
 
     fn run(&mut self, due: Due) {
@@ -248,6 +265,12 @@ impl Writer<'_> {
                 let _ = self.apply();
             }
             Due::Recover => self.recover(),
+            Due::Sign => {
+                // Records the log holds are chained once applied: apply them first.
+                let _ = self.apply();
+                self.sign_head();
+                self.unsigned_since = None;
+            }
         }
     }
 
