@@ -84,12 +84,13 @@ fn a_key_file_that_is_not_a_key_is_an_error_naming_it() {
     assert!(e.contains(KEY_FILE) && e.contains("64 hex digits"), "{e}");
 }
 
-/// A chain of `n` records linked by hand, as the writer links them.
+/// A chain of `n` records linked by hand, as the writer links them; record `seq` was made at
+/// `1_000_000 + 1000 * seq` ms.
 fn chain(n: u64) -> Vec<Value> {
     let mut prev = GENESIS;
     (1..=n)
         .map(|seq| {
-            let (id, _) = crate::new_id();
+            let id = ulid::Ulid::from_parts(1_000_000 + 1000 * seq, u128::from(seq)).to_string();
             let mut value = json!({"id": id, "status": "success", "seq": seq});
             let hash = record_hash(&prev, &value);
             value["prev"] = hex(&prev).into();
@@ -325,4 +326,47 @@ mod journal {
         let report = j.verify_chain(Some(&other.public_hex()), None).unwrap();
         assert!(!report.ok);
     }
+}
+
+#[test]
+fn since_checks_the_chain_from_its_first_record_at_or_after_the_time() {
+    let mut records = chain(10);
+    records.remove(7); // seq 8
+    records.remove(2); // seq 3
+    let mut verifier = Verifier::new(None);
+    verifier.since(1_000_000 + 1000 * 6);
+    for record in &records {
+        verifier.record(record);
+    }
+    let report = verifier.finish();
+    assert_eq!(report.first_seq, Some(6));
+    let found: Vec<_> = report.problems.iter().map(|p| (p.kind, p.seq)).collect();
+    assert_eq!(found, [(ProblemKind::Deleted, Some(8))], "{report:#?}");
+}
+
+#[test]
+fn a_head_past_the_last_record_is_a_cut_tail_and_a_later_unchained_record_is_inserted() {
+    let mut records = chain(6);
+    let mut forged = records[0].clone();
+    let object = forged.as_object_mut().unwrap();
+    for field in ["seq", "prev", "hash"] {
+        object.remove(field);
+    }
+    forged["id"] = ulid::Ulid::from_parts(9_000_000, 1).to_string().into();
+    records.push(forged);
+    let mut verifier = Verifier::new(None);
+    verifier.chain_state(8, 0, 1_000_500);
+    for record in &records {
+        verifier.record(record);
+    }
+    let report = verifier.finish();
+    let found: Vec<_> = report.problems.iter().map(|p| (p.kind, p.seq)).collect();
+    assert_eq!(
+        found,
+        [
+            (ProblemKind::Truncated, Some(7)),
+            (ProblemKind::Inserted, None)
+        ],
+        "{report:#?}"
+    );
 }
