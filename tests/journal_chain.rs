@@ -2,13 +2,14 @@
 //! `GET /api/v1/activity/verify`, `mcpproxy activity verify` (through the server and
 //! offline) and an export checked with `verify --file --key` all find whole; an edited
 //! export and a wrong key are refused with exit code 1, naming the record; a witness's
-//! checkpoint (`GET /api/v1/activity/checkpoint`) checks out; the chain goes on whole
-//! through a `kill -9` and a restart.
+//! checkpoint (`GET /api/v1/activity/checkpoint`, or pushed by `activity checkpoint --push`)
+//! checks out; the chain goes on whole through a `kill -9` and a restart.
 
 use std::path::Path;
 
 use serde_json::Value;
 
+use crate::sink_e2e::Receiver;
 use crate::support::TestCommand;
 use crate::support::mcp::{Proxy, config_with, reads_and_blocked, stdio_fixture};
 
@@ -168,4 +169,65 @@ async fn calls_leave_a_chain_that_verifies_through_the_api_the_cli_and_an_export
         (Some(true), Some(0)),
         "{report:#}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_checkpoint_pushed_to_a_witness_checks_the_journal_later() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let config = config_with(vec![stdio_fixture("fx", log.path())]);
+    let mut proxy = Proxy::builder(&config).start();
+    reads_and_blocked(&proxy, 5, 5).await;
+    proxy.finished_records("tool_call", 5).await;
+    let cli_config = proxy.cli_config(log.path());
+    let dir = proxy.data_dir.path().to_owned();
+    let cli = |args: &[&str]| {
+        TestCommand::new(&dir)
+            .args(args)
+            .args(["--config"])
+            .args([&cli_config])
+            .output()
+    };
+
+    let witness = Receiver::default();
+    let url = witness.start().await;
+    let out = cli(&[
+        "activity",
+        "checkpoint",
+        "--push",
+        &url,
+        "--header",
+        "Authorization: Bearer w",
+    ]);
+    out.assert_code(0);
+    let kept = mcpproxy_support::lock(&witness.lines).clone();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(kept[0]["checkpoint"]["seq"], 5, "{kept:?}");
+    assert_eq!(out.stdout().trim(), kept[0].to_string());
+
+    // A witness that is not there: the push fails, saying so.
+    let gone = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let gone_url = format!("http://{}/", gone.local_addr().unwrap());
+    drop(gone);
+    let out = cli(&["activity", "checkpoint", "--push", &gone_url]);
+    assert_ne!(out.code(), Some(0));
+    assert!(
+        out.stderr().contains("is the witness up?"),
+        "{}",
+        out.stderr()
+    );
+
+    // Later, offline: the journal checked against what the witness kept.
+    proxy.stop();
+    let file = dir.join("witness.jsonl");
+    std::fs::write(&file, format!("{}\n", kept[0])).unwrap();
+    let key = kept[0]["key"].as_str().unwrap();
+    let out = cli(&[
+        "activity",
+        "verify",
+        "--witness",
+        file.to_str().unwrap(),
+        "--key",
+        key,
+    ]);
+    out.assert_code(0);
 }

@@ -12,6 +12,7 @@ use clap::Subcommand;
 
 use crate::cli::Globals;
 
+use super::checkpoint::CheckpointCommand;
 use super::export::ExportCommand;
 use super::list::ListCommand;
 use super::repair::RepairCommand;
@@ -47,6 +48,9 @@ pub(in crate::cli) enum ActivityCommand {
     /// Print the public key the journal signs its checkpoints with (give it to whoever
     /// verifies an export, or keep it with a witness).
     Key(KeyCommand),
+    /// Sign the chain's head now and print the last checkpoint (one JSON line); with
+    /// --push, POST it to a witness.
+    Checkpoint(CheckpointCommand),
 }
 
 impl ActivityCommand {
@@ -67,6 +71,7 @@ impl ActivityCommand {
                 Self::Watch(cmd) => cmd.run(globals).await,
                 Self::Verify(cmd) => cmd.run(globals).await,
                 Self::Key(cmd) => cmd.run(globals).await,
+                Self::Checkpoint(cmd) => cmd.run(globals).await,
             }
         })
     }

@@ -1,5 +1,5 @@
-//! `mcpproxy activity list`, `show`, `export`, `stats`, `watch`, `sinks`, `repair`, `verify`
-//! and `key`: the audit trail and its delivery to sinks, read from the running server's REST
+//! `mcpproxy activity list`, `show`, `export`, `stats`, `watch`, `sinks`, `repair`, `verify`,
+//! `key` and `checkpoint`: the audit trail and its delivery to sinks, read from the running server's REST
 //! API when one is up, else from the journal file; `repair` saves the readable records of a
 //! damaged journal file (offline only); `verify` walks its hash chain.
 //!
@@ -9,9 +9,11 @@
 //! - [`record`]: a record as the commands read it, once, from the server's JSON or the journal;
 //! - [`render`]: the labels every record view uses (intent, status, reason);
 //! - one module per subcommand: [`list`], [`show`], [`export`], [`stats`], [`watch`],
-//!   [`sinks`], [`repair`], [`verify`] (`verify` and `key`: the hash chain); [`tree`], a
+//!   [`sinks`], [`repair`], [`verify`] (`verify` and `key`: the hash chain), [`checkpoint`]
+//!   (the head signed now, pushed to a witness); [`tree`], a
 //!   `code_execution`'s inner calls under it in `show`.
 
+mod checkpoint;
 mod command;
 mod export;
 mod filter;
