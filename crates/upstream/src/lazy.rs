@@ -9,6 +9,7 @@
 //! for the answer to its wake; the supervisor takes a wake only in that state, so a stale
 //! one does not start a server nobody asked for.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -19,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use mcpproxy_support::lock;
 
 use super::{State, Upstream};
+use crate::index::{ToolDoc, ToolIndex};
 
 /// How a lazy server is used: who wants it started, how many requests it has in flight,
 /// and when it was last used.
@@ -114,29 +116,54 @@ pub(super) async fn wait_until_wanted(upstream: &Upstream, shutdown: &Cancellati
     }
 }
 
-/// Publishes the tools the server's pins hold, as its last listing gave them, as a listing is
-/// published; `false` (nothing published) when there are no pins, or some of an
-/// earlier format: the server is then started to list its tools.
-pub(super) fn publish_pinned(upstream: &Upstream) -> bool {
-    let name = upstream.name();
-    let Some(pins) = upstream.trust.server(name) else {
-        return false;
-    };
-    if pins.tools.is_empty() {
-        return false;
-    }
-    let mut listed = Vec::with_capacity(pins.tools.len());
-    for (tool, pin) in &pins.tools {
-        let Some(tool) = pin
-            .as_listed(tool)
-            .and_then(|value| serde_json::from_value::<rmcp::model::Tool>(value).ok())
-        else {
-            return false;
+/// For each lazy server of `upstreams` about to start whose pins hold its tools, publishes
+/// those tools as its last listing gave them and marks it `idle`: the search index takes
+/// them all in one commit (a commit costs milliseconds, whatever it holds, and 20 lazy
+/// servers once cost 20 in a row at start). A server with no pins, or some of an earlier
+/// format, stays `disconnected`: its supervisor starts it to list its tools.
+pub(super) fn publish_pinned(upstreams: &[Arc<Upstream>], index: &ToolIndex) {
+    let mut entries = Vec::new();
+    for upstream in upstreams {
+        if !upstream.is_lazy() || upstream.state() != State::Disconnected {
+            continue;
+        }
+        let Some(listed) = pinned_listing(upstream) else {
+            continue;
         };
-        listed.push(tool);
+        super::supervisor::store_listing(upstream, listed);
+        entries.push((upstream, upstream.index_entry()));
     }
-    super::supervisor::publish_listing(upstream, listed);
-    true
+    if entries.is_empty() {
+        return;
+    }
+    let docs: Vec<_> = entries.iter().map(|(_, entry)| entry.docs()).collect();
+    let servers: Vec<(&str, &[ToolDoc<'_>])> = entries
+        .iter()
+        .zip(&docs)
+        .map(|((upstream, _), docs)| (upstream.name(), docs.as_slice()))
+        .collect();
+    if let Err(e) = index.replace_servers(&servers) {
+        tracing::warn!("cannot index the tools of idle lazy servers: {e}");
+    }
+    for (upstream, _) in &entries {
+        upstream.state.send_replace(State::Idle);
+    }
+}
+
+/// The tools the server's pins hold, as its last listing gave them; `None` when there are
+/// no pins, or some of an earlier format.
+fn pinned_listing(upstream: &Upstream) -> Option<Vec<rmcp::model::Tool>> {
+    let pins = upstream.trust.server(upstream.name())?;
+    if pins.tools.is_empty() {
+        return None;
+    }
+    pins.tools
+        .iter()
+        .map(|(tool, pin)| {
+            pin.as_listed(tool)
+                .and_then(|value| serde_json::from_value::<rmcp::model::Tool>(value).ok())
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -74,13 +74,11 @@ pub(super) async fn run(
     let max = upstream.settings.reconnect_max.max(initial);
     let mut backoff = initial;
     let warned = Arc::new(Warned::default());
-    // A lazy server whose tools are known waits for its first call; one never listed is
-    // started to learn them, and left to idle.
-    if upstream.is_lazy() && super::lazy::publish_pinned(&upstream) {
-        upstream.state.send_replace(State::Idle);
-        if super::lazy::wait_until_wanted(&upstream, &shutdown).await {
-            return;
-        }
+    // A lazy server whose tools are known (published from its pins, `idle`) waits for its
+    // first call; one never listed is started to learn them, and left to idle.
+    if upstream.state() == State::Idle && super::lazy::wait_until_wanted(&upstream, &shutdown).await
+    {
+        return;
     }
     loop {
         upstream.state.send_replace(State::Connecting);
@@ -396,6 +394,24 @@ pub(super) async fn refresh_tools(
 /// and the policy vetted against the pins (re-pinning those of an earlier format that still
 /// match). A listing from the server, or (a lazy server not running) the one its pins hold.
 pub(super) fn publish_listing(upstream: &Upstream, listed: Vec<rmcp::model::Tool>) {
+    let (tools, review) = vet_listing(upstream, listed);
+    upstream.publish(tools, review);
+}
+
+/// Stores `listed` as [`publish_listing`] does, but leaves the search index to the caller,
+/// who indexes several servers in one commit.
+pub(super) fn store_listing(upstream: &Upstream, listed: Vec<rmcp::model::Tool>) {
+    let (tools, review) = vet_listing(upstream, listed);
+    upstream.store_listing(tools, review);
+}
+
+fn vet_listing(
+    upstream: &Upstream,
+    listed: Vec<rmcp::model::Tool>,
+) -> (
+    BTreeMap<String, mcpproxy_policy::Tool>,
+    mcpproxy_trust::Review,
+) {
     let name = upstream.name();
     let tools: BTreeMap<String, mcpproxy_policy::Tool> = listed
         .iter()
@@ -406,7 +422,7 @@ pub(super) fn publish_listing(upstream: &Upstream, listed: Vec<rmcp::model::Tool
         upgrade_outdated_pins(upstream, &tools);
     }
     let review = upstream.vet(&tools);
-    upstream.publish(tools, review);
+    (tools, review)
 }
 
 /// Re-pins in the current format the pins of an earlier mcpproxy that still match the

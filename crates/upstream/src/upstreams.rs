@@ -125,9 +125,14 @@ impl Upstreams {
             logins: crate::oauth::Logins::default(),
         };
         {
+            // The lazy servers' known tools go into the index in one commit, before any
+            // supervisor runs.
+            let prepared: Vec<Arc<Upstream>> =
+                servers.iter().map(|c| upstreams.prepare(c)).collect();
+            super::lazy::publish_pinned(&prepared, &upstreams.index);
             let mut map = write(&upstreams.servers);
-            for config in servers {
-                map.insert(config.name.clone(), upstreams.launch(config));
+            for upstream in prepared {
+                map.insert(upstream.name().to_owned(), upstreams.spawn(upstream));
             }
         }
         Arc::new(upstreams)
@@ -136,6 +141,14 @@ impl Upstreams {
     /// A new upstream for `config`, its supervisor started unless it is disabled or its
     /// launch spec is not approved.
     fn launch(&self, config: &ServerConfig) -> Running {
+        let upstream = self.prepare(config);
+        super::lazy::publish_pinned(std::slice::from_ref(&upstream), &self.index);
+        self.spawn(upstream)
+    }
+
+    /// A new upstream for `config`, not started yet: `disabled`, `unapproved`, or
+    /// `disconnected` until [`spawn`](Self::spawn) starts its supervisor.
+    fn prepare(&self, config: &ServerConfig) -> Arc<Upstream> {
         let standing = self.trust.standing(config);
         let initial = if !config.enabled {
             State::Disabled
@@ -144,11 +157,11 @@ impl Upstreams {
         } else {
             State::Disconnected
         };
-        let upstream = Arc::new(Upstream {
+        Arc::new(Upstream {
             config: config.clone(),
             settings: self.settings,
             default_timeout: self.default_timeout,
-            state: watch::Sender::new(initial.clone()),
+            state: watch::Sender::new(initial),
             session: RwLock::default(),
             tools: RwLock::new(Arc::new(BTreeMap::new())),
             wire_tools: RwLock::new(Arc::default()),
@@ -171,9 +184,15 @@ impl Upstreams {
             challenge: Arc::default(),
             login_done: Notify::new(),
             usage: Default::default(),
-        });
+        })
+    }
+
+    /// Starts the supervisor of a prepared upstream that may run (`disconnected`, or a lazy
+    /// server `idle` with its tools published).
+    fn spawn(&self, upstream: Arc<Upstream>) -> Running {
         let stop = self.shutdown.child_token();
-        let task = (initial == State::Disconnected).then(|| {
+        let may_run = matches!(upstream.state(), State::Disconnected | State::Idle);
+        let task = may_run.then(|| {
             tokio::spawn(supervisor::run(
                 upstream.clone(),
                 self.index.clone(),

@@ -45,6 +45,26 @@ pub struct ToolChange {
     pub current: Option<Tool>,
 }
 
+/// A server's trusted tools and their parameter names, which the index's documents borrow.
+pub(super) struct IndexEntry {
+    trusted: Vec<Tool>,
+    params: Vec<Vec<String>>,
+}
+
+impl IndexEntry {
+    pub(super) fn docs(&self) -> Vec<ToolDoc<'_>> {
+        self.trusted
+            .iter()
+            .zip(&self.params)
+            .map(|(t, params)| ToolDoc {
+                name: &t.name,
+                description: &t.description,
+                params,
+            })
+            .collect()
+    }
+}
+
 /// Why an approval did not happen.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ApproveError {
@@ -229,30 +249,32 @@ impl Upstream {
     /// Stores a vetted listing and puts its trusted tools (none while quarantined) in the
     /// search index.
     pub(super) fn publish(&self, tools: BTreeMap<String, Tool>, review: Review) {
+        self.store_listing(tools, review);
+        self.reindex();
+    }
+
+    /// Stores a vetted listing; the caller puts it in the index ([`IndexEntry`]).
+    pub(super) fn store_listing(&self, tools: BTreeMap<String, Tool>, review: Review) {
         *write(&self.tools) = Arc::new(tools);
         *write(&self.review) = Arc::new(review);
-        self.reindex();
     }
 
     /// Replaces this server's entries in the index with its trusted tools.
     fn reindex(&self) {
+        let entry = self.index_entry();
+        if let Err(e) = self.index.replace_server(self.name(), &entry.docs()) {
+            tracing::warn!(server = self.name(), "cannot index tools: {e}");
+        }
+    }
+
+    /// This server's trusted tools, as the search index takes them.
+    pub(super) fn index_entry(&self) -> IndexEntry {
         let trusted = self.trusted_tools();
-        let params: Vec<Vec<String>> = trusted
+        let params = trusted
             .iter()
             .map(|t| param_names(&t.input_schema))
             .collect();
-        let docs: Vec<ToolDoc<'_>> = trusted
-            .iter()
-            .zip(&params)
-            .map(|(t, params)| ToolDoc {
-                name: &t.name,
-                description: &t.description,
-                params,
-            })
-            .collect();
-        if let Err(e) = self.index.replace_server(self.name(), &docs) {
-            tracing::warn!(server = self.name(), "cannot index tools: {e}");
-        }
+        IndexEntry { trusted, params }
     }
 
     /// Approves the server (clearing its quarantine and accepting every listed tool as it

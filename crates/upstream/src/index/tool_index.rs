@@ -186,29 +186,42 @@ impl ToolIndex {
     /// Each tool's own `server` field is ignored in favour of `server`;
     /// duplicate tool names keep the first occurrence.
     pub fn replace_server(&self, server: &str, tools: &[ToolDoc<'_>]) -> Result<()> {
+        self.replace_servers(&[(server, tools)])
+    }
+
+    /// Replaces the tools of several servers, as [`replace_server`](Self::replace_server)
+    /// does for one, in one commit: a commit costs milliseconds whatever it holds, so the
+    /// servers whose tools are known when mcpproxy starts are published together. A server
+    /// named twice gets the tools of its last entry.
+    pub fn replace_servers(&self, servers: &[(&str, &[ToolDoc<'_>])]) -> Result<()> {
         let started = Instant::now();
-        let mut seen = HashSet::with_capacity(tools.len());
-        let mut docs = Vec::with_capacity(tools.len());
-        for tool in tools {
-            if seen.insert(tool.name) {
-                docs.push(self.document(server, tool));
-            } else {
-                tracing::warn!(
-                    server,
-                    tool = tool.name,
-                    "duplicate tool name; keeping the first"
-                );
+        let mut changes: Vec<(&str, Vec<TantivyDocument>)> = Vec::with_capacity(servers.len());
+        for &(server, tools) in servers {
+            let mut seen = HashSet::with_capacity(tools.len());
+            let mut docs = Vec::with_capacity(tools.len());
+            for tool in tools {
+                if seen.insert(tool.name) {
+                    docs.push(self.document(server, tool));
+                } else {
+                    tracing::warn!(
+                        server,
+                        tool = tool.name,
+                        "duplicate tool name; keeping the first"
+                    );
+                }
             }
+            changes.retain(|(earlier, _)| *earlier != server);
+            changes.push((server, docs));
         }
-        let count = docs.len();
-        self.update(server, docs)?;
-        tracing::debug!(server, tools = count, elapsed = ?started.elapsed(), "tool index: replaced server");
+        let count: usize = changes.iter().map(|(_, docs)| docs.len()).sum();
+        self.update(changes)?;
+        tracing::debug!(servers = servers.len(), tools = count, elapsed = ?started.elapsed(), "tool index: replaced servers");
         Ok(())
     }
 
     /// Removes every tool of `server`. Removing an unknown server is a no-op.
     pub fn remove_server(&self, server: &str) -> Result<()> {
-        self.update(server, Vec::new())?;
+        self.update(vec![(server, Vec::new())])?;
         tracing::debug!(server, "tool index: removed server");
         Ok(())
     }
@@ -275,8 +288,8 @@ impl ToolIndex {
         doc
     }
 
-    /// Deletes `server`'s documents, adds `docs`, commits and reloads the
-    /// reader, one update at a time, through a writer opened for this update
+    /// Deletes each server's documents, adds its `docs`, commits and reloads
+    /// the reader, one update at a time, through a writer opened for this update
     /// and closed (its threads joined, its buffers freed) before returning. On
     /// failure nothing is committed: the writer is dropped with its operations.
     ///
@@ -284,13 +297,15 @@ impl ToolIndex {
     /// background merge policy: a background merge's file GC holds the
     /// directory meta lock, and a `reload` that meets it sleeps 100 ms.
     /// Merging everything also purges deleted tools from the BM25 stats.
-    fn update(&self, server: &str, docs: Vec<TantivyDocument>) -> Result<()> {
+    fn update(&self, changes: Vec<(&str, Vec<TantivyDocument>)>) -> Result<()> {
         // The guard protects no data: a panicking update left nothing committed.
         let _one_at_a_time = mcpproxy_support::lock(&self.updates);
         let mut writer = self.open_writer()?;
-        writer.delete_term(Term::from_field_text(self.fields.server, server));
-        for doc in docs {
-            writer.add_document(doc)?;
+        for (server, docs) in changes {
+            writer.delete_term(Term::from_field_text(self.fields.server, server));
+            for doc in docs {
+                writer.add_document(doc)?;
+            }
         }
         writer.commit()?;
         let segments = self.index.searchable_segment_ids()?;

@@ -595,3 +595,41 @@ fn tool_index_is_send_and_sync() {
     assert_send_sync::<ToolIndex>();
     assert_send_sync::<Arc<ToolIndex>>();
 }
+
+/// Several servers replaced in one commit: each server's old tools go, its new ones come,
+/// a server named twice keeps its last entry, and servers not named are untouched.
+#[test]
+fn replace_servers_replaces_each_server_named_in_one_commit() {
+    let index = ToolIndex::new().unwrap();
+    put(&index, "kept", &[t("stay", "Untouched.", &[])]);
+    put(&index, "a", &[t("old_a", "Replaced.", &[])]);
+    let a = [t("new_a", "First of a.", &["x"])];
+    let b_first = [t("first_b", "Overridden.", &[])];
+    let b_last = [t("last_b", "Second entry wins.", &[])];
+    let docs = |tools: &[T]| -> Vec<(String, String, Vec<String>)> {
+        tools
+            .iter()
+            .map(|t| (t.name.clone(), t.description.clone(), t.params.clone()))
+            .collect()
+    };
+    let owned = [docs(&a), docs(&b_first), docs(&b_last)];
+    let views: Vec<Vec<ToolDoc<'_>>> = owned
+        .iter()
+        .map(|tools| {
+            tools
+                .iter()
+                .map(|(name, description, params)| ToolDoc {
+                    name,
+                    description,
+                    params,
+                })
+                .collect()
+        })
+        .collect();
+    index
+        .replace_servers(&[("a", &views[0]), ("b", &views[1]), ("b", &views[2])])
+        .unwrap();
+    let mut all = names(&index.search("", 100).unwrap());
+    all.sort();
+    assert_eq!(all, ["a:new_a", "b:last_b", "kept:stay"]);
+}
