@@ -3,15 +3,17 @@
 //! streamable HTTP, so sessions begin with `server/discover` and carry no session id) cost
 //! the server 500 `tools/call` and at most 1% more requests, `tools/list` included; the
 //! listing of the session's start is not read again before each call. The server counts
-//! the JSON-RPC requests as they arrive on the wire, before its SDK sees them (the SDK
-//! itself runs its own `tools/list` handler once per `tools/call` with arguments, to check
-//! the call's `Mcp-Param-*` headers, unless the server tells it the tool's schema: those
-//! runs are no requests and are not counted).
+//! the JSON-RPC requests as they arrive on the wire, before its SDK sees them (a low-level
+//! `Server` of the SDK runs its own `tools/list` handler once per `tools/call` with
+//! arguments, to check the call's `Mcp-Param-*` headers, unless it is given
+//! `get_tool_input_schema`: those runs are no requests, and a count of them is not a count of
+//! what mcpproxy sent).
 //!
 //! Three replicas of the server behind HAProxy, round robin, each request to the next
 //! replica (the replicas share nothing), the list results carrying the SDK's default hints
 //! (`ttlMs: 0`, `cacheScope: "private"`); and one replica whose lists say they stay fresh
-//! (`ttlMs`, `"public"`).
+//! (`ttlMs`, `"public"`). And the list is kept only until the server says it changed: a
+//! tool added upstream is found through mcpproxy at once.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -205,4 +207,52 @@ async fn each_replica_counts(replicas: &[Replica]) -> Vec<Counts> {
         all.push(replica.counts().await);
     }
     all
+}
+
+/// Whether `retrieve_tools` through `client` finds `tool`.
+async fn found(client: &crate::support::mcp::Client, tool: &str) -> Result<(), String> {
+    let answer = call(client, "retrieve_tools", json!({"query": tool, "limit": 5}))
+        .await
+        .map_err(|e| format!("retrieve_tools: {e}"))?;
+    let listed = text(&answer);
+    if listed.contains(&format!("py:{tool}")) {
+        Ok(())
+    } else {
+        Err(listed)
+    }
+}
+
+/// The list is kept only until the server says it changed: a tool added on a 2026-07-28
+/// server, which announces the change only on the `subscriptions/listen` streams open to it,
+/// is searchable through mcpproxy at once, not at the next sweep (here a day away).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "mcpproxy opens its own listen stream once the supervisor starts crate::watch (the patch in the h14 report)"]
+async fn a_tool_added_upstream_is_found_at_once() {
+    let Some(python) = crate::support::test_python() else {
+        return;
+    };
+    let replica = Replica::start(&python, &[]);
+    let mut config = config_with(vec![json!({
+        "name": "py", "url": replica.url(), "auto_approve_tool_changes": true,
+    })]);
+    config["upstream"] = json!({"tools_refresh_secs": 86400});
+    let mut proxy = Proxy::builder(&config).start();
+    let client = connect(&proxy.url).await;
+    assert!(found(&client, "zebra_stripes").await.is_err());
+    let added = call(
+        &client,
+        "call_tool_write",
+        json!({"name": "py:add_tool", "args": {"name": "zebra_stripes"}}),
+    )
+    .await
+    .expect("add_tool");
+    assert!(!is_error(&added), "{}", text(&added));
+    crate::support::poll::until(
+        "the added tool found through mcpproxy",
+        Duration::from_secs(30),
+        || found(&client, "zebra_stripes"),
+    )
+    .await;
+    client.cancel().await.expect("close the client session");
+    proxy.stop();
 }

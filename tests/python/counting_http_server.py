@@ -1,6 +1,8 @@
 """An MCP server made with the official Python SDK (MCPServer, streamable HTTP on
-127.0.0.1) with one tool, `echo`, that counts the JSON-RPC requests it is sent, by method,
-as they arrive on the wire (before the SDK sees them). For tests/upstream_list_cache.rs.
+127.0.0.1) that counts the JSON-RPC requests it is sent, by method, as they arrive on the
+wire (before the SDK sees them). Its tools: `echo`, and `add_tool`, which adds a tool of
+the given name (an echo too) and announces the change as the SDK does on MCP 2026-07-28,
+to the `subscriptions/listen` streams open to it. For tests/upstream_list_cache.rs.
 
 It listens on a port of the kernel's choosing and prints `listening PORT` on stdout once
 it does. `GET /counts` answers the counts so far as a JSON object (method -> requests);
@@ -20,7 +22,7 @@ from collections import Counter
 
 import uvicorn
 from mcp.server.caching import CacheHint
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 ttl_ms = int(sys.argv[1]) if len(sys.argv) > 1 else None
 hints = None if ttl_ms is None else {"tools/list": CacheHint(ttl_ms=ttl_ms, scope="public")}
@@ -32,6 +34,14 @@ counts: Counter[str] = Counter()
 def echo(text: str) -> str:
     """Answers TEXT."""
     return text
+
+
+@server.tool()
+async def add_tool(name: str, ctx: Context) -> str:
+    """Adds a tool named NAME that answers its text, and says the tool list changed."""
+    server.add_tool(echo, name=name, description=f"Answers TEXT (added as {name}).")
+    await ctx.notify_tools_changed()
+    return f"added {name}"
 
 
 inner = server.streamable_http_app(host="127.0.0.1")

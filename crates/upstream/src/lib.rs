@@ -44,6 +44,7 @@ mod state;
 mod supervisor;
 mod upstreams;
 mod vetting;
+mod watch;
 
 pub use convert::tool_from_mcp;
 pub use error::Error;
