@@ -4,9 +4,9 @@
 //! mcpproxy keeps a server's tool list until the server says it changed (or the periodic
 //! sweep, `tools_refresh_secs`, reads it again): it does not list before each call, whatever
 //! the list's `ttlMs` (the official Python SDK sends `ttlMs: 0`, "immediately stale", with
-//! every list, and re-listing before each call doubled the requests a call costs). Keeping
-//! the list is right only if mcpproxy hears of changes. A 2026-07-28 server says so only on
-//! the listen streams open to it (the Python SDK 2.3 publishes `ToolsListChanged` to its
+//! every list; a list before each call would double the requests a call costs). Keeping
+//! the list is right only if mcpproxy hears of changes. A 2026-07-28 server may say so only
+//! on the listen streams open to it (the Python SDK 2.3 publishes `ToolsListChanged` to its
 //! subscribers and nowhere else), and mcpproxy opens one for a client stream only when the
 //! server speaks the client's version: without a stream of its own it would keep a changed
 //! list until the next sweep. So each such session gets one ([`watch_tool_list`]), opened
