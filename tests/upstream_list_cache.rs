@@ -226,7 +226,6 @@ async fn found(client: &crate::support::mcp::Client, tool: &str) -> Result<(), S
 /// server, which announces the change only on the `subscriptions/listen` streams open to it,
 /// is searchable through mcpproxy at once, not at the next sweep (here a day away).
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "mcpproxy opens its own listen stream once the supervisor starts crate::watch (the patch in the h14 report)"]
 async fn a_tool_added_upstream_is_found_at_once() {
     let Some(python) = crate::support::test_python() else {
         return;

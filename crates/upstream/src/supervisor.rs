@@ -265,7 +265,7 @@ async fn serve_session(
     session: Session,
     lane: Option<super::lane::Lane>,
     shutdown: &CancellationToken,
-    warned: &Warned,
+    warned: &Arc<Warned>,
 ) -> SessionEnd {
     let peer = session.peer().clone();
     let session_token = session.cancellation_token();
@@ -296,6 +296,7 @@ async fn serve_session(
         let _ = waiter.await;
         return SessionEnd::Lost(reason);
     }
+    super::watch::watch_tool_list(upstream, &peer, warned.clone());
     upstream.state.send_replace(State::Ready);
     // Clients that asked for log messages before this (re)connection still want them.
     if let Some(level) = upstream.back_channel.most_verbose_level()

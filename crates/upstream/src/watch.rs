@@ -17,14 +17,6 @@
 //! ([`super::handler`]): the tools listed again and vetted, then the change announced to the
 //! sessions of the server's direct endpoint and to every client listen stream that sees it.
 
-// Nothing starts the stream yet: the supervisor's `serve_session` is to call
-// `watch_tool_list(upstream, &peer, warned.clone())` once its first listing is published
-// (its `warned` an `&Arc<Warned>`), a change of supervisor.rs left to its owner.
-#![expect(
-    dead_code,
-    reason = "started by the supervisor once serve_session calls watch_tool_list"
-)]
-
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
