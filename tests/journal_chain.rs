@@ -3,15 +3,19 @@
 //! offline) and an export checked with `verify --file --key` all find whole; an edited
 //! export and a wrong key are refused with exit code 1, naming the record; a witness's
 //! checkpoint (`GET /api/v1/activity/checkpoint`, or pushed by `activity checkpoint --push`)
-//! checks out; the chain goes on whole through a `kill -9` and a restart.
+//! checks out; the chain goes on whole through a `kill -9` and a restart; a sink receives
+//! each record with its chain fields, and what it received verifies as an export does.
 
 use std::path::Path;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::sink_e2e::Receiver;
 use crate::support::TestCommand;
-use crate::support::mcp::{Proxy, config_with, reads_and_blocked, stdio_fixture};
+use crate::support::mcp::{
+    PLUGIN_TIMEOUT_MS, Proxy, config_with, reads_and_blocked, stdio_fixture,
+};
+use crate::support::poll::until;
 
 async fn verified(proxy: &Proxy) -> Value {
     let body = proxy.get_json("/api/v1/activity/verify").await;
@@ -230,4 +234,44 @@ async fn a_checkpoint_pushed_to_a_witness_checks_the_journal_later() {
         key,
     ]);
     out.assert_code(0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sink_receives_the_chain_fields_and_what_it_holds_verifies() {
+    let receiver = Receiver::default();
+    let url = receiver.start().await;
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut config = config_with(vec![stdio_fixture("fx", log.path())]);
+    config["plugins"] = json!({
+        "limits": {"timeout_ms": PLUGIN_TIMEOUT_MS},
+        "sinks": ["http-sink"],
+        "settings": {"http-sink": {"url": url}},
+    });
+    config["activity"] = json!({"delivery": {"interval_ms": 50, "max_backoff_ms": 300}});
+    let proxy = Proxy::builder(&config).start();
+    reads_and_blocked(&proxy, 8, 4).await;
+    until(
+        "8 records at the sink",
+        std::time::Duration::from_secs(60),
+        || async {
+            let n = mcpproxy_support::lock(&receiver.lines).len();
+            if n >= 8 {
+                Ok(())
+            } else {
+                Err(format!("{n} records"))
+            }
+        },
+    )
+    .await;
+    let lines = mcpproxy_support::lock(&receiver.lines).clone();
+    for line in &lines {
+        for field in ["seq", "prev", "hash"] {
+            assert!(line.get(field).is_some(), "{field} missing in {line}");
+        }
+    }
+    // What the sink holds is the chain itself: checked as an export, it holds.
+    let held: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let report = mcpproxy_activity::verify_export(held.as_bytes(), None, None).unwrap();
+    assert!(report.ok, "{report:#?}");
+    assert_eq!(report.chained, 8);
 }
