@@ -150,11 +150,11 @@ mod upstream_http_lifecycle;
 mod upstream_launchers;
 /// Lazy servers: started by their first call, stopped when idle, their tools known meanwhile.
 mod upstream_lazy;
+/// An upstream's life with the proxy: waited for while it connects, killed with the proxy.
+mod upstream_lifecycle;
 /// An upstream's tool list kept between calls: 500 calls to three replicas of a Python SDK
 /// server behind HAProxy cost at most 1% more requests than the calls.
 mod upstream_list_cache;
-/// An upstream's life with the proxy: waited for while it connects, killed with the proxy.
-mod upstream_lifecycle;
 /// Changing upstream servers while running: the upstream_servers tool, the CLI, hand edits.
 mod upstream_manage;
 /// Remote servers behind a real OAuth authorization server: login, refresh, revocation.
