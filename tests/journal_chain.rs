@@ -275,3 +275,25 @@ async fn a_sink_receives_the_chain_fields_and_what_it_holds_verifies() {
     assert!(report.ok, "{report:#?}");
     assert_eq!(report.chained, 8);
 }
+
+/// `activity.checkpoints` in the config reaches the journal: with a checkpoint every 4
+/// records, 12 calls leave at least three, and never more than 3 records unsigned at the
+/// head (the default, every 1,000, would have signed none of them by count).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_configured_checkpoint_interval_signs_the_head_that_often() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut config = config_with(vec![stdio_fixture("fx", log.path())]);
+    config["activity"]["checkpoints"] = json!({"every_records": 4, "every_secs": 3600});
+    let proxy = Proxy::builder(&config).start();
+    reads_and_blocked(&proxy, 12, 4).await;
+    proxy.finished_records("tool_call", 12).await;
+    let report = verified(&proxy).await;
+    assert_eq!(report["ok"], true, "{report:#}");
+    let chained = report["chained"].as_u64().unwrap();
+    assert!(chained >= 12, "{report:#}");
+    assert!(
+        report["checkpoints"].as_u64().unwrap() >= chained / 4,
+        "{report:#}"
+    );
+    assert!(report["unsigned_tail"].as_u64().unwrap() < 4, "{report:#}");
+}

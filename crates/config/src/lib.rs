@@ -24,6 +24,7 @@
 //! ```
 
 mod auth;
+mod checkpoints;
 mod cluster;
 pub mod document;
 mod launch;
@@ -38,6 +39,7 @@ mod tests;
 mod validate;
 
 pub use auth::AuthConfig;
+pub use checkpoints::{Checkpoints, MAX_CHECKPOINT_RECORDS, MAX_CHECKPOINT_SECS};
 pub use cluster::ClusterConfig;
 pub use launch::{LaunchPart, StdioLaunch};
 pub use model::Config;

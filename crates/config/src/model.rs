@@ -2,11 +2,10 @@
 //! (file name, data dir, listen address, timeouts).
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use std::{fmt, io};
 
 use mcpproxy_policy::journal::{DeliveryOptions, Durability, Retention};
 use mcpproxy_policy::{Grant, Limits};
@@ -480,6 +479,8 @@ pub struct ActivityConfig {
     pub max_argument_bytes: usize,
     /// Argument keys whose values are redacted when recorded (replaces the default list).
     pub redact_keys: Vec<String>,
+    /// When the hash chain's head is signed.
+    pub checkpoints: crate::Checkpoints,
 }
 
 impl Default for ActivityConfig {
@@ -493,6 +494,7 @@ impl Default for ActivityConfig {
                 .iter()
                 .map(|k| (*k).to_owned())
                 .collect(),
+            checkpoints: crate::Checkpoints::default(),
         }
     }
 }
@@ -501,7 +503,6 @@ impl Default for ActivityConfig {
 /// not fill the memory).
 pub(crate) const MAX_CONFIG_BYTES: u64 = 4 << 20;
 
-/// Reads the config file, refusing one larger than [`MAX_CONFIG_BYTES`].
 /// The file's text, refused past [`MAX_CONFIG_BYTES`] (`--config /dev/zero` is not a config).
 pub fn read_bounded(path: &Path) -> Result<String> {
     use std::io::Read;

@@ -222,6 +222,14 @@ pub(super) struct RawActivity {
     pub delivery: Option<RawDelivery>,
     pub max_argument_bytes: Option<u64>,
     pub redact_keys: Option<Vec<String>>,
+    pub checkpoints: Option<RawCheckpoints>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+pub(super) struct RawCheckpoints {
+    pub every_records: Option<u64>,
+    pub every_secs: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -340,6 +348,7 @@ object_only!(
     RawActivity,
     RawRetention,
     RawDelivery,
+    RawCheckpoints,
     RawUpstream,
     RawHttp,
     RawTelemetry,

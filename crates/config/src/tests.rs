@@ -377,6 +377,23 @@ fn activity_and_upstream_ranges() {
         0
     );
     assert_eq!(
+        parse(r#"{"activity": {"checkpoints": {"every_records": 0, "every_secs": 5}}}"#)
+            .activity
+            .checkpoints,
+        Checkpoints {
+            every_records: 0,
+            every: Duration::from_secs(5)
+        }
+    );
+    assert_eq!(
+        error(r#"{"activity": {"checkpoints": {"every_secs": 0}}}"#),
+        "t.json: activity.checkpoints.every_secs: 0 is out of range: use 1 to 86400 seconds"
+    );
+    assert_eq!(
+        error(r#"{"activity": {"checkpoints": {"every_record": 5}}}"#),
+        "t.json: activity.checkpoints.every_record: unknown key 'every_record' (did you mean 'every_records'?); valid keys in activity.checkpoints: every_records, every_secs"
+    );
+    assert_eq!(
         error(r#"{"upstream": {"reconnect_initial_ms": 60000}}"#),
         "t.json: upstream.reconnect_initial_ms: 60000 is more than upstream.reconnect_max_ms (30000, the default): the first retry delay cannot exceed the longest"
     );

@@ -533,6 +533,11 @@ pub fn open_journal(
         on_commit,
         on_fsync,
         replica: config.cluster.replica.clone(),
+        chain: activity::ChainOptions {
+            checkpoint_every: config.activity.checkpoints.every_records,
+            checkpoint_interval: config.activity.checkpoints.every,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let path = journal_path(data_dir);

@@ -149,5 +149,33 @@ pub(super) fn activity_from(raw: raw::RawActivity, ctx: &Context<'_>) -> Result<
         }
         activity.redact_keys = keys;
     }
+    if let Some(checkpoints) = raw.checkpoints {
+        activity.checkpoints = checkpoints_from(ctx, checkpoints)?;
+    }
     Ok(activity)
+}
+
+/// `activity.checkpoints`: when the hash chain's head is signed.
+fn checkpoints_from(ctx: &Context<'_>, raw: raw::RawCheckpoints) -> Result<crate::Checkpoints> {
+    let mut c = crate::Checkpoints::default();
+    if let Some(n) = raw.every_records {
+        c.every_records = ctx.range(
+            "activity.checkpoints.every_records",
+            n,
+            0,
+            crate::MAX_CHECKPOINT_RECORDS,
+            " records",
+        )?;
+    }
+    if let Some(secs) = raw.every_secs {
+        let secs = ctx.range(
+            "activity.checkpoints.every_secs",
+            secs,
+            1,
+            crate::MAX_CHECKPOINT_SECS,
+            " seconds",
+        )?;
+        c.every = Duration::from_secs(secs);
+    }
+    Ok(c)
 }
