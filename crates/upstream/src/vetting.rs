@@ -45,21 +45,25 @@ pub struct ToolChange {
     pub current: Option<Tool>,
 }
 
-/// A server's trusted tools and their parameter names, which the index's documents borrow.
+/// A server's trusted tools and their parameter names, which the index's documents borrow:
+/// the listing is shared, not copied (a copy of 10,000 tools' schemas was ~19 MB at its peak).
 pub(super) struct IndexEntry {
-    trusted: Vec<Tool>,
-    params: Vec<Vec<String>>,
+    tools: Arc<BTreeMap<String, Tool>>,
+    /// The trusted tools' names, in the listing's order, and each one's parameter names.
+    trusted: Vec<(String, Vec<String>)>,
 }
 
 impl IndexEntry {
     pub(super) fn docs(&self) -> Vec<ToolDoc<'_>> {
         self.trusted
             .iter()
-            .zip(&self.params)
-            .map(|(t, params)| ToolDoc {
-                name: &t.name,
-                description: &t.description,
-                params,
+            .filter_map(|(name, params)| {
+                let t = self.tools.get(name)?;
+                Some(ToolDoc {
+                    name: &t.name,
+                    description: &t.description,
+                    params,
+                })
             })
             .collect()
     }
@@ -269,12 +273,18 @@ impl Upstream {
 
     /// This server's trusted tools, as the search index takes them.
     pub(super) fn index_entry(&self) -> IndexEntry {
-        let trusted = self.trusted_tools();
-        let params = trusted
-            .iter()
-            .map(|t| param_names(&t.input_schema))
-            .collect();
-        IndexEntry { trusted, params }
+        let tools = self.tools();
+        let trusted = if self.is_quarantined() {
+            Vec::new()
+        } else {
+            let review = self.review();
+            tools
+                .iter()
+                .filter(|(_, t)| review.is_trusted(&t.name))
+                .map(|(key, t)| (key.clone(), param_names(&t.input_schema)))
+                .collect()
+        };
+        IndexEntry { tools, trusted }
     }
 
     /// Approves the server (clearing its quarantine and accepting every listed tool as it
