@@ -136,12 +136,7 @@ async fn calls_leave_a_chain_that_verifies_through_the_api_the_cli_and_an_export
     assert!(out.stdout().contains("bad_signature"), "{}", out.stdout());
 
     // kill -9, a restart, more calls: the chain goes on whole.
-    let pid = proxy.proc.child.id().to_string();
-    std::process::Command::new("kill")
-        .args(["-9", &pid])
-        .status()
-        .unwrap();
-    proxy.proc.child.wait().unwrap();
+    proxy.proc.kill();
     let mut restarted = Proxy::builder(&config).data_dir(proxy.data_dir).start();
     reads_and_blocked(&restarted, 6, 3).await;
     restarted.finished_records("tool_call", 18).await;

@@ -310,14 +310,10 @@ async fn no_answered_call_is_lost_when_the_server_is_killed() {
         },
     )
     .await;
-    let pid = proxy.proc.child.id().to_string();
-    std::process::Command::new("kill")
-        .args(["-9", &pid])
-        .status()
-        .unwrap();
-    // Gone for good (its sockets closed) before the CLI looks for a running server: a
-    // process still dying can accept on its control socket and refuse the next connection.
-    proxy.proc.child.wait().unwrap();
+    // SIGKILL, and gone for good (its sockets closed) before the CLI looks for a running
+    // server: a process still dying can accept on its control socket and refuse the next
+    // connection.
+    proxy.proc.kill();
     for task in tasks {
         let _ = task.await;
     }

@@ -26,7 +26,7 @@ use crate::back_channel::{BackChannel, CallOrigin, ForwardedRequest, ask_client}
 
 use super::Upstream;
 use super::listing::Warned;
-use super::supervisor::{refresh_tools, shown};
+use super::supervisor::relist_after_change;
 
 /// rmcp's client-side handler: reacts to what the upstream tells us, and passes what
 /// concerns a client on to it through the [`BackChannel`].
@@ -164,11 +164,7 @@ impl ClientHandler for UpstreamClient {
             server = upstream.name(),
             "received tools/list_changed from upstream server"
         );
-        if let Err(e) = refresh_tools(&upstream, &context.peer, &self.warned).await {
-            let e = shown(&upstream, &e);
-            tracing::warn!(server = upstream.name(), "cannot list tools again: {e}");
-            upstream.refresh.notify_one();
-        }
+        relist_after_change(&upstream, &context.peer, &self.warned).await;
         self.relay_change(
             &context,
             || self.back_channel.direct_sessions(&self.server),

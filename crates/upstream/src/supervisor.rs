@@ -365,6 +365,20 @@ async fn serve_session(
     }
 }
 
+/// Re-reads the tool list after the server said it changed ([`refresh_tools`]); when that
+/// fails, says so and lets the supervisor look at the session at once.
+pub(super) async fn relist_after_change(
+    upstream: &Upstream,
+    peer: &rmcp::service::Peer<RoleClient>,
+    warned: &Warned,
+) {
+    if let Err(e) = refresh_tools(upstream, peer, warned).await {
+        let e = shown(upstream, &e);
+        tracing::warn!(server = upstream.name(), "cannot list tools again: {e}");
+        upstream.refresh.notify_one();
+    }
+}
+
 /// Re-reads the tool list, vets it against the trust store, and publishes it.
 pub(super) async fn refresh_tools(
     upstream: &Upstream,

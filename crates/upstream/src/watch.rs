@@ -26,7 +26,7 @@ use tokio::time::Instant;
 
 use super::Upstream;
 use super::listing::Warned;
-use super::supervisor::{refresh_tools, shown};
+use super::supervisor::relist_after_change;
 
 /// Whether the session of `peer` needs mcpproxy's own stream: it began without
 /// `initialize` (its changes reach only listen streams) and the server says its tool list
@@ -168,11 +168,7 @@ impl Watcher {
                 "received tools/list_changed from upstream server (on mcpproxy's listen stream)"
             );
         }
-        if let Err(e) = refresh_tools(&upstream, &self.peer, &self.warned).await {
-            let e = shown(&upstream, &e);
-            tracing::warn!(server = %self.server, "cannot list tools again: {e}");
-            upstream.refresh.notify_one();
-        }
+        relist_after_change(&upstream, &self.peer, &self.warned).await;
         if announced || upstream.wire_tools().tools != before.tools {
             let notification = ServerNotification::ToolListChangedNotification(Default::default());
             let back_channel = &upstream.back_channel;

@@ -143,19 +143,25 @@ impl Journal {
                     })
                 })
                 .collect::<Result<Vec<_>>>()?;
-            let refs: Vec<&Put> = puts.iter().collect();
-            let outbox = self.outbox_on.load(Ordering::SeqCst);
-            self.guard(|| {
-                commit_puts(
-                    &*self.db()?,
-                    &refs,
-                    redb::Durability::Immediate,
-                    outbox,
-                    &self.chain,
-                )
-            })?;
+            self.commit_now(&puts)?;
         }
         Ok(())
+    }
+
+    /// Commits `puts` in one `Immediate` transaction with the writer's code path (the chain
+    /// linked, the outbox fed when it is on), outside the writer's channel.
+    fn commit_now(&self, puts: &[Put]) -> Result<()> {
+        let refs: Vec<&Put> = puts.iter().collect();
+        let outbox = self.outbox_on.load(Ordering::SeqCst);
+        self.guard(|| {
+            commit_puts(
+                &*self.db()?,
+                &refs,
+                redb::Durability::Immediate,
+                outbox,
+                &self.chain,
+            )
+        })
     }
 
     /// Writes `records` in transactions of up to [`MAX_BATCH`] with the writer's code path,
@@ -168,17 +174,7 @@ impl Journal {
                 .iter()
                 .map(|r| Put::new(r, false))
                 .collect::<Result<Vec<_>>>()?;
-            let refs: Vec<&Put> = puts.iter().collect();
-            let outbox = self.outbox_on.load(Ordering::SeqCst);
-            self.guard(|| {
-                commit_puts(
-                    &*self.db()?,
-                    &refs,
-                    redb::Durability::Immediate,
-                    outbox,
-                    &self.chain,
-                )
-            })?;
+            self.commit_now(&puts)?;
         }
         Ok(())
     }

@@ -1,8 +1,8 @@
 //! Tests of the tool index: ranking of names, servers, descriptions and parameters, name
-//! splitting, and an ignored latency benchmark over ~2,000 tools.
+//! splitting, several servers replaced in one commit. Its latency is measured by the
+//! criterion bench `benches/search.rs`.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use super::*;
 
@@ -456,136 +456,6 @@ fn concurrent_searches_see_whole_replacements() {
     assert!(
         hits.iter()
             .all(|h| h.name.starts_with(&format!("churn_v{VERSIONS}_")))
-    );
-}
-
-/// Latency over ~2,000 tools. Run with
-/// `cargo test --release -- --ignored --nocapture bench_latency`.
-#[test]
-#[ignore = "measurement, prints numbers"]
-fn bench_latency() {
-    const WORDS: &[&str] = &[
-        "create",
-        "delete",
-        "list",
-        "get",
-        "update",
-        "search",
-        "repository",
-        "issue",
-        "branch",
-        "file",
-        "directory",
-        "user",
-        "project",
-        "cluster",
-        "pod",
-        "deployment",
-        "message",
-        "channel",
-        "email",
-        "calendar",
-        "event",
-        "database",
-        "table",
-        "query",
-        "row",
-        "bucket",
-        "object",
-        "image",
-        "document",
-        "page",
-        "comment",
-        "ticket",
-        "invoice",
-        "payment",
-        "customer",
-        "order",
-        "metric",
-        "alert",
-        "log",
-        "trace",
-        "secret",
-        "token",
-        "webhook",
-    ];
-    let word = |i: usize| WORDS[i % WORDS.len()];
-    let index = ToolIndex::new().unwrap();
-    let server_tools = |s: usize, salt: usize| -> Vec<T> {
-        (0..50)
-            .map(|i| {
-                let k = s * 50 + i + salt;
-                t(
-                    &format!("{}_{}_{}", word(k), word(k / 7 + 3), i),
-                    &format!(
-                        "{} the {} of a {} in the {}. Returns a {} with {} and {}.",
-                        word(k * 3),
-                        word(k * 5 + 1),
-                        word(k * 11 + 2),
-                        word(k + 9),
-                        word(k * 13),
-                        word(k * 17 + 4),
-                        word(k * 19 + 5)
-                    ),
-                    &[word(k * 23), word(k * 29 + 1), "limit"],
-                )
-            })
-            .collect()
-    };
-    let mut replace = Vec::new();
-    for s in 0..40 {
-        let tools = server_tools(s, 0);
-        let started = Instant::now();
-        put(&index, &format!("server{s}"), &tools);
-        replace.push(started.elapsed());
-    }
-    assert_eq!(index.len(), 2_000);
-    // Re-replace existing servers (delete + add, the steady-state case).
-    for s in 0..40 {
-        let tools = server_tools(s, 1);
-        let started = Instant::now();
-        put(&index, &format!("server{s}"), &tools);
-        replace.push(started.elapsed());
-    }
-
-    let queries = [
-        "delete repository",
-        "create_issue_3",
-        "server7:list_file_12",
-        "how do I send an email to a customer",
-        "kubernetes pod logs",
-        "payment invoice customer order",
-        "",
-        "query database table rows with a limit",
-    ];
-    let mut search = Vec::new();
-    for round in 0..250 {
-        for query in queries {
-            let started = Instant::now();
-            let hits = index.search(query, 10).unwrap();
-            search.push(started.elapsed());
-            assert!(round > 0 || !hits.is_empty() || query.contains("kubernetes"));
-        }
-    }
-    let pct = |v: &mut Vec<Duration>, p: f64| {
-        v.sort();
-        let i = ((v.len() as f64 - 1.0) * p).round() as usize;
-        v[i]
-    };
-    println!(
-        "search over {} tools, {} queries: p50 {:?} p99 {:?} max {:?}",
-        index.len(),
-        search.len(),
-        pct(&mut search, 0.5),
-        pct(&mut search, 0.99),
-        pct(&mut search, 1.0)
-    );
-    println!(
-        "replace_server (50 tools), {} runs: p50 {:?} p99 {:?} max {:?}",
-        replace.len(),
-        pct(&mut replace, 0.5),
-        pct(&mut replace, 0.99),
-        pct(&mut replace, 1.0)
     );
 }
 
