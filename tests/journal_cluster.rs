@@ -13,7 +13,7 @@ use crate::support::TestCommand;
 use crate::support::clickhouse::ClickHouse;
 use crate::support::mcp::{PLUGIN_TIMEOUT_MS, Proxy, config_with, stdio_fixture};
 
-const TABLE: &str = "mcpproxy_activity";
+pub(crate) const TABLE: &str = "mcpproxy_activity";
 
 /// Which records of the union a filter keeps.
 type Keep = Box<dyn Fn(&Value) -> bool>;
@@ -33,11 +33,11 @@ fn replica_config(log: &std::path::Path, ch: &ClickHouse, replica: &str) -> Valu
 
 /// `n` calls through `proxy`: reads that succeed, and every third a delete the policy
 /// blocks.
-async fn make_calls(proxy: &Proxy, n: usize) {
+pub(crate) async fn make_calls(proxy: &Proxy, n: usize) {
     crate::support::mcp::reads_and_blocked(proxy, n, 3).await;
 }
 
-async fn api(proxy: &Proxy, path: &str) -> Value {
+pub(crate) async fn api(proxy: &Proxy, path: &str) -> Value {
     let body: Value = reqwest::Client::new()
         .get(format!("{}/api/v1{path}", proxy.base()))
         .header("X-API-Key", proxy.api_key())
@@ -53,7 +53,7 @@ async fn api(proxy: &Proxy, path: &str) -> Value {
 
 /// Every record of a replica's own journal, once none is pending and its sink has
 /// delivered them all.
-async fn delivered_records(proxy: &Proxy) -> Vec<Value> {
+pub(crate) async fn delivered_records(proxy: &Proxy) -> Vec<Value> {
     crate::support::poll::until_value(
         "the replica's sink delivers its backlog",
         Duration::from_secs(60),
@@ -75,7 +75,7 @@ async fn delivered_records(proxy: &Proxy) -> Vec<Value> {
 }
 
 /// `mcpproxy activity ARGS --config <replica's config>`.
-fn activity(proxy: &Proxy, args: &[&str]) -> crate::support::CmdOutput {
+pub(crate) fn activity(proxy: &Proxy, args: &[&str]) -> crate::support::CmdOutput {
     let config = proxy.data_dir.path().join("mcp_config.json");
     TestCommand::new(proxy.data_dir.path())
         .args(["activity"])
@@ -125,15 +125,15 @@ async fn ch_count(ch: &ClickHouse) -> (u64, u64) {
 
 /// Two replicas, `replica-a` and `replica-b`, delivering to one ClickHouse table; their
 /// call logs live as long as this does.
-struct Replicas {
-    a: Proxy,
-    b: Proxy,
+pub(crate) struct Replicas {
+    pub(crate) a: Proxy,
+    pub(crate) b: Proxy,
     config_b: Value,
-    _logs: (tempfile::NamedTempFile, tempfile::NamedTempFile),
+    pub(crate) _logs: (tempfile::NamedTempFile, tempfile::NamedTempFile),
 }
 
 impl Replicas {
-    fn start(ch: &ClickHouse) -> Self {
+    pub(crate) fn start(ch: &ClickHouse) -> Self {
         let logs = (
             tempfile::NamedTempFile::new().expect("call log"),
             tempfile::NamedTempFile::new().expect("call log"),

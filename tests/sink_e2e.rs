@@ -622,7 +622,8 @@ async fn https_remotes_are_reached_with_tls_and_a_silent_one_fails_at_the_deadli
 
 /// The ClickHouse columns checked against the journal, per record.
 const CH_COLUMNS: &str = "id, timestamp_ms, toString(timestamp) AS ts, type, source, server_name, \
-    tool_name, tool_variant, annotation_source, safety_class, decision, status, duration_ms, record";
+    tool_name, tool_variant, annotation_source, safety_class, decision, status, duration_ms, \
+    replica, seq, prev, hash, record";
 
 async fn ch_rows(ch: &ClickHouse, table: &str) -> Vec<Value> {
     ch.query(&format!(
@@ -713,7 +714,24 @@ async fn clickhouse_gets_every_record_exactly_once_through_outages_and_restarts(
             row["duration_ms"].to_string().trim_matches('"'),
             rec["duration_ms"].to_string()
         );
-        let stored: Value = serde_json::from_str(row["record"].as_str().unwrap()).unwrap();
+        // The full record is kept as the journal stores it: with its place in the replica's
+        // hash chain, also in columns of their own.
+        let mut stored: Value = serde_json::from_str(row["record"].as_str().unwrap()).unwrap();
+        assert!(
+            stored["seq"].as_u64().is_some_and(|seq| seq > 0),
+            "{stored}"
+        );
+        assert_eq!(
+            row["seq"].to_string().trim_matches('"'),
+            stored["seq"].to_string()
+        );
+        assert_eq!(row["prev"], stored["prev"]);
+        assert_eq!(row["hash"], stored["hash"]);
+        assert_eq!(row["hash"].as_str().map(str::len), Some(64));
+        assert_eq!(row["replica"], "", "no cluster, no replica name");
+        for chain_field in ["seq", "prev", "hash"] {
+            stored.as_object_mut().unwrap().remove(chain_field);
+        }
         assert_eq!(stored, rec, "the full record is kept");
         // Second precision in `timestamp`, milliseconds in `timestamp_ms`.
         let ts = rec["timestamp"].as_str().unwrap();
@@ -804,4 +822,105 @@ async fn clickhouse_gets_every_record_exactly_once_through_outages_and_restarts(
         ))
         .await;
     assert_eq!(samples.trim(), "success\tallow\nblocked\treject");
+}
+
+/// The table clickhouse-sink created before the chain columns (`replica`, `seq`, `prev`,
+/// `hash`) were added.
+fn table_before_the_chain_columns(table: &str) -> String {
+    format!(
+        "CREATE TABLE default.{table} (`id` String, `timestamp_ms` UInt64, `timestamp` \
+         DateTime('UTC') MATERIALIZED toDateTime(intDiv(timestamp_ms, 1000)), `type` String, \
+         `source` String, `server_name` String, `tool_name` String, `tool_variant` String, \
+         `intent_operation_type` String, `intent_data_sensitivity` String, `intent_reason` \
+         String, `annotations` String, `annotation_source` String, `safety_class` String, \
+         `decision` String, `verdict_plugin` String, `verdict_message` String, `warnings` \
+         String, `arguments` String, `arguments_truncated` UInt8, `response_bytes` UInt64, \
+         `status` String, `error_message` String, `duration_ms` UInt64, `session_id` String, \
+         `request_id` String, `client_name` String, `client_version` String, `dry_run` UInt8, \
+         `record` String) ENGINE = MergeTree() PARTITION BY toYYYYMM(timestamp) ORDER BY \
+         (timestamp, id)"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_table_made_by_an_older_sink_gets_the_chain_columns_or_the_error_says_how() {
+    let Some(ch) = ClickHouse::start().await else {
+        return;
+    };
+    for (table, create_table) in [("by_hand", false), ("by_the_sink", true)] {
+        ch.query(&table_before_the_chain_columns(table)).await;
+        ch.query(&format!(
+            "INSERT INTO default.{table} (id, timestamp_ms, record) VALUES \
+             ('01KAMXH0VBSJ2QX6F6R4VZ7P3M', 1, '{{}}')"
+        ))
+        .await;
+        let log = tempfile::NamedTempFile::new().unwrap();
+        let config = base_config(
+            log.path(),
+            "clickhouse-sink",
+            json!({"url": ch.url(), "table": table, "create_table": create_table}),
+        );
+        let proxy = Proxy::builder(&config)
+            .args(&["--sink", "clickhouse-sink"])
+            .start();
+        let n = make_calls(&proxy, 4).await as u64;
+        if !create_table {
+            // The sink may not change the table: it says which statements would.
+            let error = crate::support::poll::until_value(
+                "the sink reports the old table",
+                Duration::from_secs(60),
+                || async {
+                    let s = &sinks_status(&proxy).await[0];
+                    let error = s["last_error"].as_str().unwrap_or_default().to_owned();
+                    if error.contains("older clickhouse-sink") {
+                        Ok(error)
+                    } else {
+                        Err(error)
+                    }
+                },
+            )
+            .await;
+            let statements = error
+                .split("add them (")
+                .nth(1)
+                .and_then(|rest| rest.split(") or set create_table").next())
+                .unwrap_or_else(|| panic!("no statements in: {error}"));
+            for statement in statements.split("; ") {
+                assert!(statement.starts_with("ALTER TABLE `default`.`by_hand` ADD COLUMN"));
+                ch.query(statement).await;
+            }
+        }
+        eventually(
+            Duration::from_secs(60),
+            "every record in ClickHouse",
+            || async { ch_counts(&ch, table).await.0 > n && nothing_undelivered(&proxy).await },
+        )
+        .await;
+        let rows = ch
+            .query(&format!(
+                "SELECT id, replica, seq, hash, record FROM default.{table} ORDER BY id FORMAT \
+                 JSONEachRow"
+            ))
+            .await;
+        let rows: Vec<Value> = rows
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(rows.len() as u64, n + 1, "{rows:?}");
+        // The row from before keeps its record, with '' and 0 in the new columns; every new
+        // one has its place in the chain.
+        assert_eq!(
+            (&rows[0]["seq"], &rows[0]["hash"], &rows[0]["record"]),
+            (&json!("0"), &json!(""), &json!("{}"))
+        );
+        for row in &rows[1..] {
+            let record: Value = serde_json::from_str(row["record"].as_str().unwrap()).unwrap();
+            assert_eq!(
+                row["seq"].as_str(),
+                Some(record["seq"].to_string().as_str())
+            );
+            assert_eq!(row["hash"], record["hash"], "{table}");
+        }
+        assert_eq!(sinks_status(&proxy).await[0]["last_error"], Value::Null);
+    }
 }

@@ -47,6 +47,9 @@ mod journal_chain;
 /// The cluster's journal read back from a real ClickHouse: two replicas, one trail, each
 /// record once, through a replica killed and a batch delivered twice.
 mod journal_cluster;
+/// `activity verify --cluster` over a real ClickHouse table: every replica's chain, each
+/// tampering named.
+mod journal_cluster_verify;
 /// The audit trail: REST API, `mcpproxy activity`, crash safety.
 mod journal_e2e;
 /// The audit trail fails closed: calls refused while the journal cannot write (injected

@@ -100,6 +100,18 @@ pub enum Error {
         /// What is wrong.
         detail: String,
     },
+    /// The signing key the config gives (`activity.signing_key`) is not one.
+    #[error(
+        "the activity journal's signing key from {source_name} (activity.signing_key) is \
+         unusable: {detail}. Store a new one with `openssl rand -hex 32 | mcpproxy secret set \
+         NAME` (every replica that shares it then signs with the same key)"
+    )]
+    SigningKeySeed {
+        /// Where it came from (`${secret:NAME}`).
+        source_name: String,
+        /// What is wrong.
+        detail: String,
+    },
     /// The journal has no signing key yet.
     #[error(
         "there is no activity signing key at {path} yet: it is made when the journal is first \

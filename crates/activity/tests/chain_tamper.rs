@@ -30,7 +30,7 @@ fn options() -> JournalOptions {
         chain: ChainOptions {
             checkpoint_every: 10,
             checkpoint_interval: Duration::from_secs(3600),
-            key_file: None,
+            ..ChainOptions::default()
         },
         ..JournalOptions::default()
     }

@@ -10,8 +10,7 @@ use tokio_postgres::config::{Host, SslMode};
 use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Notification};
 
 use super::error::{Error, Result, is_transient, reason};
-use mcpproxy_auth::credentials::CredentialStore;
-use mcpproxy_config::reference::{self, Reference};
+use mcpproxy_auth::credentials::{CredentialStore, references};
 
 /// How long a connection attempt may take unless the URL says otherwise.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -34,17 +33,12 @@ impl Database {
     /// Parses `url` after resolving its references from the environment and `credentials`.
     /// No message quotes the URL: it may hold a password.
     pub(crate) fn from_url(url: &str, credentials: &CredentialStore) -> Result<Self> {
-        let resolved = if reference::has_reference(url) {
-            let mut lookup = |r: &Reference| look_up(r, credentials);
-            reference::resolve(url, &mut lookup, &|v: &str| v.to_owned())
-                .map_err(|e| Error::Url(e.to_string()))?
-        } else {
-            url.to_owned()
-        };
-        let mut config = Config::from_str(&resolved).map_err(|e| {
+        let resolved = references::resolve(url, credentials).map_err(Error::Url)?;
+        let resolved = resolved.expose();
+        let mut config = Config::from_str(resolved).map_err(|e| {
             Error::Url(format!(
                 "not a valid PostgreSQL URL ({}); e.g. postgres://mcpproxy@127.0.0.1:5432/mcpproxy?sslmode=disable",
-                scrub(&e.to_string(), &resolved)
+                scrub(&e.to_string(), resolved)
             ))
         })?;
         if config.get_ssl_mode() == SslMode::Require {
@@ -141,22 +135,6 @@ impl Database {
             reason: reason(error),
             transient: is_transient(error),
         }
-    }
-}
-
-fn look_up(reference: &Reference, credentials: &CredentialStore) -> Result<Option<String>, String> {
-    match reference {
-        Reference::Env(name) => match std::env::var(name) {
-            Ok(value) => Ok(Some(value)),
-            Err(std::env::VarError::NotPresent) => Ok(None),
-            Err(std::env::VarError::NotUnicode(_)) => {
-                Err("its value is not valid UTF-8".to_owned())
-            }
-        },
-        Reference::Secret(name) => credentials
-            .get(&Reference::store_key(name))
-            .map_err(|e| e.to_string())
-            .map(|found| found.map(|secret| secret.expose().to_owned())),
     }
 }
 

@@ -9,6 +9,7 @@
 //! - [`sql`]: the statements, every value a checked ClickHouse string literal or number;
 //! - [`client`]: one statement over HTTP, bounded, ClickHouse's errors made clear;
 //! - [`reader`]: pages, single records and statistics ([`ClusterJournal`]);
+//! - [`verify`]: every replica's hash chain walked ([`ClusterJournal::verify_chains`]);
 //! - [`error`]: what can go wrong, each saying what to check.
 //!
 //! [`Filter`]: mcpproxy_activity::Filter
@@ -18,6 +19,8 @@ mod error;
 mod reader;
 mod sql;
 mod target;
+mod verify;
 
 pub use error::Error;
 pub use reader::ClusterJournal;
+pub use verify::{ClusterKeys, ClusterReport, ReplicaChain};

@@ -230,6 +230,7 @@ pub(super) struct RawActivity {
 pub(super) struct RawCheckpoints {
     pub every_records: Option<u64>,
     pub every_secs: Option<u64>,
+    pub signing_key: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -382,8 +382,35 @@ fn activity_and_upstream_ranges() {
             .checkpoints,
         Checkpoints {
             every_records: 0,
-            every: Duration::from_secs(5)
+            every: Duration::from_secs(5),
+            signing_key: None,
         }
+    );
+    assert_eq!(
+        parse(r#"{"activity": {"checkpoints": {"signing_key": "${secret:AUDIT_KEY}"}}}"#)
+            .activity
+            .checkpoints
+            .signing_key
+            .as_deref(),
+        Some("${secret:AUDIT_KEY}")
+    );
+    for not_a_reference in [
+        r#""0707070707070707070707070707070707070707070707070707070707070707""#,
+        r#""key: ${secret:AUDIT_KEY}""#,
+        r#""${secret:A}${secret:B}""#,
+    ] {
+        let e = error(&format!(
+            r#"{{"activity": {{"checkpoints": {{"signing_key": {not_a_reference}}}}}}}"#
+        ));
+        assert!(
+            e.starts_with("t.json: activity.checkpoints.signing_key: must be one reference")
+                && !e.contains("0707"),
+            "{e}"
+        );
+    }
+    assert!(
+        error(r#"{"activity": {"checkpoints": {"signing_key": "${vault:X}"}}}"#)
+            .contains("unknown scheme 'vault'")
     );
     assert_eq!(
         error(r#"{"activity": {"checkpoints": {"every_secs": 0}}}"#),
@@ -391,7 +418,7 @@ fn activity_and_upstream_ranges() {
     );
     assert_eq!(
         error(r#"{"activity": {"checkpoints": {"every_record": 5}}}"#),
-        "t.json: activity.checkpoints.every_record: unknown key 'every_record' (did you mean 'every_records'?); valid keys in activity.checkpoints: every_records, every_secs"
+        "t.json: activity.checkpoints.every_record: unknown key 'every_record' (did you mean 'every_records'?); valid keys in activity.checkpoints: every_records, every_secs, signing_key"
     );
     assert_eq!(
         error(r#"{"upstream": {"reconnect_initial_ms": 60000}}"#),

@@ -78,6 +78,12 @@ pub enum Error {
     Trust(#[from] trust::Error),
     #[error(transparent)]
     Credentials(#[from] mcpproxy_auth::credentials::CredentialError),
+    /// `activity.checkpoints.signing_key` names a value that is not there.
+    #[error(
+        "activity.checkpoints.signing_key: {0} (the key the activity journal signs its \
+         checkpoints with)"
+    )]
+    SigningKey(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -536,6 +542,7 @@ pub fn open_journal(
         chain: activity::ChainOptions {
             checkpoint_every: config.activity.checkpoints.every_records,
             checkpoint_interval: config.activity.checkpoints.every,
+            key_seed: signing_key_seed(config, data_dir)?,
             ..Default::default()
         },
         ..Default::default()
@@ -548,6 +555,21 @@ pub fn open_journal(
         },
         source => Error::Journal { path, source },
     })
+}
+
+/// The signing key `activity.checkpoints.signing_key` names, resolved from the environment
+/// or the credential store of `data_dir`; `None` when the config names none (the key file).
+pub fn signing_key_seed(config: &Config, data_dir: &Path) -> Result<Option<activity::KeySeed>> {
+    let Some(reference) = &config.activity.checkpoints.signing_key else {
+        return Ok(None);
+    };
+    let credentials = mcpproxy_auth::credentials::CredentialStore::open(data_dir)?;
+    let seed = mcpproxy_auth::credentials::references::resolve(reference, &credentials)
+        .map_err(Error::SigningKey)?;
+    Ok(Some(activity::KeySeed {
+        hex: seed.expose().to_owned(),
+        source: reference.clone(),
+    }))
 }
 
 /// The active plugins of a kind: the configured list in its order, or every loaded one

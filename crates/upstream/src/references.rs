@@ -36,35 +36,10 @@ fn look_up(
     credentials: &CredentialStore,
     values: &mut Vec<Secret>,
 ) -> Result<Option<String>, String> {
-    let found = match reference {
-        Reference::Env(name) => match std::env::var(name) {
-            Ok(value) => Some(value),
-            Err(std::env::VarError::NotPresent) => None,
-            Err(std::env::VarError::NotUnicode(_)) => {
-                return Err("its value is not valid UTF-8".to_owned());
-            }
-        },
-        Reference::Secret(name) => credentials
-            .get(&Reference::store_key(name))
-            .map_err(|e| e.to_string())?
-            .map(|secret| secret.expose().to_owned()),
-    };
-    if let Some(value) = &found {
-        values.push(Secret::new(value.clone()));
-    }
-    Ok(found)
-}
-
-/// One config value (an `oauth.client_secret`) with its references resolved.
-pub(super) fn resolve_value(value: &str, credentials: &CredentialStore) -> Result<Secret, String> {
-    if !reference::has_reference(value) {
-        return Ok(Secret::new(value.to_owned()));
-    }
-    let mut values = Vec::new();
-    let mut lookup = |r: &Reference| look_up(r, credentials, &mut values);
-    reference::resolve(value, &mut lookup, &|v: &str| v.to_owned())
-        .map(Secret::new)
-        .map_err(|e| e.to_string())
+    let found = mcpproxy_auth::credentials::references::look_up(reference, credentials)?;
+    let value = found.as_ref().map(|secret| secret.expose().to_owned());
+    values.extend(found);
+    Ok(value)
 }
 
 /// `transport` with its references resolved from mcpproxy's environment and `credentials`.

@@ -327,7 +327,7 @@ impl Upstream {
             .client_secret
             .as_deref()
             .map(|value| {
-                super::references::resolve_value(value, &self.credentials)
+                mcpproxy_auth::credentials::references::resolve(value, &self.credentials)
                     .map_err(|e| format!("oauth.client_secret: {e}"))
             })
             .transpose()

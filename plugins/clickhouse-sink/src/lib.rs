@@ -4,7 +4,9 @@
 //! ClickHouse's HTTP interface (works with ClickHouse 18.16 and later).
 //!
 //! With `create_table` (the default) the table is created when an insert finds it (or its
-//! database) missing, then the insert is sent again; a normal batch costs one request.
+//! database) missing, and a table made by an older version gets the columns added since
+//! (`ALTER TABLE ... ADD COLUMN`) when an insert finds one missing; then the insert is sent
+//! again. A normal batch costs one request.
 //! Nothing is kept between calls.
 //!
 //! Settings are in [`settings`], the table and its rows in [`schema`], ClickHouse's answers in
@@ -75,6 +77,13 @@ impl ndjson_sink::Guest for ClickHouseSink {
         let Some(failure) = run(&s, &insert, &rows, &doing)? else {
             return Ok(());
         };
+        if s.create_table && failure.problem == Problem::OldTable {
+            add_columns(&s)?;
+            return match run(&s, &insert, &rows, &doing)? {
+                None => Ok(()),
+                Some(f) => Err(message(&s, &f, &doing)),
+            };
+        }
         if !(s.create_table && failure.wants_table()) {
             return Err(message(&s, &failure, &doing));
         }
@@ -98,6 +107,28 @@ impl ndjson_sink::Guest for ClickHouseSink {
             Some(f) => Err(message(&s, &f, &doing)),
         }
     }
+}
+
+/// Gives a table made by an older clickhouse-sink the columns added since
+/// ([`schema::ADDED_COLUMNS`]); a column that is already there is fine.
+fn add_columns(s: &Settings) -> Result<(), String> {
+    let doing = format!("adding the chain columns to {}.{}", s.database, s.table);
+    for column in schema::ADDED_COLUMNS {
+        let ddl = schema::add_column(&s.database, &s.table, *column);
+        if let Some(f) = run(s, &ddl, &[], &doing)?
+            && f.problem != Problem::ColumnExists
+        {
+            return Err(message(s, &f, &doing));
+        }
+    }
+    host::log(
+        LogLevel::Info,
+        &format!(
+            "added the chain columns (replica, seq, prev, hash) to {}.{} in ClickHouse",
+            s.database, s.table
+        ),
+    );
+    Ok(())
 }
 
 /// Sends one statement (`body` holds an INSERT's rows). `Ok(None)` on a 2xx answer,

@@ -70,6 +70,11 @@ pub(crate) enum Problem {
     Permission,
     /// The rows do not fit the table's columns.
     Columns,
+    /// The table lacks a column this version writes (code 117, "Unknown field"): it was
+    /// made by an older clickhouse-sink, before [`ADDED_COLUMNS`](crate::schema::ADDED_COLUMNS).
+    OldTable,
+    /// Code 44: the column to add is there already.
+    ColumnExists,
     /// Limits, memory, too many parts: passes by itself.
     Busy,
     /// The answer is not ClickHouse's.
@@ -101,6 +106,8 @@ impl Failure {
             Some(192..=195) | Some(516) => Problem::Credentials,
             // READONLY, ACCESS_DENIED, DATABASE_ACCESS_DENIED
             Some(164) | Some(497) | Some(291) => Problem::Permission,
+            Some(117) if unknown_field(&text).is_some_and(is_added_column) => Problem::OldTable,
+            Some(44) => Problem::ColumnExists,
             // NO_SUCH_COLUMN_IN_TABLE, CANNOT_PARSE_*, TYPE_MISMATCH, INCORRECT_DATA,
             // THERE_IS_NO_COLUMN
             Some(16) | Some(26) | Some(27) | Some(53) | Some(117) | Some(8) => Problem::Columns,
@@ -155,6 +162,17 @@ impl Failure {
                  CREATE for create_table), or use another user",
                 ctx.user.unwrap_or("default")
             ),
+            Problem::OldTable if ctx.create_table => format!(
+                "{db}.{table} lacks the chain columns and adding them failed; add them by hand: \
+                 {}",
+                added_columns_ddl(db, table)
+            ),
+            Problem::OldTable => format!(
+                "{db}.{table} was made by an older clickhouse-sink and lacks the columns this \
+                 one writes; add them ({}) or set create_table: true, which adds them",
+                added_columns_ddl(db, table)
+            ),
+            Problem::ColumnExists => "see ClickHouse's message".to_string(),
             Problem::Columns => format!(
                 "the columns of {db}.{table} do not match what clickhouse-sink writes; rename or \
                  drop that table (create_table makes a new one) or set table to a new name"
@@ -176,12 +194,34 @@ impl Failure {
     }
 }
 
+/// The statements that give an older table the columns this version writes, joined by `; `.
+fn added_columns_ddl(database: &str, table: &str) -> String {
+    crate::schema::ADDED_COLUMNS
+        .iter()
+        .map(|column| crate::schema::add_column(database, table, *column))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// What the message needs to know about the settings.
 pub(crate) struct Context<'a> {
     pub database: &'a str,
     pub table: &'a str,
     pub user: Option<&'a str>,
     pub create_table: bool,
+}
+
+/// The field ClickHouse names in "Unknown field found while parsing JSONEachRow format:
+/// NAME: (at row 1)".
+fn unknown_field(text: &str) -> Option<&str> {
+    const SAID: &str = "Unknown field found while parsing JSONEachRow format: ";
+    let rest = &text[text.find(SAID)? + SAID.len()..];
+    rest.split(':').next().map(str::trim)
+}
+
+/// Whether `name` is one of the columns added after the table's first version.
+fn is_added_column(name: &str) -> bool {
+    crate::schema::ADDED_COLUMNS.iter().any(|(n, _)| *n == name)
 }
 
 /// `Code: 60, e.displayText() = ...` (18.x) or `Code: 60. DB::Exception: ...` (later).
@@ -285,6 +325,29 @@ mod tests {
             f.message(&target(), "x", &ctx(true))
                 .contains("do not match")
         );
+        // A table from before the chain columns: the sink adds them (or says how).
+        let f = Failure::new(
+            500,
+            b"Code: 117, e.displayText() = DB::Exception: Unknown field found while parsing \
+              JSONEachRow format: seq: (at row 1)\n, e.what() = DB::Exception\n",
+        );
+        assert_eq!(f.problem, Problem::OldTable);
+        let message = f.message(&target(), "x", &ctx(false));
+        assert!(
+            message.ends_with(
+                "add them (ALTER TABLE `default`.`x` ADD COLUMN `replica` String; ALTER TABLE \
+                 `default`.`x` ADD COLUMN `seq` UInt64; ALTER TABLE `default`.`x` ADD COLUMN `prev` \
+                 String; ALTER TABLE `default`.`x` ADD COLUMN `hash` String) or set create_table: \
+                 true, which adds them"
+            ),
+            "{message}"
+        );
+        let f = Failure::new(
+            500,
+            b"Code: 44, e.displayText() = DB::Exception: Cannot add column seq: column with \
+              this name already exists, e.what() = DB::Exception",
+        );
+        assert_eq!(f.problem, Problem::ColumnExists);
     }
 
     #[test]

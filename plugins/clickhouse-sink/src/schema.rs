@@ -87,7 +87,22 @@ const COLUMNS: &[(&str, &str, From)] = &[
     ("client_name", "String", From::Str(|f| f.client.name)),
     ("client_version", "String", From::Str(|f| f.client.version)),
     ("dry_run", "UInt8", From::Bool(|f| f.dry_run)),
+    ("replica", "String", From::Str(|f| f.replica)),
+    ("seq", "UInt64", From::U64(|f| f.seq)),
+    ("prev", "String", From::Str(|f| f.prev)),
+    ("hash", "String", From::Str(|f| f.hash)),
     ("record", "String", From::Record),
+];
+
+/// The columns added after the table's first version (the replica that wrote a record and
+/// its place in that replica's hash chain), with their types: a table created before them
+/// gets them by `ALTER TABLE ... ADD COLUMN` ([`add_column`]). Rows inserted before have
+/// `''` and 0 there; their `record` is what they were.
+pub(crate) const ADDED_COLUMNS: &[(&str, &str)] = &[
+    ("replica", "String"),
+    ("seq", "UInt64"),
+    ("prev", "String"),
+    ("hash", "String"),
 ];
 
 /// The fields of a record the columns read, borrowed from its JSON text in one pass (the
@@ -138,6 +153,14 @@ struct Fields<'a> {
     client: Client<'a>,
     #[serde(borrow)]
     dry_run: Raw<'a>,
+    #[serde(borrow)]
+    replica: Raw<'a>,
+    #[serde(borrow)]
+    seq: Raw<'a>,
+    #[serde(borrow)]
+    prev: Raw<'a>,
+    #[serde(borrow)]
+    hash: Raw<'a>,
 }
 
 #[derive(Default, Deserialize)]
@@ -218,6 +241,15 @@ pub(crate) fn create_table(database: &str, table: &str) -> String {
          toYYYYMM(timestamp)\nORDER BY (timestamp, id)",
         qualified(database, table),
         columns.join(",\n")
+    )
+}
+
+/// `ALTER TABLE ... ADD COLUMN ...` for one of [`ADDED_COLUMNS`] (ClickHouse 18.16 has no
+/// `IF NOT EXISTS` there: a column that exists answers code 44, which the caller accepts).
+pub(crate) fn add_column(database: &str, table: &str, (name, ty): (&str, &str)) -> String {
+    format!(
+        "ALTER TABLE {} ADD COLUMN `{name}` {ty}",
+        qualified(database, table)
     )
 }
 
@@ -455,11 +487,41 @@ mod tests {
                 "client_name": "claude",
                 "client_version": "1.0",
                 "dry_run": 0,
+                "replica": "",
+                "seq": 0,
+                "prev": "",
+                "hash": "",
                 "record": FULL,
             })
         );
         // Every column but the materialized one, and nothing else.
         assert_eq!(r.as_object().unwrap().len(), COLUMNS.len());
+    }
+
+    #[test]
+    fn a_chained_record_fills_the_chain_columns() {
+        let json = r#"{"id":"01KAMXH0VBSJ2QX6F6R4VZ7P3M","status":"success","replica":"r-2","seq":41,"prev":"00ab","hash":"ff01"}"#;
+        let r = row("ignored", 1, json);
+        assert_eq!(
+            (&r["replica"], &r["seq"], &r["prev"], &r["hash"]),
+            (&json!("r-2"), &json!(41), &json!("00ab"), &json!("ff01"))
+        );
+        assert_eq!(r["record"], json, "the record keeps its chain fields");
+        let ddl = create_table("default", "t");
+        for (name, ty) in ADDED_COLUMNS {
+            assert!(
+                ddl.contains(&format!("`{name}` {ty},\n")),
+                "{name} in {ddl}"
+            );
+            assert!(
+                COLUMNS.iter().any(|(n, t, _)| n == name && t == ty),
+                "{name} is a column"
+            );
+        }
+        assert_eq!(
+            add_column("audit", "t", ADDED_COLUMNS[1]),
+            "ALTER TABLE `audit`.`t` ADD COLUMN `seq` UInt64"
+        );
     }
 
     #[test]

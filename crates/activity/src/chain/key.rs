@@ -23,7 +23,10 @@ use crate::{Error, Result};
 /// A journal's signing key.
 pub struct SigningKey {
     pair: Ed25519KeyPair,
+    /// The file it is kept in, or where it came from (`${secret:NAME}`), for messages.
     path: PathBuf,
+    /// The replica the journal belongs to, labelled on each checkpoint (not signed).
+    replica: Option<String>,
 }
 
 impl std::fmt::Debug for SigningKey {
@@ -59,12 +62,43 @@ impl SigningKey {
             }
             Err(e) => return Err(bad(format!("cannot read it: {e}"))),
         };
+        Self::from_seed(&seed, path)
+    }
+
+    /// The key of a 32-byte `seed` given as 64 hex digits (a `${secret:NAME}` in the config,
+    /// so that replicas can share one key); `source` names where it came from in messages.
+    pub fn from_hex_seed(text: &str, source: &str) -> Result<Self> {
+        let bad = |detail: &str| Error::SigningKeySeed {
+            source_name: source.to_owned(),
+            detail: detail.to_owned(),
+        };
+        let seed = unhex32(text.trim())
+            .ok_or_else(|| bad("it does not hold 64 hex digits (an Ed25519 seed)"))?;
         let pair = Ed25519KeyPair::from_seed_unchecked(&seed)
-            .map_err(|_| bad("the seed is not a valid Ed25519 key".into()))?;
+            .map_err(|_| bad("the seed is not a valid Ed25519 key"))?;
+        Ok(Self {
+            pair,
+            path: PathBuf::from(source),
+            replica: None,
+        })
+    }
+
+    fn from_seed(seed: &[u8; 32], path: &Path) -> Result<Self> {
+        let pair = Ed25519KeyPair::from_seed_unchecked(seed).map_err(|_| Error::SigningKey {
+            path: path.to_path_buf(),
+            detail: "the seed is not a valid Ed25519 key".into(),
+        })?;
         Ok(Self {
             pair,
             path: path.to_path_buf(),
+            replica: None,
         })
+    }
+
+    /// Labels the checkpoints this key signs with `replica` (a cluster's replica name).
+    pub fn for_replica(mut self, replica: Option<String>) -> Self {
+        self.replica = replica;
+        self
     }
 
     /// The public key, 64 hex digits.
@@ -87,6 +121,7 @@ impl SigningKey {
             time: crate::format_timestamp(time_ms),
             key: self.public_hex(),
             signature: hex(self.pair.sign(message.as_bytes()).as_ref()),
+            replica: self.replica.clone(),
         }
     }
 }
@@ -107,6 +142,13 @@ pub struct Checkpoint {
     pub key: String,
     /// The Ed25519 signature (hex) of the message in the module docs.
     pub signature: String,
+    /// The replica of a cluster whose journal signed it (`cluster.replica`), so that a
+    /// witness of several replicas, or `activity verify --cluster`, knows which chain it
+    /// belongs to. A label, not signed: a wrong one makes the checkpoint fail to match the
+    /// chain it is put against, it cannot make a rewritten chain pass. Absent outside a
+    /// cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica: Option<String>,
 }
 
 impl Checkpoint {

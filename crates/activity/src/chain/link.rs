@@ -260,15 +260,22 @@ pub(crate) fn read_checkpoints(
 pub(crate) fn chainer(
     journal: &std::path::Path,
     options: &super::ChainOptions,
+    replica: Option<&str>,
 ) -> Result<Arc<Chainer>> {
-    let path = options.key_file.clone().unwrap_or_else(|| {
-        journal
-            .parent()
-            .unwrap_or_else(|| std::path::Path::new("."))
-            .join(super::KEY_FILE)
-    });
+    let key = match &options.key_seed {
+        Some(seed) => SigningKey::from_hex_seed(&seed.hex, &seed.source)?,
+        None => {
+            let path = options.key_file.clone().unwrap_or_else(|| {
+                journal
+                    .parent()
+                    .unwrap_or_else(|| std::path::Path::new("."))
+                    .join(super::KEY_FILE)
+            });
+            SigningKey::load_or_create(&path)?
+        }
+    };
     Ok(Arc::new(Chainer {
-        key: SigningKey::load_or_create(&path)?,
+        key: key.for_replica(replica.map(str::to_owned)),
         every: options.checkpoint_every,
         interval_ms: u64::try_from(options.checkpoint_interval.as_millis()).unwrap_or(u64::MAX),
     }))

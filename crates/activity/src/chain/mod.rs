@@ -68,6 +68,26 @@ pub struct ChainOptions {
     /// The signing key's file; default [`KEY_FILE`] beside the journal, made at first open
     /// (mode 0600).
     pub key_file: Option<std::path::PathBuf>,
+    /// The signing key itself, as 64 hex digits (`activity.signing_key`, a `${secret:NAME}`
+    /// resolved at start), and where it came from; replaces the key file when given.
+    pub key_seed: Option<KeySeed>,
+}
+
+/// A signing key's seed given by the config rather than kept in a file.
+#[derive(Clone)]
+pub struct KeySeed {
+    /// 64 hex digits.
+    pub hex: String,
+    /// Where it came from, for messages (e.g. `${secret:AUDIT_KEY}`); never the key.
+    pub source: String,
+}
+
+impl std::fmt::Debug for KeySeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeySeed")
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for ChainOptions {
@@ -76,6 +96,7 @@ impl Default for ChainOptions {
             checkpoint_every: 1000,
             checkpoint_interval: Duration::from_secs(60),
             key_file: None,
+            key_seed: None,
         }
     }
 }

@@ -171,19 +171,61 @@ mod journal {
     use std::time::Duration;
 
     use crate::test_util::{open_temp, rec_at, stored_row};
-    use crate::{Durability, JournalOptions, Retention, Status, now_ms};
+    use crate::{Durability, Journal, JournalOptions, Retention, Status, now_ms};
 
-    use super::super::{ChainLink, ChainOptions};
+    use super::super::{ChainLink, ChainOptions, KEY_FILE, SigningKey};
 
     fn every(n: u64) -> JournalOptions {
         JournalOptions {
             chain: ChainOptions {
                 checkpoint_every: n,
                 checkpoint_interval: Duration::from_secs(3600),
-                key_file: None,
+                ..ChainOptions::default()
             },
             ..JournalOptions::default()
         }
+    }
+
+    #[tokio::test]
+    async fn a_key_given_by_the_config_signs_and_labels_checkpoints_with_the_replica() {
+        let seed = "07".repeat(32);
+        let source = "${secret:AUDIT_KEY}";
+        let expected = SigningKey::from_hex_seed(&seed, source)
+            .unwrap()
+            .public_hex();
+        let options = |hex: &str| JournalOptions {
+            replica: Some("replica-a".to_owned()),
+            chain: ChainOptions {
+                key_seed: Some(super::super::KeySeed {
+                    hex: hex.to_owned(),
+                    source: source.to_owned(),
+                }),
+                ..every(1).chain
+            },
+            ..every(1)
+        };
+        let (dir, j) = open_temp(options(&seed));
+        assert_eq!(j.public_key(), expected);
+        let rec = rec_at(now_ms(), "s", "t", "read", Status::Success);
+        j.append(rec).await.unwrap();
+        j.flush().await.unwrap();
+        let checkpoint = j.latest_checkpoint().unwrap().expect("a checkpoint");
+        assert!(checkpoint.signed_by(&expected));
+        assert_eq!(checkpoint.replica.as_deref(), Some("replica-a"));
+        assert!(
+            !dir.path().join(KEY_FILE).exists(),
+            "no key file is made beside the journal when the config gives the key"
+        );
+        assert!(j.verify_chain(None, None).unwrap().ok);
+        drop(j);
+        // A secret that is not a seed: an error naming where it came from, never its value.
+        let e = Journal::open(&dir.path().join("other.redb"), options("not-hex"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(source) && e.contains("64 hex digits") && !e.contains("not-hex"),
+            "{e}"
+        );
     }
 
     #[tokio::test]
@@ -231,7 +273,7 @@ mod journal {
             // Closing signs the head.
             let path = dir.path().join("sub/activity.redb");
             drop(j);
-            let j = crate::Journal::open(&path, every(3)).unwrap();
+            let j = Journal::open(&path, every(3)).unwrap();
             let report = j.verify_chain(None, None).unwrap();
             assert!(report.ok && report.unsigned_tail == 0, "{report:#?}");
         }
@@ -250,7 +292,7 @@ mod journal {
                 chain: ChainOptions {
                     checkpoint_every: 0,
                     checkpoint_interval: Duration::from_millis(100),
-                    key_file: None,
+                    ..ChainOptions::default()
                 },
                 ..JournalOptions::default()
             });
@@ -322,7 +364,7 @@ mod journal {
         assert!(report.ok, "{report:#?}");
         assert_eq!(report.pruned, 30);
         // A key that is not the journal's: every signature is refused.
-        let other = crate::SigningKey::load_or_create(&_dir.path().join("other.key")).unwrap();
+        let other = SigningKey::load_or_create(&_dir.path().join("other.key")).unwrap();
         let report = j.verify_chain(Some(&other.public_hex()), None).unwrap();
         assert!(!report.ok);
     }

@@ -95,7 +95,7 @@ impl Journal {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             mcpproxy_support::create_private_dir(parent).map_err(io)?;
         }
-        let chain = crate::chain::link::chainer(path, &options.chain)?;
+        let chain = crate::chain::link::chainer(path, &options.chain, options.replica.as_deref())?;
         let faults = options.write_faults.as_ref();
         let mut db = open_database_with(path, options.cache_bytes, faults)?;
         guard(path, || {

@@ -7,6 +7,7 @@ mod error;
 mod file;
 #[cfg(any(target_os = "linux", target_os = "macos"))]
 mod keyring;
+pub mod references;
 mod secret;
 mod store;
 

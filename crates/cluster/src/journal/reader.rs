@@ -54,6 +54,16 @@ impl ClusterJournal {
         })
     }
 
+    /// The quoted `database`.`table`.
+    pub(super) fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// The HTTP client of the table's ClickHouse.
+    pub(super) fn client(&self) -> &Client {
+        &self.client
+    }
+
     /// Where the journal is, as messages show it (no credentials).
     pub fn shown_url(&self) -> &str {
         &self.client.target().shown

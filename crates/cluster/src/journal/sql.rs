@@ -140,6 +140,15 @@ pub(super) fn all(table: &str, filter: &Filter) -> String {
     )
 }
 
+/// Every distinct record (`record`) written at or after `since_ms`, in no particular order:
+/// for walking each replica's hash chain. A batch delivered twice gives the same text twice,
+/// which counts once; a record that differs in any byte is another row, for the walk to
+/// judge.
+pub(super) fn chain_records(table: &str, since_ms: Option<u64>) -> String {
+    let since = since_ms.map_or_else(|| "1".to_owned(), |ms| format!("timestamp_ms >= {ms}"));
+    format!("SELECT DISTINCT record FROM {table} WHERE {since} FORMAT JSONEachRow")
+}
+
 /// The row of the record `id` (a ULID, checked by the caller), if any.
 pub(super) fn by_id(table: &str, id: &str) -> String {
     let ms = parse_record_id(id).unwrap_or(0);

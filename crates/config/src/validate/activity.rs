@@ -177,5 +177,27 @@ fn checkpoints_from(ctx: &Context<'_>, raw: raw::RawCheckpoints) -> Result<crate
         )?;
         c.every = Duration::from_secs(secs);
     }
+    if let Some(key) = raw.signing_key {
+        c.signing_key = Some(signing_key(ctx, key)?);
+    }
     Ok(c)
+}
+
+/// `activity.checkpoints.signing_key`: exactly one reference, never the key itself (the
+/// config is a file an agent may read).
+fn signing_key(ctx: &Context<'_>, key: String) -> Result<String> {
+    const AT: &str = "activity.checkpoints.signing_key";
+    let references = crate::reference::check(&key).map_err(|why| ctx.err(AT, why))?;
+    let whole = references
+        .first()
+        .is_some_and(|r| references.len() == 1 && r.to_string() == key.trim());
+    if !whole {
+        return Err(ctx.err(
+            AT,
+            "must be one reference to where the key is kept, ${secret:NAME} (stored with \
+             `openssl rand -hex 32 | mcpproxy secret set NAME`) or ${env:NAME}, never the key \
+             itself: the config is a file others may read",
+        ));
+    }
+    Ok(key.trim().to_owned())
 }

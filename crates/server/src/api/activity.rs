@@ -337,22 +337,24 @@ fn flag(query: &HashMap<String, String>, key: &str) -> Result<bool, ApiError> {
     }
 }
 
-/// `GET /activity/verify?since=<time>&key=<public key>`: walks this journal's hash chain and
+/// `GET /activity/verify?since=<time>&key=<public key>[&cluster=true]`: walks this journal's
+/// hash chain (with `cluster=true`, every replica's in the cluster journal) and
 /// its signed checkpoints (against `key`, hex, else the journal's own key) and answers the
 /// report: `ok`, the counts, and every break with the records and times around it. A broken
 /// chain is a report with `ok: false`, not an HTTP error.
 pub(super) async fn verify(
     State(state): State<ApiState>,
-    Query(query): Query<HashMap<String, String>>,
+    Query(mut query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
     if let Some(unknown) = query
         .keys()
-        .find(|k| !["apikey", "since", "key"].contains(&k.as_str()))
+        .find(|k| !["apikey", "since", "key", "cluster"].contains(&k.as_str()))
     {
         return Err(ApiError::bad_request(format!(
-            "unknown parameter '{unknown}'; use since, key"
+            "unknown parameter '{unknown}'; use since, key, cluster"
         )));
     }
+    let cluster = cluster_of(&state, &mut query)?;
     let since = query
         .get("since")
         .map(|v| parse_timestamp(v).map_err(|e| ApiError::bad_request(format!("since '{v}': {e}"))))
@@ -365,6 +367,17 @@ pub(super) async fn verify(
             "key '{key}' is not a public key: give the 64 hex digits `mcpproxy activity key` \
              prints"
         )));
+    }
+    if let Some(cluster) = cluster {
+        let keys = mcpproxy_cluster::journal::ClusterKeys {
+            all: key,
+            ..Default::default()
+        };
+        let report = cluster
+            .verify_chains(&keys, since, Vec::new())
+            .await
+            .map_err(cluster_error)?;
+        return Ok(ok(report));
     }
     let journal = state.journal.clone();
     let report = tokio::task::spawn_blocking(move || journal.verify_chain(key.as_deref(), since))

@@ -14,7 +14,7 @@ use crate::cli::Globals;
 use crate::cli::remote::{Reading, Remote};
 use mcpproxy_cluster::journal::ClusterJournal;
 use mcpproxy_config::{self as config, Config};
-use mcpproxy_server::runtime::journal_path;
+use mcpproxy_server::runtime::{journal_path, signing_key_seed};
 
 #[derive(Debug, Args)]
 pub(super) struct Source {
@@ -67,6 +67,16 @@ pub(super) async fn open(source: &Source, globals: &Globals) -> Result<Store> {
     }
     // The error says what is wrong (held by another process, damaged, unreadable) and what
     // to do; no context is added, so nothing is said twice.
-    let journal = Journal::open(&path, JournalOptions::default())?;
+    // The key the server signs with, so that `verify` checks against it and no key file is
+    // made beside a journal whose key the config gives.
+    let options = JournalOptions {
+        chain: mcpproxy_activity::ChainOptions {
+            key_seed: signing_key_seed(&config, &data_dir)?,
+            ..Default::default()
+        },
+        replica: config.cluster.replica.clone(),
+        ..JournalOptions::default()
+    };
+    let journal = Journal::open(&path, options)?;
     Ok(Store::Local(journal))
 }

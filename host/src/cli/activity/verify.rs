@@ -11,10 +11,13 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde_json::Value;
 
-use mcpproxy_activity::{ChainReport, KEY_FILE, public_key_of, read_witness, verify_export_with};
+use mcpproxy_activity::{
+    ChainReport, KEY_FILE, SigningKey, public_key_of, read_witness, verify_export_with,
+};
 
 use crate::cli::Globals;
 use crate::cli::output::{Format, print_data};
+use mcpproxy_cluster::journal::{ClusterJournal, ClusterKeys, ClusterReport};
 use mcpproxy_config as config;
 
 use super::store::{Source, Store, open};
@@ -29,9 +32,17 @@ pub(in crate::cli) struct VerifyCommand {
     since: Option<String>,
     /// The public key (64 hex digits, as `mcpproxy activity key` prints it) the checkpoints
     /// must be signed with; default the journal's own key (with --file: the key the
-    /// export's checkpoints name, which proves only that the export is consistent).
+    /// export's checkpoints name, which proves only that the export is consistent). With
+    /// --cluster, `REPLICA=PUBKEY` gives one replica's key (repeat for each), and a bare
+    /// PUBKEY the key of every other replica.
     #[arg(long, value_name = "PUBKEY")]
-    key: Option<String>,
+    key: Vec<String>,
+    /// Walk every replica's chain in the cluster journal (`cluster.journal`, the ClickHouse
+    /// sink's table) instead of this proxy's journal. The table holds no signatures: give
+    /// the replicas' checkpoints with --witness (each names its replica) and their keys with
+    /// --key to prove more than consistency.
+    #[arg(long, conflicts_with = "file")]
+    cluster: bool,
     /// Verify this export (`mcpproxy activity export --proof > FILE`) instead of the
     /// journal, offline.
     #[arg(long, value_name = "EXPORT.jsonl")]
@@ -47,15 +58,10 @@ pub(in crate::cli) struct VerifyCommand {
 }
 
 impl VerifyCommand {
-    pub(super) async fn run(self, globals: &Globals) -> Result<ExitCode> {
-        if let Some(key) = &self.key
-            && (key.len() != 64 || !key.chars().all(|c| c.is_ascii_hexdigit()))
-        {
-            bail!(
-                "--key '{key}' is not a public key: give the 64 hex digits `mcpproxy activity key` \
-                 prints"
-            );
-        }
+    pub(super) async fn run(mut self, globals: &Globals) -> Result<ExitCode> {
+        let keys = parse_keys(&self.key, self.cluster)?;
+        self.key.clear();
+        let key = keys.all.clone();
         let since = self
             .since
             .as_deref()
@@ -71,12 +77,24 @@ impl VerifyCommand {
             }
             None => Vec::new(),
         };
+        if self.cluster {
+            let loaded = config::load(self.source.config.as_deref(), globals.home.as_deref())?;
+            let cluster = ClusterJournal::from_config(&loaded.config)?;
+            let report = cluster.verify_chains(&keys, since, witness).await?;
+            if !print_data(&serde_json::to_value(&report)?, self.output)? {
+                print_cluster_report(&report, cluster.shown_url());
+            }
+            return Ok(if report.ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            });
+        }
         let report: Value = if let Some(file) = &self.file {
             let input = std::fs::File::open(file)
                 .with_context(|| format!("cannot open the export {}", file.display()))?;
-            let report =
-                verify_export_with(BufReader::new(input), self.key.as_deref(), since, witness)
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            let report = verify_export_with(BufReader::new(input), key.as_deref(), since, witness)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
             serde_json::to_value(report)?
         } else {
             match open(&self.source, globals).await? {
@@ -92,7 +110,7 @@ impl VerifyCommand {
                     {
                         export.extend_from_slice(&chunk);
                     }
-                    let key = match &self.key {
+                    let key = match &key {
                         Some(key) => key.clone(),
                         None => local_key(&self.source, globals)?,
                     };
@@ -105,13 +123,12 @@ impl VerifyCommand {
                     if let Some(since) = since {
                         query.push(("since", mcpproxy_activity::format_timestamp(since)));
                     }
-                    if let Some(key) = &self.key {
+                    if let Some(key) = &key {
                         query.push(("key", key.clone()));
                     }
                     remote.get("/activity/verify", &query).await?
                 }
                 Store::Local(journal) => {
-                    let key = self.key.clone();
                     let report = tokio::task::spawn_blocking(move || {
                         journal.verify_chain_with(key.as_deref(), since, witness)
                     })
@@ -132,6 +149,69 @@ impl VerifyCommand {
             ExitCode::from(1)
         })
     }
+}
+
+/// `--key` values: one bare key (every replica), and with `cluster`, `REPLICA=KEY` pairs.
+fn parse_keys(given: &[String], cluster: bool) -> Result<ClusterKeys> {
+    let mut keys = ClusterKeys::default();
+    for value in given {
+        let (replica, key) = match value.split_once('=') {
+            Some((replica, key)) if cluster => (Some(replica.trim()), key.trim()),
+            Some(_) => bail!(
+                "--key '{value}' names a replica: only --cluster walks several replicas' \
+                 chains; give the 64 hex digits `mcpproxy activity key` prints"
+            ),
+            None => (None, value.trim()),
+        };
+        if key.len() != 64 || !key.chars().all(|c| c.is_ascii_hexdigit()) {
+            bail!(
+                "--key '{value}' is not a public key: give the 64 hex digits `mcpproxy activity \
+                 key` prints{}",
+                if cluster { " (or REPLICA=KEY)" } else { "" }
+            );
+        }
+        let key = key.to_ascii_lowercase();
+        let slot = match replica {
+            Some(replica) => keys.by_replica.insert(replica.to_owned(), key),
+            None => keys.all.replace(key),
+        };
+        if slot.is_some() {
+            bail!(
+                "--key is given twice for {}",
+                replica.unwrap_or("every replica")
+            );
+        }
+    }
+    Ok(keys)
+}
+
+/// The cluster report for a person: each replica's chain, then what fit no chain.
+fn print_cluster_report(report: &ClusterReport, url: &str) {
+    println!(
+        "{} distinct rows in the cluster journal at {url}, {}",
+        report.rows,
+        counted(report.replicas.len() as u64, "replica chain")
+    );
+    for chain in &report.replicas {
+        let name = if chain.replica.is_empty() {
+            "(records that name no replica)".to_owned()
+        } else {
+            format!("replica {}", chain.replica)
+        };
+        println!("\n{name}:");
+        print_report(&chain.report);
+    }
+    for problem in &report.problems {
+        println!("\n{problem}");
+    }
+    println!(
+        "\n{}",
+        if report.ok {
+            "OK: every replica's chain holds"
+        } else {
+            "BROKEN: see above"
+        }
+    );
 }
 
 /// The report for a person: what was checked, then each break.
@@ -164,7 +244,7 @@ fn print_report(report: &ChainReport) {
         let from = match source.as_str() {
             "given" => "given with --key",
             "journal" => "the journal's own key",
-            _ => "named by the export itself: pass --key to check against a key you trust",
+            _ => "named by the checkpoints themselves: pass --key to check against a key you trust",
         };
         println!("signatures checked against {key} ({from})");
     }
@@ -207,9 +287,13 @@ impl KeyCommand {
     }
 }
 
-/// The public key of the journal in the config's data dir.
+/// The public key of the journal in the config's data dir: the one the config names
+/// (`activity.checkpoints.signing_key`), else the key file's.
 fn local_key(source: &Source, globals: &Globals) -> Result<String> {
     let loaded = config::load(source.config.as_deref(), globals.home.as_deref())?;
     let data_dir = globals.data_dir(loaded.config.data_dir.as_deref());
+    if let Some(seed) = mcpproxy_server::runtime::signing_key_seed(&loaded.config, &data_dir)? {
+        return Ok(SigningKey::from_hex_seed(&seed.hex, &seed.source)?.public_hex());
+    }
     Ok(public_key_of(&data_dir.join(KEY_FILE))?)
 }
