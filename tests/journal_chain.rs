@@ -292,3 +292,87 @@ async fn the_configured_checkpoint_interval_signs_the_head_that_often() {
     );
     assert!(report["unsigned_tail"].as_u64().unwrap() < 4, "{report:#}");
 }
+
+/// `activity.checkpoints.signing_key` as a `${secret:NAME}`: `serve` signs with the stored
+/// key and makes no key file, `activity key` prints its public half, the chain verifies
+/// against it; a reference to nothing, or a value that is not a key, stops `serve` with an
+/// error naming the reference and never the value.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_signing_key_kept_as_a_secret_signs_the_checkpoints() {
+    let seed = "5a".repeat(32);
+    let expected = mcpproxy_activity::SigningKey::from_hex_seed(&seed, "test")
+        .unwrap()
+        .public_hex();
+    let dir = tempfile::tempdir().unwrap();
+    crate::upstream_secret_refs::secret_set(dir.path(), "AUDIT_KEY", &seed).assert_code(0);
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut config = config_with(vec![stdio_fixture("fx", log.path())]);
+    config["activity"]["checkpoints"] =
+        json!({"every_records": 2, "signing_key": "${secret:AUDIT_KEY}"});
+    let data_dir = dir.path().to_owned();
+    let proxy = Proxy::builder(&config)
+        .data_dir(dir)
+        .env(&[("MCPPROXY_CREDENTIALS", "file")])
+        .start();
+    reads_and_blocked(&proxy, 6, 3).await;
+    proxy.finished_records("tool_call", 6).await;
+    let kept = proxy.get_json("/api/v1/activity/checkpoint").await;
+    assert_eq!(kept["data"]["key"], expected.as_str(), "{kept}");
+    assert_eq!(
+        kept["data"]["checkpoint"]["key"],
+        expected.as_str(),
+        "{kept}"
+    );
+    let report = verified(&proxy).await;
+    assert_eq!(
+        (&report["ok"], &report["key"]),
+        (&json!(true), &json!(expected))
+    );
+    assert!(
+        !data_dir.join(mcpproxy_activity::KEY_FILE).exists(),
+        "no key file beside a journal whose key the config gives"
+    );
+    let config_path = data_dir.join("mcp_config.json");
+    let out = TestCommand::new(&data_dir)
+        .env("MCPPROXY_CREDENTIALS", "file")
+        .args(["activity", "key", "--config"])
+        .arg_path(&config_path)
+        .output();
+    out.assert_code(0);
+    assert_eq!(out.stdout().trim(), expected);
+    drop(proxy);
+
+    // A secret that is not stored, and one that is not a key: `serve` refuses to start.
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path();
+    let config_path = data_dir.join("mcp_config.json");
+    for (name, value) in [
+        ("MISSING_KEY", None),
+        ("NOT_A_KEY", Some("hunter2-hunter2")),
+    ] {
+        if let Some(value) = value {
+            crate::upstream_secret_refs::secret_set(data_dir, name, value).assert_code(0);
+        }
+        config["activity"]["checkpoints"]["signing_key"] = json!(format!("${{secret:{name}}}"));
+        std::fs::write(&config_path, config.to_string()).unwrap();
+        let out = TestCommand::new(data_dir)
+            .env("MCPPROXY_CREDENTIALS", "file")
+            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+            .arg_path(&config_path)
+            .output();
+        assert_ne!(out.code(), Some(0));
+        let said = out.stderr();
+        assert!(
+            said.contains("activity.checkpoints.signing_key")
+                && said.contains(&format!("${{secret:{name}}}"))
+                && !said.contains("hunter2"),
+            "{said}"
+        );
+        let fix = if value.is_some() {
+            "64 hex digits"
+        } else {
+            "mcpproxy secret set MISSING_KEY"
+        };
+        assert!(said.contains(fix), "{said}");
+    }
+}

@@ -19,7 +19,7 @@ const TOKEN: &str = "tok-9f2c7a51e0d84b36";
 const REPEAT: &str = "3";
 
 /// `mcpproxy secret set NAME` with `value` on stdin, on the file backend.
-fn secret_set(data_dir: &Path, name: &str, value: &str) -> CmdOutput {
+pub(crate) fn secret_set(data_dir: &Path, name: &str, value: &str) -> CmdOutput {
     let mut child = Command::new(env!("CARGO_BIN_EXE_mcpproxy"))
         .args(["secret", "set", name])
         .env("MCPPROXY_DATA_DIR", data_dir)

@@ -102,9 +102,10 @@ pub enum Error {
     },
     /// The signing key the config gives (`activity.signing_key`) is not one.
     #[error(
-        "the activity journal's signing key from {source_name} (activity.signing_key) is \
-         unusable: {detail}. Store a new one with `openssl rand -hex 32 | mcpproxy secret set \
-         NAME` (every replica that shares it then signs with the same key)"
+        "the activity journal's signing key from {source_name} \
+         (activity.checkpoints.signing_key) is unusable: {detail}. Store a new one with \
+         `openssl rand -hex 32 | mcpproxy secret set NAME` (every replica that shares it then \
+         signs with the same key)"
     )]
     SigningKeySeed {
         /// Where it came from (`${secret:NAME}`).

@@ -50,10 +50,12 @@ pub enum Error {
         kind: PluginKind,
         loaded: String,
     },
-    #[error("cannot open the activity journal {}: {source}", path.display())]
+    /// The journal's error is in the message, not the error's source: a chain printed
+    /// with `{:#}` would say it twice.
+    #[error("cannot open the activity journal {}: {error}", path.display())]
     Journal {
         path: PathBuf,
-        source: activity::Error,
+        error: activity::Error,
     },
     /// Another process holds the journal: the data dir has an owner (or a one-shot command
     /// such as `mcpproxy call` is using it).
@@ -553,7 +555,7 @@ pub fn open_journal(
             data_dir: data_dir.to_owned(),
             holder: crate::control::holder::find(&path),
         },
-        source => Error::Journal { path, source },
+        error => Error::Journal { path, error },
     })
 }
 
