@@ -113,5 +113,6 @@ pub(crate) fn record(rng: &mut Rng, ms: u64, id: String) -> ActivityRecord {
         parent_id: None,
         identity: None,
         replica: None,
+        approval: None,
     }
 }

@@ -61,6 +61,8 @@ mod journal_hardening;
 /// through the API, the CLI and a sink.
 mod journal_records;
 
+/// A person approves the exact call: elicitation, `mcpproxy approvals`, REST, timeouts.
+mod mcp_approvals;
 /// Server-to-client requests (sampling, elicitation) reach only the client whose call asked.
 mod mcp_back_channel;
 /// `code_execution`: scripts in the WebAssembly runtime calling real servers through the

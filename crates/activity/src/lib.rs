@@ -58,8 +58,8 @@ pub use outbox::{SinkState, SinkStatus};
 pub use query::SCAN_CHUNK;
 pub use query::{Filter, Page};
 pub use record::{
-    ActivityRecord, ClientRecord, IdentityRecord, MAX_NAME_BYTES, MAX_TEXT_BYTES, RecordType,
-    Source, Status, cap_arguments, format_timestamp, new_id, now_ms, parse_record_id,
+    ActivityRecord, ApprovalRecord, ClientRecord, IdentityRecord, MAX_NAME_BYTES, MAX_TEXT_BYTES,
+    RecordType, Source, Status, cap_arguments, format_timestamp, new_id, now_ms, parse_record_id,
     parse_timestamp,
 };
 pub use repair::RepairReport;

@@ -301,6 +301,36 @@ pub struct ActivityRecord {
     /// existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replica: Option<String>,
+    /// How a person approved or refused the call, when a rule of `approvals` asked one.
+    /// Absent when no one was asked (and on every record written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalRecord>,
+}
+
+/// A person's answer to a call that waited for one (`approvals`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ApprovalRecord {
+    /// The approval's id (what `mcpproxy approvals approve ID` names).
+    pub id: String,
+    /// Who was asked: `client` (the person at the calling client, through elicitation),
+    /// `page` (a pending approval answered through the CLI, REST or the page), `terminal`.
+    pub asked_via: String,
+    /// Who answered: `client`, `cli`, `rest`, `page`, `terminal`, `--yes`; absent when no
+    /// one did (timed out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+    /// `approved`, `denied`, `cancelled`, `timed_out`.
+    pub decision: String,
+    /// When it was answered (RFC 3339); absent when no one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_at: Option<String>,
+    /// The reason the person gave, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// SHA-256 (hex) of the call's arguments in canonical JSON: what the answer covers.
+    pub arguments_hash: String,
+    /// How long the call waited, in milliseconds.
+    pub waited_ms: u64,
 }
 
 impl ActivityRecord {

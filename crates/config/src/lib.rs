@@ -23,10 +23,12 @@
 //! );
 //! ```
 
+mod approvals;
 mod auth;
 mod checkpoints;
 mod cluster;
 pub mod document;
+mod error;
 mod launch;
 mod model;
 mod rate;
@@ -38,6 +40,9 @@ mod team;
 mod tests;
 mod validate;
 
+pub use approvals::{
+    ApprovalRule, ApprovalsConfig, CallClass, MAX_APPROVAL_SECS, ServerApprovals, Via, glob_matches,
+};
 pub use auth::AuthConfig;
 pub use checkpoints::{Checkpoints, MAX_CHECKPOINT_RECORDS, MAX_CHECKPOINT_SECS};
 pub use cluster::ClusterConfig;

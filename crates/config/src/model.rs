@@ -37,45 +37,7 @@ pub(crate) const DEFAULT_REDACT_KEYS: [&str; 9] = [
     "credential",
 ];
 
-/// A configuration problem. The message always starts with the file it came from.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The file named on the command line does not exist.
-    #[error(
-        "{}: no such config file: create it (`{{}}` is a valid config that keeps every default) or point --config at an existing file",
-        path.display()
-    )]
-    NotFound { path: PathBuf },
-    /// The file exists but could not be read.
-    #[error("{}: cannot read the config file: {io}", path.display())]
-    Read { path: PathBuf, io: io::Error },
-    /// The file is not valid JSON.
-    #[error("{origin}: line {line}, column {column}: invalid JSON: {message}")]
-    Syntax {
-        origin: String,
-        line: usize,
-        column: usize,
-        message: String,
-    },
-    /// The JSON is well formed but a key is unknown, has the wrong type or a bad value.
-    /// `key` is the key path (`mcpServers[2].url`), empty for the whole document.
-    #[error("{origin}: {}{message}", key_prefix(key))]
-    Invalid {
-        origin: String,
-        key: String,
-        message: String,
-    },
-}
-
-fn key_prefix(key: &str) -> String {
-    if key.is_empty() {
-        String::new()
-    } else {
-        format!("{key}: ")
-    }
-}
-
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub use super::error::{Error, Result};
 
 /// The validated configuration, with every default filled in. Its `Debug` output hides
 /// the API key, `env` values and header values.
@@ -119,6 +81,8 @@ pub struct Config {
     pub scopes: Vec<super::ScopeRule>,
     /// `rate_limits`: token buckets per caller, per tool and per upstream.
     pub rate_limits: super::RateLimitsConfig,
+    /// `approvals`: the calls that wait for a person before they are sent.
+    pub approvals: super::ApprovalsConfig,
 }
 
 impl Default for Config {
@@ -144,6 +108,7 @@ impl Default for Config {
             cluster: super::ClusterConfig::default(),
             scopes: Vec::new(),
             rate_limits: super::RateLimitsConfig::default(),
+            approvals: super::ApprovalsConfig::default(),
         }
     }
 }
@@ -169,6 +134,7 @@ impl fmt::Debug for Config {
             .field("auth", &self.auth)
             .field("scopes", &self.scopes)
             .field("rate_limits", &self.rate_limits)
+            .field("approvals", &self.approvals)
             .finish()
     }
 }

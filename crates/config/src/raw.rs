@@ -41,6 +41,26 @@ pub(super) struct RawConfig {
     pub cluster: Option<RawCluster>,
     pub scopes: Option<Vec<RawScope>>,
     pub rate_limits: Option<RawRateLimits>,
+    pub approvals: Option<RawApprovals>,
+}
+
+/// `approvals`: the calls that wait for a person.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+pub(super) struct RawApprovals {
+    pub ask: Option<Vec<String>>,
+    pub via: Option<String>,
+    pub timeout_secs: Option<u64>,
+    pub servers: Option<BTreeMap<String, RawServerApprovals>>,
+}
+
+/// `approvals.servers.NAME`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+pub(super) struct RawServerApprovals {
+    pub ask: Option<Vec<String>>,
+    pub via: Option<String>,
+    pub tools: Option<BTreeMap<String, Vec<String>>>,
 }
 
 /// One `scopes` rule: who it names and what they do not see.
@@ -362,6 +382,8 @@ object_only!(
     RawScope,
     RawRateLimits,
     RawRate,
+    RawApprovals,
+    RawServerApprovals,
 );
 
 /// Why the text could not be read as a [`RawConfig`].

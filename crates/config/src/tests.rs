@@ -838,3 +838,53 @@ fn a_start_mode_or_idle_time_out_of_bounds_is_refused_with_what_is_accepted() {
     let typed = error(r#"{"start": true}"#);
     assert!(typed.contains("start"), "{typed}");
 }
+
+#[test]
+fn approvals_read_their_rules_and_refuse_what_is_not_one() {
+    use crate::{CallClass, Via};
+    let config = parse(
+        r#"{"approvals": {"ask": ["destructive"], "timeout_secs": 30, "servers": {
+            "prod-db": {"ask": ["write", "destructive", "write"], "via": "page"},
+            "notes": {"ask": [], "tools": {"purge_*": ["destructive"], "purge_all": []}}}}}"#,
+    )
+    .approvals;
+    assert_eq!(config.timeout, Duration::from_secs(30));
+    assert_eq!(
+        config.needs_person("github", "delete_repo", CallClass::Destructive),
+        Some(Via::Client)
+    );
+    assert_eq!(
+        config.needs_person("prod-db", "insert", CallClass::Write),
+        Some(Via::Page)
+    );
+    assert_eq!(
+        config.needs_person("notes", "purge_old", CallClass::Destructive),
+        Some(Via::Client)
+    );
+    // The exact name is more specific than the glob.
+    assert_eq!(
+        config.needs_person("notes", "purge_all", CallClass::Destructive),
+        None
+    );
+    assert_eq!(
+        config.needs_person("notes", "delete", CallClass::Destructive),
+        None
+    );
+    assert!(!parse("{}").approvals.any());
+    assert_eq!(
+        error(r#"{"approvals": {"ask": ["read"]}}"#),
+        "t.json: approvals.ask[0]: 'read' is not a class of call that can wait for a person: use \"write\" or \"destructive\" (reads never wait)"
+    );
+    assert!(
+        error(r#"{"approvals": {"servers": {"db": {"via": "email"}}}}"#)
+            .starts_with("t.json: approvals.servers.db.via: 'email' is not who is asked")
+    );
+    assert_eq!(
+        error(r#"{"approvals": {"timeout_secs": 0}}"#),
+        "t.json: approvals.timeout_secs: 0 is out of range: use 1 to 86400 seconds"
+    );
+    assert!(
+        error(r#"{"approvals": {"servers": {"db": {"tools": {"": ["write"]}}}}}"#)
+            .starts_with("t.json: approvals.servers.db.tools.: a tool glob is")
+    );
+}

@@ -10,8 +10,9 @@
 //! decisions.
 //!
 //! Each area registers its own families and updates them ([`calls`], [`plugins`],
-//! [`upstreams`], [`journal`], [`sessions`]); [`Metrics`] holds one of each and the registry.
+//! [`upstreams`], [`journal`], [`sessions`], [`approvals`]); [`Metrics`] holds one of each and the registry.
 
+mod approvals;
 mod calls;
 mod journal;
 mod plugins;
@@ -28,6 +29,7 @@ pub use upstreams::UpstreamGauge;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::registry::Registry;
 
+use approvals::ApprovalMetrics;
 use calls::CallMetrics;
 use journal::JournalMetrics;
 use plugins::PluginMetrics;
@@ -47,6 +49,7 @@ pub struct Metrics {
     upstreams: UpstreamMetrics,
     journal: JournalMetrics,
     sessions: SessionMetrics,
+    approvals: ApprovalMetrics,
 }
 
 impl Default for Metrics {
@@ -69,6 +72,7 @@ impl Metrics {
         let upstreams = UpstreamMetrics::register(&mut registry);
         let journal = JournalMetrics::register(&mut registry);
         let sessions = SessionMetrics::register(&mut registry);
+        let approvals = ApprovalMetrics::register(&mut registry);
         register_build(&mut registry);
         Self {
             registry,
@@ -77,6 +81,7 @@ impl Metrics {
             upstreams,
             journal,
             sessions,
+            approvals,
         }
     }
 

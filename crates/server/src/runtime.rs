@@ -329,6 +329,9 @@ impl Runtime {
                         .unwrap_or_else(|| Arc::new(mcpproxy_rate_limit::MemoryBuckets::default())),
                 ))
                 .with_guards(mcpproxy_policy::Guards::new(plugin::result_guards(&guards)))
+                .with_approvals(Arc::new(crate::proxy::Approvals::new(
+                    config.approvals.clone(),
+                )))
                 .with_code_execution(config.code_execution.enabled.then(|| {
                     crate::proxy::CodeExecutor::start(
                         config.code_execution,

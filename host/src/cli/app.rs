@@ -83,6 +83,10 @@ enum Command {
     /// Check the config, the data dir, the running mcpproxy, each server's launch and the
     /// plugins, and say what to do about each problem (exit 1 when there is one).
     Doctor(super::doctor::DoctorCommand),
+    /// The calls waiting for a person's approval (`approvals` in the config), and a person's
+    /// answer to one.
+    #[command(subcommand)]
+    Approvals(super::approvals::ApprovalsCommand),
 }
 
 /// Global options every command can read.
@@ -141,6 +145,7 @@ pub fn run() -> ExitCode {
         Command::Client(cmd) => cmd.run(&globals),
         Command::Cluster(cmd) => cmd.run(&globals),
         Command::Doctor(cmd) => cmd.run(&globals),
+        Command::Approvals(cmd) => cmd.run(&globals),
     };
     match result {
         Ok(code) => code,

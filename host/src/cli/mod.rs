@@ -4,6 +4,7 @@
 mod activity;
 mod api_key;
 mod app;
+mod approvals;
 mod call;
 mod client;
 mod cluster;

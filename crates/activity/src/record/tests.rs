@@ -54,6 +54,7 @@ fn full_record() -> ActivityRecord {
         parent_id: None,
         identity: None,
         replica: None,
+        approval: None,
     }
 }
 

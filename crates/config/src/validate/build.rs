@@ -261,6 +261,9 @@ fn build(raw: RawConfig, ctx: &Context<'_>) -> Result<Config> {
     if let Some(limits) = raw.rate_limits {
         config.rate_limits = super::rate_limits::rate_limits_from(limits, ctx)?;
     }
+    if let Some(approvals) = raw.approvals {
+        config.approvals = super::approvals::approvals_from(approvals, ctx)?;
+    }
     Ok(config)
 }
 

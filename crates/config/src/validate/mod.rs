@@ -5,6 +5,7 @@
 //! `intent_declaration` and `upstream` are checked here.
 
 mod activity;
+mod approvals;
 mod auth;
 mod build;
 mod cluster;

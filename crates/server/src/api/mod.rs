@@ -8,6 +8,7 @@
 //! to fix it; internal failures are logged and reported without their details.
 
 mod activity;
+mod approvals;
 mod code;
 pub mod key;
 mod login;

@@ -83,6 +83,9 @@ pub fn router(state: ApiState) -> Router {
             "/upstreams/{name}/login/callback",
             post(super::login::finish),
         )
+        .route("/approvals", get(super::approvals::list))
+        .route("/approvals/{id}/approve", post(super::approvals::approve))
+        .route("/approvals/{id}/deny", post(super::approvals::deny))
         .route("/plugins", get(super::plugins::in_force))
         .route("/plugins/reload", post(super::plugins::reload))
         .fallback(not_found)
@@ -196,6 +199,7 @@ async fn metrics(State(state): State<ApiState>) -> Response {
             tools: s.tools as u64,
         }
     }));
+    metrics.set_approvals_pending(state.proxy.approvals().pending().len());
     if let Ok(stats) = state.journal.stats() {
         metrics.set_journal(stats.file_bytes, stats.records);
     }

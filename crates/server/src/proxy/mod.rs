@@ -2,6 +2,7 @@
 //! `server:tool`, judge the call with the policy pipeline, send it upstream; and search the
 //! tool index with each hit's effective annotations and `call_with` advice.
 
+mod approvals;
 mod catalog;
 mod code;
 mod direct;
@@ -21,6 +22,7 @@ mod tasks;
 mod upstream_call;
 mod withheld;
 
+pub use approvals::{Answer, AnswerError, Approvals, PendingApproval};
 pub use catalog::{CatalogError, Scope, SubscriptionMethod};
 pub use code::{CodeExecutor, CodeReport, parse_code_request};
 pub use limits::{Limited, RATE_LIMITED_CODE, RateLimits};

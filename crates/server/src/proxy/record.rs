@@ -86,6 +86,7 @@ impl ActivitySettings {
             identity: context.identity.clone(),
             // The journal names its replica (`cluster.replica`) on every record it writes.
             replica: None,
+            approval: None,
         }
     }
 }

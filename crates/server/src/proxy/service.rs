@@ -187,6 +187,8 @@ pub struct Proxy {
     pub(super) limits: Arc<super::RateLimits>,
     /// The launches analyses showed lately (see `review`).
     pub(super) shown_launches: super::review::ShownLaunches,
+    /// The calls waiting for a person (see `approvals`).
+    pub(super) approvals: Arc<super::Approvals>,
 }
 
 impl Proxy {
@@ -223,6 +225,7 @@ impl Proxy {
             scopes: Arc::default(),
             limits: Arc::default(),
             shown_launches: Default::default(),
+            approvals: Arc::default(),
         }
     }
 
@@ -373,6 +376,17 @@ impl Proxy {
                 CallOutcome::DryRun(evaluation)
             }
             Judged::Allowed(upstream, evaluation) => {
+                let mut draft = draft;
+                match self.ask_person(&evaluation, &draft, &context).await {
+                    Ok(approval) => draft.approval = approval,
+                    Err((approval, message)) => {
+                        let mut record = draft.judged(&evaluation, Status::Blocked, started);
+                        record.error_message = Some(message.clone());
+                        record.approval = Some(approval);
+                        self.append(record).await;
+                        return CallOutcome::Refused(message);
+                    }
+                }
                 self.call_allowed(upstream, evaluation, draft, &context, started)
                     .await
             }

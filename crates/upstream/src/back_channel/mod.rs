@@ -33,7 +33,7 @@ mod sessions;
 #[cfg(test)]
 mod test_support;
 
-pub use asking::{ForwardedRequest, RelayGuard, RequestObserver, ask_client};
+pub use asking::{AskError, ForwardedRequest, RelayGuard, RequestObserver, ask_client};
 pub use calls::CallOrigin;
 pub use channel::BackChannel;
 pub use listeners::ListenerGuard;

@@ -1,0 +1,298 @@
+//! A person approves the exact call (`approvals`): a destructive call waits until the person
+//! at the client (the official Python SDK's elicitation callback) or someone with
+//! `mcpproxy approvals` answers, and nothing reaches the upstream before; an answer covers
+//! one call, a call no one answers in time is refused, and each record says how it was
+//! decided.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::TestCommand;
+use crate::support::mcp::{
+    Proxy, call, call_log_lines, config_with, connect, is_error, stdio_fixture, text,
+};
+
+/// The fixture `fx` with destructive calls waiting for a person, for `timeout_secs`.
+fn config(log: &Path, timeout_secs: u64) -> Value {
+    let mut config = config_with(vec![stdio_fixture("fx", log)]);
+    config["approvals"] = json!({"ask": ["destructive"], "timeout_secs": timeout_secs});
+    config
+}
+
+/// The `delete_note` calls the fixture ran, by their `id` argument.
+fn deleted(log: &Path) -> Vec<String> {
+    call_log_lines(log)
+        .iter()
+        .filter(|l| l["tool"] == "delete_note")
+        .filter_map(|l| l["arguments"]["id"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The journal's record of the `delete_note` call with argument `id`.
+async fn record_of(proxy: &Proxy, id: &str) -> Value {
+    crate::support::poll::until_value("the call's record", Duration::from_secs(30), || async {
+        let page = proxy
+            .get_json("/api/v1/activity?tool=delete_note&limit=100")
+            .await;
+        page["data"]["records"]
+            .as_array()
+            .and_then(|all| {
+                all.iter()
+                    .find(|r| r["arguments"]["id"] == id && r["status"] != "pending")
+                    .cloned()
+            })
+            .ok_or_else(|| format!("no final record of {id}: {page}"))
+    })
+    .await
+}
+
+/// `mcpproxy approvals ARGS` on the proxy's config.
+fn approvals(proxy: &Proxy, args: &[&str]) -> crate::support::CmdOutput {
+    let config = proxy.data_dir.path().join("mcp_config.json");
+    TestCommand::new(proxy.data_dir.path())
+        .args(["approvals"])
+        .args(args)
+        .args(["--config"])
+        .arg_path(&config)
+        .output()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_person_at_the_client_approves_one_destructive_call_and_denies_another() {
+    let Some(python) = crate::support::test_python() else {
+        return;
+    };
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let proxy = Proxy::builder(&config(log.path(), 60)).start();
+    let calls = json!([
+        ["call_tool_read", {"name": "fx:get_status"}],
+        ["call_tool_destructive", {"name": "fx:delete_note", "args": {"id": "keep-APPROVE"}}],
+        ["call_tool_destructive", {"name": "fx:delete_note", "args": {"id": "other"}}],
+    ]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/approving_client.py");
+    let out = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new(&python)
+            .arg(script)
+            .args([proxy.url.as_str(), "APPROVE", &calls.to_string()])
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the Python client finished within 120 s")
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+
+    // The read was not asked about; each destructive call was, with what it will send.
+    let questions = seen["questions"].as_array().unwrap();
+    assert_eq!(questions.len(), 2, "{seen}");
+    let first = questions[0]["message"].as_str().unwrap();
+    for needle in [
+        "destructive",
+        "fx",
+        "delete_note",
+        "keep-APPROVE",
+        "destructiveHint",
+    ] {
+        assert!(first.contains(needle), "{needle:?} in {first}");
+    }
+    let results = seen["results"].as_array().unwrap();
+    assert_eq!(results[0]["is_error"], false, "{seen}");
+    assert_eq!(results[1]["is_error"], false, "{seen}");
+    assert_eq!(results[2]["is_error"], true, "{seen}");
+    assert_eq!(
+        results[2]["text"],
+        "The call to 'fx:delete_note' was denied by the user"
+    );
+    // Only the approved call reached the upstream.
+    assert_eq!(deleted(log.path()), vec!["keep-APPROVE".to_owned()]);
+
+    let approved = record_of(&proxy, "keep-APPROVE").await;
+    assert_eq!(approved["status"], "success", "{approved}");
+    assert_eq!(approved["approval"]["asked_via"], "client");
+    assert_eq!(approved["approval"]["decided_by"], "client");
+    assert_eq!(approved["approval"]["decision"], "approved");
+    assert_eq!(approved["approval"]["reason"], "looks right");
+    assert_eq!(
+        approved["approval"]["arguments_hash"]
+            .as_str()
+            .map(str::len),
+        Some(64)
+    );
+    let denied = record_of(&proxy, "other").await;
+    assert_eq!(denied["status"], "blocked", "{denied}");
+    assert_eq!(denied["approval"]["decision"], "denied");
+    assert_ne!(
+        denied["approval"]["arguments_hash"], approved["approval"]["arguments_hash"],
+        "each answer covers its own arguments"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_elicitation_a_call_waits_for_mcpproxy_approvals_and_an_answer_covers_one_call() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let proxy = Proxy::builder(&config(log.path(), 4)).start();
+    let delete = |id: &'static str| {
+        let url = proxy.url.clone();
+        tokio::spawn(async move {
+            let client = connect(&url).await;
+            let result = call(
+                &client,
+                "call_tool_destructive",
+                json!({"name": "fx:delete_note", "args": {"id": id}}),
+            )
+            .await
+            .expect("a tool result");
+            client.cancel().await.ok();
+            result
+        })
+    };
+    let pending = |want: usize| {
+        let proxy = &proxy;
+        async move {
+            crate::support::poll::until_value(
+                "the calls wait for approval",
+                Duration::from_secs(30),
+                || async {
+                    let out = approvals(proxy, &["list", "-o", "json"]);
+                    out.assert_code(0);
+                    let all: Vec<Value> = serde_json::from_str(&out.stdout()).unwrap();
+                    if all.len() == want {
+                        Ok(all)
+                    } else {
+                        Err(format!("{} waiting", all.len()))
+                    }
+                },
+            )
+            .await
+        }
+    };
+    let a = delete("a");
+    let waiting = pending(1).await;
+    let b = delete("b");
+    let waiting_both = pending(2).await;
+    let id_of = |arg: &str| {
+        waiting_both
+            .iter()
+            .find(|p| p["arguments"]["id"] == arg)
+            .and_then(|p| p["id"].as_str())
+            .unwrap()
+            .to_owned()
+    };
+    let (id_a, id_b) = (id_of("a"), id_of("b"));
+    let metrics = || async {
+        reqwest::Client::new()
+            .get(format!("{}/metrics", proxy.base()))
+            .header("X-API-Key", proxy.api_key())
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    };
+    let text_metrics = metrics().await;
+    assert!(
+        text_metrics.contains("mcpproxy_approvals_pending 2"),
+        "{text_metrics}"
+    );
+    assert_eq!(waiting[0]["id"], id_a.as_str());
+    assert_eq!(waiting[0]["class"], "destructive");
+    assert_eq!(waiting[0]["variant"], "call_tool_destructive");
+    assert!(
+        deleted(log.path()).is_empty(),
+        "nothing reaches the upstream before an answer"
+    );
+    let text_list = approvals(&proxy, &["list"]);
+    assert!(
+        text_list.stdout().contains("fx:delete_note"),
+        "{}",
+        text_list.stdout()
+    );
+
+    // Approving A sends A, and only A.
+    let out = approvals(&proxy, &["approve", &id_a, "--reason", "ticket 42"]);
+    out.assert_code(0);
+    let result_a = a.await.unwrap();
+    assert!(!is_error(&result_a), "{}", text(&result_a));
+    assert_eq!(deleted(log.path()), vec!["a".to_owned()]);
+    assert_eq!(pending(1).await[0]["id"], id_b.as_str(), "B still waits");
+    // The answer is spent: it cannot release anything again.
+    let again = approvals(&proxy, &["approve", &id_a]);
+    assert_ne!(again.code(), Some(0));
+    assert!(
+        again.stderr().contains("no call waits for approval"),
+        "{}",
+        again.stderr()
+    );
+
+    // B is denied through REST.
+    let denied = reqwest::Client::new()
+        .post(format!("{}/api/v1/approvals/{id_b}/deny", proxy.base()))
+        .header("X-API-Key", proxy.api_key())
+        .json(&json!({"reason": "not today"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(denied.status().is_success());
+    let result_b = b.await.unwrap();
+    assert!(is_error(&result_b));
+    assert!(
+        text(&result_b).contains("was denied by a person (rest)"),
+        "{}",
+        text(&result_b)
+    );
+
+    // C waits until the timeout, then is refused.
+    let result_c = delete("c").await.unwrap();
+    assert!(is_error(&result_c));
+    assert_eq!(
+        text(&result_c),
+        "The call to 'fx:delete_note' was not approved within 4 s (approvals.timeout_secs); it was not sent"
+    );
+    assert_eq!(deleted(log.path()), vec!["a".to_owned()]);
+
+    let text_metrics = metrics().await;
+    for line in [
+        "mcpproxy_approvals_pending 0",
+        r#"mcpproxy_approvals_total{decision="approved",asked_via="page"} 1"#,
+        r#"mcpproxy_approvals_total{decision="denied",asked_via="page"} 1"#,
+        r#"mcpproxy_approvals_total{decision="timed_out",asked_via="page"} 1"#,
+    ] {
+        assert!(text_metrics.contains(line), "{line} in {text_metrics}");
+    }
+
+    let a = record_of(&proxy, "a").await;
+    assert_eq!(
+        (
+            &a["status"],
+            &a["approval"]["asked_via"],
+            &a["approval"]["decided_by"],
+            &a["approval"]["reason"]
+        ),
+        (
+            &json!("success"),
+            &json!("page"),
+            &json!("cli"),
+            &json!("ticket 42")
+        )
+    );
+    let b = record_of(&proxy, "b").await;
+    assert_eq!(
+        (&b["status"], &b["approval"]["decision"]),
+        (&json!("blocked"), &json!("denied"))
+    );
+    let c = record_of(&proxy, "c").await;
+    assert_eq!(
+        (&c["status"], &c["approval"]["decision"]),
+        (&json!("blocked"), &json!("timed_out"))
+    );
+    assert!(c["approval"].get("decided_by").is_none());
+}
