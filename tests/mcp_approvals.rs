@@ -296,3 +296,69 @@ async fn without_elicitation_a_call_waits_for_mcpproxy_approvals_and_an_answer_c
     );
     assert!(c["approval"].get("decided_by").is_none());
 }
+
+/// `mcpproxy call tool-destructive --yes`: approved in advance, through the running server
+/// and in a proxy of its own (no server owns the data dir); without `--yes` and without a
+/// terminal it says how to answer, and the call times out unanswered.
+#[tokio::test(flavor = "multi_thread")]
+async fn mcpproxy_call_answers_its_own_approval_with_yes() {
+    let cli_call = |dir: &Path, id: &str, yes: bool| {
+        let config = dir.join("mcp_config.json");
+        let mut args = vec![
+            "call".to_owned(),
+            "tool-destructive".to_owned(),
+            "fx:delete_note".to_owned(),
+            "-j".to_owned(),
+            json!({ "id": id }).to_string(),
+        ];
+        if yes {
+            args.push("--yes".to_owned());
+        }
+        TestCommand::new(dir)
+            .args(args)
+            .args(["--config"])
+            .arg_path(&config)
+            .output()
+    };
+
+    // Through the running server.
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let proxy = Proxy::builder(&config(log.path(), 3)).start();
+    let dir = proxy.data_dir.path().to_owned();
+    let out = tokio::task::spawn_blocking(move || cli_call(&dir, "served", true))
+        .await
+        .unwrap();
+    out.assert_code(0);
+    let record = record_of(&proxy, "served").await;
+    assert_eq!(
+        (&record["status"], &record["approval"]["decided_by"]),
+        (&json!("success"), &json!("--yes"))
+    );
+    // Not a terminal, no --yes: it says how to answer, and no one does.
+    let dir = proxy.data_dir.path().to_owned();
+    let out = tokio::task::spawn_blocking(move || cli_call(&dir, "unanswered", false))
+        .await
+        .unwrap();
+    assert_ne!(out.code(), Some(0));
+    assert!(
+        out.stderr()
+            .contains("the call waits for a person's approval")
+            && out.stderr().contains("mcpproxy approvals approve"),
+        "{}",
+        out.stderr()
+    );
+    assert_eq!(deleted(log.path()), vec!["served".to_owned()]);
+    drop(proxy);
+
+    // In a proxy of its own.
+    let dir = tempfile::tempdir().unwrap();
+    let log = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        dir.path().join("mcp_config.json"),
+        config(log.path(), 3).to_string(),
+    )
+    .unwrap();
+    let out = cli_call(dir.path(), "alone", true);
+    out.assert_code(0);
+    assert_eq!(deleted(log.path()), vec!["alone".to_owned()]);
+}

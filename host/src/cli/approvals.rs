@@ -137,7 +137,7 @@ fn print_pending(pending: &[PendingApproval]) {
 }
 
 /// An id as one URL path segment.
-fn percent_encode(text: &str) -> String {
+pub(super) fn percent_encode(text: &str) -> String {
     text.bytes()
         .map(|b| {
             if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {

@@ -14,10 +14,13 @@ use mcpproxy_activity::Source;
 use mcpproxy_config as config;
 use mcpproxy_policy::{OperationType, is_data_sensitivity};
 use mcpproxy_server::mcp::LEGACY_CALL_TOOL_MESSAGE;
-use mcpproxy_server::proxy::{CallContext, CallReport, Ending, parse_call, split_name};
+use mcpproxy_server::proxy::{
+    Answer, Approvals, CallContext, CallReport, Ending, PendingApproval, parse_call, split_name,
+};
 use mcpproxy_server::runtime::Runtime;
 use mcpproxy_support::quote;
 
+use super::call_approval;
 use super::output::{
     Format, Tone, Wording, cli_wording, paint_err, print_data, quote_lines, quote_message,
     verdict_line,
@@ -81,6 +84,11 @@ pub(super) struct CallArgs {
     /// Show the verdict without calling the upstream (nothing changes; it is recorded).
     #[arg(long)]
     dry_run: bool,
+    /// Approve the call in advance if a rule of `approvals` makes it wait for a person
+    /// (recorded as `--yes`); without it a terminal is asked, else the call waits for
+    /// `mcpproxy approvals approve`.
+    #[arg(short = 'y', long)]
+    yes: bool,
     /// Output: `table` (readable), or the tool's result as `json` (indented) or `jsonl`
     /// (one line); a call that did not reach the tool prints its report instead.
     #[arg(short, long, value_enum, default_value_t)]
@@ -181,16 +189,28 @@ impl CallArgs {
         let config = loaded.config;
         let data_dir = globals.data_dir(config.data_dir.as_deref());
         let timeout = self.timeout.map(Duration::from_secs_f64);
+        let request_id = call_approval::request_id();
+        let answerer = call_approval::Answerer::of(self.yes);
         let report: CallReport = if let Some(remote) = Remote::find(&config, &data_dir).await? {
             let mut body = Value::Object(request);
             body["variant"] = json!(variant.as_str());
             body["dry_run"] = json!(self.dry_run);
             body["source"] = json!("cli");
+            body["request_id"] = json!(request_id);
             if let Some(t) = timeout {
                 body["timeout_ms"] = json!(t.as_millis().max(1) as u64);
             }
-            let wait = timeout.unwrap_or(config.tool_call_timeout) + Duration::from_secs(30);
-            let data = remote.post("/tools/call", &body, wait).await?;
+            // The call may wait for a person first, up to approvals.timeout_secs.
+            let wait = timeout.unwrap_or(config.tool_call_timeout)
+                + config.approvals.timeout
+                + Duration::from_secs(30);
+            let data = call_approval::answering(
+                remote.post("/tools/call", &body, wait),
+                &RemoteApprovals(&remote),
+                &request_id,
+                answerer,
+            )
+            .await?;
             serde_json::from_value(data).context("the server's answer is not a call report")?
         } else {
             let input = parse_call(variant, &request).map_err(|e| anyhow!(e))?;
@@ -205,12 +225,74 @@ impl CallArgs {
             let mut context = CallContext::new(Source::Cli);
             context.dry_run = self.dry_run;
             context.timeout = timeout;
-            let report = runtime.proxy.call_reported(input, context).await;
+            context.request_id = Some(request_id.clone());
+            let report = call_approval::answering(
+                runtime.proxy.call_reported(input, context),
+                &LocalApprovals(runtime.proxy.approvals()),
+                &request_id,
+                answerer,
+            )
+            .await;
             runtime.proxy.upstreams().shutdown().await;
             runtime.proxy.journal().flush().await?;
             report
         };
         Ok(print_report(&report, self.output))
+    }
+}
+
+/// The approvals of the running server, through its REST API.
+struct RemoteApprovals<'a>(&'a Remote);
+
+impl call_approval::Approvals for RemoteApprovals<'_> {
+    fn pending(&self) -> call_approval::Boxed<'_, Result<Vec<PendingApproval>>> {
+        Box::pin(async move {
+            let data = self.0.get("/approvals", &[]).await?;
+            Ok(serde_json::from_value(data)?)
+        })
+    }
+
+    fn answer<'a>(
+        &'a self,
+        id: &'a str,
+        approve: bool,
+        by: &'a str,
+    ) -> call_approval::Boxed<'a, Result<()>> {
+        Box::pin(async move {
+            let verb = if approve { "approve" } else { "deny" };
+            let path = format!("/approvals/{}/{verb}", super::approvals::percent_encode(id));
+            self.0
+                .post(&path, &json!({"by": by}), Duration::from_secs(30))
+                .await
+                .map(|_| ())
+        })
+    }
+}
+
+/// The approvals of the proxy this command runs itself (no server owns the data dir).
+struct LocalApprovals<'a>(&'a Approvals);
+
+impl call_approval::Approvals for LocalApprovals<'_> {
+    fn pending(&self) -> call_approval::Boxed<'_, Result<Vec<PendingApproval>>> {
+        let pending = self.0.pending();
+        Box::pin(async move { Ok(pending) })
+    }
+
+    fn answer<'a>(
+        &'a self,
+        id: &'a str,
+        approve: bool,
+        by: &'a str,
+    ) -> call_approval::Boxed<'a, Result<()>> {
+        let answered = self.0.answer(
+            id,
+            Answer {
+                approve,
+                by: by.to_owned(),
+                reason: None,
+            },
+        );
+        Box::pin(async move { Ok(answered?) })
     }
 }
 

@@ -6,6 +6,7 @@ mod api_key;
 mod app;
 mod approvals;
 mod call;
+mod call_approval;
 mod client;
 mod cluster;
 mod code;

@@ -17,7 +17,7 @@ use mcpproxy_policy::OperationType;
 use super::{ApiError, ApiState, ok};
 
 /// Keys of the call body besides those of the MCP call variants.
-const CONTROL_KEYS: &[&str] = &["variant", "dry_run", "timeout_ms", "source"];
+const CONTROL_KEYS: &[&str] = &["variant", "dry_run", "timeout_ms", "source", "request_id"];
 
 pub(super) async fn call(
     State(state): State<ApiState>,
@@ -80,9 +80,23 @@ pub(super) async fn call(
             )));
         }
     };
+    let request_id = match control.get("request_id") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id))
+            if !id.is_empty() && id.len() <= 64 && !id.chars().any(char::is_control) =>
+        {
+            Some(id.clone())
+        }
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "request_id must be a string of 1 to 64 characters, no control characters",
+            ));
+        }
+    };
     let mut context = CallContext::new(source);
     context.dry_run = dry_run;
     context.timeout = timeout;
+    context.request_id = request_id;
     let input = match parse_call(variant, &body) {
         Ok(input) => input,
         Err(message) => {

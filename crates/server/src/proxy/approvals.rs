@@ -49,6 +49,8 @@ pub struct PendingApproval {
     pub annotations: Option<serde_json::Value>,
     pub annotation_source: String,
     pub session_id: Option<String>,
+    /// The caller's request id (`mcpproxy call` gives each call one, to answer its own).
+    pub request_id: Option<String>,
     /// The logged-in caller's subject, in team mode.
     pub caller: Option<String>,
     pub client: Option<String>,
@@ -210,6 +212,7 @@ impl Proxy {
                     .and_then(|a| serde_json::to_value(a).ok()),
                 annotation_source: evaluation.judgement().annotation_source.label().to_owned(),
                 session_id: context.session_id.clone(),
+                request_id: context.request_id.clone(),
                 caller: context.identity.as_ref().map(|i| i.subject.clone()),
                 client: context.client.as_ref().map(|c| c.name.clone()),
                 asked_at: format_timestamp(now_ms()),
