@@ -362,3 +362,74 @@ async fn mcpproxy_call_answers_its_own_approval_with_yes() {
     out.assert_code(0);
     assert_eq!(deleted(log.path()), vec!["alone".to_owned()]);
 }
+
+/// The page shows a waiting call with a badge, and its Approve and Deny buttons answer it
+/// (headless Chromium).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_page_shows_waiting_calls_and_its_buttons_answer_them() {
+    if !crate::web_e2e::browser_installed() {
+        return;
+    }
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let proxy = Proxy::builder(&config(log.path(), 60)).start();
+    let delete = |id: &'static str| {
+        let url = proxy.url.clone();
+        tokio::spawn(async move {
+            let client = connect(&url).await;
+            let result = call(
+                &client,
+                "call_tool_destructive",
+                json!({"name": "fx:delete_note", "args": {"id": id}}),
+            )
+            .await
+            .expect("a tool result");
+            client.cancel().await.ok();
+            result
+        })
+    };
+    let approved = delete("page-yes");
+    let denied = delete("page-no");
+    let profile = tempfile::tempdir().unwrap();
+    let driver = crate::web_e2e::Driver::start(profile.path()).await;
+    let url = format!("{}/#key={}", proxy.base(), proxy.api_key());
+    driver.post("/url", json!({ "url": url })).await;
+    let rows = "return [...document.querySelectorAll('#approvals-table tbody tr')].map(r => r.textContent)";
+    driver
+        .wait_for(rows, |rows| rows.as_array().is_some_and(|r| r.len() == 2))
+        .await;
+    let badge = driver
+        .wait_for(
+            "const b = document.getElementById('approvals-badge'); return b.hidden ? '' : b.textContent",
+            |t| t.as_str().is_some_and(|t| t.starts_with('2')),
+        )
+        .await;
+    assert_eq!(badge, "2 waiting for approval");
+    let press = |id: &str, verb: &str| {
+        format!(
+            "const row = [...document.querySelectorAll('#approvals-table tbody tr')].find(r => \
+             r.textContent.includes('{id}')); row.querySelector('button[data-answer=\"{verb}\"]').click(); \
+             return true"
+        )
+    };
+    driver.script(&press("page-yes", "approve")).await;
+    let result = approved.await.unwrap();
+    assert!(!is_error(&result), "{}", text(&result));
+    driver
+        .wait_for(rows, |rows| rows.as_array().is_some_and(|r| r.len() == 1))
+        .await;
+    driver.script(&press("page-no", "deny")).await;
+    let result = denied.await.unwrap();
+    assert_eq!(
+        text(&result),
+        "The call to 'fx:delete_note' was denied by a person (page)"
+    );
+    driver
+        .wait_for(
+            "return document.getElementById('approvals').hidden",
+            |hidden| *hidden == json!(true),
+        )
+        .await;
+    assert_eq!(deleted(log.path()), vec!["page-yes".to_owned()]);
+    let record = record_of(&proxy, "page-yes").await;
+    assert_eq!(record["approval"]["decided_by"], "page");
+}

@@ -611,6 +611,56 @@ function showJournal(journal) {
   banner.hidden = false;
 }
 
+// The calls a rule of `approvals` makes wait for a person: a row each with Approve and
+// Deny, and a badge in the header with their number.
+async function loadApprovals() {
+  const pending = await api("/approvals");
+  const body = $("approvals-table").querySelector("tbody");
+  body.replaceChildren();
+  for (const call of pending) {
+    const row = el("tr");
+    row.dataset.approval = call.id;
+    const caller = call.caller || call.client || "unnamed";
+    row.append(
+      el("td", localTime(call.asked_at)),
+      el("td", call.server + ":" + call.tool),
+      el("td", call.class + " (" + call.variant + ")"),
+      el("td", JSON.stringify(call.arguments), "mono"),
+      el("td", caller),
+      el("td", localTime(call.expires_at)),
+    );
+    const cell = el("td");
+    for (const [label, verb] of [["Approve", "approve"], ["Deny", "deny"]]) {
+      const button = el("button", label);
+      button.type = "button";
+      button.dataset.answer = verb;
+      button.addEventListener("click", () => answerApproval(call, verb, cell));
+      cell.append(button);
+    }
+    row.append(cell);
+    body.append(row);
+  }
+  $("approvals").hidden = pending.length === 0;
+  const badge = $("approvals-badge");
+  badge.hidden = pending.length === 0;
+  badge.textContent = pending.length + " waiting for approval";
+}
+
+async function answerApproval(call, verb, cell) {
+  for (const button of cell.querySelectorAll("button")) button.disabled = true;
+  try {
+    await api("/approvals/" + encodeURIComponent(call.id) + "/" + verb, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ by: "page" }),
+    });
+    $("approvals-result").textContent = (verb === "approve" ? "Approved " : "Denied ") + call.server + ":" + call.tool;
+  } catch (error) {
+    $("approvals-result").textContent = error.message;
+  }
+  await loadApprovals().catch(() => {});
+}
+
 async function loadStatus() {
   const status = await api("/status");
   $("version").textContent = "version " + status.version;
@@ -639,7 +689,8 @@ async function connect(key) {
   $("forget").hidden = false;
   $("connection").textContent = "connected";
   const report = (e) => { $("connection").textContent = e.message; };
-  await Promise.all([loadFeed(first).catch(report), loadChartData().catch(report), loadUpstreams().catch(report)]);
+  await Promise.all([loadFeed(first).catch(report), loadChartData().catch(report), loadUpstreams().catch(report), loadApprovals().catch(report)]);
+  setInterval(() => loadApprovals().catch(() => {}), 2000);
   setInterval(() => loadUpstreams().catch(() => {}), 5000);
   setInterval(() => loadStatus().catch(() => {}), 5000);
   setInterval(drawChart, 30000);
