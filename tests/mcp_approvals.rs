@@ -433,3 +433,57 @@ async fn the_page_shows_waiting_calls_and_its_buttons_answer_them() {
     let record = record_of(&proxy, "page-yes").await;
     assert_eq!(record["approval"]["decided_by"], "page");
 }
+
+/// The official Python SDK client without elicitation: its destructive call waits, told so
+/// by progress notifications, while `mcpproxy approvals approve` runs in another process.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_python_client_without_elicitation_waits_for_mcpproxy_approvals_in_another_process() {
+    let Some(python) = crate::support::test_python() else {
+        return;
+    };
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let proxy = Proxy::builder(&config(log.path(), 60)).start();
+    let calls =
+        json!([["call_tool_destructive", {"name": "fx:delete_note", "args": {"id": "py-wait"}}]]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/approving_client.py");
+    let client = tokio::process::Command::new(&python)
+        .arg(script)
+        .args([proxy.url.as_str(), "-", &calls.to_string()])
+        .kill_on_drop(true)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let id = crate::support::poll::until_value(
+        "the Python client's call waits for approval",
+        Duration::from_secs(60),
+        || async {
+            let out = approvals(&proxy, &["list", "-o", "json"]);
+            let all: Vec<Value> = serde_json::from_str(&out.stdout()).unwrap_or_default();
+            all.first()
+                .and_then(|p| p["id"].as_str().map(str::to_owned))
+                .ok_or_else(|| "none waits".to_owned())
+        },
+    )
+    .await;
+    assert!(deleted(log.path()).is_empty());
+    approvals(&proxy, &["approve", &id]).assert_code(0);
+    let out = tokio::time::timeout(Duration::from_secs(60), client.wait_with_output())
+        .await
+        .expect("the Python client finished")
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(seen["results"][0]["is_error"], false, "{seen}");
+    assert_eq!(seen["questions"], json!([]), "no elicitation was declared");
+    let told = seen["progress"][0]["message"].as_str().unwrap_or_default();
+    assert!(
+        told.contains("waiting for a person to approve") && told.contains(&id),
+        "{seen}"
+    );
+    assert_eq!(deleted(log.path()), vec!["py-wait".to_owned()]);
+}

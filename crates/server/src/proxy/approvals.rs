@@ -271,6 +271,7 @@ impl Proxy {
                 None => std::future::pending().await,
             }
         };
+        let progress = tell_progress(origin, &id, timeout);
         tokio::select! {
             answer = tokio::time::timeout(timeout, rx) => match answer {
                 Ok(Ok(answer)) if answer.approve => {
@@ -288,11 +289,48 @@ impl Proxy {
                     ),
                 ),
             },
+            never = progress => match never {},
             () = cancelled => Asked::Refused(
                 record.ended("page", None, "cancelled", None),
                 format!("The call to '{name}' was cancelled while it waited for approval"),
             ),
         }
+    }
+}
+
+/// How often a waiting call tells its client it still waits.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// While the call waits: a progress notification to its client at once and then every
+/// [`PROGRESS_EVERY`], when the client gave a progress token. It never ends: the wait
+/// ends it.
+async fn tell_progress(
+    origin: Option<&CallOrigin>,
+    id: &str,
+    timeout: Duration,
+) -> std::convert::Infallible {
+    let Some((peer, token)) = origin.and_then(|o| {
+        o.progress_token
+            .clone()
+            .map(|token| (o.peer.clone(), token))
+    }) else {
+        return std::future::pending().await;
+    };
+    let started = Instant::now();
+    let total = timeout.as_secs_f64();
+    loop {
+        let waited = started.elapsed().as_secs_f64().min(total);
+        let message = format!(
+            "waiting for a person to approve this call (approval {id}; `mcpproxy approvals \
+             approve {id}`)"
+        );
+        let note = rmcp::model::ProgressNotificationParam::new(token.clone(), waited)
+            .with_total(total)
+            .with_message(message);
+        if let Err(e) = peer.notify_progress(note).await {
+            tracing::debug!("cannot tell the client its call waits: {e}");
+        }
+        tokio::time::sleep(PROGRESS_EVERY).await;
     }
 }
 
