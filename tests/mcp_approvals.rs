@@ -487,3 +487,52 @@ async fn a_python_client_without_elicitation_waits_for_mcpproxy_approvals_in_ano
     );
     assert_eq!(deleted(log.path()), vec!["py-wait".to_owned()]);
 }
+
+/// A `code_execution` script's destructive call waits for approval like any other (the
+/// script waits), and its record, a child of the script's, says who approved it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_scripts_inner_call_waits_for_approval_like_any_other() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut config = config(log.path(), 60);
+    config["code_execution"] = json!({"enabled": true, "timeout_ms": 120_000});
+    let proxy = Proxy::builder(&config).start();
+    let data_dir = proxy.data_dir.path().to_owned();
+    let script = data_dir.join("delete.js");
+    std::fs::write(
+        &script,
+        "const done = call_tool('fx:delete_note', { id: 'from-script' });
+         return { ok: done.ok, error: done.error ?? null };",
+    )
+    .unwrap();
+    let config_path = data_dir.join("mcp_config.json");
+    let run = tokio::task::spawn_blocking(move || {
+        TestCommand::new(&data_dir)
+            .args(["code", "run"])
+            .arg_path(&script)
+            .args(["--intent", "destructive", "-o", "json", "--config"])
+            .arg_path(&config_path)
+            .output()
+    });
+    let id = crate::support::poll::until_value(
+        "the script's call waits for approval",
+        Duration::from_secs(60),
+        || async {
+            let out = approvals(&proxy, &["list", "-o", "json"]);
+            let all: Vec<Value> = serde_json::from_str(&out.stdout()).unwrap_or_default();
+            all.first()
+                .and_then(|p| p["id"].as_str().map(str::to_owned))
+                .ok_or_else(|| "none waits".to_owned())
+        },
+    )
+    .await;
+    approvals(&proxy, &["approve", &id, "--reason", "scripted cleanup"]).assert_code(0);
+    let out = run.await.unwrap();
+    out.assert_code(0);
+    let report: Value = serde_json::from_str(&out.stdout()).unwrap();
+    assert_eq!(report["result"]["ok"], true, "{report}");
+    assert_eq!(deleted(log.path()), vec!["from-script".to_owned()]);
+    let record = record_of(&proxy, "from-script").await;
+    assert!(record["parent_id"].is_string(), "{record}");
+    assert_eq!(record["approval"]["decided_by"], "cli");
+    assert_eq!(record["approval"]["reason"], "scripted cleanup");
+}
