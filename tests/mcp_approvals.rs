@@ -295,6 +295,34 @@ async fn without_elicitation_a_call_waits_for_mcpproxy_approvals_and_an_answer_c
         (&json!("blocked"), &json!("timed_out"))
     );
     assert!(c["approval"].get("decided_by").is_none());
+
+    // `activity list --approval` and `approval=` find them by how they ended.
+    let config = proxy.data_dir.path().join("mcp_config.json");
+    let listed = |decision: &str| {
+        let out = TestCommand::new(proxy.data_dir.path())
+            .args([
+                "activity",
+                "list",
+                "--approval",
+                decision,
+                "-o",
+                "json",
+                "--config",
+            ])
+            .arg_path(&config)
+            .output();
+        out.assert_code(0);
+        let records: Vec<Value> = serde_json::from_str(&out.stdout()).unwrap();
+        records
+            .iter()
+            .map(|r| r["arguments"]["id"].as_str().unwrap_or_default().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(listed("denied"), vec!["b"]);
+    assert_eq!(listed("any"), vec!["c", "b", "a"]);
+    let page = proxy.get_json("/api/v1/activity?approval=timed_out").await;
+    assert_eq!(page["data"]["records"][0]["arguments"]["id"], "c", "{page}");
+    assert_eq!(page["data"]["records"].as_array().map(Vec::len), Some(1));
 }
 
 /// `mcpproxy call tool-destructive --yes`: approved in advance, through the running server

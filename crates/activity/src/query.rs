@@ -45,6 +45,9 @@ pub struct Filter {
     pub end_ms: Option<u64>,
     /// The replica that wrote the record (exact; not indexed: checked on each candidate).
     pub replica: Option<String>,
+    /// How a person answered the call ([`Filter::APPROVALS`]: a decision, or `any` for every
+    /// call that waited for one); not indexed: checked on each candidate.
+    pub approval: Option<String>,
 }
 
 impl Filter {
@@ -54,6 +57,17 @@ impl Filter {
         Status::Success,
         Status::Error,
         Status::Blocked,
+    ];
+
+    /// The values an approval filter takes: `any` (the call waited for a person), or how it
+    /// ended.
+    pub const APPROVALS: [&'static str; 6] = [
+        "any",
+        "approved",
+        "denied",
+        "cancelled",
+        "timed_out",
+        "refused",
     ];
 
     /// Whether `rec` passes every filter, time range included (taken from its id).
@@ -83,6 +97,11 @@ impl Filter {
                 .replica
                 .as_deref()
                 .is_none_or(|r| rec.replica.as_deref() == Some(r))
+            && self.approval.as_deref().is_none_or(|want| {
+                rec.approval
+                    .as_ref()
+                    .is_some_and(|a| want == "any" || a.decision == want)
+            })
             && self.server.as_deref().is_none_or(|s| rec.server_name == s)
             && self.status.is_none_or(|s| s == rec.status)
             && self.record_type.is_none_or(|t| t == rec.record_type)
@@ -418,10 +437,12 @@ impl Journal {
                         probes.push((txn.open_table(INDEXES[i])?, want));
                     }
                 }
-                // Without a tool, session or replica filter the indexes answer every filter,
+                // Without a tool, session, replica or approval filter the indexes answer every filter,
                 // so rows skipped by the offset need not be read either.
-                let exact =
-                    filter.tool.is_none() && filter.session.is_none() && filter.replica.is_none();
+                let exact = filter.tool.is_none()
+                    && filter.session.is_none()
+                    && filter.replica.is_none()
+                    && filter.approval.is_none();
                 'walk: while let Some(key) = walk.next()? {
                     for (probe, want) in &probes {
                         if probe.get((want.as_str(), key))?.is_none() {
@@ -480,6 +501,12 @@ mod tests {
                 if i % 11 == 0 {
                     rec = with_intent(rec, "Destructive");
                 }
+                if i % 13 < 2 {
+                    rec.approval = Some(crate::ApprovalRecord {
+                        decision: if i % 13 == 0 { "approved" } else { "denied" }.into(),
+                        ..Default::default()
+                    });
+                }
                 if i % 7 == 0 {
                     rec.record_type = RecordType::PolicyDecision;
                 }
@@ -518,6 +545,11 @@ mod tests {
             && f.replica
                 .as_ref()
                 .is_none_or(|v| Some(v) == r.replica.as_ref())
+            && f.approval.as_ref().is_none_or(|v| {
+                r.approval
+                    .as_ref()
+                    .is_some_and(|a| v == "any" || *v == a.decision)
+            })
     }
 
     fn brute(all: &[ActivityRecord], f: &Filter, limit: usize, offset: usize) -> Page {
@@ -603,6 +635,14 @@ mod tests {
                 replica: s("r3"),
                 ..Filter::default()
             },
+            Filter {
+                approval: s("any"),
+                ..Filter::default()
+            },
+            Filter {
+                approval: s("denied"),
+                ..Filter::default()
+            },
         ];
         filters.extend(singles.iter().cloned());
         for a in &singles {
@@ -617,6 +657,7 @@ mod tests {
                     start_ms: a.start_ms.or(b.start_ms),
                     end_ms: a.end_ms.or(b.end_ms),
                     replica: a.replica.clone().or(b.replica.clone()),
+                    approval: a.approval.clone().or(b.approval.clone()),
                 });
             }
         }

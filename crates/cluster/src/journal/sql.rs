@@ -112,6 +112,19 @@ pub(super) fn conditions(filter: &Filter, before: Option<&str>) -> String {
         let field = format!("\"replica\":{}", serde_json::Value::from(replica.as_str()));
         all.push(format!("position(record, {}) > 0", literal(&field)));
     }
+    // Like the replica, the approval is inside the record's JSON: `"approval":` for any,
+    // its `"decision":"..."` for one (the verdict's decisions are other words).
+    if let Some(approval) = &filter.approval {
+        let field = if approval == "any" {
+            "\"approval\":".to_owned()
+        } else {
+            format!(
+                "\"decision\":{}",
+                serde_json::Value::from(approval.as_str())
+            )
+        };
+        all.push(format!("position(record, {}) > 0", literal(&field)));
+    }
     if all.is_empty() {
         "1".to_owned()
     } else {

@@ -40,6 +40,7 @@ const FILTER_PARAMS: &[&str] = &[
     "start_time",
     "end_time",
     "replica",
+    "approval",
 ];
 
 /// Parses the query of `GET /activity` into a filter and a page.
@@ -111,6 +112,16 @@ fn parse_query_of(
         start_ms: time("start_time")?,
         end_ms: time("end_time")?,
         replica: text("replica")?,
+        approval: match query.get("approval") {
+            None => None,
+            Some(v) if Filter::APPROVALS.contains(&v.as_str()) => Some(v.clone()),
+            Some(v) => {
+                return Err(ApiError::bad_request(format!(
+                    "approval '{v}' is not valid: use {}",
+                    Filter::APPROVALS.join(", ")
+                )));
+            }
+        },
     };
     if let (Some(start), Some(end)) = (filter.start_ms, filter.end_ms)
         && start > end

@@ -39,6 +39,9 @@ pub(super) struct FilterArgs {
     /// Only records written by this replica of a cluster (its `cluster.replica`).
     #[arg(long, value_name = "NAME")]
     replica: Option<String>,
+    /// Only calls that waited for a person's approval (`any`), or those it ended so for.
+    #[arg(long, value_name = "DECISION", value_parser = PossibleValuesParser::new(Filter::APPROVALS))]
+    approval: Option<String>,
 }
 
 /// A value parser for one of `values`, each written as `name` gives it: the same help and
@@ -75,6 +78,7 @@ impl FilterArgs {
             start_ms: time("since", &self.since)?,
             end_ms: time("until", &self.until)?,
             replica: self.replica.clone(),
+            approval: self.approval.clone(),
         };
         if let (Some(start), Some(end)) = (filter.start_ms, filter.end_ms)
             && start > end
@@ -96,6 +100,7 @@ impl FilterArgs {
             ("type", filter.record_type.map(RecordType::as_str)),
             ("session", filter.session.as_deref()),
             ("replica", filter.replica.as_deref()),
+            ("approval", filter.approval.as_deref()),
         ] {
             if let Some(v) = value {
                 query.push((key, v.to_owned()));

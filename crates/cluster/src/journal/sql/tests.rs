@@ -109,6 +109,7 @@ fn every_filter_becomes_its_condition() {
         start_ms: Some(1_790_000_000_123),
         end_ms: Some(1_790_000_100_999),
         replica: Some("r-1".into()),
+        approval: Some("denied".into()),
     };
     let sql = conditions(&filter, None);
     let want = [
@@ -124,6 +125,7 @@ fn every_filter_becomes_its_condition() {
         "type = 'tool_call'",
         r"session_id = 's\x0A1'",
         r#"position(record, '"replica":"r-1"') > 0"#,
+        r#"position(record, '"decision":"denied"') > 0"#,
     ];
     assert_eq!(sql, want.join(" AND "));
 }
