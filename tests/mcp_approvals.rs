@@ -30,6 +30,27 @@ fn deleted(log: &Path) -> Vec<String> {
         .collect()
 }
 
+/// `call_tool_destructive fx:delete_note {"id": id}` through MCP, on a task of its own (it
+/// may wait for a person); its result.
+fn spawn_delete(
+    proxy: &Proxy,
+    id: &'static str,
+) -> tokio::task::JoinHandle<rmcp::model::CallToolResult> {
+    let url = proxy.url.clone();
+    tokio::spawn(async move {
+        let client = connect(&url).await;
+        let result = call(
+            &client,
+            "call_tool_destructive",
+            json!({"name": "fx:delete_note", "args": {"id": id}}),
+        )
+        .await
+        .expect("a tool result");
+        client.cancel().await.ok();
+        result
+    })
+}
+
 /// The journal's record of the `delete_note` call with argument `id`.
 async fn record_of(proxy: &Proxy, id: &str) -> Value {
     crate::support::poll::until_value("the call's record", Duration::from_secs(30), || async {
@@ -139,21 +160,7 @@ async fn the_person_at_the_client_approves_one_destructive_call_and_denies_anoth
 async fn without_elicitation_a_call_waits_for_mcpproxy_approvals_and_an_answer_covers_one_call() {
     let log = tempfile::NamedTempFile::new().unwrap();
     let proxy = Proxy::builder(&config(log.path(), 4)).start();
-    let delete = |id: &'static str| {
-        let url = proxy.url.clone();
-        tokio::spawn(async move {
-            let client = connect(&url).await;
-            let result = call(
-                &client,
-                "call_tool_destructive",
-                json!({"name": "fx:delete_note", "args": {"id": id}}),
-            )
-            .await
-            .expect("a tool result");
-            client.cancel().await.ok();
-            result
-        })
-    };
+    let delete = |id: &'static str| spawn_delete(&proxy, id);
     let pending = |want: usize| {
         let proxy = &proxy;
         async move {
@@ -187,17 +194,7 @@ async fn without_elicitation_a_call_waits_for_mcpproxy_approvals_and_an_answer_c
             .to_owned()
     };
     let (id_a, id_b) = (id_of("a"), id_of("b"));
-    let metrics = || async {
-        reqwest::Client::new()
-            .get(format!("{}/metrics", proxy.base()))
-            .header("X-API-Key", proxy.api_key())
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
-    };
+    let metrics = || proxy.get_text("/metrics");
     let text_metrics = metrics().await;
     assert!(
         text_metrics.contains("mcpproxy_approvals_pending 2"),
@@ -400,21 +397,7 @@ async fn the_page_shows_waiting_calls_and_its_buttons_answer_them() {
     }
     let log = tempfile::NamedTempFile::new().unwrap();
     let proxy = Proxy::builder(&config(log.path(), 60)).start();
-    let delete = |id: &'static str| {
-        let url = proxy.url.clone();
-        tokio::spawn(async move {
-            let client = connect(&url).await;
-            let result = call(
-                &client,
-                "call_tool_destructive",
-                json!({"name": "fx:delete_note", "args": {"id": id}}),
-            )
-            .await
-            .expect("a tool result");
-            client.cancel().await.ok();
-            result
-        })
-    };
+    let delete = |id: &'static str| spawn_delete(&proxy, id);
     let approved = delete("page-yes");
     let denied = delete("page-no");
     let profile = tempfile::tempdir().unwrap();

@@ -22,4 +22,4 @@ pub use private_fs::{
     prepare_private_file, restrict, write_private_atomically,
 };
 pub use sync::{lock, read as read_lock, write as write_lock};
-pub use text::{is_unprintable, quote};
+pub use text::{cut_to, is_unprintable, quote};

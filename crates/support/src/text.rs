@@ -39,3 +39,28 @@ fn is_invisible(c: char) -> bool {
         | '\u{FEFF}'
         | '\u{E0000}'..='\u{E007F}')
 }
+
+/// `text` cut to at most `max` bytes on a character boundary, `…` marking a cut.
+pub fn cut_to(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+#[cfg(test)]
+mod cut_tests {
+    use super::cut_to;
+
+    #[test]
+    fn cuts_on_a_character_boundary() {
+        assert_eq!(cut_to("short", 10), "short");
+        assert_eq!(cut_to("abcdef", 3), "abc…");
+        // 'é' is two bytes: a cut inside it backs off to before it.
+        assert_eq!(cut_to("aé", 2), "a…");
+    }
+}

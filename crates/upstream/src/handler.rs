@@ -245,7 +245,7 @@ impl ClientHandler for UpstreamClient {
         relayed.progress_token = token;
         relayed.message = relayed
             .message
-            .map(|m| cap_text(&m, MAX_RELAYED_TEXT_BYTES));
+            .map(|m| mcpproxy_support::cut_to(&m, MAX_RELAYED_TEXT_BYTES));
         self.back_channel.relay_progress(&origin, relayed, relaying);
     }
 
@@ -265,7 +265,7 @@ impl ClientHandler for UpstreamClient {
         let mut relayed = params;
         // Tagged with the server, so a client can tell whose message it is.
         relayed.logger = Some(match &relayed.logger {
-            Some(logger) => format!("{}:{}", self.server, cap_text(logger, 256)),
+            Some(logger) => format!("{}:{}", self.server, mcpproxy_support::cut_to(logger, 256)),
             None => self.server.clone(),
         });
         if serde_json::to_vec(&relayed.data).map_or(0, |b| b.len()) > MAX_RELAYED_TEXT_BYTES {
@@ -312,15 +312,3 @@ impl ClientHandler for UpstreamClient {
 
 /// The most bytes of upstream text (a progress message, a log message) relayed to clients.
 const MAX_RELAYED_TEXT_BYTES: usize = 16 << 10;
-
-/// `text` cut to at most `max` bytes on a character boundary.
-fn cap_text(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
-}

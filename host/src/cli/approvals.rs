@@ -93,19 +93,32 @@ async fn server(config_path: Option<&std::path::Path>, globals: &Globals) -> Res
 
 async fn answer(args: AnswerArgs, approve: bool, globals: &Globals) -> Result<ExitCode> {
     let remote = server(args.config.as_deref(), globals).await?;
-    let verb = if approve { "approve" } else { "deny" };
-    let mut body = json!({"by": "cli"});
-    if let Some(reason) = &args.reason {
-        body["reason"] = Value::String(reason.clone());
-    }
-    let path = format!("/approvals/{}/{verb}", percent_encode(&args.id));
-    remote.post(&path, &body, ANSWER_TIMEOUT).await?;
+    post_answer(&remote, &args.id, approve, "cli", args.reason.as_deref()).await?;
     println!(
         "{} {}",
         if approve { "approved" } else { "denied" },
         args.id
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Answers the approval `id` on the running server: `approve` or deny, by `by`, with an
+/// optional reason.
+pub(super) async fn post_answer(
+    remote: &Remote,
+    id: &str,
+    approve: bool,
+    by: &str,
+    reason: Option<&str>,
+) -> Result<()> {
+    let verb = if approve { "approve" } else { "deny" };
+    let mut body = json!({ "by": by });
+    if let Some(reason) = reason {
+        body["reason"] = Value::String(reason.to_owned());
+    }
+    let path = format!("/approvals/{}/{verb}", percent_encode(id));
+    remote.post(&path, &body, ANSWER_TIMEOUT).await?;
+    Ok(())
 }
 
 fn print_pending(pending: &[PendingApproval]) {
@@ -137,7 +150,7 @@ fn print_pending(pending: &[PendingApproval]) {
 }
 
 /// An id as one URL path segment.
-pub(super) fn percent_encode(text: &str) -> String {
+fn percent_encode(text: &str) -> String {
     text.bytes()
         .map(|b| {
             if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {

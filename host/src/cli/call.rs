@@ -14,9 +14,7 @@ use mcpproxy_activity::Source;
 use mcpproxy_config as config;
 use mcpproxy_policy::{OperationType, is_data_sensitivity};
 use mcpproxy_server::mcp::LEGACY_CALL_TOOL_MESSAGE;
-use mcpproxy_server::proxy::{
-    Answer, Approvals, CallContext, CallReport, Ending, PendingApproval, parse_call, split_name,
-};
+use mcpproxy_server::proxy::{CallContext, CallReport, Ending, parse_call, split_name};
 use mcpproxy_server::runtime::Runtime;
 use mcpproxy_support::quote;
 
@@ -206,7 +204,7 @@ impl CallArgs {
                 + Duration::from_secs(30);
             let data = call_approval::answering(
                 remote.post("/tools/call", &body, wait),
-                &RemoteApprovals(&remote),
+                &call_approval::RemoteApprovals(&remote),
                 &request_id,
                 answerer,
             )
@@ -228,7 +226,7 @@ impl CallArgs {
             context.request_id = Some(request_id.clone());
             let report = call_approval::answering(
                 runtime.proxy.call_reported(input, context),
-                &LocalApprovals(runtime.proxy.approvals()),
+                &call_approval::LocalApprovals(runtime.proxy.approvals()),
                 &request_id,
                 answerer,
             )
@@ -238,61 +236,6 @@ impl CallArgs {
             report
         };
         Ok(print_report(&report, self.output))
-    }
-}
-
-/// The approvals of the running server, through its REST API.
-struct RemoteApprovals<'a>(&'a Remote);
-
-impl call_approval::Approvals for RemoteApprovals<'_> {
-    fn pending(&self) -> call_approval::Boxed<'_, Result<Vec<PendingApproval>>> {
-        Box::pin(async move {
-            let data = self.0.get("/approvals", &[]).await?;
-            Ok(serde_json::from_value(data)?)
-        })
-    }
-
-    fn answer<'a>(
-        &'a self,
-        id: &'a str,
-        approve: bool,
-        by: &'a str,
-    ) -> call_approval::Boxed<'a, Result<()>> {
-        Box::pin(async move {
-            let verb = if approve { "approve" } else { "deny" };
-            let path = format!("/approvals/{}/{verb}", super::approvals::percent_encode(id));
-            self.0
-                .post(&path, &json!({"by": by}), Duration::from_secs(30))
-                .await
-                .map(|_| ())
-        })
-    }
-}
-
-/// The approvals of the proxy this command runs itself (no server owns the data dir).
-struct LocalApprovals<'a>(&'a Approvals);
-
-impl call_approval::Approvals for LocalApprovals<'_> {
-    fn pending(&self) -> call_approval::Boxed<'_, Result<Vec<PendingApproval>>> {
-        let pending = self.0.pending();
-        Box::pin(async move { Ok(pending) })
-    }
-
-    fn answer<'a>(
-        &'a self,
-        id: &'a str,
-        approve: bool,
-        by: &'a str,
-    ) -> call_approval::Boxed<'a, Result<()>> {
-        let answered = self.0.answer(
-            id,
-            Answer {
-                approve,
-                by: by.to_owned(),
-                reason: None,
-            },
-        );
-        Box::pin(async move { Ok(answered?) })
     }
 }
 

@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use anyhow::Result;
 
+use super::remote::Remote;
+
 use mcpproxy_server::proxy::PendingApproval;
 
 /// How often the pending approvals are looked at while the call waits.
@@ -127,4 +129,42 @@ async fn ask_terminal(call: &PendingApproval) -> bool {
     })
     .await
     .unwrap_or(false)
+}
+
+/// The approvals of the running server, through its REST API.
+pub(super) struct RemoteApprovals<'a>(pub(super) &'a Remote);
+
+impl Approvals for RemoteApprovals<'_> {
+    fn pending(&self) -> Boxed<'_, Result<Vec<PendingApproval>>> {
+        Box::pin(async move {
+            let data = self.0.get("/approvals", &[]).await?;
+            Ok(serde_json::from_value(data)?)
+        })
+    }
+
+    fn answer<'a>(&'a self, id: &'a str, approve: bool, by: &'a str) -> Boxed<'a, Result<()>> {
+        Box::pin(super::approvals::post_answer(self.0, id, approve, by, None))
+    }
+}
+
+/// The approvals of the proxy this command runs itself (no server owns the data dir).
+pub(super) struct LocalApprovals<'a>(pub(super) &'a mcpproxy_server::proxy::Approvals);
+
+impl Approvals for LocalApprovals<'_> {
+    fn pending(&self) -> Boxed<'_, Result<Vec<PendingApproval>>> {
+        let pending = self.0.pending();
+        Box::pin(async move { Ok(pending) })
+    }
+
+    fn answer<'a>(&'a self, id: &'a str, approve: bool, by: &'a str) -> Boxed<'a, Result<()>> {
+        let answered = self.0.answer(
+            id,
+            mcpproxy_server::proxy::Answer {
+                approve,
+                by: by.to_owned(),
+                reason: None,
+            },
+        );
+        Box::pin(async move { Ok(answered?) })
+    }
 }

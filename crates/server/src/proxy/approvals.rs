@@ -119,7 +119,9 @@ impl Approvals {
             return Err(AnswerError::NotWaiting(mcpproxy_support::quote(id)));
         };
         let answer = Answer {
-            reason: answer.reason.map(|r| cut(&r, MAX_REASON_BYTES)),
+            reason: answer
+                .reason
+                .map(|r| mcpproxy_support::cut_to(&r, MAX_REASON_BYTES)),
             ..answer
         };
         waiting
@@ -378,7 +380,7 @@ async fn ask_client(
         mcpproxy_support::quote(&request.tool.server),
         mcpproxy_support::quote(&request.tool.name),
         judgement.annotation_source.label(),
-        cut(&arguments, 4096),
+        mcpproxy_support::cut_to(&arguments, 4096),
     );
     let schema = serde_json::json!({
         "type": "object",
@@ -432,7 +434,7 @@ async fn ask_client(
         .and_then(|c| c.get("reason"))
         .and_then(serde_json::Value::as_str)
         .filter(|r| !r.is_empty())
-        .map(|r| cut(r, MAX_REASON_BYTES));
+        .map(|r| mcpproxy_support::cut_to(r, MAX_REASON_BYTES));
     match result.action {
         ElicitationAction::Accept
             if content
@@ -497,16 +499,4 @@ impl Drop for RemoveOnDrop<'_> {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// `text` cut to at most `max` bytes, at a character boundary.
-fn cut(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
 }
