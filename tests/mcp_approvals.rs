@@ -547,3 +547,44 @@ async fn a_scripts_inner_call_waits_for_approval_like_any_other() {
     assert_eq!(record["approval"]["decided_by"], "cli");
     assert_eq!(record["approval"]["reason"], "scripted cleanup");
 }
+
+/// The upstream call's deadline counts from the answer, not from the question: a call
+/// approved after longer than `tool_call_timeout_ms` still runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_approval_slower_than_the_call_timeout_still_lets_the_call_run() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut config = config(log.path(), 60);
+    config["tool_call_timeout_ms"] = json!(1500);
+    let proxy = Proxy::builder(&config).start();
+    let call = spawn_delete(&proxy, "slow-answer");
+    let asked = std::time::Instant::now();
+    let id =
+        crate::support::poll::until_value("the call waits", Duration::from_secs(30), || async {
+            let out = approvals(&proxy, &["list", "-o", "json"]);
+            let all: Vec<Value> = serde_json::from_str(&out.stdout()).unwrap_or_default();
+            all.first()
+                .and_then(|p| p["id"].as_str().map(str::to_owned))
+                .ok_or_else(|| "none waits".to_owned())
+        })
+        .await;
+    // The person answers after the call's whole timeout has passed.
+    crate::support::poll::until(
+        "the call timeout passes",
+        Duration::from_secs(10),
+        || async {
+            (asked.elapsed() > Duration::from_millis(2000))
+                .then_some(())
+                .ok_or_else(|| "not yet".to_owned())
+        },
+    )
+    .await;
+    approvals(&proxy, &["approve", &id]).assert_code(0);
+    let result = call.await.unwrap();
+    assert!(!is_error(&result), "{}", text(&result));
+    assert_eq!(deleted(log.path()), vec!["slow-answer".to_owned()]);
+    let record = record_of(&proxy, "slow-answer").await;
+    assert!(
+        record["approval"]["waited_ms"].as_u64().unwrap() >= 2000,
+        "{record}"
+    );
+}

@@ -376,9 +376,17 @@ impl Proxy {
                 CallOutcome::DryRun(evaluation)
             }
             Judged::Allowed(upstream, evaluation) => {
-                let mut draft = draft;
+                let (mut draft, mut started) = (draft, started);
                 match self.ask_person(&evaluation, &draft, &context).await {
-                    Ok(approval) => draft.approval = approval,
+                    Ok(approval) => {
+                        // The call's deadline (and its duration) count from the answer: a
+                        // person may take longer than the upstream may (the wait is in the
+                        // record's `approval.waited_ms`).
+                        if approval.is_some() {
+                            started = Instant::now();
+                        }
+                        draft.approval = approval;
+                    }
                     Err((approval, message)) => {
                         let mut record = draft.judged(&evaluation, Status::Blocked, started);
                         record.error_message = Some(message.clone());
