@@ -127,6 +127,7 @@ fn main() {
         ..backlog.clone()
     };
     let ndjson = backlog.ndjson();
+    mcpproxy_auth::install_crypto_providers();
     let http = reqwest::Client::new();
 
     let lines = Arc::new(AtomicU64::new(0));

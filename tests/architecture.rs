@@ -171,6 +171,9 @@ const UNSAFE_ALLOWED: &[&str] = &[
     "crates/upstream/src/child.rs",
     // wasmtime's `Component::deserialize` of our own compile cache.
     "crates/plugin-host/src/engine.rs",
+    // The integration tests' constructor (`#[unsafe(link_section = ".init_array")]`) that
+    // installs ring as the crypto provider before any test runs.
+    "tests/tests.rs",
     // Tests and fixtures: signals to children, rlimits, System V memory, the environment.
     "tests/fixture-server/src/hostile.rs",
     "tests/journal_failclosed.rs",

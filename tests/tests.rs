@@ -16,6 +16,20 @@
 
 mod support;
 
+/// ring as the process's crypto provider (TLS, JWTs) before any test runs, as the binary's
+/// `main` does: the tests build reqwest clients, MCP HTTP transports and tokens of their own,
+/// and reqwest has no provider of its own in this workspace. A constructor (`.init_array`)
+/// because nextest runs each test in a process of its own, with no common setup.
+#[used]
+#[cfg_attr(target_os = "linux", unsafe(link_section = ".init_array"))]
+#[cfg_attr(target_os = "macos", unsafe(link_section = "__DATA,__mod_init_func"))]
+static INSTALL_CRYPTO_PROVIDERS: extern "C" fn() = {
+    extern "C" fn install() {
+        mcpproxy_auth::install_crypto_providers();
+    }
+    install
+};
+
 /// The workspace's layers: which crate may depend on which, and which module of the proxy
 /// may use which.
 mod architecture;

@@ -3,7 +3,8 @@
 //! in with an access token (`client_auth`: the protected-resource metadata, the issuer's keys,
 //! the check of one JWT into an [`Identity`](client_auth::Identity)), the listener's loopback
 //! and bearer-token rule (`access`), and the masking of secrets wherever mcpproxy shows
-//! something (`masking`).
+//! something (`masking`). `crypto` makes `ring` the process's one crypto library (TLS and
+//! JWT signatures): [`install_crypto_providers`].
 //!
 //! The OAuth *client* login to upstream servers is not here: it is built on the MCP
 //! library's authorization manager and lives with the upstream sessions it serves, so this
@@ -12,4 +13,7 @@
 pub mod access;
 pub mod client_auth;
 pub mod credentials;
+mod crypto;
 pub mod masking;
+
+pub use crypto::install_crypto_providers;

@@ -52,6 +52,7 @@ impl TraceExport {
             url: shown.clone(),
             reason: mcpproxy_auth::masking::mask_text_with_url(&reason, &config.traces_url),
         };
+        mcpproxy_auth::install_crypto_providers();
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)

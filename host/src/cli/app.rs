@@ -117,6 +117,9 @@ impl Globals {
 
 /// Parses the command line, runs the command, and maps the result to an exit status.
 pub fn run() -> ExitCode {
+    // ring for TLS and JWTs before anything can build an HTTP client (reqwest has no crypto
+    // provider of its own in this build and would panic).
+    mcpproxy_auth::install_crypto_providers();
     let cli = Cli::parse();
     super::output::init_colour(cli.color);
     // `serve` starts the log itself once it has read the config (which may add trace

@@ -156,8 +156,19 @@ enum Scenario {
     Compare,
 }
 
+/// ring as rustls's provider, once: reqwest is built without one of its own in this
+/// workspace (rmcp's `reqwest-tls-no-provider`) and panics when it builds a client before one
+/// is installed. Called before every client is built (the tests build theirs too).
+pub(crate) fn install_crypto_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
+    install_crypto_provider();
     let cli = Cli::parse();
     match run_cli(cli).await {
         Ok(true) => ExitCode::SUCCESS,

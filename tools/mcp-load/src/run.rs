@@ -157,6 +157,7 @@ pub(crate) async fn connect(
     connections: Connections,
 ) -> Result<Vec<Client>> {
     let mut clients = Vec::with_capacity(sessions);
+    crate::install_crypto_provider();
     for _ in 0..sessions {
         let handler = ClientConfig::new(
             ClientCapabilities::default(),

@@ -280,6 +280,7 @@ async fn faulting_calls(
 
 /// Opens and closes `opts.sessions` sessions over plain HTTP.
 async fn churn(url: &str, opts: &Options, pid: u32) -> Result<Tally> {
+    crate::install_crypto_provider();
     let http = reqwest::Client::builder()
         .timeout(opts.call_timeout)
         .build()

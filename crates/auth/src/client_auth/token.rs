@@ -61,6 +61,9 @@ const ALGORITHMS: [Algorithm; 9] = [
 
 impl Verifier {
     pub fn new(auth: AuthConfig) -> Self {
+        // Before the key fetcher's HTTP client and any token check (jsonwebtoken keeps the
+        // first provider it is asked for).
+        crate::install_crypto_providers();
         let keys = Keys::new(auth.issuer.clone());
         Self { auth, keys }
     }

@@ -30,6 +30,7 @@ pub(super) struct Client {
 
 impl Client {
     pub(super) fn new(target: Target) -> Result<Self, Error> {
+        mcpproxy_auth::install_crypto_providers();
         let http = reqwest::Client::builder()
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())

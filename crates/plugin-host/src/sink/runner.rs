@@ -27,10 +27,11 @@ use crate::deadline::{ArmedDeadline, HoldsDeadline};
 use super::record::wit_record;
 
 /// Makes `ring` the process's rustls crypto provider, once. wasi-http's `https` client
-/// asks rustls for the process default, and with both `ring` (wasi-http's) and `aws-lc-rs`
-/// (reqwest's) compiled in, rustls cannot pick one by itself: every TLS connection of a
-/// sink would panic. A provider installed earlier (by an embedding program) is kept:
-/// `install_default` refuses to replace one, and that refusal is ignored.
+/// asks rustls for the process default, which nothing installs by itself: without one,
+/// every TLS connection of a sink would panic. The binary's `main` installs ring first
+/// (`mcpproxy_auth::install_crypto_providers`); this is for the plugin host on its own (its
+/// tests, an embedding program). A provider installed earlier is kept: `install_default`
+/// refuses to replace one, and that refusal is ignored.
 pub(crate) fn install_tls_crypto_provider() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {

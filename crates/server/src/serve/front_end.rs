@@ -150,6 +150,7 @@ pub(super) fn local_addr(socket: &tokio::net::TcpListener) -> Result<SocketAddr,
 /// or cannot say.
 async fn owner_http_address(data_dir: &Path, api_key: Option<&str>) -> Option<String> {
     let key = crate::api::key::load_existing(data_dir, api_key)?;
+    mcpproxy_auth::install_crypto_providers();
     let http = reqwest::Client::builder()
         .timeout(std::time::Duration::from_secs(5))
         .unix_socket(crate::control::socket_path(data_dir))

@@ -167,6 +167,7 @@ fn parameter(header: &str, name: &str) -> Option<String> {
 /// not read to its end stalls ~40 ms on Linux's delayed ACK), and redirects followed only
 /// within the server's own origin (a token never follows a redirect elsewhere).
 pub fn upstream_http_client() -> reqwest::Client {
+    mcpproxy_auth::install_crypto_providers();
     let same_origin = reqwest::redirect::Policy::custom(|attempt| {
         let first = attempt.previous().first().map(reqwest::Url::origin);
         if attempt.previous().len() > 5 || first != Some(attempt.url().origin()) {

@@ -90,6 +90,8 @@ impl Logins {
             _ => Vec::new(),
         };
         self.count_step_up(target, &granted).await?;
+        // rmcp's authorization manager builds an HTTP client of its own.
+        mcpproxy_auth::install_crypto_providers();
         let mut manager = AuthorizationManager::new(target.url)
             .await
             .map_err(|e| OAuthError::flow("cannot prepare the login", e))?;

@@ -47,6 +47,8 @@ pub async fn authorized_client(
     if !known {
         return Ok(None);
     }
+    // rmcp's authorization manager builds an HTTP client of its own.
+    mcpproxy_auth::install_crypto_providers();
     let mut manager = AuthorizationManager::new(url)
         .await
         .map_err(|e| OAuthError::flow("cannot prepare the login", e))?;
