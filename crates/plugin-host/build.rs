@@ -48,18 +48,18 @@ fn main() {
     copy_embedded(&from, &out_dir);
 }
 
-/// Copies each embedded component from `from` into `OUT_DIR`.
+/// Puts each embedded component from `from` into `OUT_DIR`, deflated (`NAME.wasm.deflate`,
+/// raw DEFLATE at miniz's best level; `src/embedded.rs` inflates it): components compress
+/// ~3x, and the binary carries them whether or not they are used.
 fn copy_embedded(from: &Path, out_dir: &Path) {
     for name in guests::EMBEDDED {
         let source = from.join(format!("{name}.wasm"));
-        let to = out_dir.join(format!("{name}.wasm"));
-        std::fs::copy(&source, &to).unwrap_or_else(|e| {
-            fail(&format!(
-                "cannot copy {} to {}: {e}",
-                source.display(),
-                to.display()
-            ))
-        });
+        let to = out_dir.join(format!("{name}.wasm.deflate"));
+        let bytes = std::fs::read(&source)
+            .unwrap_or_else(|e| fail(&format!("cannot read {}: {e}", source.display())));
+        let deflated = miniz_oxide::deflate::compress_to_vec(&bytes, 10);
+        std::fs::write(&to, deflated)
+            .unwrap_or_else(|e| fail(&format!("cannot write {}: {e}", to.display())));
     }
 }
 

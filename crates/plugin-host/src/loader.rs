@@ -589,7 +589,7 @@ impl PluginSet {
         for embedded in EMBEDDED {
             let mut plugin = Plugin::load(
                 engine,
-                embedded.bytes,
+                &embedded.bytes(),
                 PluginSource::Embedded,
                 // Asking who it is happens once, at load: a loaded machine must not fail it.
                 Limits {

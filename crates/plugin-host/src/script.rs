@@ -27,8 +27,10 @@ use super::limits::{MemoryCapExceeded, MemoryLimiter};
 use super::slots::{SLOT_WAIT, is_pool_exhausted};
 use mcpproxy_policy::Limits;
 
-/// The runtime component, built from `plugins/code-runtime` by `build.rs`.
-const CODE_RUNTIME: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/code_runtime.wasm"));
+/// The runtime component, built from `plugins/code-runtime` by `build.rs`, deflated
+/// (`crate::embedded::inflate`).
+pub(crate) const CODE_RUNTIME: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/code_runtime.wasm.deflate"));
 
 /// The name the runtime's own log lines (stdout, stderr) carry.
 const RUNTIME_NAME: &str = "code-runtime";
@@ -108,7 +110,9 @@ impl ScriptRuntime {
     pub fn new(options: EngineOptions) -> Result<Self, Error> {
         let engine = PluginEngine::new(options)?;
         let engine_error = |e: wasmtime::Error| Error::Engine(format!("{e:#}"));
-        let (component, _) = engine.compile(CODE_RUNTIME).map_err(engine_error)?;
+        let (component, _) = engine
+            .compile(&crate::embedded::inflate(CODE_RUNTIME))
+            .map_err(engine_error)?;
         let mut linker = Linker::new(engine.engine());
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(engine_error)?;
         CodeRuntime::add_to_linker::<ScriptCtx, HasSelf<ScriptCtx>>(&mut linker, |ctx| ctx)

@@ -331,7 +331,7 @@ impl CheckCommand {
             .then(|| self.file.to_str().and_then(embedded_component))
             .flatten();
         let (bytes, source) = match embedded {
-            Some(bytes) => (bytes.to_vec(), PluginSource::Embedded),
+            Some(bytes) => (bytes, PluginSource::Embedded),
             None => (
                 std::fs::read(&self.file).with_context(|| {
                     format!(

@@ -6,7 +6,7 @@ use super::*;
 fn only_embedded_stateless_plugins_on_warm_instances_are_quick() {
     let engine = PluginEngine::new(super::super::EngineOptions::default()).unwrap();
     let embedded = EMBEDDED.iter().find(|e| e.stateless).unwrap();
-    let load = |source| Plugin::load(&engine, embedded.bytes, source, Limits::default());
+    let load = |source| Plugin::load(&engine, &embedded.bytes(), source, Limits::default());
     let mut ours = load(PluginSource::Embedded).unwrap();
     ours.stateless_embedded = true; // as `PluginSet::load` marks it
     ours.configure(&PluginSettings::default());

@@ -354,9 +354,9 @@ mod tests {
     }
 
     fn http_sink(engine: &PluginEngine, url: &str) -> Plugin {
-        let bytes = include_bytes!(concat!(env!("OUT_DIR"), "/http_sink.wasm"));
+        let bytes = crate::embedded_component("http-sink").unwrap();
         let mut plugin =
-            Plugin::load(engine, bytes, PluginSource::Embedded, Limits::default()).unwrap();
+            Plugin::load(engine, &bytes, PluginSource::Embedded, Limits::default()).unwrap();
         plugin.configure(&PluginSettings {
             limits: Limits::default(),
             settings: serde_json::json!({ "url": url }),
