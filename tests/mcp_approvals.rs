@@ -69,6 +69,18 @@ async fn record_of(proxy: &Proxy, id: &str) -> Value {
     .await
 }
 
+/// The id of the first call waiting for approval, once one waits (`what` names the wait).
+async fn first_waiting(proxy: &Proxy, what: &str) -> String {
+    crate::support::poll::until_value(what, Duration::from_secs(60), || async {
+        let out = approvals(proxy, &["list", "-o", "json"]);
+        let all: Vec<Value> = serde_json::from_str(&out.stdout()).unwrap_or_default();
+        all.first()
+            .and_then(|p| p["id"].as_str().map(str::to_owned))
+            .ok_or_else(|| "none waits".to_owned())
+    })
+    .await
+}
+
 /// `mcpproxy approvals ARGS` on the proxy's config.
 fn approvals(proxy: &Proxy, args: &[&str]) -> crate::support::CmdOutput {
     let config = proxy.data_dir.path().join("mcp_config.json");
@@ -465,18 +477,7 @@ async fn a_python_client_without_elicitation_waits_for_mcpproxy_approvals_in_ano
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let id = crate::support::poll::until_value(
-        "the Python client's call waits for approval",
-        Duration::from_secs(60),
-        || async {
-            let out = approvals(&proxy, &["list", "-o", "json"]);
-            let all: Vec<Value> = serde_json::from_str(&out.stdout()).unwrap_or_default();
-            all.first()
-                .and_then(|p| p["id"].as_str().map(str::to_owned))
-                .ok_or_else(|| "none waits".to_owned())
-        },
-    )
-    .await;
+    let id = first_waiting(&proxy, "the Python client's call waits for approval").await;
     assert!(deleted(log.path()).is_empty());
     approvals(&proxy, &["approve", &id]).assert_code(0);
     let out = tokio::time::timeout(Duration::from_secs(60), client.wait_with_output())
@@ -524,18 +525,7 @@ async fn a_scripts_inner_call_waits_for_approval_like_any_other() {
             .arg_path(&config_path)
             .output()
     });
-    let id = crate::support::poll::until_value(
-        "the script's call waits for approval",
-        Duration::from_secs(60),
-        || async {
-            let out = approvals(&proxy, &["list", "-o", "json"]);
-            let all: Vec<Value> = serde_json::from_str(&out.stdout()).unwrap_or_default();
-            all.first()
-                .and_then(|p| p["id"].as_str().map(str::to_owned))
-                .ok_or_else(|| "none waits".to_owned())
-        },
-    )
-    .await;
+    let id = first_waiting(&proxy, "the script's call waits for approval").await;
     approvals(&proxy, &["approve", &id, "--reason", "scripted cleanup"]).assert_code(0);
     let out = run.await.unwrap();
     out.assert_code(0);
@@ -557,16 +547,9 @@ async fn an_approval_slower_than_the_call_timeout_still_lets_the_call_run() {
     config["tool_call_timeout_ms"] = json!(1500);
     let proxy = Proxy::builder(&config).start();
     let call = spawn_delete(&proxy, "slow-answer");
+    let id = first_waiting(&proxy, "the call waits").await;
+    // It waits from no later than now.
     let asked = std::time::Instant::now();
-    let id =
-        crate::support::poll::until_value("the call waits", Duration::from_secs(30), || async {
-            let out = approvals(&proxy, &["list", "-o", "json"]);
-            let all: Vec<Value> = serde_json::from_str(&out.stdout()).unwrap_or_default();
-            all.first()
-                .and_then(|p| p["id"].as_str().map(str::to_owned))
-                .ok_or_else(|| "none waits".to_owned())
-        })
-        .await;
     // The person answers after the call's whole timeout has passed.
     crate::support::poll::until(
         "the call timeout passes",
