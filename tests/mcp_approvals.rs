@@ -69,6 +69,39 @@ async fn record_of(proxy: &Proxy, id: &str) -> Value {
     .await
 }
 
+/// `tests/python/approving_client.py` (the official Python SDK) against `proxy`, answering
+/// elicitations that name `marker` (`-`: no elicitation at all), making `calls`.
+fn python_client(
+    python: &Path,
+    proxy: &Proxy,
+    marker: &str,
+    calls: &Value,
+) -> tokio::process::Child {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/approving_client.py");
+    tokio::process::Command::new(python)
+        .arg(script)
+        .args([proxy.url.as_str(), marker, &calls.to_string()])
+        .kill_on_drop(true)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the Python client")
+}
+
+/// What the Python client saw, once it succeeded (within `within`).
+async fn python_finished(client: tokio::process::Child, within: Duration) -> Value {
+    let out = tokio::time::timeout(within, client.wait_with_output())
+        .await
+        .expect("the Python client finished in time")
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// The id of the first call waiting for approval, once one waits (`what` names the wait).
 async fn first_waiting(proxy: &Proxy, what: &str) -> String {
     crate::support::poll::until_value(what, Duration::from_secs(60), || async {
@@ -104,24 +137,8 @@ async fn the_person_at_the_client_approves_one_destructive_call_and_denies_anoth
         ["call_tool_destructive", {"name": "fx:delete_note", "args": {"id": "keep-APPROVE"}}],
         ["call_tool_destructive", {"name": "fx:delete_note", "args": {"id": "other"}}],
     ]);
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/approving_client.py");
-    let out = tokio::time::timeout(
-        Duration::from_secs(120),
-        tokio::process::Command::new(&python)
-            .arg(script)
-            .args([proxy.url.as_str(), "APPROVE", &calls.to_string()])
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("the Python client finished within 120 s")
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let client = python_client(&python, &proxy, "APPROVE", &calls);
+    let seen = python_finished(client, Duration::from_secs(120)).await;
 
     // The read was not asked about; each destructive call was, with what it will send.
     let questions = seen["questions"].as_array().unwrap();
@@ -468,28 +485,11 @@ async fn a_python_client_without_elicitation_waits_for_mcpproxy_approvals_in_ano
     let proxy = Proxy::builder(&config(log.path(), 60)).start();
     let calls =
         json!([["call_tool_destructive", {"name": "fx:delete_note", "args": {"id": "py-wait"}}]]);
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/approving_client.py");
-    let client = tokio::process::Command::new(&python)
-        .arg(script)
-        .args([proxy.url.as_str(), "-", &calls.to_string()])
-        .kill_on_drop(true)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let client = python_client(&python, &proxy, "-", &calls);
     let id = first_waiting(&proxy, "the Python client's call waits for approval").await;
     assert!(deleted(log.path()).is_empty());
     approvals(&proxy, &["approve", &id]).assert_code(0);
-    let out = tokio::time::timeout(Duration::from_secs(60), client.wait_with_output())
-        .await
-        .expect("the Python client finished")
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let seen = python_finished(client, Duration::from_secs(60)).await;
     assert_eq!(seen["results"][0]["is_error"], false, "{seen}");
     assert_eq!(seen["questions"], json!([]), "no elicitation was declared");
     let told = seen["progress"][0]["message"].as_str().unwrap_or_default();

@@ -116,7 +116,11 @@ pub(super) async fn post_answer(
     if let Some(reason) = reason {
         body["reason"] = Value::String(reason.to_owned());
     }
-    let path = format!("/approvals/{}/{verb}", percent_encode(id));
+    // Everything but RFC 3986's unreserved characters is escaped: one path segment.
+    let path = format!(
+        "/approvals/{}/{verb}",
+        mcpproxy_config::reference::encode_query_value(id)
+    );
     remote.post(&path, &body, ANSWER_TIMEOUT).await?;
     Ok(())
 }
@@ -147,17 +151,4 @@ fn print_pending(pending: &[PendingApproval]) {
             println!("    intent {intent}");
         }
     }
-}
-
-/// An id as one URL path segment.
-fn percent_encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-                char::from(b).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }

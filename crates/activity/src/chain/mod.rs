@@ -146,6 +146,12 @@ pub fn canonical(value: &Value) -> Vec<u8> {
     out
 }
 
+/// SHA-256 (hex) of `value`'s canonical bytes: what a record's `approval.arguments_hash`
+/// holds for the call's arguments, so that an outside tool recomputes it the same way.
+pub fn canonical_sha256(value: &Value) -> String {
+    hex(&Sha256::digest(canonical(value)))
+}
+
 fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => {

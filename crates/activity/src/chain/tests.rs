@@ -412,3 +412,16 @@ fn a_head_past_the_last_record_is_a_cut_tail_and_a_later_unchained_record_is_ins
         "{report:#?}"
     );
 }
+
+#[test]
+fn the_canonical_sha256_ignores_key_order_and_hashes_the_canonical_text() {
+    let one = canonical_sha256(&json!({"b": 1, "a": {"y": [true, null], "x": "é"}}));
+    let other = canonical_sha256(&json!({"a": {"x": "é", "y": [true, null]}, "b": 1}));
+    assert_eq!(one, other);
+    assert_eq!(
+        one,
+        hex(&Sha256::digest(
+            r#"{"a":{"x":"é","y":[true,null]},"b":1}"#.as_bytes()
+        ))
+    );
+}

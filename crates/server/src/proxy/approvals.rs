@@ -14,7 +14,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
 use mcpproxy_activity::{ApprovalRecord, format_timestamp, now_ms};
@@ -183,7 +182,7 @@ impl Proxy {
         let timeout = self.approvals.config.timeout;
         let request = &evaluation.request;
         let name = request.tool.qualified_name();
-        let arguments_hash = hex(&Sha256::digest(mcpproxy_activity::canonical(&request.args)));
+        let arguments_hash = mcpproxy_activity::canonical_sha256(&request.args);
         let (id, _) = mcpproxy_activity::new_id();
         let record = Asking {
             id: id.clone(),
@@ -196,6 +195,8 @@ impl Proxy {
         {
             ask_client(origin, evaluation, draft, class, timeout, &record).await
         } else {
+            let judgement = evaluation.judgement();
+            let asked_at = now_ms();
             let shown = PendingApproval {
                 id: id.clone(),
                 server: request.tool.server.clone(),
@@ -208,18 +209,17 @@ impl Proxy {
                     .intent
                     .as_ref()
                     .and_then(|i| serde_json::to_value(i).ok()),
-                annotations: evaluation
-                    .judgement()
+                annotations: judgement
                     .annotations
                     .and_then(|a| serde_json::to_value(a).ok()),
-                annotation_source: evaluation.judgement().annotation_source.label().to_owned(),
+                annotation_source: judgement.annotation_source.label().to_owned(),
                 session_id: context.session_id.clone(),
                 request_id: context.request_id.clone(),
                 caller: context.identity.as_ref().map(|i| i.subject.clone()),
                 client: context.client.as_ref().map(|c| c.name.clone()),
-                asked_at: format_timestamp(now_ms()),
+                asked_at: format_timestamp(asked_at),
                 expires_at: format_timestamp(
-                    now_ms().saturating_add(u64::try_from(timeout.as_millis()).unwrap_or(0)),
+                    asked_at.saturating_add(u64::try_from(timeout.as_millis()).unwrap_or(0)),
                 ),
             };
             self.wait_for_answer(shown, origin, timeout, &name, &record)
@@ -495,8 +495,4 @@ impl Drop for RemoveOnDrop<'_> {
     fn drop(&mut self) {
         mcpproxy_support::lock(&self.approvals.waiting).remove(self.id);
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
