@@ -147,10 +147,11 @@ fn add_row(
     since_ms: Option<u64>,
     record: &str,
 ) {
-    let value: Value = match serde_json::from_str(record) {
+    let parsed = serde_json::from_str::<Value>(record);
+    let value = match parsed {
         Ok(value @ Value::Object(_)) => value,
-        Ok(_) | Err(_) => {
-            let detail = match serde_json::from_str::<Value>(record) {
+        unreadable => {
+            let detail = match unreadable {
                 Ok(_) => "not a JSON object".to_owned(),
                 Err(e) => e.to_string(),
             };
@@ -216,5 +217,33 @@ fn put_witness(
         group(groups, keys, since_ms, &replica)
             .verifier
             .checkpoint(checkpoint);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_that_is_not_a_json_object_is_unreadable_in_the_group_of_no_replica() {
+        let mut groups = BTreeMap::new();
+        let keys = ClusterKeys::default();
+        add_row(&mut groups, &keys, None, "not json");
+        add_row(&mut groups, &keys, None, "[1, 2]");
+        let report = groups
+            .remove("")
+            .expect("the group of no replica")
+            .verifier
+            .finish();
+        let details: Vec<&str> = report.problems.iter().map(|p| p.message.as_str()).collect();
+        assert_eq!(report.problems.len(), 2, "{details:?}");
+        assert!(
+            report
+                .problems
+                .iter()
+                .all(|p| p.kind == ProblemKind::Unreadable)
+        );
+        assert!(details[0].contains("expected ident"), "{details:?}");
+        assert!(details[1].contains("not a JSON object"), "{details:?}");
     }
 }
