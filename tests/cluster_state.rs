@@ -141,8 +141,10 @@ async fn an_approval_and_a_rug_pull_seen_by_one_replica_apply_on_the_other() {
     let servers = vec![fixture(&log, &overrides)];
     let (a, b) = two_replicas(servers, &postgres);
     assert_eq!(
-        postgres.psql("SELECT string_agg(version::text, ',') FROM mcpproxy_schema_versions"),
-        "1"
+        postgres.psql(
+            "SELECT string_agg(version::text, ',' ORDER BY version) FROM mcpproxy_schema_versions"
+        ),
+        "1,2"
     );
     assert_eq!(status(&b, "fx").await["quarantined"], true);
 
@@ -238,14 +240,14 @@ async fn three_replicas_starting_together_migrate_the_schema_once() {
     assert_eq!(replicas.len(), 3);
     assert_eq!(
         postgres.psql("SELECT count(*) || ' ' || max(version) FROM mcpproxy_schema_versions"),
-        "1 1"
+        "2 2"
     );
     // A replica started again finds nothing to migrate.
     let again = Proxy::builder(&config("r4")).start();
     drop(again);
     assert_eq!(
         postgres.psql("SELECT count(*) FROM mcpproxy_schema_versions"),
-        "1"
+        "2"
     );
 
     // The operator's view: the replicas beating, the schema version.
@@ -256,8 +258,8 @@ async fn three_replicas_starting_together_migrate_the_schema_once() {
         .output();
     out.assert_code(0);
     let status: Value = serde_json::from_str(&out.stdout()).unwrap();
-    assert_eq!(status["schema_version"], 1);
-    assert_eq!(status["binary_schema_version"], 1);
+    assert_eq!(status["schema_version"], 2);
+    assert_eq!(status["binary_schema_version"], 2);
     let up: Vec<&str> = status["replicas"]
         .as_array()
         .unwrap()
@@ -322,7 +324,7 @@ async fn a_database_that_does_not_answer_is_named_and_a_newer_schema_refused() {
     assert_ne!(out.code(), Some(0));
     let said = out.stderr();
     assert!(
-        said.contains("schema version 999, newer than this mcpproxy knows (1)"),
+        said.contains("schema version 999, newer than this mcpproxy knows (2)"),
         "{said}"
     );
 }

@@ -55,6 +55,7 @@ mod cli_output;
 /// `mcpproxy plugins list` and `mcpproxy plugins check`, run as a user would.
 mod cli_plugins;
 /// Replicas sharing one state in PostgreSQL: approvals, held tools, upstream servers.
+mod cluster_approvals;
 mod cluster_state;
 
 mod journal_chain;
@@ -77,6 +78,7 @@ mod journal_records;
 
 /// A person approves the exact call: elicitation, `mcpproxy approvals`, REST, timeouts.
 mod mcp_approvals;
+mod mcp_approvals_input_required;
 /// Server-to-client requests (sampling, elicitation) reach only the client whose call asked.
 mod mcp_back_channel;
 /// `code_execution`: scripts in the WebAssembly runtime calling real servers through the

@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::mcp::{Proxy, call, config_with, connect, fixture_bin, stdio_fixture};
+use crate::support::mcp::{
+    Proxy, call, config_with, connect, fixture_bin, is_error, stdio_fixture, text as mcp_text,
+};
 use crate::web_e2e::{Driver, browser_installed};
 
 /// A tool description that tells the model to read a secret: the scanner flags it.
@@ -784,4 +786,150 @@ async fn decided_by_names_who(driver: &Driver) -> Vec<String> {
         }
     }
     problems
+}
+
+/// Per-tool approval on the page: of two tools a running server added after it was
+/// approved (so both are held), the dialog's *Approve this tool* on one serves that one, in
+/// the form the analysis showed, and leaves the other held; a call to each shows it.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_page_approves_one_held_tool_and_leaves_the_other_held() {
+    if !browser_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("fx.log");
+    let proxy = Proxy::builder(&config_with(vec![stdio_fixture("fx", &log)])).start();
+    let client = connect(&proxy.url).await;
+    for name in ["alpha_lookup", "beta_lookup"] {
+        call(
+            &client,
+            "call_tool_read",
+            json!({"name": "fx:add_tool", "args": {"name": name}}),
+        )
+        .await
+        .unwrap();
+    }
+    let standing = |analysis: &Value, tool: &str| {
+        analysis["data"]["tools"]
+            .as_array()
+            .and_then(|tools| tools.iter().find(|t| t["name"] == tool))
+            .map(|t| text_of(&t["standing"]).to_owned())
+    };
+    let analysis = || async {
+        reqwest::Client::new()
+            .get(format!("{}/api/v1/upstreams/fx/analysis", proxy.base()))
+            .header("X-API-Key", proxy.api_key())
+            .send()
+            .await
+            .expect("GET the analysis")
+            .json::<Value>()
+            .await
+            .expect("the analysis as JSON")
+    };
+    crate::support::poll::until(
+        "both added tools are held",
+        Duration::from_secs(30),
+        || async {
+            let analysis = analysis().await;
+            let held = ["alpha_lookup", "beta_lookup"]
+                .iter()
+                .all(|tool| standing(&analysis, tool).is_some_and(|s| s != "trusted"));
+            held.then_some(()).ok_or(analysis.to_string())
+        },
+    )
+    .await;
+
+    let profile = tempfile::tempdir().unwrap();
+    let driver = Driver::start(profile.path()).await;
+    driver
+        .post(
+            "/url",
+            json!({"url": format!("{}/#key={}", proxy.base(), proxy.api_key())}),
+        )
+        .await;
+    driver
+        .wait_for(
+            "return !!document.querySelector('button[data-server=\"fx\"]')",
+            |v| v == true,
+        )
+        .await;
+    driver
+        .script("document.querySelector('button[data-server=\"fx\"]').click(); return true")
+        .await;
+    let alpha =
+        "document.querySelector('#analysis-tools button.approve-tool[data-tool=\"alpha_lookup\"]')";
+    driver
+        .wait_for(&format!("return !!{alpha}"), |v| v == true)
+        .await;
+    let buttons = driver
+        .script("return [...document.querySelectorAll('#analysis-tools button.approve-tool')].map(b => b.dataset.tool).sort()")
+        .await;
+    assert_eq!(
+        buttons,
+        json!(["alpha_lookup", "beta_lookup"]),
+        "one button per held tool"
+    );
+    driver
+        .script(&format!("{alpha}.click(); return true"))
+        .await;
+    let result = driver
+        .wait_for(
+            "return document.getElementById('analysis-result').textContent",
+            |t| !text_of(t).is_empty(),
+        )
+        .await;
+    assert_eq!(text_of(&result), "Approved alpha_lookup.");
+    driver
+        .screenshot(&screenshot("page-approve-tool.png"))
+        .await;
+    // The dialog, shown again, offers only the tool still held.
+    let left = driver
+        .script("return [...document.querySelectorAll('#analysis-tools button.approve-tool')].map(b => b.dataset.tool)")
+        .await;
+    assert_eq!(left, json!(["beta_lookup"]));
+
+    let analysis = analysis().await;
+    assert_eq!(
+        standing(&analysis, "alpha_lookup").as_deref(),
+        Some("trusted"),
+        "{analysis}"
+    );
+    assert_ne!(
+        standing(&analysis, "beta_lookup").as_deref(),
+        Some("trusted"),
+        "{analysis}"
+    );
+    let served = call(
+        &client,
+        "call_tool_read",
+        json!({"name": "fx:alpha_lookup", "args": {}}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        !is_error(&served),
+        "the approved tool is served: {served:?}"
+    );
+    let refused = call(
+        &client,
+        "call_tool_read",
+        json!({"name": "fx:beta_lookup", "args": {}}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        is_error(&refused) && mcp_text(&refused).contains("held"),
+        "the other tool stays held: {refused:?}"
+    );
+    let approvals = proxy.activity("type=approval").await;
+    let records = approvals["data"]["records"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(records.len(), 1, "one approval, of one tool: {approvals}");
+    assert_eq!(
+        records[0]["details"]["approved_by"], "web page",
+        "{approvals}"
+    );
+    client.cancel().await.unwrap();
 }

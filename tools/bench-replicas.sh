@@ -3,7 +3,7 @@
 #
 #   tools/bench-replicas.sh [REQUESTS] [CONCURRENCY]
 #
-# Needs the release binaries (cargo build --release -p mcpproxy -p mcp-fixture -p mcp-load),
+# Needs the dist binaries (cargo build --profile dist -p mcpproxy -p mcp-fixture -p mcp-load),
 # Debian's haproxy and postgresql-15 (the replicas share their state in one PostgreSQL, as
 # in docs/deploy-team.md). Everything listens on 127.0.0.1 and lives in a temp dir that is
 # removed at exit. Each replica serves the fixture as its own stdio upstream (`fx`), the way
@@ -17,9 +17,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 requests=${1:-4000}
 concurrency=${2:-16}
-bin=target/release
+bin=target/dist
 for b in mcpproxy mcp-fixture mcp-load; do
-    [ -x "$bin/$b" ] || { echo "missing $bin/$b: cargo build --release -p mcpproxy -p mcp-fixture -p mcp-load" >&2; exit 1; }
+    [ -x "$bin/$b" ] || { echo "missing $bin/$b: cargo build --profile dist -p mcpproxy -p mcp-fixture -p mcp-load" >&2; exit 1; }
 done
 command -v haproxy >/dev/null || { echo "haproxy is not installed (apt-get install haproxy)" >&2; exit 1; }
 pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)

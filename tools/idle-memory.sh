@@ -6,7 +6,7 @@
 # config before the data dir's first start run without an approval.. Prints VmRSS, RssAnon
 # and RssFile (/proc/PID/status) and the Private/Shared split (/proc/PID/smaps_rollup).
 #
-#   tools/idle-memory.sh target/release/mcpproxy [STARTS=5] [SETTLE=12] [START=eager|lazy]
+#   tools/idle-memory.sh target/dist/mcpproxy [STARTS=5] [SETTLE=12] [START=eager|lazy]
 #
 # Needs `npm ci --prefix tests/npm`. Talks only to loopback.
 set -euo pipefail

@@ -3,8 +3,8 @@
 # serves 10,000 tools, beside the same proxy setup over the fixture's 16 tools and a direct
 # call to the fixture (the HTTP round trip's floor), all in one run.
 #
-#   tools/search-load.sh target/release/mcpproxy target/release/mcp-fixture \
-#       target/release/mcp-load [CALLS=2000]
+#   tools/search-load.sh target/dist/mcpproxy target/dist/mcp-fixture \
+#       target/dist/mcp-load [CALLS=2000]
 #
 # Talks only to loopback.
 set -euo pipefail

@@ -9,7 +9,10 @@ use super::connect::Database;
 use super::error::{Error, Result};
 
 /// Every migration, in order: (version, SQL). Released ones are never edited.
-const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("migrations/0001_shared_state.sql"))];
+const MIGRATIONS: &[(i32, &str)] = &[
+    (1, include_str!("migrations/0001_shared_state.sql")),
+    (2, include_str!("migrations/0002_approvals.sql")),
+];
 
 /// The advisory lock the migrations run under (any constant the cluster agrees on:
 /// "mcpproxy" in ASCII).

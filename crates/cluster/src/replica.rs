@@ -18,10 +18,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::connect::Database;
 use super::error::{Error, Result};
-use super::{migrate, servers, status, trust_sync};
+use super::{approvals, migrate, servers, status, trust_sync};
 use mcpproxy_auth::credentials::CredentialStore;
 use mcpproxy_config::ClusterConfig;
 use mcpproxy_trust::TrustStore;
+
+/// How many announced answers a slow listener may fall behind by (then it reads the rows).
+const APPROVAL_ANSWERS: usize = 256;
 
 /// The longest pause between two attempts to listen again.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -38,6 +41,8 @@ pub struct Cluster {
     pub(super) statements: tokio::sync::Mutex<Option<Arc<Client>>>,
     /// Woken when the cluster's servers may have changed.
     servers_changed: Notify,
+    /// The ids of approvals answered through any replica (`NOTIFY mcpproxy_approvals`).
+    pub(super) approvals_answered: tokio::sync::broadcast::Sender<String>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -90,6 +95,7 @@ impl Cluster {
             reload,
             statements: tokio::sync::Mutex::new(Some(Arc::new(client))),
             servers_changed: Notify::new(),
+            approvals_answered: tokio::sync::broadcast::channel(APPROVAL_ANSWERS).0,
         });
         tokio::spawn(listen(Arc::downgrade(&cluster), shutdown.clone()));
         tokio::spawn(heartbeat(Arc::downgrade(&cluster), shutdown));
@@ -99,6 +105,13 @@ impl Cluster {
             cluster.db.target()
         );
         Ok(cluster)
+    }
+
+    /// Passes an answered approval's id on to whoever waits (nobody may: that is fine).
+    fn announce_answer(&self, note: &tokio_postgres::Notification) {
+        if note.channel() == approvals::CHANNEL {
+            let _ = self.approvals_answered.send(note.payload().to_owned());
+        }
     }
 
     /// The trust decisions the replicas share.
@@ -199,9 +212,10 @@ async fn listen(cluster: std::sync::Weak<Cluster>, shutdown: CancellationToken) 
         let listening = match link.db.connect_listening().await {
             Ok((client, notes)) => match client
                 .batch_execute(&format!(
-                    "LISTEN {}; LISTEN {}",
+                    "LISTEN {}; LISTEN {}; LISTEN {}",
                     trust_sync::CHANNEL,
-                    servers::CHANNEL
+                    servers::CHANNEL,
+                    approvals::CHANNEL
                 ))
                 .await
             {
@@ -236,9 +250,11 @@ async fn listen(cluster: std::sync::Weak<Cluster>, shutdown: CancellationToken) 
                     let Some(note) = note else { break };
                     let mut trust = note.channel() == trust_sync::CHANNEL;
                     let mut servers = note.channel() == servers::CHANNEL;
+                    link.announce_answer(&note);
                     while let Ok(more) = notes.try_recv() {
                         trust |= more.channel() == trust_sync::CHANNEL;
                         servers |= more.channel() == servers::CHANNEL;
+                        link.announce_answer(&more);
                     }
                     if trust {
                         stale = !link.reload_trust(&mut client).await;

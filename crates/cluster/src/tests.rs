@@ -64,7 +64,7 @@ async fn migrations_apply_once_and_a_newer_schema_is_refused() {
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("schema version 77, newer than this mcpproxy knows (1)"),
+        err.contains("schema version 77, newer than this mcpproxy knows (2)"),
         "{err}"
     );
     assert!(err.contains(&format!("127.0.0.1:{}", pg.port())), "{err}");

@@ -3,7 +3,7 @@
 //! and the official Node.js filesystem server when `tests/npm` has it), each without and
 //! with the default sandbox (preparing it included).
 //!
-//! `cargo bench -p mcpproxy-sandbox` (build the fixture first: `cargo build --release -p
+//! `cargo bench -p mcpproxy-sandbox` (build the fixture first: `cargo build --profile dist -p
 //! mcp-fixture`).
 
 #![allow(
@@ -104,7 +104,7 @@ fn startup(c: &mut Criterion) {
     group.bench_function("true/sandboxed", |b| {
         b.iter(|| run("/bin/true", &none, Some(&default), false))
     });
-    let fixture = workspace().join("target/release/mcp-fixture");
+    let fixture = workspace().join("target/dist/mcp-fixture");
     if fixture.is_file() {
         let fixture = fixture.display().to_string();
         group.bench_function("rust-fixture-initialize/plain", |b| {
@@ -119,7 +119,7 @@ fn startup(c: &mut Criterion) {
             b.iter(|| run(&fixture, &none, Some(&all), true))
         });
     } else {
-        eprintln!("skipped the fixture: build it with cargo build --release -p mcp-fixture");
+        eprintln!("skipped the fixture: build it with cargo build --profile dist -p mcp-fixture");
     }
     let filesystem = workspace().join("tests/npm/node_modules/.bin/mcp-server-filesystem");
     if filesystem.exists() {

@@ -157,14 +157,13 @@ impl Approvals for LocalApprovals<'_> {
     }
 
     fn answer<'a>(&'a self, id: &'a str, approve: bool, by: &'a str) -> Boxed<'a, Result<()>> {
-        let answered = self.0.answer(
-            id,
-            mcpproxy_server::proxy::Answer {
+        Box::pin(async move {
+            let answer = mcpproxy_server::proxy::Answer {
                 approve,
                 by: by.to_owned(),
                 reason: None,
-            },
-        );
-        Box::pin(async move { Ok(answered?) })
+            };
+            Ok(self.0.answer(id, answer).await?)
+        })
     }
 }

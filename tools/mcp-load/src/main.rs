@@ -4,13 +4,13 @@
 //! mcp-load --url http://127.0.0.1:PORT/mcp --tool echo --args '{"text":"hi"}' \
 //!     [--requests 2000] [--concurrency 1] [--warmup 200] [--sessions 1] [-o text|json]
 //!     [--connections per-request|keep-alive]
-//! mcp-load --scenario proxy-overhead --fixture target/release/mcp-fixture \
-//!     --mcpproxy target/release/mcpproxy [--requests 3000] [--proxy-config JSON]
-//! mcp-load --scenario soak --fixture target/release/mcp-fixture \
-//!     --mcpproxy target/release/mcpproxy --plugins DIR-WITH-trap.wasm \
+//! mcp-load --scenario proxy-overhead --fixture target/dist/mcp-fixture \
+//!     --mcpproxy target/dist/mcpproxy [--requests 3000] [--proxy-config JSON]
+//! mcp-load --scenario soak --fixture target/dist/mcp-fixture \
+//!     --mcpproxy target/dist/mcpproxy --plugins DIR-WITH-trap.wasm \
 //!     [--faulting-calls 10000] [--churn-sessions 20000] [-c 8] [--idle 2]
-//! mcp-load --scenario compare --fixture target/release/mcp-fixture \
-//!     --mcpproxy target/release/mcpproxy [--peer PATH-TO-mcp-proxy] [--rounds 3] \
+//! mcp-load --scenario compare --fixture target/dist/mcp-fixture \
+//!     --mcpproxy target/dist/mcpproxy [--peer PATH-TO-mcp-proxy] [--rounds 3] \
 //!     [--baseline PATH-TO-AN-EARLIER-mcpproxy]
 //! ```
 //!

@@ -23,9 +23,9 @@ struct AnswerBody {
     by: Option<String>,
 }
 
-/// `GET /approvals`: the calls waiting, oldest first.
+/// `GET /approvals`: the calls waiting, oldest first (in a cluster, on every replica).
 pub(super) async fn list(State(state): State<ApiState>) -> Response {
-    ok(state.proxy.approvals().pending())
+    ok(state.proxy.approvals().listed().await)
 }
 
 /// `POST /approvals/{id}/approve`.
@@ -34,7 +34,7 @@ pub(super) async fn approve(
     id: Path<String>,
     body: Option<Json<Value>>,
 ) -> Result<Response, ApiError> {
-    answer(state, id, body, true)
+    answer(state, id, body, true).await
 }
 
 /// `POST /approvals/{id}/deny`.
@@ -43,10 +43,10 @@ pub(super) async fn deny(
     id: Path<String>,
     body: Option<Json<Value>>,
 ) -> Result<Response, ApiError> {
-    answer(state, id, body, false)
+    answer(state, id, body, false).await
 }
 
-fn answer(
+async fn answer(
     State(state): State<ApiState>,
     Path(id): Path<String>,
     body: Option<Json<Value>>,
@@ -78,7 +78,13 @@ fn answer(
                 reason: body.reason.filter(|r| !r.trim().is_empty()),
             },
         )
-        .map_err(|e| ApiError::not_found(e.to_string()))?;
+        .await
+        .map_err(|e| match e {
+            crate::proxy::AnswerError::NotWaiting(_) => ApiError::not_found(e.to_string()),
+            crate::proxy::AnswerError::Shared { .. } => {
+                ApiError::with_status(http::StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+            }
+        })?;
     Ok(ok(serde_json::json!({
         "id": id,
         "decision": if approve { "approved" } else { "denied" },

@@ -8,20 +8,29 @@
 //! canonical arguments, its session and caller, answered once, and releases only the call
 //! that waits on it. Answering is never an MCP tool: an agent cannot approve its own calls
 //! through the endpoint it calls tools with.
+//!
+//! In a cluster ([`Approvals::share_through`]) each waiting call is also a row in
+//! PostgreSQL: every replica lists it, an answer through any replica is taken once there and
+//! announced, and the replica where the call waits releases it.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tokio::sync::oneshot;
 
 use mcpproxy_activity::{ApprovalRecord, format_timestamp, now_ms};
+use mcpproxy_cluster::{Cluster, SharedAnswer};
 use mcpproxy_config::{ApprovalsConfig, CallClass, Via};
 use mcpproxy_policy::{Evaluation, OperationType};
 use mcpproxy_upstream::back_channel::CallOrigin;
 
 use super::{CallContext, Proxy};
+
+mod at_client;
+
+use at_client::{AskedAtClientMap, Retry, ask_client};
 
 /// The longest reason kept, in bytes.
 const MAX_REASON_BYTES: usize = 1024;
@@ -75,6 +84,8 @@ pub enum AnswerError {
          went away (`mcpproxy approvals list` shows the calls that wait)"
     )]
     NotWaiting(String),
+    #[error("cannot answer approval {id} through the cluster's shared state: {reason}")]
+    Shared { id: String, reason: String },
 }
 
 struct Waiting {
@@ -87,6 +98,26 @@ struct Waiting {
 pub struct Approvals {
     config: ApprovalsConfig,
     waiting: Mutex<BTreeMap<String, Waiting>>,
+    /// The cluster this replica shares its waiting calls with, if any.
+    shared: OnceLock<Arc<Cluster>>,
+    /// The questions asked through `input_required`, until the client's retry.
+    asked_at_client: Mutex<AskedAtClientMap>,
+}
+
+/// What a person said about a call, as the call goes on.
+pub(super) enum PersonSaid {
+    /// No rule asks about this call.
+    NotAsked,
+    /// Approved; `resume` is what the upstream asked in an earlier round of the call, to
+    /// pass on with it (`input_responses`, `request_state`).
+    Approved {
+        approval: ApprovalRecord,
+        resume: Option<(Option<rmcp::model::InputResponses>, Option<String>)>,
+    },
+    /// Not approved: the record, and what the caller is told.
+    Refused(ApprovalRecord, String),
+    /// A 2026-07-28 client is asked with this `input_required` result; its retry answers.
+    Asking(ApprovalRecord, rmcp::model::InputRequiredResult),
 }
 
 /// How asking ended.
@@ -100,10 +131,18 @@ impl Approvals {
         Self {
             config,
             waiting: Mutex::default(),
+            shared: OnceLock::new(),
+            asked_at_client: Mutex::default(),
         }
     }
 
-    /// The calls waiting now, oldest first.
+    /// Shares the waiting calls with the other replicas of `cluster`: listed and answered
+    /// through any of them. Set once, at start.
+    pub fn share_through(&self, cluster: Arc<Cluster>) {
+        let _ = self.shared.set(cluster);
+    }
+
+    /// The calls waiting on this replica now, oldest first.
     pub fn pending(&self) -> Vec<PendingApproval> {
         let waiting = mcpproxy_support::lock(&self.waiting);
         let mut all: Vec<PendingApproval> = waiting.values().map(|w| w.shown.clone()).collect();
@@ -111,17 +150,79 @@ impl Approvals {
         all
     }
 
-    /// Answers the call waiting on `id`: it is sent (approve) or refused (deny).
-    pub fn answer(&self, id: &str, answer: Answer) -> Result<(), AnswerError> {
-        let waiting = mcpproxy_support::lock(&self.waiting).remove(id);
-        let Some(waiting) = waiting else {
-            return Err(AnswerError::NotWaiting(mcpproxy_support::quote(id)));
+    /// The calls waiting on any replica of the cluster (this one's included), oldest
+    /// first; without a cluster, or when its database cannot be read, this replica's.
+    pub async fn listed(&self) -> Vec<PendingApproval> {
+        let mut all = self.pending();
+        let Some(cluster) = self.shared.get() else {
+            return all;
         };
+        match cluster.pending_approvals().await {
+            Ok(rows) => {
+                for row in rows {
+                    match serde_json::from_value::<PendingApproval>(row) {
+                        Ok(shown) if !all.iter().any(|a| a.id == shown.id) => all.push(shown),
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!("a shared pending approval is unreadable: {e}"),
+                    }
+                }
+                all.sort_by(|a, b| a.asked_at.cmp(&b.asked_at).then(a.id.cmp(&b.id)));
+            }
+            Err(e) => tracing::warn!(
+                "listing only this replica's pending approvals, the cluster's cannot be read: {e}"
+            ),
+        }
+        all
+    }
+
+    /// Answers the call waiting on `id`, on this replica or (in a cluster) on another: it
+    /// is sent (approve) or refused (deny). In a cluster the first answer through any
+    /// replica is the one taken.
+    pub async fn answer(&self, id: &str, answer: Answer) -> Result<(), AnswerError> {
         let answer = Answer {
             reason: answer
                 .reason
                 .map(|r| mcpproxy_support::cut_to(&r, MAX_REASON_BYTES)),
             ..answer
+        };
+        let here = mcpproxy_support::lock(&self.waiting).contains_key(id);
+        if let Some(cluster) = self.shared.get() {
+            let shared = SharedAnswer {
+                approve: answer.approve,
+                by: answer.by.clone(),
+                reason: answer.reason.clone(),
+            };
+            match cluster.answer_approval(id, &shared).await {
+                // Taken: the replica that holds the call hears of it (this one too).
+                Ok(true) if !here => return Ok(()),
+                Ok(true) => {}
+                Ok(false) if here => {
+                    // Not shared (its row could not be written) or answered elsewhere
+                    // first: the waiting call reads the shared answer, if any, itself.
+                    if let Ok(Some(_)) = cluster.approval_answer(id).await {
+                        return Err(AnswerError::NotWaiting(mcpproxy_support::quote(id)));
+                    }
+                }
+                Ok(false) => return Err(AnswerError::NotWaiting(mcpproxy_support::quote(id))),
+                Err(e) if here => {
+                    tracing::warn!("answering approval {id} on this replica only: {e}");
+                }
+                Err(e) => {
+                    return Err(AnswerError::Shared {
+                        id: mcpproxy_support::quote(id),
+                        reason: e.to_string(),
+                    });
+                }
+            }
+        }
+        self.answer_here(id, answer)
+    }
+
+    /// Releases the call waiting on `id` on this replica with `answer`.
+    fn answer_here(&self, id: &str, answer: Answer) -> Result<(), AnswerError> {
+        let waiting = mcpproxy_support::lock(&self.waiting).remove(id);
+        let Some(waiting) = waiting else {
+            return Err(AnswerError::NotWaiting(mcpproxy_support::quote(id)));
         };
         waiting
             .answer
@@ -166,18 +267,51 @@ impl Proxy {
         &self.approvals
     }
 
-    /// Asks a person about an allowed call when a rule says so: `Ok(None)` when no rule
-    /// asks, `Ok(Some(record))` when approved, `Err((record, message))` when refused
-    /// (denied, cancelled, timed out, or no one could be asked).
+    /// Asks a person about an allowed call when a rule says so (see [`PersonSaid`]):
+    /// refused when denied, cancelled, timed out, or no one could be asked.
     pub(super) async fn ask_person(
         &self,
         evaluation: &Evaluation,
         draft: &mcpproxy_activity::ActivityRecord,
         context: &CallContext,
-    ) -> Result<Option<ApprovalRecord>, (ApprovalRecord, String)> {
+    ) -> PersonSaid {
         let Some((class, via)) = self.approvals.rule_for(evaluation) else {
-            return Ok(None);
+            return PersonSaid::NotAsked;
         };
+        if via == Via::Client
+            && let Some(origin) = context
+                .origin
+                .as_ref()
+                .filter(|o| at_client::answers_input(o))
+        {
+            let said = self
+                .approvals
+                .through_input(origin, evaluation, draft, class, context);
+            let said = match said {
+                Retry::Ask(result, asking) => {
+                    return PersonSaid::Asking(asking.ended("client", None, "asked", None), result);
+                }
+                Retry::Approved {
+                    record,
+                    reason,
+                    upstream_state,
+                    upstream_responses,
+                } => PersonSaid::Approved {
+                    approval: record.ended("client", Some("client"), "approved", reason),
+                    resume: Some((upstream_responses, upstream_state)),
+                },
+                Retry::Refused(approval, message) => PersonSaid::Refused(approval, message),
+            };
+            let ended = match &said {
+                PersonSaid::Approved { approval, .. } | PersonSaid::Refused(approval, _) => {
+                    approval
+                }
+                PersonSaid::NotAsked | PersonSaid::Asking(..) => return said,
+            };
+            self.metrics
+                .approval_decided(&ended.decision, &ended.asked_via);
+            return said;
+        }
         let started = Instant::now();
         let timeout = self.approvals.config.timeout;
         let request = &evaluation.request;
@@ -231,8 +365,11 @@ impl Proxy {
         self.metrics
             .approval_decided(&ended.decision, &ended.asked_via);
         match asked {
-            Asked::Approved(approval) => Ok(Some(approval)),
-            Asked::Refused(approval, message) => Err((approval, message)),
+            Asked::Approved(approval) => PersonSaid::Approved {
+                approval,
+                resume: None,
+            },
+            Asked::Refused(approval, message) => PersonSaid::Refused(approval, message),
         }
     }
 
@@ -248,6 +385,10 @@ impl Proxy {
     ) -> Asked {
         let id = shown.id.clone();
         let (tx, rx) = oneshot::channel();
+        let cluster = self.approvals.shared.get();
+        // Listening before the row is shared: an answer cannot slip in between.
+        let answers = cluster.map(|c| c.approval_answers());
+        let row = cluster.and(serde_json::to_value(&shown).ok());
         {
             let mut waiting = mcpproxy_support::lock(&self.approvals.waiting);
             if waiting.len() >= MAX_PENDING {
@@ -266,6 +407,13 @@ impl Proxy {
             approvals: &self.approvals,
             id: &id,
         };
+        if let (Some(cluster), Some(row)) = (cluster, row)
+            && let Err(e) = cluster.share_approval(&id, &row, timeout).await
+        {
+            tracing::warn!(
+                "approval {id} can be answered through this replica only, the cluster's shared state failed: {e}"
+            );
+        }
         tracing::info!(approval = %id, tool = %name, "a call waits for a person's approval (`mcpproxy approvals approve {id}`)");
         let cancelled = async {
             match origin {
@@ -274,16 +422,23 @@ impl Proxy {
             }
         };
         let progress = tell_progress(origin, &id, timeout);
+        let elsewhere = answered_elsewhere(cluster, &id, answers);
+        let answer = async {
+            tokio::select! {
+                answer = rx => answer.ok(),
+                answer = elsewhere => Some(answer),
+            }
+        };
         tokio::select! {
-            answer = tokio::time::timeout(timeout, rx) => match answer {
-                Ok(Ok(answer)) if answer.approve => {
+            answer = tokio::time::timeout(timeout, answer) => match answer {
+                Ok(Some(answer)) if answer.approve => {
                     Asked::Approved(record.ended("page", Some(&answer.by), "approved", answer.reason))
                 }
-                Ok(Ok(answer)) => {
+                Ok(Some(answer)) => {
                     let message = format!("The call to '{name}' was denied by {}", answer.by_whom());
                     Asked::Refused(record.ended("page", Some(&answer.by), "denied", answer.reason), message)
                 }
-                Ok(Err(_)) | Err(_) => Asked::Refused(
+                Ok(None) | Err(_) => Asked::Refused(
                     record.ended("page", None, "timed_out", None),
                     format!(
                         "The call to '{name}' was not approved within {} s (approvals.timeout_secs); it was not sent",
@@ -296,6 +451,57 @@ impl Proxy {
                 record.ended("page", None, "cancelled", None),
                 format!("The call to '{name}' was cancelled while it waited for approval"),
             ),
+        }
+    }
+}
+
+/// How often a call waiting in a cluster reads its row, in case an answer's announcement
+/// was missed (the listening connection was being made again).
+const SHARED_CHECK_EVERY: Duration = Duration::from_secs(2);
+
+/// The answer given to `id` through another replica (or this one, through the cluster):
+/// heard announced, or read from its row now and then. Never ends without a cluster.
+async fn answered_elsewhere(
+    cluster: Option<&Arc<Cluster>>,
+    id: &str,
+    answers: Option<tokio::sync::broadcast::Receiver<String>>,
+) -> Answer {
+    use tokio::sync::broadcast::error::RecvError;
+    let Some(cluster) = cluster else {
+        return std::future::pending().await;
+    };
+    let mut answers = answers;
+    loop {
+        let heard = async {
+            match answers.as_mut() {
+                Some(answers) => answers.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        let look = tokio::select! {
+            heard = heard => match heard {
+                Ok(answered) => answered == id,
+                Err(RecvError::Lagged(_)) => true,
+                Err(RecvError::Closed) => {
+                    answers = None;
+                    true
+                }
+            },
+            () = tokio::time::sleep(SHARED_CHECK_EVERY) => true,
+        };
+        if !look {
+            continue;
+        }
+        match cluster.approval_answer(id).await {
+            Ok(Some(answer)) => {
+                return Answer {
+                    approve: answer.approve,
+                    by: answer.by,
+                    reason: answer.reason,
+                };
+            }
+            Ok(None) => {}
+            Err(e) => tracing::debug!("cannot read approval {id}'s shared answer: {e}"),
         }
     }
 }
@@ -339,119 +545,16 @@ async fn tell_progress(
 impl Answer {
     /// `the user` for the person at the client, else who answered (`mcpproxy approvals`).
     fn by_whom(&self) -> String {
-        match self.by.as_str() {
+        // `cli@replica-b`: answered through another replica of the cluster.
+        let who = self
+            .by
+            .split_once('@')
+            .map_or(self.by.as_str(), |(who, _)| who);
+        match who {
             "client" => "the user".to_owned(),
             "cli" => "a person (mcpproxy approvals deny)".to_owned(),
             other => format!("a person ({other})"),
         }
-    }
-}
-
-/// Asks the person at the client with a form: the call as it will be sent, and a yes/no.
-async fn ask_client(
-    origin: &CallOrigin,
-    evaluation: &Evaluation,
-    draft: &mcpproxy_activity::ActivityRecord,
-    class: CallClass,
-    timeout: Duration,
-    record: &Asking,
-) -> Asked {
-    use rmcp::model::{ClientResult, ElicitationAction, ServerRequest};
-    let request = &evaluation.request;
-    let name = request.tool.qualified_name();
-    let judgement = evaluation.judgement();
-    let arguments = draft
-        .arguments
-        .as_ref()
-        .map_or_else(|| "{}".to_owned(), |a| a.to_string());
-    let intent = draft
-        .intent
-        .as_ref()
-        .and_then(|i| serde_json::to_value(i).ok())
-        .map_or_else(|| "none declared".to_owned(), |i| i.to_string());
-    let annotations = judgement
-        .annotations
-        .and_then(|a| serde_json::to_value(a).ok())
-        .map_or_else(|| "none".to_owned(), |a| a.to_string());
-    let message = format!(
-        "Approve this {} call?\n\nServer: {}\nTool: {}\nAnnotations: {annotations} (from {})\n\
-         Arguments, as they will be sent (secrets masked): {}\nThe agent's intent: {intent}",
-        class.as_str(),
-        mcpproxy_support::quote(&request.tool.server),
-        mcpproxy_support::quote(&request.tool.name),
-        judgement.annotation_source.label(),
-        mcpproxy_support::cut_to(&arguments, 4096),
-    );
-    let schema = serde_json::json!({
-        "type": "object",
-        "properties": {
-            "approve": {"type": "boolean", "title": "Approve", "description": "Send this call"},
-            "reason": {"type": "string", "title": "Reason", "description": "Why (optional)"}
-        },
-        "required": ["approve"]
-    });
-    let params = serde_json::json!({"mode": "form", "message": message, "requestedSchema": schema});
-    let Ok(params) = serde_json::from_value(params) else {
-        return Asked::Refused(
-            record.ended("client", None, "refused", None),
-            format!("The call to '{name}' needs approval, but the question could not be built"),
-        );
-    };
-    let asked = mcpproxy_upstream::back_channel::ask_client(
-        origin,
-        ServerRequest::ElicitRequest(rmcp::model::Request::new(params)),
-        timeout,
-    )
-    .await;
-    let result = match asked {
-        Ok(ClientResult::ElicitResult(result)) => result,
-        Ok(_) => {
-            return Asked::Refused(
-                record.ended("client", None, "refused", None),
-                format!(
-                    "The call to '{name}' was not approved: the client answered the question with something else"
-                ),
-            );
-        }
-        Err(mcpproxy_upstream::back_channel::AskError::Timeout { .. }) => {
-            return Asked::Refused(
-                record.ended("client", None, "timed_out", None),
-                format!(
-                    "The call to '{name}' was not approved within {} s (approvals.timeout_secs); it was not sent",
-                    timeout.as_secs()
-                ),
-            );
-        }
-        Err(e) => {
-            return Asked::Refused(
-                record.ended("client", None, "refused", None),
-                format!("The call to '{name}' was not approved: {e}"),
-            );
-        }
-    };
-    let content = result.content.as_ref();
-    let reason = content
-        .and_then(|c| c.get("reason"))
-        .and_then(serde_json::Value::as_str)
-        .filter(|r| !r.is_empty())
-        .map(|r| mcpproxy_support::cut_to(r, MAX_REASON_BYTES));
-    match result.action {
-        ElicitationAction::Accept
-            if content
-                .and_then(|c| c.get("approve"))
-                .and_then(serde_json::Value::as_bool)
-                == Some(true) =>
-        {
-            Asked::Approved(record.ended("client", Some("client"), "approved", reason))
-        }
-        ElicitationAction::Cancel => Asked::Refused(
-            record.ended("client", Some("client"), "cancelled", reason),
-            format!("The call to '{name}' was cancelled by the user"),
-        ),
-        _ => Asked::Refused(
-            record.ended("client", Some("client"), "denied", reason),
-            format!("The call to '{name}' was denied by the user"),
-        ),
     }
 }
 
@@ -494,5 +597,16 @@ struct RemoveOnDrop<'a> {
 impl Drop for RemoveOnDrop<'_> {
     fn drop(&mut self) {
         mcpproxy_support::lock(&self.approvals.waiting).remove(self.id);
+        if let (Some(cluster), Ok(runtime)) = (
+            self.approvals.shared.get(),
+            tokio::runtime::Handle::try_current(),
+        ) {
+            let (cluster, id) = (cluster.clone(), self.id.to_owned());
+            runtime.spawn(async move {
+                if let Err(e) = cluster.withdraw_approval(&id).await {
+                    tracing::debug!("approval {id}'s shared row stays until it expires: {e}");
+                }
+            });
+        }
     }
 }

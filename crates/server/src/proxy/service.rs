@@ -9,6 +9,7 @@ use serde::Serialize;
 use tracing::Instrument;
 use tracing::field::Empty;
 
+use super::approvals::PersonSaid;
 use super::record::Concluded as _;
 use super::{ActivitySettings, CallInput, CallReport};
 use crate::metrics::Metrics;
@@ -376,23 +377,37 @@ impl Proxy {
                 CallOutcome::DryRun(evaluation)
             }
             Judged::Allowed(upstream, evaluation) => {
-                let (mut draft, mut started) = (draft, started);
+                let (mut draft, mut started, mut context) = (draft, started, context);
                 match self.ask_person(&evaluation, &draft, &context).await {
-                    Ok(approval) => {
+                    PersonSaid::NotAsked => {}
+                    PersonSaid::Approved { approval, resume } => {
                         // The call's deadline (and its duration) count from the answer: a
                         // person may take longer than the upstream may (the wait is in the
                         // record's `approval.waited_ms`).
-                        if approval.is_some() {
-                            started = Instant::now();
+                        started = Instant::now();
+                        draft.approval = Some(approval);
+                        // The proxy's question and its answer go no further; what the
+                        // upstream asked in an earlier round of the call does.
+                        if let (Some((responses, state)), Some(origin)) =
+                            (resume, context.origin.as_mut())
+                        {
+                            origin.input_responses = responses;
+                            origin.request_state = state;
                         }
-                        draft.approval = approval;
                     }
-                    Err((approval, message)) => {
+                    PersonSaid::Refused(approval, message) => {
                         let mut record = draft.judged(&evaluation, Status::Blocked, started);
                         record.error_message = Some(message.clone());
                         record.approval = Some(approval);
                         self.append(record).await;
                         return CallOutcome::Refused(message);
+                    }
+                    PersonSaid::Asking(approval, result) => {
+                        let mut record = draft.judged(&evaluation, Status::Success, started);
+                        record.approval = Some(approval);
+                        self.append(super::record::input_required(record, started))
+                            .await;
+                        return CallOutcome::InputRequired { evaluation, result };
                     }
                 }
                 self.call_allowed(upstream, evaluation, draft, &context, started)

@@ -66,6 +66,9 @@ pub(super) fn assemble(
         }
     };
     let manager = manager(runtime, running_config, files, cluster, shutdown);
+    if let Some(cluster) = cluster {
+        runtime.proxy.approvals().share_through(cluster.clone());
+    }
     let mcp_server = ProxyServer::new(runtime.proxy.clone()).with_manager(manager.clone());
     let access = Access {
         allowed_hosts: runtime.config.allowed_hosts.clone(),

@@ -526,6 +526,15 @@ function analysisView(analysis) {
       el("div", tool.name, "tool-name"),
       el("div", tool.standing + "; annotations: " + (flags.join(", ") || "none"), "tool-meta muted"),
     );
+    // A held tool of a running, approved server can be approved on its own, in the form
+    // shown here; a quarantined server is approved whole (the dialog's Approve).
+    if (!analysis.quarantined && analysis.launch_approved !== false && tool.standing !== "trusted") {
+      const approveTool = el("button", "Approve this tool", "approve-tool");
+      approveTool.type = "button";
+      approveTool.dataset.tool = tool.name;
+      approveTool.addEventListener("click", () => approveHeldTool(approveTool));
+      item.append(approveTool);
+    }
     if (tool.findings.length) {
       const findings = el("ul", null, "findings");
       for (const finding of tool.findings) {
@@ -540,6 +549,31 @@ function analysisView(analysis) {
   nodes.push(list);
   for (const name of analysis.removed || []) nodes.push(el("p", "Removed since approval: " + name, "muted"));
   return nodes;
+}
+
+// Approves one held tool (REST `tools: [name]`, with the launch fingerprint the dialog
+// showed), then shows the analysis again: that tool is served, the others stay held.
+async function approveHeldTool(button) {
+  const server = $("analysis-approve").dataset.server;
+  const tool = button.dataset.tool;
+  const approval = { approved_by: "web page", tools: [tool] };
+  const fingerprint = $("analysis-approve").dataset.fingerprint;
+  if (fingerprint) approval.fingerprint = fingerprint;
+  button.disabled = true;
+  try {
+    await api("/upstreams/" + encodeURIComponent(server) + "/approve", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(approval),
+    });
+    $("approve-result").textContent = server + ":" + tool + " approved.";
+    await review(server);
+    $("analysis-result").textContent = "Approved " + tool + ".";
+  } catch (error) {
+    $("analysis-result").textContent = "Approving " + tool + " failed: " + error.message;
+    button.disabled = false;
+  }
+  await loadUpstreams();
 }
 
 async function approveReviewed() {

@@ -1,0 +1,397 @@
+//! Asking the person at the calling client, with a form that shows the call as it will be
+//! sent and asks yes or no:
+//!
+//! - a client that declared `elicitation` in its session is sent `elicitation/create` and
+//!   the call waits for the answer ([`ask_client`]);
+//! - a client on protocol 2026-07-28 (or later) is answered with an `input_required` result
+//!   that carries the same question, and its retry of the call carries the answer
+//!   ([`Approvals::through_input`]). The `requestState` names a question kept here, bound
+//!   to the call's server, tool, canonical arguments' hash, caller and session, answered
+//!   once: a retry that names another call's question, or one used or expired, is
+//!   refused. What the upstream itself asked in an earlier round (its own `requestState`
+//!   and the answers the client gave it) is kept with the question and passed on once the
+//!   call is approved.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use rmcp::model::{ElicitationAction, InputRequiredResult, InputResponses};
+use serde_json::Value;
+
+use mcpproxy_config::CallClass;
+use mcpproxy_policy::Evaluation;
+use mcpproxy_upstream::back_channel::CallOrigin;
+
+use super::{Approvals, Asked, Asking, MAX_PENDING, MAX_REASON_BYTES};
+use crate::proxy::CallContext;
+
+/// The key of the approval question among a round's `inputRequests`.
+pub(super) const INPUT_KEY: &str = "mcpproxy_approval";
+
+/// How a `requestState` of the proxy's approval question starts; what follows is its id.
+const STATE_PREFIX: &str = "mcpproxy-approval:";
+
+/// The most upstream answers kept with a question, in bytes of JSON.
+const MAX_KEPT_RESPONSE_BYTES: usize = 256 * 1024;
+
+/// A question sent to a 2026-07-28 client in an `input_required` result, until its retry.
+pub(super) struct AskedAtClient {
+    server: String,
+    tool: String,
+    arguments_hash: String,
+    caller: Option<String>,
+    session_id: Option<String>,
+    asked: Instant,
+    expires: Instant,
+    /// What the upstream asked the client in an earlier round of this call: passed on with
+    /// the approved call.
+    upstream_state: Option<String>,
+    upstream_responses: Option<InputResponses>,
+}
+
+/// What the retry of a call asked through `input_required` says.
+pub(super) enum Retry {
+    /// Asked (again): answer the client with this.
+    Ask(InputRequiredResult, Asking),
+    Approved {
+        record: Asking,
+        reason: Option<String>,
+        /// The upstream's own round, to pass on with the call.
+        upstream_state: Option<String>,
+        upstream_responses: Option<InputResponses>,
+    },
+    Refused(mcpproxy_activity::ApprovalRecord, String),
+}
+
+/// The question and the form of its answer, as both paths ask it.
+fn question(
+    evaluation: &Evaluation,
+    draft: &mcpproxy_activity::ActivityRecord,
+    class: CallClass,
+) -> Value {
+    let request = &evaluation.request;
+    let judgement = evaluation.judgement();
+    let arguments = draft
+        .arguments
+        .as_ref()
+        .map_or_else(|| "{}".to_owned(), |a| a.to_string());
+    let intent = draft
+        .intent
+        .as_ref()
+        .and_then(|i| serde_json::to_value(i).ok())
+        .map_or_else(|| "none declared".to_owned(), |i| i.to_string());
+    let annotations = judgement
+        .annotations
+        .and_then(|a| serde_json::to_value(a).ok())
+        .map_or_else(|| "none".to_owned(), |a| a.to_string());
+    let message = format!(
+        "Approve this {} call?\n\nServer: {}\nTool: {}\nAnnotations: {annotations} (from {})\n\
+         Arguments, as they will be sent (secrets masked): {}\nThe agent's intent: {intent}",
+        class.as_str(),
+        mcpproxy_support::quote(&request.tool.server),
+        mcpproxy_support::quote(&request.tool.name),
+        judgement.annotation_source.label(),
+        mcpproxy_support::cut_to(&arguments, 4096),
+    );
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "approve": {"type": "boolean", "title": "Approve", "description": "Send this call"},
+            "reason": {"type": "string", "title": "Reason", "description": "Why (optional)"}
+        },
+        "required": ["approve"]
+    });
+    serde_json::json!({"mode": "form", "message": message, "requestedSchema": schema})
+}
+
+/// How a person answered the form: approved, or refused with the record's decision and the
+/// caller's message.
+enum Said {
+    Approved(Option<String>),
+    Refused(&'static str, String, Option<String>),
+}
+
+fn read_answer(action: &ElicitationAction, content: Option<&Value>, name: &str) -> Said {
+    let reason = content
+        .and_then(|c| c.get("reason"))
+        .and_then(Value::as_str)
+        .filter(|r| !r.is_empty())
+        .map(|r| mcpproxy_support::cut_to(r, MAX_REASON_BYTES));
+    let approved = content
+        .and_then(|c| c.get("approve"))
+        .and_then(Value::as_bool)
+        == Some(true);
+    match action {
+        ElicitationAction::Accept if approved => Said::Approved(reason),
+        ElicitationAction::Cancel => Said::Refused(
+            "cancelled",
+            format!("The call to '{name}' was cancelled by the user"),
+            reason,
+        ),
+        _ => Said::Refused(
+            "denied",
+            format!("The call to '{name}' was denied by the user"),
+            reason,
+        ),
+    }
+}
+
+/// Asks the person at the client through `elicitation/create`, and waits.
+pub(super) async fn ask_client(
+    origin: &CallOrigin,
+    evaluation: &Evaluation,
+    draft: &mcpproxy_activity::ActivityRecord,
+    class: CallClass,
+    timeout: Duration,
+    record: &Asking,
+) -> Asked {
+    use rmcp::model::{ClientResult, ServerRequest};
+    let name = evaluation.request.tool.qualified_name();
+    let Ok(params) = serde_json::from_value(question(evaluation, draft, class)) else {
+        return Asked::Refused(
+            record.ended("client", None, "refused", None),
+            format!("The call to '{name}' needs approval, but the question could not be built"),
+        );
+    };
+    let asked = mcpproxy_upstream::back_channel::ask_client(
+        origin,
+        ServerRequest::ElicitRequest(rmcp::model::Request::new(params)),
+        timeout,
+    )
+    .await;
+    let result = match asked {
+        Ok(ClientResult::ElicitResult(result)) => result,
+        Ok(_) => {
+            return Asked::Refused(
+                record.ended("client", None, "refused", None),
+                format!(
+                    "The call to '{name}' was not approved: the client answered the question with something else"
+                ),
+            );
+        }
+        Err(mcpproxy_upstream::back_channel::AskError::Timeout { .. }) => {
+            return Asked::Refused(
+                record.ended("client", None, "timed_out", None),
+                format!(
+                    "The call to '{name}' was not approved within {} s (approvals.timeout_secs); it was not sent",
+                    timeout.as_secs()
+                ),
+            );
+        }
+        Err(e) => {
+            return Asked::Refused(
+                record.ended("client", None, "refused", None),
+                format!("The call to '{name}' was not approved: {e}"),
+            );
+        }
+    };
+    match read_answer(&result.action, result.content.as_ref(), &name) {
+        Said::Approved(reason) => {
+            Asked::Approved(record.ended("client", Some("client"), "approved", reason))
+        }
+        Said::Refused(decision, message, reason) => Asked::Refused(
+            record.ended("client", Some("client"), decision, reason),
+            message,
+        ),
+    }
+}
+
+/// Whether the person at `origin` is asked with an `input_required` result: a client on
+/// protocol 2026-07-28 or later that can answer a form.
+pub(super) fn answers_input(origin: &CallOrigin) -> bool {
+    origin.protocol.is_some() && origin.can_elicit()
+}
+
+impl Approvals {
+    /// A call of a 2026-07-28 client that needs a person: asks with an `input_required`
+    /// result, or reads the answer its retry carries.
+    pub(super) fn through_input(
+        &self,
+        origin: &CallOrigin,
+        evaluation: &Evaluation,
+        draft: &mcpproxy_activity::ActivityRecord,
+        class: CallClass,
+        context: &CallContext,
+    ) -> Retry {
+        let request = &evaluation.request;
+        let name = request.tool.qualified_name();
+        let arguments_hash = mcpproxy_activity::canonical_sha256(&request.args);
+        let caller = context.identity.as_ref().map(|i| i.subject.clone());
+        let theirs = origin
+            .request_state
+            .as_deref()
+            .and_then(|s| s.strip_prefix(STATE_PREFIX));
+        let (upstream_state, upstream_responses) = match theirs {
+            None => (origin.request_state.clone(), origin.input_responses.clone()),
+            Some(id) => {
+                let asked = mcpproxy_support::lock(&self.asked_at_client).remove(id);
+                let record = |decision: &str, started: Instant| {
+                    Asking {
+                        id: id.to_owned(),
+                        arguments_hash: arguments_hash.clone(),
+                        started,
+                    }
+                    .ended("client", None, decision, None)
+                };
+                let Some(asked) = asked else {
+                    return Retry::Refused(
+                        record("refused", Instant::now()),
+                        format!(
+                            "The call to '{name}' was not sent: the approval its requestState names \
+                             is unknown, was answered already or expired. Call again without \
+                             requestState to be asked again"
+                        ),
+                    );
+                };
+                let same_call = asked.server == request.tool.server
+                    && asked.tool == request.tool.name
+                    && asked.arguments_hash == arguments_hash
+                    && asked.caller == caller
+                    && asked.session_id == context.session_id;
+                if !same_call {
+                    return Retry::Refused(
+                        record("refused", asked.asked),
+                        format!(
+                            "The call to '{name}' was not sent: the approval its requestState names \
+                             was asked for another call (another tool, other arguments or another \
+                             caller), and releases only that one. Call again without requestState \
+                             to be asked about this one"
+                        ),
+                    );
+                }
+                if Instant::now() > asked.expires {
+                    return Retry::Refused(
+                        record("timed_out", asked.asked),
+                        format!(
+                            "The call to '{name}' was not approved within {} s \
+                             (approvals.timeout_secs); it was not sent",
+                            self.config.timeout.as_secs()
+                        ),
+                    );
+                }
+                let answer = origin
+                    .input_responses
+                    .as_ref()
+                    .and_then(|r| r.get(INPUT_KEY))
+                    .and_then(|a| serde_json::to_value(a).ok());
+                if let Some(answer) = answer {
+                    let asking = Asking {
+                        id: id.to_owned(),
+                        arguments_hash,
+                        started: asked.asked,
+                    };
+                    let action = answer
+                        .get("action")
+                        .cloned()
+                        .and_then(|a| serde_json::from_value::<ElicitationAction>(a).ok())
+                        .unwrap_or(ElicitationAction::Decline);
+                    return match read_answer(&action, answer.get("content"), &name) {
+                        Said::Approved(reason) => Retry::Approved {
+                            record: asking,
+                            reason,
+                            upstream_state: asked.upstream_state,
+                            upstream_responses: asked.upstream_responses,
+                        },
+                        Said::Refused(decision, message, reason) => Retry::Refused(
+                            asking.ended("client", Some("client"), decision, reason),
+                            message,
+                        ),
+                    };
+                }
+                // The retry lacks the answer: asked again, the upstream's round kept.
+                (asked.upstream_state, asked.upstream_responses)
+            }
+        };
+        self.ask_input(
+            evaluation,
+            draft,
+            class,
+            context,
+            arguments_hash,
+            upstream_state,
+            upstream_responses,
+        )
+    }
+
+    /// Keeps a new question for this call and makes the `input_required` result that asks it.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one call's parts, each used once"
+    )]
+    fn ask_input(
+        &self,
+        evaluation: &Evaluation,
+        draft: &mcpproxy_activity::ActivityRecord,
+        class: CallClass,
+        context: &CallContext,
+        arguments_hash: String,
+        upstream_state: Option<String>,
+        upstream_responses: Option<InputResponses>,
+    ) -> Retry {
+        let request = &evaluation.request;
+        let name = request.tool.qualified_name();
+        let (id, _) = mcpproxy_activity::new_id();
+        let now = Instant::now();
+        let asking = Asking {
+            id: id.clone(),
+            arguments_hash: arguments_hash.clone(),
+            started: now,
+        };
+        let kept_bytes = upstream_responses
+            .as_ref()
+            .and_then(|r| serde_json::to_vec(r).ok())
+            .map_or(0, |b| b.len());
+        if kept_bytes > MAX_KEPT_RESPONSE_BYTES {
+            return Retry::Refused(
+                asking.ended("client", None, "refused", None),
+                format!(
+                    "The call to '{name}' needs a person's approval, but the answers it carries for \
+                     the upstream are larger than {} KiB; it was not sent",
+                    MAX_KEPT_RESPONSE_BYTES / 1024
+                ),
+            );
+        }
+        let result = serde_json::json!({
+            "resultType": "input_required",
+            "inputRequests": {
+                INPUT_KEY: {"method": "elicitation/create", "params": question(evaluation, draft, class)}
+            },
+            "requestState": format!("{STATE_PREFIX}{id}"),
+        });
+        let Ok(result) = serde_json::from_value::<InputRequiredResult>(result) else {
+            return Retry::Refused(
+                asking.ended("client", None, "refused", None),
+                format!("The call to '{name}' needs approval, but the question could not be built"),
+            );
+        };
+        let mut asked = mcpproxy_support::lock(&self.asked_at_client);
+        asked.retain(|_, a| a.expires > now);
+        if asked.len() >= MAX_PENDING {
+            return Retry::Refused(
+                asking.ended("client", None, "refused", None),
+                format!(
+                    "The call to '{name}' needs a person's approval, but {MAX_PENDING} questions \
+                     already wait for an answer; it was not sent"
+                ),
+            );
+        }
+        asked.insert(
+            id,
+            AskedAtClient {
+                server: request.tool.server.clone(),
+                tool: request.tool.name.clone(),
+                arguments_hash,
+                caller: context.identity.as_ref().map(|i| i.subject.clone()),
+                session_id: context.session_id.clone(),
+                asked: now,
+                expires: now + self.config.timeout,
+                upstream_state,
+                upstream_responses,
+            },
+        );
+        Retry::Ask(result, asking)
+    }
+}
+
+/// The questions asked through `input_required`, by id.
+pub(super) type AskedAtClientMap = HashMap<String, AskedAtClient>;

@@ -1,0 +1,192 @@
+//! Approvals in a cluster: a destructive call that waits for a person on replica A is
+//! listed by replica B and answered through it (`mcpproxy approvals approve` on B, the REST
+//! API of B), and the call waiting on A goes on or is refused. Real `mcpproxy serve`
+//! replicas on one real PostgreSQL; the fixture upstream keeps a call log.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::TestCommand;
+use crate::support::mcp::{Proxy, call, call_log_lines, config_with, connect, is_error, text};
+use crate::support::postgres::Postgres;
+
+/// A replica's config: the fixture, destructive calls asked of a person, the cluster.
+fn replica_config(log: &Path, postgres: &Postgres, replica: &str) -> Value {
+    let mut config = config_with(vec![crate::support::mcp::stdio_fixture("fx", log)]);
+    config["approvals"] = json!({"ask": ["destructive"], "timeout_secs": 120});
+    config["cluster"] = json!({"postgres": postgres.url(), "replica": replica});
+    config
+}
+
+fn deleted(log: &Path) -> Vec<String> {
+    call_log_lines(log)
+        .iter()
+        .filter(|l| l["tool"] == "delete_note")
+        .filter_map(|l| l["arguments"]["id"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// `call_tool_destructive fx:delete_note {"id": id}` through replica `proxy`'s MCP endpoint,
+/// by a client that cannot answer questions, on a task of its own.
+fn spawn_delete(
+    proxy: &Proxy,
+    id: &'static str,
+) -> tokio::task::JoinHandle<rmcp::model::CallToolResult> {
+    let url = proxy.url.clone();
+    tokio::spawn(async move {
+        let client = connect(&url).await;
+        let result = call(
+            &client,
+            "call_tool_destructive",
+            json!({"name": "fx:delete_note", "args": {"id": id}}),
+        )
+        .await
+        .expect("a tool result");
+        client.cancel().await.ok();
+        result
+    })
+}
+
+/// `mcpproxy approvals ARGS` on replica `proxy`.
+fn approvals(proxy: &Proxy, args: &[&str]) -> crate::support::CmdOutput {
+    let config = proxy.data_dir.path().join("mcp_config.json");
+    TestCommand::new(proxy.data_dir.path())
+        .args(["approvals"])
+        .args(args)
+        .args(["--config"])
+        .arg_path(&config)
+        .output()
+}
+
+/// The call of `delete_note` with `id` among those `proxy` lists as waiting, once it is.
+async fn listed(proxy: &Proxy, id: &str) -> Value {
+    crate::support::poll::until_value(
+        &format!("the call deleting {id} is listed"),
+        Duration::from_secs(60),
+        || async {
+            let all = proxy.get_json("/api/v1/approvals").await;
+            all["data"]
+                .as_array()
+                .and_then(|all| all.iter().find(|p| p["arguments"]["id"] == id).cloned())
+                .ok_or_else(|| all.to_string())
+        },
+    )
+    .await
+}
+
+/// The final record of the `delete_note` call with `id` on `proxy`.
+async fn record_of(proxy: &Proxy, id: &str) -> Value {
+    crate::support::poll::until_value("the call's record", Duration::from_secs(30), || async {
+        let page = proxy
+            .get_json("/api/v1/activity?tool=delete_note&limit=100")
+            .await;
+        page["data"]["records"]
+            .as_array()
+            .and_then(|all| {
+                all.iter()
+                    .find(|r| r["arguments"]["id"] == id && r["status"] != "pending")
+                    .cloned()
+            })
+            .ok_or_else(|| format!("no final record of {id}: {page}"))
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_waiting_on_one_replica_is_approved_or_denied_through_the_other() {
+    let Some(postgres) = Postgres::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("calls.log");
+    std::fs::write(&log, b"").unwrap();
+    let a = Proxy::builder(&replica_config(&log, &postgres, "a")).start();
+    let b = Proxy::builder(&replica_config(&log, &postgres, "b")).start();
+
+    // Asked on A, listed on both, approved through B's command line: A sends the call.
+    let waiting = spawn_delete(&a, "via-b");
+    let shown = listed(&b, "via-b").await;
+    assert_eq!(shown["server"], "fx");
+    assert_eq!(shown["tool"], "delete_note");
+    assert_eq!(listed(&a, "via-b").await["id"], shown["id"]);
+    assert!(
+        deleted(&log).is_empty(),
+        "nothing is sent before the answer"
+    );
+    let id = shown["id"].as_str().unwrap().to_owned();
+    approvals(&b, &["approve", &id]).assert_code(0);
+    let result = tokio::time::timeout(Duration::from_secs(60), waiting)
+        .await
+        .expect("the call ends once approved")
+        .unwrap();
+    assert!(!is_error(&result), "{}", text(&result));
+    assert_eq!(deleted(&log), ["via-b"]);
+    let record = record_of(&a, "via-b").await;
+    assert_eq!(record["status"], "success", "{record}");
+    assert_eq!(record["approval"]["decision"], "approved", "{record}");
+    assert_eq!(record["approval"]["decided_by"], "cli@b", "{record}");
+    assert_eq!(record["approval"]["id"], id.as_str(), "{record}");
+
+    // The same answer again, through either replica: no call waits on it.
+    let again = approvals(&b, &["approve", &id]);
+    assert_ne!(again.code(), Some(0));
+    assert!(
+        again.stderr().contains("no call waits"),
+        "{}",
+        again.stderr()
+    );
+    let again = approvals(&a, &["deny", &id]);
+    assert_ne!(again.code(), Some(0));
+
+    // Denied through B's REST API: A refuses the call, saying who denied it.
+    let waiting = spawn_delete(&a, "denied-via-b");
+    let shown = listed(&b, "denied-via-b").await;
+    let id = shown["id"].as_str().unwrap().to_owned();
+    let answer: Value = reqwest::Client::new()
+        .post(format!("{}/api/v1/approvals/{id}/deny", b.base()))
+        .header("X-API-Key", b.api_key())
+        .json(&json!({"reason": "not today"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["success"], true, "{answer}");
+    let result = tokio::time::timeout(Duration::from_secs(60), waiting)
+        .await
+        .expect("the call ends once denied")
+        .unwrap();
+    assert!(is_error(&result));
+    assert_eq!(
+        text(&result),
+        "The call to 'fx:delete_note' was denied by a person (rest)"
+    );
+    assert_eq!(deleted(&log), ["via-b"]);
+    let record = record_of(&a, "denied-via-b").await;
+    assert_eq!(record["status"], "blocked", "{record}");
+    assert_eq!(record["approval"]["decided_by"], "rest@b", "{record}");
+    assert_eq!(record["approval"]["reason"], "not today", "{record}");
+
+    // Nothing waits any more, on either replica, and the shared rows are gone.
+    for replica in [&a, &b] {
+        crate::support::poll::until("no call waits", Duration::from_secs(30), || async {
+            let all = replica.get_json("/api/v1/approvals").await;
+            (all["data"].as_array().map_or(0, Vec::len) == 0)
+                .then_some(())
+                .ok_or_else(|| all.to_string())
+        })
+        .await;
+    }
+    crate::support::poll::until(
+        "the shared rows are gone",
+        Duration::from_secs(30),
+        || async {
+            let rows = postgres.psql("SELECT count(*) FROM mcpproxy_approvals");
+            (rows == "0").then_some(()).ok_or(rows)
+        },
+    )
+    .await;
+}
