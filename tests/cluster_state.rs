@@ -277,7 +277,7 @@ async fn three_replicas_starting_together_migrate_the_schema_once() {
     text.assert_code(0);
     assert!(
         text.stdout()
-            .contains("schema: version 1 (this mcpproxy: 1)"),
+            .contains("schema: version 2 (this mcpproxy: 2)"),
         "{}",
         text.stdout()
     );

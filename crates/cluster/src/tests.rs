@@ -41,7 +41,10 @@ async fn migrations_apply_once_and_a_newer_schema_is_refused() {
     };
     let db = Database::from_url(&pg.url(), &credentials()).unwrap();
     let mut client = db.connect().await.unwrap();
-    assert_eq!(migrate::migrate(&db, &mut client, "t").await.unwrap(), [1]);
+    assert_eq!(
+        migrate::migrate(&db, &mut client, "t").await.unwrap(),
+        [1, 2]
+    );
     assert!(
         migrate::migrate(&db, &mut client, "t")
             .await
@@ -235,4 +238,61 @@ async fn two_replicas_changing_different_parts_of_a_server_keep_both_changes() {
             .is_empty()
     );
     assert_eq!(pg.psql("SELECT count(*) FROM mcpproxy_trust_pins"), "0");
+}
+
+/// A pending approval shared by replica A: listed through B, answered once through B (a
+/// second answer finds it answered), the answer announced to A and readable there; expired
+/// rows are not listed, and a withdrawn row is gone.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_shared_approval_is_listed_everywhere_and_answered_once() {
+    let Some(pg) = postgres::Postgres::start() else {
+        return;
+    };
+    let a = join(&pg, "a").await;
+    let b = join(&pg, "b").await;
+    let mut heard = a.approval_answers();
+    let shown = serde_json::json!({"id": "ap-1", "tool": "drop_table", "asked_at": "1"});
+    a.share_approval("ap-1", &shown, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let expired = serde_json::json!({"id": "ap-old", "asked_at": "0"});
+    a.share_approval("ap-old", &expired, Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(b.pending_approvals().await.unwrap(), [shown]);
+    assert_eq!(a.approval_answer("ap-1").await.unwrap(), None);
+
+    let answer = super::SharedAnswer {
+        approve: false,
+        by: "cli".to_owned(),
+        reason: Some("not now".to_owned()),
+    };
+    assert!(b.answer_approval("ap-1", &answer).await.unwrap());
+    let again = super::SharedAnswer {
+        approve: true,
+        ..answer.clone()
+    };
+    assert!(
+        !a.answer_approval("ap-1", &again).await.unwrap(),
+        "the first answer is the one kept"
+    );
+    assert!(!b.answer_approval("ap-old", &again).await.unwrap());
+    assert!(!b.answer_approval("no-such", &again).await.unwrap());
+    let id = tokio::time::timeout(Duration::from_secs(30), heard.recv())
+        .await
+        .expect("the answer is announced")
+        .unwrap();
+    assert_eq!(id, "ap-1");
+    assert_eq!(
+        a.approval_answer("ap-1").await.unwrap(),
+        Some(super::SharedAnswer {
+            approve: false,
+            by: "cli@b".to_owned(),
+            reason: Some("not now".to_owned()),
+        })
+    );
+    assert!(b.pending_approvals().await.unwrap().is_empty());
+
+    a.withdraw_approval("ap-1").await.unwrap();
+    assert_eq!(a.approval_answer("ap-1").await.unwrap(), None);
 }

@@ -395,3 +395,45 @@ impl Approvals {
 
 /// The questions asked through `input_required`, by id.
 pub(super) type AskedAtClientMap = HashMap<String, AskedAtClient>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn said(action: ElicitationAction, content: Value) -> String {
+        match read_answer(&action, Some(&content), "fx:drop") {
+            Said::Approved(reason) => format!("approved {reason:?}"),
+            Said::Refused(decision, message, _) => format!("{decision}: {message}"),
+        }
+    }
+
+    #[test]
+    fn only_an_accepted_form_that_says_approve_approves() {
+        let yes = serde_json::json!({"approve": true, "reason": "ticket 4"});
+        assert_eq!(
+            said(ElicitationAction::Accept, yes.clone()),
+            "approved Some(\"ticket 4\")"
+        );
+        assert_eq!(
+            said(
+                ElicitationAction::Accept,
+                serde_json::json!({"approve": false})
+            ),
+            "denied: The call to 'fx:drop' was denied by the user"
+        );
+        // A form accepted with anything but `true` (a string, nothing) is a denial.
+        assert!(
+            said(
+                ElicitationAction::Accept,
+                serde_json::json!({"approve": "true"})
+            )
+            .starts_with("denied")
+        );
+        assert!(said(ElicitationAction::Accept, serde_json::json!({})).starts_with("denied"));
+        assert!(said(ElicitationAction::Decline, yes.clone()).starts_with("denied"));
+        assert_eq!(
+            said(ElicitationAction::Cancel, yes),
+            "cancelled: The call to 'fx:drop' was cancelled by the user"
+        );
+    }
+}
