@@ -571,3 +571,73 @@ async fn an_approval_slower_than_the_call_timeout_still_lets_the_call_run() {
         "{record}"
     );
 }
+
+/// `mcpproxy call tool-destructive` at a terminal (a pseudo-terminal made by util-linux's
+/// `script`): the person is shown the call and asked; `y` sends it, `n` refuses it, and the
+/// record names the terminal as who decided.
+#[tokio::test(flavor = "multi_thread")]
+async fn mcpproxy_call_at_a_terminal_asks_the_person_there() {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: util-linux's `script` (to make a terminal) is not installed");
+        return;
+    }
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let proxy = Proxy::builder(&config(log.path(), 60)).start();
+    let at_terminal = |id: &str, typed: &str| {
+        let dir = proxy.data_dir.path().to_owned();
+        let config = dir.join("mcp_config.json");
+        let command = format!(
+            "{} call tool-destructive fx:delete_note -j '{}' --config {}",
+            env!("CARGO_BIN_EXE_mcpproxy"),
+            json!({ "id": id }),
+            config.display()
+        );
+        let typed = typed.to_owned();
+        tokio::task::spawn_blocking(move || {
+            use std::io::Write;
+            let mut script = std::process::Command::new("script")
+                .args(["--quiet", "--return", "--command", &command, "/dev/null"])
+                .env("MCPPROXY_DATA_DIR", &dir)
+                .env("HOME", &dir)
+                .env("NO_COLOR", "1")
+                .env_remove("RUST_LOG")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("run script");
+            script
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(typed.as_bytes())
+                .unwrap();
+            script.wait_with_output().expect("script's output")
+        })
+    };
+    let out = at_terminal("typed-yes", "y\n").await.unwrap();
+    let screen = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        screen.contains("needs your approval") && screen.contains("Approve this call? [y/N]"),
+        "the terminal shows the call and asks: {screen}"
+    );
+    assert!(screen.contains("typed-yes"), "with its arguments: {screen}");
+    assert!(out.status.success(), "{screen}");
+    assert_eq!(deleted(log.path()), ["typed-yes"]);
+    let record = record_of(&proxy, "typed-yes").await;
+    assert_eq!(record["approval"]["decided_by"], "terminal", "{record}");
+    assert_eq!(record["approval"]["decision"], "approved", "{record}");
+
+    let out = at_terminal("typed-no", "n\n").await.unwrap();
+    let screen = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(!out.status.success(), "{screen}");
+    assert!(screen.contains("was denied"), "{screen}");
+    assert_eq!(deleted(log.path()), ["typed-yes"]);
+    let record = record_of(&proxy, "typed-no").await;
+    assert_eq!(record["status"], "blocked", "{record}");
+    assert_eq!(record["approval"]["decided_by"], "terminal", "{record}");
+}
