@@ -1,6 +1,8 @@
 //! Approvals in a cluster: a destructive call that waits for a person on replica A is
 //! listed by replica B and answered through it (`mcpproxy approvals approve` on B, the REST
-//! API of B), and the call waiting on A goes on or is refused. Real `mcpproxy serve`
+//! API of B), and the call waiting on A goes on or is refused; a question A asked a
+//! 2026-07-28 client through `input_required` is answered by the client's retry through B,
+//! once. Real `mcpproxy serve`
 //! replicas on one real PostgreSQL; the fixture upstream keeps a call log.
 
 use std::path::Path;
@@ -189,4 +191,96 @@ async fn a_call_waiting_on_one_replica_is_approved_or_denied_through_the_other()
         },
     )
     .await;
+}
+
+/// One stateless `tools/call` of `call_tool_destructive fx:delete_note {"id": id}` from a
+/// 2026-07-28 client that answers forms, to replica `proxy`; with a retry's state and answer.
+async fn stateless_delete(proxy: &Proxy, id: &str, retry: Option<(&str, bool)>) -> Value {
+    let mut params = json!({
+        "name": "call_tool_destructive",
+        "arguments": {"name": "fx:delete_note", "args": {"id": id}},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "behind-a-balancer", "version": "1.0.0"},
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+        },
+    });
+    if let Some((state, approve)) = retry {
+        params["requestState"] = json!(state);
+        params["inputResponses"] =
+            json!({"mcpproxy_approval": {"action": "accept", "content": {"approve": approve}}});
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
+    let text = reqwest::Client::new()
+        .post(&proxy.url)
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", "tools/call")
+        .header("Mcp-Name", "call_tool_destructive")
+        .json(&body)
+        .send()
+        .await
+        .expect("POST /mcp")
+        .text()
+        .await
+        .expect("the response body");
+    let json_text = if text.trim_start().starts_with('{') {
+        text.clone()
+    } else {
+        text.lines()
+            .rev()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .map(str::trim)
+            .find(|l| l.contains("\"id\""))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    serde_json::from_str(&json_text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// A 2026-07-28 client behind a load balancer without stickiness: asked through
+/// `input_required` by replica A, its retry reaches replica B, which takes the question
+/// from PostgreSQL and sends the call; the same retry replayed to A (or B) finds the
+/// question taken and releases nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_question_asked_by_one_replica_is_answered_through_the_other_once() {
+    let Some(postgres) = Postgres::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("calls.log");
+    std::fs::write(&log, b"").unwrap();
+    let a = Proxy::builder(&replica_config(&log, &postgres, "a")).start();
+    let b = Proxy::builder(&replica_config(&log, &postgres, "b")).start();
+
+    let asked = stateless_delete(&a, "balanced", None).await;
+    assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
+    let state = asked["result"]["requestState"].as_str().unwrap().to_owned();
+    assert!(deleted(&log).is_empty());
+    let done = stateless_delete(&b, "balanced", Some((&state, true))).await;
+    assert_ne!(done["result"]["isError"], true, "{done}");
+    assert_eq!(deleted(&log), ["balanced"]);
+    for replica in [&a, &b] {
+        let replayed = stateless_delete(replica, "balanced", Some((&state, true))).await;
+        assert_eq!(replayed["result"]["isError"], true, "{replayed}");
+        let said = replayed["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(said.contains("answered already"), "{said}");
+    }
+    assert_eq!(deleted(&log), ["balanced"]);
+    let page = b
+        .get_json("/api/v1/activity?tool=delete_note&limit=100")
+        .await;
+    let approved: Vec<&Value> = page["data"]["records"]
+        .as_array()
+        .map(|all| {
+            all.iter()
+                .filter(|r| r["approval"]["decision"] == "approved")
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(approved.len(), 1, "{page}");
+    assert_eq!(approved[0]["status"], "success", "{page}");
+    assert_eq!(approved[0]["approval"]["asked_via"], "client", "{page}");
 }

@@ -223,6 +223,38 @@ async fn without_elicitation_a_call_waits_for_mcpproxy_approvals_and_an_answer_c
             .to_owned()
     };
     let (id_a, id_b) = (id_of("a"), id_of("b"));
+
+    // The agent cannot answer through the endpoint it calls tools with: no tool answers an
+    // approval, `upstream_servers` has no such operation, and the calls still wait.
+    let agent = connect(&proxy.url).await;
+    let tools = agent.list_all_tools().await.unwrap();
+    assert!(
+        tools.iter().all(|t| !t.name.contains("approv")),
+        "no MCP tool answers approvals: {:?}",
+        tools.iter().map(|t| t.name.to_string()).collect::<Vec<_>>()
+    );
+    for attempt in [
+        json!({"operation": "approve", "name": id_a}),
+        json!({"operation": "patch", "name": "fx", "approve": id_a}),
+    ] {
+        let answer = call(&agent, "upstream_servers", attempt.clone()).await;
+        assert!(
+            answer.as_ref().map_or(true, is_error),
+            "{attempt} is refused: {answer:?}"
+        );
+    }
+    let through_a_tool = call(
+        &agent,
+        "call_tool_write",
+        json!({"name": "mcpproxy:approve", "args": {"id": id_a}}),
+    )
+    .await;
+    assert!(
+        through_a_tool.as_ref().map_or(true, is_error),
+        "{through_a_tool:?}"
+    );
+    agent.cancel().await.ok();
+    assert_eq!(pending(2).await.len(), 2, "both calls still wait");
     let metrics = || proxy.get_text("/metrics");
     let text_metrics = metrics().await;
     assert!(

@@ -7,6 +7,10 @@
 //!
 //! What a row shows (`pending`) is the waiting replica's own JSON, read back as it was
 //! written: this crate stores it, the replica that lists it reads it.
+//!
+//! The questions asked of 2026-07-28 clients through `input_required` are shared too
+//! (`mcpproxy_approval_questions`): the client's retry, which carries the answer, may reach
+//! any replica, and the one it reaches takes the question (once).
 
 use std::time::Duration;
 
@@ -139,6 +143,56 @@ impl Cluster {
             approve: row.try_get::<_, String>(0).is_ok_and(|d| d == "approved"),
             by: row.try_get(1).unwrap_or_default(),
             reason: row.try_get(2).unwrap_or_default(),
+        }))
+    }
+
+    /// Keeps the question `id` asked of a 2026-07-28 client (what binds it to its call)
+    /// until `expires_in` from now, for whichever replica its retry reaches; clears the
+    /// questions that expired.
+    pub async fn share_question(
+        &self,
+        id: &str,
+        question: &serde_json::Value,
+        expires_in: Duration,
+    ) -> Result<()> {
+        let client = self.client().await?;
+        let failed = |e| self.db.failed("sharing an approval question", &e);
+        client
+            .execute(
+                "DELETE FROM mcpproxy_approval_questions WHERE expires_at < now()",
+                &[],
+            )
+            .await
+            .map_err(failed)?;
+        client
+            .execute(
+                "INSERT INTO mcpproxy_approval_questions (id, question, expires_at)
+                 VALUES ($1, $2, now() + make_interval(secs => $3::float8))
+                 ON CONFLICT (id) DO NOTHING",
+                &[&id, question, &expires_in.as_secs_f64()],
+            )
+            .await
+            .map_err(failed)?;
+        Ok(())
+    }
+
+    /// Takes the question `id` (once: a second take finds nothing), unless it expired.
+    pub async fn take_question(&self, id: &str) -> Result<Option<serde_json::Value>> {
+        if id.is_empty() || id.len() > MAX_ID_BYTES {
+            return Ok(None);
+        }
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "DELETE FROM mcpproxy_approval_questions WHERE id = $1
+                 RETURNING question, expires_at > now()",
+                &[&id],
+            )
+            .await
+            .map_err(|e| self.db.failed("taking an approval question", &e))?;
+        Ok(row.and_then(|row| {
+            let live = row.try_get::<_, bool>(1).unwrap_or(false);
+            row.try_get::<_, serde_json::Value>(0).ok().filter(|_| live)
         }))
     }
 

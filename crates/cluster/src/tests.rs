@@ -295,4 +295,17 @@ async fn a_shared_approval_is_listed_everywhere_and_answered_once() {
 
     a.withdraw_approval("ap-1").await.unwrap();
     assert_eq!(a.approval_answer("ap-1").await.unwrap(), None);
+
+    // A question asked by A is taken through B, once; an expired one is not taken.
+    let question = serde_json::json!({"tool": "drop_table", "arguments_hash": "ab12"});
+    a.share_question("q-1", &question, Duration::from_secs(60))
+        .await
+        .unwrap();
+    a.share_question("q-old", &question, Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(b.take_question("q-1").await.unwrap(), Some(question));
+    assert_eq!(a.take_question("q-1").await.unwrap(), None, "taken once");
+    assert_eq!(b.take_question("q-old").await.unwrap(), None, "expired");
+    assert_eq!(b.take_question("").await.unwrap(), None);
 }

@@ -217,6 +217,12 @@ pub fn launcher_plan(
 
 /// The launcher `command args` runs and the arguments after the launcher's own words
 /// (`npm exec`, `uv tool run`).
+/// The package launcher `command` with `args` runs (`npx`, `npm exec`, `uvx`, `uv tool run`,
+/// `pipx run`, `bunx`), if any: such a server may download itself before it speaks.
+pub fn launcher_kind(command: &str, args: &[String]) -> Option<LauncherKind> {
+    recognise(command, args).map(|(kind, _)| kind)
+}
+
 fn recognise<'a>(command: &str, args: &'a [String]) -> Option<(LauncherKind, &'a [String])> {
     let name = Path::new(command).file_name()?.to_str()?;
     // `npx.cmd`-style suffixes never occur on Linux; a versioned name (`npx-20`) is no

@@ -36,7 +36,8 @@ mod syscalls;
 pub use error::Error;
 pub use install_tree::proposed_grants;
 pub use launchers::{
-    LauncherKind, LauncherPlan, MAX_CONFIG_BYTES, Registry, launcher_plan, resolved_version,
+    LauncherKind, LauncherPlan, MAX_CONFIG_BYTES, Registry, launcher_kind, launcher_plan,
+    resolved_version,
 };
 #[cfg(target_os = "linux")]
 pub use peer::sandboxed_peer;

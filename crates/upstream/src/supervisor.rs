@@ -33,6 +33,24 @@ use mcpproxy_support::write_lock as write;
 /// same bound of its own.
 pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a connection attempt may take when the server's command is a package launcher
+/// (`npx -y`, `uvx`): its first start downloads and installs the server before the server
+/// says a word, which takes minutes on a slow network or a busy machine. Cutting it short
+/// would kill the install half-way, and the next attempt would start it over.
+const LAUNCHER_CONNECT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The bound of one connection attempt of `upstream`.
+fn connect_timeout(upstream: &Upstream) -> Duration {
+    match &upstream.config.transport {
+        Transport::Stdio { command, args, .. }
+            if mcpproxy_sandbox::launcher_kind(command, args).is_some() =>
+        {
+            LAUNCHER_CONNECT_TIMEOUT
+        }
+        _ => CONNECT_TIMEOUT,
+    }
+}
+
 /// The next line of a server's stderr, cut to [`super::log::MAX_LINE_BYTES`] (the rest of a
 /// longer line is read and dropped, never held); `None` at the end.
 async fn bounded_line<R: tokio::io::AsyncBufRead + Unpin>(reader: &mut R) -> Option<String> {
@@ -80,12 +98,13 @@ pub(super) async fn run(
     {
         return;
     }
+    let timeout = connect_timeout(&upstream);
     loop {
         upstream.state.send_replace(State::Connecting);
         let connected = tokio::select! {
             _ = shutdown.cancelled() => break,
-            result = tokio::time::timeout(CONNECT_TIMEOUT, connect(&upstream, &warned)) => result
-                .unwrap_or_else(|_| Err(format!("no answer within {} s", CONNECT_TIMEOUT.as_secs()))),
+            result = tokio::time::timeout(timeout, connect(&upstream, &warned)) => result
+                .unwrap_or_else(|_| Err(format!("no answer within {} s", timeout.as_secs()))),
         };
         match connected {
             Ok(Connection {

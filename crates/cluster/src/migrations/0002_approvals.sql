@@ -16,3 +16,15 @@ CREATE TABLE mcpproxy_approvals (
 );
 
 CREATE INDEX mcpproxy_approvals_expires_at ON mcpproxy_approvals (expires_at);
+
+-- The questions asked of 2026-07-28 clients through an `input_required` result, until the
+-- client's retry: the retry may reach another replica (a load balancer without stickiness),
+-- which takes the question from here. `question` is what binds it to its call; a question is
+-- taken once (DELETE ... RETURNING).
+CREATE TABLE mcpproxy_approval_questions (
+    id text PRIMARY KEY,
+    question jsonb NOT NULL,
+    expires_at timestamptz NOT NULL
+);
+
+CREATE INDEX mcpproxy_approval_questions_expires_at ON mcpproxy_approval_questions (expires_at);

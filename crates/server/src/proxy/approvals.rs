@@ -286,7 +286,8 @@ impl Proxy {
         {
             let said = self
                 .approvals
-                .through_input(origin, evaluation, draft, class, context);
+                .through_input(origin, evaluation, draft, class, context)
+                .await;
             let said = match said {
                 Retry::Ask(result, asking) => {
                     return PersonSaid::Asking(asking.ended("client", None, "asked", None), result);

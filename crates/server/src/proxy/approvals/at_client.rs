@@ -10,7 +10,8 @@
 //!   once: a retry that names another call's question, or one used or expired, is
 //!   refused. What the upstream itself asked in an earlier round (its own `requestState`
 //!   and the answers the client gave it) is kept with the question and passed on once the
-//!   call is approved.
+//!   call is approved. In a cluster the question is also kept in PostgreSQL, so the retry
+//!   may reach any replica, and is taken from there once.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -34,19 +35,34 @@ const STATE_PREFIX: &str = "mcpproxy-approval:";
 /// The most upstream answers kept with a question, in bytes of JSON.
 const MAX_KEPT_RESPONSE_BYTES: usize = 256 * 1024;
 
-/// A question sent to a 2026-07-28 client in an `input_required` result, until its retry.
+/// A question sent to a 2026-07-28 client in an `input_required` result, until its retry;
+/// in a cluster also kept in PostgreSQL, as this JSON, for the replica the retry reaches.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub(super) struct AskedAtClient {
     server: String,
     tool: String,
     arguments_hash: String,
     caller: Option<String>,
     session_id: Option<String>,
-    asked: Instant,
-    expires: Instant,
+    /// When it was asked and when it expires, in Unix milliseconds (replicas share them).
+    asked_ms: u64,
+    expires_ms: u64,
     /// What the upstream asked the client in an earlier round of this call: passed on with
     /// the approved call.
     upstream_state: Option<String>,
     upstream_responses: Option<InputResponses>,
+    /// Kept in the cluster's PostgreSQL too: the retry must take it from there, so that no
+    /// other replica can take it again.
+    #[serde(skip)]
+    shared: bool,
+}
+
+impl AskedAtClient {
+    /// When the question was asked, on this process's clock.
+    fn asked(&self) -> Instant {
+        let ago = Duration::from_millis(mcpproxy_activity::now_ms().saturating_sub(self.asked_ms));
+        Instant::now().checked_sub(ago).unwrap_or_else(Instant::now)
+    }
 }
 
 /// What the retry of a call asked through `input_required` says.
@@ -205,7 +221,7 @@ pub(super) fn answers_input(origin: &CallOrigin) -> bool {
 impl Approvals {
     /// A call of a 2026-07-28 client that needs a person: asks with an `input_required`
     /// result, or reads the answer its retry carries.
-    pub(super) fn through_input(
+    pub(super) async fn through_input(
         &self,
         origin: &CallOrigin,
         evaluation: &Evaluation,
@@ -224,7 +240,7 @@ impl Approvals {
         let (upstream_state, upstream_responses) = match theirs {
             None => (origin.request_state.clone(), origin.input_responses.clone()),
             Some(id) => {
-                let asked = mcpproxy_support::lock(&self.asked_at_client).remove(id);
+                let asked = self.take_question(id).await;
                 let record = |decision: &str, started: Instant| {
                     Asking {
                         id: id.to_owned(),
@@ -250,7 +266,7 @@ impl Approvals {
                     && asked.session_id == context.session_id;
                 if !same_call {
                     return Retry::Refused(
-                        record("refused", asked.asked),
+                        record("refused", asked.asked()),
                         format!(
                             "The call to '{name}' was not sent: the approval its requestState names \
                              was asked for another call (another tool, other arguments or another \
@@ -259,9 +275,9 @@ impl Approvals {
                         ),
                     );
                 }
-                if Instant::now() > asked.expires {
+                if mcpproxy_activity::now_ms() > asked.expires_ms {
                     return Retry::Refused(
-                        record("timed_out", asked.asked),
+                        record("timed_out", asked.asked()),
                         format!(
                             "The call to '{name}' was not approved within {} s \
                              (approvals.timeout_secs); it was not sent",
@@ -278,7 +294,7 @@ impl Approvals {
                     let asking = Asking {
                         id: id.to_owned(),
                         arguments_hash,
-                        started: asked.asked,
+                        started: asked.asked(),
                     };
                     let action = answer
                         .get("action")
@@ -311,6 +327,32 @@ impl Approvals {
             upstream_state,
             upstream_responses,
         )
+        .await
+    }
+
+    /// Takes the question `id` out, once: from this replica and, in a cluster, from
+    /// PostgreSQL. A question that was shared but is no longer there was taken through
+    /// another replica (or expired), and is not taken here either; when PostgreSQL cannot
+    /// say, a shared question is not taken (its answer could be used twice).
+    async fn take_question(&self, id: &str) -> Option<AskedAtClient> {
+        let here = mcpproxy_support::lock(&self.asked_at_client).remove(id);
+        let Some(cluster) = self.shared.get() else {
+            return here;
+        };
+        match cluster.take_question(id).await {
+            Ok(Some(shared)) => match serde_json::from_value(shared) {
+                Ok(shared) => Some(shared),
+                Err(e) => {
+                    tracing::warn!("the shared approval question {id} is unreadable: {e}");
+                    here.filter(|h| !h.shared)
+                }
+            },
+            Ok(None) => here.filter(|h| !h.shared),
+            Err(e) => {
+                tracing::warn!("cannot take approval question {id} from the cluster: {e}");
+                here.filter(|h| !h.shared)
+            }
+        }
     }
 
     /// Keeps a new question for this call and makes the `input_required` result that asks it.
@@ -318,7 +360,7 @@ impl Approvals {
         clippy::too_many_arguments,
         reason = "one call's parts, each used once"
     )]
-    fn ask_input(
+    async fn ask_input(
         &self,
         evaluation: &Evaluation,
         draft: &mcpproxy_activity::ActivityRecord,
@@ -331,11 +373,10 @@ impl Approvals {
         let request = &evaluation.request;
         let name = request.tool.qualified_name();
         let (id, _) = mcpproxy_activity::new_id();
-        let now = Instant::now();
         let asking = Asking {
             id: id.clone(),
             arguments_hash: arguments_hash.clone(),
-            started: now,
+            started: Instant::now(),
         };
         let kept_bytes = upstream_responses
             .as_ref()
@@ -364,31 +405,55 @@ impl Approvals {
                 format!("The call to '{name}' needs approval, but the question could not be built"),
             );
         };
-        let mut asked = mcpproxy_support::lock(&self.asked_at_client);
-        asked.retain(|_, a| a.expires > now);
-        if asked.len() >= MAX_PENDING {
-            return Retry::Refused(
-                asking.ended("client", None, "refused", None),
-                format!(
-                    "The call to '{name}' needs a person's approval, but {MAX_PENDING} questions \
-                     already wait for an answer; it was not sent"
-                ),
-            );
+        let asked_ms = mcpproxy_activity::now_ms();
+        let timeout_ms = u64::try_from(self.config.timeout.as_millis()).unwrap_or(u64::MAX);
+        let mut question = AskedAtClient {
+            server: request.tool.server.clone(),
+            tool: request.tool.name.clone(),
+            arguments_hash,
+            caller: context.identity.as_ref().map(|i| i.subject.clone()),
+            session_id: context.session_id.clone(),
+            asked_ms,
+            expires_ms: asked_ms.saturating_add(timeout_ms),
+            upstream_state,
+            upstream_responses,
+            shared: false,
+        };
+        {
+            let mut asked = mcpproxy_support::lock(&self.asked_at_client);
+            asked.retain(|_, a| a.expires_ms > asked_ms);
+            if asked.len() >= MAX_PENDING {
+                return Retry::Refused(
+                    asking.ended("client", None, "refused", None),
+                    format!(
+                        "The call to '{name}' needs a person's approval, but {MAX_PENDING} \
+                         questions already wait for an answer; it was not sent"
+                    ),
+                );
+            }
         }
-        asked.insert(
-            id,
-            AskedAtClient {
-                server: request.tool.server.clone(),
-                tool: request.tool.name.clone(),
-                arguments_hash,
-                caller: context.identity.as_ref().map(|i| i.subject.clone()),
-                session_id: context.session_id.clone(),
-                asked: now,
-                expires: now + self.config.timeout,
-                upstream_state,
-                upstream_responses,
-            },
-        );
+        // In a cluster the retry may reach another replica: the question goes to PostgreSQL
+        // too. Without it only this replica can take the answer.
+        if let Some(cluster) = self.shared.get() {
+            let shared = match serde_json::to_value(&question) {
+                Ok(json) => {
+                    cluster
+                        .share_question(&id, &json, self.config.timeout)
+                        .await
+                }
+                Err(e) => {
+                    tracing::warn!("approval question {id} cannot be shared: {e}");
+                    Ok(())
+                }
+            };
+            match shared {
+                Ok(()) => question.shared = true,
+                Err(e) => tracing::warn!(
+                    "approval question {id} can be answered through this replica only: {e}"
+                ),
+            }
+        }
+        mcpproxy_support::lock(&self.asked_at_client).insert(id, question);
         Retry::Ask(result, asking)
     }
 }
