@@ -2,16 +2,18 @@
 //! listed by replica B and answered through it (`mcpproxy approvals approve` on B, the REST
 //! API of B), and the call waiting on A goes on or is refused; a question A asked a
 //! 2026-07-28 client through `input_required` is answered by the client's retry through B,
-//! once. Real `mcpproxy serve`
-//! replicas on one real PostgreSQL; the fixture upstream keeps a call log.
+//! once. Real `mcpproxy serve` replicas on one real PostgreSQL; the fixture upstream keeps
+//! a call log.
 
 use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::TestCommand;
-use crate::support::mcp::{Proxy, call, call_log_lines, config_with, connect, is_error, text};
+use crate::support::approvals::{
+    approvals, approve, deleted, record_of, spawn_delete, stateless_delete,
+};
+use crate::support::mcp::{Proxy, config_with, is_error, text};
 use crate::support::postgres::Postgres;
 
 /// A replica's config: the fixture, destructive calls asked of a person, the cluster.
@@ -20,46 +22,6 @@ fn replica_config(log: &Path, postgres: &Postgres, replica: &str) -> Value {
     config["approvals"] = json!({"ask": ["destructive"], "timeout_secs": 120});
     config["cluster"] = json!({"postgres": postgres.url(), "replica": replica});
     config
-}
-
-fn deleted(log: &Path) -> Vec<String> {
-    call_log_lines(log)
-        .iter()
-        .filter(|l| l["tool"] == "delete_note")
-        .filter_map(|l| l["arguments"]["id"].as_str().map(str::to_owned))
-        .collect()
-}
-
-/// `call_tool_destructive fx:delete_note {"id": id}` through replica `proxy`'s MCP endpoint,
-/// by a client that cannot answer questions, on a task of its own.
-fn spawn_delete(
-    proxy: &Proxy,
-    id: &'static str,
-) -> tokio::task::JoinHandle<rmcp::model::CallToolResult> {
-    let url = proxy.url.clone();
-    tokio::spawn(async move {
-        let client = connect(&url).await;
-        let result = call(
-            &client,
-            "call_tool_destructive",
-            json!({"name": "fx:delete_note", "args": {"id": id}}),
-        )
-        .await
-        .expect("a tool result");
-        client.cancel().await.ok();
-        result
-    })
-}
-
-/// `mcpproxy approvals ARGS` on replica `proxy`.
-fn approvals(proxy: &Proxy, args: &[&str]) -> crate::support::CmdOutput {
-    let config = proxy.data_dir.path().join("mcp_config.json");
-    TestCommand::new(proxy.data_dir.path())
-        .args(["approvals"])
-        .args(args)
-        .args(["--config"])
-        .arg_path(&config)
-        .output()
 }
 
 /// The call of `delete_note` with `id` among those `proxy` lists as waiting, once it is.
@@ -75,24 +37,6 @@ async fn listed(proxy: &Proxy, id: &str) -> Value {
                 .ok_or_else(|| all.to_string())
         },
     )
-    .await
-}
-
-/// The final record of the `delete_note` call with `id` on `proxy`.
-async fn record_of(proxy: &Proxy, id: &str) -> Value {
-    crate::support::poll::until_value("the call's record", Duration::from_secs(30), || async {
-        let page = proxy
-            .get_json("/api/v1/activity?tool=delete_note&limit=100")
-            .await;
-        page["data"]["records"]
-            .as_array()
-            .and_then(|all| {
-                all.iter()
-                    .find(|r| r["arguments"]["id"] == id && r["status"] != "pending")
-                    .cloned()
-            })
-            .ok_or_else(|| format!("no final record of {id}: {page}"))
-    })
     .await
 }
 
@@ -193,51 +137,6 @@ async fn a_call_waiting_on_one_replica_is_approved_or_denied_through_the_other()
     .await;
 }
 
-/// One stateless `tools/call` of `call_tool_destructive fx:delete_note {"id": id}` from a
-/// 2026-07-28 client that answers forms, to replica `proxy`; with a retry's state and answer.
-async fn stateless_delete(proxy: &Proxy, id: &str, retry: Option<(&str, bool)>) -> Value {
-    let mut params = json!({
-        "name": "call_tool_destructive",
-        "arguments": {"name": "fx:delete_note", "args": {"id": id}},
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": {"name": "behind-a-balancer", "version": "1.0.0"},
-            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
-        },
-    });
-    if let Some((state, approve)) = retry {
-        params["requestState"] = json!(state);
-        params["inputResponses"] =
-            json!({"mcpproxy_approval": {"action": "accept", "content": {"approve": approve}}});
-    }
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
-    let text = reqwest::Client::new()
-        .post(&proxy.url)
-        .header("Accept", "application/json, text/event-stream")
-        .header("MCP-Protocol-Version", "2026-07-28")
-        .header("Mcp-Method", "tools/call")
-        .header("Mcp-Name", "call_tool_destructive")
-        .json(&body)
-        .send()
-        .await
-        .expect("POST /mcp")
-        .text()
-        .await
-        .expect("the response body");
-    let json_text = if text.trim_start().starts_with('{') {
-        text.clone()
-    } else {
-        text.lines()
-            .rev()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .map(str::trim)
-            .find(|l| l.contains("\"id\""))
-            .unwrap_or_default()
-            .to_owned()
-    };
-    serde_json::from_str(&json_text).unwrap_or_else(|e| panic!("{e}: {text}"))
-}
-
 /// A 2026-07-28 client behind a load balancer without stickiness: asked through
 /// `input_required` by replica A, its retry reaches replica B, which takes the question
 /// from PostgreSQL and sends the call; the same retry replayed to A (or B) finds the
@@ -257,11 +156,11 @@ async fn a_question_asked_by_one_replica_is_answered_through_the_other_once() {
     assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
     let state = asked["result"]["requestState"].as_str().unwrap().to_owned();
     assert!(deleted(&log).is_empty());
-    let done = stateless_delete(&b, "balanced", Some((&state, true))).await;
+    let done = stateless_delete(&b, "balanced", Some((&state, approve(true)))).await;
     assert_ne!(done["result"]["isError"], true, "{done}");
     assert_eq!(deleted(&log), ["balanced"]);
     for replica in [&a, &b] {
-        let replayed = stateless_delete(replica, "balanced", Some((&state, true))).await;
+        let replayed = stateless_delete(replica, "balanced", Some((&state, approve(true)))).await;
         assert_eq!(replayed["result"]["isError"], true, "{replayed}");
         let said = replayed["result"]["content"][0]["text"]
             .as_str()

@@ -10,63 +10,14 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::TestCommand;
-use crate::support::mcp::{
-    Proxy, call, call_log_lines, config_with, connect, is_error, stdio_fixture, text,
-};
+use crate::support::approvals::{approvals, deleted, record_of, spawn_delete};
+use crate::support::mcp::{Proxy, call, config_with, connect, is_error, stdio_fixture, text};
 
 /// The fixture `fx` with destructive calls waiting for a person, for `timeout_secs`.
 fn config(log: &Path, timeout_secs: u64) -> Value {
     let mut config = config_with(vec![stdio_fixture("fx", log)]);
     config["approvals"] = json!({"ask": ["destructive"], "timeout_secs": timeout_secs});
     config
-}
-
-/// The `delete_note` calls the fixture ran, by their `id` argument.
-fn deleted(log: &Path) -> Vec<String> {
-    call_log_lines(log)
-        .iter()
-        .filter(|l| l["tool"] == "delete_note")
-        .filter_map(|l| l["arguments"]["id"].as_str().map(str::to_owned))
-        .collect()
-}
-
-/// `call_tool_destructive fx:delete_note {"id": id}` through MCP, on a task of its own (it
-/// may wait for a person); its result.
-fn spawn_delete(
-    proxy: &Proxy,
-    id: &'static str,
-) -> tokio::task::JoinHandle<rmcp::model::CallToolResult> {
-    let url = proxy.url.clone();
-    tokio::spawn(async move {
-        let client = connect(&url).await;
-        let result = call(
-            &client,
-            "call_tool_destructive",
-            json!({"name": "fx:delete_note", "args": {"id": id}}),
-        )
-        .await
-        .expect("a tool result");
-        client.cancel().await.ok();
-        result
-    })
-}
-
-/// The journal's record of the `delete_note` call with argument `id`.
-async fn record_of(proxy: &Proxy, id: &str) -> Value {
-    crate::support::poll::until_value("the call's record", Duration::from_secs(30), || async {
-        let page = proxy
-            .get_json("/api/v1/activity?tool=delete_note&limit=100")
-            .await;
-        page["data"]["records"]
-            .as_array()
-            .and_then(|all| {
-                all.iter()
-                    .find(|r| r["arguments"]["id"] == id && r["status"] != "pending")
-                    .cloned()
-            })
-            .ok_or_else(|| format!("no final record of {id}: {page}"))
-    })
-    .await
 }
 
 /// `tests/python/approving_client.py` (the official Python SDK) against `proxy`, answering
@@ -112,17 +63,6 @@ async fn first_waiting(proxy: &Proxy, what: &str) -> String {
             .ok_or_else(|| "none waits".to_owned())
     })
     .await
-}
-
-/// `mcpproxy approvals ARGS` on the proxy's config.
-fn approvals(proxy: &Proxy, args: &[&str]) -> crate::support::CmdOutput {
-    let config = proxy.data_dir.path().join("mcp_config.json");
-    TestCommand::new(proxy.data_dir.path())
-        .args(["approvals"])
-        .args(args)
-        .args(["--config"])
-        .arg_path(&config)
-        .output()
 }
 
 #[tokio::test(flavor = "multi_thread")]

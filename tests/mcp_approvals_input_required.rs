@@ -6,56 +6,10 @@
 //! denial refuses, a retry without the answer is asked again, and nothing reaches the
 //! upstream before an approval.
 
-use std::path::Path;
-
 use serde_json::{Value, json};
 
-use crate::support::mcp::{Proxy, call_log_lines, config_with, stdio_fixture};
-
-const VERSION: &str = "2026-07-28";
-
-/// One stateless `tools/call` of `call_tool_destructive fx:delete_note {"id": id}` from a
-/// 2026-07-28 client that can answer forms; with a retry's `requestState` and
-/// `inputResponses`. The JSON-RPC response.
-async fn delete(proxy: &Proxy, id: &str, retry: Option<(&str, Value)>) -> Value {
-    let mut params = json!({
-        "name": "call_tool_destructive",
-        "arguments": {"name": "fx:delete_note", "args": {"id": id}},
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": VERSION,
-            "io.modelcontextprotocol/clientInfo": {"name": "mrtr-e2e", "version": "1.0.0"},
-            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
-        },
-    });
-    if let Some((state, responses)) = retry {
-        params["requestState"] = json!(state);
-        params["inputResponses"] = responses;
-    }
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
-    let response = reqwest::Client::new()
-        .post(&proxy.url)
-        .header("Accept", "application/json, text/event-stream")
-        .header("MCP-Protocol-Version", VERSION)
-        .header("Mcp-Method", "tools/call")
-        .header("Mcp-Name", "call_tool_destructive")
-        .json(&body)
-        .send()
-        .await
-        .expect("POST /mcp");
-    let text = response.text().await.expect("the response body");
-    let json_text = if text.trim_start().starts_with('{') {
-        text.clone()
-    } else {
-        text.lines()
-            .rev()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .map(str::trim)
-            .find(|l| l.contains("\"id\""))
-            .unwrap_or_default()
-            .to_owned()
-    };
-    serde_json::from_str(&json_text).unwrap_or_else(|e| panic!("{e}: {text}"))
-}
+use crate::support::approvals::{approve, deleted, stateless_delete as delete};
+use crate::support::mcp::{Proxy, config_with, stdio_fixture};
 
 /// The `requestState` of an `input_required` answer that asks for the approval, after
 /// checking the form shows the call.
@@ -86,18 +40,6 @@ fn refusal(answer: &Value) -> String {
         .as_str()
         .unwrap_or_default()
         .to_owned()
-}
-
-fn approve(yes: bool) -> Value {
-    json!({"mcpproxy_approval": {"action": "accept", "content": {"approve": yes}}})
-}
-
-fn deleted(log: &Path) -> Vec<String> {
-    call_log_lines(log)
-        .iter()
-        .filter(|l| l["tool"] == "delete_note")
-        .filter_map(|l| l["arguments"]["id"].as_str().map(str::to_owned))
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -60,24 +60,7 @@ async fn rpc(
     let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
     let response = request.json(&body).send().await.expect("POST /mcp");
     let text = response.text().await.expect("response body");
-    parse_response(&text)
-}
-
-/// The JSON-RPC response in a JSON body, or in an event stream whose last `data:` line
-/// with an id is the response.
-fn parse_response(text: &str) -> Value {
-    let json_text = if text.trim_start().starts_with('{') {
-        text.to_owned()
-    } else {
-        text.lines()
-            .rev()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .map(str::trim)
-            .find(|l| l.contains("\"id\""))
-            .unwrap_or_default()
-            .to_owned()
-    };
-    serde_json::from_str(&json_text).unwrap_or_else(|e| panic!("{e}: {text}"))
+    crate::support::mcp::rpc_response(&text)
 }
 
 /// A client session on `/mcp` (protocol 2025-11-25: `initialize` first, then requests
@@ -115,7 +98,8 @@ impl Session {
             .and_then(|v| v.to_str().ok())
             .expect("a session id")
             .to_owned();
-        let answer = parse_response(&response.text().await.expect("initialize's answer"));
+        let answer =
+            crate::support::mcp::rpc_response(&response.text().await.expect("initialize's answer"));
         assert!(answer["result"].is_object(), "{answer}");
         let session = Self {
             url: proxy.url.clone(),
@@ -148,7 +132,7 @@ impl Session {
     async fn rpc(&self, method: &str, params: Value) -> Value {
         let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let body = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
-        parse_response(&self.post(&body).await)
+        crate::support::mcp::rpc_response(&self.post(&body).await)
     }
 
     /// `tasks/get` until `done` holds for the task's status.

@@ -503,18 +503,7 @@ async fn a_task_result_read_with_tasks_get_is_guarded() {
             .text()
             .await
             .unwrap();
-        let json_text = if text.trim_start().starts_with('{') {
-            text.clone()
-        } else {
-            text.lines()
-                .rev()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .map(str::trim)
-                .find(|l| l.contains("\"id\""))
-                .unwrap_or_default()
-                .to_owned()
-        };
-        serde_json::from_str(&json_text).unwrap_or_else(|e| panic!("{e}: {text}"))
+        crate::support::mcp::rpc_response(&text)
     };
     let created = rpc(
         "tools/call",

@@ -717,3 +717,20 @@ pub(crate) async fn reads_and_blocked(proxy: &Proxy, n: usize, blocked_every: us
     }
     client.cancel().await.ok();
 }
+
+/// The JSON-RPC response of a streamable-HTTP POST: a JSON body, or an event stream whose
+/// last `data:` line with an `id` is the response.
+pub(crate) fn rpc_response(text: &str) -> Value {
+    let json_text = if text.trim_start().starts_with('{') {
+        text.to_owned()
+    } else {
+        text.lines()
+            .rev()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .map(str::trim)
+            .find(|l| l.contains("\"id\""))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    serde_json::from_str(&json_text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}

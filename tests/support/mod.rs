@@ -2,6 +2,8 @@
 //! plugins, a running proxy with the fixture upstream and an MCP client, a real ClickHouse,
 //! and the tests' Python.
 
+/// The approval tests' calls, records, `mcpproxy approvals` and stateless retries.
+pub(crate) mod approvals;
 /// A real ClickHouse on loopback for the sink tests (started by the test; skipped with a
 /// note when it is not installed, unless `MCPPROXY_REQUIRE_CLICKHOUSE` is set, as in CI).
 pub(crate) mod clickhouse;

@@ -249,20 +249,6 @@ impl ToolIndex {
                 .map(|((server, name), _)| hit(server, name, 0.0))
                 .collect());
         };
-        // By score alone first, one more than wanted: reading the server and name of every
-        // candidate to break ties costs more than the scoring. When the hit after the last
-        // one wanted scores lower, the hits are the right ones and only their own ties are
-        // broken, by reading their names; when it ties with the last, the ties may reach
-        // past the limit, and the collector that breaks every tie picks among them.
-        let by_score = searcher.search(&query, &TopDocs::with_limit(limit + 1).order_by_score())?;
-        let tied_at_the_edge = by_score.len() > limit
-            && by_score
-                .get(limit - 1)
-                .zip(by_score.get(limit))
-                .is_some_and(|(last, next)| last.0 <= next.0);
-        if !tied_at_the_edge {
-            return self.named_hits(&searcher, &by_score[..by_score.len().min(limit)]);
-        }
         let collector = TopDocs::with_limit(limit).order_by((
             (SortBySimilarityScore, Order::Desc),
             (SortByString::for_field(F_SERVER), Order::Asc),
@@ -273,41 +259,6 @@ impl ToolIndex {
             .into_iter()
             .map(|((score, server, name), _)| hit(server, name, score))
             .collect())
-    }
-
-    /// The hits of `scored`, each with its server and tool name read from the fast fields,
-    /// ordered by score (highest first), then server, then name.
-    fn named_hits(
-        &self,
-        searcher: &tantivy::Searcher,
-        scored: &[(f32, tantivy::DocAddress)],
-    ) -> Result<Vec<Hit>> {
-        let mut hits = Vec::with_capacity(scored.len());
-        let (mut server, mut name) = (String::new(), String::new());
-        for &(score, address) in scored {
-            let fast = searcher.segment_reader(address.segment_ord).fast_fields();
-            let read = |field: &str, into: &mut String| -> Result<()> {
-                into.clear();
-                if let Some(column) = fast.str(field)?
-                    && let Some(ord) = column.term_ords(address.doc_id).next()
-                {
-                    column
-                        .ord_to_str(ord, into)
-                        .map_err(|e| Error::Tantivy(tantivy::TantivyError::from(e)))?;
-                }
-                Ok(())
-            };
-            read(F_SERVER, &mut server)?;
-            read(F_NAME, &mut name)?;
-            hits.push(hit(Some(server.clone()), Some(name.clone()), score));
-        }
-        hits.sort_by(|a, b| {
-            b.score
-                .total_cmp(&a.score)
-                .then_with(|| a.server.cmp(&b.server))
-                .then_with(|| a.name.cmp(&b.name))
-        });
-        Ok(hits)
     }
 
     /// Number of tools in the current snapshot.
