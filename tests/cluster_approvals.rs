@@ -5,7 +5,7 @@
 //! once. Real `mcpproxy serve` replicas on one real PostgreSQL; the fixture upstream keeps
 //! a call log.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -15,6 +15,16 @@ use crate::support::approvals::{
 };
 use crate::support::mcp::{Proxy, config_with, is_error, text};
 use crate::support::postgres::Postgres;
+
+/// Replicas `a` and `b` on `postgres`, their fixtures logging to one call log in `dir`
+/// (returned first).
+fn two_replicas(dir: &Path, postgres: &Postgres) -> (PathBuf, Proxy, Proxy) {
+    let log = dir.join("calls.log");
+    std::fs::write(&log, b"").unwrap();
+    let a = Proxy::builder(&replica_config(&log, postgres, "a")).start();
+    let b = Proxy::builder(&replica_config(&log, postgres, "b")).start();
+    (log, a, b)
+}
 
 /// A replica's config: the fixture, destructive calls asked of a person, the cluster.
 fn replica_config(log: &Path, postgres: &Postgres, replica: &str) -> Value {
@@ -46,10 +56,7 @@ async fn a_call_waiting_on_one_replica_is_approved_or_denied_through_the_other()
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("calls.log");
-    std::fs::write(&log, b"").unwrap();
-    let a = Proxy::builder(&replica_config(&log, &postgres, "a")).start();
-    let b = Proxy::builder(&replica_config(&log, &postgres, "b")).start();
+    let (log, a, b) = two_replicas(dir.path(), &postgres);
 
     // Asked on A, listed on both, approved through B's command line: A sends the call.
     let waiting = spawn_delete(&a, "via-b");
@@ -90,16 +97,12 @@ async fn a_call_waiting_on_one_replica_is_approved_or_denied_through_the_other()
     let waiting = spawn_delete(&a, "denied-via-b");
     let shown = listed(&b, "denied-via-b").await;
     let id = shown["id"].as_str().unwrap().to_owned();
-    let answer: Value = reqwest::Client::new()
-        .post(format!("{}/api/v1/approvals/{id}/deny", b.base()))
-        .header("X-API-Key", b.api_key())
-        .json(&json!({"reason": "not today"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let answer = b
+        .post_json(
+            &format!("/api/v1/approvals/{id}/deny"),
+            &json!({"reason": "not today"}),
+        )
+        .await;
     assert_eq!(answer["success"], true, "{answer}");
     let result = tokio::time::timeout(Duration::from_secs(60), waiting)
         .await
@@ -147,10 +150,7 @@ async fn a_question_asked_by_one_replica_is_answered_through_the_other_once() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("calls.log");
-    std::fs::write(&log, b"").unwrap();
-    let a = Proxy::builder(&replica_config(&log, &postgres, "a")).start();
-    let b = Proxy::builder(&replica_config(&log, &postgres, "b")).start();
+    let (log, a, b) = two_replicas(dir.path(), &postgres);
 
     let asked = stateless_delete(&a, "balanced", None).await;
     assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");

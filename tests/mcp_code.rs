@@ -432,12 +432,7 @@ async fn the_page_shows_an_executions_inner_calls_as_a_tree() {
 
     let profile = tempfile::tempdir().unwrap();
     let driver = Driver::start(profile.path()).await;
-    driver
-        .post(
-            "/url",
-            json!({"url": format!("{}/#key={}", proxy.base(), proxy.api_key())}),
-        )
-        .await;
+    driver.open_page(&proxy).await;
     driver
         .wait_for(
             "return document.querySelector('#upstreams tbody').innerText",

@@ -841,12 +841,7 @@ async fn the_page_approves_one_held_tool_and_leaves_the_other_held() {
 
     let profile = tempfile::tempdir().unwrap();
     let driver = Driver::start(profile.path()).await;
-    driver
-        .post(
-            "/url",
-            json!({"url": format!("{}/#key={}", proxy.base(), proxy.api_key())}),
-        )
-        .await;
+    driver.open_page(&proxy).await;
     driver
         .wait_for(
             "return !!document.querySelector('button[data-server=\"fx\"]')",

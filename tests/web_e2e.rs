@@ -136,6 +136,12 @@ impl Driver {
         answer["value"].clone()
     }
 
+    /// Opens `proxy`'s page, logged in with its API key.
+    pub(crate) async fn open_page(&self, proxy: &Proxy) {
+        let url = format!("{}/#key={}", proxy.base(), proxy.api_key());
+        self.post("/url", json!({ "url": url })).await;
+    }
+
     pub(crate) async fn script(&self, script: &str) -> Value {
         self.post("/execute/sync", json!({"script": script, "args": []}))
             .await

@@ -519,6 +519,19 @@ impl Proxy {
         serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
     }
 
+    /// `POST` of the JSON `body` to `path` of the REST API, with the API key; the answer.
+    pub(crate) async fn post_json(&self, path: &str, body: &Value) -> Value {
+        let answer = reqwest::Client::new()
+            .post(format!("{}{path}", self.base()))
+            .header("X-API-Key", self.api_key())
+            .json(body)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("POST {path}: {e}"));
+        let text = answer.text().await.unwrap_or_default();
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("POST {path}: {e}: {text}"))
+    }
+
     /// `http://ADDR`, where `/api/v1`, `/metrics` and the page are.
     pub(crate) fn base(&self) -> String {
         self.url.trim_end_matches("/mcp").to_owned()

@@ -551,6 +551,15 @@ function analysisView(analysis) {
   return nodes;
 }
 
+// POST /upstreams/NAME/approve with `approval` (who, the fingerprint shown, maybe tools).
+function postApproval(server, approval) {
+  return api("/upstreams/" + encodeURIComponent(server) + "/approve", {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(approval),
+  });
+}
+
 // Approves one held tool (REST `tools: [name]`, with the launch fingerprint the dialog
 // showed), then shows the analysis again: that tool is served, the others stay held.
 async function approveHeldTool(button) {
@@ -561,11 +570,7 @@ async function approveHeldTool(button) {
   if (fingerprint) approval.fingerprint = fingerprint;
   button.disabled = true;
   try {
-    await api("/upstreams/" + encodeURIComponent(server) + "/approve", {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify(approval),
-    });
+    await postApproval(server, approval);
     $("approve-result").textContent = server + ":" + tool + " approved.";
     await review(server);
     $("analysis-result").textContent = "Approved " + tool + ".";
@@ -583,11 +588,7 @@ async function approveReviewed() {
   if (button.dataset.fingerprint) approval.fingerprint = button.dataset.fingerprint;
   button.disabled = true;
   try {
-    await api("/upstreams/" + encodeURIComponent(server) + "/approve", {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify(approval),
-    });
+    await postApproval(server, approval);
     $("approve-result").textContent = server + " approved.";
     $("analysis").close();
   } catch (error) {
