@@ -104,6 +104,8 @@ impl Cluster {
         if id.is_empty() || id.len() > MAX_ID_BYTES {
             return Ok(false);
         }
+        // A connection of its own, whose commit waits for the disk: the statements
+        // connection's commits do not (`relax_commits`), and an answer is a person's decision.
         let mut client = self.db.connect().await?;
         let failed = |e| self.db.failed("answering a pending approval", &e);
         let tx = client.transaction().await.map_err(failed)?;

@@ -30,7 +30,7 @@ use super::{CallContext, Proxy};
 
 mod at_client;
 
-use at_client::{AskedAtClientMap, Retry, ask_client};
+use at_client::{AskedAtClientMap, ask_client};
 
 /// The longest reason kept, in bytes.
 const MAX_REASON_BYTES: usize = 1024;
@@ -120,10 +120,14 @@ pub(super) enum PersonSaid {
     Asking(ApprovalRecord, rmcp::model::InputRequiredResult),
 }
 
-/// How asking ended.
-enum Asked {
-    Approved(ApprovalRecord),
-    Refused(ApprovalRecord, String),
+impl PersonSaid {
+    /// Approved, with nothing of the upstream's to pass on.
+    fn approved(approval: ApprovalRecord) -> Self {
+        Self::Approved {
+            approval,
+            resume: None,
+        }
+    }
 }
 
 impl Approvals {
@@ -278,41 +282,36 @@ impl Proxy {
         let Some((class, via)) = self.approvals.rule_for(evaluation) else {
             return PersonSaid::NotAsked;
         };
-        if via == Via::Client
+        let said = if via == Via::Client
             && let Some(origin) = context
                 .origin
                 .as_ref()
                 .filter(|o| at_client::answers_input(o))
         {
-            let said = self
-                .approvals
+            self.approvals
                 .through_input(origin, evaluation, draft, class, context)
-                .await;
-            let said = match said {
-                Retry::Ask(result, asking) => {
-                    return PersonSaid::Asking(asking.ended("client", None, "asked", None), result);
-                }
-                Retry::Approved {
-                    record,
-                    reason,
-                    upstream_state,
-                    upstream_responses,
-                } => PersonSaid::Approved {
-                    approval: record.ended("client", Some("client"), "approved", reason),
-                    resume: Some((upstream_responses, upstream_state)),
-                },
-                Retry::Refused(approval, message) => PersonSaid::Refused(approval, message),
-            };
-            let ended = match &said {
-                PersonSaid::Approved { approval, .. } | PersonSaid::Refused(approval, _) => {
-                    approval
-                }
-                PersonSaid::NotAsked | PersonSaid::Asking(..) => return said,
-            };
+                .await
+        } else {
+            self.ask_and_wait(evaluation, draft, context, class, via)
+                .await
+        };
+        if let PersonSaid::Approved { approval, .. } | PersonSaid::Refused(approval, _) = &said {
             self.metrics
-                .approval_decided(&ended.decision, &ended.asked_via);
-            return said;
+                .approval_decided(&approval.decision, &approval.asked_via);
         }
+        said
+    }
+
+    /// Asks the person at the client through elicitation when the rule and the client allow
+    /// it, otherwise makes the call a pending approval; either way waits for the answer.
+    async fn ask_and_wait(
+        &self,
+        evaluation: &Evaluation,
+        draft: &mcpproxy_activity::ActivityRecord,
+        context: &CallContext,
+        class: CallClass,
+        via: Via,
+    ) -> PersonSaid {
         let started = Instant::now();
         let timeout = self.approvals.config.timeout;
         let request = &evaluation.request;
@@ -325,7 +324,7 @@ impl Proxy {
             started,
         };
         let origin = context.origin.as_ref();
-        let asked = if via == Via::Client
+        if via == Via::Client
             && let Some(origin) = origin.filter(|o| o.can_elicit())
         {
             ask_client(origin, evaluation, draft, class, timeout, &record).await
@@ -359,18 +358,6 @@ impl Proxy {
             };
             self.wait_for_answer(shown, origin, timeout, &name, &record)
                 .await
-        };
-        let ended = match &asked {
-            Asked::Approved(approval) | Asked::Refused(approval, _) => approval,
-        };
-        self.metrics
-            .approval_decided(&ended.decision, &ended.asked_via);
-        match asked {
-            Asked::Approved(approval) => PersonSaid::Approved {
-                approval,
-                resume: None,
-            },
-            Asked::Refused(approval, message) => PersonSaid::Refused(approval, message),
         }
     }
 
@@ -383,7 +370,7 @@ impl Proxy {
         timeout: Duration,
         name: &str,
         record: &Asking,
-    ) -> Asked {
+    ) -> PersonSaid {
         let id = shown.id.clone();
         let (tx, rx) = oneshot::channel();
         let cluster = self.approvals.shared.get();
@@ -393,7 +380,7 @@ impl Proxy {
         {
             let mut waiting = mcpproxy_support::lock(&self.approvals.waiting);
             if waiting.len() >= MAX_PENDING {
-                return Asked::Refused(
+                return PersonSaid::Refused(
                     record.ended("page", None, "refused", None),
                     format!(
                         "The call to '{name}' needs a person's approval, but {MAX_PENDING} calls \
@@ -433,13 +420,13 @@ impl Proxy {
         tokio::select! {
             answer = tokio::time::timeout(timeout, answer) => match answer {
                 Ok(Some(answer)) if answer.approve => {
-                    Asked::Approved(record.ended("page", Some(&answer.by), "approved", answer.reason))
+                    PersonSaid::approved(record.ended("page", Some(&answer.by), "approved", answer.reason))
                 }
                 Ok(Some(answer)) => {
                     let message = format!("The call to '{name}' was denied by {}", answer.by_whom());
-                    Asked::Refused(record.ended("page", Some(&answer.by), "denied", answer.reason), message)
+                    PersonSaid::Refused(record.ended("page", Some(&answer.by), "denied", answer.reason), message)
                 }
-                Ok(None) | Err(_) => Asked::Refused(
+                Ok(None) | Err(_) => PersonSaid::Refused(
                     record.ended("page", None, "timed_out", None),
                     format!(
                         "The call to '{name}' was not approved within {} s (approvals.timeout_secs); it was not sent",
@@ -448,7 +435,7 @@ impl Proxy {
                 ),
             },
             never = progress => match never {},
-            () = cancelled => Asked::Refused(
+            () = cancelled => PersonSaid::Refused(
                 record.ended("page", None, "cancelled", None),
                 format!("The call to '{name}' was cancelled while it waited for approval"),
             ),
@@ -472,6 +459,13 @@ async fn answered_elsewhere(
         return std::future::pending().await;
     };
     let mut answers = answers;
+    // One clock for the whole wait: announcements of other calls' answers do not put the
+    // next look at the row off.
+    let mut check = tokio::time::interval_at(
+        tokio::time::Instant::now() + SHARED_CHECK_EVERY,
+        SHARED_CHECK_EVERY,
+    );
+    check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let heard = async {
             match answers.as_mut() {
@@ -488,7 +482,7 @@ async fn answered_elsewhere(
                     true
                 }
             },
-            () = tokio::time::sleep(SHARED_CHECK_EVERY) => true,
+            _ = check.tick() => true,
         };
         if !look {
             continue;

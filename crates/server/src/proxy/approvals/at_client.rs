@@ -23,7 +23,7 @@ use mcpproxy_config::CallClass;
 use mcpproxy_policy::Evaluation;
 use mcpproxy_upstream::back_channel::CallOrigin;
 
-use super::{Approvals, Asked, Asking, MAX_PENDING, MAX_REASON_BYTES};
+use super::{Approvals, Asking, MAX_PENDING, MAX_REASON_BYTES, PersonSaid};
 use crate::proxy::CallContext;
 
 /// The key of the approval question among a round's `inputRequests`.
@@ -63,20 +63,6 @@ impl AskedAtClient {
         let ago = Duration::from_millis(mcpproxy_activity::now_ms().saturating_sub(self.asked_ms));
         Instant::now().checked_sub(ago).unwrap_or_else(Instant::now)
     }
-}
-
-/// What the retry of a call asked through `input_required` says.
-pub(super) enum Retry {
-    /// Asked (again): answer the client with this.
-    Ask(InputRequiredResult, Asking),
-    Approved {
-        record: Asking,
-        reason: Option<String>,
-        /// The upstream's own round, to pass on with the call.
-        upstream_state: Option<String>,
-        upstream_responses: Option<InputResponses>,
-    },
-    Refused(mcpproxy_activity::ApprovalRecord, String),
 }
 
 /// The question and the form of its answer, as both paths ask it.
@@ -127,6 +113,21 @@ enum Said {
     Refused(&'static str, String, Option<String>),
 }
 
+impl Said {
+    /// What the person's answer makes of the call whose asking is `record`.
+    fn decided(self, record: &Asking) -> PersonSaid {
+        match self {
+            Said::Approved(reason) => {
+                PersonSaid::approved(record.ended("client", Some("client"), "approved", reason))
+            }
+            Said::Refused(decision, message, reason) => PersonSaid::Refused(
+                record.ended("client", Some("client"), decision, reason),
+                message,
+            ),
+        }
+    }
+}
+
 fn read_answer(action: &ElicitationAction, content: Option<&Value>, name: &str) -> Said {
     let reason = content
         .and_then(|c| c.get("reason"))
@@ -160,11 +161,11 @@ pub(super) async fn ask_client(
     class: CallClass,
     timeout: Duration,
     record: &Asking,
-) -> Asked {
+) -> PersonSaid {
     use rmcp::model::{ClientResult, ServerRequest};
     let name = evaluation.request.tool.qualified_name();
     let Ok(params) = serde_json::from_value(question(evaluation, draft, class)) else {
-        return Asked::Refused(
+        return PersonSaid::Refused(
             record.ended("client", None, "refused", None),
             format!("The call to '{name}' needs approval, but the question could not be built"),
         );
@@ -178,7 +179,7 @@ pub(super) async fn ask_client(
     let result = match asked {
         Ok(ClientResult::ElicitResult(result)) => result,
         Ok(_) => {
-            return Asked::Refused(
+            return PersonSaid::Refused(
                 record.ended("client", None, "refused", None),
                 format!(
                     "The call to '{name}' was not approved: the client answered the question with something else"
@@ -186,7 +187,7 @@ pub(super) async fn ask_client(
             );
         }
         Err(mcpproxy_upstream::back_channel::AskError::Timeout { .. }) => {
-            return Asked::Refused(
+            return PersonSaid::Refused(
                 record.ended("client", None, "timed_out", None),
                 format!(
                     "The call to '{name}' was not approved within {} s (approvals.timeout_secs); it was not sent",
@@ -195,21 +196,13 @@ pub(super) async fn ask_client(
             );
         }
         Err(e) => {
-            return Asked::Refused(
+            return PersonSaid::Refused(
                 record.ended("client", None, "refused", None),
                 format!("The call to '{name}' was not approved: {e}"),
             );
         }
     };
-    match read_answer(&result.action, result.content.as_ref(), &name) {
-        Said::Approved(reason) => {
-            Asked::Approved(record.ended("client", Some("client"), "approved", reason))
-        }
-        Said::Refused(decision, message, reason) => Asked::Refused(
-            record.ended("client", Some("client"), decision, reason),
-            message,
-        ),
-    }
+    read_answer(&result.action, result.content.as_ref(), &name).decided(record)
 }
 
 /// Whether the person at `origin` is asked with an `input_required` result: a client on
@@ -228,7 +221,7 @@ impl Approvals {
         draft: &mcpproxy_activity::ActivityRecord,
         class: CallClass,
         context: &CallContext,
-    ) -> Retry {
+    ) -> PersonSaid {
         let request = &evaluation.request;
         let name = request.tool.qualified_name();
         let arguments_hash = mcpproxy_activity::canonical_sha256(&request.args);
@@ -250,7 +243,7 @@ impl Approvals {
                     .ended("client", None, decision, None)
                 };
                 let Some(asked) = asked else {
-                    return Retry::Refused(
+                    return PersonSaid::Refused(
                         record("refused", Instant::now()),
                         format!(
                             "The call to '{name}' was not sent: the approval its requestState names \
@@ -265,7 +258,7 @@ impl Approvals {
                     && asked.caller == caller
                     && asked.session_id == context.session_id;
                 if !same_call {
-                    return Retry::Refused(
+                    return PersonSaid::Refused(
                         record("refused", asked.asked()),
                         format!(
                             "The call to '{name}' was not sent: the approval its requestState names \
@@ -276,7 +269,7 @@ impl Approvals {
                     );
                 }
                 if mcpproxy_activity::now_ms() > asked.expires_ms {
-                    return Retry::Refused(
+                    return PersonSaid::Refused(
                         record("timed_out", asked.asked()),
                         format!(
                             "The call to '{name}' was not approved within {} s \
@@ -301,17 +294,13 @@ impl Approvals {
                         .cloned()
                         .and_then(|a| serde_json::from_value::<ElicitationAction>(a).ok())
                         .unwrap_or(ElicitationAction::Decline);
-                    return match read_answer(&action, answer.get("content"), &name) {
-                        Said::Approved(reason) => Retry::Approved {
-                            record: asking,
-                            reason,
-                            upstream_state: asked.upstream_state,
-                            upstream_responses: asked.upstream_responses,
+                    return match read_answer(&action, answer.get("content"), &name).decided(&asking)
+                    {
+                        PersonSaid::Approved { approval, .. } => PersonSaid::Approved {
+                            approval,
+                            resume: Some((asked.upstream_responses, asked.upstream_state)),
                         },
-                        Said::Refused(decision, message, reason) => Retry::Refused(
-                            asking.ended("client", Some("client"), decision, reason),
-                            message,
-                        ),
+                        refused => refused,
                     };
                 }
                 // The retry lacks the answer: asked again, the upstream's round kept.
@@ -369,7 +358,7 @@ impl Approvals {
         arguments_hash: String,
         upstream_state: Option<String>,
         upstream_responses: Option<InputResponses>,
-    ) -> Retry {
+    ) -> PersonSaid {
         let request = &evaluation.request;
         let name = request.tool.qualified_name();
         let (id, _) = mcpproxy_activity::new_id();
@@ -383,7 +372,7 @@ impl Approvals {
             .and_then(|r| serde_json::to_vec(r).ok())
             .map_or(0, |b| b.len());
         if kept_bytes > MAX_KEPT_RESPONSE_BYTES {
-            return Retry::Refused(
+            return PersonSaid::Refused(
                 asking.ended("client", None, "refused", None),
                 format!(
                     "The call to '{name}' needs a person's approval, but the answers it carries for \
@@ -400,7 +389,7 @@ impl Approvals {
             "requestState": format!("{STATE_PREFIX}{id}"),
         });
         let Ok(result) = serde_json::from_value::<InputRequiredResult>(result) else {
-            return Retry::Refused(
+            return PersonSaid::Refused(
                 asking.ended("client", None, "refused", None),
                 format!("The call to '{name}' needs approval, but the question could not be built"),
             );
@@ -423,7 +412,7 @@ impl Approvals {
             let mut asked = mcpproxy_support::lock(&self.asked_at_client);
             asked.retain(|_, a| a.expires_ms > asked_ms);
             if asked.len() >= MAX_PENDING {
-                return Retry::Refused(
+                return PersonSaid::Refused(
                     asking.ended("client", None, "refused", None),
                     format!(
                         "The call to '{name}' needs a person's approval, but {MAX_PENDING} \
@@ -436,15 +425,11 @@ impl Approvals {
         // too. Without it only this replica can take the answer.
         if let Some(cluster) = self.shared.get() {
             let shared = match serde_json::to_value(&question) {
-                Ok(json) => {
-                    cluster
-                        .share_question(&id, &json, self.config.timeout)
-                        .await
-                }
-                Err(e) => {
-                    tracing::warn!("approval question {id} cannot be shared: {e}");
-                    Ok(())
-                }
+                Ok(json) => cluster
+                    .share_question(&id, &json, self.config.timeout)
+                    .await
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
             };
             match shared {
                 Ok(()) => question.shared = true,
@@ -454,7 +439,7 @@ impl Approvals {
             }
         }
         mcpproxy_support::lock(&self.asked_at_client).insert(id, question);
-        Retry::Ask(result, asking)
+        PersonSaid::Asking(asking.ended("client", None, "asked", None), result)
     }
 }
 
