@@ -95,7 +95,7 @@ fn annotate_and_validate(c: &mut Criterion) {
         server: "github".into(),
         name: "delete_repo".into(),
         description: "Delete a repository".into(),
-        input_schema: json!({"type": "object", "properties": {"repo": {"type": "string"}}}),
+        input_schema: json!({"type": "object", "properties": {"repo": {"type": "string"}}}).into(),
         annotations: None,
         meta: None,
         ..Default::default()

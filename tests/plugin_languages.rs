@@ -749,7 +749,7 @@ fn request(private: bool) -> CallRequest {
             server: "fx".into(),
             name: "run_job".into(),
             description: "Run a named job".into(),
-            input_schema: json!({"type": "object"}),
+            input_schema: json!({"type": "object"}).into(),
             annotations: None,
             meta: None,
             ..Default::default()

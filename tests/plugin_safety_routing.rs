@@ -22,7 +22,7 @@ fn request(variant: OperationType, class: SafetyClass) -> CallRequest {
             server: "mq".into(),
             name: "some_tool".into(),
             description: "a tool".into(),
-            input_schema: json!({"type": "object"}),
+            input_schema: json!({"type": "object"}).into(),
             annotations: None,
             meta: None,
             ..Default::default()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # retrieve_tools end to end (issue 52): mcp-load against a proxy whose one HTTP upstream
 # serves 10,000 tools, beside the same proxy setup over the fixture's 16 tools and a direct
-# call to the fixture (the HTTP round trip's floor), all in one run.
+# call to the fixture (the HTTP round trip's floor), all in one run; and each proxy's memory
+# (VmRSS, RssAnon, RssFile from /proc) once it has listed its tools, and after the searches.
 #
 #   tools/search-load.sh target/dist/mcpproxy target/dist/mcp-fixture \
 #       target/dist/mcp-load [CALLS=2000]
@@ -56,6 +57,7 @@ JSON
     HOME=$dir "$mcpproxy" serve --config "$dir/config.json" --data-dir "$dir/data" \
         > "$dir/serve.log" 2>&1 &
     pids+=($!)
+    proxy_pid=$!
     # The CLI is asked only once serve has made its data dir (a data dir the CLI made first
     # would not be serve's first start, whose config servers are approved as written).
     for _ in $(seq 1 600); do
@@ -69,6 +71,13 @@ JSON
     fixture_url=http://127.0.0.1:$fport/mcp
     proxy_url=http://127.0.0.1:$pport/mcp
     echo "$name: $("$mcpproxy" upstream list --data-dir "$dir/data" | awk 'NR == 2 {print $3}') tools"
+    sleep 2
+    memory "$name, listed"
+}
+
+# memory LABEL: the last proxy's resident memory, as /proc/PID/status gives it.
+memory() {
+    echo "$1: $(grep -E '^(VmRSS|RssAnon|RssFile)' "/proc/$proxy_pid/status" | tr -s ' \t' ' ' | paste -sd ' ')"
 }
 
 measure() {
@@ -80,10 +89,12 @@ measure() {
 start_proxy small
 small_fixture=$fixture_url small_proxy=$proxy_url
 start_proxy big --raw-tools "$work/tools.json"
-big_proxy=$proxy_url
+big_proxy=$proxy_url big_pid=$proxy_pid
 measure "direct echo to the fixture (16 tools)" --url "$small_fixture" --tool echo --args '{"text":"hi"}'
 for query in "delete repository" "query database table rows with a limit" "create_issue_3"; do
     args=$(printf '{"query": "%s"}' "$query")
     measure "retrieve_tools '$query', 16 tools" --url "$small_proxy" --tool retrieve_tools --args "$args"
     measure "retrieve_tools '$query', 10,000 tools" --url "$big_proxy" --tool retrieve_tools --args "$args"
 done
+proxy_pid=$big_pid
+memory "big, after the searches"

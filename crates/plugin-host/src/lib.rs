@@ -43,6 +43,8 @@ pub use identity::{PluginInfo, PluginKind, PluginSource};
 pub use limits::{Bytes, MemoryCapExceeded};
 pub use loader::{Plugin, PluginSet, PluginSettings};
 pub use mcpproxy_policy::Limits;
-pub use memory::{limit_arenas as limit_malloc_arenas, release_freed as release_freed_memory};
+pub use memory::{
+    limit_arenas as limit_malloc_arenas, release_code_pages, release_freed as release_freed_memory,
+};
 pub use script::{ScriptEnd, ScriptHost, ScriptLimits, ScriptRun, ScriptRuntime, ScriptStop};
 pub use stages::{annotators, result_guards, validators};

@@ -66,7 +66,7 @@ fn request(variant: OperationType, args: Value) -> CallRequest {
             server: "fx".into(),
             name: "delete_note".into(),
             description: "Deletes a note".into(),
-            input_schema: json!({"type": "object"}),
+            input_schema: json!({"type": "object"}).into(),
             annotations: None,
             meta: None,
             ..Default::default()

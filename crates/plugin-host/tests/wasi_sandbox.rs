@@ -48,7 +48,7 @@ fn request(args: Value) -> CallRequest {
             server: "fx".into(),
             name: "probe".into(),
             description: "probe the sandbox".into(),
-            input_schema: json!({"type": "object"}),
+            input_schema: json!({"type": "object"}).into(),
             annotations: None,
             meta: None,
             ..Default::default()

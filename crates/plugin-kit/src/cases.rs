@@ -30,7 +30,8 @@ use serde_json::Value;
 
 use mcpproxy_plugin_host::{Plugin, PluginEngine, PluginSet, PluginSettings};
 use mcpproxy_policy::{
-    Annotations, CallRequest, Caller, EffectiveAnnotations, Intent, OperationType, Pipeline, Tool,
+    Annotations, CallRequest, Caller, CompactJson, EffectiveAnnotations, Intent, OperationType,
+    Pipeline, Tool,
 };
 
 use crate::suite::{CaseResult, Expect, MatrixCase, Text};
@@ -296,10 +297,10 @@ fn case(item: &Value, index: usize, file: &str) -> Result<UserCase, CasesError> 
         server: raw.tool.server,
         name: raw.tool.name,
         description: raw.tool.description,
-        input_schema: raw
-            .tool
-            .input_schema
-            .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+        input_schema: raw.tool.input_schema.map_or_else(
+            || serde_json::json!({"type": "object"}).into(),
+            CompactJson::from,
+        ),
         annotations: raw.tool.annotations.map(|a| Annotations {
             read_only_hint: a.read_only_hint,
             destructive_hint: a.destructive_hint,

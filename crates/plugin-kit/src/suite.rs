@@ -243,7 +243,7 @@ fn request(
             server: "github".into(),
             name: ann.tool_name().into(),
             description: String::new(),
-            input_schema: json!({"type": "object"}),
+            input_schema: json!({"type": "object"}).into(),
             annotations: matches!(source, AnnotationSource::Server)
                 .then_some(annotations)
                 .flatten(),
@@ -641,7 +641,7 @@ fn tool(name: &str, annotations: Option<Annotations>, meta: Option<serde_json::V
         server: "fixture".into(),
         name: name.into(),
         description: String::new(),
-        input_schema: json!({"type": "object"}),
+        input_schema: json!({"type": "object"}).into(),
         annotations,
         meta,
         ..Default::default()

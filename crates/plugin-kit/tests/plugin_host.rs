@@ -60,7 +60,7 @@ fn tool(name: &str, annotations: Option<Annotations>) -> Tool {
         server: "fixture".into(),
         name: name.into(),
         description: format!("the {name} tool"),
-        input_schema: json!({"type": "object"}),
+        input_schema: json!({"type": "object"}).into(),
         annotations,
         meta: None,
         ..Default::default()

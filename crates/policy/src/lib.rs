@@ -13,6 +13,7 @@
 mod limits;
 
 mod caller;
+mod compact_json;
 
 mod grant;
 mod guard;
@@ -26,6 +27,7 @@ mod stage;
 mod types;
 
 pub use caller::{Caller, current_caller, with_caller};
+pub use compact_json::CompactJson;
 pub use grant::{Grant, authority_of};
 pub use guard::{
     Block, DELIMITER_REMOVED, GuardAction, GuardAnswer, GuardContext, GuardItem, GuardReport,

@@ -93,7 +93,7 @@ mod tests {
             server: server.into(),
             name: name.into(),
             description: description.into(),
-            input_schema: serde_json::json!({"type": "object"}),
+            input_schema: serde_json::json!({"type": "object"}).into(),
             annotations: None,
             meta: None,
             ..Default::default()
@@ -118,7 +118,8 @@ mod tests {
         assert_eq!(memo.get(&tool("a", "list", "deletes everything")), None);
         assert_eq!(memo.get(&tool("b", "list", "lists")), None);
         let mut schema_changed = read.clone();
-        schema_changed.input_schema = serde_json::json!({"type": "object", "required": ["x"]});
+        schema_changed.input_schema =
+            serde_json::json!({"type": "object", "required": ["x"]}).into();
         assert_eq!(memo.get(&schema_changed), None);
     }
 

@@ -7,6 +7,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::CompactJson;
+
 /// What a call says it does: the variant used (`call_tool_read`, ...) and
 /// `intent.operation_type` are both one of these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -218,9 +220,9 @@ pub struct Tool {
     pub name: String,
     #[serde(default)]
     pub description: String,
-    /// The JSON Schema of the tool's arguments.
+    /// The JSON Schema of the tool's arguments, shared with the listing and the pin.
     #[serde(default, rename = "inputSchema")]
-    pub input_schema: serde_json::Value,
+    pub input_schema: CompactJson,
     /// The annotations the server itself gave: `Some` whenever it sent an annotations
     /// object, even one without hints (the spec's defaults then apply to every hint).
     #[serde(default)]
@@ -239,7 +241,7 @@ pub struct Tool {
         rename = "outputSchema",
         skip_serializing_if = "Option::is_none"
     )]
-    pub output_schema: Option<serde_json::Value>,
+    pub output_schema: Option<CompactJson>,
     /// The tool's `_meta` object.
     #[serde(default, rename = "_meta")]
     pub meta: Option<serde_json::Value>,

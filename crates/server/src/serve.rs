@@ -488,8 +488,14 @@ impl Builder {
         let upstreams = runtime.proxy.upstreams();
         upstreams.settle(START_SETTLE).await;
         // Start-up is over (plugins loaded, the upstreams' first tool lists indexed): give
-        // the kernel back what it freed, so an idle proxy holds only what it uses.
+        // the kernel back what it freed and take start-up's code out of the resident set,
+        // so an idle proxy holds only what it uses.
         mcpproxy_plugin_host::release_freed_memory();
+        let code = mcpproxy_plugin_host::release_code_pages();
+        tracing::debug!(
+            bytes = code,
+            "released the executable's resident code pages"
+        );
         self.notices.send(Notice::Started(Box::new(Summary {
             annotators: runtime.annotators.clone(),
             validators: runtime.validators.clone(),

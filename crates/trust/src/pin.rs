@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use mcpproxy_policy::{Annotations, Tool};
+use mcpproxy_policy::{Annotations, CompactJson, Tool};
 
 use super::{PinnedTool, ServerTrust};
 
@@ -190,9 +190,9 @@ impl PinnedTool {
             "description".into(),
             Value::String(self.description.clone()),
         );
-        tool.insert("inputSchema".into(), self.input_schema.clone());
+        tool.insert("inputSchema".into(), self.input_schema.to_value());
         if let Some(output) = &self.output_schema {
-            tool.insert("outputSchema".into(), output.clone());
+            tool.insert("outputSchema".into(), output.to_value());
         }
         if let Some(annotations) =
             annotations_json(self.annotations, self.annotations_title.as_deref())
@@ -275,11 +275,15 @@ impl ToolDiff {
         Self {
             description: (pinned.description != now.description)
                 .then(|| (pinned.description.clone(), now.description.clone())),
-            input_schema: (!same(Some(&pinned.input_schema), Some(&now.input_schema)))
-                .then(|| (pinned.input_schema.clone(), now.input_schema.clone())),
-            output_schema: (!v1
-                && !same(pinned.output_schema.as_ref(), now.output_schema.as_ref()))
-            .then(|| (pinned.output_schema.clone(), now.output_schema.clone())),
+            // Compact JSON is in one form (keys sorted): equal texts are equal values.
+            input_schema: (pinned.input_schema != now.input_schema)
+                .then(|| (pinned.input_schema.to_value(), now.input_schema.to_value())),
+            output_schema: (!v1 && pinned.output_schema != now.output_schema).then(|| {
+                (
+                    pinned.output_schema.as_ref().map(CompactJson::to_value),
+                    now.output_schema.as_ref().map(CompactJson::to_value),
+                )
+            }),
             annotations: annotations_changed.then(|| {
                 (
                     annotations_json(pinned.annotations, pinned.annotations_title.as_deref()),
@@ -363,7 +367,7 @@ mod tests {
         Tool {
             name: "t".into(),
             description: "d".into(),
-            input_schema: json!({"type": "object"}),
+            input_schema: json!({"type": "object"}).into(),
             ..Default::default()
         }
     }
@@ -394,7 +398,7 @@ mod tests {
             ..Default::default()
         });
         assert_ne!(fingerprint(&a), before);
-        a.input_schema = json!({"type": "object"});
+        a.input_schema = json!({"type": "object"}).into();
         let c = Tool {
             server: "another-server".into(),
             ..a.clone()
@@ -412,7 +416,7 @@ mod tests {
         let print = fingerprint(&base);
         let changed = [
             Tool {
-                output_schema: Some(json!({"type": "object"})),
+                output_schema: Some(json!({"type": "object"}).into()),
                 ..base.clone()
             },
             Tool {
@@ -487,7 +491,7 @@ mod tests {
         };
         let pinned = PinnedTool::of(&tool, "t0");
         let now = Tool {
-            output_schema: Some(json!({"type": "object"})),
+            output_schema: Some(json!({"type": "object"}).into()),
             annotations_title: Some("Harm\u{202e}less".into()),
             meta: Some(json!({"safety_class": "read-only"})),
             ..tool.clone()
@@ -547,7 +551,7 @@ mod tests {
             server: "fx".into(),
             name: "wipe_cache".into(),
             description: "Wipe the cache".into(),
-            input_schema: json!({"type": "object", "properties": {}}),
+            input_schema: json!({"type": "object", "properties": {}}).into(),
             meta: Some(json!({"safety_class": "dangerous"})),
             ..Default::default()
         }

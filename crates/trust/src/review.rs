@@ -56,7 +56,10 @@ pub enum ToolStanding {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Review {
     /// Every listed tool's standing.
-    pub standing: BTreeMap<String, ToolStanding>,
+    standing: BTreeMap<String, ToolStanding>,
+    /// How many of them are held back: most reviews hold none, and [`Review::pending`],
+    /// asked at every `retrieve_tools`, then walks no tool.
+    held: usize,
     /// Pinned tools the server no longer lists.
     pub removed: Vec<String>,
 }
@@ -65,13 +68,13 @@ impl Review {
     /// Holds `listed` against `pins` (`None`: the server was never pinned).
     pub fn of(listed: &BTreeMap<String, Tool>, pins: Option<&ServerTrust>) -> Self {
         let Some(pins) = pins else {
-            return Self {
-                standing: listed
+            return Self::new(
+                listed
                     .keys()
                     .map(|name| (name.clone(), ToolStanding::New))
                     .collect(),
-                removed: Vec::new(),
-            };
+                Vec::new(),
+            );
         };
         let standing = listed
             .iter()
@@ -98,7 +101,19 @@ impl Review {
             .filter(|name| !listed.contains_key(*name))
             .cloned()
             .collect();
-        Self { standing, removed }
+        Self::new(standing, removed)
+    }
+
+    fn new(standing: BTreeMap<String, ToolStanding>, removed: Vec<String>) -> Self {
+        let held = standing
+            .values()
+            .filter(|s| **s != ToolStanding::Trusted)
+            .count();
+        Self {
+            standing,
+            held,
+            removed,
+        }
     }
 
     /// The tools held back (new or changed), by name.
@@ -107,6 +122,12 @@ impl Review {
             .iter()
             .filter(|(_, s)| **s != ToolStanding::Trusted)
             .map(|(name, s)| (name.as_str(), s))
+            .take(self.held)
+    }
+
+    /// Where the listed tool `tool` stands; `None` when it is not listed.
+    pub fn standing(&self, tool: &str) -> Option<&ToolStanding> {
+        self.standing.get(tool)
     }
 
     pub fn is_trusted(&self, tool: &str) -> bool {
@@ -164,7 +185,7 @@ pub struct AnalyzedTool {
     pub name: String,
     pub description: String,
     #[serde(rename = "inputSchema")]
-    pub input_schema: serde_json::Value,
+    pub input_schema: policy::CompactJson,
     pub annotations: Option<policy::Annotations>,
     /// `trusted`, `new` or `changed`.
     pub standing: String,
@@ -189,7 +210,7 @@ impl Analysis {
         let tools = tools
             .values()
             .map(|tool| {
-                let (standing, diff) = match review.standing.get(&tool.name) {
+                let (standing, diff) = match review.standing(&tool.name) {
                     Some(ToolStanding::Trusted) => ("trusted", None),
                     Some(ToolStanding::Changed(diff)) => ("changed", Some((**diff).clone())),
                     Some(ToolStanding::New) | None => ("new", None),
@@ -342,7 +363,11 @@ impl Analysis {
         for tool in &self.tools {
             let _ = writeln!(out, "\nTool {} ({})", quote(&tool.name), tool.standing);
             let _ = writeln!(out, "  description: {}", quote(&tool.description));
-            let _ = writeln!(out, "  inputSchema: {}", spaced_json(&tool.input_schema));
+            let _ = writeln!(
+                out,
+                "  inputSchema: {}",
+                spaced_json(&tool.input_schema.to_value())
+            );
             let annotations = tool
                 .annotations
                 .and_then(|a| serde_json::to_string(&a).ok())
@@ -441,7 +466,7 @@ mod tests {
             server: "fx".into(),
             name: name.into(),
             description: description.into(),
-            input_schema: json!({"type": "object"}),
+            input_schema: json!({"type": "object"}).into(),
             ..Default::default()
         }
     }
@@ -478,6 +503,25 @@ mod tests {
         );
         assert_eq!(review.removed, vec!["gone".to_owned()]);
         assert_eq!(review.pending().count(), 2);
+    }
+
+    #[test]
+    fn a_pin_shares_the_listed_schema_and_pending_names_only_the_held_tools() {
+        let a = tool("a", "Adds numbers");
+        let mut pins = ServerTrust::default();
+        pins.pin(&a, "t0");
+        assert!(
+            pins.tools["a"]
+                .input_schema
+                .shares_text_with(&a.input_schema)
+        );
+        let review = Review::of(&listed(std::slice::from_ref(&a)), Some(&pins));
+        assert_eq!(review.pending().count(), 0);
+        let review = Review::of(&listed(&[tool("b", "x"), a, tool("c", "y")]), Some(&pins));
+        let pending: Vec<&str> = review.pending().map(|(name, _)| name).collect();
+        assert_eq!(pending, ["b", "c"]);
+        assert_eq!(review.standing("a"), Some(&ToolStanding::Trusted));
+        assert_eq!(review.standing("z"), None);
     }
 
     #[test]

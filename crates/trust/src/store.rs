@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, mpsc, watch};
 
 use mcpproxy_config::ServerConfig;
-use mcpproxy_policy::{Annotations, Tool};
+use mcpproxy_policy::{Annotations, CompactJson, Tool};
 
 use super::launch::{LaunchSpec, LaunchView};
 use super::{Error, Result, ToolDiff, fingerprint};
@@ -30,13 +30,13 @@ pub struct PinnedTool {
     pub sha256: String,
     pub description: String,
     #[serde(rename = "inputSchema")]
-    pub input_schema: serde_json::Value,
+    pub input_schema: CompactJson,
     #[serde(
         default,
         rename = "outputSchema",
         skip_serializing_if = "Option::is_none"
     )]
-    pub output_schema: Option<serde_json::Value>,
+    pub output_schema: Option<CompactJson>,
     pub annotations: Option<Annotations>,
     /// `annotations.title`.
     #[serde(

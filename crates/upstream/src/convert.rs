@@ -4,7 +4,7 @@
 use rmcp::model as mcp;
 use serde_json::{Map, Value};
 
-use mcpproxy_policy::{Annotations, Tool};
+use mcpproxy_policy::{Annotations, CompactJson, Tool};
 
 /// The annotation hints, by their MCP names: each must be `true` or `false`.
 const HINTS: [&str; 4] = [
@@ -23,7 +23,7 @@ pub fn tool_from_mcp(server: &str, tool: &mcp::Tool) -> Tool {
         server: server.to_owned(),
         name: tool.name.to_string(),
         description: tool.description.as_deref().unwrap_or_default().to_owned(),
-        input_schema: Value::Object((*tool.input_schema).clone()),
+        input_schema: CompactJson::from_object(&tool.input_schema),
         annotations: tool.annotations.as_ref().map(|a| Annotations {
             read_only_hint: a.read_only_hint,
             destructive_hint: a.destructive_hint,
@@ -31,10 +31,7 @@ pub fn tool_from_mcp(server: &str, tool: &mcp::Tool) -> Tool {
             open_world_hint: a.open_world_hint,
         }),
         annotations_title: tool.annotations.as_ref().and_then(|a| a.title.clone()),
-        output_schema: tool
-            .output_schema
-            .as_ref()
-            .map(|s| Value::Object((**s).clone())),
+        output_schema: tool.output_schema.as_deref().map(CompactJson::from_object),
         meta: tool
             .meta
             .as_ref()
@@ -236,7 +233,7 @@ mod tests {
         let tool = tool_from_mcp("fx", &tool.unwrap());
         assert_eq!(tool.annotations, Some(Annotations::default()));
         assert_eq!(tool.annotations_title.as_deref(), Some("Harmless"));
-        assert_eq!(tool.output_schema, Some(json!({"type": "object"})));
+        assert_eq!(tool.output_schema, Some(json!({"type": "object"}).into()));
         let (bare, _) = tool_from_wire(json!({"name": "t", "inputSchema": {}}), 0);
         let bare = tool_from_mcp("fx", &bare.unwrap());
         assert_eq!(bare.annotations, None);

@@ -19,21 +19,79 @@ use mcpproxy_trust::{Review, Standing, ToolStanding, TrustStore};
 use super::{Error, ServerStatus, State, ToolChange, TransportKind, lane, log};
 use mcpproxy_support::{lock, read_lock as read};
 
-/// A server's tools as it listed them: in its order, found by name.
+/// A server's tools as it listed them: in its order, found by name. Each is kept as its
+/// JSON text (a tool's schemas as `serde_json` maps cost about ten times their text, and
+/// this listing is read only by the direct endpoint) and parsed when it is read.
 #[derive(Debug, Default)]
 pub struct WireTools {
-    pub tools: Vec<rmcp::model::Tool>,
+    tools: Vec<WireTool>,
     position: std::collections::HashMap<String, usize>,
+}
+
+/// One listed tool: its name and the tool as JSON text.
+#[derive(Debug, PartialEq)]
+struct WireTool {
+    name: String,
+    json: Box<str>,
 }
 
 impl WireTools {
     pub fn new(tools: Vec<rmcp::model::Tool>) -> Self {
+        let tools: Vec<WireTool> = tools
+            .iter()
+            .filter_map(|tool| {
+                // An rmcp tool always serialises (its maps have string keys).
+                let json = serde_json::to_string(tool).ok()?.into_boxed_str();
+                Some(WireTool {
+                    name: tool.name.to_string(),
+                    json,
+                })
+            })
+            .collect();
         let position = tools
             .iter()
             .enumerate()
-            .map(|(at, t)| (t.name.to_string(), at))
+            .map(|(at, t)| (t.name.clone(), at))
             .collect();
         Self { tools, position }
+    }
+
+    /// How many tools it holds.
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// The tools' names, in the server's order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.tools.iter().map(|t| t.name.as_str())
+    }
+
+    /// The tool `name`, as the server sent it.
+    pub fn get(&self, name: &str) -> Option<rmcp::model::Tool> {
+        let at = *self.position.get(name)?;
+        self.tools.get(at).and_then(WireTool::parse)
+    }
+
+    /// The tools, in the server's order.
+    pub fn iter(&self) -> impl Iterator<Item = rmcp::model::Tool> + '_ {
+        self.tools.iter().filter_map(WireTool::parse)
+    }
+
+    /// Whether both hold the same tools, in the same order.
+    pub fn same_tools(&self, other: &Self) -> bool {
+        self.tools == other.tools
+    }
+}
+
+impl WireTool {
+    /// The text was written from an rmcp tool, so it reads back as one.
+    fn parse(&self) -> Option<rmcp::model::Tool> {
+        serde_json::from_str(&self.json).ok()
     }
 }
 
@@ -248,12 +306,7 @@ impl Upstream {
 
     /// A tool as the server sent it.
     pub fn wire_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
-        let listing = read(&self.wire_tools).clone();
-        listing
-            .position
-            .get(name)
-            .and_then(|&at| listing.tools.get(at))
-            .cloned()
+        read(&self.wire_tools).get(name)
     }
 
     /// The tools as the server sent them, in the order it listed them.
@@ -295,7 +348,7 @@ impl Upstream {
         let review = self.review();
         self.tools()
             .values()
-            .filter(|t| review.standing.get(&t.name) == Some(&ToolStanding::Trusted))
+            .filter(|t| review.standing(&t.name) == Some(&ToolStanding::Trusted))
             .cloned()
             .collect()
     }
@@ -377,5 +430,45 @@ impl Upstream {
     /// the first connection).
     pub fn capabilities(&self) -> Option<rmcp::model::ServerCapabilities> {
         self.session().capabilities.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WireTools;
+    use std::sync::Arc;
+
+    fn wire(name: &str, schema: serde_json::Value) -> rmcp::model::Tool {
+        let serde_json::Value::Object(schema) = schema else {
+            panic!("a schema is an object");
+        };
+        let mut tool = rmcp::model::Tool::new(name.to_owned(), "does things", Arc::new(schema));
+        tool.title = Some("A title".into());
+        tool
+    }
+
+    #[test]
+    fn the_listing_reads_back_each_tool_as_sent_in_the_servers_order() {
+        let mut second = wire(
+            "b",
+            serde_json::json!({"type": "object", "properties": {"x": {"type": "integer"}}}),
+        );
+        second.output_schema = Some(Arc::new(serde_json::Map::from_iter([(
+            "type".to_owned(),
+            serde_json::json!("object"),
+        )])));
+        let sent = vec![wire("z", serde_json::json!({"type": "object"})), second];
+        let listing = WireTools::new(sent.clone());
+        assert_eq!(listing.len(), 2);
+        assert_eq!(listing.names().collect::<Vec<_>>(), ["z", "b"]);
+        assert_eq!(listing.iter().collect::<Vec<_>>(), sent);
+        assert_eq!(listing.get("b").as_ref(), Some(&sent[1]));
+        assert!(listing.get("missing").is_none());
+        assert!(listing.same_tools(&WireTools::new(sent.clone())));
+        let changed = vec![
+            sent[0].clone(),
+            wire("b", serde_json::json!({"type": "object"})),
+        ];
+        assert!(!listing.same_tools(&WireTools::new(changed)));
     }
 }

@@ -240,8 +240,7 @@ impl Upstream {
             let mut reported = lock(&self.reported);
             reported.retain(|tool, _| {
                 review
-                    .standing
-                    .get(tool)
+                    .standing(tool)
                     .is_some_and(|s| *s != ToolStanding::Trusted)
             });
         }
@@ -281,7 +280,7 @@ impl Upstream {
             tools
                 .iter()
                 .filter(|(_, t)| review.is_trusted(&t.name))
-                .map(|(key, t)| (key.clone(), param_names(&t.input_schema)))
+                .map(|(key, t)| (key.clone(), param_names(&t.input_schema.to_value())))
                 .collect()
         };
         IndexEntry { tools, trusted }

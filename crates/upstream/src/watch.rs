@@ -169,7 +169,7 @@ impl Watcher {
             );
         }
         relist_after_change(&upstream, &self.peer, &self.warned).await;
-        if announced || upstream.wire_tools().tools != before.tools {
+        if announced || !upstream.wire_tools().same_tools(&before) {
             let notification = ServerNotification::ToolListChangedNotification(Default::default());
             let back_channel = &upstream.back_channel;
             back_channel.relay_change(back_channel.direct_sessions(&self.server), &notification);

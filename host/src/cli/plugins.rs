@@ -466,7 +466,7 @@ fn smoke_call(plugin: &Plugin) -> Result<String, String> {
         server: "example".into(),
         name: "list_items".into(),
         description: "List the items".into(),
-        input_schema: json!({"type": "object"}),
+        input_schema: json!({"type": "object"}).into(),
         annotations: Some(Annotations {
             read_only_hint: Some(true),
             ..Default::default()

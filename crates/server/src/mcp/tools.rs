@@ -7,7 +7,7 @@ use std::sync::Arc;
 use rmcp::model::{Tool, ToolAnnotations};
 use serde_json::{Map, Value, json};
 
-use mcpproxy_policy::{DATA_SENSITIVITIES, OperationType};
+use mcpproxy_policy::{CompactJson, DATA_SENSITIVITIES, OperationType};
 
 pub(super) const RETRIEVE_TOOLS: &str = "retrieve_tools";
 pub(super) const CODE_EXECUTION: &str = "code_execution";
@@ -47,12 +47,17 @@ pub(super) fn trim_hits(hits: Vec<crate::proxy::RetrievedTool>, schemas: Schemas
     hits.into_iter()
         .filter(|hit| hit.score >= best * RELEVANCE_FLOOR)
         .enumerate()
-        .map(|(rank, hit)| {
+        .map(|(rank, mut hit)| {
             let keep = match schemas {
                 Schemas::All => true,
                 Schemas::Top => rank < TOP_SCHEMAS,
                 Schemas::None => false,
             };
+            if !keep {
+                // Not turned into JSON values only to be removed below.
+                hit.input_schema = CompactJson::null();
+                hit.output_schema = None;
+            }
             let mut value = serde_json::to_value(&hit).unwrap_or(Value::Null);
             if !keep && let Some(fields) = value.as_object_mut() {
                 fields.remove("inputSchema");

@@ -738,7 +738,8 @@ fn resource_read_tool(server: &str) -> Tool {
             "type": "object",
             "properties": {"uri": {"type": "string"}},
             "required": ["uri"],
-        }),
+        })
+        .into(),
         annotations: Some(Annotations {
             read_only_hint: Some(true),
             destructive_hint: Some(false),

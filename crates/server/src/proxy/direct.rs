@@ -30,12 +30,10 @@ impl Proxy {
         tokio::task::spawn_blocking(move || {
             upstream
                 .wire_tools()
-                .tools
                 .iter()
                 .filter(|wire| upstream.is_trusted(&wire.name))
                 .filter_map(|wire| {
                     let tool = upstream.tool(&wire.name)?;
-                    let wire = wire.clone();
                     let effective = pipeline.annotate(&tool).unwrap_or_else(|fault| {
                         tracing::warn!(
                             "annotator fault while listing {}: {fault}",

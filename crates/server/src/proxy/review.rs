@@ -127,7 +127,7 @@ impl Proxy {
         let server = upstream.name();
         let review = upstream.review();
         let name = mcpproxy_support::quote(&tool.name);
-        let what = match review.standing.get(&tool.name) {
+        let what = match review.standing(&tool.name) {
             Some(ToolStanding::Changed(diff)) => {
                 format!(
                     "changed since it was approved ({})",
@@ -140,7 +140,7 @@ impl Proxy {
             "Tool '{server}:{name}' {what}, so it is held and was not called. Review it with `mcpproxy upstream inspect {server}` and accept it with `mcpproxy upstream approve {server} --tool {name}`."
         );
         let mut detail = message.clone();
-        if let Some(ToolStanding::Changed(diff)) = review.standing.get(&tool.name) {
+        if let Some(ToolStanding::Changed(diff)) = review.standing(&tool.name) {
             for line in diff.lines() {
                 detail.push_str(&format!("\n  {line}"));
             }

@@ -14,10 +14,10 @@ use super::record::Concluded as _;
 use super::{ActivitySettings, CallInput, CallReport};
 use crate::metrics::Metrics;
 use mcpproxy_activity::{ClientRecord, Journal, Source, Status};
-use mcpproxy_policy::ToolScanner;
 use mcpproxy_policy::{
     Annotations, EffectiveAnnotations, Evaluation, Pipeline, SafetyClass, call_with,
 };
+use mcpproxy_policy::{CompactJson, ToolScanner};
 use mcpproxy_upstream::back_channel::CallOrigin;
 use mcpproxy_upstream::index::ToolIndex;
 use mcpproxy_upstream::{self as upstream, State, Upstreams};
@@ -144,7 +144,7 @@ pub struct RetrievedTool {
     pub server: String,
     pub description: String,
     #[serde(rename = "inputSchema")]
-    pub input_schema: serde_json::Value,
+    pub input_schema: CompactJson,
     pub score: f32,
     /// The effective annotations: the server's own, else the annotators'.
     pub annotations: Option<Annotations>,
@@ -157,7 +157,7 @@ pub struct RetrievedTool {
         rename = "outputSchema",
         skip_serializing_if = "Option::is_none"
     )]
-    pub output_schema: Option<serde_json::Value>,
+    pub output_schema: Option<CompactJson>,
     /// The tool's `_meta`, as the server sent it.
     #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
     pub meta: Option<serde_json::Value>,
@@ -650,7 +650,7 @@ impl Proxy {
                     // The index holds trusted tools only; checked again against a race.
                     upstream
                         .is_trusted(&hit.name)
-                        .then(|| describe(&pipeline, &upstream, tool, hit.score))
+                        .then(|| describe(&pipeline, tool, hit.score))
                 })
                 .collect())
         })
@@ -683,7 +683,7 @@ impl Proxy {
                 .flat_map(|u| {
                     u.trusted_tools()
                         .into_iter()
-                        .map(|tool| describe(&pipeline, u, tool, 0.0))
+                        .map(|tool| describe(&pipeline, tool, 0.0))
                         .collect::<Vec<_>>()
                 })
                 .collect()
@@ -701,16 +701,7 @@ pub(super) fn unrecorded(e: &mcpproxy_activity::Error) -> String {
 }
 
 /// A tool with its effective annotations and `call_with` advice.
-fn describe(
-    pipeline: &Pipeline,
-    upstream: &upstream::Upstream,
-    tool: mcpproxy_policy::Tool,
-    score: f32,
-) -> RetrievedTool {
-    let output_schema = upstream
-        .wire_tool(&tool.name)
-        .and_then(|t| t.output_schema)
-        .map(|schema| serde_json::Value::Object((*schema).clone()));
+fn describe(pipeline: &Pipeline, tool: mcpproxy_policy::Tool, score: f32) -> RetrievedTool {
     let effective = pipeline.annotate(&tool).unwrap_or_else(|fault| {
         tracing::warn!(
             "annotator fault while listing {}: {fault}",
@@ -730,7 +721,7 @@ fn describe(
         annotations: effective.annotations,
         annotation_source: effective.source.label().to_owned(),
         safety_class: effective.safety_class,
-        output_schema,
+        output_schema: tool.output_schema,
         meta: tool.meta,
     }
 }
