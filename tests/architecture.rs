@@ -192,7 +192,7 @@ const UNSAFE_ALLOWED: &[&str] = &[
 ///
 /// | Layer | Modules | What they are |
 /// |---|---|---|
-/// | 0 | `listener`, `metrics`, `watch` | leaves: the TCP listener, counters, a directory's changes |
+/// | 0 | `idle`, `listener`, `metrics`, `watch` | leaves: memory given back when quiet, the TCP listener, counters, a directory's changes |
 /// | 1 | `telemetry`, `scoping` | trace export; what a logged-in caller sees |
 /// | 2 | `control` | one owner per data dir |
 /// | 3 | `proxy` | resolve, judge, call, record |
@@ -200,7 +200,7 @@ const UNSAFE_ALLOWED: &[&str] = &[
 /// | 5 | `api`, `mcp`, `web` | the front ends: REST, MCP, the page |
 /// | 6 | `serve` | the one entry point: owns the data dir or fronts its owner, serves the parts |
 const MODULE_LAYERS: [&[&str]; 7] = [
-    &["listener", "metrics", "watch"],
+    &["idle", "listener", "metrics", "watch"],
     &["telemetry", "scoping"],
     &["control"],
     &["proxy"],

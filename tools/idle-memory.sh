@@ -6,7 +6,11 @@
 # config before the data dir's first start run without an approval.. Prints VmRSS, RssAnon
 # and RssFile (/proc/PID/status) and the Private/Shared split (/proc/PID/smaps_rollup).
 #
-#   tools/idle-memory.sh target/dist/mcpproxy [STARTS=5] [SETTLE=12] [START=eager|lazy]
+#   tools/idle-memory.sh target/dist/mcpproxy [STARTS=5] [SETTLE=12] [START=eager|lazy] [CALLS=0]
+#
+# With CALLS, each start is measured again after CALLS `retrieve_tools` and CALLS
+# `call_tool_read memory:read_graph` from `mcp-load` (beside the binary), then again SETTLE
+# seconds later: the memory a proxy in use holds, beside the idle one.
 #
 # Needs `npm ci --prefix tests/npm`. Talks only to loopback.
 set -euo pipefail
@@ -14,6 +18,8 @@ binary=$(realpath "$1")
 starts=${2:-5}
 settle=${3:-12}
 start_mode=${4:-eager}
+calls=${5:-0}
+load="$(dirname "$binary")/mcp-load"
 repo=$(cd "$(dirname "$0")/.." && pwd)
 npm_dir="$repo/tests/npm"
 [ -x "$npm_dir/node_modules/.bin/mcp-server-everything" ] || {
@@ -49,21 +55,34 @@ export HOME="$work/home" NO_COLOR=1
 mkdir -p "$HOME"
 data="$work/data"
 printf 'start\tVmRSS_MiB\tRssAnon_MiB\tRssFile_MiB\tPrivate_MiB\tShared_MiB\tstates\n'
-for i in $(seq 1 "$starts"); do
-    "$binary" serve --config "$work/mcp_config.json" --data-dir "$data" \
-        > "$work/serve-$i.log" 2>&1 &
-    pid=$!
-    sleep "$settle"
+# report LABEL: one row for the running proxy ($pid).
+report() {
     kib() { awk -v k="$1" '$1 == k":" {print $2}' "/proc/$pid/status"; }
     smaps() { awk -v k="$1" '$1 == k":" {s += $2} END {print s}' "/proc/$pid/smaps_rollup"; }
     private=$(( $(smaps Private_Clean) + $(smaps Private_Dirty) ))
     shared=$(( $(smaps Shared_Clean) + $(smaps Shared_Dirty) ))
     states=$("$binary" upstream list --data-dir "$data" 2>/dev/null \
         | awk 'NR > 1 {printf "%s=%s/%s ", $1, $2, $3}' || true)
-    printf '%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%s\n' "$i" \
+    printf '%s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%s\n' "$1" \
         "$(echo "$(kib VmRSS) / 1024" | bc -l)" "$(echo "$(kib RssAnon) / 1024" | bc -l)" \
         "$(echo "$(kib RssFile) / 1024" | bc -l)" "$(echo "$private / 1024" | bc -l)" \
         "$(echo "$shared / 1024" | bc -l)" "$states"
+}
+for i in $(seq 1 "$starts"); do
+    "$binary" serve --config "$work/mcp_config.json" --data-dir "$data" \
+        > "$work/serve-$i.log" 2>&1 &
+    pid=$!
+    sleep "$settle"
+    report "$i"
+    if [ "$calls" -gt 0 ]; then
+        url="http://127.0.0.1:$port/mcp"
+        "$load" --url "$url" --tool retrieve_tools --args '{"query": "read a file"}' -n "$calls" > /dev/null
+        "$load" --url "$url" --tool call_tool_read \
+            --args '{"name": "memory:read_graph", "args": {}}' -n "$calls" > /dev/null
+        report "$i+$calls calls"
+        sleep "$settle"
+        report "$i+${settle}s idle"
+    fi
     kill -INT "$pid"
     wait "$pid" || true
 done

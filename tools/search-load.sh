@@ -2,7 +2,8 @@
 # retrieve_tools end to end (issue 52): mcp-load against a proxy whose one HTTP upstream
 # serves 10,000 tools, beside the same proxy setup over the fixture's 16 tools and a direct
 # call to the fixture (the HTTP round trip's floor), all in one run; and each proxy's memory
-# (VmRSS, RssAnon, RssFile from /proc) once it has listed its tools, and after the searches.
+# (VmRSS, RssAnon, RssFile from /proc) once it has listed its tools, and after the searches,
+# besides the memory of a proxy with the 10,000 tools from a stdio server.
 #
 #   tools/search-load.sh target/dist/mcpproxy target/dist/mcp-fixture \
 #       target/dist/mcp-load [CALLS=2000]
@@ -24,7 +25,8 @@ trap cleanup EXIT
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # 10,000 tools from a 40-word vocabulary, as benches/search.rs makes them.
-python3 - "$work/tools.json" <<'PY'
+mkdir -p "$work/tools"
+python3 - "$work/tools/tools.json" <<'PY'
 import json, sys
 W = ("create delete list get update search repository issue branch file directory user project "
      "cluster pod deployment message channel email calendar event database table query row bucket "
@@ -42,17 +44,25 @@ json.dump(tools, open(sys.argv[1], "w"))
 PY
 
 # start_proxy NAME FIXTURE_ARGS...: a fixture over HTTP and a proxy in front of it; sets
-# fixture_url and proxy_url once the proxy has listed the fixture's tools.
+# fixture_url and proxy_url once the proxy has listed the fixture's tools. With STDIO=1, the
+# proxy runs the fixture as a stdio server instead (no fixture_url).
 start_proxy() {
     local name=$1; shift
-    local fport pport dir=$work/$name
+    local fport pport dir=$work/$name server
     mkdir -p "$dir"
     fport=$(port); pport=$(port)
-    "$fixture" --http "127.0.0.1:$fport" "$@" > "$dir/fixture.log" 2>&1 &
-    pids+=($!)
+    if [ -n "${STDIO:-}" ]; then
+        server=$(python3 -c 'import json, sys; print(json.dumps(
+            {"name": "big", "command": sys.argv[2], "args": sys.argv[3:],
+             "isolation": {"read": [sys.argv[1]]}}))' "$work/tools" "$fixture" "$@")
+    else
+        "$fixture" --http "127.0.0.1:$fport" "$@" > "$dir/fixture.log" 2>&1 &
+        pids+=($!)
+        server="{\"name\": \"big\", \"url\": \"http://127.0.0.1:$fport/mcp\"}"
+    fi
     cat > "$dir/config.json" <<JSON
 {"listen": "127.0.0.1:$pport", "activity": {"durability": "async"},
- "mcpServers": [{"name": "big", "url": "http://127.0.0.1:$fport/mcp"}]}
+ "mcpServers": [$server]}
 JSON
     HOME=$dir "$mcpproxy" serve --config "$dir/config.json" --data-dir "$dir/data" \
         > "$dir/serve.log" 2>&1 &
@@ -88,7 +98,12 @@ measure() {
 
 start_proxy small
 small_fixture=$fixture_url small_proxy=$proxy_url
-start_proxy big --raw-tools "$work/tools.json"
+# The same 10,000 tools from a stdio server, for its memory only: rmcp's HTTP client keeps
+# every listed tool's input schema for the 2026-07-28 `Mcp-Param-*` headers, a stdio
+# session does not (docs/benchmarks.md).
+STDIO=1 start_proxy big-stdio --raw-tools "$work/tools/tools.json"
+kill "$proxy_pid"
+start_proxy big --raw-tools "$work/tools/tools.json"
 big_proxy=$proxy_url big_pid=$proxy_pid
 measure "direct echo to the fixture (16 tools)" --url "$small_fixture" --tool echo --args '{"text":"hi"}'
 for query in "delete repository" "query database table rows with a limit" "create_issue_3"; do

@@ -25,6 +25,7 @@
 
 pub mod api;
 pub mod control;
+mod idle;
 pub mod listener;
 pub mod manage;
 pub mod mcp;

@@ -496,6 +496,8 @@ impl Builder {
             bytes = code,
             "released the executable's resident code pages"
         );
+        // And again whenever the proxy goes quiet after serving.
+        tokio::spawn(crate::idle::release_when_quiet(self.shutdown.clone()));
         self.notices.send(Notice::Started(Box::new(Summary {
             annotators: runtime.annotators.clone(),
             validators: runtime.validators.clone(),

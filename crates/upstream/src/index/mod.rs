@@ -13,6 +13,7 @@
 //! input can make [`ToolIndex::search`] fail or panic.
 
 mod analysis;
+mod by_ord;
 mod tool_index;
 
 pub use tool_index::{Error, ToolDoc, ToolIndex, param_names};

@@ -21,6 +21,7 @@ use tantivy::{
 };
 
 use super::analysis;
+use super::by_ord::{SortByTermOrd, term, terms_of};
 
 /// What the index needs to know about one tool.
 #[derive(Clone, Copy, Debug)]
@@ -85,8 +86,10 @@ const MAX_QUERY_TERMS: usize = 64;
 const WRITER_MEMORY_BYTES: usize = 20_000_000;
 
 /// Every `replace_server` adds a segment; past this many, all segments are
-/// merged into one, synchronously (see [`ToolIndex::update`]).
-const MAX_SEGMENTS: usize = 8;
+/// merged into one, synchronously (see [`ToolIndex::update`]). One: a search breaks ties
+/// by term ordinals, which order hits within one segment only (`by_ord`); an index of
+/// several segments (a merge that failed) is searched the slower way.
+const MAX_SEGMENTS: usize = 1;
 
 // Raw (untokenized, fast) field names, used for deletion and ordering.
 const F_SERVER: &str = "server";
@@ -238,7 +241,20 @@ impl ToolIndex {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let Some(query) = self.build_query(query) else {
+        let query = self.build_query(query);
+        match searcher.segment_readers() {
+            [segment] => Self::search_one_segment(&searcher, segment, query, limit),
+            _ => Self::search_segments(&searcher, query, limit),
+        }
+    }
+
+    /// [`search`](Self::search) over any number of segments, ties broken by the strings.
+    fn search_segments(
+        searcher: &tantivy::Searcher,
+        query: Option<Box<dyn Query>>,
+        limit: usize,
+    ) -> Result<Vec<Hit>> {
+        let Some(query) = query else {
             let collector = TopDocs::with_limit(limit).order_by((
                 (SortByString::for_field(F_SERVER), Order::Asc),
                 (SortByString::for_field(F_NAME), Order::Asc),
@@ -258,6 +274,50 @@ impl ToolIndex {
         Ok(docs
             .into_iter()
             .map(|((score, server, name), _)| hit(server, name, score))
+            .collect())
+    }
+
+    /// [`search`](Self::search) in an index of one segment (the usual case: every update
+    /// merges into one), ties broken by term ordinals (`by_ord`).
+    fn search_one_segment(
+        searcher: &tantivy::Searcher,
+        segment: &tantivy::SegmentReader,
+        query: Option<Box<dyn Query>>,
+        limit: usize,
+    ) -> Result<Vec<Hit>> {
+        let by_server = (SortByTermOrd::for_field(F_SERVER), Order::Asc);
+        let by_name = (SortByTermOrd::for_field(F_NAME), Order::Asc);
+        let found: Vec<(f32, Option<u64>, Option<u64>)> = match query {
+            Some(query) => {
+                let collector = TopDocs::with_limit(limit).order_by((
+                    (SortBySimilarityScore, Order::Desc),
+                    by_server,
+                    by_name,
+                ));
+                searcher
+                    .search(&query, &collector)?
+                    .into_iter()
+                    .map(|(key, _)| key)
+                    .collect()
+            }
+            None => {
+                let collector = TopDocs::with_limit(limit).order_by((by_server, by_name));
+                searcher
+                    .search(&AllQuery, &collector)?
+                    .into_iter()
+                    .map(|((server, name), _)| (0.0, server, name))
+                    .collect()
+            }
+        };
+        let servers = terms_of(segment, F_SERVER, found.iter().filter_map(|hit| hit.1))?;
+        let names = terms_of(segment, F_NAME, found.iter().filter_map(|hit| hit.2))?;
+        Ok(found
+            .into_iter()
+            .map(|(score, server, name)| Hit {
+                server: term(&servers, server),
+                name: term(&names, name),
+                score,
+            })
             .collect())
     }
 

@@ -503,3 +503,56 @@ fn replace_servers_replaces_each_server_named_in_one_commit() {
     all.sort();
     assert_eq!(all, ["a:new_a", "b:last_b", "kept:stay"]);
 }
+
+#[test]
+fn ties_broken_by_term_ordinals_order_hits_as_the_strings_do() {
+    let index = ToolIndex::new().unwrap();
+    // Many equal scores: the same description on tools of three servers, names that share
+    // long prefixes, added in no order.
+    for server in ["zeta", "alpha", "mid"] {
+        let tools: Vec<T> = (0..60)
+            .rev()
+            .map(|i| {
+                t(
+                    &format!("create_issue_{i}"),
+                    "creates an issue in a project",
+                    &["title"],
+                )
+            })
+            .collect();
+        put(&index, server, &tools);
+    }
+    let searcher = index.reader.searcher();
+    assert_eq!(
+        searcher.segment_readers().len(),
+        1,
+        "every update merges into one segment"
+    );
+    let segment = &searcher.segment_readers()[0];
+    for query in [
+        "creates an issue",
+        "create_issue_3",
+        "alpha:create_issue_12",
+        "",
+        "nothing here",
+    ] {
+        for limit in [1, 7, 40, 500] {
+            let by_ords =
+                ToolIndex::search_one_segment(&searcher, segment, index.build_query(query), limit)
+                    .unwrap();
+            let by_strings =
+                ToolIndex::search_segments(&searcher, index.build_query(query), limit).unwrap();
+            assert_eq!(
+                names(&by_ords),
+                names(&by_strings),
+                "query {query:?}, limit {limit}"
+            );
+            let scores = |hits: &[Hit]| hits.iter().map(|h| h.score).collect::<Vec<_>>();
+            assert_eq!(scores(&by_ords), scores(&by_strings));
+        }
+    }
+    assert_eq!(
+        names(&index.search("", 2).unwrap()),
+        ["alpha:create_issue_0", "alpha:create_issue_1"]
+    );
+}
