@@ -6,11 +6,13 @@
 # config before the data dir's first start run without an approval.. Prints VmRSS, RssAnon
 # and RssFile (/proc/PID/status) and the Private/Shared split (/proc/PID/smaps_rollup).
 #
-#   tools/idle-memory.sh target/dist/mcpproxy [STARTS=5] [SETTLE=12] [START=eager|lazy] [CALLS=0]
+#   tools/idle-memory.sh target/dist/mcpproxy [STARTS=5] [SETTLE=12] [START=eager|lazy] \
+#       [CALLS=0] [QUIET=70]
 #
 # With CALLS, each start is measured again after CALLS `retrieve_tools` and CALLS
-# `call_tool_read memory:read_graph` from `mcp-load` (beside the binary), then again SETTLE
-# seconds later: the memory a proxy in use holds, beside the idle one.
+# `call_tool_read memory:read_graph` from `mcp-load` (beside the binary), then again QUIET
+# seconds later: the memory a proxy holds in use, and once it has gone quiet again (it gives
+# memory back at the first quiet 30 s window after busy ones, so within 60 s).
 #
 # Needs `npm ci --prefix tests/npm`. Talks only to loopback.
 set -euo pipefail
@@ -19,6 +21,7 @@ starts=${2:-5}
 settle=${3:-12}
 start_mode=${4:-eager}
 calls=${5:-0}
+quiet=${6:-70}
 load="$(dirname "$binary")/mcp-load"
 repo=$(cd "$(dirname "$0")/.." && pwd)
 npm_dir="$repo/tests/npm"
@@ -80,8 +83,8 @@ for i in $(seq 1 "$starts"); do
         "$load" --url "$url" --tool call_tool_read \
             --args '{"name": "memory:read_graph", "args": {}}' -n "$calls" > /dev/null
         report "$i+$calls calls"
-        sleep "$settle"
-        report "$i+${settle}s idle"
+        sleep "$quiet"
+        report "$i+${quiet}s quiet"
     fi
     kill -INT "$pid"
     wait "$pid" || true
