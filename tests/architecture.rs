@@ -160,7 +160,7 @@ const UNSAFE_ALLOWED: &[&str] = &[
     "crates/sandbox/src/resources.rs",
     "crates/sandbox/benches/startup.rs",
     "crates/sandbox/tests/confinement.rs",
-    // libc calls without a safe wrapper: umask (a test), setpriority, mallopt/malloc_trim,
+    // libc calls without a safe wrapper: umask (a test), setpriority, mallopt/malloc_trim/madvise,
     // getrlimit/setrlimit, ioctl and localtime_r, prctl before exec.
     "crates/support/src/private_fs.rs",
     "crates/activity/src/journal/writer/thread.rs",

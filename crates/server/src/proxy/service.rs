@@ -15,9 +15,9 @@ use super::{ActivitySettings, CallInput, CallReport};
 use crate::metrics::Metrics;
 use mcpproxy_activity::{ClientRecord, Journal, Source, Status};
 use mcpproxy_policy::{
-    Annotations, EffectiveAnnotations, Evaluation, Pipeline, SafetyClass, call_with,
+    Annotations, CompactJson, EffectiveAnnotations, Evaluation, Pipeline, SafetyClass, ToolScanner,
+    call_with,
 };
-use mcpproxy_policy::{CompactJson, ToolScanner};
 use mcpproxy_upstream::back_channel::CallOrigin;
 use mcpproxy_upstream::index::ToolIndex;
 use mcpproxy_upstream::{self as upstream, State, Upstreams};
