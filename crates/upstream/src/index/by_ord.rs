@@ -7,12 +7,22 @@
 //! a fifth of a search's CPU (docs/benchmarks.md). In an index of one segment the ordinals
 //! alone order every hit, so [`SortByTermOrd`] keeps them as the sort key, and
 //! [`terms_of`] reads the few strings needed in one pass over the dictionary.
+//!
+//! A query that scores is collected by [`top_by_score`] instead: tantivy skips whole blocks
+//! of documents that cannot reach the best `limit` scores (block-max WAND) only when it
+//! collects by score alone, so ties would be cut arbitrarily at the last place. Here the
+//! bound it prunes with stays just under the `limit`-th best score, every document that
+//! ties with it is kept, and the ordinals sort the few kept ones.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
 
 use tantivy::collector::sort_key::NaturalComparator;
 use tantivy::collector::{SegmentSortKeyComputer, SortKeyComputer};
 use tantivy::columnar::StrColumn;
+use tantivy::query::{EnableScoring, Query};
 use tantivy::termdict::TermOrdinal;
-use tantivy::{DocId, Score, SegmentReader};
+use tantivy::{DocId, Score, Searcher, SegmentReader};
 
 /// Sorts by the term ordinal of a string fast field's value: the string's order within
 /// one segment, and only there (the caller checks the index has one segment).
@@ -87,4 +97,94 @@ pub(super) fn term(terms: &[(TermOrdinal, String)], ord: Option<TermOrdinal>) ->
         .and_then(|at| terms.get(at))
         .map(|(_, term)| term.clone())
         .unwrap_or_default()
+}
+
+/// One hit as collected: its score and the term ordinals of its server and name.
+pub(super) type OrdHit = (Score, Option<TermOrdinal>, Option<TermOrdinal>);
+
+/// The `limit` best hits of `query` in `segment` (the searcher's only one): by score, then
+/// server, then name, pruned as the module's doc says.
+///
+/// Block-max WAND adds a document's term scores in another order than the plain scorer,
+/// so two documents that score the same can differ in the last bits there: the bound keeps
+/// a margin ([`SCORE_MARGIN`]) far wider than that, and the kept documents are scored again
+/// by the plain scorer, whose scores rank and tie as every other search's do.
+pub(super) fn top_by_score(
+    searcher: &Searcher,
+    segment: &SegmentReader,
+    query: &dyn Query,
+    limit: usize,
+    (server, name): (&str, &str),
+) -> tantivy::Result<Vec<OrdHit>> {
+    let weight = query.weight(EnableScoring::enabled_from_searcher(searcher))?;
+    let alive = segment.alive_bitset();
+    // The `limit` best scores so far, the worst on top.
+    let mut best: BinaryHeap<Reverse<Ranked>> = BinaryHeap::with_capacity(limit + 1);
+    let mut kept: Vec<(Score, DocId)> = Vec::new();
+    let mut bound = Score::MIN;
+    weight.for_each_pruning(Score::MIN, segment, &mut |doc, score| {
+        if alive.is_some_and(|alive| alive.is_deleted(doc)) {
+            return bound;
+        }
+        kept.push((score, doc));
+        best.push(Reverse(Ranked(score)));
+        if best.len() > limit {
+            best.pop();
+        }
+        if best.len() == limit
+            && let Some(Reverse(Ranked(last))) = best.peek()
+        {
+            bound = below(*last);
+        }
+        bound
+    })?;
+    // Scored again in document order, by the scorer every other search uses.
+    kept.retain(|(score, _)| *score > bound);
+    kept.sort_unstable_by_key(|(_, doc)| *doc);
+    let mut scorer = weight.scorer(segment, 1.0)?;
+    for (score, doc) in &mut kept {
+        if scorer.doc() < *doc {
+            scorer.seek(*doc);
+        }
+        if scorer.doc() == *doc {
+            *score = scorer.score();
+        }
+    }
+    let servers = segment.fast_fields().str(server)?;
+    let names = segment.fast_fields().str(name)?;
+    let ord = |column: &Option<StrColumn>, doc| column.as_ref().and_then(|c| c.ords().first(doc));
+    let mut hits: Vec<OrdHit> = kept
+        .into_iter()
+        .map(|(score, doc)| (score, ord(&servers, doc), ord(&names, doc)))
+        .collect();
+    hits.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+    hits.truncate(limit);
+    Ok(hits)
+}
+
+/// How far under the `limit`-th best score pruning stops, relative to it: more than ten
+/// times what adding 64 term scores in another order can change an `f32` sum (64 × 2⁻²³).
+const SCORE_MARGIN: Score = 1e-4;
+
+/// The pruning bound for a `limit`-th best score of `last` (scores are never negative).
+fn below(last: Score) -> Score {
+    last - last.abs() * SCORE_MARGIN - Score::MIN_POSITIVE
+}
+
+/// A score ordered totally (scores are never NaN; `total_cmp` orders them as numbers).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Ranked(Score);
+
+impl Eq for Ranked {}
+
+impl PartialOrd for Ranked {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Ranked {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.total_cmp(&other.0)
+    }
 }

@@ -21,7 +21,7 @@ use tantivy::{
 };
 
 use super::analysis;
-use super::by_ord::{SortByTermOrd, term, terms_of};
+use super::by_ord::{OrdHit, SortByTermOrd, term, terms_of, top_by_score};
 
 /// What the index needs to know about one tool.
 #[derive(Clone, Copy, Debug)]
@@ -287,18 +287,9 @@ impl ToolIndex {
     ) -> Result<Vec<Hit>> {
         let by_server = (SortByTermOrd::for_field(F_SERVER), Order::Asc);
         let by_name = (SortByTermOrd::for_field(F_NAME), Order::Asc);
-        let found: Vec<(f32, Option<u64>, Option<u64>)> = match query {
+        let found: Vec<OrdHit> = match query {
             Some(query) => {
-                let collector = TopDocs::with_limit(limit).order_by((
-                    (SortBySimilarityScore, Order::Desc),
-                    by_server,
-                    by_name,
-                ));
-                searcher
-                    .search(&query, &collector)?
-                    .into_iter()
-                    .map(|(key, _)| key)
-                    .collect()
+                top_by_score(searcher, segment, query.as_ref(), limit, (F_SERVER, F_NAME))?
             }
             None => {
                 let collector = TopDocs::with_limit(limit).order_by((by_server, by_name));

@@ -556,3 +556,104 @@ fn ties_broken_by_term_ordinals_order_hits_as_the_strings_do() {
         ["alpha:create_issue_0", "alpha:create_issue_1"]
     );
 }
+
+#[test]
+fn pruned_search_ranks_as_the_full_one_on_a_large_generated_catalogue() {
+    // Tools from a 40-word vocabulary, as benches/search.rs makes them: many hits per word
+    // and many equal scores, the case where pruning and tie-breaking could go wrong.
+    const W: [&str; 40] = [
+        "create",
+        "delete",
+        "list",
+        "get",
+        "update",
+        "search",
+        "repository",
+        "issue",
+        "branch",
+        "file",
+        "directory",
+        "user",
+        "project",
+        "cluster",
+        "pod",
+        "deployment",
+        "message",
+        "channel",
+        "email",
+        "calendar",
+        "event",
+        "database",
+        "table",
+        "query",
+        "row",
+        "bucket",
+        "object",
+        "image",
+        "document",
+        "page",
+        "comment",
+        "ticket",
+        "invoice",
+        "payment",
+        "customer",
+        "order",
+        "metric",
+        "alert",
+        "log",
+        "trace",
+    ];
+    let w = |i: usize| W[i % W.len()];
+    let index = ToolIndex::new().unwrap();
+    for server in ["big", "other"] {
+        let names: Vec<String> = (0..1500)
+            .map(|k| format!("{}_{}_{k}", w(k), w(k / 7 + 3)))
+            .collect();
+        let descriptions: Vec<String> = (0..1500)
+            .map(|k| {
+                format!(
+                    "{} the {} of a {} in the {}.",
+                    w(k * 3),
+                    w(k * 5 + 1),
+                    w(k * 11 + 2),
+                    w(k + 9)
+                )
+            })
+            .collect();
+        let params: Vec<[&str; 3]> = (0..1500)
+            .map(|k| [w(k * 23), w(k * 29 + 1), "limit"])
+            .collect();
+        let tools: Vec<T> = (0..1500)
+            .map(|k| t(&names[k], &descriptions[k], &params[k]))
+            .collect();
+        put(&index, server, &tools);
+    }
+    let searcher = index.reader.searcher();
+    let segment = &searcher.segment_readers()[0];
+    for query in [
+        "query database table rows with a limit",
+        "delete repository",
+        "create_issue_3",
+        "big:list_file_12",
+        "kubernetes pod logs",
+    ] {
+        for limit in [1, 15, 60, 400] {
+            let pruned =
+                ToolIndex::search_one_segment(&searcher, segment, index.build_query(query), limit)
+                    .unwrap();
+            let full =
+                ToolIndex::search_segments(&searcher, index.build_query(query), limit).unwrap();
+            assert_eq!(
+                names(&pruned),
+                names(&full),
+                "query {query:?}, limit {limit}"
+            );
+            let scores = |hits: &[Hit]| hits.iter().map(|h| h.score).collect::<Vec<_>>();
+            assert_eq!(
+                scores(&pruned),
+                scores(&full),
+                "query {query:?}, limit {limit}"
+            );
+        }
+    }
+}
