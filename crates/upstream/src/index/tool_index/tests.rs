@@ -504,6 +504,27 @@ fn replace_servers_replaces_each_server_named_in_one_commit() {
     assert_eq!(all, ["a:new_a", "b:last_b", "kept:stay"]);
 }
 
+/// Asserts that the one-segment search (term ordinals, pruned scoring) and the search over
+/// any segments (strings, every document scored) give the same hits with the same scores.
+fn assert_both_searches_agree(index: &ToolIndex, queries: &[&str], limits: &[usize]) {
+    let searcher = index.reader.searcher();
+    let [segment] = searcher.segment_readers() else {
+        panic!("every update merges into one segment");
+    };
+    let scores = |hits: &[Hit]| hits.iter().map(|h| h.score).collect::<Vec<_>>();
+    for &query in queries {
+        for &limit in limits {
+            let one =
+                ToolIndex::search_one_segment(&searcher, segment, index.build_query(query), limit)
+                    .unwrap();
+            let any =
+                ToolIndex::search_segments(&searcher, index.build_query(query), limit).unwrap();
+            assert_eq!(names(&one), names(&any), "query {query:?}, limit {limit}");
+            assert_eq!(scores(&one), scores(&any), "query {query:?}, limit {limit}");
+        }
+    }
+}
+
 #[test]
 fn ties_broken_by_term_ordinals_order_hits_as_the_strings_do() {
     let index = ToolIndex::new().unwrap();
@@ -522,35 +543,14 @@ fn ties_broken_by_term_ordinals_order_hits_as_the_strings_do() {
             .collect();
         put(&index, server, &tools);
     }
-    let searcher = index.reader.searcher();
-    assert_eq!(
-        searcher.segment_readers().len(),
-        1,
-        "every update merges into one segment"
-    );
-    let segment = &searcher.segment_readers()[0];
-    for query in [
+    let queries = [
         "creates an issue",
         "create_issue_3",
         "alpha:create_issue_12",
         "",
         "nothing here",
-    ] {
-        for limit in [1, 7, 40, 500] {
-            let by_ords =
-                ToolIndex::search_one_segment(&searcher, segment, index.build_query(query), limit)
-                    .unwrap();
-            let by_strings =
-                ToolIndex::search_segments(&searcher, index.build_query(query), limit).unwrap();
-            assert_eq!(
-                names(&by_ords),
-                names(&by_strings),
-                "query {query:?}, limit {limit}"
-            );
-            let scores = |hits: &[Hit]| hits.iter().map(|h| h.score).collect::<Vec<_>>();
-            assert_eq!(scores(&by_ords), scores(&by_strings));
-        }
-    }
+    ];
+    assert_both_searches_agree(&index, &queries, &[1, 7, 40, 500]);
     assert_eq!(
         names(&index.search("", 2).unwrap()),
         ["alpha:create_issue_0", "alpha:create_issue_1"]
@@ -559,101 +559,37 @@ fn ties_broken_by_term_ordinals_order_hits_as_the_strings_do() {
 
 #[test]
 fn pruned_search_ranks_as_the_full_one_on_a_large_generated_catalogue() {
-    // Tools from a 40-word vocabulary, as benches/search.rs makes them: many hits per word
-    // and many equal scores, the case where pruning and tie-breaking could go wrong.
-    const W: [&str; 40] = [
-        "create",
-        "delete",
-        "list",
-        "get",
-        "update",
-        "search",
-        "repository",
-        "issue",
-        "branch",
-        "file",
-        "directory",
-        "user",
-        "project",
-        "cluster",
-        "pod",
-        "deployment",
-        "message",
-        "channel",
-        "email",
-        "calendar",
-        "event",
-        "database",
-        "table",
-        "query",
-        "row",
-        "bucket",
-        "object",
-        "image",
-        "document",
-        "page",
-        "comment",
-        "ticket",
-        "invoice",
-        "payment",
-        "customer",
-        "order",
-        "metric",
-        "alert",
-        "log",
-        "trace",
+    // 3,000 tools built from twelve words: every word is in a quarter of the tools or
+    // more, and most scores have many equals, where pruning and tie-breaking could go wrong.
+    const WORDS: [&str; 12] = [
+        "read", "write", "file", "note", "task", "team", "mail", "sheet", "chart", "user", "store",
+        "sync",
     ];
-    let w = |i: usize| W[i % W.len()];
+    let word = |i: usize| WORDS[i % WORDS.len()];
     let index = ToolIndex::new().unwrap();
-    for server in ["big", "other"] {
-        let names: Vec<String> = (0..1500)
-            .map(|k| format!("{}_{}_{k}", w(k), w(k / 7 + 3)))
-            .collect();
-        let descriptions: Vec<String> = (0..1500)
+    for server in ["left", "right"] {
+        let tools: Vec<T> = (0..1500)
             .map(|k| {
-                format!(
-                    "{} the {} of a {} in the {}.",
-                    w(k * 3),
-                    w(k * 5 + 1),
-                    w(k * 11 + 2),
-                    w(k + 9)
+                t(
+                    &format!("{}_{}_{k}", word(k / 3), word(k + 5)),
+                    &format!(
+                        "Will {} every {} and {}.",
+                        word(k * 7),
+                        word(k / 11),
+                        word(k + 2)
+                    ),
+                    &[word(k * 5 + 1), "page"],
                 )
             })
             .collect();
-        let params: Vec<[&str; 3]> = (0..1500)
-            .map(|k| [w(k * 23), w(k * 29 + 1), "limit"])
-            .collect();
-        let tools: Vec<T> = (0..1500)
-            .map(|k| t(&names[k], &descriptions[k], &params[k]))
-            .collect();
         put(&index, server, &tools);
     }
-    let searcher = index.reader.searcher();
-    let segment = &searcher.segment_readers()[0];
-    for query in [
-        "query database table rows with a limit",
-        "delete repository",
-        "create_issue_3",
-        "big:list_file_12",
+    let queries = [
+        "write a note for the team and sync the sheet",
+        "read file",
+        "task_user_9",
+        "left:note_store_40",
         "kubernetes pod logs",
-    ] {
-        for limit in [1, 15, 60, 400] {
-            let pruned =
-                ToolIndex::search_one_segment(&searcher, segment, index.build_query(query), limit)
-                    .unwrap();
-            let full =
-                ToolIndex::search_segments(&searcher, index.build_query(query), limit).unwrap();
-            assert_eq!(
-                names(&pruned),
-                names(&full),
-                "query {query:?}, limit {limit}"
-            );
-            let scores = |hits: &[Hit]| hits.iter().map(|h| h.score).collect::<Vec<_>>();
-            assert_eq!(
-                scores(&pruned),
-                scores(&full),
-                "query {query:?}, limit {limit}"
-            );
-        }
-    }
+    ];
+    assert_both_searches_agree(&index, &queries, &[1, 15, 60, 400]);
 }
