@@ -54,10 +54,7 @@ pub(super) struct AnswerArgs {
 
 impl ApprovalsCommand {
     pub(super) fn run(self, globals: &Globals) -> Result<ExitCode> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("cannot start the async runtime")?;
+        let runtime = crate::cli::runtime::current_thread()?;
         runtime.block_on(async {
             match self {
                 Self::List(args) => {

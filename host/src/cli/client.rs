@@ -159,10 +159,7 @@ impl ClientCommand {
 fn http_address(globals: &Globals, home: &Path, config_path: Option<&Path>) -> Result<String> {
     let loaded = config::load(config_path, Some(home))?;
     let data_dir = globals.data_dir(loaded.config.data_dir.as_deref());
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let runtime = crate::cli::runtime::current_thread()?;
     let running = runtime.block_on(async {
         match super::remote::Remote::find(&loaded.config, &data_dir).await {
             Ok(Some(remote)) => remote.get("/status", &[]).await.ok(),

@@ -47,9 +47,7 @@ impl ClusterCommand {
         }
         let data_dir = globals.data_dir(loaded.config.data_dir.as_deref());
         let credentials = CredentialStore::open(&data_dir)?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
+        let runtime = crate::cli::runtime::current_thread()?;
         let status = runtime.block_on(mcpproxy_cluster::status(
             &loaded.config.cluster,
             &credentials,

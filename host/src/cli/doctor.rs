@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use serde::Serialize;
 use serde_json::Value;
@@ -65,10 +65,7 @@ impl Finding {
 
 impl DoctorCommand {
     pub(super) fn run(self, globals: &Globals) -> Result<ExitCode> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("cannot start the async runtime")?;
+        let runtime = crate::cli::runtime::current_thread()?;
         let findings = runtime.block_on(examine(globals, self.config.as_deref()));
         if !print_data(&findings, self.output)? {
             print_findings(&findings);

@@ -17,6 +17,7 @@ mod output;
 mod plugins;
 mod plugins_reload;
 mod remote;
+mod runtime;
 mod secret;
 mod serve;
 mod servers;

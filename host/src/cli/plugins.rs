@@ -219,9 +219,7 @@ fn running_plugins(
     config: &mcpproxy_config::Config,
     data_dir: &std::path::Path,
 ) -> Result<Option<Vec<String>>> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let runtime = crate::cli::runtime::current_thread()?;
     runtime.block_on(async {
         let Some(remote) = super::remote::Remote::find(config, data_dir).await? else {
             return Ok(None);

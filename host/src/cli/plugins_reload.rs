@@ -28,10 +28,7 @@ impl ReloadCommand {
     pub(super) fn run(self, globals: &Globals) -> Result<ExitCode> {
         let loaded = mcpproxy_config::load(self.config.as_deref(), globals.home.as_deref())?;
         let data_dir = globals.data_dir(loaded.config.data_dir.as_deref());
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("cannot start the async runtime")?;
+        let runtime = crate::cli::runtime::current_thread()?;
         let data = runtime.block_on(async {
             let Some(remote) = Remote::find(&loaded.config, &data_dir).await? else {
                 bail!(

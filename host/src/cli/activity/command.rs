@@ -7,7 +7,7 @@
 
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Subcommand;
 
 use crate::cli::Globals;
@@ -56,10 +56,7 @@ pub(in crate::cli) enum ActivityCommand {
 impl ActivityCommand {
     pub(in crate::cli) fn run(self, globals: &Globals) -> Result<ExitCode> {
         quiet_redb_panics();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("cannot start the async runtime")?;
+        let runtime = crate::cli::runtime::current_thread()?;
         runtime.block_on(async {
             match self {
                 Self::List(cmd) => cmd.run(globals).await,
