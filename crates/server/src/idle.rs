@@ -40,18 +40,20 @@ pub(crate) async fn release_when_quiet(shutdown: CancellationToken) {
         };
         if watch.went_quiet(now) {
             // malloc_trim walks the heap under the allocator's lock: not on a worker.
-            let released = tokio::task::spawn_blocking(|| {
-                mcpproxy_plugin_host::release_freed_memory();
-                mcpproxy_plugin_host::release_code_pages()
-            })
-            .await
-            .unwrap_or(0);
+            let released = tokio::task::spawn_blocking(give_back).await.unwrap_or(0);
             tracing::debug!(
                 code_bytes = released,
                 "quiet: gave back freed memory and the resident code pages"
             );
         }
     }
+}
+
+/// Gives the kernel back the heap's free pages and the executable's resident code pages
+/// (see the module's doc); returns how many bytes of code were resident.
+pub(crate) fn give_back() -> usize {
+    mcpproxy_plugin_host::release_freed_memory();
+    mcpproxy_plugin_host::release_code_pages()
 }
 
 /// Whether a window of CPU time is the first quiet one after busy ones.

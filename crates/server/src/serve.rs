@@ -490,8 +490,7 @@ impl Builder {
         // Start-up is over (plugins loaded, the upstreams' first tool lists indexed): give
         // the kernel back what it freed and take start-up's code out of the resident set,
         // so an idle proxy holds only what it uses.
-        mcpproxy_plugin_host::release_freed_memory();
-        let code = mcpproxy_plugin_host::release_code_pages();
+        let code = crate::idle::give_back();
         tracing::debug!(
             bytes = code,
             "released the executable's resident code pages"

@@ -56,21 +56,6 @@ impl WireTools {
         Self { tools, position }
     }
 
-    /// How many tools it holds.
-    pub fn len(&self) -> usize {
-        self.tools.len()
-    }
-
-    /// Whether it holds none.
-    pub fn is_empty(&self) -> bool {
-        self.tools.is_empty()
-    }
-
-    /// The tools' names, in the server's order.
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.tools.iter().map(|t| t.name.as_str())
-    }
-
     /// The tool `name`, as the server sent it.
     pub fn get(&self, name: &str) -> Option<rmcp::model::Tool> {
         let at = *self.position.get(name)?;
@@ -459,8 +444,6 @@ mod tests {
         )])));
         let sent = vec![wire("z", serde_json::json!({"type": "object"})), second];
         let listing = WireTools::new(sent.clone());
-        assert_eq!(listing.len(), 2);
-        assert_eq!(listing.names().collect::<Vec<_>>(), ["z", "b"]);
         assert_eq!(listing.iter().collect::<Vec<_>>(), sent);
         assert_eq!(listing.get("b").as_ref(), Some(&sent[1]));
         assert!(listing.get("missing").is_none());
