@@ -234,19 +234,39 @@ fn npm_command(registry: &str, cache: &Path) -> Command {
     command
 }
 
-/// The tarball of server-everything with its dependencies bundled, made once per test run
-/// (staging and packing 100-odd packages takes a while) in a temp dir kept for the run.
+/// The tarball of server-everything with its dependencies bundled. Staging and packing
+/// 100-odd packages takes a while, and nextest runs each test in a process of its own, so the
+/// tarball is made once per version of the package and of the staging script and kept under
+/// the build's tmp dir (a temp dir per process leaked 39 MB into /tmp for each test). It is
+/// made in a temp dir beside its place and renamed into it: tests in other processes read the
+/// place meanwhile, and a loser of the race uses the winner's.
 fn bundled_tarball() -> &'static Path {
-    static TARBALL: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
-    let (_, path) = TARBALL.get_or_init(|| {
+    static TARBALL: OnceLock<PathBuf> = OnceLock::new();
+    TARBALL.get_or_init(|| {
+        let root = crate::support::repo_root();
+        let script = root.join("tests/registry/stage-bundled.js");
+        let script_text = std::fs::read(&script).expect("read stage-bundled.js");
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        std::hash::Hash::hash(&script_text, &mut hasher);
+        let key = format!(
+            "{}-{:016x}",
+            npm_version(),
+            std::hash::Hasher::finish(&hasher)
+        );
+        let parent = Path::new(env!("CARGO_TARGET_TMPDIR")).join("npm-bundle");
+        let place = parent.join(&key);
+        if let Some(found) = packed_tarball(&place) {
+            return found;
+        }
+        std::fs::create_dir_all(&parent).expect("create the bundle cache dir");
         let dir = tempfile::Builder::new()
-            .prefix("mcpproxy-npm-bundle-")
-            .tempdir()
+            .prefix(".making-")
+            .tempdir_in(&parent)
             .expect("temp dir for the bundle");
         let stage = dir.path().join("stage");
-        let modules = crate::support::repo_root().join("tests/npm/node_modules");
+        let modules = root.join("tests/npm/node_modules");
         let out = Command::new("node")
-            .arg(crate::support::repo_root().join("tests/registry/stage-bundled.js"))
+            .arg(&script)
             .arg(modules.join(NPM_PACKAGE))
             .arg(&modules)
             .arg(&stage)
@@ -272,12 +292,25 @@ fn bundled_tarball() -> &'static Path {
             "npm pack failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let packed: Value = serde_json::from_slice(&out.stdout).expect("npm pack --json");
-        let file = packed[0]["filename"].as_str().expect("npm pack's filename");
-        let path = dir.path().join(file);
-        (dir, path)
-    });
-    path
+        // Only the tarball is kept: the stage and npm's cache are ten times its size.
+        let _ = std::fs::remove_dir_all(&stage);
+        let _ = std::fs::remove_dir_all(dir.path().join("npm-cache"));
+        let made = dir.keep();
+        if std::fs::rename(&made, &place).is_err() {
+            // Another process put its bundle there first.
+            let _ = std::fs::remove_dir_all(&made);
+        }
+        packed_tarball(&place).expect("the packed bundle in its cache dir")
+    })
+}
+
+/// The one `.tgz` in a bundle's cache dir, if the dir is there.
+fn packed_tarball(place: &Path) -> Option<PathBuf> {
+    std::fs::read_dir(place)
+        .ok()?
+        .flatten()
+        .map(|entry| entry.path())
+        .find(|path| path.extension().is_some_and(|e| e == "tgz"))
 }
 
 /// A running pypiserver on 127.0.0.1 serving the echo server's wheel.
