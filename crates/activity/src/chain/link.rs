@@ -15,6 +15,7 @@ use std::sync::Arc;
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
 use serde_json::Value;
 
+use super::borrowed::{self, chain_members};
 use super::key::{Checkpoint, SigningKey};
 use super::{ChainLink, Digest32, GENESIS, Replaced, hex, record_hash, same_content, splice};
 use crate::{Error, Result};
@@ -92,6 +93,8 @@ pub(crate) fn read_head(
 pub(crate) struct Linker {
     head: ChainHead,
     start: ChainHead,
+    /// The canonical bytes of the record being hashed, kept between records.
+    scratch: Vec<u8>,
 }
 
 /// What to store for a record.
@@ -106,7 +109,11 @@ impl Linker {
     /// The chain as `txn` sees it.
     pub(crate) fn open(txn: &WriteTransaction) -> Result<Self> {
         let head = read_head(&txn.open_table(CHAIN)?)?;
-        Ok(Self { head, start: head })
+        Ok(Self {
+            head,
+            start: head,
+            scratch: Vec::new(),
+        })
     }
 
     /// The row to store for `json`, a final record's JSON as the writer encodes it (without
@@ -126,21 +133,17 @@ impl Linker {
                 replaces.push(Replaced { seq, hash });
             }
         }
-        let mut value: Value = serde_json::from_slice(json).map_err(|source| Error::Corrupt {
-            id: id.to_owned(),
-            source,
-        })?;
         let seq = self.head.seq + 1;
-        if let Value::Object(map) = &mut value {
-            map.insert("seq".into(), seq.into());
-            if !replaces.is_empty() {
-                map.insert(
-                    "replaces".into(),
-                    serde_json::to_value(&replaces).unwrap_or(Value::Null),
-                );
-            }
-        }
-        let hash = record_hash(&self.head.hash, &value);
+        let hash = match borrowed::record_hash(
+            &self.head.hash,
+            json,
+            chain_members(seq, &replaces),
+            &mut self.scratch,
+        ) {
+            Some(hash) => hash,
+            // Not a JSON object: the definition's way, which names what is wrong.
+            None => self.hash_of_value(id, json, seq, &replaces)?,
+        };
         let link = ChainLink {
             seq: Some(seq),
             replaces,
@@ -150,6 +153,31 @@ impl Linker {
         self.head.seq = seq;
         self.head.hash = hash;
         Ok(Linked::Store(splice(json, &link)))
+    }
+
+    /// [`Self::link`]'s hash by way of a `serde_json::Value` (the definition, which
+    /// [`borrowed`] matches for every JSON object).
+    fn hash_of_value(
+        &self,
+        id: &str,
+        json: &[u8],
+        seq: u64,
+        replaces: &[Replaced],
+    ) -> Result<Digest32> {
+        let mut value: Value = serde_json::from_slice(json).map_err(|source| Error::Corrupt {
+            id: id.to_owned(),
+            source,
+        })?;
+        if let Value::Object(map) = &mut value {
+            map.insert("seq".into(), seq.into());
+            if !replaces.is_empty() {
+                map.insert(
+                    "replaces".into(),
+                    serde_json::to_value(replaces).unwrap_or(Value::Null),
+                );
+            }
+        }
+        Ok(record_hash(&self.head.hash, &value))
     }
 
     /// Stores the new head in `txn`, and signs it when a checkpoint is due.

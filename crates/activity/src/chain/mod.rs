@@ -25,10 +25,12 @@
 //! the chain's head with the journal's Ed25519 key (see [`key`]): a [`Checkpoint`].
 //!
 //! The parts: [`key`] (the signing key and the checkpoint's signature), [`link`] (the
-//! writer's side: the chain tables, linking a record, writing checkpoints), [`verify`]
+//! writer's side: the chain tables, linking a record, writing checkpoints), `borrowed`
+//! (the writer's way to a record's canonical bytes, without a `Value`), [`verify`]
 //! (walking a chain and naming what is wrong), `journal` (verifying a journal or an export,
 //! the export's trailer), `tests`.
 
+mod borrowed;
 mod journal;
 pub(crate) mod key;
 pub(crate) mod link;

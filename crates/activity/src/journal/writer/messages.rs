@@ -14,6 +14,11 @@ pub(super) type Ack = oneshot::Sender<std::result::Result<(), String>>;
 /// The answer to a checkpoint, which blocking code (retention) waits for.
 pub(super) type BlockingAck = std::sync::mpsc::Sender<std::result::Result<(), String>>;
 
+/// The buffer a record is encoded into to begin with. A tool call's record is 600–900
+/// bytes; `serde_json::to_vec` starts at 128 and grew it three times, each a `realloc` on
+/// the writer thread that took malloc's lock from the threads answering calls.
+const ENCODED_CAPACITY: usize = 1024;
+
 /// A record ready for the writer.
 pub(in crate::journal) struct Put {
     pub(in crate::journal) key: [u8; 16],
@@ -38,7 +43,8 @@ impl Put {
         let summary = summarise.then(|| bounded.summarised());
         let record = summary.as_ref().unwrap_or(bounded.as_ref());
         let key = parse_key(&record.id)?;
-        let json = serde_json::to_vec(record).map_err(|source| Error::Encode {
+        let mut json = Vec::with_capacity(ENCODED_CAPACITY);
+        serde_json::to_writer(&mut json, record).map_err(|source| Error::Encode {
             id: record.id.clone(),
             source,
         })?;
