@@ -16,13 +16,17 @@
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
+use std::sync::Arc;
 
 use tantivy::collector::sort_key::NaturalComparator;
 use tantivy::collector::{SegmentSortKeyComputer, SortKeyComputer};
 use tantivy::columnar::StrColumn;
-use tantivy::query::{EnableScoring, Query};
+use tantivy::query::{
+    BooleanQuery, BooleanWeight, EnableScoring, Explanation, Occur, Query, Scorer, SumCombiner,
+    Weight,
+};
 use tantivy::termdict::TermOrdinal;
-use tantivy::{DocId, Score, Searcher, SegmentReader};
+use tantivy::{DocId, DocSet, Score, Searcher, SegmentReader, TERMINATED};
 
 /// Sorts by the term ordinal of a string fast field's value: the string's order within
 /// one segment, and only there (the caller checks the index has one segment).
@@ -116,7 +120,29 @@ pub(super) fn top_by_score(
     limit: usize,
     (server, name): (&str, &str),
 ) -> tantivy::Result<Vec<OrdHit>> {
-    let weight = query.weight(EnableScoring::enabled_from_searcher(searcher))?;
+    let scoring = EnableScoring::enabled_from_searcher(searcher);
+    let (weight, clauses) = match clause_weights(query, scoring)? {
+        Some((minimum, clauses)) => {
+            let shared = clauses
+                .iter()
+                .map(|weight| {
+                    (
+                        Occur::Should,
+                        Box::new(Shared(weight.clone())) as Box<dyn Weight>,
+                    )
+                })
+                .collect();
+            let weight: Box<dyn Weight> =
+                Box::new(BooleanWeight::with_minimum_number_should_match(
+                    shared,
+                    minimum,
+                    true,
+                    Box::new(SumCombiner::default),
+                ));
+            (weight, Some(clauses))
+        }
+        None => (query.weight(scoring)?, None),
+    };
     let alive = segment.alive_bitset();
     // The `limit` best scores so far, the worst on top.
     let mut best: BinaryHeap<Reverse<Ranked>> = BinaryHeap::with_capacity(limit + 1);
@@ -138,16 +164,21 @@ pub(super) fn top_by_score(
         }
         bound
     })?;
-    // Scored again in document order, by the scorer every other search uses.
+    // Scored again in document order, as the scorer every other search uses adds them up.
     kept.retain(|(score, _)| *score > bound);
     kept.sort_unstable_by_key(|(_, doc)| *doc);
-    let mut scorer = weight.scorer(segment, 1.0)?;
-    for (score, doc) in &mut kept {
-        if scorer.doc() < *doc {
-            scorer.seek(*doc);
-        }
-        if scorer.doc() == *doc {
-            *score = scorer.score();
+    match clauses {
+        Some(clauses) => rescore_by_clause(&clauses, segment, &mut kept)?,
+        None => {
+            let mut scorer = weight.scorer(segment, 1.0)?;
+            for (score, doc) in &mut kept {
+                if scorer.doc() < *doc {
+                    scorer.seek(*doc);
+                }
+                if scorer.doc() == *doc {
+                    *score = scorer.score();
+                }
+            }
         }
     }
     let servers = segment.fast_fields().str(server)?;
@@ -160,6 +191,76 @@ pub(super) fn top_by_score(
     hits.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
     hits.truncate(limit);
     Ok(hits)
+}
+
+/// The weights of a query of `Should` clauses only (what `ToolIndex` builds), made once
+/// for both the pruned pass and the rescoring, with its minimum of clauses to match; `None`
+/// for any other query.
+fn clause_weights(
+    query: &dyn Query,
+    scoring: EnableScoring<'_>,
+) -> tantivy::Result<Option<(usize, Vec<Arc<dyn Weight>>)>> {
+    let Some(boolean) = query.downcast_ref::<BooleanQuery>() else {
+        return Ok(None);
+    };
+    if boolean
+        .clauses()
+        .iter()
+        .any(|(occur, _)| *occur != Occur::Should)
+    {
+        return Ok(None);
+    }
+    let weights = boolean
+        .clauses()
+        .iter()
+        .map(|(_, clause)| clause.weight(scoring).map(Arc::from))
+        .collect::<tantivy::Result<_>>()?;
+    Ok(Some((boolean.get_minimum_number_should_match(), weights)))
+}
+
+/// Scores each of `kept` (in document order) as tantivy's union of `Should` clauses does:
+/// the scores of the clauses that match it, added in clause order from zero
+/// (`BufferedUnionScorer` with `SumCombiner`). The union's own scorer buffers every posting
+/// of a 4,096-document window of every clause before its first seek: a quarter of a search
+/// over 10,000 tools went there (docs/benchmarks.md). One scorer per clause seeks to the
+/// few kept documents alone.
+fn rescore_by_clause(
+    clauses: &[Arc<dyn Weight>],
+    segment: &SegmentReader,
+    kept: &mut [(Score, DocId)],
+) -> tantivy::Result<()> {
+    let mut scorers = clauses
+        .iter()
+        .map(|weight| weight.scorer(segment, 1.0))
+        .collect::<tantivy::Result<Vec<_>>>()?;
+    scorers.retain(|scorer| scorer.doc() != TERMINATED);
+    for (score, doc) in kept {
+        let mut sum: Score = 0.0;
+        for scorer in &mut scorers {
+            if scorer.doc() < *doc {
+                scorer.seek(*doc);
+            }
+            if scorer.doc() == *doc {
+                sum += scorer.score();
+            }
+        }
+        *score = sum;
+    }
+    Ok(())
+}
+
+/// A clause's weight shared by the pruned pass (inside a `BooleanWeight`) and the
+/// rescoring: each makes its own scorers from it.
+struct Shared(Arc<dyn Weight>);
+
+impl Weight for Shared {
+    fn scorer(&self, reader: &SegmentReader, boost: Score) -> tantivy::Result<Box<dyn Scorer>> {
+        self.0.scorer(reader, boost)
+    }
+
+    fn explain(&self, reader: &SegmentReader, doc: DocId) -> tantivy::Result<Explanation> {
+        self.0.explain(reader, doc)
+    }
 }
 
 /// How far under the `limit`-th best score pruning stops, relative to it: more than ten
