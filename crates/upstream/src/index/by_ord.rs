@@ -12,7 +12,10 @@
 //! of documents that cannot reach the best `limit` scores (block-max WAND) only when it
 //! collects by score alone, so ties would be cut arbitrarily at the last place. Here the
 //! bound it prunes with stays just under the `limit`-th best score, every document that
-//! ties with it is kept, and the ordinals sort the few kept ones.
+//! ties with it is kept, and the ordinals sort the few kept ones. Pruning adds a document's
+//! term scores in another order than tantivy's union does, so the kept documents are scored
+//! again, clause by clause in the union's order ([`rescore_by_clause`]): each hit's score is
+//! the one every other search gives it, to the last bit.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
@@ -122,8 +125,8 @@ pub(super) fn top_by_score(
 ) -> tantivy::Result<Vec<OrdHit>> {
     let scoring = EnableScoring::enabled_from_searcher(searcher);
     let (weight, clauses) = match clause_weights(query, scoring)? {
-        Some((minimum, clauses)) => {
-            let shared = clauses
+        Some(Clauses { minimum, weights }) => {
+            let shared = weights
                 .iter()
                 .map(|weight| {
                     (
@@ -139,7 +142,7 @@ pub(super) fn top_by_score(
                     true,
                     Box::new(SumCombiner::default),
                 ));
-            (weight, Some(clauses))
+            (weight, Some(weights))
         }
         None => (query.weight(scoring)?, None),
     };
@@ -199,7 +202,7 @@ pub(super) fn top_by_score(
 fn clause_weights(
     query: &dyn Query,
     scoring: EnableScoring<'_>,
-) -> tantivy::Result<Option<(usize, Vec<Arc<dyn Weight>>)>> {
+) -> tantivy::Result<Option<Clauses>> {
     let Some(boolean) = query.downcast_ref::<BooleanQuery>() else {
         return Ok(None);
     };
@@ -215,7 +218,10 @@ fn clause_weights(
         .iter()
         .map(|(_, clause)| clause.weight(scoring).map(Arc::from))
         .collect::<tantivy::Result<_>>()?;
-    Ok(Some((boolean.get_minimum_number_should_match(), weights)))
+    Ok(Some(Clauses {
+        minimum: boolean.get_minimum_number_should_match(),
+        weights,
+    }))
 }
 
 /// Scores each of `kept` (in document order) as tantivy's union of `Should` clauses does:
@@ -247,6 +253,12 @@ fn rescore_by_clause(
         *score = sum;
     }
     Ok(())
+}
+
+/// The clauses' weights of a query of `Should` clauses, and how many must match.
+struct Clauses {
+    minimum: usize,
+    weights: Vec<Arc<dyn Weight>>,
 }
 
 /// A clause's weight shared by the pruned pass (inside a `BooleanWeight`) and the
