@@ -12,7 +12,7 @@ use super::messages::Put;
 use crate::Result;
 use crate::chain::link::{Chainer, Linked, Linker};
 use crate::journal::schema::{
-    DATA_BYTES, IDX_STATUS, META, RECORDS, index_keys, key_id, open_indexes, row_cost,
+    DATA_BYTES, IDX_STATUS, META, N_INDEXES, RECORDS, index_keys, key_id, open_indexes, row_cost,
 };
 use crate::outbox;
 use crate::record::{ActivityRecord, Status};
@@ -46,16 +46,22 @@ pub(super) fn apply_puts(
             finished.push(put.key);
         }
         records.insert(put.key, row.as_ref())?;
+        // Index entries the old row already has, and the new one keeps: a final record
+        // after its `pending` one changes its status only, and re-inserting the other four
+        // entries rewrote their B-tree pages for nothing.
+        let mut kept = [false; N_INDEXES];
         if let Some(old) = old {
             match serde_json::from_slice::<ActivityRecord>(&old) {
                 Ok(old_rec) => {
                     let old_keys = index_keys(&old_rec);
                     bytes = bytes.saturating_sub(row_cost(old.len(), &old_keys));
                     for (i, (old_key, new_key)) in old_keys.iter().zip(&put.keys).enumerate() {
-                        if let Some(k) = old_key
-                            && old_key != new_key
-                        {
-                            indexes[i].remove((k.as_str(), put.key))?;
+                        if let Some(k) = old_key {
+                            if old_key == new_key {
+                                kept[i] = true;
+                            } else {
+                                indexes[i].remove((k.as_str(), put.key))?;
+                            }
                         }
                     }
                 }
@@ -68,8 +74,10 @@ pub(super) fn apply_puts(
                 }
             }
         }
-        for (index, key) in indexes.iter_mut().zip(&put.keys) {
-            if let Some(k) = key {
+        for ((index, key), kept) in indexes.iter_mut().zip(&put.keys).zip(kept) {
+            if let Some(k) = key
+                && !kept
+            {
                 index.insert((k.as_str(), put.key), ())?;
             }
         }
