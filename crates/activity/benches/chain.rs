@@ -1,7 +1,9 @@
 //! The hash chain's cost per record, measured with criterion: what the journal's writer
-//! thread does to link a final record (decode its JSON, add `seq`, the canonical encoding,
-//! SHA-256) for a typical record (~600 bytes of JSON) and one with arguments at the default
-//! cap (4 KiB); and what `verify` spends per record.
+//! thread does to link a final record (read its JSON into a tree that borrows its strings,
+//! add `seq`, the canonical encoding, SHA-256: `linked_record_hash`) for a typical record
+//! (~600 bytes of JSON) and one with arguments at the default cap (4 KiB), beside the same by
+//! way of a `serde_json::Value` (`link_value_*`, what the writer did before, and what
+//! `verify` does); and what `verify` spends per record.
 //!
 //! `cargo bench -p mcpproxy-activity --bench chain`.
 
@@ -10,7 +12,9 @@ use std::hint::black_box;
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 
-use mcpproxy_activity::{ActivityRecord, RecordType, Source, Status, Verifier, record_hash};
+use mcpproxy_activity::{
+    ActivityRecord, RecordType, Source, Status, Verifier, linked_record_hash, record_hash,
+};
 
 /// A finished call's record whose arguments hold `argument_bytes` of text, as stored JSON.
 fn stored(argument_bytes: usize) -> Vec<u8> {
@@ -29,8 +33,8 @@ fn stored(argument_bytes: usize) -> Vec<u8> {
     serde_json::to_vec(&record).expect("a record encodes")
 }
 
-/// What the writer does per final record: decode, add `seq`, hash.
-fn link(json: &[u8], prev: &[u8; 32], seq: u64) -> [u8; 32] {
+/// The same hash by way of a `Value`: decode, add `seq`, hash.
+fn link_value(json: &[u8], prev: &[u8; 32], seq: u64) -> [u8; 32] {
     let mut value: Value = serde_json::from_slice(json).expect("a stored record decodes");
     if let Value::Object(map) = &mut value {
         map.insert("seq".into(), seq.into());
@@ -57,8 +61,15 @@ fn chained(n: u64, json: &[u8]) -> Vec<Value> {
 fn bench(c: &mut Criterion) {
     for (name, bytes) in [("typical", 200), ("4k_arguments", 4096)] {
         let json = stored(bytes);
+        assert_eq!(
+            linked_record_hash(&[7; 32], &json, 42),
+            Some(link_value(&json, &[7; 32], 42))
+        );
         c.bench_function(&format!("chain/link_{name}_{}b", json.len()), |b| {
-            b.iter(|| link(black_box(&json), &[7; 32], 42))
+            b.iter(|| linked_record_hash(&[7; 32], black_box(&json), 42))
+        });
+        c.bench_function(&format!("chain/link_value_{name}_{}b", json.len()), |b| {
+            b.iter(|| link_value(black_box(&json), &[7; 32], 42))
         });
     }
     let records = chained(1000, &stored(200));

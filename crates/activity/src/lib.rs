@@ -44,8 +44,8 @@ mod stats;
 pub use batch::{SinkBatch, StoredRecord};
 pub use chain::{
     ChainLink, ChainOptions, ChainReport, ChainState, Checkpoint, KEY_FILE, KeySeed, Problem,
-    ProblemKind, SigningKey, Verifier, canonical, canonical_sha256, public_key_of, read_witness,
-    record_hash, verify_export, verify_export_with,
+    ProblemKind, SigningKey, Verifier, canonical, canonical_sha256, linked_record_hash,
+    public_key_of, read_witness, record_hash, verify_export, verify_export_with,
 };
 pub use delivery::{Activity, Delivery, Failure, Live, Sink, SinkReport, offline_report};
 pub use error::{Error, Result};

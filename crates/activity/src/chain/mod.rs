@@ -206,6 +206,19 @@ pub fn record_hash(prev: &Digest32, record: &Value) -> Digest32 {
     hasher.finalize().into()
 }
 
+/// The hash of a final record linked at `seq` after `prev`, from its JSON object as the
+/// journal encodes it (without chain fields; `replaces` none): [`record_hash`] of that
+/// object with `seq` set, computed as the journal's writer does, from the text (see
+/// `borrowed`). `None` when `json` is not a JSON object.
+pub fn linked_record_hash(prev: &Digest32, json: &[u8], seq: u64) -> Option<Digest32> {
+    borrowed::record_hash(
+        prev,
+        json,
+        borrowed::chain_members(seq, &[]),
+        &mut Vec::new(),
+    )
+}
+
 /// Lowercase hex of `bytes`.
 pub(crate) fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
