@@ -236,7 +236,8 @@ fn npm_command(registry: &str, cache: &Path) -> Command {
 
 /// The tarball of server-everything with its dependencies bundled. Staging and packing
 /// 100-odd packages takes a while, and nextest runs each test in a process of its own, so the
-/// tarball is made once per version of the package and of the staging script and kept under
+/// tarball is made once per version of the package, of its dependencies (the lockfile of
+/// `tests/npm`, whose `node_modules` it bundles) and of the staging script, and kept under
 /// the build's tmp dir (a temp dir per process leaked 39 MB into /tmp for each test). It is
 /// made in a temp dir beside its place and renamed into it: tests in other processes read the
 /// place meanwhile, and a loser of the race uses the winner's.
@@ -245,9 +246,12 @@ fn bundled_tarball() -> &'static Path {
     TARBALL.get_or_init(|| {
         let root = crate::support::repo_root();
         let script = root.join("tests/registry/stage-bundled.js");
-        let script_text = std::fs::read(&script).expect("read stage-bundled.js");
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        std::hash::Hash::hash(&script_text, &mut hasher);
+        for input in [&script, &root.join("tests/npm/package-lock.json")] {
+            let text =
+                std::fs::read(input).unwrap_or_else(|e| panic!("read {}: {e}", input.display()));
+            std::hash::Hash::hash(&text, &mut hasher);
+        }
         let key = format!(
             "{}-{:016x}",
             npm_version(),
