@@ -84,7 +84,7 @@ pub(super) fn chain_members(seq: u64, replaces: &[Replaced]) -> Vec<(Cow<'static
 }
 
 /// Writes `node`'s canonical bytes to `out`.
-pub(super) fn write(node: Node<'_>, out: &mut Vec<u8>) {
+fn write(node: Node<'_>, out: &mut Vec<u8>) {
     match node {
         Node::Object(members) => write_object(members, out),
         Node::Array(items) => {
@@ -235,20 +235,14 @@ impl<'de> Deserialize<'de> for Key<'de> {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::{Value, json};
+    use serde_json::json;
 
     use super::*;
-    use crate::chain::record_hash as value_hash;
+    use crate::chain::link::hash_by_value;
 
     /// What `Linker::link` hashes by way of a `Value`: `text` with `seq` (and `replaces`) set.
     fn by_value(text: &str, seq: u64, replaces: &[Replaced]) -> Digest32 {
-        let mut value: Value = serde_json::from_str(text).unwrap();
-        let map = value.as_object_mut().unwrap();
-        map.insert("seq".into(), seq.into());
-        if !replaces.is_empty() {
-            map.insert("replaces".into(), serde_json::to_value(replaces).unwrap());
-        }
-        value_hash(&[7; 32], &value)
+        hash_by_value(&[7; 32], text.as_bytes(), seq, replaces).unwrap()
     }
 
     fn by_text(text: &str, seq: u64, replaces: &[Replaced]) -> Option<Digest32> {

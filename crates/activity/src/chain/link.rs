@@ -142,7 +142,12 @@ impl Linker {
         ) {
             Some(hash) => hash,
             // Not a JSON object: the definition's way, which names what is wrong.
-            None => self.hash_of_value(id, json, seq, &replaces)?,
+            None => hash_by_value(&self.head.hash, json, seq, &replaces).map_err(|source| {
+                Error::Corrupt {
+                    id: id.to_owned(),
+                    source,
+                }
+            })?,
         };
         let link = ChainLink {
             seq: Some(seq),
@@ -153,31 +158,6 @@ impl Linker {
         self.head.seq = seq;
         self.head.hash = hash;
         Ok(Linked::Store(splice(json, &link)))
-    }
-
-    /// [`Self::link`]'s hash by way of a `serde_json::Value` (the definition, which
-    /// [`borrowed`] matches for every JSON object).
-    fn hash_of_value(
-        &self,
-        id: &str,
-        json: &[u8],
-        seq: u64,
-        replaces: &[Replaced],
-    ) -> Result<Digest32> {
-        let mut value: Value = serde_json::from_slice(json).map_err(|source| Error::Corrupt {
-            id: id.to_owned(),
-            source,
-        })?;
-        if let Value::Object(map) = &mut value {
-            map.insert("seq".into(), seq.into());
-            if !replaces.is_empty() {
-                map.insert(
-                    "replaces".into(),
-                    serde_json::to_value(replaces).unwrap_or(Value::Null),
-                );
-            }
-        }
-        Ok(record_hash(&self.head.hash, &value))
     }
 
     /// Stores the new head in `txn`, and signs it when a checkpoint is due.
@@ -203,6 +183,28 @@ impl Linker {
         }
         Ok(())
     }
+}
+
+/// [`Linker::link`]'s hash by way of a `serde_json::Value`: `json` with `seq` (and
+/// `replaces`, when there are any) set, hashed by [`record_hash`], the definition that
+/// [`borrowed`] matches for every JSON object.
+pub(super) fn hash_by_value(
+    prev: &Digest32,
+    json: &[u8],
+    seq: u64,
+    replaces: &[Replaced],
+) -> serde_json::Result<Digest32> {
+    let mut value: Value = serde_json::from_slice(json)?;
+    if let Value::Object(map) = &mut value {
+        map.insert("seq".into(), seq.into());
+        if !replaces.is_empty() {
+            map.insert(
+                "replaces".into(),
+                serde_json::to_value(replaces).unwrap_or(Value::Null),
+            );
+        }
+    }
+    Ok(record_hash(prev, &value))
 }
 
 /// Writes a checkpoint of `head` in `txn`.
