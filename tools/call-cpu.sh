@@ -31,6 +31,8 @@ tick=$(getconf CLK_TCK)
 # Seconds of CPU of a process (its threads included), or of one thread (PID/task/TID).
 cpu() { awk -v t="$tick" '{print ($14 + $15) / t}' "/proc/$1/stat"; }
 per_call() { awk -v a="$1" -v b="$2" -v n="$calls" 'BEGIN {printf "%d", (b - a) * 1e6 / n}'; }
+# The load client's CPU per call, from the `time -f "%U %S"` of its run.
+load_per_call() { awk -v n="$calls" '{printf "%d", ($1 + $2) * 1e6 / n}' "$work/load-time"; }
 wait_for() {
     for _ in $(seq 300); do grep -q "$2" "$1" && return 0; sleep 0.1; done
     echo "timed out waiting for '$2' in $1" >&2; cat "$1" >&2; exit 1
@@ -73,8 +75,7 @@ f0=$(cpu "$fixture_pid")
     -c "$concurrency" > "$work/direct.out"
 f1=$(cpu "$fixture_pid")
 grep -E "throughput|latency" "$work/direct.out"
-echo "CPU per call: fixture $(per_call "$f0" "$f1") µs," \
-    "mcp-load $(awk -v n="$calls" '{printf "%d", ($1 + $2) * 1e6 / n}' "$work/load-time") µs"
+echo "CPU per call: fixture $(per_call "$f0" "$f1") µs, mcp-load $(load_per_call) µs"
 
 echo "== proxied: mcp-load -> mcpproxy -> fixture over stdio, $calls calls at c=$concurrency"
 p0=$(cpu "$proxy_pid"); w0=$(cpu "$writer"); i0=$(cpu "$inner")
@@ -84,4 +85,4 @@ p1=$(cpu "$proxy_pid"); w1=$(cpu "$writer"); i1=$(cpu "$inner")
 grep -E "throughput|latency" "$work/proxied.out"
 echo "CPU per call: mcpproxy $(per_call "$p0" "$p1") µs (of it the journal's writer" \
     "$(per_call "$w0" "$w1") µs), fixture $(per_call "$i0" "$i1") µs," \
-    "mcp-load $(awk -v n="$calls" '{printf "%d", ($1 + $2) * 1e6 / n}' "$work/load-time") µs"
+    "mcp-load $(load_per_call) µs"
